@@ -1,0 +1,291 @@
+#include "core/options.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <variant>
+
+#include "core/env.h"
+
+namespace kestrel {
+
+struct OptionSet::Entry {
+  std::string key;
+  std::string help;
+  std::variant<int64_t*, int*, double*, bool*, std::string*> dst;
+  double min = 0, max = 0;  // numeric range, inclusive
+  std::vector<std::string> choices;
+  std::string default_text;
+};
+
+namespace {
+
+std::string FormatDouble(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+bool ParseBool(std::string_view v, bool* out) {
+  std::string s(v);
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s == "true" || s == "1" || s == "yes" || s == "on") {
+    *out = true;
+    return true;
+  }
+  if (s == "false" || s == "0" || s == "no" || s == "off") {
+    *out = false;
+    return true;
+  }
+  return false;
+}
+
+std::string Trim(std::string_view v) {
+  size_t b = 0, e = v.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(v[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(v[e - 1]))) --e;
+  return std::string(v.substr(b, e - b));
+}
+
+}  // namespace
+
+OptionSet::OptionSet() = default;
+OptionSet::~OptionSet() = default;
+OptionSet::OptionSet(OptionSet&&) noexcept = default;
+OptionSet& OptionSet::operator=(OptionSet&&) noexcept = default;
+
+OptionSet& OptionSet::Int(std::string key, int64_t* dst, std::string help, int64_t min, int64_t max) {
+  Entry e{std::move(key), std::move(help), dst, static_cast<double>(min), static_cast<double>(max), {}, std::to_string(*dst)};
+  entries_.push_back(std::move(e));
+  return *this;
+}
+OptionSet& OptionSet::Int(std::string key, int* dst, std::string help, int min, int max) {
+  Entry e{std::move(key), std::move(help), dst, static_cast<double>(min), static_cast<double>(max), {}, std::to_string(*dst)};
+  entries_.push_back(std::move(e));
+  return *this;
+}
+OptionSet& OptionSet::Float(std::string key, double* dst, std::string help, double min, double max) {
+  Entry e{std::move(key), std::move(help), dst, min, max, {}, FormatDouble(*dst)};
+  entries_.push_back(std::move(e));
+  return *this;
+}
+OptionSet& OptionSet::Bool(std::string key, bool* dst, std::string help) {
+  Entry e{std::move(key), std::move(help), dst, 0, 0, {}, *dst ? "true" : "false"};
+  entries_.push_back(std::move(e));
+  return *this;
+}
+OptionSet& OptionSet::String(std::string key, std::string* dst, std::string help) {
+  Entry e{std::move(key), std::move(help), dst, 0, 0, {}, *dst};
+  entries_.push_back(std::move(e));
+  return *this;
+}
+OptionSet& OptionSet::Choice(std::string key, std::string* dst, std::vector<std::string> choices,
+                             std::string help) {
+  Entry e{std::move(key), std::move(help), dst, 0, 0, std::move(choices), *dst};
+  entries_.push_back(std::move(e));
+  return *this;
+}
+
+const OptionSet::Entry* OptionSet::Find(std::string_view key) const {
+  for (const auto& e : entries_) {
+    if (e.key == key) return &e;
+  }
+  return nullptr;
+}
+
+bool OptionSet::Has(std::string_view key) const { return Find(key) != nullptr; }
+
+std::vector<std::string> OptionSet::Keys() const {
+  std::vector<std::string> keys;
+  for (const auto& e : entries_) keys.push_back(e.key);
+  return keys;
+}
+
+Status OptionSet::Set(std::string_view key_in, std::string_view value_in, const ErrorLocation& where_in) {
+  std::string key = Trim(key_in);
+  std::string value = Trim(value_in);
+  ErrorLocation where = where_in;
+  where.field = key;
+  const Entry* e = Find(key);
+  if (e == nullptr) {
+    std::string msg = "unknown option '" + key + "'";
+    std::string hint = ClosestMatch(key, Keys());
+    if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+    return Status::InvalidArgument(msg, where);
+  }
+  auto range_error = [&](const std::string& shown) {
+    return Status::InvalidArgument("value " + shown + " is outside the allowed range [" +
+                                       FormatDouble(e->min) + ", " + FormatDouble(e->max) + "]",
+                                   where);
+  };
+  if (auto* p = std::get_if<int64_t*>(&e->dst)) {
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || ptr != value.data() + value.size()) {
+      return Status::InvalidArgument("expected an integer, got '" + value + "'", where);
+    }
+    if (static_cast<double>(v) < e->min || static_cast<double>(v) > e->max) return range_error(value);
+    **p = v;
+  } else if (auto* p = std::get_if<int*>(&e->dst)) {
+    int v = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || ptr != value.data() + value.size()) {
+      return Status::InvalidArgument("expected an integer, got '" + value + "'", where);
+    }
+    if (v < e->min || v > e->max) return range_error(value);
+    **p = v;
+  } else if (auto* p = std::get_if<double*>(&e->dst)) {
+    double v = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || ptr != value.data() + value.size() || !std::isfinite(v)) {
+      return Status::InvalidArgument("expected a finite number, got '" + value + "'", where);
+    }
+    if (v < e->min || v > e->max) return range_error(value);
+    **p = v;
+  } else if (auto* p = std::get_if<bool*>(&e->dst)) {
+    bool v = false;
+    if (!ParseBool(value, &v)) {
+      return Status::InvalidArgument("expected true or false, got '" + value + "'", where);
+    }
+    **p = v;
+  } else if (auto* p = std::get_if<std::string*>(&e->dst)) {
+    if (!e->choices.empty() &&
+        std::find(e->choices.begin(), e->choices.end(), value) == e->choices.end()) {
+      std::string list;
+      for (const auto& c : e->choices) list += (list.empty() ? "" : ", ") + c;
+      std::string msg = "'" + value + "' is not one of: " + list;
+      std::string hint = ClosestMatch(value, e->choices);
+      if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+      return Status::InvalidArgument(msg, where);
+    }
+    **p = value;
+  }
+  return {};
+}
+
+Status OptionSet::ApplyYamlText(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& ex) {
+    return Status::InvalidArgument("malformed YAML: " + ex.msg, {origin, ex.mark.line + 1, ""});
+  }
+  if (root.IsNull()) return {};
+  if (!root.IsMap()) {
+    return Status::InvalidArgument("expected a mapping of key: value", {origin, root.Mark().line + 1, ""});
+  }
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    std::string key = it->first.as<std::string>();
+    ErrorLocation where{origin, it->first.Mark().line + 1, key};
+    const YAML::Node& v = it->second;
+    if (v.IsNull()) {
+      if (!Has(key)) KESTREL_RETURN_IF_ERROR(Set(key, "", where));  // reports unknown key
+      continue;
+    }
+    if (!v.IsScalar()) {
+      return Status::InvalidArgument("expected a single value, got a list or mapping", where);
+    }
+    KESTREL_RETURN_IF_ERROR(Set(key, v.Scalar(), where));
+  }
+  return {};
+}
+
+Status OptionSet::ApplyYamlFile(const std::string& path) {
+  KESTREL_ASSIGN_OR_RETURN(std::string text, Env::Default().ReadFile(path, 16 << 20));
+  return ApplyYamlText(text, path);
+}
+
+Status OptionSet::ApplyArgs(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    std::string k, v;
+    if (!SplitKeyValue(a, &k, &v)) {
+      return Status::InvalidArgument("expected key=value, got '" + a + "'", {"command line", 0, ""});
+    }
+    KESTREL_RETURN_IF_ERROR(Set(k, v, {"command line", 0, ""}));
+  }
+  return {};
+}
+
+
+nlohmann::json OptionSet::ToJson() const {
+  nlohmann::json j = nlohmann::json::object();  // std::map-backed: keys sorted
+  for (const auto& e : entries_) {
+    if (auto* p = std::get_if<int64_t*>(&e.dst)) j[e.key] = **p;
+    else if (auto* p = std::get_if<int*>(&e.dst)) j[e.key] = **p;
+    else if (auto* p = std::get_if<double*>(&e.dst)) j[e.key] = **p;
+    else if (auto* p = std::get_if<bool*>(&e.dst)) j[e.key] = **p;
+    else j[e.key] = *std::get<std::string*>(e.dst);
+  }
+  return j;
+}
+
+Status OptionSet::ApplyJson(const nlohmann::json& obj, const std::string& origin) {
+  if (!obj.is_object()) return Status::InvalidArgument("expected a JSON object", {origin});
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    std::string text;
+    if (it.value().is_string()) text = it.value().get<std::string>();
+    else if (it.value().is_boolean()) text = it.value().get<bool>() ? "true" : "false";
+    else if (it.value().is_number_integer()) text = std::to_string(it.value().get<int64_t>());
+    else if (it.value().is_number()) text = FormatDouble(it.value().get<double>());
+    else return Status::InvalidArgument("unsupported value type", {origin, 0, it.key()});
+    KESTREL_RETURN_IF_ERROR(Set(it.key(), text, {origin, 0, ""}));
+  }
+  return {};
+}
+
+std::string OptionSet::HelpText() const {
+  std::string out;
+  for (const auto& e : entries_) {
+    out += "  " + e.key + "=" + e.default_text;
+    if (!e.choices.empty()) {
+      out += " {";
+      for (size_t i = 0; i < e.choices.size(); ++i) out += (i ? "|" : "") + e.choices[i];
+      out += "}";
+    }
+    out += "\n      " + e.help + "\n";
+  }
+  return out;
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string ClosestMatch(std::string_view key, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& c : candidates) {
+    size_t d = EditDistance(key, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  size_t allowed = std::max<size_t>(2, key.size() / 3);
+  return best_d <= allowed ? best : "";
+}
+
+bool SplitKeyValue(std::string_view token, std::string* key, std::string* value) {
+  size_t eq = token.find('=');
+  if (eq == std::string_view::npos || eq == 0) return false;
+  *key = Trim(token.substr(0, eq));
+  *value = std::string(token.substr(eq + 1));
+  return !key->empty();
+}
+
+}  // namespace kestrel
