@@ -100,6 +100,17 @@ const OptionSet::Entry* OptionSet::Find(std::string_view key) const {
 
 bool OptionSet::Has(std::string_view key) const { return Find(key) != nullptr; }
 
+bool OptionSet::IsBool(std::string_view key) const {
+  const Entry* e = Find(key);
+  return e != nullptr && std::holds_alternative<bool*>(e->dst);
+}
+
+std::string OptionSet::Help(std::string_view key) const {
+  const Entry* e = Find(key);
+  if (e == nullptr) return "";
+  return e->help + " (default " + e->default_text + ")";
+}
+
 std::vector<std::string> OptionSet::Keys() const {
   std::vector<std::string> keys;
   for (const auto& e : entries_) keys.push_back(e.key);

@@ -49,6 +49,10 @@ class OptionSet {
                     std::string help);
 
   bool Has(std::string_view key) const;
+  // True when `key` is bound to a bool (a CLI flag without a value).
+  bool IsBool(std::string_view key) const;
+  // The one-line help of `key` ("" when unknown).
+  std::string Help(std::string_view key) const;
   std::vector<std::string> Keys() const;  // in binding order
 
   // Parses `value` into the field bound to `key`. Booleans accept

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian 12 packages.
+# Idempotent: does nothing when everything is already installed.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libtorch-dev                       # LibTorch 1.13 (CPU): model and trainer
+  libopencv-dev                      # image decode/encode, drawing
+  libsqlite3-dev libpq-dev           # metadata store
+  libssl-dev                         # SHA-256, HMAC
+  nlohmann-json3-dev libspdlog-dev libcli11-dev libyaml-cpp-dev libpugixml-dev
+  libcurl4-openssl-dev               # webhooks
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
