@@ -11,6 +11,7 @@
 
 #include "core/env.h"
 #include "eval/metrics.h"
+#include "eval/plots.h"
 #include "eval/prediction_io.h"
 
 namespace kestrel::eval {
@@ -51,6 +52,17 @@ TEST(ReferenceMetrics, Coco128ValMatchesReferenceValidator) {
 
   EvalOptions opts;
   opts.num_classes = 80;
+  {  // class names from data.yaml ("  3: motorcycle" lines)
+    std::ifstream yaml(root + "/data.yaml");
+    std::string line;
+    while (std::getline(yaml, line)) {
+      const size_t colon = line.find(": ");
+      if (line.rfind("  ", 0) == 0 && colon != std::string::npos) {
+        opts.class_names.push_back(line.substr(colon + 2));
+      }
+    }
+    if (opts.class_names.size() != 80) opts.class_names.clear();
+  }
   DetectionEvaluator ev(opts);
   for (const auto& [stem, size] : sizes) {
     const auto gt = ReadLabels(root + "/labels/val/" + stem + ".txt", size);
@@ -69,6 +81,9 @@ TEST(ReferenceMetrics, Coco128ValMatchesReferenceValidator) {
   EXPECT_EQ(res->instances, 145);
   EXPECT_EQ(res->images, 26);
   EXPECT_NEAR(res->fitness, 0.1 * res->map50 + 0.9 * res->map5095, 1e-12);
+  // Plots of a real run, for looking at (build-eval/eval_plots_coco128/).
+  EvalResult named = *res;
+  EXPECT_TRUE(WritePlots(env, std::string(KESTREL_BINARY_DIR) + "/eval_plots_coco128", named).IsOk());
   // Print all digits so docs/metrics.md can quote how close we are.
   std::printf("map50 %.10f (ref %.10f)\nmap5095 %.10f (ref %.10f)\np %.10f (ref %.10f)\n"
               "r %.10f (ref %.10f)\nbest_conf %.4f classes %zu predictions %lld\n",

@@ -1,0 +1,314 @@
+#include "eval/plots.h"
+
+#include <algorithm>
+#include <cmath>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "eval/ap.h"
+#include "eval/internal/plot_canvas.h"
+
+namespace kestrel::eval {
+
+using internal::Axes;
+using internal::Fixed;
+using internal::LegendEntry;
+using internal::PutText;
+using internal::PutTextVertical;
+using internal::SeriesColor;
+using internal::TextSize;
+
+namespace {
+
+const cv::Scalar kBlack(0, 0, 0);
+const cv::Scalar kGray(190, 190, 190);
+const cv::Scalar kMean(180, 119, 31);  // a strong blue (BGR)
+
+// OpenCV reports failures by exception; turn them into a Status here.
+template <typename F>
+Result<std::string> Encode(F&& draw) {
+  try {
+    cv::Mat img = draw();
+    std::vector<uchar> buf;
+    if (!cv::imencode(".png", img, buf)) return Status::Internal("PNG encoding failed");
+    return std::string(buf.begin(), buf.end());
+  } catch (const cv::Exception& e) {
+    return Status::Internal(std::string("OpenCV: ") + e.what());
+  }
+}
+
+std::string ClassName(const std::vector<std::string>& names, size_t c) {
+  return c < names.size() && !names[c].empty() ? names[c] : std::to_string(c);
+}
+
+std::string ResultClassName(const EvalResult& r, size_t row) {
+  const ClassMetrics& c = r.classes[row];
+  return c.name.empty() ? std::to_string(c.class_id) : c.name;
+}
+
+std::vector<double> MeanRows(const std::vector<std::vector<double>>& rows, size_t n) {
+  std::vector<double> m(n, 0.0);
+  if (rows.empty()) return m;
+  for (const auto& row : rows) {
+    for (size_t k = 0; k < n && k < row.size(); ++k) m[k] += row[k];
+  }
+  for (double& v : m) v /= double(rows.size());
+  return m;
+}
+
+}  // namespace
+
+Result<std::string> RenderPrCurve(const EvalResult& r) {
+  return Encode([&] {
+    Axes ax(cv::Size(900, 700), 0, 1, 0, 1);
+    ax.DrawFrame("Precision-Recall Curve (IoU 0.5)", "Recall", "Precision", 0.2, 0.2, 1);
+    const std::vector<double>& x = r.curves.x;
+    const bool per_class_legend = r.classes.size() <= 20;
+    std::vector<LegendEntry> legend;
+    for (size_t i = 0; i < r.curves.pr.size(); ++i) {
+      const cv::Scalar color = per_class_legend ? SeriesColor(i) : kGray;
+      ax.Line(x, r.curves.pr[i], color, 1);
+      if (per_class_legend) {
+        legend.push_back({ResultClassName(r, i) + " " + Fixed(r.classes[i].ap50, 3), color, 2});
+      }
+    }
+    ax.Line(x, MeanRows(r.curves.pr, x.size()), kMean, 3);
+    legend.push_back({"all classes " + Fixed(r.map50, 3) + " mAP@0.5", kMean, 3});
+    ax.Legend(legend);
+    return ax.Image();
+  });
+}
+
+Result<std::string> RenderConfidenceCurve(const EvalResult& r, ConfidenceCurve which) {
+  const std::vector<std::vector<double>>& rows = which == ConfidenceCurve::kF1 ? r.curves.f1
+                                                 : which == ConfidenceCurve::kPrecision
+                                                     ? r.curves.precision
+                                                     : r.curves.recall;
+  const char* name = which == ConfidenceCurve::kF1          ? "F1"
+                     : which == ConfidenceCurve::kPrecision ? "Precision"
+                                                            : "Recall";
+  return Encode([&] {
+    Axes ax(cv::Size(900, 700), 0, 1, 0, 1);
+    ax.DrawFrame(std::string(name) + "-Confidence Curve", "Confidence", name, 0.2, 0.2, 1);
+    const std::vector<double>& x = r.curves.x;
+    const bool per_class_legend = rows.size() <= 20;
+    std::vector<LegendEntry> legend;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const cv::Scalar color = per_class_legend ? SeriesColor(i) : kGray;
+      ax.Line(x, rows[i], color, 1);
+      if (per_class_legend) legend.push_back({ResultClassName(r, i), color, 2});
+    }
+    // The mean curve is drawn smoothed (5% box filter), as the reference plots do.
+    const std::vector<double> mean = SmoothBox(MeanRows(rows, x.size()), 0.05);
+    ax.Line(x, mean, kMean, 3);
+    if (!mean.empty()) {
+      const size_t best = size_t(std::max_element(mean.begin(), mean.end()) - mean.begin());
+      legend.push_back({"all classes " + Fixed(mean[best], 2) + " at " + Fixed(x[best], 3),
+                        kMean, 3});
+    }
+    ax.Legend(legend);
+    return ax.Image();
+  });
+}
+
+Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm,
+                                          const std::vector<std::string>& names, bool normalize) {
+  return Encode([&] {
+    const int n = cm.NumClasses() + 1;
+    std::vector<double> v(cm.Counts().size());
+    if (normalize) {
+      v = cm.ColumnNormalized();
+    } else {
+      for (size_t i = 0; i < v.size(); ++i) v[i] = double(cm.Counts()[i]);
+    }
+    const double vmax = std::max(1e-12, *std::max_element(v.begin(), v.end()));
+    const int cell = std::clamp(1200 / n, 12, 60);
+    const double fs = std::clamp(cell / 40.0, 0.3, 0.5);
+    std::vector<std::string> labels;
+    int label_w = 0;
+    for (int c = 0; c < n; ++c) {
+      labels.push_back(c == n - 1 ? "background" : ClassName(names, size_t(c)));
+      label_w = std::max(label_w, TextSize(labels.back(), fs).width);
+    }
+    const int left = label_w + 60, top = 60, bottom = label_w + 60, right = 30;
+    cv::Mat img(top + n * cell + bottom, left + n * cell + right, CV_8UC3, cv::Scalar::all(255));
+    const std::string title = normalize ? "Confusion Matrix Normalized" : "Confusion Matrix";
+    const cv::Size tsz = TextSize(title, 0.7, 2);
+    PutText(img, title, cv::Point((img.cols - tsz.width) / 2, 35), 0.7, kBlack, 2);
+    for (int p = 0; p < n; ++p) {
+      for (int g = 0; g < n; ++g) {
+        const double f = v[size_t(p) * size_t(n) + size_t(g)] / vmax;
+        // White to dark blue.
+        const cv::Scalar color(255 - 80 * f, 255 - 200 * f, 255 - 230 * f);
+        const cv::Rect rc(left + g * cell, top + p * cell, cell, cell);
+        cv::rectangle(img, rc, color, cv::FILLED);
+        cv::rectangle(img, rc, cv::Scalar::all(235), 1);
+        if (n <= 31 && v[size_t(p) * size_t(n) + size_t(g)] > 0) {
+          const double val = v[size_t(p) * size_t(n) + size_t(g)];
+          const std::string s = normalize ? Fixed(val, 2) : std::to_string(int64_t(val));
+          const cv::Size sz = TextSize(s, fs * 0.9);
+          PutText(img, s, cv::Point(rc.x + (cell - sz.width) / 2, rc.y + (cell + sz.height) / 2 - 2),
+                  fs * 0.9, f > 0.5 ? cv::Scalar::all(255) : kBlack);
+        }
+      }
+    }
+    cv::rectangle(img, cv::Rect(left, top, n * cell, n * cell), kBlack, 1);
+    for (int c = 0; c < n; ++c) {
+      const cv::Size sz = TextSize(labels[size_t(c)], fs);
+      // Row labels (predicted) on the left, column labels (true) below, vertical.
+      PutText(img, labels[size_t(c)],
+              cv::Point(left - 6 - sz.width, top + c * cell + (cell + sz.height) / 2 - 2), fs,
+              kBlack);
+      PutTextVertical(img, labels[size_t(c)],
+                      cv::Point(left + c * cell + (cell - sz.height) / 2, top + n * cell + 6), fs,
+                      kBlack);
+    }
+    const cv::Size xs = TextSize("True", 0.6);
+    PutText(img, "True", cv::Point(left + (n * cell - xs.width) / 2, img.rows - 15), 0.6, kBlack);
+    const cv::Size ys = TextSize("Predicted", 0.6);
+    PutTextVertical(img, "Predicted", cv::Point(8, top + (n * cell - ys.width) / 2), 0.6, kBlack);
+    return img;
+  });
+}
+
+Result<std::string> RenderLabelHistogram(const std::vector<int64_t>& counts,
+                                         const std::vector<std::string>& names) {
+  return Encode([&] {
+    const size_t n = counts.size();
+    const int64_t cmax = n ? std::max<int64_t>(1, *std::max_element(counts.begin(), counts.end())) : 1;
+    const int bar = std::clamp(int(1100 / std::max<size_t>(1, n)), 10, 60);
+    double fs = std::clamp(bar / 30.0, 0.3, 0.5);
+    int label_w = 0;
+    for (size_t c = 0; c < n; ++c) label_w = std::max(label_w, TextSize(ClassName(names, c), fs).width);
+    const int left = 80, top = 60, plot_h = 420, right = 30;
+    const int width = std::max(500, left + int(n) * bar + right);
+    cv::Mat img(top + plot_h + label_w + 70, width, CV_8UC3, cv::Scalar::all(255));
+    const std::string title = "Labels per class (" + std::to_string(n) + " classes)";
+    const cv::Size tsz = TextSize(title, 0.7, 2);
+    PutText(img, title, cv::Point((img.cols - tsz.width) / 2, 35), 0.7, kBlack, 2);
+    // Y ticks at "nice" steps.
+    const double raw = double(cmax) / 5.0;
+    const double mag = std::pow(10.0, std::floor(std::log10(std::max(1.0, raw))));
+    const double step = std::ceil(raw / mag) * mag;
+    const double ymax = step * std::ceil(double(cmax) / step);
+    for (double y = 0; y <= ymax + 1e-9; y += step) {
+      const int py = top + plot_h - int(std::lround(y / ymax * plot_h));
+      cv::line(img, cv::Point(left, py), cv::Point(left + int(n) * bar, py),
+               cv::Scalar::all(225), 1);
+      const std::string s = std::to_string(int64_t(y));
+      const cv::Size sz = TextSize(s, 0.45);
+      PutText(img, s, cv::Point(left - 8 - sz.width, py + sz.height / 2 - 2), 0.45, kBlack);
+    }
+    for (size_t c = 0; c < n; ++c) {
+      const int h = int(std::lround(double(counts[c]) / ymax * plot_h));
+      const cv::Rect rc(left + int(c) * bar + 1, top + plot_h - h, bar - 2, h);
+      if (h > 0) cv::rectangle(img, rc, SeriesColor(c), cv::FILLED);
+      const std::string name = ClassName(names, c);
+      const cv::Size sz = TextSize(name, fs);
+      PutTextVertical(img, name, cv::Point(left + int(c) * bar + (bar - sz.height) / 2,
+                                           top + plot_h + 6),
+                      fs, kBlack);
+    }
+    cv::rectangle(img, cv::Rect(left, top, int(n) * bar, plot_h), kBlack, 1);
+    PutTextVertical(img, "instances", cv::Point(8, top + plot_h / 2 - 40), 0.6, kBlack);
+    const cv::Size xs = TextSize("class", 0.6);
+    PutText(img, "class", cv::Point(left + (int(n) * bar - xs.width) / 2, img.rows - 15), 0.6,
+            kBlack);
+    return img;
+  });
+}
+
+Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
+                                        const std::vector<std::string>& names,
+                                        const GridOptions& opts) {
+  if (opts.columns < 1 || opts.tile_size < 32) {
+    return Status::InvalidArgument("columns must be >= 1 and tile_size >= 32",
+                                   {"", 0, "GridOptions"});
+  }
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    const ImageView& v = tiles[i].image;
+    if (!v.data || v.width <= 0 || v.height <= 0 || (v.channels != 1 && v.channels != 3) ||
+        v.stride < size_t(v.width) * size_t(v.channels)) {
+      return Status::InvalidArgument("bad image view", {"", 0, "tiles[" + std::to_string(i) + "]"});
+    }
+  }
+  return Encode([&] {
+    const int cols = std::max(1, std::min(opts.columns, int(std::max<size_t>(1, tiles.size()))));
+    const int rows = int((tiles.size() + size_t(cols) - 1) / size_t(cols));
+    const int ts = opts.tile_size;
+    cv::Mat grid(std::max(1, rows) * ts, cols * ts, CV_8UC3, cv::Scalar::all(114));
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      const GridTile& t = tiles[i];
+      cv::Mat src(t.image.height, t.image.width, t.image.channels == 3 ? CV_8UC3 : CV_8UC1,
+                  const_cast<uint8_t*>(t.image.data), t.image.stride);
+      cv::Mat bgr;
+      if (t.image.channels == 1) {
+        cv::cvtColor(src, bgr, cv::COLOR_GRAY2BGR);
+      } else {
+        bgr = src;
+      }
+      const double s = std::min(double(ts) / t.image.width, double(ts) / t.image.height);
+      const int w = std::max(1, int(std::lround(t.image.width * s)));
+      const int h = std::max(1, int(std::lround(t.image.height * s)));
+      const int ox = int(i % size_t(cols)) * ts + (ts - w) / 2;
+      const int oy = int(i / size_t(cols)) * ts + (ts - h) / 2;
+      cv::Mat roi = grid(cv::Rect(ox, oy, w, h));
+      cv::resize(bgr, roi, roi.size(), 0, 0, cv::INTER_AREA);
+      auto to_rect = [&](const Box& b) {
+        return cv::Rect(cv::Point(ox + int(std::lround(b.x1 * s)), oy + int(std::lround(b.y1 * s))),
+                        cv::Point(ox + int(std::lround(b.x2 * s)), oy + int(std::lround(b.y2 * s))));
+      };
+      for (const GroundTruth& g : t.labels) {
+        cv::rectangle(grid, to_rect(g.box), cv::Scalar::all(255), 1, cv::LINE_AA);
+      }
+      for (const Detection& d : t.predictions) {
+        if (d.score < opts.min_score) continue;
+        const cv::Scalar color = SeriesColor(size_t(std::max(0, d.class_id)));
+        const cv::Rect rc = to_rect(d.box);
+        cv::rectangle(grid, rc, color, 2, cv::LINE_AA);
+        const std::string label = ClassName(names, size_t(std::max(0, d.class_id))) + " " +
+                                  Fixed(d.score, 2);
+        const cv::Size sz = TextSize(label, 0.4);
+        const cv::Rect bg(rc.x, std::max(oy, rc.y - sz.height - 2), sz.width + 4, sz.height + 2);
+        cv::rectangle(grid, bg, color, cv::FILLED);
+        PutText(grid, label, cv::Point(bg.x + 2, bg.y + sz.height - 2), 0.4, cv::Scalar::all(255));
+      }
+      if (!t.title.empty()) {
+        const int tx = int(i % size_t(cols)) * ts + 4, ty = int(i / size_t(cols)) * ts + 16;
+        PutText(grid, t.title, cv::Point(tx, ty), 0.45, cv::Scalar::all(255), 2);
+        PutText(grid, t.title, cv::Point(tx, ty), 0.45, kBlack, 1);
+      }
+    }
+    for (int c = 1; c < cols; ++c) {
+      cv::line(grid, cv::Point(c * ts, 0), cv::Point(c * ts, grid.rows), cv::Scalar::all(255), 2);
+    }
+    for (int r = 1; r < rows; ++r) {
+      cv::line(grid, cv::Point(0, r * ts), cv::Point(grid.cols, r * ts), cv::Scalar::all(255), 2);
+    }
+    return grid;
+  });
+}
+
+Status WritePlots(Env& env, const std::string& dir, const EvalResult& r) {
+  KESTREL_RETURN_IF_ERROR(env.CreateDirs(dir));
+  struct Out {
+    const char* file;
+    Result<std::string> png;
+  };
+  std::vector<Out> outs;
+  outs.push_back({"PR_curve.png", RenderPrCurve(r)});
+  outs.push_back({"F1_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kF1)});
+  outs.push_back({"P_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kPrecision)});
+  outs.push_back({"R_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kRecall)});
+  outs.push_back({"confusion_matrix_normalized.png",
+                  RenderConfusionMatrix(r.confusion, r.settings.class_names, true)});
+  outs.push_back({"labels.png", RenderLabelHistogram(r.label_counts, r.settings.class_names)});
+  for (Out& o : outs) {
+    if (!o.png.IsOk()) return o.png.GetStatus().WithContext(o.file);
+    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, o.file), *o.png));
+  }
+  return Status();
+}
+
+}  // namespace kestrel::eval
