@@ -1,0 +1,87 @@
+// The YOLOv8 detection loss: task-aligned assignment, CIoU box loss,
+// distribution focal loss (DFL) and BCE classification, with the public
+// YOLOv8 defaults. Reproduces the reference implementation's loss items and
+// gradients (tests/train/loss_test.cc). See docs/training.md.
+//
+// Inputs are the raw head outputs, one per level (P3, P4, P5):
+//   [B, 4*reg_max + nc, H_i, W_i]; channels 0..4*reg_max-1 are the box
+//   distributions (sides left, top, right, bottom; reg_max bins each), then nc
+//   class logits. Computation runs in float32 on the heads' device.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/options.h"
+#include "core/status.h"
+#include "train/assigner.h"
+
+namespace kestrel::train {
+
+struct LossOptions {
+  int num_classes = 80;                      // nc (> 0)
+  int reg_max = 16;                          // DFL bins per side (> 1)
+  std::vector<double> strides = {8, 16, 32}; // one per head level, input pixels
+  double box_gain = 7.5;                     // key "box"
+  double cls_gain = 0.5;                     // key "cls"
+  double dfl_gain = 1.5;                     // key "dfl"
+  double label_smoothing = 0.0;              // BCE target t -> t*(1-e) + e/2, in [0, 1)
+  std::vector<double> class_weights;         // empty = none, else nc weights >= 0
+                                             // multiplying each class's BCE term
+  AssignerOptions assigner;                  // top_k 10, alpha 0.5, beta 6, eps 1e-9
+
+  // Binds box, cls, dfl, label_smoothing (the Ultralytics keys).
+  void Bind(OptionSet& set);
+  // Errors name the field.
+  Status Validate() const;
+};
+
+// Ground truth of one batch, in the reference's flat layout.
+struct DetectionTargets {
+  torch::Tensor batch_idx;  // [N] image index in the batch (integral values, any dtype)
+  torch::Tensor cls;        // [N, 1] or [N] class id (integral values, any dtype)
+  torch::Tensor bboxes;     // [N, 4] cx, cy, w, h normalized to the input image
+};
+
+struct ImageSize {
+  int64_t height = 0;  // input (letterboxed) image size in pixels
+  int64_t width = 0;
+};
+
+struct LossOutput {
+  torch::Tensor total;  // [] float32 = (box + cls + dfl) * B; backpropagate this
+  torch::Tensor items;  // [3] float32 detached: box, cls, dfl after gains, each
+                        // divided by max(sum of target scores, 1)
+};
+
+// Thread-compatible (const methods only).
+class DetectionLoss {
+ public:
+  static Result<DetectionLoss> Create(LossOptions options);
+
+  // Errors (InvalidArgument): wrong number of heads, shape/channel mismatch,
+  // batch_idx outside [0, B), class outside [0, nc), non-finite boxes.
+  Result<LossOutput> Compute(const std::vector<torch::Tensor>& heads,
+                             const DetectionTargets& targets, ImageSize image) const;
+
+  const LossOptions& Options() const { return options_; }
+
+ private:
+  explicit DetectionLoss(LossOptions options) : options_(std::move(options)) {}
+  LossOptions options_;
+};
+
+// Decodes box distributions [B, A, 4*reg_max] (logits) into xyxy boxes
+// [B, A, 4] in grid units: softmax expectation over bins 0..reg_max-1 gives
+// distances (left, top, right, bottom) from `anchor_points` [A, 2].
+torch::Tensor DecodeBoxes(const torch::Tensor& distribution, const torch::Tensor& anchor_points,
+                          int reg_max);
+
+// Distribution focal loss per row: logits [K, reg_max], target [K] in bins,
+// clamped to [0, reg_max-1-0.01]; returns [K] =
+// CE(logits, floor(t))*(floor(t)+1-t) + CE(logits, floor(t)+1)*(t-floor(t)).
+torch::Tensor DistributionFocalLoss(const torch::Tensor& logits, const torch::Tensor& target);
+
+}  // namespace kestrel::train
