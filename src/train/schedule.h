@@ -36,7 +36,8 @@ struct OptimizerOptions {
   int nbs = 64;                    // nominal batch size
   bool cos_lr = false;             // cosine instead of linear LR factor
 
-  // Binds the fields above under their Ultralytics key names.
+  // Binds the fields above under their Ultralytics key names (`optimizer`
+  // takes the canonical spellings auto/SGD/Adam/AdamW; Validate accepts any case).
   void Bind(OptionSet& set);
   // Range checks; errors name the field.
   Status Validate() const;

@@ -132,6 +132,24 @@ TEST(ScheduleTest, AutoPicksAdamWForShortRunsAndSgdForLongOnes) {
   EXPECT_TRUE(r->nesterov);
 }
 
+TEST(ScheduleTest, AutoSgdWarmsMomentumTowardsTheOptionNotItsOwnValue) {
+  // Reference quirk: auto-SGD is built with momentum 0.9, but warmup
+  // interpolates warmup_momentum -> the momentum option (0.937) and leaves it there.
+  OptimizerOptions o;
+  RunShape s = SmallShape();
+  s.num_train_images = 64 * 1001;
+  s.batches_per_epoch = 4004;
+  auto schedule = Schedule::Create(o, s);
+  ASSERT_TRUE(schedule.IsOk());
+  EXPECT_EQ(schedule->Optimizer().kind, OptimizerKind::kSgd);
+  EXPECT_EQ(schedule->Optimizer().momentum, 0.9);
+  const IterationPlan p0 = schedule->Next();
+  EXPECT_EQ(p0.momentum, 0.8);
+  EXPECT_EQ(p0.lr[0], 0.0);  // auto forces warmup_bias_lr = 0
+  while (schedule->State().next_iteration < schedule->WarmupIterations() + 5) schedule->Next();
+  EXPECT_EQ(schedule->Next().momentum, 0.937);
+}
+
 TEST(ScheduleTest, WeightDecayScalesWithBatchTimesAccumulate) {
   OptimizerOptions o;
   o.optimizer = "sgd";
