@@ -1,0 +1,71 @@
+// The one image decode entry point. Import, the training loader and predict
+// all go through DecodeImage, so every stage sees the same pixels: 8-bit,
+// 3-channel RGB, rotated per EXIF orientation.
+//
+// Sizes are in pixels. "Stored" sizes are what the file header says; the
+// plain width/height are after EXIF orientation (swapped for orientations
+// 5..8). Label coordinates always refer to the oriented image.
+//
+// Thread-safety: all functions are reentrant (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <opencv2/core/mat.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "data/dataset.h"
+
+namespace kestrel::data {
+
+struct ImageInfo {
+  std::string format;  // "jpeg", "png", "bmp", "webp", "tiff"
+  int width = 0;       // pixels, after EXIF orientation
+  int height = 0;
+  int stored_width = 0;  // pixels, as stored in the file
+  int stored_height = 0;
+  int channels = 0;          // stored colour channels incl. alpha (1..4)
+  int bit_depth = 8;         // bits per channel (8 or 16; 1..8 for palettes)
+  int exif_orientation = 1;  // EXIF tag 0x0112, 1..8; 1 = as stored
+  bool has_alpha = false;
+  bool is_gray = false;
+  bool is_cmyk = false;  // JPEG with 4 components (CMYK/YCCK), TIFF separated
+};
+
+// Reads headers only (never allocates pixels). Recognizes JPEG (baseline,
+// extended, progressive, lossless SOFn; APP1 Exif orientation in either byte
+// order), PNG (IHDR, tRNS, eXIf), BMP, WebP (VP8, VP8L, VP8X) and TIFF.
+// `origin` names the file in errors. Unknown formats are an error.
+Result<ImageInfo> ProbeImage(std::string_view bytes, const std::string& origin);
+
+struct DecodeOptions {
+  // Largest stored width*height accepted; bigger headers are refused as
+  // decompression bombs before any pixel is allocated.
+  int64_t max_pixels = 100'000'000;
+};
+
+// Decodes to an 8-bit, 3-channel RGB image (CV_8UC3), EXIF-oriented:
+// 16-bit is scaled to 8-bit, gray is replicated, alpha is dropped.
+// Rejects, with a Status whose location file is `origin`: unknown formats,
+// zero sizes, decompression bombs (checked from the header, before
+// decoding), truncated JPEG (no EOI after the last scan) and PNG (no IEND),
+// and anything the codec refuses. `info`, when given, receives the probe
+// result (nullable borrow).
+Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& origin, const DecodeOptions& opts = {},
+                            ImageInfo* info = nullptr);
+
+// Info-level findings describing what DecodeImage normalizes for this image:
+// "image.grayscale", "image.cmyk", "image.16bit", "image.alpha",
+// "image.exif_orientation". `file` is copied into each finding.
+std::vector<Finding> ImageInfoFindings(const ImageInfo& info, const std::string& file);
+
+// True for jpg jpeg png bmp webp tif tiff, any case, with or without the dot.
+bool IsImageExtension(const std::string& ext);
+
+// Turns OpenCV's own stderr logging down to errors-only. Process-wide: call
+// from main() (and test setup), never from library code.
+void QuietImageCodecLogs();
+
+}  // namespace kestrel::data
