@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <variant>
 
 #include "core/env.h"
@@ -24,11 +23,11 @@ struct OptionSet::Entry {
 
 namespace {
 
+// Shortest text that reads back to the same double ("0.9", not "0.90000000000000002").
 std::string FormatDouble(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
 }
 
 bool ParseBool(std::string_view v, bool* out) {

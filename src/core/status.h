@@ -110,8 +110,11 @@ class Result {
   const T* operator->() const { return &std::get<T>(v_); }
   T& operator*() & { return std::get<T>(v_); }
   const T& operator*() const& { return std::get<T>(v_); }
-  // OK when a value is held.
-  Status GetStatus() const { return IsOk() ? Status() : std::get<Status>(v_); }
+  // OK when a value is held. The reference lives as long as the Result.
+  const Status& GetStatus() const {
+    static const Status kOkStatus;
+    return IsOk() ? kOkStatus : std::get<Status>(v_);
+  }
 
  private:
   std::variant<T, Status> v_;

@@ -1,0 +1,332 @@
+// Phase 1 of import: read the source, decode and validate every sample in
+// parallel, find near duplicates, freeze the split and build the manifest.
+// No writes happen here.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "core/hash.h"
+#include "data/formats.h"
+#include "data/image.h"
+#include "data/near_dup.h"
+#include "data/phash.h"
+#include "data/registry.h"
+
+namespace kestrel::data {
+namespace {
+
+// What the parallel stage learns about one sample.
+struct SampleResult {
+  bool ok = false;  // decoded and labels usable
+  std::string image_sha;
+  int width = 0, height = 0;
+  uint64_t phash = 0;
+  std::vector<Box> boxes;
+  std::vector<Finding> findings;
+};
+
+Finding MakeFinding(Severity sev, std::string check, std::string file, std::string field,
+                    std::string message, std::string action, int line = 0) {
+  Finding f;
+  f.severity = sev;
+  f.check = std::move(check);
+  f.file = std::move(file);
+  f.line = line;
+  f.field = std::move(field);
+  f.message = std::move(message);
+  f.action = std::move(action);
+  return f;
+}
+
+// COCO/VOC pixel boxes -> normalized boxes with the same clip/drop rules the
+// YOLO parser applies to normalized ones.
+std::vector<Box> NormalizePixelBoxes(const Sample& s, int w, int h, std::vector<Finding>* out) {
+  std::vector<Box> boxes;
+  const std::string& file = s.label_path.empty() ? s.image_path : s.label_path;
+  const double tol = 0.5;  // half a pixel of rounding in annotation tools is not a finding
+  for (const auto& pb : s.pixel_boxes) {
+    if (!std::isfinite(pb.x1) || !std::isfinite(pb.y1) || !std::isfinite(pb.x2) || !std::isfinite(pb.y2)) {
+      out->push_back(MakeFinding(Severity::kError, "label.nonfinite", file, "bbox",
+                                 "box of " + s.rel_path + " has a non-finite coordinate", "box dropped",
+                                 pb.line));
+      continue;
+    }
+    double x1 = pb.x1, y1 = pb.y1, x2 = pb.x2, y2 = pb.y2;
+    if (x1 < -tol || y1 < -tol || x2 > w + tol || y2 > h + tol) {
+      out->push_back(MakeFinding(Severity::kWarning, "label.out_of_bounds", file, "bbox",
+                                 "box of " + s.rel_path + " extends outside the " + std::to_string(w) + "x" +
+                                     std::to_string(h) + " image",
+                                 "clipped", pb.line));
+    }
+    // Clip only real overshoot: a normalized 1e-6 of float noise is kept, as
+    // the YOLO parser does, so a box survives a YOLO -> COCO -> YOLO trip.
+    const double ex = 1e-6 * w, ey = 1e-6 * h;
+    if (x1 < -ex || x2 > w + ex) {
+      x1 = std::clamp(x1, 0.0, double(w));
+      x2 = std::clamp(x2, 0.0, double(w));
+    }
+    if (y1 < -ey || y2 > h + ey) {
+      y1 = std::clamp(y1, 0.0, double(h));
+      y2 = std::clamp(y2, 0.0, double(h));
+    }
+    if (x2 - x1 <= 0 || y2 - y1 <= 0) {
+      out->push_back(MakeFinding(Severity::kWarning, "label.degenerate", file, "bbox",
+                                 "box of " + s.rel_path + " has zero or negative size after clipping",
+                                 "box dropped", pb.line));
+      continue;
+    }
+    boxes.push_back({pb.cls, (x1 + x2) / 2 / w, (y1 + y2) / 2 / h, (x2 - x1) / w, (y2 - y1) / h});
+  }
+  return boxes;
+}
+
+SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env) {
+  SampleResult r;
+  auto bytes = env.ReadFile(s.image_path, uint64_t{2} << 30);
+  if (!bytes.IsOk()) {
+    r.findings.push_back(MakeFinding(Severity::kError, "image.unreadable", s.image_path, "",
+                                     bytes.GetStatus().Message(), "sample excluded"));
+    return r;
+  }
+  if (bytes->empty()) {
+    r.findings.push_back(
+        MakeFinding(Severity::kError, "image.empty", s.image_path, "", "image file is empty (0 bytes)", "sample excluded"));
+    return r;
+  }
+  r.image_sha = Sha256Hex(*bytes);
+  DecodeOptions dopt;
+  dopt.max_pixels = opts.max_pixels;
+  ImageInfo info;
+  auto img = DecodeImage(*bytes, s.image_path, dopt, &info);
+  if (!img.IsOk()) {
+    const Status st = img.GetStatus();
+    const std::string msg = st.Message();
+    std::string check = "image.decode";
+    if (msg.find("bomb") != std::string::npos) check = "image.too_large";
+    else if (msg.find("truncated") != std::string::npos) check = "image.truncated";
+    else if (msg.find("zero") != std::string::npos) check = "image.zero_size";
+    r.findings.push_back(MakeFinding(Severity::kError, check, s.image_path, "", msg, "sample excluded"));
+    return r;
+  }
+  for (auto& f : ImageInfoFindings(info, s.image_path)) r.findings.push_back(std::move(f));
+  r.width = img->cols;
+  r.height = img->rows;
+  r.phash = PerceptualHash(*img);
+  if (s.boxes_in_pixels) {
+    if (s.declared_width > 0 && s.declared_height > 0 &&
+        (s.declared_width != r.width || s.declared_height != r.height)) {
+      r.findings.push_back(MakeFinding(
+          Severity::kWarning, "label.size_mismatch", s.label_path.empty() ? s.image_path : s.label_path, "width",
+          "annotation says " + std::to_string(s.declared_width) + "x" + std::to_string(s.declared_height) +
+              " for " + s.rel_path + " but the decoded image is " + std::to_string(r.width) + "x" +
+              std::to_string(r.height),
+          "decoded size used"));
+    }
+    r.boxes = NormalizePixelBoxes(s, r.width, r.height, &r.findings);
+  } else {
+    r.boxes = s.boxes;
+  }
+  r.ok = true;
+  return r;
+}
+
+void RunParallel(size_t n, int threads, const std::function<void(size_t)>& fn) {
+  size_t workers = threads > 0 ? static_cast<size_t>(threads)
+                               : std::max<size_t>(1, std::thread::hardware_concurrency());
+  workers = std::min(workers, std::max<size_t>(n, 1));
+  std::atomic<size_t> next{0};
+  auto loop = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < workers; ++t) pool.emplace_back(loop);
+  loop();
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& opts, Env& env) {
+  ReadOptions ropt;
+  ropt.format = opts.format;
+  ropt.max_label_bytes = static_cast<uint64_t>(opts.max_label_bytes);
+  KESTREL_ASSIGN_OR_RETURN(SourceDataset src, ReadDataset(path, ropt));
+
+  Analysis a;
+  ValidationReport& rep = a.report;
+  rep.source = path;
+  rep.format = src.format;
+  rep.names = src.names;
+  rep.images_total = static_cast<int64_t>(src.samples.size());
+  rep.findings = src.findings;
+
+  std::vector<SampleResult> results(src.samples.size());
+  RunParallel(src.samples.size(), opts.threads,
+              [&](size_t i) { results[i] = AnalyzeSample(src.samples[i], opts, env); });
+
+  // A sample is excluded when its image failed or its own label file had an
+  // error (a partially parsed label file would teach missing objects as
+  // background). COCO annotations live in one shared file, so only image
+  // errors exclude there.
+  std::map<std::string, bool> file_has_error;
+  for (const auto& f : src.findings) {
+    if (f.severity == Severity::kError && !f.file.empty()) file_has_error[f.file] = true;
+  }
+  const bool per_sample_labels = src.format != "coco";
+  const int nc = static_cast<int>(src.names.size());
+  rep.class_counts.assign(static_cast<size_t>(nc), 0);
+  rep.tiny_counts.assign(static_cast<size_t>(nc), 0);
+  std::vector<size_t> kept;  // indices into src.samples
+  for (size_t i = 0; i < src.samples.size(); ++i) {
+    const Sample& s = src.samples[i];
+    SampleResult& r = results[i];
+    bool label_error = false;
+    for (auto& f : r.findings) {
+      if (f.severity == Severity::kError && f.check.rfind("label.", 0) == 0) label_error = true;
+      rep.findings.push_back(std::move(f));
+    }
+    if (per_sample_labels && !s.label_path.empty() && file_has_error.count(s.label_path)) label_error = true;
+    if (file_has_error.count(s.image_path)) r.ok = false;
+    if (!r.ok || label_error) {
+      ++rep.images_excluded;
+      rep.excluded.push_back(s.image_path);
+      continue;
+    }
+    kept.push_back(i);
+  }
+
+  // Manifest.
+  Manifest& m = a.manifest;
+  m.names = src.names;
+  for (size_t i : kept) {
+    const Sample& s = src.samples[i];
+    SampleResult& r = results[i];
+    ManifestEntry e;
+    e.path = s.rel_path;
+    e.split = s.split;
+    e.image_sha = r.image_sha;
+    e.width = r.width;
+    e.height = r.height;
+    e.boxes = r.boxes;
+    m.entries.push_back(std::move(e));
+  }
+  // Remember disk paths across the sort in Canonicalize.
+  std::map<std::pair<std::string, int>, std::string> disk_path;
+  for (size_t i : kept) {
+    disk_path[{src.samples[i].rel_path, static_cast<int>(src.samples[i].split)}] = src.samples[i].image_path;
+  }
+  Canonicalize(m);
+  bool needs_split = !src.has_splits ||
+                     std::any_of(m.entries.begin(), m.entries.end(),
+                                 [](const ManifestEntry& e) { return e.split == Split::kUnassigned; });
+  if (needs_split) {
+    std::map<std::pair<std::string, int>, std::string> moved;
+    std::vector<std::string> paths_in_order;
+    for (const auto& e : m.entries) paths_in_order.push_back(disk_path[{e.path, static_cast<int>(e.split)}]);
+    AssignSplits(m, opts.val_ratio, static_cast<uint64_t>(opts.seed));
+    for (size_t k = 0; k < m.entries.size(); ++k) {
+      moved[{m.entries[k].path, static_cast<int>(m.entries[k].split)}] = paths_in_order[k];
+    }
+    disk_path = std::move(moved);
+    Canonicalize(m);
+    rep.findings.push_back(MakeFinding(Severity::kInfo, "split.assigned", "", "split",
+                                       "source has no train/val split: assigned deterministically (val_ratio " +
+                                           std::to_string(opts.val_ratio) + ", seed " + std::to_string(opts.seed) + ")",
+                                       "split frozen in the version"));
+  }
+  for (const auto& e : m.entries) a.image_paths.push_back(disk_path[{e.path, static_cast<int>(e.split)}]);
+
+  // Per-class and tiny-object statistics on what is kept.
+  for (const auto& e : m.entries) {
+    double scale = double(opts.imgsz) / std::max(e.width, e.height);
+    for (const auto& b : e.boxes) {
+      if (b.cls < 0 || b.cls >= nc) continue;
+      ++rep.boxes;
+      ++rep.class_counts[static_cast<size_t>(b.cls)];
+      double side = std::min(b.w * e.width, b.h * e.height) * scale;
+      if (side < opts.tiny_object_px) ++rep.tiny_counts[static_cast<size_t>(b.cls)];
+    }
+  }
+  for (int c = 0; c < nc; ++c) {
+    if (rep.tiny_counts[static_cast<size_t>(c)] > 0) {
+      rep.findings.push_back(MakeFinding(
+          Severity::kInfo, "class.tiny_objects", "", src.names[static_cast<size_t>(c)],
+          std::to_string(rep.tiny_counts[static_cast<size_t>(c)]) + " of " +
+              std::to_string(rep.class_counts[static_cast<size_t>(c)]) + " '" + src.names[static_cast<size_t>(c)] +
+              "' objects are smaller than " + std::to_string(static_cast<int>(opts.tiny_object_px)) + " px at imgsz " +
+              std::to_string(opts.imgsz),
+          "kept"));
+    }
+  }
+  if (nc > 0 && rep.boxes > 0) {
+    int64_t mx = *std::max_element(rep.class_counts.begin(), rep.class_counts.end());
+    for (int c = 0; c < nc; ++c) {
+      int64_t n = rep.class_counts[static_cast<size_t>(c)];
+      const std::string& name = src.names[static_cast<size_t>(c)];
+      if (n == 0) {
+        rep.findings.push_back(MakeFinding(Severity::kWarning, "class.empty", "", name,
+                                           "class '" + name + "' has no instances", "kept"));
+      } else if (static_cast<double>(mx) / static_cast<double>(n) > opts.imbalance_ratio) {
+        rep.findings.push_back(MakeFinding(
+            Severity::kWarning, "class.imbalance", "", name,
+            "class '" + name + "' has " + std::to_string(n) + " instances, " +
+                std::to_string(static_cast<int64_t>(static_cast<double>(mx) / static_cast<double>(n))) +
+                "x fewer than the largest class (limit " + std::to_string(static_cast<int>(opts.imbalance_ratio)) + "x)",
+            "kept"));
+      }
+    }
+  }
+
+  // Near duplicates within a split and leakage across splits.
+  std::vector<uint64_t> hashes;
+  std::vector<Split> splits;
+  // After AssignSplits the split differs from the source's; look hashes up by
+  // the image sha instead, which is stable.
+  std::map<std::string, uint64_t> hash_by_sha;
+  for (size_t i : kept) hash_by_sha[results[i].image_sha] = results[i].phash;
+  for (const auto& e : m.entries) {
+    hashes.push_back(hash_by_sha[e.image_sha]);
+    splits.push_back(e.split);
+  }
+  NearDupOptions nd;
+  nd.max_distance = opts.near_dup_distance;
+  nd.max_pairs = 100'000;
+  auto dups = FindNearDuplicates(hashes, nd);
+  if (dups.IsOk()) {
+    auto classified = ClassifyBySplit(dups->pairs, splits);
+    if (classified.IsOk()) {
+      for (const auto& p : *classified) {
+        const auto& ei = m.entries[static_cast<size_t>(p.pair.i)];
+        const auto& ej = m.entries[static_cast<size_t>(p.pair.j)];
+        std::string desc = a.image_paths[static_cast<size_t>(p.pair.i)] + " (" + SplitName(ei.split) + ") and " +
+                           a.image_paths[static_cast<size_t>(p.pair.j)] + " (" + SplitName(ej.split) +
+                           "), pHash distance " + std::to_string(p.pair.distance);
+        if (p.cross_split) {
+          ++rep.leakage_pairs;
+          rep.findings.push_back(MakeFinding(Severity::kWarning, "split.leakage",
+                                             a.image_paths[static_cast<size_t>(p.pair.i)], "split",
+                                             "near-duplicate images across splits: " + desc, "kept; consider removing one"));
+        } else {
+          ++rep.near_duplicate_pairs;
+          rep.findings.push_back(MakeFinding(Severity::kWarning, "image.near_duplicate",
+                                             a.image_paths[static_cast<size_t>(p.pair.i)], "",
+                                             "near-duplicate images: " + desc, "kept"));
+        }
+      }
+    }
+    if (dups->truncated) {
+      rep.findings.push_back(MakeFinding(Severity::kWarning, "image.near_duplicate", "", "",
+                                         "more than 100000 near-duplicate pairs; list truncated", "kept"));
+    }
+  }
+  if (m.entries.empty()) {
+    rep.findings.push_back(MakeFinding(Severity::kError, "dataset.empty", path, "",
+                                       "no usable images remain after validation", "nothing to import"));
+  }
+  return a;
+}
+
+}  // namespace kestrel::data

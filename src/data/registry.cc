@@ -1,0 +1,209 @@
+#include "data/registry.h"
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/hash.h"
+
+namespace kestrel::data {
+namespace {
+
+std::string YamlQuote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string StripExtension(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path;
+  return path.substr(0, dot);
+}
+
+// Runs fn(i) for i in [0, n) on `threads` threads; returns the first error.
+Status ParallelForStatus(size_t n, int threads, const std::function<Status(size_t)>& fn) {
+  size_t workers = threads > 0 ? static_cast<size_t>(threads)
+                               : std::max<size_t>(1, std::thread::hardware_concurrency());
+  workers = std::min(workers, std::max<size_t>(n, 1));
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status first;
+  auto loop = [&] {
+    for (size_t i = next.fetch_add(1); i < n && !failed.load(); i = next.fetch_add(1)) {
+      Status s = fn(i);
+      if (!s.IsOk()) {
+        std::lock_guard<std::mutex> l(mu);
+        if (first.IsOk()) first = s;
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < workers; ++t) pool.emplace_back(loop);
+  loop();
+  for (auto& t : pool) t.join();
+  return first;
+}
+
+}  // namespace
+
+Registry::Registry(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env)
+    : meta_(meta), blobs_(blobs), env_(env) {}
+
+Result<ImportResult> Registry::Import(const std::string& path, const std::string& name,
+                                      const ImportOptions& opts, ValidationReport* report_out) {
+  if (name.empty() || name.find_first_of("@/ \t") != std::string::npos) {
+    return Status::InvalidArgument("dataset name '" + name + "' must be non-empty without '@', '/' or spaces",
+                                   {"", 0, "name"});
+  }
+  KESTREL_ASSIGN_OR_RETURN(Analysis a, AnalyzeDataset(path, opts, env_));
+  if (report_out != nullptr) *report_out = a.report;
+  const int64_t errors = a.report.Count(Severity::kError);
+  if (a.manifest.entries.empty()) {
+    return Status::InvalidArgument("no usable images in " + path + "; nothing imported\n" + a.report.ToText(),
+                                   {path});
+  }
+  if (errors > 0 && !opts.allow_errors) {
+    return Status::InvalidArgument(std::to_string(errors) +
+                                       " validation error(s); nothing imported (use --allow-errors to import "
+                                       "without the bad samples)\n" +
+                                       a.report.ToText(),
+                                   {path});
+  }
+
+  // Identical content already registered under this name: nothing to write.
+  const std::string version_id = VersionId(a.manifest);
+  auto existing = meta_.GetVersion(name, version_id);
+  if (existing.IsOk()) {
+    ImportResult out;
+    out.record = std::move(existing).Value();
+    out.created = false;
+    out.analysis = std::move(a);
+    return out;
+  }
+
+  // Phase 2: blobs first. Re-read each file and check it did not change
+  // since analysis, so the manifest never names bytes we did not store.
+  const auto& entries = a.manifest.entries;
+  KESTREL_RETURN_IF_ERROR(ParallelForStatus(entries.size(), opts.threads, [&](size_t i) -> Status {
+    const auto& e = entries[i];
+    if (blobs_.Has(e.image_sha)) return {};
+    KESTREL_ASSIGN_OR_RETURN(std::string bytes, env_.ReadFile(a.image_paths[i], uint64_t{2} << 30));
+    if (Sha256Hex(bytes) != e.image_sha) {
+      return Status::Aborted("image changed while importing; run the import again", {a.image_paths[i]});
+    }
+    return blobs_.PutWithHash(bytes, e.image_sha).GetStatus();
+  }));
+  KESTREL_ASSIGN_OR_RETURN(std::string manifest_sha, blobs_.Put(ManifestToJson(a.manifest)));
+  KESTREL_ASSIGN_OR_RETURN(std::string report_sha, blobs_.Put(a.report.ToJson().dump()));
+
+  store::DatasetVersionRecord rec;
+  rec.dataset = name;
+  rec.version_id = version_id;
+  rec.manifest_sha = manifest_sha;
+  rec.report_sha = report_sha;
+  rec.created_at = env_.UnixSeconds();
+  rec.num_images = static_cast<int64_t>(entries.size());
+  rec.num_boxes = a.report.boxes;
+  rec.num_classes = static_cast<int>(a.manifest.names.size());
+  rec.source = a.report.format + ":" + path;
+  rec.summary_json = SummarizeVersion(a.manifest, a.report).dump();
+  ImportResult out;
+  KESTREL_ASSIGN_OR_RETURN(out.record, meta_.AddDatasetVersion(rec, &out.created));
+  out.analysis = std::move(a);
+  return out;
+}
+
+Result<VersionView> Registry::Load(const std::string& spec) {
+  std::string name, ref;
+  store::SplitDatasetRef(spec, &name, &ref);
+  VersionView v;
+  KESTREL_ASSIGN_OR_RETURN(v.record, meta_.GetVersion(name, ref));
+  KESTREL_ASSIGN_OR_RETURN(std::string mtext, blobs_.Get(v.record.manifest_sha));
+  KESTREL_ASSIGN_OR_RETURN(v.manifest, ManifestFromJson(mtext, blobs_.PathFor(v.record.manifest_sha)));
+  if (VersionId(v.manifest) != v.record.version_id) {
+    return Status::Corruption("manifest of " + spec + " does not hash to its version id",
+                              {blobs_.PathFor(v.record.manifest_sha)});
+  }
+  KESTREL_ASSIGN_OR_RETURN(std::string rtext, blobs_.Get(v.record.report_sha));
+  v.report = nlohmann::json::parse(rtext, nullptr, false);
+  return v;
+}
+
+Status Registry::Export(const std::string& spec, const std::string& format, const std::string& out_dir) {
+  if (format != "yolo" && format != "coco") {
+    return Status::InvalidArgument("export format must be yolo or coco, got '" + format + "'", {"", 0, "format"});
+  }
+  FileInfo info = env_.Stat(out_dir);
+  if (info.exists) {
+    KESTREL_ASSIGN_OR_RETURN(auto names, env_.ListDir(out_dir));
+    if (!names.empty()) return Status::AlreadyExists("export folder is not empty; refusing to overwrite", {out_dir});
+  }
+  KESTREL_ASSIGN_OR_RETURN(VersionView v, Load(spec));
+  const Manifest& m = v.manifest;
+  std::map<Split, std::vector<const ManifestEntry*>> by_split;
+  for (const auto& e : m.entries) by_split[e.split].push_back(&e);
+
+  // Images (verified on read from the store) and YOLO labels.
+  for (const auto& e : m.entries) {
+    std::string split = SplitName(e.split);
+    std::string img = JoinPath(out_dir, "images/" + split + "/" + e.path);
+    KESTREL_RETURN_IF_ERROR(env_.CreateDirs(DirName(img)));
+    KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs_.Get(e.image_sha));
+    KESTREL_RETURN_IF_ERROR(env_.WriteFileAtomic(img, bytes));
+    if (format == "yolo") {
+      std::string lbl = JoinPath(out_dir, "labels/" + split + "/" + StripExtension(e.path) + ".txt");
+      KESTREL_RETURN_IF_ERROR(env_.CreateDirs(DirName(lbl)));
+      KESTREL_RETURN_IF_ERROR(env_.WriteFileAtomic(lbl, CanonicalLabelText(e.boxes)));
+    }
+  }
+  if (format == "yolo") {
+    std::string yaml = "# Exported by kestrel from " + v.record.dataset + "@v" + std::to_string(v.record.seq) +
+                       " (version " + v.record.version_id + ")\npath: .\n";
+    for (Split s : {Split::kTrain, Split::kVal, Split::kTest}) {
+      if (by_split.count(s)) yaml += std::string(SplitName(s)) + ": images/" + SplitName(s) + "\n";
+    }
+    yaml += "nc: " + std::to_string(m.names.size()) + "\nnames:\n";
+    for (const auto& n : m.names) yaml += "  - " + YamlQuote(n) + "\n";
+    return env_.WriteFileAtomic(JoinPath(out_dir, "data.yaml"), yaml);
+  }
+  KESTREL_RETURN_IF_ERROR(env_.CreateDirs(JoinPath(out_dir, "annotations")));
+  for (const auto& [split, list] : by_split) {
+    nlohmann::json j;
+    j["info"] = {{"description", "exported by kestrel from " + v.record.dataset}, {"version", v.record.version_id}};
+    nlohmann::json cats = nlohmann::json::array();
+    for (size_t c = 0; c < m.names.size(); ++c) cats.push_back({{"id", c + 1}, {"name", m.names[c]}});
+    nlohmann::json images = nlohmann::json::array(), anns = nlohmann::json::array();
+    int64_t ann_id = 1, img_id = 1;
+    for (const ManifestEntry* e : list) {
+      images.push_back({{"id", img_id}, {"file_name", e->path}, {"width", e->width}, {"height", e->height}});
+      for (const auto& b : e->boxes) {
+        double w = b.w * e->width, h = b.h * e->height;
+        double x = b.cx * e->width - w / 2, y = b.cy * e->height - h / 2;
+        anns.push_back({{"id", ann_id++},
+                        {"image_id", img_id},
+                        {"category_id", b.cls + 1},
+                        {"bbox", {x, y, w, h}},
+                        {"area", w * h},
+                        {"iscrowd", 0}});
+      }
+      ++img_id;
+    }
+    j["images"] = images;
+    j["annotations"] = anns;
+    j["categories"] = cats;
+    KESTREL_RETURN_IF_ERROR(env_.WriteFileAtomic(
+        JoinPath(out_dir, std::string("annotations/instances_") + SplitName(split) + ".json"), j.dump(1)));
+  }
+  return {};
+}
+
+}  // namespace kestrel::data

@@ -1,0 +1,125 @@
+// The dataset registry: turn a folder (YOLO, COCO, VOC) into a validated,
+// immutable, content-addressed version; list, show, diff and export versions.
+// This is the library API the CLI and the server both call.
+//
+// Import is two-phase so a dataset with errors stores nothing and a crash
+// (kill -9) at any point leaves either no version or a complete one:
+//   1. Analyze (no writes): read, decode every image through the single decode
+//      entry point, validate, hash, near-duplicate search, split, manifest.
+//   2. Commit: image blobs, then manifest and report blobs (each atomic and
+//      deduplicated), then one metadata transaction that makes the version
+//      visible. Blobs of an interrupted import are unreferenced, never a
+//      half version.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/env.h"
+#include "core/options.h"
+#include "core/status.h"
+#include "data/dataset.h"
+#include "data/manifest.h"
+#include "store/artifact_store.h"
+#include "store/metadata_store.h"
+
+namespace kestrel::data {
+
+struct ImportOptions {
+  std::string format = "auto";          // auto|yolo|coco|voc
+  double val_ratio = 0.2;               // val share when the source has no split
+  int64_t seed = 0;                     // split seed
+  bool allow_errors = false;            // import anyway, excluding bad samples
+  int64_t max_pixels = 100'000'000;     // decompression-bomb limit (stored w*h)
+  int64_t max_label_bytes = 64 << 20;   // larger label/annotation files are refused
+  int near_dup_distance = 6;            // pHash Hamming distance for near duplicates
+  int imgsz = 640;                      // training size used for tiny-object stats
+  double tiny_object_px = 8.0;          // min side below this (at imgsz) = tiny
+  double imbalance_ratio = 20.0;        // warn when max/min class count exceeds it
+  int threads = 0;                      // 0 = all cores
+
+  void Bind(OptionSet& s);
+};
+
+struct ValidationReport {
+  std::string source;   // path given by the user
+  std::string format;   // detected format
+  std::vector<std::string> names;
+  std::vector<Finding> findings;
+  int64_t images_total = 0;     // images found in the source
+  int64_t images_excluded = 0;  // dropped because of errors
+  std::vector<std::string> excluded;  // their source paths
+  int64_t boxes = 0;
+  std::vector<int64_t> class_counts;  // instances per class (kept samples)
+  std::vector<int64_t> tiny_counts;   // tiny instances per class
+  int64_t near_duplicate_pairs = 0;
+  int64_t leakage_pairs = 0;
+
+  int64_t Count(Severity s) const;
+  nlohmann::json ToJson() const;
+  // Human-readable: summary, per-class table, findings grouped by check.
+  std::string ToText(size_t max_per_check = 10) const;
+};
+
+struct Analysis {
+  Manifest manifest;           // canonical, version id = VersionId(manifest)
+  ValidationReport report;
+  std::vector<std::string> image_paths;  // disk path per manifest entry
+};
+
+// Phase 1 only: the dry run behind `kestrel dataset validate`. Hard input
+// errors (no such path, malformed YAML/JSON/XML, paths escaping the root...)
+// come back as a non-OK Status; per-sample problems are findings.
+Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& opts,
+                                Env& env = Env::Default());
+
+// Counts and histograms stored with each version and printed by `show`.
+nlohmann::json SummarizeVersion(const Manifest& m, const ValidationReport& r);
+
+struct ImportResult {
+  store::DatasetVersionRecord record;
+  bool created = false;  // false: identical content was already this dataset's version
+  Analysis analysis;
+};
+
+struct VersionView {
+  store::DatasetVersionRecord record;
+  Manifest manifest;
+  nlohmann::json report;  // the stored validation report
+};
+
+struct ManifestDiff {
+  std::vector<std::string> added, removed;  // "split/path"
+  std::vector<std::string> image_changed;   // same key, different image bytes
+  std::vector<std::string> labels_changed;  // same image, different labels
+  std::vector<std::string> split_moved;     // same path+image, other split
+  bool names_changed = false;
+  nlohmann::json ToJson() const;
+};
+ManifestDiff DiffManifests(const Manifest& a, const Manifest& b);
+
+class Registry {
+ public:
+  Registry(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env = Env::Default());
+
+  // Fails (and stores nothing) when the report has errors and
+  // !opts.allow_errors; the error message carries the report text.
+  Result<ImportResult> Import(const std::string& path, const std::string& name,
+                              const ImportOptions& opts, ValidationReport* report_out = nullptr);
+  // spec: "NAME", "NAME@vN", "NAME@<id prefix>".
+  Result<VersionView> Load(const std::string& spec);
+  // Writes a dataset tree that imports back to the same version id:
+  // yolo: images/<split>/<path>, labels/<split>/<stem>.txt, data.yaml;
+  // coco: images/<split>/<path>, annotations/instances_<split>.json.
+  Status Export(const std::string& spec, const std::string& format, const std::string& out_dir);
+
+ private:
+  store::MetadataStore& meta_;
+  store::ArtifactStore& blobs_;
+  Env& env_;
+};
+
+}  // namespace kestrel::data

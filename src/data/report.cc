@@ -1,0 +1,221 @@
+// Validation report, version summary and manifest diff: the data behind
+// `dataset validate`, `dataset show` and `dataset diff`.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "data/registry.h"
+
+namespace kestrel::data {
+
+void ImportOptions::Bind(OptionSet& s) {
+  s.Choice("format", &format, {"auto", "yolo", "coco", "voc"}, "source format (auto-detected by default)")
+      .Float("val_ratio", &val_ratio, "fraction of images put in val when the source has no split", 0.0, 0.9)
+      .Int("seed", &seed, "seed of the deterministic split", 0)
+      .Bool("allow_errors", &allow_errors, "import anyway, excluding (and listing) bad samples")
+      .Int("max_pixels", &max_pixels, "largest width*height accepted (decompression-bomb guard)", 1)
+      .Int("max_label_bytes", &max_label_bytes, "largest label/annotation file accepted, bytes", 1)
+      .Int("near_dup_distance", &near_dup_distance, "pHash Hamming distance counted as near duplicate", 0, 64)
+      .Int("imgsz", &imgsz, "training image size used for tiny-object statistics", 32, 8192)
+      .Float("tiny_object_px", &tiny_object_px, "objects with a side below this at imgsz are tiny", 0.0, 1e6)
+      .Float("imbalance_ratio", &imbalance_ratio, "warn when the largest class exceeds a class by this factor", 1.0, 1e9)
+      .Int("threads", &threads, "worker threads, 0 = all cores", 0, 1024);
+}
+
+int64_t ValidationReport::Count(Severity s) const {
+  return std::count_if(findings.begin(), findings.end(), [&](const Finding& f) { return f.severity == s; });
+}
+
+nlohmann::json ValidationReport::ToJson() const {
+  nlohmann::json j;
+  j["source"] = source;
+  j["format"] = format;
+  j["names"] = names;
+  j["images_total"] = images_total;
+  j["images_excluded"] = images_excluded;
+  j["excluded"] = excluded;
+  j["boxes"] = boxes;
+  j["class_counts"] = class_counts;
+  j["tiny_counts"] = tiny_counts;
+  j["near_duplicate_pairs"] = near_duplicate_pairs;
+  j["leakage_pairs"] = leakage_pairs;
+  j["errors"] = Count(Severity::kError);
+  j["warnings"] = Count(Severity::kWarning);
+  j["infos"] = Count(Severity::kInfo);
+  nlohmann::json fs = nlohmann::json::array();
+  for (const auto& f : findings) {
+    fs.push_back({{"severity", SeverityName(f.severity)},
+                  {"check", f.check},
+                  {"file", f.file},
+                  {"line", f.line},
+                  {"field", f.field},
+                  {"message", f.message},
+                  {"action", f.action}});
+  }
+  j["findings"] = fs;
+  return j;
+}
+
+std::string ValidationReport::ToText(size_t max_per_check) const {
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "Validation of %s (%s): %lld images, %lld excluded, %lld boxes\n", source.c_str(),
+                format.c_str(), static_cast<long long>(images_total), static_cast<long long>(images_excluded),
+                static_cast<long long>(boxes));
+  out += buf;
+  std::snprintf(buf, sizeof(buf), "  %lld errors, %lld warnings, %lld info\n",
+                static_cast<long long>(Count(Severity::kError)), static_cast<long long>(Count(Severity::kWarning)),
+                static_cast<long long>(Count(Severity::kInfo)));
+  out += buf;
+  if (!names.empty()) {
+    std::snprintf(buf, sizeof(buf), "\n  %-4s %-24s %10s %8s\n", "id", "class", "instances", "tiny");
+    out += buf;
+    for (size_t c = 0; c < names.size(); ++c) {
+      std::snprintf(buf, sizeof(buf), "  %-4zu %-24s %10lld %8lld\n", c, names[c].c_str(),
+                    static_cast<long long>(c < class_counts.size() ? class_counts[c] : 0),
+                    static_cast<long long>(c < tiny_counts.size() ? tiny_counts[c] : 0));
+      out += buf;
+    }
+  }
+  // Group by severity then check, in a stable order.
+  for (Severity sev : {Severity::kError, Severity::kWarning, Severity::kInfo}) {
+    std::map<std::string, std::vector<const Finding*>> by_check;
+    for (const auto& f : findings) {
+      if (f.severity == sev) by_check[f.check].push_back(&f);
+    }
+    for (const auto& [check, list] : by_check) {
+      std::snprintf(buf, sizeof(buf), "\n%s %s (%zu)\n", SeverityName(sev), check.c_str(), list.size());
+      out += buf;
+      for (size_t k = 0; k < list.size() && k < max_per_check; ++k) {
+        const Finding& f = *list[k];
+        std::string loc = f.file;
+        if (f.line > 0) loc += ":" + std::to_string(f.line);
+        if (!f.field.empty()) loc += (loc.empty() ? "" : " ") + std::string("[") + f.field + "]";
+        out += "  " + (loc.empty() ? std::string() : loc + ": ") + f.message;
+        if (!f.action.empty()) out += " -> " + f.action;
+        out += "\n";
+      }
+      if (list.size() > max_per_check) {
+        out += "  ... and " + std::to_string(list.size() - max_per_check) + " more (see --json)\n";
+      }
+    }
+  }
+  return out;
+}
+
+nlohmann::json SummarizeVersion(const Manifest& m, const ValidationReport& r) {
+  nlohmann::json j;
+  std::map<std::string, std::array<int64_t, 3>> splits;  // images, boxes, backgrounds
+  std::map<std::string, std::vector<int64_t>> per_class;
+  for (Split s : {Split::kTrain, Split::kVal, Split::kTest}) per_class[SplitName(s)].assign(m.names.size(), 0);
+  static const std::vector<std::pair<int, std::string>> kSize = {
+      {160, "<=160"}, {320, "<=320"}, {640, "<=640"}, {1280, "<=1280"}, {2560, "<=2560"}, {1 << 30, ">2560"}};
+  static const std::vector<std::pair<int, std::string>> kObjects = {
+      {0, "0"}, {1, "1"}, {2, "2"}, {3, "3"}, {4, "4"}, {9, "5-9"}, {19, "10-19"}, {1 << 30, "20+"}};
+  std::map<std::string, int64_t> size_hist, obj_hist;
+  for (const auto& e : m.entries) {
+    auto& sp = splits[SplitName(e.split)];
+    ++sp[0];
+    sp[1] += static_cast<int64_t>(e.boxes.size());
+    if (e.boxes.empty()) ++sp[2];
+    for (const auto& b : e.boxes) {
+      auto& v = per_class[SplitName(e.split)];
+      if (b.cls >= 0 && static_cast<size_t>(b.cls) < v.size()) ++v[static_cast<size_t>(b.cls)];
+    }
+    int side = std::max(e.width, e.height);
+    for (const auto& [lim, name] : kSize) {
+      if (side <= lim) {
+        ++size_hist[name];
+        break;
+      }
+    }
+    int n = static_cast<int>(e.boxes.size());
+    for (const auto& [lim, name] : kObjects) {
+      if (n <= lim) {
+        ++obj_hist[name];
+        break;
+      }
+    }
+  }
+  nlohmann::json js = nlohmann::json::object();
+  for (const auto& [name, v] : splits) js[name] = {{"images", v[0]}, {"boxes", v[1]}, {"backgrounds", v[2]}};
+  j["splits"] = js;
+  nlohmann::json classes = nlohmann::json::array();
+  for (size_t c = 0; c < m.names.size(); ++c) {
+    classes.push_back({{"id", c},
+                       {"name", m.names[c]},
+                       {"train", per_class["train"][c]},
+                       {"val", per_class["val"][c]},
+                       {"test", per_class["test"][c]}});
+  }
+  j["classes"] = classes;
+  nlohmann::json sh = nlohmann::json::array(), oh = nlohmann::json::array();
+  for (const auto& [lim, name] : kSize) sh.push_back({{"max_side", name}, {"images", size_hist[name]}});
+  for (const auto& [lim, name] : kObjects) oh.push_back({{"objects", name}, {"images", obj_hist[name]}});
+  j["image_size_histogram"] = sh;
+  j["objects_per_image"] = oh;
+  std::map<std::string, int64_t> by_check;
+  for (const auto& f : r.findings) ++by_check[std::string(SeverityName(f.severity)) + " " + f.check];
+  j["findings"] = {{"errors", r.Count(Severity::kError)},
+                   {"warnings", r.Count(Severity::kWarning)},
+                   {"infos", r.Count(Severity::kInfo)},
+                   {"by_check", by_check}};
+  j["images_excluded"] = r.images_excluded;
+  return j;
+}
+
+nlohmann::json ManifestDiff::ToJson() const {
+  return {{"added", added},
+          {"removed", removed},
+          {"image_changed", image_changed},
+          {"labels_changed", labels_changed},
+          {"split_moved", split_moved},
+          {"names_changed", names_changed}};
+}
+
+ManifestDiff DiffManifests(const Manifest& a, const Manifest& b) {
+  ManifestDiff d;
+  d.names_changed = a.names != b.names;
+  auto key = [](const ManifestEntry& e) { return std::string(SplitName(e.split)) + "/" + e.path; };
+  std::map<std::string, const ManifestEntry*> ka, kb;
+  std::map<std::string, std::vector<const ManifestEntry*>> pa, pb;  // by path, any split
+  for (const auto& e : a.entries) {
+    ka[key(e)] = &e;
+    pa[e.path].push_back(&e);
+  }
+  for (const auto& e : b.entries) {
+    kb[key(e)] = &e;
+    pb[e.path].push_back(&e);
+  }
+  std::set<std::string> moved_paths;
+  for (const auto& [path, la] : pa) {
+    auto it = pb.find(path);
+    if (it == pb.end() || la.size() != 1 || it->second.size() != 1) continue;
+    const ManifestEntry* x = la[0];
+    const ManifestEntry* y = it->second[0];
+    if (x->split != y->split && x->image_sha == y->image_sha) {
+      d.split_moved.push_back(path + " (" + SplitName(x->split) + " -> " + SplitName(y->split) + ")");
+      moved_paths.insert(path);
+      if (x->label_hash != y->label_hash) d.labels_changed.push_back(key(*y));
+    }
+  }
+  for (const auto& [k, e] : ka) {
+    if (moved_paths.count(e->path)) continue;
+    auto it = kb.find(k);
+    if (it == kb.end()) {
+      d.removed.push_back(k);
+    } else if (it->second->image_sha != e->image_sha) {
+      d.image_changed.push_back(k);
+    } else if (it->second->label_hash != e->label_hash) {
+      d.labels_changed.push_back(k);
+    }
+  }
+  for (const auto& [k, e] : kb) {
+    if (moved_paths.count(e->path)) continue;
+    if (!ka.count(k)) d.added.push_back(k);
+  }
+  return d;
+}
+
+}  // namespace kestrel::data
