@@ -1,0 +1,324 @@
+// `kestrel dataset ...`: import, validate, list, show, diff, export, synth.
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "cli/cli.h"
+#include "data/registry.h"
+#include "data/synth.h"
+
+namespace kestrel::cli {
+namespace {
+
+std::string FormatTime(int64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json RecordJson(const store::DatasetVersionRecord& r) {
+  return {{"dataset", r.dataset},
+          {"version", "v" + std::to_string(r.seq)},
+          {"version_id", r.version_id},
+          {"created_at", r.created_at},
+          {"num_images", r.num_images},
+          {"num_boxes", r.num_boxes},
+          {"num_classes", r.num_classes},
+          {"source", r.source},
+          {"manifest_sha", r.manifest_sha},
+          {"report_sha", r.report_sha}};
+}
+
+std::string ShowText(const data::VersionView& v) {
+  const auto& r = v.record;
+  auto summary = nlohmann::json::parse(r.summary_json, nullptr, false);
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "%s@v%lld  %s\n  created %s from %s\n  %lld images, %lld boxes, %d classes\n",
+                r.dataset.c_str(), static_cast<long long>(r.seq), r.version_id.c_str(), FormatTime(r.created_at).c_str(),
+                r.source.c_str(), static_cast<long long>(r.num_images), static_cast<long long>(r.num_boxes),
+                r.num_classes);
+  out += buf;
+  if (summary.is_discarded()) return out;
+  out += "\n  split    images   boxes  backgrounds\n";
+  for (auto it = summary["splits"].begin(); it != summary["splits"].end(); ++it) {
+    std::snprintf(buf, sizeof(buf), "  %-7s %7lld %7lld %12lld\n", it.key().c_str(),
+                  static_cast<long long>(it.value()["images"].get<int64_t>()),
+                  static_cast<long long>(it.value()["boxes"].get<int64_t>()),
+                  static_cast<long long>(it.value()["backgrounds"].get<int64_t>()));
+    out += buf;
+  }
+  out += "\n  id  class                      train      val     test\n";
+  for (const auto& c : summary["classes"]) {
+    std::snprintf(buf, sizeof(buf), "  %-3d %-24s %7lld  %7lld  %7lld\n", c["id"].get<int>(),
+                  c["name"].get<std::string>().c_str(), static_cast<long long>(c["train"].get<int64_t>()),
+                  static_cast<long long>(c["val"].get<int64_t>()), static_cast<long long>(c["test"].get<int64_t>()));
+    out += buf;
+  }
+  out += "\n  image size (max side):";
+  for (const auto& b : summary["image_size_histogram"]) {
+    if (b["images"].get<int64_t>() > 0) {
+      out += " " + b["max_side"].get<std::string>() + ": " + std::to_string(b["images"].get<int64_t>());
+    }
+  }
+  out += "\n  objects per image:    ";
+  for (const auto& b : summary["objects_per_image"]) {
+    if (b["images"].get<int64_t>() > 0) {
+      out += " " + b["objects"].get<std::string>() + ": " + std::to_string(b["images"].get<int64_t>());
+    }
+  }
+  const auto& f = summary["findings"];
+  std::snprintf(buf, sizeof(buf), "\n\n  findings: %lld errors, %lld warnings, %lld info; %lld images excluded\n",
+                static_cast<long long>(f["errors"].get<int64_t>()), static_cast<long long>(f["warnings"].get<int64_t>()),
+                static_cast<long long>(f["infos"].get<int64_t>()),
+                static_cast<long long>(summary["images_excluded"].get<int64_t>()));
+  out += buf;
+  for (auto it = f["by_check"].begin(); it != f["by_check"].end(); ++it) {
+    out += "    " + it.key() + ": " + std::to_string(it.value().get<int64_t>()) + "\n";
+  }
+  return out;
+}
+
+std::string DiffText(const std::string& a, const std::string& b, const data::ManifestDiff& d) {
+  std::string out = "diff " + a + " -> " + b + "\n";
+  auto section = [&](const char* title, const std::vector<std::string>& items, char mark) {
+    out += "  " + std::string(title) + ": " + std::to_string(items.size()) + "\n";
+    for (size_t i = 0; i < items.size() && i < 50; ++i) out += std::string("    ") + mark + " " + items[i] + "\n";
+    if (items.size() > 50) out += "    ... " + std::to_string(items.size() - 50) + " more (see --json)\n";
+  };
+  section("images added", d.added, '+');
+  section("images removed", d.removed, '-');
+  section("images changed", d.image_changed, '~');
+  section("labels changed", d.labels_changed, '~');
+  section("moved between splits", d.split_moved, '>');
+  if (d.names_changed) out += "  class names changed\n";
+  return out;
+}
+
+}  // namespace
+
+void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
+  CLI::App* ds = app.add_subcommand("dataset", "Import, validate, version and export datasets");
+  ds->require_subcommand(1);
+
+  // Shared by import and validate.
+  struct ImportState {
+    std::string path, name;
+    data::ImportOptions opts;
+    OptionSet set;
+    FlagValues flags;
+    std::vector<std::string> extras;  // key=value tokens
+  };
+  auto st = std::make_shared<ImportState>();
+  st->opts.Bind(st->set);
+
+  CLI::App* imp = ds->add_subcommand("import", "Validate a YOLO/COCO/VOC dataset and store it as a new version");
+  imp->add_option("path", st->path, "dataset folder or data.yaml / instances JSON")->required();
+  imp->add_option("--name", st->name, "registry name")->required();
+  imp->add_option("key=value", st->extras, "options Ultralytics-style, e.g. val_ratio=0.1");
+  AddOptionFlags(imp, st->set, &st->flags);
+  imp->callback([&ctx, exit_code, st] {
+    Status s = ApplyOptions(st->set, st->flags, st->extras);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    data::Registry reg(*stores->meta, *stores->blobs);
+    data::ValidationReport report;
+    auto r = reg.Import(st->path, st->name, st->opts, &report);
+    if (!r.IsOk()) {
+      if (!report.source.empty() && ctx.json) {
+        nlohmann::json j = {{"ok", false}, {"error", r.GetStatus().Message().substr(0, r.GetStatus().Message().find('\n'))},
+                            {"report", report.ToJson()}};
+        std::cout << j.dump(2) << std::endl;
+        *exit_code = kExitFailure;
+        return;
+      }
+      *exit_code = Fail(ctx, r.GetStatus());
+      return;
+    }
+    const auto& rec = r->record;
+    std::string text = r->analysis.report.ToText() + "\n" +
+                       (r->created ? "imported " : "unchanged: identical content is already ") + rec.dataset + "@v" +
+                       std::to_string(rec.seq) + " (version " + rec.version_id + ")\n";
+    nlohmann::json j = {{"ok", true}, {"created", r->created}, {"version", RecordJson(rec)},
+                        {"report", r->analysis.report.ToJson()}};
+    *exit_code = Emit(ctx, text, j);
+  });
+
+  auto vst = std::make_shared<ImportState>();
+  vst->opts.Bind(vst->set);
+  CLI::App* val = ds->add_subcommand("validate", "Dry run: print the validation report; exit 1 when errors exist");
+  val->add_option("path", vst->path, "dataset folder or data.yaml / instances JSON")->required();
+  val->add_option("key=value", vst->extras, "options Ultralytics-style, e.g. imgsz=320");
+  AddOptionFlags(val, vst->set, &vst->flags);
+  val->callback([&ctx, exit_code, vst] {
+    Status s = ApplyOptions(vst->set, vst->flags, vst->extras);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    auto a = data::AnalyzeDataset(vst->path, vst->opts);
+    if (!a.IsOk()) {
+      *exit_code = Fail(ctx, a.GetStatus());
+      return;
+    }
+    const auto& rep = a->report;
+    std::string text = rep.ToText() + "\nversion id would be " + data::VersionId(a->manifest) + "\n";
+    nlohmann::json j = {{"ok", rep.Count(data::Severity::kError) == 0},
+                        {"version_id", data::VersionId(a->manifest)},
+                        {"report", rep.ToJson()}};
+    Emit(ctx, text, j);
+    *exit_code = rep.Count(data::Severity::kError) == 0 ? kExitOk : kExitFailure;
+  });
+
+  CLI::App* list = ds->add_subcommand("list", "List datasets and their latest versions");
+  list->callback([&ctx, exit_code] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto all = stores->meta->ListDatasets();
+    if (!all.IsOk()) {
+      *exit_code = Fail(ctx, all.GetStatus());
+      return;
+    }
+    std::string text;
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "%-20s %-8s %-14s %8s %8s %-20s\n", "name", "latest", "version id", "images",
+                  "versions", "created");
+    text += buf;
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& d : *all) {
+      std::snprintf(buf, sizeof(buf), "%-20s v%-7lld %-14s %8lld %8lld %-20s\n", d.name.c_str(),
+                    static_cast<long long>(d.latest.seq), d.latest.version_id.substr(0, 12).c_str(),
+                    static_cast<long long>(d.latest.num_images), static_cast<long long>(d.num_versions),
+                    FormatTime(d.latest.created_at).c_str());
+      text += buf;
+      auto rj = RecordJson(d.latest);
+      rj["num_versions"] = d.num_versions;
+      j.push_back(rj);
+    }
+    if (all->empty()) text = "no datasets yet: kestrel dataset import PATH --name NAME\n";
+    *exit_code = Emit(ctx, text, {{"ok", true}, {"datasets", j}});
+  });
+
+  auto show_spec = std::make_shared<std::string>();
+  CLI::App* show = ds->add_subcommand("show", "Counts per split and class, size histograms, findings of a version");
+  show->add_option("dataset", *show_spec, "NAME or NAME@VERSION (vN or id prefix)")->required();
+  show->callback([&ctx, exit_code, show_spec] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    data::Registry reg(*stores->meta, *stores->blobs);
+    auto v = reg.Load(*show_spec);
+    if (!v.IsOk()) {
+      *exit_code = Fail(ctx, v.GetStatus());
+      return;
+    }
+    nlohmann::json j = {{"ok", true},
+                        {"version", RecordJson(v->record)},
+                        {"names", v->manifest.names},
+                        {"summary", nlohmann::json::parse(v->record.summary_json, nullptr, false)},
+                        {"report", v->report}};
+    *exit_code = Emit(ctx, ShowText(*v), j);
+  });
+
+  auto diff_a = std::make_shared<std::string>(), diff_b = std::make_shared<std::string>();
+  CLI::App* diff = ds->add_subcommand("diff", "Images and labels added, removed or changed between two versions");
+  diff->add_option("a", *diff_a, "NAME@VERSION")->required();
+  diff->add_option("b", *diff_b, "NAME@VERSION")->required();
+  diff->callback([&ctx, exit_code, diff_a, diff_b] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    data::Registry reg(*stores->meta, *stores->blobs);
+    auto a = reg.Load(*diff_a);
+    if (!a.IsOk()) {
+      *exit_code = Fail(ctx, a.GetStatus());
+      return;
+    }
+    auto b = reg.Load(*diff_b);
+    if (!b.IsOk()) {
+      *exit_code = Fail(ctx, b.GetStatus());
+      return;
+    }
+    auto d = data::DiffManifests(a->manifest, b->manifest);
+    nlohmann::json j = d.ToJson();
+    j["ok"] = true;
+    j["a"] = RecordJson(a->record);
+    j["b"] = RecordJson(b->record);
+    *exit_code = Emit(ctx, DiffText(*diff_a, *diff_b, d), j);
+  });
+
+  struct ExportState {
+    std::string spec, out, format = "yolo";
+  };
+  auto ex = std::make_shared<ExportState>();
+  CLI::App* exp = ds->add_subcommand("export", "Write a version as a YOLO or COCO dataset folder");
+  exp->add_option("dataset", ex->spec, "NAME@VERSION")->required();
+  exp->add_option("out", ex->out, "output folder (must be empty or absent)")->required();
+  exp->add_option("--format", ex->format, "yolo or coco")->check(CLI::IsMember({"yolo", "coco"}));
+  exp->callback([&ctx, exit_code, ex] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    data::Registry reg(*stores->meta, *stores->blobs);
+    Status s = reg.Export(ex->spec, ex->format, ex->out);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    *exit_code = Emit(ctx, "exported " + ex->spec + " as " + ex->format + " to " + ex->out + "\n",
+                      {{"ok", true}, {"out", ex->out}, {"format", ex->format}});
+  });
+
+  struct SynthState {
+    std::string out;
+    data::SynthOptions opts;
+    int64_t seed = 0;
+  };
+  auto sy = std::make_shared<SynthState>();
+  CLI::App* syn = ds->add_subcommand("synth", "Write a deterministic synthetic detection dataset (YOLO layout)");
+  syn->add_option("out", sy->out, "output folder")->required();
+  syn->add_option("--images", sy->opts.images, "number of images")->capture_default_str();
+  syn->add_option("--classes", sy->opts.classes, "number of classes (shapes)")->capture_default_str();
+  syn->add_option("--imgsz", sy->opts.imgsz, "image side in pixels")->capture_default_str();
+  syn->add_option("--seed", sy->seed, "random seed")->capture_default_str();
+  syn->add_option("--val-fraction", sy->opts.val_fraction, "share of images in val")->capture_default_str();
+  syn->callback([&ctx, exit_code, sy] {
+    sy->opts.seed = static_cast<uint64_t>(sy->seed);
+    Status v = sy->opts.Validate();
+    if (!v.IsOk()) {
+      *exit_code = Fail(ctx, v, kExitUsage);
+      return;
+    }
+    Status s = data::WriteSynthDataset(sy->opts, sy->out);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    *exit_code = Emit(ctx,
+                      "wrote " + std::to_string(sy->opts.images) + " synthetic images (" +
+                          std::to_string(sy->opts.classes) + " classes, " + std::to_string(sy->opts.imgsz) +
+                          " px) to " + sy->out + "\n",
+                      {{"ok", true}, {"out", sy->out}, {"images", sy->opts.images}, {"classes", sy->opts.classes}});
+  });
+}
+
+}  // namespace kestrel::cli
