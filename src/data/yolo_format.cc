@@ -139,7 +139,7 @@ Result<SourceDataset> BuildYolo(std::string root, std::vector<SplitSource> sourc
   for (const SplitSource& src : sources) {
     if (src.images.empty()) {
       ds.findings.push_back(MakeFinding(Severity::kWarning, "split.empty", src.image_root, 0,
-                                        SplitName(src.split), "no images in this split", ""));
+                                        SplitName(src.split), "no images in this split", "none"));
     }
     if (src.scan_orphans) label_roots.insert(DirName(LabelPathFor(src.image_root + "/x.jpg")));
     for (const std::string& img : src.images) {
