@@ -1,7 +1,8 @@
-// MetadataStore: the transactional record of what Kestrel knows (datasets and
-// their versions now; jobs, attempts and events later). Two implementations
-// share one schema and migration set: SQLite (embedded default) and
-// PostgreSQL (arrives with the job system), so SQL here stays portable.
+// MetadataStore: the transactional record of what Kestrel knows: datasets
+// and their versions, and the job system (jobs, attempts, events, workers;
+// semantics in docs/jobs.md). Two backends share one schema, one migration
+// set and one implementation of the logic: SQLite (embedded default) and
+// PostgreSQL; they differ only in a small connection adapter (sql_conn.h).
 //
 // Thread-safety: one MetadataStore per thread (each holds its own
 // connection); several processes may open the same database concurrently.
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "store/job_types.h"
 
 namespace kestrel::store {
 
@@ -41,8 +43,9 @@ class MetadataStore {
  public:
   virtual ~MetadataStore() = default;
 
-  // url: "sqlite:PATH", or a plain PATH (SQLite). Creates and migrates the
-  // schema when needed.
+  // url: "sqlite:PATH", a plain PATH (SQLite), or "postgresql://..." /
+  // "postgres://..." (any libpq URL). Creates and migrates the schema when
+  // needed.
   static Result<std::unique_ptr<MetadataStore>> Open(const std::string& url);
 
   // Highest applied migration.
@@ -60,7 +63,56 @@ class MetadataStore {
   // of at least 6 hex chars (ambiguous prefixes are an error).
   virtual Result<DatasetVersionRecord> GetVersion(const std::string& dataset,
                                                   const std::string& ref) = 0;
+
+  // ---- jobs (docs/jobs.md). Every change is one transaction; state changes
+  // also append a "state" event. `now_ms` is Unix milliseconds from an Env.
+
+  // Idempotent: dedup_key = sha256(dataset_version, canonical config). While
+  // a live (queued/running/failed_retryable) job with that key exists, returns
+  // it with *created = false; holds under concurrent submitters.
+  virtual Result<JobRecord> SubmitJob(const JobSpec& spec, int64_t now_ms, bool* created) = 0;
+  // Highest priority first, FIFO within a priority, among queued jobs (and
+  // failed_retryable ones when req.allow_retries) whose not_before has come,
+  // and running jobs whose lease expired (their attempt is closed as an
+  // infrastructure failure first; past the infra cap the job fails
+  // permanently). Only jobs that fit one of req.devices. Increments attempt,
+  // sets the lease. kNotFound when nothing is claimable.
+  virtual Result<ClaimedJob> ClaimJob(const ClaimRequest& req) = 0;
+  // Extends the lease to now + lease_ms. kAborted when `attempt` is no longer
+  // the job's running attempt held by `worker` (fencing: stop the child).
+  virtual Status RenewLease(int64_t job_id, int64_t attempt, const std::string& worker,
+                            int64_t now_ms, int64_t lease_ms) = 0;
+  // Ends the attempt and moves the job: succeeded, failed_retryable (with
+  // not_before = now + backoff) or failed_permanent (permanent class or budget
+  // spent). kAborted, changing nothing, when the attempt is not current.
+  virtual Result<JobRecord> CompleteAttempt(int64_t job_id, int64_t attempt, const std::string& worker,
+                                            const AttemptOutcome& outcome, int64_t now_ms) = 0;
+  // Queued/failed_retryable/running -> cancelled (a running worker learns it
+  // when its next RenewLease fails). kFailedPrecondition when finished.
+  virtual Result<JobRecord> CancelJob(int64_t job_id, int64_t now_ms) = 0;
+  // Manual retry of a finished failed/cancelled job with a fresh budget.
+  // kAlreadyExists when an identical job is live meanwhile.
+  virtual Result<JobRecord> RetryJob(int64_t job_id, int64_t now_ms) = 0;
+  virtual Result<JobRecord> GetJob(int64_t job_id) = 0;
+  // Newest first.
+  virtual Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // Oldest first.
+  virtual Result<std::vector<AttemptRecord>> ListAttempts(int64_t job_id) = 0;
+  // The last `n` finished attempts over all jobs, newest first (circuit
+  // breaker input).
+  virtual Result<std::vector<AttemptRecord>> RecentAttempts(int n) = 0;
+  // Returns the new event id (monotonic in commit order).
+  virtual Result<int64_t> AppendEvent(const EventRecord& ev) = 0;
+  // Events with id > after_id in id order; job_id 0 = all jobs.
+  virtual Result<std::vector<EventRecord>> ReadEvents(int64_t after_id, int64_t job_id, int limit) = 0;
+  virtual Status UpsertWorker(const WorkerRecord& w) = 0;
+  virtual Result<std::vector<WorkerRecord>> ListWorkers() = 0;
+  virtual Result<JobStats> Stats() = 0;
 };
+
+// sha256 of the dataset version and the canonical form (sorted keys, no
+// whitespace) of the effective config JSON. kInvalidArgument on bad JSON.
+Result<std::string> JobDedupKey(const std::string& dataset_version, const std::string& config_json);
 
 // The latest schema version this build knows (number of migrations).
 int LatestSchemaVersion();

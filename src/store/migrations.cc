@@ -28,6 +28,74 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "  UNIQUE (dataset, version_id))",
           "CREATE INDEX dataset_versions_by_id ON dataset_versions(version_id)",
       },
+      // 2: job system (docs/jobs.md). Ids come from `counters` rows, locked
+      // by the inserting transaction, so event ids are monotonic in commit
+      // order (a reader paging with after_id never skips one).
+      {
+          "CREATE TABLE counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+          "INSERT INTO counters(name, value) VALUES ('job', 0), ('event', 0)",
+          "CREATE TABLE jobs ("
+          "  id BIGINT PRIMARY KEY,"
+          "  spec_json TEXT NOT NULL,"
+          "  config_json TEXT NOT NULL,"
+          "  dataset_version TEXT NOT NULL,"
+          "  priority INTEGER NOT NULL,"  // 0 high, 1 normal, 2 low
+          "  dedup_key TEXT NOT NULL,"
+          "  state TEXT NOT NULL,"
+          "  attempt BIGINT NOT NULL,"
+          "  lease_owner TEXT NOT NULL,"
+          "  lease_until BIGINT NOT NULL,"
+          "  not_before BIGINT NOT NULL,"
+          "  max_retries INTEGER NOT NULL,"
+          "  retries_used INTEGER NOT NULL,"
+          "  max_infra_retries INTEGER NOT NULL,"
+          "  infra_retries_used INTEGER NOT NULL,"
+          "  backoff_ms TEXT NOT NULL,"  // comma-separated milliseconds
+          "  device_kind TEXT NOT NULL,"
+          "  device_memory_mb BIGINT NOT NULL,"
+          "  wall_clock_limit_ms BIGINT NOT NULL,"
+          "  created_at BIGINT NOT NULL,"
+          "  updated_at BIGINT NOT NULL,"
+          "  finished_at BIGINT NOT NULL,"
+          "  result_json TEXT NOT NULL,"
+          "  last_reason TEXT NOT NULL)",
+          // At most one live job per dedup key: the idempotent-submit guard.
+          "CREATE UNIQUE INDEX jobs_live_dedup ON jobs(dedup_key)"
+          "  WHERE state IN ('queued', 'running', 'failed_retryable')",
+          "CREATE INDEX jobs_claim ON jobs(state, priority, id)",
+          "CREATE TABLE attempts ("
+          "  job_id BIGINT NOT NULL REFERENCES jobs(id),"
+          "  attempt BIGINT NOT NULL,"
+          "  worker TEXT NOT NULL,"
+          "  host TEXT NOT NULL,"
+          "  pid BIGINT NOT NULL,"
+          "  started_at BIGINT NOT NULL,"
+          "  ended_at BIGINT NOT NULL,"  // 0 while running
+          "  exit_code INTEGER NOT NULL,"
+          "  signal INTEGER NOT NULL,"
+          "  succeeded INTEGER NOT NULL,"
+          "  stage TEXT NOT NULL,"
+          "  failure_class TEXT NOT NULL,"
+          "  infra INTEGER NOT NULL,"
+          "  reason TEXT NOT NULL,"
+          "  message TEXT NOT NULL,"
+          "  PRIMARY KEY (job_id, attempt))",
+          "CREATE INDEX attempts_by_end ON attempts(ended_at)",
+          "CREATE TABLE events ("
+          "  id BIGINT PRIMARY KEY,"
+          "  job_id BIGINT NOT NULL,"
+          "  attempt BIGINT NOT NULL,"
+          "  kind TEXT NOT NULL,"
+          "  payload_json TEXT NOT NULL,"
+          "  created_at BIGINT NOT NULL)",
+          "CREATE INDEX events_by_job ON events(job_id, id)",
+          "CREATE TABLE workers ("
+          "  id TEXT PRIMARY KEY,"
+          "  host TEXT NOT NULL,"
+          "  devices_json TEXT NOT NULL,"
+          "  started_at BIGINT NOT NULL,"
+          "  heartbeat_at BIGINT NOT NULL)",
+      },
   };
   return kMigrations;
 }

@@ -1,0 +1,553 @@
+// Job operations of SqlStore (semantics: docs/jobs.md). Written once against
+// SqlConn; the only backend differences are the row locks ForUpdate*() adds
+// on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes writers).
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/hash.h"
+#include "store/sql_store.h"
+
+namespace kestrel::store {
+namespace {
+
+constexpr const char* kJobColumns =
+    "id, spec_json, config_json, dataset_version, priority, dedup_key, state, attempt, lease_owner, "
+    "lease_until, not_before, max_retries, retries_used, max_infra_retries, infra_retries_used, backoff_ms, "
+    "device_kind, device_memory_mb, wall_clock_limit_ms, created_at, updated_at, finished_at, result_json, "
+    "last_reason";
+constexpr const char* kAttemptColumns =
+    "job_id, attempt, worker, host, pid, started_at, ended_at, exit_code, signal, succeeded, stage, "
+    "failure_class, infra, reason, message";
+constexpr const char* kLiveStates = "('queued', 'running', 'failed_retryable')";
+
+std::string JoinMs(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+std::vector<int64_t> SplitMs(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    if (!part.empty()) out.push_back(std::stoll(part));
+  }
+  return out;
+}
+
+JobRecord ReadJob(const SqlRow& r) {
+  JobRecord j;
+  j.id = r.Int(0);
+  j.spec.spec_json = r.Text(1);
+  j.spec.config_json = r.Text(2);
+  j.spec.dataset_version = r.Text(3);
+  j.spec.priority = static_cast<JobPriority>(std::clamp<int64_t>(r.Int(4), 0, 2));
+  j.dedup_key = r.Text(5);
+  ParseJobState(r.Text(6), &j.state);
+  j.attempt = r.Int(7);
+  j.lease_owner = r.Text(8);
+  j.lease_until_ms = r.Int(9);
+  j.not_before_ms = r.Int(10);
+  j.spec.retry.max_retries = static_cast<int>(r.Int(11));
+  j.retries_used = static_cast<int>(r.Int(12));
+  j.spec.retry.max_infra_retries = static_cast<int>(r.Int(13));
+  j.infra_retries_used = static_cast<int>(r.Int(14));
+  j.spec.retry.backoff_ms = SplitMs(r.Text(15));
+  j.spec.device_kind = r.Text(16);
+  j.spec.device_memory_mb = r.Int(17);
+  j.spec.wall_clock_limit_ms = r.Int(18);
+  j.created_ms = r.Int(19);
+  j.updated_ms = r.Int(20);
+  j.finished_ms = r.Int(21);
+  j.result_json = r.Text(22);
+  j.last_reason = r.Text(23);
+  return j;
+}
+
+AttemptRecord ReadAttempt(const SqlRow& r) {
+  AttemptRecord a;
+  a.job_id = r.Int(0);
+  a.attempt = r.Int(1);
+  a.worker = r.Text(2);
+  a.host = r.Text(3);
+  a.pid = r.Int(4);
+  a.started_ms = r.Int(5);
+  a.ended_ms = r.Int(6);
+  a.exit_code = static_cast<int>(r.Int(7));
+  a.signal = static_cast<int>(r.Int(8));
+  a.succeeded = r.Int(9) != 0;
+  ParseFailureStage(r.Text(10), &a.stage);
+  ParseFailureClass(r.Text(11), &a.failure_class);
+  a.infrastructure = r.Int(12) != 0;
+  a.reason = r.Text(13);
+  a.message = r.Text(14);
+  return a;
+}
+
+Status ValidateSpec(const JobSpec& s) {
+  auto bad = [](const std::string& field, const std::string& msg) {
+    return Status::InvalidArgument(msg, {"", 0, field});
+  };
+  if (s.dataset_version.empty()) return bad("data", "a job needs a dataset version");
+  if (s.device_kind != "cpu" && s.device_kind != "gpu") {
+    return bad("device", "device kind must be cpu or gpu, not '" + s.device_kind + "'");
+  }
+  if (s.device_memory_mb < 0) return bad("gpu_mem", "device memory must be >= 0");
+  if (s.wall_clock_limit_ms < 0) return bad("time_limit", "wall-clock limit must be >= 0");
+  if (s.retry.max_retries < 0) return bad("max_retries", "max_retries must be >= 0");
+  if (s.retry.max_infra_retries < 0) return bad("max_infra_retries", "max_infra_retries must be >= 0");
+  if (s.retry.backoff_ms.empty()) return bad("backoff", "the backoff list must not be empty");
+  for (int64_t b : s.retry.backoff_ms) {
+    if (b < 0) return bad("backoff", "backoff delays must be >= 0");
+  }
+  return {};
+}
+
+void ClearLease(JobRecord& j) {
+  j.lease_owner.clear();
+  j.lease_until_ms = 0;
+}
+
+}  // namespace
+
+Result<std::string> JobDedupKey(const std::string& dataset_version, const std::string& config_json) {
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(config_json);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("effective config is not valid JSON: ") + e.what(),
+                                   {"", 0, "config"});
+  }
+  // nlohmann objects keep keys sorted; dump() without indent is compact.
+  return Sha256Hex(dataset_version + "\n" + config.dump());
+}
+
+Result<int64_t> SqlStore::NextId(const char* counter) {
+  KESTREL_ASSIGN_OR_RETURN(
+      auto rows,
+      conn_->Query("UPDATE counters SET value = value + 1 WHERE name = $1 RETURNING value", {std::string(counter)}));
+  if (rows.empty()) return Status::Internal(std::string("missing counter '") + counter + "'");
+  return rows[0].Int(0);
+}
+
+Result<int64_t> SqlStore::InsertEvent(int64_t job_id, int64_t attempt, const std::string& kind,
+                                      const std::string& payload_json, int64_t now_ms) {
+  KESTREL_ASSIGN_OR_RETURN(int64_t id, NextId("event"));
+  KESTREL_RETURN_IF_ERROR(conn_->Exec("INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) "
+                                      "VALUES ($1, $2, $3, $4, $5, $6)",
+                                      {id, job_id, attempt, kind, payload_json, now_ms})
+                              .GetStatus());
+  return id;
+}
+
+Status SqlStore::StateEvent(const JobRecord& job, int64_t now_ms) {
+  nlohmann::json p = {{"state", JobStateName(job.state)}, {"attempt", job.attempt}};
+  if (!job.last_reason.empty() && job.state != JobState::kRunning && job.state != JobState::kQueued) {
+    p["reason"] = job.last_reason;
+  }
+  if (job.state == JobState::kFailedRetryable) p["not_before_ms"] = job.not_before_ms;
+  return InsertEvent(job.id, job.attempt, "state", p.dump(), now_ms).GetStatus();
+}
+
+Result<JobRecord> SqlStore::LoadJob(int64_t job_id, bool lock) {
+  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(std::string("SELECT ") + kJobColumns +
+                                                       " FROM jobs WHERE id = $1" + (lock ? conn_->ForUpdate() : ""),
+                                                   {job_id}));
+  if (rows.empty()) return Status::NotFound("no job " + std::to_string(job_id), {"", 0, "job"});
+  return ReadJob(rows[0]);
+}
+
+Status SqlStore::SaveJob(const JobRecord& j) {
+  return conn_
+      ->Exec("UPDATE jobs SET state = $1, attempt = $2, lease_owner = $3, lease_until = $4, not_before = $5, "
+             "retries_used = $6, infra_retries_used = $7, updated_at = $8, finished_at = $9, result_json = $10, "
+             "last_reason = $11 WHERE id = $12",
+             {std::string(JobStateName(j.state)), j.attempt, j.lease_owner, j.lease_until_ms, j.not_before_ms,
+              static_cast<int64_t>(j.retries_used), static_cast<int64_t>(j.infra_retries_used), j.updated_ms,
+              j.finished_ms, j.result_json, j.last_reason, j.id})
+      .GetStatus();
+}
+
+Status SqlStore::EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t now_ms) {
+  return conn_
+      ->Exec("UPDATE attempts SET pid = $1, ended_at = $2, exit_code = $3, signal = $4, succeeded = $5, "
+             "stage = $6, failure_class = $7, infra = $8, reason = $9, message = $10 "
+             "WHERE job_id = $11 AND attempt = $12",
+             {o.pid, now_ms, static_cast<int64_t>(o.exit_code), static_cast<int64_t>(o.signal),
+              static_cast<int64_t>(o.success ? 1 : 0), std::string(FailureStageName(o.stage)),
+              std::string(o.success ? "" : FailureClassName(o.failure_class)),
+              static_cast<int64_t>(o.infrastructure ? 1 : 0), o.reason, o.message, job_id, attempt})
+      .GetStatus();
+}
+
+Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool* created) {
+  KESTREL_RETURN_IF_ERROR(ValidateSpec(spec));
+  KESTREL_ASSIGN_OR_RETURN(std::string key, JobDedupKey(spec.dataset_version, spec.config_json));
+  const std::string live = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE dedup_key = $1 AND state IN " +
+                           kLiveStates;
+  JobRecord out;
+  bool made = false;
+  Status st = InTransaction([&]() -> Status {
+    made = false;
+    KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(live, {key}));
+    if (!rows.empty()) {
+      out = ReadJob(rows[0]);
+      return {};
+    }
+    KESTREL_ASSIGN_OR_RETURN(int64_t id, NextId("job"));
+    // A concurrent submitter may have inserted the same key since the check:
+    // the partial unique index turns our insert into a no-op, then we return
+    // theirs (READ COMMITTED: the next statement sees their commit).
+    KESTREL_ASSIGN_OR_RETURN(
+        int64_t n,
+        conn_->Exec(std::string("INSERT INTO jobs (") + kJobColumns +
+                        ") VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, '', 0, $7, $8, 0, $9, 0, $10, $11, $12, "
+                        "$13, $7, $7, 0, '', '') ON CONFLICT DO NOTHING",
+                    {id, spec.spec_json, spec.config_json, spec.dataset_version,
+                     static_cast<int64_t>(spec.priority), key, now_ms,
+                     static_cast<int64_t>(spec.retry.max_retries), static_cast<int64_t>(spec.retry.max_infra_retries),
+                     JoinMs(spec.retry.backoff_ms), spec.device_kind, spec.device_memory_mb,
+                     spec.wall_clock_limit_ms}));
+    if (n == 0) {
+      KESTREL_ASSIGN_OR_RETURN(auto again, conn_->Query(live, {key}));
+      if (again.empty()) return Status::Aborted(std::string(kSqlConflictPrefix) + "dedup race, retrying");
+      out = ReadJob(again[0]);
+      return {};
+    }
+    KESTREL_ASSIGN_OR_RETURN(out, LoadJob(id, false));
+    made = true;
+    return StateEvent(out, now_ms);
+  });
+  if (!st.IsOk()) return st;
+  if (created != nullptr) *created = made;
+  return out;
+}
+
+Result<JobRecord> SqlStore::ExpireLease(JobRecord job, int64_t now_ms) {
+  AttemptOutcome o;
+  o.failure_class = FailureClass::kRetryable;
+  o.infrastructure = true;
+  o.reason = "lease_expired";
+  o.message = "worker '" + job.lease_owner + "' stopped renewing its lease (expired at " +
+              std::to_string(job.lease_until_ms) + " ms)";
+  KESTREL_RETURN_IF_ERROR(EndAttempt(job.id, job.attempt, o, now_ms));
+  ++job.infra_retries_used;
+  ClearLease(job);
+  job.updated_ms = now_ms;
+  job.last_reason = o.reason;
+  if (job.infra_retries_used > job.spec.retry.max_infra_retries) {
+    job.state = JobState::kFailedPermanent;
+    job.finished_ms = now_ms;
+    job.last_reason = "infra_retries_exhausted";
+  } else {
+    job.state = JobState::kFailedRetryable;
+    job.not_before_ms = now_ms;
+  }
+  KESTREL_RETURN_IF_ERROR(SaveJob(job));
+  KESTREL_RETURN_IF_ERROR(StateEvent(job, now_ms));
+  return job;
+}
+
+Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
+  if (req.worker.empty()) return Status::InvalidArgument("a claim needs a worker id", {"", 0, "worker"});
+  if (req.lease_ms <= 0) return Status::InvalidArgument("lease must be > 0 ms", {"", 0, "lease"});
+  int64_t cpu_mem = -1, gpu_mem = -1;
+  for (const auto& d : req.devices) {
+    int64_t& m = d.kind == "gpu" ? gpu_mem : cpu_mem;
+    m = std::max(m, d.free_memory_mb);
+  }
+  std::string ready = req.allow_retries ? "(state = 'queued' OR state = 'failed_retryable')" : "state = 'queued'";
+  const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE ((" + ready +
+                          " AND not_before <= $1) OR (state = 'running' AND lease_until <= $1))"
+                          " AND ((device_kind = 'cpu' AND device_memory_mb <= $2) OR"
+                          " (device_kind = 'gpu' AND device_memory_mb <= $3))"
+                          " ORDER BY priority, id LIMIT 1" +
+                          conn_->ForUpdateSkipLocked();
+  ClaimedJob out;
+  bool found = false;
+  Status st = InTransaction([&]() -> Status {
+    found = false;
+    while (true) {
+      KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(sql, {req.now_ms, cpu_mem, gpu_mem}));
+      if (rows.empty()) return {};
+      JobRecord job = ReadJob(rows[0]);
+      if (job.state == JobState::kRunning) {
+        KESTREL_ASSIGN_OR_RETURN(job, ExpireLease(std::move(job), req.now_ms));
+        if (job.state == JobState::kFailedPermanent) continue;
+      }
+      ++job.attempt;
+      job.state = JobState::kRunning;
+      job.lease_owner = req.worker;
+      job.lease_until_ms = req.now_ms + req.lease_ms;
+      job.updated_ms = req.now_ms;
+      KESTREL_RETURN_IF_ERROR(SaveJob(job));
+      KESTREL_RETURN_IF_ERROR(conn_->Exec(std::string("INSERT INTO attempts (") + kAttemptColumns +
+                                              ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '')",
+                                          {job.id, job.attempt, req.worker, req.host, req.now_ms})
+                                  .GetStatus());
+      KESTREL_RETURN_IF_ERROR(StateEvent(job, req.now_ms));
+      // Best fit: the offer of the right kind with the least spare memory.
+      const DeviceOffer* best = nullptr;
+      for (const auto& d : req.devices) {
+        if (d.kind != job.spec.device_kind || d.free_memory_mb < job.spec.device_memory_mb) continue;
+        if (best == nullptr || d.free_memory_mb < best->free_memory_mb) best = &d;
+      }
+      out.device = best != nullptr ? *best : DeviceOffer{};
+      out.job = std::move(job);
+      found = true;
+      return {};
+    }
+  });
+  if (!st.IsOk()) return st;
+  if (!found) return Status::NotFound("no claimable job", {"", 0, "job"});
+  return out;
+}
+
+Status SqlStore::RenewLease(int64_t job_id, int64_t attempt, const std::string& worker, int64_t now_ms,
+                            int64_t lease_ms) {
+  return InTransaction([&]() -> Status {
+    KESTREL_ASSIGN_OR_RETURN(
+        int64_t n, conn_->Exec("UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND attempt = $4 "
+                               "AND state = 'running' AND lease_owner = $5",
+                               {now_ms + lease_ms, now_ms, job_id, attempt, worker}));
+    if (n == 1) return {};
+    KESTREL_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id, false));
+    return Status::Aborted("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
+                           " lost its lease (job is " + JobStateName(job.state) + " at attempt " +
+                           std::to_string(job.attempt) + ")");
+  });
+}
+
+Result<JobRecord> SqlStore::CompleteAttempt(int64_t job_id, int64_t attempt, const std::string& worker,
+                                            const AttemptOutcome& o, int64_t now_ms) {
+  JobRecord job;
+  Status st = InTransaction([&]() -> Status {
+    KESTREL_ASSIGN_OR_RETURN(job, LoadJob(job_id, true));
+    if (job.state != JobState::kRunning || job.attempt != attempt || job.lease_owner != worker) {
+      return Status::Aborted("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
+                             " is no longer current (job is " + JobStateName(job.state) + " at attempt " +
+                             std::to_string(job.attempt) + "); result discarded");
+    }
+    KESTREL_RETURN_IF_ERROR(EndAttempt(job_id, attempt, o, now_ms));
+    ClearLease(job);
+    job.updated_ms = now_ms;
+    const RetryPolicy& p = job.spec.retry;
+    if (o.success) {
+      job.state = JobState::kSucceeded;
+      job.result_json = o.result_json;
+      job.last_reason.clear();
+    } else if (o.failure_class == FailureClass::kPermanent) {
+      job.state = JobState::kFailedPermanent;
+      job.last_reason = o.reason;
+    } else if (o.infrastructure) {
+      ++job.infra_retries_used;
+      job.last_reason = o.reason;
+      job.state = job.infra_retries_used > p.max_infra_retries ? JobState::kFailedPermanent
+                                                                : JobState::kFailedRetryable;
+      if (job.state == JobState::kFailedPermanent) job.last_reason = "infra_retries_exhausted: " + o.reason;
+      job.not_before_ms = now_ms;
+    } else if (job.retries_used >= p.max_retries) {
+      job.state = JobState::kFailedPermanent;
+      job.last_reason = "retries_exhausted: " + o.reason;
+    } else {
+      size_t k = std::min(static_cast<size_t>(job.retries_used), p.backoff_ms.size() - 1);
+      job.not_before_ms = now_ms + p.backoff_ms[k];
+      ++job.retries_used;
+      job.state = JobState::kFailedRetryable;
+      job.last_reason = o.reason;
+    }
+    if (job.state == JobState::kSucceeded || job.state == JobState::kFailedPermanent) job.finished_ms = now_ms;
+    KESTREL_RETURN_IF_ERROR(SaveJob(job));
+    return StateEvent(job, now_ms);
+  });
+  if (!st.IsOk()) return st;
+  return job;
+}
+
+Result<JobRecord> SqlStore::CancelJob(int64_t job_id, int64_t now_ms) {
+  JobRecord job;
+  Status st = InTransaction([&]() -> Status {
+    KESTREL_ASSIGN_OR_RETURN(job, LoadJob(job_id, true));
+    if (!IsLive(job.state)) {
+      return Status::FailedPrecondition("job " + std::to_string(job_id) + " is already " +
+                                        JobStateName(job.state));
+    }
+    if (job.state == JobState::kRunning) {
+      AttemptOutcome o;
+      o.failure_class = FailureClass::kNone;
+      o.reason = "cancelled";
+      o.message = "cancelled by the user";
+      KESTREL_RETURN_IF_ERROR(EndAttempt(job_id, job.attempt, o, now_ms));
+    }
+    ClearLease(job);
+    job.state = JobState::kCancelled;
+    job.last_reason = "cancelled";
+    job.updated_ms = job.finished_ms = now_ms;
+    KESTREL_RETURN_IF_ERROR(SaveJob(job));
+    return StateEvent(job, now_ms);
+  });
+  if (!st.IsOk()) return st;
+  return job;
+}
+
+Result<JobRecord> SqlStore::RetryJob(int64_t job_id, int64_t now_ms) {
+  JobRecord job;
+  Status st = InTransaction([&]() -> Status {
+    KESTREL_ASSIGN_OR_RETURN(job, LoadJob(job_id, true));
+    if (job.state == JobState::kQueued || job.state == JobState::kRunning || job.state == JobState::kSucceeded) {
+      return Status::FailedPrecondition("job " + std::to_string(job_id) + " is " + JobStateName(job.state) +
+                                        "; only failed or cancelled jobs can be retried");
+    }
+    if (job.state != JobState::kFailedRetryable) {
+      KESTREL_ASSIGN_OR_RETURN(auto twins, conn_->Query(std::string("SELECT id FROM jobs WHERE dedup_key = $1 AND "
+                                                                    "state IN ") + kLiveStates,
+                                                        {job.dedup_key}));
+      if (!twins.empty()) {
+        return Status::AlreadyExists("an identical job " + twins[0].Text(0) + " is already live");
+      }
+    }
+    job.state = JobState::kQueued;
+    job.not_before_ms = now_ms;
+    job.retries_used = 0;
+    job.infra_retries_used = 0;
+    job.finished_ms = 0;
+    job.updated_ms = now_ms;
+    KESTREL_RETURN_IF_ERROR(SaveJob(job));
+    return StateEvent(job, now_ms);
+  });
+  if (!st.IsOk()) return st;
+  return job;
+}
+
+Result<JobRecord> SqlStore::GetJob(int64_t job_id) { return LoadJob(job_id, false); }
+
+Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
+  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs";
+  if (!filter.states.empty()) {
+    sql += " WHERE state IN (";
+    for (size_t i = 0; i < filter.states.size(); ++i) {
+      sql += std::string(i ? ", '" : "'") + JobStateName(filter.states[i]) + "'";
+    }
+    sql += ")";
+  }
+  sql += " ORDER BY id DESC LIMIT $1";
+  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(sql, {filter.limit}));
+  std::vector<JobRecord> out;
+  for (const auto& r : rows) out.push_back(ReadJob(r));
+  return out;
+}
+
+Result<std::vector<AttemptRecord>> SqlStore::ListAttempts(int64_t job_id) {
+  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(std::string("SELECT ") + kAttemptColumns +
+                                                       " FROM attempts WHERE job_id = $1 ORDER BY attempt",
+                                                   {job_id}));
+  std::vector<AttemptRecord> out;
+  for (const auto& r : rows) out.push_back(ReadAttempt(r));
+  return out;
+}
+
+Result<std::vector<AttemptRecord>> SqlStore::RecentAttempts(int n) {
+  KESTREL_ASSIGN_OR_RETURN(
+      auto rows, conn_->Query(std::string("SELECT ") + kAttemptColumns +
+                                  " FROM attempts WHERE ended_at > 0 AND reason <> 'cancelled'"
+                                  " ORDER BY ended_at DESC, job_id DESC, attempt DESC LIMIT $1",
+                              {static_cast<int64_t>(n)}));
+  std::vector<AttemptRecord> out;
+  for (const auto& r : rows) out.push_back(ReadAttempt(r));
+  return out;
+}
+
+Result<int64_t> SqlStore::AppendEvent(const EventRecord& ev) {
+  int64_t id = 0;
+  Status st = InTransaction([&]() -> Status {
+    KESTREL_ASSIGN_OR_RETURN(id, InsertEvent(ev.job_id, ev.attempt, ev.kind, ev.payload_json, ev.created_ms));
+    return {};
+  });
+  if (!st.IsOk()) return st;
+  return id;
+}
+
+Result<std::vector<EventRecord>> SqlStore::ReadEvents(int64_t after_id, int64_t job_id, int limit) {
+  std::string sql = "SELECT id, job_id, attempt, kind, payload_json, created_at FROM events WHERE id > $1";
+  SqlParams params = {after_id, static_cast<int64_t>(limit)};
+  if (job_id != 0) {
+    sql += " AND job_id = $3";
+    params.push_back(job_id);
+  }
+  sql += " ORDER BY id LIMIT $2";
+  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(sql, params));
+  std::vector<EventRecord> out;
+  for (const auto& r : rows) {
+    out.push_back({r.Int(0), r.Int(1), r.Int(2), r.Text(3), r.Text(4), r.Int(5)});
+  }
+  return out;
+}
+
+Status SqlStore::UpsertWorker(const WorkerRecord& w) {
+  return InTransaction([&]() -> Status {
+    return conn_
+        ->Exec("INSERT INTO workers(id, host, devices_json, started_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5) "
+               "ON CONFLICT (id) DO UPDATE SET host = excluded.host, devices_json = excluded.devices_json, "
+               "heartbeat_at = excluded.heartbeat_at",
+               {w.id, w.host, w.devices_json, w.started_ms, w.heartbeat_ms})
+        .GetStatus();
+  });
+}
+
+Result<std::vector<WorkerRecord>> SqlStore::ListWorkers() {
+  KESTREL_ASSIGN_OR_RETURN(
+      auto rows, conn_->Query("SELECT id, host, devices_json, started_at, heartbeat_at FROM workers ORDER BY id", {}));
+  std::vector<WorkerRecord> out;
+  for (const auto& r : rows) out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Int(4)});
+  return out;
+}
+
+Result<JobStats> SqlStore::Stats() {
+  JobStats s;
+  KESTREL_ASSIGN_OR_RETURN(auto states, conn_->Query("SELECT state, COUNT(*), SUM(retries_used), "
+                                                     "SUM(infra_retries_used) FROM jobs GROUP BY state",
+                                                     {}));
+  for (const auto& r : states) {
+    JobState st = JobState::kQueued;
+    ParseJobState(r.Text(0), &st);
+    int64_t n = r.Int(1);
+    s.jobs += n;
+    s.retries += r.Int(2);
+    s.infra_retries += r.Int(3);
+    if (st == JobState::kSucceeded) s.succeeded += n;
+    if (st == JobState::kFailedPermanent) s.failed_permanent += n;
+    if (st == JobState::kCancelled) s.cancelled += n;
+    if (IsLive(st)) s.live += n;
+  }
+  int64_t finished = s.succeeded + s.failed_permanent;
+  s.availability = finished > 0 ? static_cast<double>(s.succeeded) / static_cast<double>(finished) : 0.0;
+  KESTREL_ASSIGN_OR_RETURN(auto fails, conn_->Query("SELECT succeeded, stage, failure_class, infra, reason, "
+                                                    "COUNT(*) FROM attempts WHERE ended_at > 0 AND reason <> "
+                                                    "'cancelled' GROUP BY succeeded, stage, failure_class, infra, "
+                                                    "reason",
+                                                    {}));
+  for (const auto& r : fails) {
+    int64_t n = r.Int(5);
+    s.attempts += n;
+    if (r.Int(0) != 0) continue;
+    s.failed_attempts += n;
+    s.failures_by_stage[r.Text(1).empty() ? "unknown" : r.Text(1)] += n;
+    s.failures_by_class[r.Int(3) != 0 ? "infra" : r.Text(2)] += n;
+    s.failures_by_reason[r.Text(4)] += n;
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto rec, conn_->Query("SELECT j.id, j.finished_at, MIN(a.ended_at) FROM jobs j "
+                                                  "JOIN attempts a ON a.job_id = j.id WHERE j.state = 'succeeded' "
+                                                  "AND a.succeeded = 0 AND a.ended_at > 0 AND a.reason <> 'cancelled' "
+                                                  "GROUP BY j.id, j.finished_at",
+                                                  {}));
+  double total = 0;
+  for (const auto& r : rec) total += static_cast<double>(r.Int(1) - r.Int(2));
+  s.recovered_jobs = static_cast<int64_t>(rec.size());
+  s.mean_time_to_recovery_ms = rec.empty() ? 0.0 : total / static_cast<double>(rec.size());
+  return s;
+}
+
+}  // namespace kestrel::store

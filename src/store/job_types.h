@@ -1,0 +1,151 @@
+// Records of the job system as stored by MetadataStore (jobs, attempts,
+// events, workers) and the inputs of its operations.
+//
+// Times in the job tables are Unix milliseconds (`*_ms`) and always come in
+// from the caller (an Env clock), never from the store, so tests can drive
+// leases and backoff with a FakeClockEnv.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kestrel::store {
+
+enum class JobState { kQueued, kRunning, kSucceeded, kFailedRetryable, kFailedPermanent, kCancelled };
+enum class JobPriority { kHigh, kNormal, kLow };  // claim order: high first
+enum class FailureStage { kNone, kData, kBuild, kTrain, kEval, kExport, kCommit };
+enum class FailureClass { kNone, kRetryable, kPermanent };
+
+// Lowercase names as stored: "queued", "failed_retryable", "high", "train"...
+const char* JobStateName(JobState s);
+const char* JobPriorityName(JobPriority p);
+const char* FailureStageName(FailureStage s);
+const char* FailureClassName(FailureClass c);
+// Parse the names above; false when unknown.
+bool ParseJobState(const std::string& s, JobState* out);
+bool ParseJobPriority(const std::string& s, JobPriority* out);
+bool ParseFailureStage(const std::string& s, FailureStage* out);
+bool ParseFailureClass(const std::string& s, FailureClass* out);
+// Queued, running or failed_retryable: the job will still run.
+bool IsLive(JobState s);
+
+// How a job is retried. Stored with each job at submit time.
+struct RetryPolicy {
+  int max_retries = 3;  // retryable (non-infrastructure) failures allowed
+  // Wait before retry k (0-based); the last entry repeats. Default 5/15/30 min.
+  std::vector<int64_t> backoff_ms = {300'000, 900'000, 1'800'000};
+  int max_infra_retries = 10;  // worker lost / lease expired, a separate budget
+};
+
+struct JobSpec {
+  std::string dataset_version;  // version id (sha256) the job trains on
+  std::string config_json;      // effective, fully resolved config (JSON object)
+  std::string spec_json = "{}"; // what the user typed, for display
+  JobPriority priority = JobPriority::kNormal;
+  RetryPolicy retry;
+  std::string device_kind = "cpu";  // "cpu" or "gpu"
+  int64_t device_memory_mb = 0;     // memory the job needs on that device
+  int64_t wall_clock_limit_ms = 0;  // 0 = none
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  JobSpec spec;
+  std::string dedup_key;
+  JobState state = JobState::kQueued;
+  int64_t attempt = 0;  // number of claims so far; the current attempt when running
+  std::string lease_owner;
+  int64_t lease_until_ms = 0;
+  int64_t not_before_ms = 0;
+  int retries_used = 0;
+  int infra_retries_used = 0;
+  int64_t created_ms = 0, updated_ms = 0, finished_ms = 0;
+  std::string result_json;  // committed by the successful attempt
+  std::string last_reason;  // reason of the last failure ("" if none)
+};
+
+struct AttemptRecord {
+  int64_t job_id = 0;
+  int64_t attempt = 0;
+  std::string worker, host;
+  int64_t pid = 0;
+  int64_t started_ms = 0, ended_ms = 0;  // ended 0 while running
+  int exit_code = 0, signal = 0;
+  bool succeeded = false;
+  FailureStage stage = FailureStage::kNone;
+  FailureClass failure_class = FailureClass::kNone;
+  bool infrastructure = false;  // worker lost, lease expired: separate budget
+  std::string reason, message;
+};
+
+// What a worker reports when an attempt ends.
+struct AttemptOutcome {
+  bool success = false;
+  int exit_code = 0, signal = 0;
+  int64_t pid = 0;
+  FailureStage stage = FailureStage::kNone;
+  FailureClass failure_class = FailureClass::kRetryable;
+  bool infrastructure = false;
+  std::string reason;       // short token: "oom", "hung", "bad_config"...
+  std::string message;      // human detail
+  std::string result_json;  // committed on success
+};
+
+// A device a worker offers to ClaimJob.
+struct DeviceOffer {
+  std::string kind = "cpu";  // "cpu" or "gpu"
+  int index = 0;
+  int64_t free_memory_mb = 0;
+};
+
+struct ClaimRequest {
+  std::string worker, host;
+  std::vector<DeviceOffer> devices;
+  int64_t now_ms = 0;
+  int64_t lease_ms = 90'000;
+  // false while the circuit breaker is open: failed_retryable jobs wait.
+  bool allow_retries = true;
+};
+
+struct ClaimedJob {
+  JobRecord job;
+  DeviceOffer device;  // the offer the job was placed on
+};
+
+struct EventRecord {
+  int64_t id = 0;  // monotonic in commit order, starts at 1
+  int64_t job_id = 0;
+  int64_t attempt = 0;
+  std::string kind;  // "state", "metric", "log"...
+  std::string payload_json;
+  int64_t created_ms = 0;
+};
+
+struct WorkerRecord {
+  std::string id, host;
+  std::string devices_json = "[]";
+  int64_t started_ms = 0, heartbeat_ms = 0;
+};
+
+struct JobFilter {
+  std::vector<JobState> states;  // empty = all
+  int64_t limit = 100;
+};
+
+struct JobStats {
+  int64_t jobs = 0, succeeded = 0, failed_permanent = 0, cancelled = 0, live = 0;
+  double availability = 0;  // succeeded / (succeeded + failed_permanent); 0 when none
+  int64_t attempts = 0, failed_attempts = 0;
+  int64_t retries = 0, infra_retries = 0;
+  std::map<std::string, int64_t> failures_by_stage;  // "train" -> n
+  std::map<std::string, int64_t> failures_by_class;  // "retryable", "permanent", "infra"
+  std::map<std::string, int64_t> failures_by_reason;
+  // Mean over jobs that failed at least once and then succeeded, of (success
+  // time - end of the first failed attempt). 0 when there are none.
+  double mean_time_to_recovery_ms = 0;
+  int64_t recovered_jobs = 0;
+};
+
+}  // namespace kestrel::store

@@ -1,0 +1,88 @@
+// SqlStore: the one implementation of MetadataStore, written against the
+// SqlConn adapter so SQLite and PostgreSQL run the same logic and the same
+// migrations. Dataset operations live in sql_store.cc, job operations in
+// job_store.cc. Private to the store module.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/metadata_store.h"
+#include "store/sql_conn.h"
+
+namespace kestrel::store {
+
+// Message prefix a SqlConn uses for lock conflicts that a whole transaction
+// may simply retry (SQLite busy, PostgreSQL deadlock/serialization failure).
+inline constexpr const char* kSqlConflictPrefix = "database conflict: ";
+
+class SqlStore final : public MetadataStore {
+ public:
+  explicit SqlStore(std::unique_ptr<SqlConn> conn) : conn_(std::move(conn)) {}
+
+  // Applies missing migrations in one transaction (serialized between
+  // processes: BEGIN IMMEDIATE / an advisory lock).
+  Status Migrate();
+
+  Result<int> SchemaVersion() override;
+  Result<DatasetVersionRecord> AddDatasetVersion(const DatasetVersionRecord& rec, bool* created) override;
+  Result<std::vector<DatasetSummary>> ListDatasets() override;
+  Result<std::vector<DatasetVersionRecord>> ListVersions(const std::string& dataset) override;
+  Result<DatasetVersionRecord> GetVersion(const std::string& dataset, const std::string& ref) override;
+
+  Result<JobRecord> SubmitJob(const JobSpec& spec, int64_t now_ms, bool* created) override;
+  Result<ClaimedJob> ClaimJob(const ClaimRequest& req) override;
+  Status RenewLease(int64_t job_id, int64_t attempt, const std::string& worker, int64_t now_ms,
+                    int64_t lease_ms) override;
+  Result<JobRecord> CompleteAttempt(int64_t job_id, int64_t attempt, const std::string& worker,
+                                    const AttemptOutcome& outcome, int64_t now_ms) override;
+  Result<JobRecord> CancelJob(int64_t job_id, int64_t now_ms) override;
+  Result<JobRecord> RetryJob(int64_t job_id, int64_t now_ms) override;
+  Result<JobRecord> GetJob(int64_t job_id) override;
+  Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  Result<std::vector<AttemptRecord>> ListAttempts(int64_t job_id) override;
+  Result<std::vector<AttemptRecord>> RecentAttempts(int n) override;
+  Result<int64_t> AppendEvent(const EventRecord& ev) override;
+  Result<std::vector<EventRecord>> ReadEvents(int64_t after_id, int64_t job_id, int limit) override;
+  Status UpsertWorker(const WorkerRecord& w) override;
+  Result<std::vector<WorkerRecord>> ListWorkers() override;
+  Result<JobStats> Stats() override;
+
+ private:
+  // Runs `body` in a write transaction; rolls back on error and retries the
+  // whole transaction a few times on lock conflicts. `body` must assign its
+  // outputs afresh on every run.
+  template <typename F>
+  Status InTransaction(F&& body) {
+    Status s;
+    for (int round = 0; round < 8; ++round) {
+      s = conn_->Begin();
+      if (s.IsOk()) {
+        s = body();
+        if (s.IsOk()) s = conn_->Commit();
+        if (s.IsOk()) return s;
+        conn_->Rollback();
+      }
+      if (s.Message().rfind(kSqlConflictPrefix, 0) != 0) return s;
+    }
+    return s;
+  }
+
+  // Helpers for job_store.cc; all run inside a transaction.
+  Result<int64_t> NextId(const char* counter);
+  Result<int64_t> InsertEvent(int64_t job_id, int64_t attempt, const std::string& kind,
+                              const std::string& payload_json, int64_t now_ms);
+  Status StateEvent(const JobRecord& job, int64_t now_ms);
+  Result<JobRecord> LoadJob(int64_t job_id, bool lock);
+  Status SaveJob(const JobRecord& job);
+  Status EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t now_ms);
+  // Closes the attempt of a running job whose lease expired; returns the job
+  // as it now is (failed_retryable to be claimed, or failed_permanent).
+  Result<JobRecord> ExpireLease(JobRecord job, int64_t now_ms);
+
+  std::unique_ptr<SqlConn> conn_;
+};
+
+}  // namespace kestrel::store

@@ -1,0 +1,498 @@
+// The job-store suite, run against every backend: SQLite always, PostgreSQL
+// when KESTREL_TEST_PG holds a libpq URL (scripts/pg-test-server.sh start).
+// Each PostgreSQL test gets its own schema, so tests may run in parallel.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/fault_env.h"
+#include "core/hash.h"
+#include "store/metadata_store.h"
+#include "store/postgres_store.h"
+
+namespace kestrel::store {
+namespace {
+
+class JobStoreTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    if (GetParam() == "sqlite") {
+      dir_ = (std::filesystem::temp_directory_path() / ("kestrel_js_" + std::to_string(::getpid()) + "_" + name))
+                 .string();
+      std::filesystem::remove_all(dir_);
+      url_ = "sqlite:" + dir_ + "/kestrel.db";
+    } else {
+      const char* pg = std::getenv("KESTREL_TEST_PG");
+      if (pg == nullptr || *pg == '\0') {
+        GTEST_SKIP() << "PostgreSQL tests need KESTREL_TEST_PG=postgresql://... "
+                        "(start one with scripts/pg-test-server.sh start)";
+      }
+      admin_url_ = pg;
+      std::random_device rd;
+      schema_ = "t" + std::to_string(::getpid()) + "_" + std::to_string(rd() % 1000000);
+      Status s = ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_);
+      ASSERT_TRUE(s.IsOk()) << s.ToString();
+      url_ = admin_url_ + (admin_url_.find('?') == std::string::npos ? "?" : "&") +
+             "options=-csearch_path%3D" + schema_;
+    }
+    store_ = Open();
+  }
+  void TearDown() override {
+    store_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    if (!schema_.empty()) ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE");
+  }
+
+  std::unique_ptr<MetadataStore> Open() {
+    auto s = MetadataStore::Open(url_);
+    EXPECT_TRUE(s.IsOk()) << s.GetStatus().ToString();
+    return s.IsOk() ? std::move(s).Value() : nullptr;
+  }
+  int64_t Now() { return clock_.NowMicros() / 1000; }
+
+  static JobSpec Spec(const std::string& config, JobPriority p = JobPriority::kNormal) {
+    JobSpec s;
+    s.dataset_version = Sha256Hex("birds");
+    s.config_json = config;
+    s.priority = p;
+    return s;
+  }
+  JobRecord Submit(const JobSpec& spec) {
+    bool created = false;
+    auto j = store_->SubmitJob(spec, Now(), &created);
+    EXPECT_TRUE(j.IsOk()) << j.GetStatus().ToString();
+    return j.IsOk() ? *j : JobRecord{};
+  }
+  Result<ClaimedJob> Claim(const std::string& worker, int64_t lease_ms = 90'000, bool allow_retries = true) {
+    ClaimRequest r;
+    r.worker = worker;
+    r.host = "host-" + worker;
+    r.devices = {{"cpu", 0, 0}};
+    r.now_ms = Now();
+    r.lease_ms = lease_ms;
+    r.allow_retries = allow_retries;
+    return store_->ClaimJob(r);
+  }
+  static AttemptOutcome Fail(FailureClass c, const std::string& reason, bool infra = false) {
+    AttemptOutcome o;
+    o.failure_class = c;
+    o.reason = reason;
+    o.stage = FailureStage::kTrain;
+    o.infrastructure = infra;
+    o.exit_code = 1;
+    return o;
+  }
+  static AttemptOutcome Ok(const std::string& result = R"({"map50":0.9})") {
+    AttemptOutcome o;
+    o.success = true;
+    o.result_json = result;
+    return o;
+  }
+
+  FakeClockEnv clock_{Env::Default()};
+  std::string dir_, url_, admin_url_, schema_;
+  std::unique_ptr<MetadataStore> store_;
+};
+
+TEST_P(JobStoreTest, MigratesAndKeepsDatasetRegistry) {
+  EXPECT_EQ(*store_->SchemaVersion(), LatestSchemaVersion());
+  DatasetVersionRecord r;
+  r.dataset = "birds";
+  r.version_id = Sha256Hex("a");
+  r.manifest_sha = r.report_sha = Sha256Hex("m");
+  r.summary_json = "{}";
+  bool created = false;
+  EXPECT_EQ(store_->AddDatasetVersion(r, &created)->seq, 1);
+  EXPECT_TRUE(created);
+  r.version_id = Sha256Hex("b");
+  EXPECT_EQ(store_->AddDatasetVersion(r, &created)->seq, 2);
+  r.version_id = Sha256Hex("a");
+  EXPECT_EQ(store_->AddDatasetVersion(r, &created)->seq, 1);
+  EXPECT_FALSE(created);
+  EXPECT_EQ(store_->ListDatasets()->at(0).num_versions, 2);
+  EXPECT_EQ(store_->GetVersion("birds", "v2")->version_id, Sha256Hex("b"));
+  // A second open of a migrated database applies nothing.
+  auto again = Open();
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(*again->SchemaVersion(), LatestSchemaVersion());
+}
+
+TEST_P(JobStoreTest, ClaimsByPriorityThenFifo) {
+  int64_t low = Submit(Spec(R"({"n":1})", JobPriority::kLow)).id;
+  int64_t n1 = Submit(Spec(R"({"n":2})")).id;
+  int64_t high = Submit(Spec(R"({"n":3})", JobPriority::kHigh)).id;
+  int64_t n2 = Submit(Spec(R"({"n":4})")).id;
+  std::vector<int64_t> order;
+  for (int i = 0; i < 4; ++i) {
+    auto c = Claim("w");
+    ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+    EXPECT_EQ(c->job.attempt, 1);
+    EXPECT_EQ(c->job.state, JobState::kRunning);
+    order.push_back(c->job.id);
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{high, n1, n2, low}));
+  EXPECT_EQ(Claim("w").GetStatus().Code(), StatusCode::kNotFound);
+}
+
+TEST_P(JobStoreTest, SubmitIsIdempotentWhileLive) {
+  bool created = false;
+  auto a = store_->SubmitJob(Spec(R"({"lr0":0.01,"epochs":5})"), Now(), &created);
+  ASSERT_TRUE(a.IsOk());
+  EXPECT_TRUE(created);
+  // Same config with keys in another order and other whitespace: same job.
+  auto b = store_->SubmitJob(Spec(R"({ "epochs": 5, "lr0": 0.01 })"), Now(), &created);
+  EXPECT_FALSE(created);
+  EXPECT_EQ(b->id, a->id);
+  EXPECT_EQ(b->dedup_key, *JobDedupKey(Sha256Hex("birds"), R"({"lr0":0.01,"epochs":5})"));
+  // Running is still live.
+  auto c = Claim("w");
+  ASSERT_TRUE(c.IsOk());
+  EXPECT_EQ(store_->SubmitJob(Spec(R"({"epochs":5,"lr0":0.01})"), Now(), &created)->id, a->id);
+  EXPECT_FALSE(created);
+  // Finished: a new submission is a new job.
+  ASSERT_TRUE(store_->CompleteAttempt(a->id, 1, "w", Ok(), Now()).IsOk());
+  auto d = store_->SubmitJob(Spec(R"({"epochs":5,"lr0":0.01})"), Now(), &created);
+  EXPECT_TRUE(created);
+  EXPECT_NE(d->id, a->id);
+  EXPECT_EQ(store_->SubmitJob(Spec("not json"), Now(), &created).GetStatus().Code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobStoreTest, TenConcurrentIdenticalSubmitsFromThreadsMakeOneJob) {
+  constexpr int kN = 10;
+  std::vector<int64_t> ids(kN, 0);
+  std::vector<int> made(kN, 0);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kN; ++i) {
+    threads.emplace_back([&, i] {
+      auto s = MetadataStore::Open(url_);
+      if (!s.IsOk()) return;
+      ++ready;
+      while (ready.load() < kN) std::this_thread::yield();
+      bool created = false;
+      auto j = (*s)->SubmitJob(Spec(R"({"same":true})"), 1000, &created);
+      if (j.IsOk()) {
+        ids[static_cast<size_t>(i)] = j->id;
+        made[static_cast<size_t>(i)] = created ? 1 : 0;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 1u);
+  EXPECT_NE(ids[0], 0);
+  EXPECT_EQ(std::accumulate(made.begin(), made.end(), 0), 1);
+  EXPECT_EQ(store_->ListJobs({})->size(), 1u);
+}
+
+TEST_P(JobStoreTest, TenConcurrentIdenticalSubmitsFromProcessesMakeOneJob) {
+  constexpr int kN = 10;
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < kN; ++i) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(go[1]);
+      int code = 3;
+      {
+        auto s = MetadataStore::Open(url_);
+        char c;
+        if (::read(go[0], &c, 1) == 0 && s.IsOk()) {  // EOF = start signal
+          bool created = false;
+          auto j = (*s)->SubmitJob(Spec(R"({"same":"process"})"), 1000, &created);
+          code = j.IsOk() ? (created ? 1 : 0) : 2;
+        }
+      }
+      ::_exit(code);  // never run the parent's destructors (its connection)
+    }
+    kids.push_back(pid);
+  }
+  ::close(go[0]);
+  ::close(go[1]);  // all children start at once
+  int created = 0;
+  for (pid_t pid : kids) {
+    int st = 0;
+    ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    ASSERT_LE(WEXITSTATUS(st), 1) << "child failed to submit";
+    created += WEXITSTATUS(st);
+  }
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(store_->ListJobs({})->size(), 1u);
+}
+
+TEST_P(JobStoreTest, ExpiredLeaseIsReclaimedByAnotherWorker) {
+  int64_t id = Submit(Spec("{}")).id;
+  auto a = Claim("w1", 1000);
+  ASSERT_TRUE(a.IsOk());
+  EXPECT_EQ(a->job.lease_until_ms, Now() + 1000);
+  clock_.AdvanceMicros(999'000);
+  EXPECT_EQ(Claim("w2", 1000).GetStatus().Code(), StatusCode::kNotFound);
+  clock_.AdvanceMicros(1'000);
+  auto b = Claim("w2", 1000);
+  ASSERT_TRUE(b.IsOk()) << b.GetStatus().ToString();
+  EXPECT_EQ(b->job.id, id);
+  EXPECT_EQ(b->job.attempt, 2);
+  EXPECT_EQ(b->job.lease_owner, "w2");
+  EXPECT_EQ(b->job.infra_retries_used, 1);
+  EXPECT_EQ(b->job.retries_used, 0);
+  auto attempts = *store_->ListAttempts(id);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].worker, "w1");
+  EXPECT_EQ(attempts[0].reason, "lease_expired");
+  EXPECT_TRUE(attempts[0].infrastructure);
+  EXPECT_EQ(attempts[0].ended_ms, Now());
+  EXPECT_EQ(attempts[1].worker, "w2");
+  EXPECT_EQ(attempts[1].ended_ms, 0);
+}
+
+TEST_P(JobStoreTest, StaleWorkerIsFencedOff) {
+  int64_t id = Submit(Spec("{}")).id;
+  ASSERT_TRUE(Claim("w1", 1000).IsOk());
+  EXPECT_TRUE(store_->RenewLease(id, 1, "w1", Now() + 500, 1000).IsOk());
+  clock_.AdvanceMicros(1'600'000);
+  ASSERT_EQ(Claim("w2", 1000)->job.attempt, 2);
+  // The stale worker wakes up: every write of attempt 1 is rejected.
+  EXPECT_EQ(store_->RenewLease(id, 1, "w1", Now(), 1000).Code(), StatusCode::kAborted);
+  auto stale = store_->CompleteAttempt(id, 1, "w1", Ok(R"({"stale":true})"), Now());
+  EXPECT_EQ(stale.GetStatus().Code(), StatusCode::kAborted);
+  // Even claiming to be attempt 2 without holding the lease fails.
+  EXPECT_EQ(store_->CompleteAttempt(id, 2, "w1", Ok(), Now()).GetStatus().Code(), StatusCode::kAborted);
+  auto job = *store_->GetJob(id);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempt, 2);
+  EXPECT_EQ(job.lease_owner, "w2");
+  EXPECT_EQ(job.result_json, "");
+  EXPECT_TRUE(store_->RenewLease(id, 2, "w2", Now(), 1000).IsOk());
+  auto done = store_->CompleteAttempt(id, 2, "w2", Ok(R"({"fresh":true})"), Now());
+  ASSERT_TRUE(done.IsOk()) << done.GetStatus().ToString();
+  EXPECT_EQ(done->state, JobState::kSucceeded);
+  // After success, a late duplicate cannot overwrite the result either.
+  EXPECT_EQ(store_->CompleteAttempt(id, 2, "w2", Ok(R"({"dup":1})"), Now()).GetStatus().Code(),
+            StatusCode::kAborted);
+  EXPECT_EQ(store_->GetJob(id)->result_json, R"({"fresh":true})");
+}
+
+TEST_P(JobStoreTest, RetriesBackOffThenFailPermanently) {
+  JobSpec spec = Spec("{}");
+  spec.retry.max_retries = 2;
+  spec.retry.backoff_ms = {1000, 5000};
+  int64_t id = Submit(spec).id;
+  ASSERT_TRUE(Claim("w").IsOk());
+  auto r1 = store_->CompleteAttempt(id, 1, "w", Fail(FailureClass::kRetryable, "oom"), Now());
+  ASSERT_TRUE(r1.IsOk());
+  EXPECT_EQ(r1->state, JobState::kFailedRetryable);
+  EXPECT_EQ(r1->not_before_ms, Now() + 1000);
+  EXPECT_EQ(r1->retries_used, 1);
+  clock_.AdvanceMicros(999'000);
+  EXPECT_EQ(Claim("w").GetStatus().Code(), StatusCode::kNotFound);
+  clock_.AdvanceMicros(1'000);
+  EXPECT_EQ(Claim("w", 90'000, /*allow_retries=*/false).GetStatus().Code(), StatusCode::kNotFound);
+  ASSERT_EQ(Claim("w")->job.attempt, 2);
+  auto r2 = store_->CompleteAttempt(id, 2, "w", Fail(FailureClass::kRetryable, "oom"), Now());
+  EXPECT_EQ(r2->not_before_ms, Now() + 5000);
+  clock_.AdvanceSeconds(5);
+  ASSERT_EQ(Claim("w")->job.attempt, 3);
+  auto r3 = store_->CompleteAttempt(id, 3, "w", Fail(FailureClass::kRetryable, "oom"), Now());
+  EXPECT_EQ(r3->state, JobState::kFailedPermanent);
+  EXPECT_EQ(r3->last_reason, "retries_exhausted: oom");
+  EXPECT_EQ(r3->retries_used, 2);
+  EXPECT_EQ(r3->finished_ms, Now());
+  EXPECT_EQ(Claim("w").GetStatus().Code(), StatusCode::kNotFound);
+}
+
+TEST_P(JobStoreTest, PermanentFailureIsFinal) {
+  int64_t id = Submit(Spec("{}")).id;
+  ASSERT_TRUE(Claim("w").IsOk());
+  auto r = store_->CompleteAttempt(id, 1, "w", Fail(FailureClass::kPermanent, "bad_config"), Now());
+  EXPECT_EQ(r->state, JobState::kFailedPermanent);
+  EXPECT_EQ(r->retries_used, 0);
+  auto a = store_->ListAttempts(id)->at(0);
+  EXPECT_EQ(a.failure_class, FailureClass::kPermanent);
+  EXPECT_EQ(a.stage, FailureStage::kTrain);
+  EXPECT_EQ(a.exit_code, 1);
+}
+
+TEST_P(JobStoreTest, InfraFailuresHaveTheirOwnBudget) {
+  JobSpec spec = Spec("{}");
+  spec.retry.max_retries = 1;
+  spec.retry.max_infra_retries = 2;
+  int64_t id = Submit(spec).id;
+  ASSERT_TRUE(Claim("w", 1000).IsOk());
+  auto r1 = store_->CompleteAttempt(id, 1, "w", Fail(FailureClass::kRetryable, "worker_lost", true), Now());
+  EXPECT_EQ(r1->state, JobState::kFailedRetryable);
+  EXPECT_EQ(r1->not_before_ms, Now());  // no backoff for infrastructure
+  EXPECT_EQ(r1->retries_used, 0);
+  EXPECT_EQ(r1->infra_retries_used, 1);
+  ASSERT_EQ(Claim("w", 1000)->job.attempt, 2);
+  clock_.AdvanceSeconds(2);  // lease expires: the second infrastructure failure
+  ASSERT_EQ(Claim("w", 1000)->job.attempt, 3);
+  EXPECT_EQ(store_->GetJob(id)->infra_retries_used, 2);
+  // The normal budget is still whole: one retryable failure is retried.
+  auto r3 = store_->CompleteAttempt(id, 3, "w", Fail(FailureClass::kRetryable, "io_error"), Now());
+  EXPECT_EQ(r3->state, JobState::kFailedRetryable);
+  clock_.AdvanceSeconds(300);
+  ASSERT_EQ(Claim("w", 1000)->job.attempt, 4);
+  clock_.AdvanceSeconds(2);  // third infrastructure failure: over the cap
+  EXPECT_EQ(Claim("w", 1000).GetStatus().Code(), StatusCode::kNotFound);
+  auto job = *store_->GetJob(id);
+  EXPECT_EQ(job.state, JobState::kFailedPermanent);
+  EXPECT_EQ(job.last_reason, "infra_retries_exhausted");
+}
+
+TEST_P(JobStoreTest, CancelQueuedAndRunningThenRetry) {
+  int64_t q = Submit(Spec(R"({"a":1})")).id;
+  int64_t r = Submit(Spec(R"({"a":2})")).id;
+  EXPECT_EQ(store_->CancelJob(q, Now())->state, JobState::kCancelled);
+  auto c = Claim("w");
+  ASSERT_EQ(c->job.id, r);
+  EXPECT_EQ(store_->CancelJob(r, Now())->state, JobState::kCancelled);
+  EXPECT_EQ(store_->RenewLease(r, 1, "w", Now(), 1000).Code(), StatusCode::kAborted);
+  EXPECT_EQ(store_->CompleteAttempt(r, 1, "w", Ok(), Now()).GetStatus().Code(), StatusCode::kAborted);
+  EXPECT_EQ(store_->ListAttempts(r)->at(0).reason, "cancelled");
+  EXPECT_EQ(store_->CancelJob(r, Now()).GetStatus().Code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Claim("w").GetStatus().Code(), StatusCode::kNotFound);
+  // Manual retry requeues with a fresh budget, unless a twin is live.
+  auto again = store_->RetryJob(q, Now());
+  ASSERT_TRUE(again.IsOk()) << again.GetStatus().ToString();
+  EXPECT_EQ(again->state, JobState::kQueued);
+  EXPECT_EQ(Claim("w")->job.id, q);
+  bool created = false;
+  EXPECT_TRUE(store_->SubmitJob(Spec(R"({"a":2})"), Now(), &created).IsOk());
+  EXPECT_EQ(store_->RetryJob(r, Now()).GetStatus().Code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->RetryJob(q, Now()).GetStatus().Code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_P(JobStoreTest, EventsAreMonotonicAndReplayable) {
+  int64_t id = Submit(Spec("{}")).id;  // event 1: queued
+  ASSERT_TRUE(Claim("w").IsOk());      // event 2: running
+  for (int e = 0; e < 3; ++e) {
+    auto ev = store_->AppendEvent({0, id, 1, "metric", R"({"epoch":)" + std::to_string(e) + "}", Now()});
+    ASSERT_TRUE(ev.IsOk());
+    EXPECT_EQ(*ev, 3 + e);
+  }
+  ASSERT_TRUE(store_->CompleteAttempt(id, 1, "w", Ok(), Now()).IsOk());  // event 6
+  auto all = *store_->ReadEvents(0, 0, 100);
+  ASSERT_EQ(all.size(), 6u);
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i].id, static_cast<int64_t>(i + 1));
+  EXPECT_EQ(all[0].kind, "state");
+  EXPECT_NE(all[0].payload_json.find("queued"), std::string::npos);
+  EXPECT_NE(all[5].payload_json.find("succeeded"), std::string::npos);
+  auto tail = *store_->ReadEvents(4, id, 100);
+  ASSERT_EQ(tail.size(), 2u);
+  EXPECT_EQ(tail[0].payload_json, R"({"epoch":2})");
+  EXPECT_TRUE(store_->ReadEvents(0, id + 100, 100)->empty());
+  // Concurrent appenders get distinct, gap-free ids.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      auto s = MetadataStore::Open(url_);
+      for (int k = 0; s.IsOk() && k < 10; ++k) (*s)->AppendEvent({0, id, 1, "log", "{}", 0});
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto more = *store_->ReadEvents(6, 0, 1000);
+  ASSERT_EQ(more.size(), 40u);
+  for (size_t i = 0; i < more.size(); ++i) EXPECT_EQ(more[i].id, static_cast<int64_t>(7 + i));
+}
+
+TEST_P(JobStoreTest, StatsComputeAvailabilityAndRecovery) {
+  int64_t a = Submit(Spec(R"({"j":1})")).id;
+  int64_t b = Submit(Spec(R"({"j":2})")).id;
+  int64_t c = Submit(Spec(R"({"j":3})")).id;
+  int64_t d = Submit(Spec(R"({"j":4})")).id;
+  ASSERT_EQ(Claim("w")->job.id, a);
+  ASSERT_TRUE(store_->CompleteAttempt(a, 1, "w", Ok(), Now()).IsOk());
+  ASSERT_EQ(Claim("w")->job.id, b);
+  AttemptOutcome oom = Fail(FailureClass::kRetryable, "oom");
+  ASSERT_TRUE(store_->CompleteAttempt(b, 1, "w", oom, Now()).IsOk());
+  int64_t failed_at = Now();
+  ASSERT_EQ(Claim("w")->job.id, c);
+  AttemptOutcome bad = Fail(FailureClass::kPermanent, "bad_dataset");
+  bad.stage = FailureStage::kData;
+  ASSERT_TRUE(store_->CompleteAttempt(c, 1, "w", bad, Now()).IsOk());
+  ASSERT_TRUE(store_->CancelJob(d, Now()).IsOk());
+  clock_.AdvanceSeconds(300);
+  ASSERT_EQ(Claim("w")->job.id, b);
+  clock_.AdvanceSeconds(60);
+  ASSERT_TRUE(store_->CompleteAttempt(b, 2, "w", Ok(), Now()).IsOk());
+  JobStats s = *store_->Stats();
+  EXPECT_EQ(s.jobs, 4);
+  EXPECT_EQ(s.succeeded, 2);
+  EXPECT_EQ(s.failed_permanent, 1);
+  EXPECT_EQ(s.cancelled, 1);
+  EXPECT_EQ(s.live, 0);
+  EXPECT_DOUBLE_EQ(s.availability, 2.0 / 3.0);
+  EXPECT_EQ(s.attempts, 4);
+  EXPECT_EQ(s.failed_attempts, 2);
+  EXPECT_EQ(s.retries, 1);
+  EXPECT_EQ(s.failures_by_stage["train"], 1);
+  EXPECT_EQ(s.failures_by_stage["data"], 1);
+  EXPECT_EQ(s.failures_by_class["retryable"], 1);
+  EXPECT_EQ(s.failures_by_class["permanent"], 1);
+  EXPECT_EQ(s.failures_by_reason["oom"], 1);
+  EXPECT_EQ(s.recovered_jobs, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, static_cast<double>(Now() - failed_at));
+  auto recent = *store_->RecentAttempts(2);
+  ASSERT_EQ(recent.size(), 2u);
+  EXPECT_EQ(recent[0].job_id, b);
+  EXPECT_TRUE(recent[0].succeeded);
+}
+
+TEST_P(JobStoreTest, ClaimsOnlyWhatFitsTheOfferedDevices) {
+  JobSpec spec = Spec("{}");
+  spec.device_kind = "gpu";
+  spec.device_memory_mb = 8000;
+  int64_t id = Submit(spec).id;
+  ClaimRequest r;
+  r.worker = "w";
+  r.now_ms = Now();
+  r.devices = {{"cpu", 0, 64000}};
+  EXPECT_EQ(store_->ClaimJob(r).GetStatus().Code(), StatusCode::kNotFound);
+  r.devices = {{"gpu", 0, 4000}};
+  EXPECT_EQ(store_->ClaimJob(r).GetStatus().Code(), StatusCode::kNotFound);
+  r.devices = {{"gpu", 0, 16000}, {"gpu", 1, 10000}, {"gpu", 2, 4000}};
+  auto c = store_->ClaimJob(r);
+  ASSERT_TRUE(c.IsOk());
+  EXPECT_EQ(c->job.id, id);
+  EXPECT_EQ(c->device.index, 1);  // best fit
+  spec.device_kind = "tpu";
+  bool created = false;
+  EXPECT_EQ(store_->SubmitJob(spec, Now(), &created).GetStatus().Code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobStoreTest, WorkersAreRegisteredAndHeartbeat) {
+  ASSERT_TRUE(store_->UpsertWorker({"w1", "h1", R"([{"kind":"cpu"}])", 10, 10}).IsOk());
+  ASSERT_TRUE(store_->UpsertWorker({"w1", "h1", R"([{"kind":"cpu"}])", 99, 20}).IsOk());
+  auto ws = *store_->ListWorkers();
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_EQ(ws[0].started_ms, 10);
+  EXPECT_EQ(ws[0].heartbeat_ms, 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobStoreTest, ::testing::Values("sqlite", "postgres"),
+                         [](const auto& info) { return info.param; });
+
+TEST(PostgresStoreTest, UnreachableServerIsUnavailable) {
+  auto s = MetadataStore::Open("postgresql://nobody:secret@127.0.0.1:1/none?connect_timeout=2");
+  EXPECT_EQ(s.GetStatus().Code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.GetStatus().ToString().find("secret"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kestrel::store
