@@ -142,7 +142,7 @@ DetectImpl::DetectImpl(int nc, const std::vector<int>& ch) : nc_(nc) {
   cv2 = register_module("cv2", torch::nn::ModuleList());
   cv3 = register_module("cv3", torch::nn::ModuleList());
   for (int x : ch) {
-    box_out_.push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c2, 4 * kRegMax, 1)));
+    box_out_.push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c2, int64_t{4} * kRegMax, 1)));
     cls_out_.push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(c3, nc, 1)));
     box_.push_back(torch::nn::Sequential(Conv(x, c2, 3, 1), Conv(c2, c2, 3, 1), box_out_.back()));
     cls_.push_back(torch::nn::Sequential(Conv(x, c3, 3, 1), Conv(c3, c3, 3, 1), cls_out_.back()));

@@ -176,12 +176,12 @@ struct Counter {
   // Kestrel Conv = Conv2d(no bias) + BN(weight, bias; running mean/var, count).
   void ConvBn(int c1, int c2, int k, int64_t h_out, int64_t w_out) {
     PlainConv(c1, c2, k, false, h_out, w_out);
-    params += 2 * c2;
-    buffers += 2 * c2 + 1;
+    params += 2 * static_cast<int64_t>(c2);
+    buffers += 2 * static_cast<int64_t>(c2) + 1;
   }
 };
 
-int64_t ConvOut(int64_t size, int k, int s) { return (size + 2 * (k / 2) - k) / s + 1; }
+int64_t ConvOut(int64_t size, int k, int s) { return (size + 2 * static_cast<int64_t>(k / 2) - k) / s + 1; }
 
 std::string FromString(const std::vector<int>& from) {
   if (from.size() == 1) return std::to_string(from[0]);
