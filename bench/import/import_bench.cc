@@ -26,6 +26,7 @@ static double Seconds(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   data::QuietImageCodecLogs();
+  data::SetImageCodecThreads(0);  // both sides parallelize over images themselves
   fs::path tmp = fs::temp_directory_path() / ("kestrel_import_bench_" + std::to_string(::getpid()));
   fs::create_directories(tmp);
   std::string src;

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     Status s = InitLogging(ctx.log_level);
     if (!s.IsOk()) throw CLI::ValidationError("--log-level", s.Message());
     data::QuietImageCodecLogs();
+    data::SetImageCodecThreads(0);
   });
   try {
     app.parse(argc, argv);

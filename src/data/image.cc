@@ -576,6 +576,8 @@ bool IsImageExtension(const std::string& ext) {
   return e == "jpg" || e == "jpeg" || e == "png" || e == "bmp" || e == "webp" || e == "tif" || e == "tiff";
 }
 
+void SetImageCodecThreads(int threads) { cv::setNumThreads(threads); }
+
 void QuietImageCodecLogs() { cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_ERROR); }
 
 }  // namespace kestrel::data

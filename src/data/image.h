@@ -68,4 +68,10 @@ bool IsImageExtension(const std::string& ext);
 // from main() (and test setup), never from library code.
 void QuietImageCodecLogs();
 
+// Sets OpenCV's own worker-thread count (0 = run OpenCV calls sequentially).
+// Kestrel parallelizes over images itself; OpenCV's pool on top of that
+// oversubscribes the cores and spins (measured: import 2x slower). Process-
+// wide: call from main() only.
+void SetImageCodecThreads(int threads);
+
 }  // namespace kestrel::data

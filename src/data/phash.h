@@ -5,12 +5,12 @@
 // bits while unrelated images differ in about half of them. Compare two
 // hashes with HammingDistance(); see near_dup.h for searching many of them.
 //
-// Algorithm (stable: hashes are stored in manifests, changing any step is a
-// format change):
-//   1. gray = (c0 + c1 + c2) / 3 for 3/4-channel input (alpha ignored), the
-//      single channel otherwise. Equal weights make the hash independent of
-//      channel order, so RGB and BGR (cv::imdecode) buffers hash the same.
-//   2. Resize to 32x32 with INTER_AREA, as float.
+// Algorithm (hashes are compared only within one import, never stored, so a
+// change here changes findings, not data):
+//   1. Resize to 32x32 with INTER_AREA, per channel, in the input's depth.
+//   2. gray = (c0 + c1 + c2) / 3 for 3/4-channel input (alpha ignored), the
+//      single channel otherwise, as float. Equal weights make the hash
+//      independent of channel order, so RGB and BGR buffers hash the same.
 //   3. 2-D DCT-II (cv::dct) of the 32x32 block.
 //   4. Keep the top-left 8x8 coefficients, row-major: coefficient (u, v)
 //      (u = vertical frequency, v = horizontal) maps to bit 63 - (8u + v),
