@@ -1,0 +1,51 @@
+// CircuitBreaker: pauses automatic retries while too many recent attempts
+// fail (a broken disk, a bad driver, a store outage), so a systemic fault
+// does not burn every job's retry budget. Open when, among the last `window`
+// finished attempts (at least `min_attempts` of them), the share of
+// retryable failures (infrastructure included) exceeds `threshold`.
+// Permanent failures (bad config, bad data) are the user's, not the
+// system's, and count as healthy here.
+//
+// Not thread-safe. State is in memory; Reset() ignores attempts that ended
+// at or before its time, so history cannot reopen a freshly closed breaker.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "store/job_types.h"
+
+namespace kestrel::jobs {
+
+struct BreakerOptions {
+  double threshold = 0.30;  // open above this failure rate, in [0, 1]
+  int window = 20;          // last N finished attempts
+  int min_attempts = 10;    // fewer finished attempts never open the breaker
+};
+
+Status ValidateBreakerOptions(const BreakerOptions& o);
+
+class CircuitBreaker {
+ public:
+  explicit CircuitBreaker(BreakerOptions options = {}) : options_(options) {}
+
+  // `recent`: newest first, as MetadataStore::RecentAttempts(window) returns.
+  void Update(const std::vector<store::AttemptRecord>& recent);
+  bool IsOpen() const { return open_; }
+  // Why it is open ("" when closed), for stats, the API and the UI.
+  const std::string& Reason() const { return reason_; }
+  double FailureRate() const { return rate_; }
+  // Closes the breaker; attempts ended at or before `now_ms` no longer count.
+  void Reset(int64_t now_ms);
+
+ private:
+  BreakerOptions options_;
+  bool open_ = false;
+  double rate_ = 0;
+  std::string reason_;
+  int64_t reset_at_ms_ = 0;
+};
+
+}  // namespace kestrel::jobs

@@ -1,0 +1,199 @@
+#include "jobs/supervisor.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+
+#include "core/fault_env.h"
+#include "jobs/fake_process_runner.h"
+#include "jobs/retry.h"
+
+namespace kestrel::jobs {
+namespace {
+
+class FakeSupervisorTest : public ::testing::Test {
+ protected:
+  Result<SupervisedRun> Run(FakeChildScript script, std::function<Status()> hb = {}) {
+    runner_.Push(std::move(script));
+    Supervisor sup(runner_, clock_, options_);
+    return sup.Run({{"/usr/bin/kestrel", "train", "--job", "1"}, {}, ""},
+                   hb ? hb : [this] { ++heartbeats_; return Status(); });
+  }
+  static std::vector<std::pair<int64_t, std::string>> Ticks(int64_t every, int64_t until) {
+    std::vector<std::pair<int64_t, std::string>> p;
+    for (int64_t t = every; t <= until; t += every) p.emplace_back(t, "stage=train iter=" + std::to_string(t));
+    return p;
+  }
+  bool Got(int sig) const {
+    for (auto [t, s] : runner_.Children().back().signals) {
+      if (s == sig) return true;
+    }
+    return false;
+  }
+
+  FakeClockEnv clock_{Env::Default()};
+  FakeProcessRunner runner_{clock_};
+  SupervisorOptions options_;  // defaults: heartbeat 30 s, hang 90 s, grace 10 s
+  int heartbeats_ = 0;
+};
+
+TEST_F(FakeSupervisorTest, CleanExitIsSuccessWithTheResult) {
+  FakeChildScript s;
+  s.progress = {{1000, "stage=train epoch=1"}, {2000, "result {\"map50\":0.5}"}};
+  s.exit_at_ms = 3000;
+  auto r = Run(s);
+  ASSERT_TRUE(r.IsOk());
+  EXPECT_EQ(r->end, "exited");
+  EXPECT_EQ(r->duration_ms, 3000);
+  EXPECT_EQ(r->progress_lines, 2);
+  EXPECT_EQ(r->stage, store::FailureStage::kTrain);
+  EXPECT_EQ(heartbeats_, 0);
+  auto o = ToOutcome(*r);
+  EXPECT_TRUE(o.success);
+  EXPECT_EQ(o.result_json, "{\"map50\":0.5}");
+  EXPECT_EQ(o.pid, r->pid);
+}
+
+TEST_F(FakeSupervisorTest, CrashBySignalIsRetryable) {
+  FakeChildScript s;
+  s.progress = {{100, "stage=data"}};
+  s.exit_at_ms = 5000;
+  s.exit = {0, SIGSEGV};
+  auto r = Run(s);
+  EXPECT_EQ(r->end, "signaled");
+  auto o = ToOutcome(*r);
+  EXPECT_FALSE(o.success);
+  EXPECT_EQ(o.signal, SIGSEGV);
+  EXPECT_EQ(o.reason, "crashed");
+  EXPECT_EQ(o.stage, store::FailureStage::kData);
+  EXPECT_EQ(o.failure_class, store::FailureClass::kRetryable);
+  EXPECT_FALSE(runner_.Children().back().signals.size());
+}
+
+TEST_F(FakeSupervisorTest, NoProgressForTheHangTimeoutKillsAsHung) {
+  FakeChildScript s;
+  s.progress = {{1000, "stage=train"}, {2000, "stage=train iter=2"}};
+  s.sigterm_exit_after_ms = 500;  // checkpoints, then dies of SIGTERM
+  auto r = Run(s);
+  EXPECT_EQ(r->end, "hung");
+  EXPECT_EQ(runner_.Children().back().signals.at(0), std::make_pair(int64_t{92'000}, SIGTERM));
+  EXPECT_EQ(r->duration_ms, 92'500);
+  EXPECT_FALSE(r->sigkill_needed);
+  EXPECT_EQ(heartbeats_, 3);  // 30, 60, 90 s
+  auto o = ToOutcome(*r);
+  EXPECT_EQ(o.reason, "hung");
+  EXPECT_EQ(o.failure_class, store::FailureClass::kRetryable);
+  EXPECT_FALSE(o.infrastructure);
+}
+
+TEST_F(FakeSupervisorTest, WallClockLimitThenSigkillAfterGrace) {
+  options_.wall_clock_limit_ms = 60'000;
+  FakeChildScript s;
+  s.progress = Ticks(1000, 200'000);
+  s.ignore_sigterm = true;
+  auto r = Run(s);
+  EXPECT_EQ(r->end, "timeout");
+  EXPECT_TRUE(r->sigkill_needed);
+  EXPECT_EQ(r->exit.signal, SIGKILL);
+  EXPECT_EQ(r->duration_ms, 70'000);
+  const auto& sigs = runner_.Children().back().signals;
+  EXPECT_EQ(sigs.front(), std::make_pair(int64_t{60'000}, SIGTERM));
+  EXPECT_EQ(sigs.back(), std::make_pair(int64_t{70'000}, SIGKILL));
+  EXPECT_EQ(ToOutcome(*r).reason, "timeout");
+}
+
+TEST_F(FakeSupervisorTest, SigtermGraceLetsTheChildCheckpoint) {
+  options_.wall_clock_limit_ms = 10'000;
+  FakeChildScript s;
+  s.progress = Ticks(500, 100'000);
+  s.sigterm_exit_after_ms = 9'000;  // just inside the 10 s grace
+  auto r = Run(s);
+  EXPECT_FALSE(r->sigkill_needed);
+  EXPECT_EQ(r->exit.signal, SIGTERM);
+  EXPECT_EQ(r->duration_ms, 19'000);
+  EXPECT_FALSE(Got(SIGKILL));
+}
+
+TEST_F(FakeSupervisorTest, HeartbeatsRenewAndALostLeaseStopsTheChild) {
+  FakeChildScript s;
+  s.progress = Ticks(10'000, 500'000);
+  s.sigterm_exit_after_ms = 1'000;
+  int calls = 0;
+  auto r = Run(s, [&] { return ++calls < 2 ? Status() : Status::Aborted("attempt no longer current"); });
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(r->end, "lease_lost");
+  EXPECT_EQ(r->duration_ms, 61'000);
+  auto o = ToOutcome(*r);
+  EXPECT_TRUE(o.infrastructure);
+  EXPECT_EQ(o.reason, "lease_lost");
+}
+
+TEST_F(FakeSupervisorTest, ChildReasonAndExitCodeClassifyPermanentFailures) {
+  FakeChildScript s;
+  s.exit_at_ms = 100;
+  s.exit = {kExitBadConfig, 0};
+  auto o = ToOutcome(*Run(s));
+  EXPECT_EQ(o.reason, "bad_config");
+  EXPECT_EQ(o.failure_class, store::FailureClass::kPermanent);
+  FakeChildScript d;
+  d.progress = {{50, "stage=train reason=diverged"}};
+  d.exit_at_ms = 100;
+  d.exit = {1, 0};
+  o = ToOutcome(*Run(d));
+  EXPECT_EQ(o.reason, "diverged");
+  EXPECT_EQ(o.failure_class, store::FailureClass::kPermanent);
+}
+
+class PosixSupervisorTest : public ::testing::Test {
+ protected:
+  PosixSupervisorTest() {
+    options_.heartbeat_ms = 50;
+    options_.hang_timeout_ms = 300;
+    options_.grace_ms = 200;
+    options_.poll_ms = 5;
+  }
+  Result<SupervisedRun> Sh(const std::string& script) {
+    Supervisor sup(runner_, Env::Default(), options_);
+    return sup.Run({{"/bin/sh", "-c", script}, {}, ""}, [] { return Status(); });
+  }
+  PosixProcessRunner runner_;
+  SupervisorOptions options_;
+};
+
+TEST_F(PosixSupervisorTest, ReadsProgressAndResultFromFd3) {
+  auto r = Sh("echo stage=eval >&3; echo 'result {\"ok\":1}' >&3; echo to-log; exit 0");
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_EQ(r->end, "exited");
+  EXPECT_EQ(r->stage, store::FailureStage::kEval);
+  auto o = ToOutcome(*r);
+  EXPECT_TRUE(o.success);
+  EXPECT_EQ(o.result_json, "{\"ok\":1}");
+  auto crash = Sh("kill -SEGV $$");
+  EXPECT_EQ(crash->exit.signal, SIGSEGV);
+  EXPECT_EQ(Sh("exit 7")->exit.exit_code, 7);
+}
+
+TEST_F(PosixSupervisorTest, HungChildIgnoringSigtermIsKilledWithItsGroup) {
+  auto t0 = std::chrono::steady_clock::now();
+  // Ignores SIGTERM; its `sleep` grandchild is in the same process group.
+  auto r = Sh("trap '' TERM; echo stage=train >&3; sleep 30; echo never >&3");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.IsOk());
+  EXPECT_EQ(r->end, "hung");
+  EXPECT_TRUE(r->sigkill_needed);
+  EXPECT_EQ(r->exit.signal, SIGKILL);
+  EXPECT_EQ(r->progress_lines, 1);
+  EXPECT_LT(secs, 3.0);
+  EXPECT_GE(r->duration_ms, 500);  // 300 ms hang + 200 ms grace
+}
+
+TEST_F(PosixSupervisorTest, StoppedChildIsKilledAsHung) {
+  auto r = Sh("echo stage=train >&3; kill -STOP $$; exit 0");
+  ASSERT_TRUE(r.IsOk());
+  EXPECT_EQ(r->end, "hung");
+  EXPECT_NE(r->exit.signal, 0);
+}
+
+}  // namespace
+}  // namespace kestrel::jobs
