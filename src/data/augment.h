@@ -125,8 +125,10 @@ Homography RandomPerspectiveMatrix(const AugmentOptions& o, int in_w, int in_h, 
 // affine when the last row is 0 0 1) and boxes with TransformBoxes.
 void WarpSample(AugSample& s, const Homography& m, int out_w, int out_h, double zoom);
 
-// Transforms each box's 4 corners with `m`, takes the enclosing box, clips it
-// to [0,out_w]x[0,out_h] and keeps it when BoxSurvives. Order is kept.
+// Transforms each box's 4 corners with `m`, clips that quadrilateral to
+// [0,out_w]x[0,out_h], takes the enclosing box of what remains and keeps it
+// when BoxSurvives. Order is kept. (Ultralytics clips the enclosing box
+// instead, which over-covers a rotated object that is partly outside.)
 std::vector<PixelBox> TransformBoxes(const std::vector<PixelBox>& boxes, const Homography& m,
                                      int out_w, int out_h, double zoom);
 
@@ -142,7 +144,8 @@ void RandomPerspective(AugSample& s, const AugmentOptions& o, int out_w, int out
 
 // Draws gains g = 1 + U(-1,1) * (hsv_h, hsv_s, hsv_v) and applies them in
 // OpenCV 8-bit HSV through lookup tables: hue (x*g) mod 180, saturation and
-// value clipped to [0, 255]. Boxes are untouched. No-op when all gains are 0.
+// value clipped to [0, 255]. Boxes are untouched. Pixels are untouched when all
+// gains are 0 (the three draws still happen).
 void RandomHsv(cv::Mat& rgb, double hgain, double sgain, double vgain, Rng& rng);
 
 // Mirror left-right / up-down, boxes included (x1' = W - x2, ...).

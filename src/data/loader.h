@@ -16,8 +16,8 @@
 //
 // Bad samples (source failure: missing/corrupted blob, decode failure) are
 // skipped: the sample is replaced by the next good entry of the split (in
-// epoch order, wrapping), so shapes stay constant; a mosaic/mixup partner that
-// is bad is replaced the same way. Each bad entry is logged once
+// manifest order, wrapping), so shapes stay constant; a mosaic/mixup partner
+// that is bad is replaced the same way. Each bad entry is logged once
 // (spdlog::warn) and counted. When distinct bad entries seen so far exceed
 // max_bad_fraction * (entries in the split), Next() fails with
 // kFailedPrecondition, message "data: N of M images unreadable ... (a, b, c)".
@@ -135,7 +135,7 @@ struct LoaderStats {
   int64_t bad_samples = 0;             // distinct bad entries seen
   std::vector<std::string> bad_paths;  // their paths, in the order seen
   double decode_seconds = 0;           // source + DecodeImage, summed over workers
-  double augment_seconds = 0;          // augmentation + collation, summed over workers
+  double augment_seconds = 0;          // whole sample builds (decode included), summed over workers
   double wait_seconds = 0;             // Next() blocked waiting for a batch
 };
 

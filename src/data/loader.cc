@@ -1,0 +1,510 @@
+#include "data/loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <thread>
+#include <unordered_set>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+#include <spdlog/spdlog.h>
+
+#include "data/augment.h"
+#include "data/image.h"
+
+namespace kestrel::data {
+
+ImageSource ArtifactImageSource(store::ArtifactStore& store) {
+  return [&store](const ManifestEntry& e) { return store.Get(e.image_sha); };
+}
+
+void LoaderOptions::Bind(OptionSet& s) {
+  s.Int("imgsz", &imgsz, "train/val input size in pixels (multiple of the stride)", 1);
+  s.Int("batch", &batch, "images per batch", 1);
+  s.Int("workers", &workers, "data loader threads", 1, 256);
+  s.Int("prefetch", &prefetch, "batches built ahead of the trainer", 1, 1024);
+  s.Float("max_bad_fraction", &max_bad_fraction, "fail when more than this share of images is unreadable", 0,
+          1);
+  s.Bool("rect", &rect, "rectangular val batches (letterbox per batch aspect ratio)");
+}
+
+Status LoaderOptions::Validate() const {
+  auto bad = [](const char* field, const std::string& msg) {
+    return Status::InvalidArgument(msg, {"", 0, field});
+  };
+  if (stride < 1) return bad("stride", "must be >= 1");
+  if (imgsz < stride || imgsz % stride != 0) {
+    int up = std::max(stride, (imgsz + stride - 1) / stride * stride);
+    return bad("imgsz", std::to_string(imgsz) + " is not a positive multiple of the stride " +
+                            std::to_string(stride) + " (try " + std::to_string(up) + ")");
+  }
+  if (batch < 1) return bad("batch", "must be >= 1");
+  if (workers < 1 || workers > 256) return bad("workers", "must be in [1, 256]");
+  if (prefetch < 1 || prefetch > 1024) return bad("prefetch", "must be in [1, 1024]");
+  if (!(max_bad_fraction >= 0 && max_bad_fraction <= 1)) return bad("max_bad_fraction", "must be in [0, 1]");
+  if (epochs < 1) return bad("epochs", "must be >= 1");
+  if (rect && (augment || shuffle)) return bad("rect", "rect batches need augment=false and shuffle=false (val)");
+  return {};
+}
+
+namespace {
+
+constexpr uint64_t kTagShuffle = 0x5348;  // distinguishes derived seeds
+constexpr uint64_t kTagScale = 0x5343;
+
+using Clock = std::chrono::steady_clock;
+int64_t MicrosSince(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+}
+
+// Per-image facts reported in the batch.
+struct SampleMeta {
+  int64_t entry = 0;  // index of the primary entry actually used
+  int orig_h = 0, orig_w = 0;
+  LetterboxInfo letterbox;
+};
+
+struct Slot {
+  int64_t index = -1;
+  bool ready = false;
+  Status status;
+  Batch batch;
+  std::vector<int64_t> bad;  // entries found bad while building it
+};
+
+}  // namespace
+
+struct Loader::Impl {
+  std::vector<ManifestEntry> entries;
+  ImageSource source;
+  LoaderOptions opts;
+  AugmentOptions aug;
+  std::vector<int64_t> rect_order;               // rect: entries sorted by aspect ratio
+  std::vector<std::array<int, 2>> rect_shapes;   // rect: {H, W} per batch
+  float to_unit[256];                            // byte -> [0, 1]
+
+  // Shared with workers, guarded by mu.
+  std::mutex mu;
+  std::condition_variable work_cv, ready_cv;
+  bool stop = false;
+  bool started = false;
+  uint64_t generation = 0;
+  int epoch = 0;
+  bool mosaic_on = false;
+  // Shared: workers of an abandoned epoch may still read the old order while
+  // the consumer installs a new one.
+  std::shared_ptr<const std::vector<int64_t>> order;
+  int64_t next_claim = 0, next_consume = 0, end = 0;
+  std::vector<Slot> slots;
+  std::vector<Batch> pool;
+  // Consumer-side stats (also guarded by mu, read by Stats()).
+  std::unordered_set<int64_t> bad_seen;
+  std::vector<std::string> bad_paths;
+  int64_t batches_out = 0, samples_out = 0, wait_us = 0;
+  Status failure;
+
+  // Entries known to be unreadable (skip re-reading them), with the warning
+  // logged once each.
+  std::mutex bad_mu;
+  std::unordered_set<int64_t> known_bad;
+  std::atomic<int64_t> decode_us{0}, augment_us{0};
+
+  std::vector<std::thread> threads;
+
+  int64_t N() const { return static_cast<int64_t>(entries.size()); }
+  int64_t Batches() const {
+    int64_t b = opts.batch;
+    return opts.drop_last ? N() / b : (N() + b - 1) / b;
+  }
+
+  void WorkerLoop();
+  Status BuildBatch(int ep, bool mosaic, int64_t k, const std::vector<int64_t>& ord, Batch& out,
+                    std::vector<int64_t>& bad);
+  Status BuildSample(int64_t idx, bool mosaic, int out_w, int out_h, Rng& rng, AugSample& s, SampleMeta& meta,
+                     std::vector<int64_t>& bad);
+  Result<AugSample> LoadEntry(int64_t idx);
+  Result<AugSample> LoadGood(int64_t idx, std::vector<int64_t>& bad, int64_t* used);
+  Status MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rng, AugSample& s, SampleMeta& meta,
+                        std::vector<int64_t>& bad);
+  void ComputeRect();
+};
+
+Result<AugSample> Loader::Impl::LoadEntry(int64_t idx) {
+  const ManifestEntry& e = entries[idx];
+  auto t0 = Clock::now();
+  Result<std::string> bytes = source(e);
+  if (!bytes.IsOk()) return bytes.GetStatus();
+  Result<cv::Mat> img = DecodeImage(*bytes, e.path);
+  decode_us += MicrosSince(t0);
+  if (!img.IsOk()) return img.GetStatus();
+  AugSample s;
+  s.image = std::move(img).Value();
+  s.boxes = BoxesToPixels(e.boxes, s.image.cols, s.image.rows);
+  return s;
+}
+
+Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad, int64_t* used) {
+  for (int64_t j = 0; j < N(); ++j) {
+    int64_t c = (idx + j) % N();
+    {
+      std::lock_guard<std::mutex> l(bad_mu);
+      if (known_bad.count(c) != 0) {
+        bad.push_back(c);
+        continue;
+      }
+    }
+    Result<AugSample> s = LoadEntry(c);
+    if (s.IsOk()) {
+      *used = c;
+      return s;
+    }
+    bad.push_back(c);
+    std::lock_guard<std::mutex> l(bad_mu);
+    if (known_bad.insert(c).second) {
+      spdlog::warn("data: skipping unreadable image '{}': {}", entries[c].path, s.GetStatus().ToString());
+    }
+  }
+  return Status::FailedPrecondition("data: all " + std::to_string(N()) + " images of the split are unreadable");
+}
+
+Status Loader::Impl::MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rng, AugSample& s,
+                                    SampleMeta& meta, std::vector<int64_t>& bad) {
+  int64_t used = idx;
+  KESTREL_ASSIGN_OR_RETURN(AugSample first, LoadGood(idx, bad, &used));
+  meta.entry = used;
+  meta.orig_h = first.image.rows;
+  meta.orig_w = first.image.cols;
+  ResizeLongSide(first, imgsz);
+  if (mosaic) {
+    std::array<AugSample, 3> others;
+    for (AugSample& o : others) {
+      int64_t partner = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(N())));
+      int64_t u = partner;
+      KESTREL_ASSIGN_OR_RETURN(o, LoadGood(partner, bad, &u));
+      ResizeLongSide(o, imgsz);
+    }
+    s = Mosaic4({&first, &others[0], &others[1], &others[2]}, imgsz, rng);
+  } else {
+    s = std::move(first);
+    Letterbox(s, imgsz, imgsz);
+  }
+  RandomPerspective(s, aug, imgsz, imgsz, rng);
+  return {};
+}
+
+Status Loader::Impl::BuildSample(int64_t idx, bool mosaic_on_epoch, int out_w, int out_h, Rng& rng,
+                                 AugSample& s, SampleMeta& meta, std::vector<int64_t>& bad) {
+  if (!opts.augment) {
+    int64_t used = idx;
+    KESTREL_ASSIGN_OR_RETURN(s, LoadGood(idx, bad, &used));
+    meta.entry = used;
+    meta.orig_h = s.image.rows;
+    meta.orig_w = s.image.cols;
+    meta.letterbox = Letterbox(s, out_w, out_h);
+    return {};
+  }
+  // Every draw happens whether or not it is used, so one option does not
+  // shift the random stream of the others.
+  const double u_mosaic = rng.Uniform();
+  const bool mosaic = mosaic_on_epoch && u_mosaic < aug.mosaic;
+  KESTREL_RETURN_IF_ERROR(MosaicOrSingle(idx, mosaic, opts.imgsz, rng, s, meta, bad));
+  const double u_mixup = rng.Uniform();
+  if (mosaic_on_epoch && u_mixup < aug.mixup) {
+    int64_t partner = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(N())));
+    const bool partner_mosaic = rng.Uniform() < aug.mosaic;
+    AugSample other;
+    SampleMeta unused;
+    KESTREL_RETURN_IF_ERROR(MosaicOrSingle(partner, partner_mosaic, opts.imgsz, rng, other, unused, bad));
+    MixUp(s, other, rng);
+  }
+  RandomHsv(s.image, aug.hsv_h, aug.hsv_s, aug.hsv_v, rng);
+  const double u_flipud = rng.Uniform();
+  if (u_flipud < aug.flipud) FlipUd(s);
+  const double u_fliplr = rng.Uniform();
+  if (u_fliplr < aug.fliplr) FlipLr(s);
+  meta.letterbox = LetterboxInfo{};
+  if (out_w != s.image.cols || out_h != s.image.rows) {  // multi_scale
+    const double sx = static_cast<double>(out_w) / s.image.cols, sy = static_cast<double>(out_h) / s.image.rows;
+    cv::Mat r;
+    cv::resize(s.image, r, cv::Size(out_w, out_h), 0, 0, cv::INTER_LINEAR);
+    s.image = r;
+    for (PixelBox& b : s.boxes) b.x1 *= sx, b.x2 *= sx, b.y1 *= sy, b.y2 *= sy;
+  }
+  return {};
+}
+
+Status Loader::Impl::BuildBatch(int ep, bool mosaic, int64_t k, const std::vector<int64_t>& ord, Batch& out,
+                                std::vector<int64_t>& bad) {
+  const int64_t start = k * opts.batch;
+  const int size = static_cast<int>(std::min<int64_t>(opts.batch, N() - start));
+  int H = opts.imgsz, W = opts.imgsz;
+  if (opts.rect) {
+    H = rect_shapes[k][0];
+    W = rect_shapes[k][1];
+  } else if (opts.augment && aug.multi_scale) {
+    Rng r(SeedFrom({opts.seed, static_cast<uint64_t>(ep), static_cast<uint64_t>(k), kTagScale}));
+    const int lo = std::max(opts.stride, opts.imgsz / 2 / opts.stride * opts.stride);
+    const int hi = std::max(lo, opts.imgsz * 3 / 2 / opts.stride * opts.stride);
+    H = W = lo + opts.stride * static_cast<int>(r.Below(static_cast<uint64_t>((hi - lo) / opts.stride + 1)));
+  }
+  out.epoch = ep;
+  out.index = k;
+  out.size = size;
+  out.height = H;
+  out.width = W;
+  out.images.resize(static_cast<size_t>(size) * 3 * H * W);
+  out.targets.clear();
+  out.paths.clear();
+  out.orig_hw.clear();
+  out.letterbox.clear();
+  const size_t plane = static_cast<size_t>(H) * W;
+  AugSample s;
+  for (int i = 0; i < size; ++i) {
+    const int64_t pos = start + i;
+    Rng rng(SeedFrom({opts.seed, static_cast<uint64_t>(ep), static_cast<uint64_t>(pos)}));
+    SampleMeta meta;
+    auto t0 = Clock::now();
+    try {
+      KESTREL_RETURN_IF_ERROR(BuildSample(ord[pos], mosaic, W, H, rng, s, meta, bad));
+    } catch (const cv::Exception& e) {
+      return Status::Internal("data: augmenting '" + entries[ord[pos]].path + "' failed: " + e.what());
+    }
+    if (s.image.rows != H || s.image.cols != W || s.image.type() != CV_8UC3) {
+      return Status::Internal("data: sample '" + entries[ord[pos]].path + "' has the wrong shape");
+    }
+    float* dst = out.images.data() + static_cast<size_t>(i) * 3 * plane;
+    for (int y = 0; y < H; ++y) {
+      const uint8_t* p = s.image.ptr<uint8_t>(y);
+      float* r = dst + static_cast<size_t>(y) * W;
+      float* g = r + plane;
+      float* b = g + plane;
+      for (int x = 0; x < W; ++x) {
+        r[x] = to_unit[p[3 * x]];
+        g[x] = to_unit[p[3 * x + 1]];
+        b[x] = to_unit[p[3 * x + 2]];
+      }
+    }
+    for (const PixelBox& bx : s.boxes) {
+      const float row[6] = {static_cast<float>(i), static_cast<float>(bx.cls),
+                            static_cast<float>((bx.x1 + bx.x2) / 2 / W), static_cast<float>((bx.y1 + bx.y2) / 2 / H),
+                            static_cast<float>((bx.x2 - bx.x1) / W), static_cast<float>((bx.y2 - bx.y1) / H)};
+      out.targets.insert(out.targets.end(), row, row + 6);
+    }
+    out.paths.push_back(entries[meta.entry].path);
+    out.orig_hw.push_back({meta.orig_h, meta.orig_w});
+    out.letterbox.push_back({static_cast<float>(meta.letterbox.scale), static_cast<float>(meta.letterbox.pad_x),
+                             static_cast<float>(meta.letterbox.pad_y)});
+    augment_us += MicrosSince(t0);
+  }
+  return {};
+}
+
+void Loader::Impl::WorkerLoop() {
+  for (;;) {
+    std::unique_lock<std::mutex> l(mu);
+    work_cv.wait(l, [&] {
+      return stop || (started && next_claim < end && next_claim < next_consume + opts.prefetch);
+    });
+    if (stop) return;
+    const int64_t k = next_claim++;
+    const uint64_t gen = generation;
+    const int ep = epoch;
+    const bool mosaic = mosaic_on;
+    std::shared_ptr<const std::vector<int64_t>> ord = order;
+    Batch batch;
+    if (!pool.empty()) {
+      batch = std::move(pool.back());
+      pool.pop_back();
+    }
+    l.unlock();
+
+    std::vector<int64_t> bad;
+    Status st = BuildBatch(ep, mosaic, k, *ord, batch, bad);
+
+    l.lock();
+    if (gen != generation || stop) {
+      if (pool.size() < slots.size()) pool.push_back(std::move(batch));
+      continue;
+    }
+    Slot& slot = slots[static_cast<size_t>(k % opts.prefetch)];
+    slot.index = k;
+    slot.ready = true;
+    slot.status = std::move(st);
+    slot.batch = std::move(batch);
+    slot.bad = std::move(bad);
+    ready_cv.notify_all();
+  }
+}
+
+void Loader::Impl::ComputeRect() {
+  const int64_t n = N();
+  std::vector<double> ar(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& e = entries[i];
+    ar[i] = (e.width > 0 && e.height > 0) ? static_cast<double>(e.height) / e.width : 1.0;
+  }
+  rect_order.resize(n);
+  std::iota(rect_order.begin(), rect_order.end(), 0);
+  std::stable_sort(rect_order.begin(), rect_order.end(), [&](int64_t a, int64_t b) { return ar[a] < ar[b]; });
+  rect_shapes.clear();
+  for (int64_t k = 0; k < Batches(); ++k) {
+    const int64_t s = k * opts.batch, e = std::min<int64_t>(s + opts.batch, n);
+    double mini = ar[rect_order[s]], maxi = ar[rect_order[e - 1]];
+    double sh = 1, sw = 1;  // relative {h, w}
+    if (maxi < 1) sh = maxi;
+    else if (mini > 1) sw = 1 / mini;
+    auto side = [&](double rel) {
+      return static_cast<int>(std::ceil(rel * opts.imgsz / opts.stride + 0.5)) * opts.stride;
+    };
+    rect_shapes.push_back({side(sh), side(sw)});
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+Result<std::unique_ptr<Loader>> Loader::Create(const Manifest& manifest, Split split, ImageSource source,
+                                               const LoaderOptions& options, const AugmentOptions& augment) {
+  KESTREL_RETURN_IF_ERROR(options.Validate());
+  KESTREL_RETURN_IF_ERROR(augment.Validate());
+  if (!source) return Status::InvalidArgument("data: loader needs an image source");
+  auto impl = std::make_unique<Impl>();
+  for (const ManifestEntry& e : manifest.entries) {
+    if (e.split == split) impl->entries.push_back(e);
+  }
+  if (impl->entries.empty()) {
+    return Status::FailedPrecondition(std::string("data: the ") + SplitName(split) + " split has no images");
+  }
+  impl->source = std::move(source);
+  impl->opts = options;
+  impl->aug = augment;
+  for (int v = 0; v < 256; ++v) impl->to_unit[v] = static_cast<float>(v) / 255.0f;
+  if (options.rect) impl->ComputeRect();
+  impl->slots.resize(static_cast<size_t>(options.prefetch));
+  Impl* raw = impl.get();
+  for (int i = 0; i < options.workers; ++i) raw->threads.emplace_back([raw] { raw->WorkerLoop(); });
+  return std::unique_ptr<Loader>(new Loader(std::move(impl)));
+}
+
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->work_cv.notify_all();
+  impl_->ready_cv.notify_all();
+  for (std::thread& t : impl_->threads) t.join();
+}
+
+Status Loader::StartEpoch(int epoch) { return SkipTo(epoch, 0); }
+
+Status Loader::SkipTo(int epoch, int64_t batch_index) {
+  Impl& m = *impl_;
+  if (epoch < 0) return Status::InvalidArgument("data: epoch must be >= 0, got " + std::to_string(epoch));
+  if (batch_index < 0 || batch_index > m.Batches()) {
+    return Status::InvalidArgument("data: batch index " + std::to_string(batch_index) + " outside [0, " +
+                                   std::to_string(m.Batches()) + "]");
+  }
+  std::shared_ptr<std::vector<int64_t>> ord;
+  if (m.opts.rect) {
+    ord = std::make_shared<std::vector<int64_t>>(m.rect_order);
+  } else {
+    ord = std::make_shared<std::vector<int64_t>>(m.N());
+    std::iota(ord->begin(), ord->end(), 0);
+    if (m.opts.shuffle) {
+      Rng rng(SeedFrom({m.opts.seed, static_cast<uint64_t>(epoch), kTagShuffle}));
+      for (int64_t i = m.N() - 1; i > 0; --i) {
+        std::swap((*ord)[i], (*ord)[static_cast<int64_t>(rng.Below(static_cast<uint64_t>(i + 1)))]);
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(m.mu);
+    ++m.generation;
+    for (Slot& s : m.slots) {
+      if (s.ready && m.pool.size() < m.slots.size()) m.pool.push_back(std::move(s.batch));
+      s = Slot{};
+    }
+    m.epoch = epoch;
+    m.mosaic_on = m.opts.augment && epoch < m.opts.epochs - m.aug.close_mosaic;
+    m.order = std::move(ord);
+    m.end = m.Batches();
+    m.next_claim = m.next_consume = batch_index;
+    m.started = true;
+    m.failure = Status();
+  }
+  m.work_cv.notify_all();
+  return {};
+}
+
+Result<std::optional<Batch>> Loader::Next() {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> l(m.mu);
+  if (!m.failure.IsOk()) return m.failure;
+  if (!m.started) return Status::FailedPrecondition("data: Next() before StartEpoch()");
+  if (m.next_consume >= m.end) return std::optional<Batch>();
+  const int64_t k = m.next_consume;
+  Slot& slot = m.slots[static_cast<size_t>(k % m.opts.prefetch)];
+  auto t0 = Clock::now();
+  m.ready_cv.wait(l, [&] { return m.stop || (slot.ready && slot.index == k); });
+  m.wait_us += MicrosSince(t0);
+  if (m.stop) return Status::Aborted("data: loader is shutting down");
+  Status st = std::move(slot.status);
+  Batch batch = std::move(slot.batch);
+  std::vector<int64_t> bad = std::move(slot.bad);
+  slot = Slot{};
+  ++m.next_consume;
+  m.work_cv.notify_all();
+  if (!st.IsOk()) {
+    m.failure = st;
+    return st;
+  }
+  for (int64_t b : bad) {
+    if (m.bad_seen.insert(b).second) m.bad_paths.push_back(m.entries[b].path);
+  }
+  const double limit = m.opts.max_bad_fraction * static_cast<double>(m.N());
+  if (static_cast<double>(m.bad_seen.size()) > limit) {
+    std::string names;
+    for (size_t i = 0; i < m.bad_paths.size() && i < 5; ++i) names += (i ? ", " : "") + m.bad_paths[i];
+    if (m.bad_paths.size() > 5) names += ", ...";
+    m.failure = Status::FailedPrecondition(
+        "data: " + std::to_string(m.bad_seen.size()) + " of " + std::to_string(m.N()) +
+        " images are unreadable, more than max_bad_fraction=" + std::to_string(m.opts.max_bad_fraction) + " (" +
+        names + ")");
+    return m.failure;
+  }
+  ++m.batches_out;
+  m.samples_out += batch.size;
+  return std::optional<Batch>(std::move(batch));
+}
+
+void Loader::Recycle(Batch&& batch) {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  if (impl_->pool.size() < impl_->slots.size()) impl_->pool.push_back(std::move(batch));
+}
+
+int64_t Loader::BatchesPerEpoch() const { return impl_->Batches(); }
+int64_t Loader::NumSamples() const { return impl_->N(); }
+
+LoaderStats Loader::Stats() const {
+  Impl& m = *impl_;
+  LoaderStats s;
+  std::lock_guard<std::mutex> l(m.mu);
+  s.batches = m.batches_out;
+  s.samples = m.samples_out;
+  s.bad_samples = static_cast<int64_t>(m.bad_seen.size());
+  s.bad_paths = m.bad_paths;
+  s.decode_seconds = static_cast<double>(m.decode_us.load()) / 1e6;
+  s.augment_seconds = static_cast<double>(m.augment_us.load()) / 1e6;
+  s.wait_seconds = static_cast<double>(m.wait_us) / 1e6;
+  return s;
+}
+
+}  // namespace kestrel::data

@@ -1,0 +1,415 @@
+#include "data/loader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "core/hash.h"
+#include "data/image.h"
+#include "data/preview.h"
+#include "data/synth.h"
+#include "store/artifact_store.h"
+
+namespace kestrel::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+// An in-memory dataset: manifest + encoded image bytes by path.
+struct MemData {
+  Manifest manifest;
+  std::map<std::string, std::string> bytes;
+  ImageSource Source(std::string fail_path = "") const {
+    return [this, fail_path](const ManifestEntry& e) -> Result<std::string> {
+      if (e.path == fail_path) return Status::IoError("injected read failure", {e.path});
+      auto it = bytes.find(e.path);
+      if (it == bytes.end()) return Status::NotFound("no such image", {e.path});
+      return it->second;
+    };
+  }
+};
+
+std::string EncodeJpeg(const cv::Mat& bgr) {
+  std::vector<uint8_t> buf;
+  cv::imencode(".jpg", bgr, buf, {cv::IMWRITE_JPEG_QUALITY, 90});
+  return std::string(buf.begin(), buf.end());
+}
+
+void AddEntry(MemData& d, const std::string& path, Split split, const std::string& jpeg, int w, int h,
+              std::vector<Box> boxes) {
+  ManifestEntry e;
+  e.path = path;
+  e.split = split;
+  e.image_sha = Sha256Hex(jpeg);
+  e.width = w;
+  e.height = h;
+  e.boxes = std::move(boxes);
+  d.manifest.entries.push_back(e);
+  d.bytes[path] = jpeg;
+}
+
+// `n` synthetic train images (imgsz 64), all in the train split.
+const MemData& Synth(int n) {
+  static std::map<int, std::unique_ptr<MemData>> cache;
+  auto& slot = cache[n];
+  if (slot) return *slot;
+  slot = std::make_unique<MemData>();
+  SynthOptions o;
+  o.images = n;
+  o.imgsz = 64;
+  o.classes = 3;
+  o.seed = 11;
+  slot->manifest.names = SynthClassNames(3);
+  for (int i = 0; i < n; ++i) {
+    auto s = RenderSynthSample(o, i);
+    EXPECT_TRUE(s.IsOk());
+    AddEntry(*slot, s->stem + ".jpg", Split::kTrain, EncodeJpeg(s->image), 64, 64, s->boxes);
+  }
+  return *slot;
+}
+
+LoaderOptions TrainOptions() {
+  LoaderOptions o;
+  o.imgsz = 64;
+  o.batch = 4;
+  o.workers = 2;
+  o.prefetch = 2;
+  o.epochs = 4;
+  return o;
+}
+
+AugmentOptions StrongAugment() {
+  AugmentOptions a;
+  a.degrees = 10;
+  a.shear = 3;
+  a.perspective = 0.0005;
+  a.mixup = 0.3;
+  a.flipud = 0.2;
+  a.close_mosaic = 1;
+  return a;
+}
+
+std::unique_ptr<Loader> Make(const MemData& d, const LoaderOptions& o, const AugmentOptions& a = {},
+                             ImageSource source = nullptr, Split split = Split::kTrain) {
+  auto l = Loader::Create(d.manifest, split, source ? source : d.Source(), o, a);
+  EXPECT_TRUE(l.IsOk()) << l.GetStatus().ToString();
+  return l.IsOk() ? std::move(l).Value() : nullptr;
+}
+
+std::vector<Batch> Epoch(Loader& l, int epoch, bool recycle = false) {
+  std::vector<Batch> out;
+  EXPECT_TRUE(l.StartEpoch(epoch).IsOk());
+  for (;;) {
+    auto b = l.Next();
+    EXPECT_TRUE(b.IsOk()) << b.GetStatus().ToString();
+    if (!b.IsOk() || !b->has_value()) break;
+    out.push_back(**b);
+    if (recycle) l.Recycle(std::move(**b));
+  }
+  return out;
+}
+
+void ExpectSameBatch(const Batch& a, const Batch& b) {
+  EXPECT_EQ(a.epoch, b.epoch);
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.size, b.size);
+  EXPECT_EQ(a.height, b.height);
+  EXPECT_EQ(a.width, b.width);
+  EXPECT_TRUE(a.images == b.images) << "images differ in batch " << a.index;
+  EXPECT_TRUE(a.targets == b.targets) << "targets differ in batch " << a.index;
+  EXPECT_EQ(a.paths, b.paths);
+  EXPECT_EQ(a.orig_hw, b.orig_hw);
+  EXPECT_EQ(a.letterbox, b.letterbox);
+}
+
+TEST(LoaderTest, ShapesAndTargetsAreWellFormed) {
+  const MemData& d = Synth(10);
+  auto l = Make(d, TrainOptions(), StrongAugment());
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->BatchesPerEpoch(), 3);
+  auto batches = Epoch(*l, 0);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[2].size, 2);  // 10 = 4 + 4 + 2
+  int64_t targets = 0;
+  for (const Batch& b : batches) {
+    EXPECT_EQ(b.images.size(), static_cast<size_t>(b.size) * 3 * 64 * 64);
+    EXPECT_EQ(b.paths.size(), static_cast<size_t>(b.size));
+    for (float v : b.images) ASSERT_TRUE(v >= 0 && v <= 1);
+    for (int64_t t = 0; t < b.NumTargets(); ++t) {
+      const float* r = b.targets.data() + t * 6;
+      EXPECT_GE(r[0], 0);
+      EXPECT_LT(r[0], b.size);
+      EXPECT_GE(r[1], 0);
+      EXPECT_LT(r[1], 3);
+      EXPECT_GE(r[2] - r[4] / 2, -1e-6);
+      EXPECT_LE(r[2] + r[4] / 2, 1 + 1e-6);
+      EXPECT_GT(r[4] * 64, 2 - 1e-4);
+      EXPECT_GT(r[5] * 64, 2 - 1e-4);
+    }
+    targets += b.NumTargets();
+  }
+  EXPECT_GT(targets, 10);
+  EXPECT_EQ(l->Stats().batches, 3);
+  EXPECT_EQ(l->Stats().samples, 10);
+}
+
+TEST(LoaderTest, BatchesDoNotDependOnWorkersOrPrefetch) {
+  const MemData& d = Synth(20);
+  LoaderOptions a = TrainOptions(), b = TrainOptions();
+  a.workers = 1, a.prefetch = 1;
+  b.workers = 3, b.prefetch = 5;
+  AugmentOptions aug = StrongAugment();
+  aug.multi_scale = true;
+  auto la = Make(d, a, aug), lb = Make(d, b, aug);
+  ASSERT_TRUE(la && lb);
+  bool sizes_vary = false;
+  for (int epoch : {0, 1}) {
+    auto ba = Epoch(*la, epoch), bb = Epoch(*lb, epoch, /*recycle=*/true);
+    ASSERT_EQ(ba.size(), bb.size());
+    for (size_t i = 0; i < ba.size(); ++i) {
+      ExpectSameBatch(ba[i], bb[i]);
+      sizes_vary |= ba[i].width != 64;
+      EXPECT_EQ(ba[i].width % 32, 0);
+    }
+  }
+  EXPECT_TRUE(sizes_vary);  // multi_scale picked another size somewhere
+  // Different epochs differ.
+  LoaderOptions c = TrainOptions();
+  auto lc = Make(d, c, StrongAugment());
+  auto e0 = Epoch(*lc, 0), e1 = Epoch(*lc, 1);
+  EXPECT_FALSE(e0[0].images == e1[0].images);
+}
+
+TEST(LoaderTest, SkipToResumesBitIdentically) {
+  const MemData& d = Synth(20);
+  auto full = Make(d, TrainOptions(), StrongAugment());
+  auto e1 = Epoch(*full, 1);
+  ASSERT_EQ(e1.size(), 5u);
+  LoaderOptions o = TrainOptions();
+  o.workers = 3;
+  auto resumed = Make(d, o, StrongAugment());
+  ASSERT_TRUE(resumed->SkipTo(1, 3).IsOk());
+  for (size_t k = 3; k < e1.size(); ++k) {
+    auto b = resumed->Next();
+    ASSERT_TRUE(b.IsOk() && b->has_value());
+    ExpectSameBatch(**b, e1[k]);
+  }
+  auto end = resumed->Next();
+  ASSERT_TRUE(end.IsOk());
+  EXPECT_FALSE(end->has_value());
+  // Restarting mid-epoch abandons the prefetched batches cleanly.
+  ASSERT_TRUE(resumed->StartEpoch(1).IsOk());
+  auto first = resumed->Next();
+  ASSERT_TRUE(first.IsOk() && first->has_value());
+  ExpectSameBatch(**first, e1[0]);
+  EXPECT_EQ(resumed->SkipTo(1, 6).Code(), StatusCode::kInvalidArgument);
+}
+
+TEST(LoaderTest, BadSampleIsSkippedCountedAndReplaced) {
+  const MemData& d = Synth(50);
+  const std::string bad = d.manifest.entries[17].path;
+  LoaderOptions o = TrainOptions();
+  o.batch = 8;
+  o.max_bad_fraction = 0.05;
+  auto l = Make(d, o, {}, d.Source(bad));
+  auto batches = Epoch(*l, 0);
+  ASSERT_EQ(batches.size(), 7u);
+  for (size_t i = 0; i + 1 < batches.size(); ++i) EXPECT_EQ(batches[i].size, 8);
+  for (const Batch& b : batches) {
+    for (const auto& p : b.paths) EXPECT_NE(p, bad);
+  }
+  LoaderStats s = l->Stats();
+  EXPECT_EQ(s.bad_samples, 1);
+  ASSERT_EQ(s.bad_paths.size(), 1u);
+  EXPECT_EQ(s.bad_paths[0], bad);
+  EXPECT_GT(s.decode_seconds, 0);
+
+  // Deterministic with bad samples too.
+  o.workers = 3;
+  auto l2 = Make(d, o, {}, d.Source(bad));
+  auto again = Epoch(*l2, 0);
+  ASSERT_EQ(again.size(), batches.size());
+  for (size_t i = 0; i < again.size(); ++i) ExpectSameBatch(again[i], batches[i]);
+
+  // No tolerance: a "data:" error naming the file.
+  o.max_bad_fraction = 0.0;
+  auto strict = Make(d, o, {}, d.Source(bad));
+  ASSERT_TRUE(strict->StartEpoch(0).IsOk());
+  Status failure;
+  for (int i = 0; i < 10 && failure.IsOk(); ++i) {
+    auto b = strict->Next();
+    if (!b.IsOk()) failure = b.GetStatus();
+    else if (!b->has_value()) break;
+  }
+  EXPECT_EQ(failure.Code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(failure.Message().rfind("data:", 0), 0u) << failure.Message();
+  EXPECT_NE(failure.Message().find(bad), std::string::npos) << failure.Message();
+}
+
+TEST(LoaderTest, CorruptedBlobInArtifactStoreIsABadSample) {
+  const MemData& d = Synth(10);
+  const fs::path root = fs::temp_directory_path() / ("kestrel_loader_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  store::ArtifactStore blobs(root.string());
+  for (const auto& [path, bytes] : d.bytes) ASSERT_TRUE(blobs.Put(bytes).IsOk());
+  const ManifestEntry& victim = d.manifest.entries[3];
+  {
+    std::string path = blobs.PathFor(victim.image_sha);
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add);
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 100, SEEK_SET);
+    std::fputc('X', f);
+    std::fclose(f);
+  }
+  LoaderOptions o = TrainOptions();
+  o.max_bad_fraction = 0.2;
+  auto l = Make(d, o, {}, ArtifactImageSource(blobs));
+  auto batches = Epoch(*l, 0);
+  EXPECT_EQ(batches.size(), 3u);
+  EXPECT_EQ(l->Stats().bad_samples, 1);
+  EXPECT_EQ(l->Stats().bad_paths.at(0), victim.path);
+  l.reset();
+  fs::remove_all(root);
+}
+
+TEST(LoaderTest, CloseMosaicTurnsMosaicOffInTheLastEpochs) {
+  const MemData& d = Synth(8);
+  LoaderOptions o = TrainOptions();
+  o.epochs = 3;
+  AugmentOptions with;  // mosaic 1.0
+  with.close_mosaic = 1;
+  AugmentOptions without;
+  without.mosaic = 0;
+  auto a = Make(d, o, with), b = Make(d, o, without);
+  // Epoch 2 >= 3 - 1: no mosaic, so identical to a run without mosaic.
+  auto a2 = Epoch(*a, 2), b2 = Epoch(*b, 2);
+  ASSERT_EQ(a2.size(), b2.size());
+  for (size_t i = 0; i < a2.size(); ++i) ExpectSameBatch(a2[i], b2[i]);
+  // Epoch 1 still has mosaic.
+  auto a1 = Epoch(*a, 1), b1 = Epoch(*b, 1);
+  EXPECT_FALSE(a1[0].images == b1[0].images);
+}
+
+// Val data: black images of various aspect ratios with one magenta rectangle.
+MemData ValData() {
+  MemData d;
+  d.manifest.names = {"thing"};
+  const int sizes[][2] = {{80, 40}, {30, 60}, {64, 64}, {100, 50}, {45, 90}};
+  int i = 0;
+  for (const auto& wh : sizes) {
+    cv::Mat img(wh[1], wh[0], CV_8UC3, cv::Scalar(0, 0, 0));
+    const int x1 = wh[0] / 4, y1 = wh[1] / 5, x2 = wh[0] * 3 / 4, y2 = wh[1] * 4 / 5;
+    img(cv::Rect(x1, y1, x2 - x1, y2 - y1)).setTo(cv::Scalar(255, 0, 255));
+    std::vector<Box> boxes = {{0, (x1 + x2) / 2.0 / wh[0], (y1 + y2) / 2.0 / wh[1], double(x2 - x1) / wh[0],
+                               double(y2 - y1) / wh[1]}};
+    std::vector<uint8_t> png;
+    cv::imencode(".png", img, png);
+    AddEntry(d, "v" + std::to_string(i++) + ".png", Split::kVal, std::string(png.begin(), png.end()), wh[0],
+             wh[1], boxes);
+  }
+  return d;
+}
+
+// Checks targets against the magenta pixels and the original boxes.
+void CheckValBatch(const Batch& b, const Manifest& m) {
+  const size_t plane = static_cast<size_t>(b.height) * b.width;
+  ASSERT_EQ(b.NumTargets(), b.size);
+  for (int t = 0; t < b.size; ++t) {
+    const float* r = b.targets.data() + t * 6;
+    const int i = static_cast<int>(r[0]);
+    const float* img = b.images.data() + static_cast<size_t>(i) * 3 * plane;
+    int x1 = b.width, y1 = b.height, x2 = -1, y2 = -1;
+    for (int y = 0; y < b.height; ++y) {
+      for (int x = 0; x < b.width; ++x) {
+        const size_t o = static_cast<size_t>(y) * b.width + x;
+        if (img[o] > 0.7f && img[plane + o] < 0.3f && img[2 * plane + o] > 0.7f) {
+          x1 = std::min(x1, x), y1 = std::min(y1, y), x2 = std::max(x2, x), y2 = std::max(y2, y);
+        }
+      }
+    }
+    EXPECT_NEAR((r[2] - r[4] / 2) * b.width, x1, 1.0);
+    EXPECT_NEAR((r[2] + r[4] / 2) * b.width, x2 + 1, 1.0);
+    EXPECT_NEAR((r[3] - r[5] / 2) * b.height, y1, 1.0);
+    EXPECT_NEAR((r[3] + r[5] / 2) * b.height, y2 + 1, 1.0);
+    // Back to original pixels with the letterbox parameters.
+    const auto& lb = b.letterbox[i];
+    const ManifestEntry* e = nullptr;
+    for (const auto& x : m.entries) e = x.path == b.paths[i] ? &x : e;
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(b.orig_hw[i][0], e->height);
+    EXPECT_EQ(b.orig_hw[i][1], e->width);
+    const double ox1 = ((r[2] - r[4] / 2) * b.width - lb[1]) / lb[0];
+    EXPECT_NEAR(ox1, (e->boxes[0].cx - e->boxes[0].w / 2) * e->width, 1e-3);
+    const double oy2 = ((r[3] + r[5] / 2) * b.height - lb[2]) / lb[0];
+    EXPECT_NEAR(oy2, (e->boxes[0].cy + e->boxes[0].h / 2) * e->height, 1e-3);
+  }
+}
+
+TEST(LoaderTest, ValModeLetterboxesWithExactTargets) {
+  MemData d = ValData();
+  LoaderOptions o = TrainOptions();
+  o.augment = false;
+  o.shuffle = false;
+  o.batch = 2;
+  auto l = Make(d, o, {}, d.Source(), Split::kVal);
+  auto batches = Epoch(*l, 0);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0].paths[0], "v0.png");  // manifest order
+  for (const Batch& b : batches) {
+    EXPECT_EQ(b.width, 64);
+    EXPECT_EQ(b.height, 64);
+    CheckValBatch(b, d.manifest);
+  }
+  // Rect: per-batch shapes, multiples of the stride, never above imgsz + stride.
+  o.rect = true;
+  auto r = Make(d, o, {}, d.Source(), Split::kVal);
+  bool non_square = false;
+  for (const Batch& b : Epoch(*r, 0)) {
+    EXPECT_EQ(b.width % 32, 0);
+    EXPECT_EQ(b.height % 32, 0);
+    non_square |= b.width != b.height;
+    CheckValBatch(b, d.manifest);
+  }
+  EXPECT_TRUE(non_square);
+}
+
+TEST(LoaderTest, OptionErrorsAndShutdownMidEpoch) {
+  const MemData& d = Synth(10);
+  LoaderOptions o = TrainOptions();
+  o.imgsz = 70;
+  auto bad = Loader::Create(d.manifest, Split::kTrain, d.Source(), o, {});
+  ASSERT_FALSE(bad.IsOk());
+  EXPECT_EQ(bad.GetStatus().Where().field, "imgsz");
+  auto empty = Loader::Create(d.manifest, Split::kVal, d.Source(), TrainOptions(), {});
+  EXPECT_EQ(empty.GetStatus().Code(), StatusCode::kFailedPrecondition);
+  auto l = Make(d, TrainOptions());
+  EXPECT_EQ(l->Next().GetStatus().Code(), StatusCode::kFailedPrecondition);  // no epoch yet
+  ASSERT_TRUE(l->StartEpoch(0).IsOk());
+  ASSERT_TRUE(l->Next().IsOk());
+  l.reset();  // workers busy or waiting: must join without hanging
+}
+
+TEST(PreviewTest, WritesAGridPng) {
+  const MemData& d = Synth(10);
+  const std::string out =
+      (fs::temp_directory_path() / ("kestrel_preview_" + std::to_string(::getpid()) + ".png")).string();
+  LoaderOptions o = TrainOptions();
+  Status s = WriteAugmentedPreview(d.manifest, d.Source(), StrongAugment(), o, d.manifest.names, out, 4);
+  ASSERT_TRUE(s.IsOk()) << s.ToString();
+  cv::Mat img = cv::imread(out);
+  EXPECT_EQ(img.cols, 128);
+  EXPECT_EQ(img.rows, 128);
+  fs::remove(out);
+}
+
+}  // namespace
+}  // namespace kestrel::data
