@@ -38,9 +38,10 @@ void CircuitBreaker::Update(const std::vector<store::AttemptRecord>& recent) {
     if (n > top_n) top = r, top_n = n;
   }
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "automatic retries paused: %d of the last %d attempts failed (%.0f%% > %.0f%%), most often '%s'",
-                failed, total, rate_ * 100, options_.threshold * 100, top.c_str());
+  std::snprintf(
+      buf, sizeof buf,
+      "automatic retries paused: %d of the last %d attempts failed (%.0f%% > %.0f%%), most often '%s'",
+      failed, total, rate_ * 100, options_.threshold * 100, top.c_str());
   reason_ = buf;
 }
 

@@ -70,7 +70,8 @@ Result<std::unique_ptr<ChildProcess>> FakeProcessRunner::Start(const ProcessSpec
   FakeChildScript script = std::move(scripts_.front());
   scripts_.pop_front();
   logs_.push_back({spec, {}});
-  return std::unique_ptr<ChildProcess>(std::make_unique<FakeChild>(clock_, std::move(script), logs_.back(), next_pid_++));
+  return std::unique_ptr<ChildProcess>(
+      std::make_unique<FakeChild>(clock_, std::move(script), logs_.back(), next_pid_++));
 }
 
 }  // namespace kestrel::jobs

@@ -16,8 +16,8 @@ namespace kestrel::jobs {
 // What one fake child does; times are ms after its start.
 struct FakeChildScript {
   std::vector<std::pair<int64_t, std::string>> progress;  // (at, line)
-  int64_t exit_at_ms = -1;  // -1 = runs until signalled
-  ExitInfo exit;            // how it ends at exit_at_ms
+  int64_t exit_at_ms = -1;                                // -1 = runs until signalled
+  ExitInfo exit;                                          // how it ends at exit_at_ms
   bool ignore_sigterm = false;
   int64_t sigterm_exit_after_ms = 0;  // time to checkpoint, then dies of SIGTERM
 };

@@ -106,7 +106,8 @@ Result<std::unique_ptr<ChildProcess>> PosixProcessRunner::Start(const ProcessSpe
 
   int log_fd = ::open(spec.log_path.empty() ? "/dev/null" : spec.log_path.c_str(),
                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return Status::IoError(std::string("cannot open child log: ") + std::strerror(errno), {spec.log_path});
+  if (log_fd < 0)
+    return Status::IoError(std::string("cannot open child log: ") + std::strerror(errno), {spec.log_path});
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) {
     ::close(log_fd);

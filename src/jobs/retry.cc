@@ -29,13 +29,20 @@ std::string ReasonFromExit(int exit_code, int signal) {
   if (signal == SIGKILL) return "killed";
   if (signal != 0) return "crashed";
   switch (exit_code) {
-    case kExitBadConfig: return "bad_config";
-    case kExitDatasetErrors: return "dataset_errors";
-    case kExitDiverged: return "diverged";
-    case kExitQualityGate: return "quality_gate";
-    case kExitIoError: return "io_error";
-    case kExitOom: return "oom";
-    default: return "error";
+    case kExitBadConfig:
+      return "bad_config";
+    case kExitDatasetErrors:
+      return "dataset_errors";
+    case kExitDiverged:
+      return "diverged";
+    case kExitQualityGate:
+      return "quality_gate";
+    case kExitIoError:
+      return "io_error";
+    case kExitOom:
+      return "oom";
+    default:
+      return "error";
   }
 }
 

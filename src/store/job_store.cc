@@ -1,9 +1,8 @@
 // Job operations of SqlStore (semantics: docs/jobs.md). Written once against
 // SqlConn; the only backend differences are the row locks ForUpdate*() adds
 // on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes writers).
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/hash.h"
@@ -127,8 +126,8 @@ Result<std::string> JobDedupKey(const std::string& dataset_version, const std::s
 
 Result<int64_t> SqlStore::NextId(const char* counter) {
   KESTREL_ASSIGN_OR_RETURN(
-      auto rows,
-      conn_->Query("UPDATE counters SET value = value + 1 WHERE name = $1 RETURNING value", {std::string(counter)}));
+      auto rows, conn_->Query("UPDATE counters SET value = value + 1 WHERE name = $1 RETURNING value",
+                              {std::string(counter)}));
   if (rows.empty()) return Status::Internal(std::string("missing counter '") + counter + "'");
   return rows[0].Int(0);
 }
@@ -136,10 +135,12 @@ Result<int64_t> SqlStore::NextId(const char* counter) {
 Result<int64_t> SqlStore::InsertEvent(int64_t job_id, int64_t attempt, const std::string& kind,
                                       const std::string& payload_json, int64_t now_ms) {
   KESTREL_ASSIGN_OR_RETURN(int64_t id, NextId("event"));
-  KESTREL_RETURN_IF_ERROR(conn_->Exec("INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) "
-                                      "VALUES ($1, $2, $3, $4, $5, $6)",
-                                      {id, job_id, attempt, kind, payload_json, now_ms})
-                              .GetStatus());
+  KESTREL_RETURN_IF_ERROR(
+      conn_
+          ->Exec("INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) "
+                 "VALUES ($1, $2, $3, $4, $5, $6)",
+                 {id, job_id, attempt, kind, payload_json, now_ms})
+          .GetStatus());
   return id;
 }
 
@@ -153,41 +154,44 @@ Status SqlStore::StateEvent(const JobRecord& job, int64_t now_ms) {
 }
 
 Result<JobRecord> SqlStore::LoadJob(int64_t job_id, bool lock) {
-  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(std::string("SELECT ") + kJobColumns +
-                                                       " FROM jobs WHERE id = $1" + (lock ? conn_->ForUpdate() : ""),
-                                                   {job_id}));
+  KESTREL_ASSIGN_OR_RETURN(auto rows,
+                           conn_->Query(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = $1" +
+                                            (lock ? conn_->ForUpdate() : ""),
+                                        {job_id}));
   if (rows.empty()) return Status::NotFound("no job " + std::to_string(job_id), {"", 0, "job"});
   return ReadJob(rows[0]);
 }
 
 Status SqlStore::SaveJob(const JobRecord& j) {
   return conn_
-      ->Exec("UPDATE jobs SET state = $1, attempt = $2, lease_owner = $3, lease_until = $4, not_before = $5, "
-             "retries_used = $6, infra_retries_used = $7, updated_at = $8, finished_at = $9, result_json = $10, "
-             "last_reason = $11 WHERE id = $12",
-             {std::string(JobStateName(j.state)), j.attempt, j.lease_owner, j.lease_until_ms, j.not_before_ms,
-              static_cast<int64_t>(j.retries_used), static_cast<int64_t>(j.infra_retries_used), j.updated_ms,
-              j.finished_ms, j.result_json, j.last_reason, j.id})
+      ->Exec(
+          "UPDATE jobs SET state = $1, attempt = $2, lease_owner = $3, lease_until = $4, not_before = $5, "
+          "retries_used = $6, infra_retries_used = $7, updated_at = $8, finished_at = $9, result_json = $10, "
+          "last_reason = $11 WHERE id = $12",
+          {std::string(JobStateName(j.state)), j.attempt, j.lease_owner, j.lease_until_ms, j.not_before_ms,
+           static_cast<int64_t>(j.retries_used), static_cast<int64_t>(j.infra_retries_used), j.updated_ms,
+           j.finished_ms, j.result_json, j.last_reason, j.id})
       .GetStatus();
 }
 
 Status SqlStore::EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t now_ms) {
   return conn_
-      ->Exec("UPDATE attempts SET pid = $1, ended_at = $2, exit_code = $3, signal = $4, succeeded = $5, "
-             "stage = $6, failure_class = $7, infra = $8, reason = $9, message = $10 "
-             "WHERE job_id = $11 AND attempt = $12",
-             {o.pid, now_ms, static_cast<int64_t>(o.exit_code), static_cast<int64_t>(o.signal),
-              static_cast<int64_t>(o.success ? 1 : 0), std::string(FailureStageName(o.stage)),
-              std::string(o.success ? "" : FailureClassName(o.failure_class)),
-              static_cast<int64_t>(o.infrastructure ? 1 : 0), o.reason, o.message, job_id, attempt})
+      ->Exec(
+          "UPDATE attempts SET pid = $1, ended_at = $2, exit_code = $3, signal = $4, succeeded = $5, "
+          "stage = $6, failure_class = $7, infra = $8, reason = $9, message = $10 "
+          "WHERE job_id = $11 AND attempt = $12",
+          {o.pid, now_ms, static_cast<int64_t>(o.exit_code), static_cast<int64_t>(o.signal),
+           static_cast<int64_t>(o.success ? 1 : 0), std::string(FailureStageName(o.stage)),
+           std::string(o.success ? "" : FailureClassName(o.failure_class)),
+           static_cast<int64_t>(o.infrastructure ? 1 : 0), o.reason, o.message, job_id, attempt})
       .GetStatus();
 }
 
 Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool* created) {
   KESTREL_RETURN_IF_ERROR(ValidateSpec(spec));
   KESTREL_ASSIGN_OR_RETURN(std::string key, JobDedupKey(spec.dataset_version, spec.config_json));
-  const std::string live = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE dedup_key = $1 AND state IN " +
-                           kLiveStates;
+  const std::string live =
+      std::string("SELECT ") + kJobColumns + " FROM jobs WHERE dedup_key = $1 AND state IN " + kLiveStates;
   JobRecord out;
   bool made = false;
   Status st = InTransaction([&]() -> Status {
@@ -203,14 +207,14 @@ Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool*
     // theirs (READ COMMITTED: the next statement sees their commit).
     KESTREL_ASSIGN_OR_RETURN(
         int64_t n,
-        conn_->Exec(std::string("INSERT INTO jobs (") + kJobColumns +
-                        ") VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, '', 0, $7, $8, 0, $9, 0, $10, $11, $12, "
-                        "$13, $7, $7, 0, '', '') ON CONFLICT DO NOTHING",
-                    {id, spec.spec_json, spec.config_json, spec.dataset_version,
-                     static_cast<int64_t>(spec.priority), key, now_ms,
-                     static_cast<int64_t>(spec.retry.max_retries), static_cast<int64_t>(spec.retry.max_infra_retries),
-                     JoinMs(spec.retry.backoff_ms), spec.device_kind, spec.device_memory_mb,
-                     spec.wall_clock_limit_ms}));
+        conn_->Exec(
+            std::string("INSERT INTO jobs (") + kJobColumns +
+                ") VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, '', 0, $7, $8, 0, $9, 0, $10, $11, $12, "
+                "$13, $7, $7, 0, '', '') ON CONFLICT DO NOTHING",
+            {id, spec.spec_json, spec.config_json, spec.dataset_version, static_cast<int64_t>(spec.priority),
+             key, now_ms, static_cast<int64_t>(spec.retry.max_retries),
+             static_cast<int64_t>(spec.retry.max_infra_retries), JoinMs(spec.retry.backoff_ms),
+             spec.device_kind, spec.device_memory_mb, spec.wall_clock_limit_ms}));
     if (n == 0) {
       KESTREL_ASSIGN_OR_RETURN(auto again, conn_->Query(live, {key}));
       if (again.empty()) return Status::Aborted(std::string(kSqlConflictPrefix) + "dedup race, retrying");
@@ -259,7 +263,8 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
     int64_t& m = d.kind == "gpu" ? gpu_mem : cpu_mem;
     m = std::max(m, d.free_memory_mb);
   }
-  std::string ready = req.allow_retries ? "(state = 'queued' OR state = 'failed_retryable')" : "state = 'queued'";
+  std::string ready =
+      req.allow_retries ? "(state = 'queued' OR state = 'failed_retryable')" : "state = 'queued'";
   const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE ((" + ready +
                           " AND not_before <= $1) OR (state = 'running' AND lease_until <= $1))"
                           " AND ((device_kind = 'cpu' AND device_memory_mb <= $2) OR"
@@ -284,10 +289,12 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
       job.lease_until_ms = req.now_ms + req.lease_ms;
       job.updated_ms = req.now_ms;
       KESTREL_RETURN_IF_ERROR(SaveJob(job));
-      KESTREL_RETURN_IF_ERROR(conn_->Exec(std::string("INSERT INTO attempts (") + kAttemptColumns +
-                                              ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '')",
-                                          {job.id, job.attempt, req.worker, req.host, req.now_ms})
-                                  .GetStatus());
+      KESTREL_RETURN_IF_ERROR(
+          conn_
+              ->Exec(std::string("INSERT INTO attempts (") + kAttemptColumns +
+                         ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '')",
+                     {job.id, job.attempt, req.worker, req.host, req.now_ms})
+              .GetStatus());
       KESTREL_RETURN_IF_ERROR(StateEvent(job, req.now_ms));
       // Best fit: the offer of the right kind with the least spare memory.
       const DeviceOffer* best = nullptr;
@@ -310,9 +317,10 @@ Status SqlStore::RenewLease(int64_t job_id, int64_t attempt, const std::string& 
                             int64_t lease_ms) {
   return InTransaction([&]() -> Status {
     KESTREL_ASSIGN_OR_RETURN(
-        int64_t n, conn_->Exec("UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND attempt = $4 "
-                               "AND state = 'running' AND lease_owner = $5",
-                               {now_ms + lease_ms, now_ms, job_id, attempt, worker}));
+        int64_t n,
+        conn_->Exec("UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND attempt = $4 "
+                    "AND state = 'running' AND lease_owner = $5",
+                    {now_ms + lease_ms, now_ms, job_id, attempt, worker}));
     if (n == 1) return {};
     KESTREL_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id, false));
     return Status::Aborted("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
@@ -346,7 +354,7 @@ Result<JobRecord> SqlStore::CompleteAttempt(int64_t job_id, int64_t attempt, con
       ++job.infra_retries_used;
       job.last_reason = o.reason;
       job.state = job.infra_retries_used > p.max_infra_retries ? JobState::kFailedPermanent
-                                                                : JobState::kFailedRetryable;
+                                                               : JobState::kFailedRetryable;
       if (job.state == JobState::kFailedPermanent) job.last_reason = "infra_retries_exhausted: " + o.reason;
       job.not_before_ms = now_ms;
     } else if (job.retries_used >= p.max_retries) {
@@ -359,7 +367,8 @@ Result<JobRecord> SqlStore::CompleteAttempt(int64_t job_id, int64_t attempt, con
       job.state = JobState::kFailedRetryable;
       job.last_reason = o.reason;
     }
-    if (job.state == JobState::kSucceeded || job.state == JobState::kFailedPermanent) job.finished_ms = now_ms;
+    if (job.state == JobState::kSucceeded || job.state == JobState::kFailedPermanent)
+      job.finished_ms = now_ms;
     KESTREL_RETURN_IF_ERROR(SaveJob(job));
     return StateEvent(job, now_ms);
   });
@@ -397,14 +406,17 @@ Result<JobRecord> SqlStore::RetryJob(int64_t job_id, int64_t now_ms) {
   JobRecord job;
   Status st = InTransaction([&]() -> Status {
     KESTREL_ASSIGN_OR_RETURN(job, LoadJob(job_id, true));
-    if (job.state == JobState::kQueued || job.state == JobState::kRunning || job.state == JobState::kSucceeded) {
+    if (job.state == JobState::kQueued || job.state == JobState::kRunning ||
+        job.state == JobState::kSucceeded) {
       return Status::FailedPrecondition("job " + std::to_string(job_id) + " is " + JobStateName(job.state) +
                                         "; only failed or cancelled jobs can be retried");
     }
     if (job.state != JobState::kFailedRetryable) {
-      KESTREL_ASSIGN_OR_RETURN(auto twins, conn_->Query(std::string("SELECT id FROM jobs WHERE dedup_key = $1 AND "
-                                                                    "state IN ") + kLiveStates,
-                                                        {job.dedup_key}));
+      KESTREL_ASSIGN_OR_RETURN(auto twins,
+                               conn_->Query(std::string("SELECT id FROM jobs WHERE dedup_key = $1 AND "
+                                                        "state IN ") +
+                                                kLiveStates,
+                                            {job.dedup_key}));
       if (!twins.empty()) {
         return Status::AlreadyExists("an identical job " + twins[0].Text(0) + " is already live");
       }
@@ -450,11 +462,11 @@ Result<std::vector<AttemptRecord>> SqlStore::ListAttempts(int64_t job_id) {
 }
 
 Result<std::vector<AttemptRecord>> SqlStore::RecentAttempts(int n) {
-  KESTREL_ASSIGN_OR_RETURN(
-      auto rows, conn_->Query(std::string("SELECT ") + kAttemptColumns +
-                                  " FROM attempts WHERE ended_at > 0 AND reason <> 'cancelled'"
-                                  " ORDER BY ended_at DESC, job_id DESC, attempt DESC LIMIT $1",
-                              {static_cast<int64_t>(n)}));
+  KESTREL_ASSIGN_OR_RETURN(auto rows,
+                           conn_->Query(std::string("SELECT ") + kAttemptColumns +
+                                            " FROM attempts WHERE ended_at > 0 AND reason <> 'cancelled'"
+                                            " ORDER BY ended_at DESC, job_id DESC, attempt DESC LIMIT $1",
+                                        {static_cast<int64_t>(n)}));
   std::vector<AttemptRecord> out;
   for (const auto& r : rows) out.push_back(ReadAttempt(r));
   return out;
@@ -489,17 +501,20 @@ Result<std::vector<EventRecord>> SqlStore::ReadEvents(int64_t after_id, int64_t 
 Status SqlStore::UpsertWorker(const WorkerRecord& w) {
   return InTransaction([&]() -> Status {
     return conn_
-        ->Exec("INSERT INTO workers(id, host, devices_json, started_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5) "
-               "ON CONFLICT (id) DO UPDATE SET host = excluded.host, devices_json = excluded.devices_json, "
-               "heartbeat_at = excluded.heartbeat_at",
-               {w.id, w.host, w.devices_json, w.started_ms, w.heartbeat_ms})
+        ->Exec(
+            "INSERT INTO workers(id, host, devices_json, started_at, heartbeat_at) VALUES ($1, $2, $3, $4, "
+            "$5) "
+            "ON CONFLICT (id) DO UPDATE SET host = excluded.host, devices_json = excluded.devices_json, "
+            "heartbeat_at = excluded.heartbeat_at",
+            {w.id, w.host, w.devices_json, w.started_ms, w.heartbeat_ms})
         .GetStatus();
   });
 }
 
 Result<std::vector<WorkerRecord>> SqlStore::ListWorkers() {
   KESTREL_ASSIGN_OR_RETURN(
-      auto rows, conn_->Query("SELECT id, host, devices_json, started_at, heartbeat_at FROM workers ORDER BY id", {}));
+      auto rows,
+      conn_->Query("SELECT id, host, devices_json, started_at, heartbeat_at FROM workers ORDER BY id", {}));
   std::vector<WorkerRecord> out;
   for (const auto& r : rows) out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Int(4)});
   return out;
@@ -524,11 +539,12 @@ Result<JobStats> SqlStore::Stats() {
   }
   int64_t finished = s.succeeded + s.failed_permanent;
   s.availability = finished > 0 ? static_cast<double>(s.succeeded) / static_cast<double>(finished) : 0.0;
-  KESTREL_ASSIGN_OR_RETURN(auto fails, conn_->Query("SELECT succeeded, stage, failure_class, infra, reason, "
-                                                    "COUNT(*) FROM attempts WHERE ended_at > 0 AND reason <> "
-                                                    "'cancelled' GROUP BY succeeded, stage, failure_class, infra, "
-                                                    "reason",
-                                                    {}));
+  KESTREL_ASSIGN_OR_RETURN(auto fails,
+                           conn_->Query("SELECT succeeded, stage, failure_class, infra, reason, "
+                                        "COUNT(*) FROM attempts WHERE ended_at > 0 AND reason <> "
+                                        "'cancelled' GROUP BY succeeded, stage, failure_class, infra, "
+                                        "reason",
+                                        {}));
   for (const auto& r : fails) {
     int64_t n = r.Int(5);
     s.attempts += n;
@@ -538,11 +554,12 @@ Result<JobStats> SqlStore::Stats() {
     s.failures_by_class[r.Int(3) != 0 ? "infra" : r.Text(2)] += n;
     s.failures_by_reason[r.Text(4)] += n;
   }
-  KESTREL_ASSIGN_OR_RETURN(auto rec, conn_->Query("SELECT j.id, j.finished_at, MIN(a.ended_at) FROM jobs j "
-                                                  "JOIN attempts a ON a.job_id = j.id WHERE j.state = 'succeeded' "
-                                                  "AND a.succeeded = 0 AND a.ended_at > 0 AND a.reason <> 'cancelled' "
-                                                  "GROUP BY j.id, j.finished_at",
-                                                  {}));
+  KESTREL_ASSIGN_OR_RETURN(auto rec,
+                           conn_->Query("SELECT j.id, j.finished_at, MIN(a.ended_at) FROM jobs j "
+                                        "JOIN attempts a ON a.job_id = j.id WHERE j.state = 'succeeded' "
+                                        "AND a.succeeded = 0 AND a.ended_at > 0 AND a.reason <> 'cancelled' "
+                                        "GROUP BY j.id, j.finished_at",
+                                        {}));
   double total = 0;
   for (const auto& r : rec) total += static_cast<double>(r.Int(1) - r.Int(2));
   s.recovered_jobs = static_cast<int64_t>(rec.size());

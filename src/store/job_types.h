@@ -40,9 +40,9 @@ struct RetryPolicy {
 };
 
 struct JobSpec {
-  std::string dataset_version;  // version id (sha256) the job trains on
-  std::string config_json;      // effective, fully resolved config (JSON object)
-  std::string spec_json = "{}"; // what the user typed, for display
+  std::string dataset_version;   // version id (sha256) the job trains on
+  std::string config_json;       // effective, fully resolved config (JSON object)
+  std::string spec_json = "{}";  // what the user typed, for display
   JobPriority priority = JobPriority::kNormal;
   RetryPolicy retry;
   std::string device_kind = "cpu";  // "cpu" or "gpu"

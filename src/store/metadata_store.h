@@ -54,15 +54,13 @@ class MetadataStore {
   // Adds `rec` (seq and created_at are assigned) in one transaction. When
   // the dataset already has a version with the same version_id, nothing is
   // written and that record is returned with *created = false.
-  virtual Result<DatasetVersionRecord> AddDatasetVersion(const DatasetVersionRecord& rec,
-                                                         bool* created) = 0;
+  virtual Result<DatasetVersionRecord> AddDatasetVersion(const DatasetVersionRecord& rec, bool* created) = 0;
   virtual Result<std::vector<DatasetSummary>> ListDatasets() = 0;
   // Oldest first.
   virtual Result<std::vector<DatasetVersionRecord>> ListVersions(const std::string& dataset) = 0;
   // ref: "" or "latest" = newest; "vN" = seq N; otherwise a version-id prefix
   // of at least 6 hex chars (ambiguous prefixes are an error).
-  virtual Result<DatasetVersionRecord> GetVersion(const std::string& dataset,
-                                                  const std::string& ref) = 0;
+  virtual Result<DatasetVersionRecord> GetVersion(const std::string& dataset, const std::string& ref) = 0;
 
   // ---- jobs (docs/jobs.md). Every change is one transaction; state changes
   // also append a "state" event. `now_ms` is Unix milliseconds from an Env.
@@ -80,8 +78,8 @@ class MetadataStore {
   virtual Result<ClaimedJob> ClaimJob(const ClaimRequest& req) = 0;
   // Extends the lease to now + lease_ms. kAborted when `attempt` is no longer
   // the job's running attempt held by `worker` (fencing: stop the child).
-  virtual Status RenewLease(int64_t job_id, int64_t attempt, const std::string& worker,
-                            int64_t now_ms, int64_t lease_ms) = 0;
+  virtual Status RenewLease(int64_t job_id, int64_t attempt, const std::string& worker, int64_t now_ms,
+                            int64_t lease_ms) = 0;
   // Ends the attempt and moves the job: succeeded, failed_retryable (with
   // not_before = now + backoff) or failed_permanent (permanent class or budget
   // spent). kAborted, changing nothing, when the attempt is not current.

@@ -94,8 +94,8 @@ class PgConn final : public SqlConn {
         values[i] = t->c_str();
       }
     }
-    return PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr, values.data(),
-                        nullptr, nullptr, 0);
+    return PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr, values.data(), nullptr,
+                        nullptr, 0);
   }
 
   Status Check(PGresult* r, const std::string& sql) const {

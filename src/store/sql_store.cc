@@ -101,19 +101,21 @@ Result<DatasetVersionRecord> SqlStore::AddDatasetVersion(const DatasetVersionRec
     out = rec;
     made = false;
     KESTREL_RETURN_IF_ERROR(
-        conn_->Exec("INSERT INTO datasets(name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-                    {rec.dataset, rec.created_at})
+        conn_
+            ->Exec("INSERT INTO datasets(name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                   {rec.dataset, rec.created_at})
             .GetStatus());
     // Lock the dataset row (PostgreSQL; SQLite holds the database lock) so
     // the lookup and MAX(seq) + 1 below cannot race another importer.
     KESTREL_RETURN_IF_ERROR(
-        conn_->Query(std::string("SELECT name FROM datasets WHERE name = $1") + conn_->ForUpdate(),
-                     {rec.dataset})
+        conn_
+            ->Query(std::string("SELECT name FROM datasets WHERE name = $1") + conn_->ForUpdate(),
+                    {rec.dataset})
             .GetStatus());
-    KESTREL_ASSIGN_OR_RETURN(
-        auto existing, conn_->Query(std::string("SELECT ") + kVersionColumns +
-                                        " FROM dataset_versions WHERE dataset = $1 AND version_id = $2",
-                                    {rec.dataset, rec.version_id}));
+    KESTREL_ASSIGN_OR_RETURN(auto existing,
+                             conn_->Query(std::string("SELECT ") + kVersionColumns +
+                                              " FROM dataset_versions WHERE dataset = $1 AND version_id = $2",
+                                          {rec.dataset, rec.version_id}));
     if (!existing.empty()) {
       out = ReadVersion(existing[0]);
       return {};
@@ -122,13 +124,13 @@ Result<DatasetVersionRecord> SqlStore::AddDatasetVersion(const DatasetVersionRec
         auto seq, conn_->Query("SELECT COALESCE(MAX(seq), 0) + 1 FROM dataset_versions WHERE dataset = $1",
                                {rec.dataset}));
     out.seq = seq.empty() ? 1 : seq[0].Int(0);
-    KESTREL_RETURN_IF_ERROR(
-        conn_->Exec(std::string("INSERT INTO dataset_versions (") + kVersionColumns +
-                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                    {out.dataset, out.seq, out.version_id, out.manifest_sha, out.report_sha, out.created_at,
-                     out.num_images, out.num_boxes, static_cast<int64_t>(out.num_classes), out.source,
-                     out.summary_json})
-            .GetStatus());
+    KESTREL_RETURN_IF_ERROR(conn_
+                                ->Exec(std::string("INSERT INTO dataset_versions (") + kVersionColumns +
+                                           ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                                       {out.dataset, out.seq, out.version_id, out.manifest_sha,
+                                        out.report_sha, out.created_at, out.num_images, out.num_boxes,
+                                        static_cast<int64_t>(out.num_classes), out.source, out.summary_json})
+                                .GetStatus());
     made = true;
     return {};
   });
@@ -156,9 +158,10 @@ Result<std::vector<DatasetSummary>> SqlStore::ListDatasets() {
 }
 
 Result<std::vector<DatasetVersionRecord>> SqlStore::ListVersions(const std::string& dataset) {
-  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(std::string("SELECT ") + kVersionColumns +
-                                                       " FROM dataset_versions WHERE dataset = $1 ORDER BY seq",
-                                                   {dataset}));
+  KESTREL_ASSIGN_OR_RETURN(auto rows,
+                           conn_->Query(std::string("SELECT ") + kVersionColumns +
+                                            " FROM dataset_versions WHERE dataset = $1 ORDER BY seq",
+                                        {dataset}));
   std::vector<DatasetVersionRecord> out;
   for (const auto& r : rows) out.push_back(ReadVersion(r));
   return out;

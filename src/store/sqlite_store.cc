@@ -58,8 +58,8 @@ class SqliteConn final : public SqlConn {
     int rc = sqlite3_prepare_v2(db_, text.c_str(), -1, &stmt, nullptr);
     if (rc != SQLITE_OK) {
       sqlite3_finalize(stmt);
-      return Status::Internal(std::string("sqlite prepare: ") + sqlite3_errmsg(db_) + " (in: " +
-                              sql.substr(0, 80) + ")");
+      return Status::Internal(std::string("sqlite prepare: ") + sqlite3_errmsg(db_) +
+                              " (in: " + sql.substr(0, 80) + ")");
     }
     for (size_t i = 0; i < params.size(); ++i) {
       int idx = static_cast<int>(i + 1);

@@ -17,12 +17,16 @@ class FakeSupervisorTest : public ::testing::Test {
   Result<SupervisedRun> Run(FakeChildScript script, std::function<Status()> hb = {}) {
     runner_.Push(std::move(script));
     Supervisor sup(runner_, clock_, options_);
-    return sup.Run({{"/usr/bin/kestrel", "train", "--job", "1"}, {}, ""},
-                   hb ? hb : [this] { ++heartbeats_; return Status(); });
+    return sup.Run(
+        {{"/usr/bin/kestrel", "train", "--job", "1"}, {}, ""}, hb ? hb : [this] {
+          ++heartbeats_;
+          return Status();
+        });
   }
   static std::vector<std::pair<int64_t, std::string>> Ticks(int64_t every, int64_t until) {
     std::vector<std::pair<int64_t, std::string>> p;
-    for (int64_t t = every; t <= until; t += every) p.emplace_back(t, "stage=train iter=" + std::to_string(t));
+    for (int64_t t = every; t <= until; t += every)
+      p.emplace_back(t, "stage=train iter=" + std::to_string(t));
     return p;
   }
   bool Got(int sig) const {

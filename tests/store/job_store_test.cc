@@ -30,8 +30,9 @@ class JobStoreTest : public ::testing::TestWithParam<std::string> {
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
     }
     if (GetParam() == "sqlite") {
-      dir_ = (std::filesystem::temp_directory_path() / ("kestrel_js_" + std::to_string(::getpid()) + "_" + name))
-                 .string();
+      dir_ =
+          (std::filesystem::temp_directory_path() / ("kestrel_js_" + std::to_string(::getpid()) + "_" + name))
+              .string();
       std::filesystem::remove_all(dir_);
       url_ = "sqlite:" + dir_ + "/kestrel.db";
     } else {
