@@ -28,6 +28,12 @@
 // cleanly, also mid-epoch. Memory is bounded: at most `prefetch` batches in
 // flight plus one being built per worker; buffers handed back with Recycle()
 // are reused.
+//
+// Performance: the process should run OpenCV calls on the calling thread
+// (data::SetImageCodecThreads(0) in main(), as the kestrel CLI does);
+// OpenCV's own pool under `workers` threads oversubscribes the cores
+// (measured 1.5-3.7x slower). With mosaic each image costs 4 decodes.
+// Numbers and allocator tuning: docs/data-pipeline.md.
 #pragma once
 
 #include <array>
