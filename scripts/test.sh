@@ -7,4 +7,12 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
 BUILD_DIR="${BUILD_DIR:-build}"
+# Throwaway PostgreSQL on loopback so the job-store suite runs on both
+# backends (those cases skip themselves when KESTREL_TEST_PG is unset).
+if [[ -z "${KESTREL_TEST_PG:-}" ]]; then
+  PG_ENV=$(./scripts/pg-test-server.sh start)
+  export KESTREL_TEST_PG=$(sed -n 's/^KESTREL_TEST_PG=//p' <<<"$PG_ENV")
+  PG_DIR=$(sed -n 's/^KESTREL_PG_TEST_DIR=//p' <<<"$PG_ENV")
+  trap './scripts/pg-test-server.sh stop "$PG_DIR"' EXIT
+fi
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" -LE slow "$@"

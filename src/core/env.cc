@@ -65,6 +65,24 @@ class PosixEnv final : public Env {
   }
 
   Status WriteFileAtomic(const std::string& path, std::string_view data) override {
+    return WriteByRename(path, data, /*sync=*/true);
+  }
+
+  Status WriteFileDeferred(const std::string& path, std::string_view data) override {
+    return WriteByRename(path, data, /*sync=*/false);
+  }
+
+  Status SyncFilesystem(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("cannot open", path, errno);
+    int rc = ::syncfs(fd);
+    int e = errno;
+    ::close(fd);
+    if (rc != 0) return ErrnoStatus("syncfs failed", path, e);
+    return {};
+  }
+
+  Status WriteByRename(const std::string& path, std::string_view data, bool sync) {
     static std::atomic<uint64_t> counter{0};
     std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
                       std::to_string(counter.fetch_add(1));
@@ -82,7 +100,7 @@ class PosixEnv final : public Env {
       }
       off += static_cast<size_t>(n);
     }
-    if (::fsync(fd) != 0) {
+    if (sync && ::fsync(fd) != 0) {
       int e = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
@@ -98,7 +116,7 @@ class PosixEnv final : public Env {
       ::unlink(tmp.c_str());
       return ErrnoStatus("rename failed", path, e);
     }
-    return SyncDir(DirName(path));
+    return sync ? SyncDir(DirName(path)) : Status();
   }
 
   FileInfo Stat(const std::string& path) override {

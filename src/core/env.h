@@ -38,6 +38,14 @@ class Env {
   // it, renames it over `path`, fsyncs the folder. After a crash `path` holds
   // either the old or the new content, never a mix.
   virtual Status WriteFileAtomic(const std::string& path, std::string_view data) = 0;
+  // Same replace-by-rename, without the fsyncs: after a process crash `path`
+  // is old or new, but after a power loss the new content is only durable
+  // once SyncFilesystem() has returned. For bulk writes (dataset blobs) that
+  // end with one SyncFilesystem() before anything refers to them.
+  virtual Status WriteFileDeferred(const std::string& path, std::string_view data) = 0;
+  // syncfs(2) of the filesystem holding `path`: every deferred write on it
+  // is durable when this returns OK.
+  virtual Status SyncFilesystem(const std::string& path) = 0;
   // lstat-like: does not follow a final symlink.
   virtual FileInfo Stat(const std::string& path) = 0;
   // mkdir -p.
@@ -73,6 +81,10 @@ class EnvWrapper : public Env {
   Status WriteFileAtomic(const std::string& path, std::string_view data) override {
     return target_.WriteFileAtomic(path, data);
   }
+  Status WriteFileDeferred(const std::string& path, std::string_view data) override {
+    return target_.WriteFileDeferred(path, data);
+  }
+  Status SyncFilesystem(const std::string& path) override { return target_.SyncFilesystem(path); }
   FileInfo Stat(const std::string& path) override { return target_.Stat(path); }
   Status CreateDirs(const std::string& path) override { return target_.CreateDirs(path); }
   Result<std::vector<std::string>> ListDir(const std::string& path) override {

@@ -32,7 +32,7 @@ class FaultInjectionEnv : public EnvWrapper {
  public:
   explicit FaultInjectionEnv(Env& target) : EnvWrapper(target) {}
 
-  // Allow `n` more WriteFileAtomic/Rename calls, then fail every one.
+  // Allow `n` more WriteFileAtomic/WriteFileDeferred/Rename calls, then fail every one.
   void FailWritesAfter(int n) { writes_left_ = n; }
   void FailPathsContaining(std::string needle) {
     std::lock_guard<std::mutex> l(mu_);
@@ -48,6 +48,10 @@ class FaultInjectionEnv : public EnvWrapper {
   Status WriteFileAtomic(const std::string& path, std::string_view data) override {
     if (ShouldFail(path)) return Status::IoError("injected write fault", {path});
     return EnvWrapper::WriteFileAtomic(path, data);
+  }
+  Status WriteFileDeferred(const std::string& path, std::string_view data) override {
+    if (ShouldFail(path)) return Status::IoError("injected write fault", {path});
+    return EnvWrapper::WriteFileDeferred(path, data);
   }
   Status Rename(const std::string& from, const std::string& to) override {
     if (ShouldFail(to)) return Status::IoError("injected rename fault", {to});

@@ -95,13 +95,15 @@ Result<ImportResult> Registry::Import(const std::string& path, const std::string
   const auto& entries = a.manifest.entries;
   KESTREL_RETURN_IF_ERROR(ParallelForStatus(entries.size(), opts.threads, [&](size_t i) -> Status {
     const auto& e = entries[i];
-    if (blobs_.Has(e.image_sha)) return {};
     KESTREL_ASSIGN_OR_RETURN(std::string bytes, env_.ReadFile(a.image_paths[i], uint64_t{2} << 30));
     if (Sha256Hex(bytes) != e.image_sha) {
       return Status::Aborted("image changed while importing; run the import again", {a.image_paths[i]});
     }
-    return blobs_.PutWithHash(bytes, e.image_sha).GetStatus();
+    // Deferred: one syncfs below instead of an fsync per image (~15 ms each
+    // here), still before the version that refers to the blobs is committed.
+    return blobs_.PutWithHash(bytes, e.image_sha, store::ArtifactStore::Durability::kDeferred).GetStatus();
   }));
+  KESTREL_RETURN_IF_ERROR(blobs_.SyncDeferred());
   KESTREL_ASSIGN_OR_RETURN(std::string manifest_sha, blobs_.Put(ManifestToJson(a.manifest)));
   KESTREL_ASSIGN_OR_RETURN(std::string report_sha, blobs_.Put(a.report.ToJson().dump()));
 

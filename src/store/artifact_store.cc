@@ -16,14 +16,28 @@ Result<std::string> ArtifactStore::Put(std::string_view bytes) {
   return PutWithHash(bytes, Sha256Hex(bytes));
 }
 
-Result<std::string> ArtifactStore::PutWithHash(std::string_view bytes, const std::string& sha) {
+Result<std::string> ArtifactStore::PutWithHash(std::string_view bytes, const std::string& sha,
+                                               Durability durability) {
   if (!IsSha256Hex(sha)) return Status::InvalidArgument("not a sha256: '" + sha + "'");
   std::string path = PathFor(sha);
   FileInfo info = env_.Stat(path);
-  if (info.exists && info.size == bytes.size()) return sha;  // deduplicated
+  if (info.exists && info.size == bytes.size()) {
+    auto existing = env_.ReadFile(path, bytes.size());
+    if (existing.IsOk() && Sha256Hex(*existing) == sha) return sha;  // deduplicated
+  }
   KESTREL_RETURN_IF_ERROR(env_.CreateDirs(DirName(path)));
-  KESTREL_RETURN_IF_ERROR(env_.WriteFileAtomic(path, bytes));
+  if (durability == Durability::kDeferred) {
+    KESTREL_RETURN_IF_ERROR(env_.WriteFileDeferred(path, bytes));
+  } else {
+    KESTREL_RETURN_IF_ERROR(env_.WriteFileAtomic(path, bytes));
+  }
   return sha;
+}
+
+Status ArtifactStore::SyncDeferred() {
+  std::string objects = JoinPath(root_, "objects");
+  if (!env_.Stat(objects).exists) return {};
+  return env_.SyncFilesystem(objects);
 }
 
 Result<std::string> ArtifactStore::Get(const std::string& sha) {

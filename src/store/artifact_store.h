@@ -23,8 +23,19 @@ class ArtifactStore {
 
   // Returns the sha256 of `bytes`; writes the blob unless already present.
   Result<std::string> Put(std::string_view bytes);
-  // Same for bytes whose hash the caller already computed (must match).
-  Result<std::string> PutWithHash(std::string_view bytes, const std::string& sha);
+  // How a new blob reaches the disk. kSync: fsynced before Put returns.
+  // kDeferred: renamed into place without fsync; durable only after
+  // SyncDeferred() — for bulk imports that sync once before the metadata
+  // that refers to the blobs is committed.
+  enum class Durability { kSync, kDeferred };
+
+  // Same for bytes whose hash the caller already computed (must match). An
+  // existing blob is re-verified, and rewritten if it is damaged (e.g. a
+  // deferred write cut short by a power loss).
+  Result<std::string> PutWithHash(std::string_view bytes, const std::string& sha,
+                                  Durability durability = Durability::kSync);
+  // Makes every deferred blob durable (syncfs of the store's filesystem).
+  Status SyncDeferred();
   // Reads and verifies. kNotFound when absent, kCorruption on hash mismatch.
   Result<std::string> Get(const std::string& sha);
   bool Has(const std::string& sha);
