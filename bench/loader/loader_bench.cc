@@ -14,11 +14,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <opencv2/imgcodecs.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <opencv2/imgcodecs.hpp>
 
 #include "core/hash.h"
 #include "data/image.h"
@@ -83,7 +82,8 @@ int main(int argc, char** argv) {
   }
   for (auto& t : ts) t.join();
   const double decode_ips = n * epochs / Seconds(t0);
-  std::printf("%-12s %8.1f images/s  (src %dx%d JPEG, %d workers)\n", "decode", decode_ips, src_px, src_px, workers);
+  std::printf("%-12s %8.1f images/s  (src %dx%d JPEG, %d workers)\n", "decode", decode_ips, src_px, src_px,
+              workers);
 
   auto run = [&](const char* name, bool augment, double mosaic) {
     LoaderOptions lo;
@@ -114,9 +114,10 @@ int main(int argc, char** argv) {
     }
     const double ips = images / Seconds(start);
     const LoaderStats st = (*l)->Stats();
-    std::printf("%-12s %8.1f images/s  (imgsz %d)  %.2fx decode-only;  per image: decode %.2f ms, build %.2f ms\n",
-                name, ips, imgsz, ips / decode_ips, 1e3 * st.decode_seconds / images,
-                1e3 * st.augment_seconds / images);
+    std::printf(
+        "%-12s %8.1f images/s  (imgsz %d)  %.2fx decode-only;  per image: decode %.2f ms, build %.2f ms\n",
+        name, ips, imgsz, ips / decode_ips, 1e3 * st.decode_seconds / images,
+        1e3 * st.augment_seconds / images);
   };
   run("val", false, 0);
   run("train", true, 1.0);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -231,7 +230,8 @@ AugSample Mosaic4(const std::array<const AugSample*, 4>& parts, int imgsz, Rng& 
       x1b = 0, y1b = 0, x2b = std::min(w, x2a - x1a), y2b = std::min(y2a - y1a, h);
     }
     if (x2a > x1a && y2a > y1a) {
-      p.image(cv::Rect(x1b, y1b, x2b - x1b, y2b - y1b)).copyTo(out.image(cv::Rect(x1a, y1a, x2a - x1a, y2a - y1a)));
+      p.image(cv::Rect(x1b, y1b, x2b - x1b, y2b - y1b))
+          .copyTo(out.image(cv::Rect(x1a, y1a, x2a - x1a, y2a - y1a)));
     }
     const double padw = x1a - x1b, padh = y1a - y1b;
     // Boxes keep only what is visible in this quadrant's pasted region.
@@ -330,7 +330,8 @@ std::vector<PixelBox> TransformBoxes(const std::vector<PixelBox>& boxes, const H
     poly = ClipHalfPlane(poly, 1, out_h, 1.0);
     if (poly.empty()) continue;
     double lx = INFINITY, ly = INFINITY, hx = -INFINITY, hy = -INFINITY;
-    for (const Pt& p : poly) lx = std::min(lx, p.x), hx = std::max(hx, p.x), ly = std::min(ly, p.y), hy = std::max(hy, p.y);
+    for (const Pt& p : poly)
+      lx = std::min(lx, p.x), hx = std::max(hx, p.x), ly = std::min(ly, p.y), hy = std::max(hy, p.y);
     PixelBox t = b;
     t.x1 = std::clamp(lx, 0.0, static_cast<double>(out_w));
     t.x2 = std::clamp(hx, 0.0, static_cast<double>(out_w));
@@ -355,7 +356,8 @@ void WarpSample(AugSample& s, const Homography& m, int out_w, int out_h, double 
       cv::warpAffine(s.image, out, a, cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT, gray);
     } else {
       cv::Mat p(3, 3, CV_64F, mp.data());
-      cv::warpPerspective(s.image, out, p, cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT, gray);
+      cv::warpPerspective(s.image, out, p, cv::Size(out_w, out_h), cv::INTER_LINEAR, cv::BORDER_CONSTANT,
+                          gray);
     }
     s.image = out;
   }

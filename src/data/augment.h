@@ -19,9 +19,8 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
-#include <vector>
-
 #include <opencv2/core/mat.hpp>
+#include <vector>
 
 #include "core/status.h"
 #include "data/dataset.h"
@@ -69,7 +68,7 @@ class Rng {
 
 // One image with its boxes, the unit every augmentation transforms.
 struct AugSample {
-  cv::Mat image;                 // RGB, CV_8UC3
+  cv::Mat image;                // RGB, CV_8UC3
   std::vector<PixelBox> boxes;  // xyxy pixels of `image`, see the file comment
 };
 
@@ -118,8 +117,8 @@ using Homography = std::array<double, 9>;
 // out_w x out_h output: M = T * S * R * P * C (center, perspective,
 // rotation+scale, shear, translation around the output center).
 // `zoom` receives the drawn scale factor (used by the box filter).
-Homography RandomPerspectiveMatrix(const AugmentOptions& o, int in_w, int in_h, int out_w,
-                                   int out_h, Rng& rng, double* zoom);
+Homography RandomPerspectiveMatrix(const AugmentOptions& o, int in_w, int in_h, int out_w, int out_h,
+                                   Rng& rng, double* zoom);
 
 // Warps pixels with `m` into out_w x out_h (bilinear, kPadGray outside;
 // affine when the last row is 0 0 1) and boxes with TransformBoxes.
@@ -129,8 +128,8 @@ void WarpSample(AugSample& s, const Homography& m, int out_w, int out_h, double 
 // [0,out_w]x[0,out_h], takes the enclosing box of what remains and keeps it
 // when BoxSurvives. Order is kept. (Ultralytics clips the enclosing box
 // instead, which over-covers a rotated object that is partly outside.)
-std::vector<PixelBox> TransformBoxes(const std::vector<PixelBox>& boxes, const Homography& m,
-                                     int out_w, int out_h, double zoom);
+std::vector<PixelBox> TransformBoxes(const std::vector<PixelBox>& boxes, const Homography& m, int out_w,
+                                     int out_h, double zoom);
 
 // The usual candidate rule: after-augmentation width and height > 2 px,
 // area > 0.1 * (before area * zoom^2), aspect ratio max(w/h, h/w) < 100.

@@ -1,5 +1,7 @@
 #include "data/loader.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -7,13 +9,11 @@
 #include <condition_variable>
 #include <mutex>
 #include <numeric>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
 #include <set>
 #include <thread>
 #include <unordered_set>
-
-#include <opencv2/core.hpp>
-#include <opencv2/imgproc.hpp>
-#include <spdlog/spdlog.h>
 
 #include "data/augment.h"
 #include "data/image.h"
@@ -49,7 +49,8 @@ Status LoaderOptions::Validate() const {
   if (prefetch < 1 || prefetch > 1024) return bad("prefetch", "must be in [1, 1024]");
   if (!(max_bad_fraction >= 0 && max_bad_fraction <= 1)) return bad("max_bad_fraction", "must be in [0, 1]");
   if (epochs < 1) return bad("epochs", "must be >= 1");
-  if (rect && (augment || shuffle)) return bad("rect", "rect batches need augment=false and shuffle=false (val)");
+  if (rect && (augment || shuffle))
+    return bad("rect", "rect batches need augment=false and shuffle=false (val)");
   return {};
 }
 
@@ -85,9 +86,9 @@ struct Loader::Impl {
   ImageSource source;
   LoaderOptions opts;
   AugmentOptions aug;
-  std::vector<int64_t> rect_order;               // rect: entries sorted by aspect ratio
-  std::vector<std::array<int, 2>> rect_shapes;   // rect: {H, W} per batch
-  float to_unit[256];                            // byte -> [0, 1]
+  std::vector<int64_t> rect_order;              // rect: entries sorted by aspect ratio
+  std::vector<std::array<int, 2>> rect_shapes;  // rect: {H, W} per batch
+  float to_unit[256];                           // byte -> [0, 1]
 
   // Shared with workers, guarded by mu.
   std::mutex mu;
@@ -170,7 +171,8 @@ Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad,
       spdlog::warn("data: skipping unreadable image '{}': {}", entries[c].path, s.GetStatus().ToString());
     }
   }
-  return Status::FailedPrecondition("data: all " + std::to_string(N()) + " images of the split are unreadable");
+  return Status::FailedPrecondition("data: all " + std::to_string(N()) +
+                                    " images of the split are unreadable");
 }
 
 Status Loader::Impl::MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rng, AugSample& s,
@@ -230,7 +232,8 @@ Status Loader::Impl::BuildSample(int64_t idx, bool mosaic_on_epoch, int out_w, i
   if (u_fliplr < aug.fliplr) FlipLr(s);
   meta.letterbox = LetterboxInfo{};
   if (out_w != s.image.cols || out_h != s.image.rows) {  // multi_scale
-    const double sx = static_cast<double>(out_w) / s.image.cols, sy = static_cast<double>(out_h) / s.image.rows;
+    const double sx = static_cast<double>(out_w) / s.image.cols,
+                 sy = static_cast<double>(out_h) / s.image.rows;
     cv::Mat r;
     cv::resize(s.image, r, cv::Size(out_w, out_h), 0, 0, cv::INTER_LINEAR);
     s.image = r;
@@ -291,14 +294,18 @@ Status Loader::Impl::BuildBatch(int ep, bool mosaic, int64_t k, const std::vecto
       }
     }
     for (const PixelBox& bx : s.boxes) {
-      const float row[6] = {static_cast<float>(i), static_cast<float>(bx.cls),
-                            static_cast<float>((bx.x1 + bx.x2) / 2 / W), static_cast<float>((bx.y1 + bx.y2) / 2 / H),
-                            static_cast<float>((bx.x2 - bx.x1) / W), static_cast<float>((bx.y2 - bx.y1) / H)};
+      const float row[6] = {static_cast<float>(i),
+                            static_cast<float>(bx.cls),
+                            static_cast<float>((bx.x1 + bx.x2) / 2 / W),
+                            static_cast<float>((bx.y1 + bx.y2) / 2 / H),
+                            static_cast<float>((bx.x2 - bx.x1) / W),
+                            static_cast<float>((bx.y2 - bx.y1) / H)};
       out.targets.insert(out.targets.end(), row, row + 6);
     }
     out.paths.push_back(entries[meta.entry].path);
     out.orig_hw.push_back({meta.orig_h, meta.orig_w});
-    out.letterbox.push_back({static_cast<float>(meta.letterbox.scale), static_cast<float>(meta.letterbox.pad_x),
+    out.letterbox.push_back({static_cast<float>(meta.letterbox.scale),
+                             static_cast<float>(meta.letterbox.pad_x),
                              static_cast<float>(meta.letterbox.pad_y)});
     augment_us += MicrosSince(t0);
   }
@@ -357,8 +364,10 @@ void Loader::Impl::ComputeRect() {
     const int64_t s = k * opts.batch, e = std::min<int64_t>(s + opts.batch, n);
     double mini = ar[rect_order[s]], maxi = ar[rect_order[e - 1]];
     double sh = 1, sw = 1;  // relative {h, w}
-    if (maxi < 1) sh = maxi;
-    else if (mini > 1) sw = 1 / mini;
+    if (maxi < 1)
+      sh = maxi;
+    else if (mini > 1)
+      sw = 1 / mini;
     auto side = [&](double rel) {
       return static_cast<int>(std::ceil(rel * opts.imgsz / opts.stride + 0.5)) * opts.stride;
     };
@@ -476,8 +485,8 @@ Result<std::optional<Batch>> Loader::Next() {
     if (m.bad_paths.size() > 5) names += ", ...";
     m.failure = Status::FailedPrecondition(
         "data: " + std::to_string(m.bad_seen.size()) + " of " + std::to_string(m.N()) +
-        " images are unreadable, more than max_bad_fraction=" + std::to_string(m.opts.max_bad_fraction) + " (" +
-        names + ")");
+        " images are unreadable, more than max_bad_fraction=" + std::to_string(m.opts.max_bad_fraction) +
+        " (" + names + ")");
     return m.failure;
   }
   ++m.batches_out;

@@ -88,20 +88,20 @@ struct AugmentOptions {
 };
 
 struct LoaderOptions {
-  int imgsz = 640;                // square input side in pixels (train), multiple of stride
-  int batch = 16;                 // images per batch, >= 1
-  int workers = 2;                // worker threads, >= 1 (each builds whole batches)
-  int prefetch = 4;               // batches built ahead of the consumer, >= 1
-  bool shuffle = true;            // shuffle the order every epoch (train)
-  bool augment = true;            // train augmentations; false: letterbox only (val)
-  uint64_t seed = 0;              // root of all randomness, see the file comment
-  double max_bad_fraction = 0.01; // tolerated share of unreadable images, [0, 1]
+  int imgsz = 640;                 // square input side in pixels (train), multiple of stride
+  int batch = 16;                  // images per batch, >= 1
+  int workers = 2;                 // worker threads, >= 1 (each builds whole batches)
+  int prefetch = 4;                // batches built ahead of the consumer, >= 1
+  bool shuffle = true;             // shuffle the order every epoch (train)
+  bool augment = true;             // train augmentations; false: letterbox only (val)
+  uint64_t seed = 0;               // root of all randomness, see the file comment
+  double max_bad_fraction = 0.01;  // tolerated share of unreadable images, [0, 1]
   // Val only (augment=false): batches ordered by aspect ratio, each batch
   // letterboxed to its own H x W (multiples of stride) instead of imgsz^2.
   bool rect = false;
-  int epochs = 100;               // total epochs of the run, for close_mosaic
-  int stride = 32;                // model stride: rect/multi_scale sizes are multiples
-  bool drop_last = false;         // drop the last partial batch of an epoch
+  int epochs = 100;        // total epochs of the run, for close_mosaic
+  int stride = 32;         // model stride: rect/multi_scale sizes are multiples
+  bool drop_last = false;  // drop the last partial batch of an epoch
 
   // Binds imgsz, batch, workers, prefetch, max_bad_fraction, rect under those
   // names. Not bound (the trainer owns and copies them): shuffle, augment,
@@ -150,8 +150,8 @@ class Loader {
   // Uses the entries of `manifest` whose split is `split` (manifest order).
   // kInvalidArgument for bad options, kFailedPrecondition for an empty split.
   // Starts the worker threads (idle until StartEpoch/SkipTo).
-  static Result<std::unique_ptr<Loader>> Create(const Manifest& manifest, Split split,
-                                                ImageSource source, const LoaderOptions& options,
+  static Result<std::unique_ptr<Loader>> Create(const Manifest& manifest, Split split, ImageSource source,
+                                                const LoaderOptions& options,
                                                 const AugmentOptions& augment = {});
   ~Loader();
   Loader(const Loader&) = delete;

@@ -1,7 +1,6 @@
 #include "data/preview.h"
 
 #include <cmath>
-
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -21,9 +20,9 @@ cv::Scalar ClassColor(int cls) {
 }
 }  // namespace
 
-Status WriteAugmentedPreview(const Manifest& manifest, const ImageSource& source, const AugmentOptions& augment,
-                             const LoaderOptions& loader, const std::vector<std::string>& names,
-                             const std::string& out_png, int images) {
+Status WriteAugmentedPreview(const Manifest& manifest, const ImageSource& source,
+                             const AugmentOptions& augment, const LoaderOptions& loader,
+                             const std::vector<std::string>& names, const std::string& out_png, int images) {
   if (images < 1 || images > 64) {
     return Status::InvalidArgument("must be in [1, 64], got " + std::to_string(images), {"", 0, "images"});
   }
@@ -34,7 +33,8 @@ Status WriteAugmentedPreview(const Manifest& manifest, const ImageSource& source
   lo.drop_last = false;
   lo.batch = images;
   lo.prefetch = 1;
-  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<Loader> l, Loader::Create(manifest, Split::kTrain, source, lo, augment));
+  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<Loader> l,
+                           Loader::Create(manifest, Split::kTrain, source, lo, augment));
   KESTREL_RETURN_IF_ERROR(l->StartEpoch(0));
   KESTREL_ASSIGN_OR_RETURN(std::optional<Batch> b, l->Next());
   if (!b.has_value()) return Status::FailedPrecondition("data: the train split produced no batch");
@@ -52,11 +52,13 @@ Status WriteAugmentedPreview(const Manifest& manifest, const ImageSource& source
         auto* p = cell.ptr<cv::Vec3b>(y);
         for (int x = 0; x < W; ++x) {
           for (int c = 0; c < 3; ++c) {  // RGB planes -> BGR pixel
-            p[x][2 - c] = cv::saturate_cast<uint8_t>(src[c * plane + static_cast<size_t>(y) * W + x] * 255.0f);
+            p[x][2 - c] =
+                cv::saturate_cast<uint8_t>(src[c * plane + static_cast<size_t>(y) * W + x] * 255.0f);
           }
         }
       }
-      cv::putText(cell, b->paths[i], {2, H - 4}, cv::FONT_HERSHEY_SIMPLEX, 0.3, {255, 255, 255}, 1, cv::LINE_AA);
+      cv::putText(cell, b->paths[i], {2, H - 4}, cv::FONT_HERSHEY_SIMPLEX, 0.3, {255, 255, 255}, 1,
+                  cv::LINE_AA);
     }
     for (int64_t t = 0; t < b->NumTargets(); ++t) {
       const float* r = b->targets.data() + t * 6;
@@ -70,15 +72,15 @@ Status WriteAugmentedPreview(const Manifest& manifest, const ImageSource& source
       cv::rectangle(grid, p1, p2, color, 1);
       const std::string label =
           cls >= 0 && static_cast<size_t>(cls) < names.size() ? names[cls] : std::to_string(cls);
-      cv::putText(grid, label, {p1.x + 1, std::max(p1.y - 2, oy + 8)}, cv::FONT_HERSHEY_SIMPLEX, 0.35, color, 1,
-                  cv::LINE_AA);
+      cv::putText(grid, label, {p1.x + 1, std::max(p1.y - 2, oy + 8)}, cv::FONT_HERSHEY_SIMPLEX, 0.35, color,
+                  1, cv::LINE_AA);
     }
     if (!cv::imencode(".png", grid, png)) return Status::Internal("data: PNG encoding failed for " + out_png);
   } catch (const cv::Exception& e) {
     return Status::Internal(std::string("data: drawing the preview failed: ") + e.what());
   }
-  return Env::Default().WriteFileAtomic(out_png,
-                                        std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+  return Env::Default().WriteFileAtomic(
+      out_png, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
 }
 
 }  // namespace kestrel::data

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -246,8 +245,10 @@ TEST(LoaderTest, BadSampleIsSkippedCountedAndReplaced) {
   Status failure;
   for (int i = 0; i < 10 && failure.IsOk(); ++i) {
     auto b = strict->Next();
-    if (!b.IsOk()) failure = b.GetStatus();
-    else if (!b->has_value()) break;
+    if (!b.IsOk())
+      failure = b.GetStatus();
+    else if (!b->has_value())
+      break;
   }
   EXPECT_EQ(failure.Code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(failure.Message().rfind("data:", 0), 0u) << failure.Message();
