@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <chrono>
@@ -135,6 +136,16 @@ TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
   Noise(302).convertTo(deep, CV_16UC3, 256.0);
   img("train", "deep", Encode(deep, ".png"), ".png");
   lbl("train", "deep", "0 0.5 0.5 0.2 0.2\n");
+  // CMYK JPEG and an EXIF-rotated JPEG (orientation 6, stored 80x40), made
+  // once with ImageMagick and a hand-written APP1 segment.
+  auto fixture = [](const std::string& name) {
+    std::ifstream f(std::string(KESTREL_SOURCE_DIR) + "/tests/data/fixtures/" + name, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  img("train", "cmyk", fixture("cmyk.jpg"));
+  lbl("train", "cmyk", "0 0.5 0.5 0.2 0.2\n");
+  img("train", "rotated", fixture("exif_rotated.jpg"));
+  lbl("train", "rotated", "0 0.5 0.25 0.5 0.25\n");
   // Decompression bomb: a valid PNG whose IHDR claims 60000 x 60000.
   std::string bomb = Encode(Noise(303), ".png");
   auto put32 = [&](size_t off, uint32_t v) {
@@ -194,6 +205,8 @@ TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
       {"image.grayscale", "gray.png", 0, Severity::kInfo},
       {"image.alpha", "alpha.png", 0, Severity::kInfo},
       {"image.16bit", "deep.png", 0, Severity::kInfo},
+      {"image.cmyk", "cmyk.jpg", 0, Severity::kInfo},
+      {"image.exif_orientation", "rotated.jpg", 0, Severity::kInfo},
       {"label.syntax", "syntax.txt", 2, Severity::kError},
       {"label.syntax", "syntax.txt", 3, Severity::kError},
       {"label.syntax", "syntax.txt", 4, Severity::kError},
@@ -243,10 +256,20 @@ TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
       ASSERT_EQ(e.boxes.size(), 1u);
       EXPECT_NEAR(e.boxes[0].cx + e.boxes[0].w / 2, 1.0, 1e-6);  // clipped at the right edge
     }
+    if (e.path == "rotated.jpg") {  // sizes are of the oriented image
+      EXPECT_EQ(e.width, 40);
+      EXPECT_EQ(e.height, 80);
+    }
+    if (e.path == "cmyk.jpg") {
+      EXPECT_EQ(e.width, 64);
+    }
     if (e.path == "nolabel.jpg" || e.path == "empty.jpg") {
       EXPECT_TRUE(e.boxes.empty());
     }
   }
+  int normalized_kept = 0;
+  for (const auto& e : a.manifest.entries) normalized_kept += (e.path == "rotated.jpg" || e.path == "cmyk.jpg");
+  EXPECT_EQ(normalized_kept, 2) << "CMYK / EXIF images must be normalized and kept, not excluded";
   auto loaded = reg_->Load("defects@v1");
   ASSERT_TRUE(loaded.IsOk()) << loaded.GetStatus().ToString();
   EXPECT_EQ(loaded->report["images_excluded"].get<int64_t>(), a.report.images_excluded);
