@@ -1,0 +1,123 @@
+#include "train/progress.h"
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace kestrel::train {
+
+std::string HistoryToJson(const std::vector<EpochRecord>& history) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : history) {
+    arr.push_back({{"epoch", r.epoch}, {"box", r.box}, {"cls", r.cls}, {"dfl", r.dfl}, {"lr", r.lr},
+                   {"precision", r.precision}, {"recall", r.recall}, {"map50", r.map50},
+                   {"map5095", r.map5095}, {"fitness", r.fitness}, {"seconds", r.seconds}});
+  }
+  return arr.dump();
+}
+
+Result<std::vector<EpochRecord>> HistoryFromJson(const std::string& text) {
+  try {
+    std::vector<EpochRecord> out;
+    for (const auto& j : nlohmann::json::parse(text)) {
+      EpochRecord r;
+      r.epoch = j.at("epoch").get<int>();
+      r.box = j.at("box").get<double>();
+      r.cls = j.at("cls").get<double>();
+      r.dfl = j.at("dfl").get<double>();
+      r.lr = j.at("lr").get<std::array<double, 3>>();
+      r.precision = j.at("precision").get<double>();
+      r.recall = j.at("recall").get<double>();
+      r.map50 = j.at("map50").get<double>();
+      r.map5095 = j.at("map5095").get<double>();
+      r.fitness = j.at("fitness").get<double>();
+      r.seconds = j.at("seconds").get<double>();
+      out.push_back(r);
+    }
+    return out;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(std::string("epoch history: ") + e.what());
+  }
+}
+
+Status WriteResultsCsv(Env& env, const std::string& path, const std::vector<EpochRecord>& history) {
+  std::string out =
+      "epoch,train/box_loss,train/cls_loss,train/dfl_loss,metrics/precision(B),metrics/recall(B),"
+      "metrics/mAP50(B),metrics/mAP50-95(B),lr/pg0,lr/pg1,lr/pg2,time\n";
+  char line[512];
+  for (const auto& r : history) {
+    std::snprintf(line, sizeof line, "%d,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.6g,%.6g,%.6g,%.3f\n", r.epoch, r.box,
+                  r.cls, r.dfl, r.precision, r.recall, r.map50, r.map5095, r.lr[0], r.lr[1], r.lr[2], r.seconds);
+    out += line;
+  }
+  return env.WriteFileAtomic(path, out);
+}
+
+Status WriteArgsYaml(Env& env, const std::string& path, const nlohmann::json& config) {
+  std::string out;
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    out += it.key() + ": " + (it.value().is_string() ? nlohmann::json(it.value()).dump() : it.value().dump()) + "\n";
+  }
+  return env.WriteFileAtomic(path, out);
+}
+
+std::string FormatProgress(const ProgressLine& p) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "epoch %d/%d  batch %lld/%lld  box %.4f  cls %.4f  dfl %.4f  instances %lld  %.2f it/s  ETA %.0fs",
+                p.epoch, p.epochs, static_cast<long long>(p.batch), static_cast<long long>(p.batches), p.box, p.cls,
+                p.dfl, static_cast<long long>(p.instances), p.it_per_s, p.eta_s);
+  return line;
+}
+
+Status WriteBatchPreview(Env& env, const std::string& path, const data::Batch& batch,
+                         const std::vector<std::string>& names) {
+  const int n = std::min(batch.size, 16);
+  if (n <= 0) return {};
+  const int cols = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n))));
+  const int rows = (n + cols - 1) / cols;
+  const int h = batch.height, w = batch.width;
+  cv::Mat grid(rows * h, cols * w, CV_8UC3, cv::Scalar(114, 114, 114));
+  const size_t plane = static_cast<size_t>(h) * w;
+  for (int i = 0; i < n; ++i) {
+    cv::Mat tile = grid(cv::Rect((i % cols) * w, (i / cols) * h, w, h));
+    const float* img = batch.images.data() + static_cast<size_t>(i) * 3 * plane;
+    for (int y = 0; y < h; ++y) {
+      auto* row = tile.ptr<cv::Vec3b>(y);
+      for (int x = 0; x < w; ++x) {
+        const size_t k = static_cast<size_t>(y) * w + x;
+        // CHW RGB floats -> BGR bytes.
+        for (int c = 0; c < 3; ++c) {
+          row[x][2 - c] = cv::saturate_cast<uint8_t>(img[c * plane + k] * 255.0f + 0.5f);
+        }
+      }
+    }
+  }
+  for (int64_t t = 0; t < batch.NumTargets(); ++t) {
+    const float* r = batch.targets.data() + t * 6;
+    const int i = static_cast<int>(r[0]);
+    if (i >= n) continue;
+    const int cls = static_cast<int>(r[1]);
+    const double ox = (i % cols) * w, oy = (i / cols) * h;
+    cv::Point p1(static_cast<int>(ox + (r[2] - r[4] / 2) * w), static_cast<int>(oy + (r[3] - r[5] / 2) * h));
+    cv::Point p2(static_cast<int>(ox + (r[2] + r[4] / 2) * w), static_cast<int>(oy + (r[3] + r[5] / 2) * h));
+    const cv::Scalar color((cls * 67) % 256, (cls * 151 + 80) % 256, (cls * 29 + 160) % 256);
+    cv::rectangle(grid, p1, p2, color, 1);
+    const std::string label = cls >= 0 && cls < static_cast<int>(names.size()) ? names[cls] : std::to_string(cls);
+    cv::putText(grid, label, p1 + cv::Point(1, 9), cv::FONT_HERSHEY_SIMPLEX, 0.3, color, 1);
+  }
+  std::vector<uint8_t> buf;
+  try {
+    if (!cv::imencode(".jpg", grid, buf)) return Status::IoError(path + ": JPEG encoding failed");
+  } catch (const cv::Exception& e) {
+    return Status::IoError(path + ": JPEG encoding failed: " + e.what());
+  }
+  return env.WriteFileAtomic(path, std::string(buf.begin(), buf.end()));
+}
+
+}  // namespace kestrel::train

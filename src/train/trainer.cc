@@ -1,0 +1,544 @@
+// The training loop. Parts: TrainOptions (this file), the loader, the model,
+// the loss, the schedule + optimizer + EMA, the Checkpointer (below, on top
+// of checkpoint.h), the Validator and the progress/report writers. Run holds
+// them for one call of Train(); each phase is a small function.
+#include "train/trainer.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "data/registry.h"
+#include "eval/plots.h"
+#include "model/weights.h"
+#include "store/metadata_store.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+#include "train/progress.h"
+#include "train/validator.h"
+
+namespace kestrel::train {
+
+// ---------------------------------------------------------------------------
+// Options
+
+void TrainOptions::Bind(OptionSet& s) {
+  s.String("data", &data, "dataset in the registry: NAME, NAME@vN or NAME@<version id prefix>");
+  s.String("model", &model, "model scale or yaml: n|s|m|l|x|t|yolov8n.yaml");
+  s.Int("epochs", &epochs, "total training epochs", 1, 100000);
+  s.String("device", &device, "cpu or a CUDA device index (0)");
+  s.Int("seed", &seed, "random seed (weights init and data order/augmentation)");
+  s.Bool("deterministic", &deterministic, "use deterministic torch algorithms");
+  s.Int("patience", &patience, "epochs without fitness improvement before early stopping", 1, 1000000);
+  s.Float("save_period_min", &save_period_min, "also checkpoint mid-epoch every N minutes (0 = off)", 0, 1e9);
+  s.String("pretrained", &pretrained, "safetensors weights to start from (class count may differ)");
+  s.String("resume", &resume, "checkpoint to continue exactly (runs/train/NAME/weights/last.ckpt)");
+  s.Int("threads", &threads, "torch intra-op threads (0 = all cores)", 0, 4096);
+  s.Int("freeze", &freeze, "freeze the first N model layers", 0, 23);
+  s.String("project", &project, "parent folder of run directories");
+  s.String("name", &name, "run name (project/name)");
+  s.Bool("exist_ok", &exist_ok, "reuse project/name instead of creating name2, name3, ...");
+  s.String("run_dir", &run_dir, "explicit run directory (overrides project/name)");
+  s.Bool("val", &val, "validate every epoch");
+  s.Bool("plots", &plots, "write evaluation plots and train_batch0.jpg");
+  loader.Bind(s);
+  augment.Bind(s);
+  optimizer.Bind(s);
+  loss.Bind(s);
+}
+
+Status TrainOptions::Validate() const {
+  if (data.empty() && resume.empty()) return Status::InvalidArgument("data= is required (a registry dataset name)", {"", 0, "data"});
+  if (device != "cpu" && (device.empty() || device.find_first_not_of("0123456789") != std::string::npos)) {
+    return Status::InvalidArgument("device must be 'cpu' or a CUDA index like 0, got '" + device + "'", {"", 0, "device"});
+  }
+  KESTREL_RETURN_IF_ERROR(loader.Validate());
+  KESTREL_RETURN_IF_ERROR(augment.Validate());
+  KESTREL_RETURN_IF_ERROR(optimizer.Validate());
+  return loss.Validate();
+}
+
+const char* ExitReasonName(ExitReason r) {
+  switch (r) {
+    case ExitReason::kCompleted: return "completed";
+    case ExitReason::kEarlyStopped: return "early_stopped";
+    case ExitReason::kStopped: return "stopped";
+    case ExitReason::kDiverged: return "diverged";
+    case ExitReason::kHalted: return "halted";
+  }
+  return "unknown";
+}
+
+int TrainSummary::ExitCode() const {
+  switch (reason) {
+    case ExitReason::kCompleted:
+    case ExitReason::kEarlyStopped: return 0;
+    case ExitReason::kStopped: return kExitStopped;
+    case ExitReason::kDiverged: return kExitDiverged;
+    case ExitReason::kHalted: return 1;
+  }
+  return 1;
+}
+
+namespace {
+
+// NaN policy (docs/training.md): a non-finite loss or gradient skips the
+// step; this many in a row, or more than max(3, 10% of an epoch's batches)
+// in one epoch, roll back to the last good checkpoint with half the LR; after
+// kMaxRollbacks rollbacks the run ends as diverged.
+constexpr int kNonFiniteInARow = 3;
+constexpr int kMaxRollbacks = 2;
+constexpr double kClipNorm = 10.0;
+
+std::string ResolveRunDir(Env& env, const TrainOptions& o) {
+  if (!o.run_dir.empty()) return o.run_dir;
+  std::string base = JoinPath(o.project, o.name);
+  if (o.exist_ok || !env.Stat(base).exists) return base;
+  for (int i = 2;; ++i) {
+    std::string cand = base + std::to_string(i);
+    if (!env.Stat(cand).exists) return cand;
+  }
+}
+
+nlohmann::json ConfigJson(TrainOptions o) {
+  OptionSet s;
+  o.Bind(s);
+  return s.ToJson();
+}
+
+// ---------------------------------------------------------------------------
+// Everything one Train() call composes. Owned here, destroyed at return (so
+// back-to-back runs do not accumulate memory).
+struct Run {
+  TrainOptions opt;
+  Env* env = nullptr;
+  const TrainHooks* hooks = nullptr;
+  std::string run_dir, weights_dir;
+  std::unique_ptr<store::MetadataStore> meta;
+  std::unique_ptr<store::ArtifactStore> blobs;
+  data::VersionView dataset;
+  int nc = 0;
+  torch::Device device = torch::kCPU;
+  std::optional<model::Yolo> model, ema_model;
+  std::unique_ptr<ModelEma> ema;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::optional<Schedule> schedule;
+  std::optional<DetectionLoss> loss;
+  std::unique_ptr<data::Loader> loader;
+  std::unique_ptr<Validator> validator;
+  RunShape shape;
+  CheckpointState state;
+  std::vector<EpochRecord> history;
+  std::string good_checkpoint;  // bytes of the last checkpoint written (rollback target)
+  std::optional<eval::EvalResult> last_eval;
+  int64_t consecutive_nonfinite = 0;
+  TrainSummary summary;
+  std::ostream* out = nullptr;
+};
+
+void Print(Run& r, const std::string& text) {
+  if (r.out != nullptr) (*r.out) << text << std::flush;
+}
+
+Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
+  TrainOptions& o = r.opt;
+  Env& env = *r.env;
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+  at::globalContext().setDeterministicAlgorithms(o.deterministic, /*warn_only=*/true);
+  if (o.device != "cpu") {
+    if (!torch::cuda::is_available()) return Status::FailedPrecondition("device=" + o.device + ": CUDA is not available in this build/machine");
+    r.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(std::stoi(o.device)));
+  }
+
+  const std::string home = o.home.empty() ? store::KestrelHome() : o.home;
+  KESTREL_ASSIGN_OR_RETURN(r.meta, store::MetadataStore::Open(store::MetadataUrl(home)));
+  r.blobs = std::make_unique<store::ArtifactStore>(home, env);
+  data::Registry registry(*r.meta, *r.blobs, env);
+  std::string spec = o.data;
+  if (ckpt) spec = o.data.substr(0, o.data.find('@')) + "@" + ckpt->state.dataset_version;
+  KESTREL_ASSIGN_OR_RETURN(r.dataset, registry.Load(spec));
+  r.nc = static_cast<int>(r.dataset.manifest.names.size());
+  if (r.nc < 1) return Status::FailedPrecondition("dataset " + spec + " has no classes");
+
+  r.run_dir = ckpt ? o.run_dir : ResolveRunDir(env, o);
+  o.run_dir = r.run_dir;
+  r.weights_dir = JoinPath(r.run_dir, "weights");
+  KESTREL_RETURN_IF_ERROR(env.CreateDirs(r.weights_dir));
+  r.summary.run_dir = r.run_dir;
+
+  // Model (seeded init), EMA copy, loss.
+  torch::manual_seed(static_cast<uint64_t>(o.seed));
+  KESTREL_ASSIGN_OR_RETURN(model::Yolo m, model::CreateModel(o.model, r.nc));
+  if (!o.pretrained.empty() && !ckpt) {
+    model::LoadReport rep;
+    KESTREL_RETURN_IF_ERROR(model::LoadWeights(*m, o.pretrained, model::LoadMode::kFineTune, &rep));
+    Print(r, "pretrained: " + std::to_string(rep.loaded) + " tensors loaded, " + std::to_string(rep.skipped) +
+                 " re-initialized from " + o.pretrained + "\n");
+  }
+  for (auto& p : m->named_parameters()) {
+    for (int i = 0; i < o.freeze; ++i) {
+      if (p.key().rfind("model." + std::to_string(i) + ".", 0) == 0) p.value().set_requires_grad(false);
+    }
+  }
+  m->to(r.device);
+  m->train();
+  r.model = m;
+  r.ema_model = model::CloneModel(*m);
+  LossOptions lo = o.loss;
+  lo.num_classes = r.nc;
+  lo.strides = m->Strides();
+  KESTREL_ASSIGN_OR_RETURN(r.loss, DetectionLoss::Create(lo));
+  Print(r, model::FormatSummary(model::SummarizeModel(m->Spec(), o.loader.imgsz, o.loader.imgsz)) + "\n");
+  Print(r, "torch threads: " + std::to_string(at::get_num_threads()) + ", device: " + r.device.str() + "\n");
+
+  // Data.
+  data::LoaderOptions tl = o.loader;
+  tl.shuffle = true;
+  tl.augment = true;
+  tl.seed = static_cast<uint64_t>(o.seed);
+  tl.epochs = o.epochs;
+  tl.stride = model::kMaxStride;
+  tl.drop_last = false;
+  KESTREL_ASSIGN_OR_RETURN(
+      r.loader, data::Loader::Create(r.dataset.manifest, data::Split::kTrain, data::ArtifactImageSource(*r.blobs), tl, o.augment));
+  if (o.val) {
+    auto v = Validator::Create(r.dataset.manifest, data::ArtifactImageSource(*r.blobs), tl, r.dataset.manifest.names, r.device);
+    if (v.IsOk()) {
+      r.validator = std::move(v).Value();
+    } else {
+      Print(r, "validation disabled: " + v.GetStatus().ToString() + "\n");
+    }
+  }
+  r.shape = RunShape{o.epochs, r.loader->BatchesPerEpoch(), r.loader->NumSamples(), tl.batch, r.nc};
+
+  // Optimizer + schedule.
+  KESTREL_ASSIGN_OR_RETURN(Schedule sched, Schedule::Create(o.optimizer, r.shape));
+  KESTREL_ASSIGN_OR_RETURN(r.optimizer, BuildOptimizer(SplitParameterGroups(*m), sched.Optimizer()));
+  r.schedule = std::move(sched);
+  r.ema = std::make_unique<ModelEma>(*m);
+
+  r.state.batches_per_epoch = r.shape.batches_per_epoch;
+  r.state.epochs = o.epochs;
+  r.state.loader_seed = tl.seed;
+  r.state.dataset_version = r.dataset.record.version_id;
+  TrainOptions stored = o;
+  stored.resume.clear();
+  stored.data = r.dataset.record.dataset;
+  r.state.config_json = ConfigJson(stored).dump();
+  if (!ckpt) KESTREL_RETURN_IF_ERROR(WriteArgsYaml(env, JoinPath(r.run_dir, "args.yaml"), ConfigJson(stored)));
+  return {};
+}
+
+// Puts the run back into the state of a checkpoint (resume and rollback).
+Status Restore(Run& r, const ParsedCheckpoint& ckpt, const std::string& origin) {
+  if (ckpt.state.batches_per_epoch != r.shape.batches_per_epoch || ckpt.state.epochs != r.shape.epochs) {
+    return Status::FailedPrecondition(origin + ": checkpoint was taken with a different run shape (batches per epoch " +
+                                      std::to_string(ckpt.state.batches_per_epoch) + " vs " +
+                                      std::to_string(r.shape.batches_per_epoch) + ")");
+  }
+  KESTREL_RETURN_IF_ERROR(ApplyCheckpoint(ckpt, origin, **r.model, **r.ema_model, *r.optimizer));
+  r.ema = std::make_unique<ModelEma>(**r.ema_model, 0.9999, 2000.0, ckpt.state.ema_updates);
+  KESTREL_ASSIGN_OR_RETURN(Schedule sched, Schedule::Create(r.opt.optimizer, r.shape, ckpt.state.schedule));
+  r.schedule = std::move(sched);
+  const std::string keep_config = r.state.config_json;
+  r.state = ckpt.state;
+  r.state.config_json = keep_config;
+  KESTREL_ASSIGN_OR_RETURN(r.history, HistoryFromJson(r.state.history_json));
+  r.consecutive_nonfinite = 0;
+  return {};
+}
+
+// The checkpointer: weights/last.ckpt (+ last.safetensors, EMA weights), and
+// on a new best weights/best.ckpt (+ best.safetensors).
+Status WriteCheckpoint(Run& r, bool is_best) {
+  r.state.schedule = r.schedule->State();
+  r.state.ema_updates = r.ema->Updates();
+  r.state.history_json = HistoryToJson(r.history);
+  KESTREL_ASSIGN_OR_RETURN(std::string bytes, SerializeCheckpoint(r.state, **r.model, *r.ema, *r.optimizer));
+  Env& env = *r.env;
+  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "last.ckpt"), bytes));
+  KESTREL_RETURN_IF_ERROR(r.ema->CopyTo(**r.ema_model));
+  model::SaveOptions so;
+  so.names = r.dataset.manifest.names;
+  so.env = &env;
+  KESTREL_RETURN_IF_ERROR(model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "last.safetensors"), so));
+  if (is_best) {
+    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "best.ckpt"), bytes));
+    KESTREL_RETURN_IF_ERROR(model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "best.safetensors"), so));
+  }
+  r.good_checkpoint = std::move(bytes);
+  return {};
+}
+
+// After the last batch of an epoch: validate the EMA, record, checkpoint.
+// Returns true when early stopping ends the run.
+Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double seconds) {
+  EpochRecord rec;
+  rec.epoch = epoch + 1;
+  const auto& a = r.state.accum;
+  if (a.batches > 0) {
+    rec.box = a.box / a.batches;
+    rec.cls = a.cls / a.batches;
+    rec.dfl = a.dfl / a.batches;
+  }
+  for (int g = 0; g < 3; ++g) rec.lr[g] = plan.lr[g] * r.state.lr_scale;
+  rec.seconds = seconds;
+  if (r.validator) {
+    KESTREL_RETURN_IF_ERROR(r.ema->CopyTo(**r.ema_model));
+    KESTREL_ASSIGN_OR_RETURN(eval::EvalResult ev, r.validator->Run(**r.ema_model));
+    rec.precision = ev.precision;
+    rec.recall = ev.recall;
+    rec.map50 = ev.map50;
+    rec.map5095 = ev.map5095;
+    rec.fitness = 0.1 * ev.map50 + 0.9 * ev.map5095;
+    Print(r, FormatValidationTable(ev));
+    r.last_eval = std::move(ev);
+  } else {
+    rec.fitness = -(rec.box + rec.cls + rec.dfl);  // no val split: lower train loss is better
+  }
+  const bool is_best = r.state.best_fitness < 0 || rec.fitness > r.state.best_fitness || r.state.best_epoch == 0;
+  if (is_best) {
+    r.state.best_fitness = rec.fitness;
+    r.state.best_epoch = rec.epoch;
+  }
+  r.history.push_back(rec);
+  r.state.accum = EpochAccum{};
+  KESTREL_RETURN_IF_ERROR(WriteCheckpoint(r, is_best));
+  KESTREL_RETURN_IF_ERROR(WriteResultsCsv(*r.env, JoinPath(r.run_dir, "results.csv"), r.history));
+  if (r.hooks->on_epoch) r.hooks->on_epoch(rec);
+  return rec.epoch - r.state.best_epoch >= r.opt.patience;
+}
+
+// The NaN policy's rollback. Returns false when the run must end as diverged.
+Result<bool> Rollback(Run& r) {
+  if (r.state.rollbacks >= kMaxRollbacks) return false;
+  const int rollbacks = r.state.rollbacks + 1;
+  const double lr_scale = r.state.lr_scale * 0.5;
+  const int64_t nonfinite = r.summary.nonfinite_iterations;
+  KESTREL_ASSIGN_OR_RETURN(ParsedCheckpoint ck, ParseCheckpoint(r.good_checkpoint, "last good checkpoint"));
+  KESTREL_RETURN_IF_ERROR(Restore(r, ck, "last good checkpoint"));
+  r.state.rollbacks = rollbacks;
+  r.state.lr_scale = lr_scale;
+  r.summary.nonfinite_iterations = nonfinite;
+  Print(r, "non-finite loss/gradients: rolled back to iteration " + std::to_string(r.schedule->State().next_iteration) +
+               " with LR x" + std::to_string(lr_scale) + " (rollback " + std::to_string(rollbacks) + " of " +
+               std::to_string(kMaxRollbacks) + ")\n");
+  return true;
+}
+
+struct StepResult {
+  bool finite = true;
+  std::array<double, 3> items{};
+};
+
+// One iteration: forward, loss, backward and (per plan) clip/step/zero/EMA.
+Result<StepResult> TrainStep(Run& r, data::Batch& batch, const IterationPlan& plan) {
+  StepResult res;
+  IterationPlan scaled = plan;
+  for (double& lr : scaled.lr) lr *= r.state.lr_scale;
+  KESTREL_RETURN_IF_ERROR(ApplyIterationPlan(*r.optimizer, scaled));
+  auto images = torch::from_blob(batch.images.data(), {batch.size, 3, batch.height, batch.width}, torch::kFloat).to(r.device, /*non_blocking=*/false, /*copy=*/true);
+  const int64_t n = batch.NumTargets();
+  auto targets = n > 0 ? torch::from_blob(batch.targets.data(), {n, 6}, torch::kFloat).to(r.device, false, true)
+                       : torch::zeros({0, 6}, torch::TensorOptions().device(r.device));
+  DetectionTargets t{targets.select(1, 0), targets.select(1, 1), targets.slice(1, 2, 6)};
+  auto out = (*r.model)->forward(images);
+  KESTREL_ASSIGN_OR_RETURN(LossOutput loss, r.loss->Compute(out.maps, t, ImageSize{batch.height, batch.width}));
+  auto items = loss.items.to(torch::kCPU, torch::kDouble);
+  res.finite = std::isfinite(loss.total.item<double>()) && torch::isfinite(items).all().item<bool>();
+  if (res.finite) {
+    for (int k = 0; k < 3; ++k) res.items[k] = items[k].item<double>();
+    loss.total.backward();
+  }
+  if (res.finite && plan.optimizer_step) {
+    const double norm = ClipGradNorm(**r.model, kClipNorm);
+    if (!std::isfinite(norm)) {
+      res.finite = false;
+    } else {
+      r.optimizer->step();
+      r.optimizer->zero_grad();
+      KESTREL_RETURN_IF_ERROR(r.ema->Update(**r.model));
+    }
+  }
+  if (!res.finite) r.optimizer->zero_grad();  // skip: nothing of this window reaches the weights
+  return res;
+}
+
+Status Loop(Run& r) {
+  Env& env = *r.env;
+  const TrainHooks& hooks = *r.hooks;
+  const int64_t nb = r.shape.batches_per_epoch;
+  const int64_t t_start = env.NowMicros();
+  int64_t last_ckpt_us = t_start, epoch_start_us = t_start, epoch_iters = 0, images = 0;
+  bool need_seek = true;
+  bool preview_written = !r.opt.plots || r.schedule->State().next_iteration > 0;
+  while (!r.schedule->Done()) {
+    const int64_t ni = r.schedule->State().next_iteration;
+    const int epoch = static_cast<int>(ni / nb);
+    if (need_seek) {
+      KESTREL_RETURN_IF_ERROR(r.loader->SkipTo(epoch, ni % nb));
+      need_seek = false;
+      epoch_start_us = env.NowMicros();
+      epoch_iters = 0;
+    }
+    KESTREL_ASSIGN_OR_RETURN(std::optional<data::Batch> next, r.loader->Next());
+    if (!next) return Status::Internal("loader ended the epoch before the schedule did");
+    data::Batch batch = std::move(*next);
+    const IterationPlan plan = r.schedule->Next();
+    if (!preview_written) {
+      KESTREL_RETURN_IF_ERROR(WriteBatchPreview(env, JoinPath(r.run_dir, "train_batch0.jpg"), batch, r.dataset.manifest.names));
+      preview_written = true;
+    }
+    KESTREL_ASSIGN_OR_RETURN(StepResult step, TrainStep(r, batch, plan));
+    ++r.summary.iterations;
+    ++epoch_iters;
+    images += batch.size;
+    auto& a = r.state.accum;
+    a.instances += batch.NumTargets();
+    if (step.finite) {
+      r.consecutive_nonfinite = 0;
+      a.box += step.items[0];
+      a.cls += step.items[1];
+      a.dfl += step.items[2];
+      ++a.batches;
+    } else {
+      ++r.consecutive_nonfinite;
+      ++a.nonfinite;
+      ++r.summary.nonfinite_iterations;
+      if (r.consecutive_nonfinite >= kNonFiniteInARow || a.nonfinite > std::max<int64_t>(3, nb / 10)) {
+        r.loader->Recycle(std::move(batch));
+        KESTREL_ASSIGN_OR_RETURN(bool rolled, Rollback(r));
+        if (!rolled) {
+          r.summary.reason = ExitReason::kDiverged;
+          r.summary.message = "diverged: non-finite loss or gradients persisted after " + std::to_string(kMaxRollbacks) +
+                              " rollbacks with halved learning rate (" + std::to_string(r.summary.nonfinite_iterations) +
+                              " non-finite iterations)";
+          return {};
+        }
+        need_seek = true;
+        continue;
+      }
+    }
+    const int64_t batch_in_epoch = plan.batch_in_epoch;
+    r.loader->Recycle(std::move(batch));
+
+    const int64_t now = env.NowMicros();
+    const double elapsed = std::max(1e-9, (now - epoch_start_us) * 1e-6);
+    ProgressLine pl{epoch + 1, r.shape.epochs, batch_in_epoch + 1, nb, 0, 0, 0, 0, epoch_iters / elapsed, 0};
+    if (a.batches > 0) {
+      pl.box = a.box / a.batches;
+      pl.cls = a.cls / a.batches;
+      pl.dfl = a.dfl / a.batches;
+    }
+    pl.instances = a.instances;
+    pl.eta_s = (r.schedule->TotalIterations() - r.schedule->State().next_iteration) / std::max(pl.it_per_s, 1e-9);
+    const bool epoch_end = batch_in_epoch == nb - 1;
+    if (hooks.tty && r.out) (*r.out) << "\r" << FormatProgress(pl) << (epoch_end ? "\n" : "") << std::flush;
+    if (!hooks.tty && epoch_end) Print(r, FormatProgress(pl) + "\n");
+
+    if (epoch_end) {
+      KESTREL_ASSIGN_OR_RETURN(bool stop_early, EndEpoch(r, epoch, plan, elapsed));
+      r.summary.epochs_completed = epoch + 1;
+      last_ckpt_us = env.NowMicros();
+      need_seek = true;
+      if (stop_early) {
+        r.summary.reason = ExitReason::kEarlyStopped;
+        r.summary.message = "early stopping: no improvement for " + std::to_string(r.opt.patience) + " epochs (best epoch " +
+                            std::to_string(r.state.best_epoch) + ")";
+        break;
+      }
+    } else {
+      const bool by_time = r.opt.save_period_min > 0 && (now - last_ckpt_us) >= r.opt.save_period_min * 60e6;
+      const bool by_count = hooks.checkpoint_every_iterations > 0 && r.summary.iterations % hooks.checkpoint_every_iterations == 0;
+      if (by_time || by_count) {
+        KESTREL_RETURN_IF_ERROR(WriteCheckpoint(r, false));
+        last_ckpt_us = env.NowMicros();
+      }
+    }
+    if (hooks.halt_after_iterations >= 0 && r.summary.iterations >= hooks.halt_after_iterations) {
+      r.summary.reason = ExitReason::kHalted;
+      r.summary.message = "halted by test hook (no checkpoint written)";
+      return {};
+    }
+    if (hooks.stop != nullptr && hooks.stop->load()) {
+      if (!epoch_end) KESTREL_RETURN_IF_ERROR(WriteCheckpoint(r, false));
+      r.summary.reason = ExitReason::kStopped;
+      r.summary.message = "stopped on request after iteration " + std::to_string(ni) + "; resume with resume=" +
+                          JoinPath(r.weights_dir, "last.ckpt");
+      return {};
+    }
+  }
+  const double secs = std::max(1e-9, (env.NowMicros() - t_start) * 1e-6);
+  r.summary.images_per_second = images / secs;
+  if (r.summary.reason == ExitReason::kCompleted) r.summary.message = "completed " + std::to_string(r.shape.epochs) + " epochs";
+  return {};
+}
+
+Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& hooks, Env& env) {
+  Run r;
+  r.env = &env;
+  r.hooks = &hooks;
+  r.out = hooks.out;
+  r.opt = options;
+  std::optional<ParsedCheckpoint> ckpt;
+  if (!options.resume.empty()) {
+    KESTREL_ASSIGN_OR_RETURN(ParsedCheckpoint c, ReadCheckpoint(env, options.resume));
+    // The stored effective config wins; only where to find the data may change.
+    TrainOptions stored;
+    OptionSet s;
+    stored.Bind(s);
+    KESTREL_RETURN_IF_ERROR(s.ApplyJson(nlohmann::json::parse(c.state.config_json), options.resume));
+    stored.home = options.home;
+    r.opt = stored;
+    ckpt = std::move(c);
+  }
+  KESTREL_RETURN_IF_ERROR(r.opt.Validate());
+  KESTREL_RETURN_IF_ERROR(Setup(r, ckpt));
+  if (ckpt) {
+    KESTREL_RETURN_IF_ERROR(Restore(r, *ckpt, options.resume));
+    r.good_checkpoint.clear();
+    KESTREL_ASSIGN_OR_RETURN(r.good_checkpoint, r.env->ReadFile(options.resume));
+    Print(r, "resumed from " + options.resume + " at iteration " + std::to_string(r.schedule->State().next_iteration) + "\n");
+  } else {
+    r.state.schedule = r.schedule->State();
+    r.state.history_json = "[]";
+    KESTREL_ASSIGN_OR_RETURN(r.good_checkpoint, SerializeCheckpoint(r.state, **r.model, *r.ema, *r.optimizer));
+  }
+  KESTREL_RETURN_IF_ERROR(Loop(r));
+  r.summary.rollbacks = r.state.rollbacks;
+  r.summary.history = r.history;
+  r.summary.best_epoch = r.state.best_epoch;
+  for (const auto& h : r.history) {
+    if (h.epoch == r.state.best_epoch) {
+      r.summary.best_fitness = h.fitness;
+      r.summary.best_map50 = h.map50;
+      r.summary.best_map5095 = h.map5095;
+    }
+  }
+  if (r.opt.plots && r.last_eval &&
+      (r.summary.reason == ExitReason::kCompleted || r.summary.reason == ExitReason::kEarlyStopped)) {
+    KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, r.run_dir, *r.last_eval));
+  }
+  return r.summary;
+}
+
+}  // namespace
+
+Result<TrainSummary> Train(const TrainOptions& options, const TrainHooks& hooks, Env& env) {
+  try {
+    return TrainImpl(options, hooks, env);
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("train: torch error: ") + e.what_without_backtrace());
+  }
+}
+
+}  // namespace kestrel::train

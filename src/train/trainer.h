@@ -1,0 +1,111 @@
+// The YOLOv8 training loop, composed of small parts: the data loader
+// (data/loader.h), the model (model/yolo.h), the loss (loss.h), the schedule
+// and optimizer/EMA helpers (schedule.h, optimizer.h), the checkpointer
+// (checkpoint.h), the validator (validator.h) and the progress printer
+// (progress.h). This header is the whole public API: options, hooks, result.
+//
+// Side effects at the edges: the trainer never installs signal handlers; the
+// CLI does and hands the trainer a stop flag that it polls after every
+// iteration. It does set torch's intra-op thread count (`threads`) because
+// that is part of the run's configuration (and of its determinism).
+//
+// Layout of a run directory, checkpoint format, exit codes, NaN policy and
+// resume semantics: docs/training.md ("Trainer").
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/env.h"
+#include "core/options.h"
+#include "core/status.h"
+#include "data/loader.h"
+#include "train/loss.h"
+#include "train/schedule.h"
+
+namespace kestrel::train {
+
+// Exit codes of `kestrel train` beyond the CLI's 0/1/2 (docs/training.md).
+inline constexpr int kExitDiverged = 3;  // non-finite loss/gradients after 2 rollbacks
+inline constexpr int kExitStopped = 4;   // stop flag (SIGTERM/SIGINT): checkpoint written, resumable
+
+struct TrainOptions {
+  std::string data;              // registry spec NAME[@vN|@idprefix]
+  std::string model = "n";       // n|s|m|l|x|t|yolov8n.yaml ...
+  int epochs = 100;              // total epochs, >= 1
+  std::string device = "cpu";    // cpu | 0 (CUDA device index)
+  int64_t seed = 0;              // torch init + loader randomness
+  bool deterministic = true;     // torch deterministic algorithms
+  int patience = 100;            // epochs without fitness improvement before stopping
+  double save_period_min = 0;    // also checkpoint mid-epoch every N minutes (0 = off)
+  std::string pretrained;        // safetensors weights to start from (fine-tune load)
+  std::string resume;            // checkpoint (weights/last.ckpt) to continue exactly
+  int threads = 0;               // torch intra-op threads, 0 = all cores
+  int freeze = 0;                // freeze the first N layers (model.0 .. model.N-1)
+  std::string project = "runs/train";  // run dir = project/name unless run_dir is set
+  std::string name = "exp";
+  bool exist_ok = false;         // reuse project/name instead of exp2, exp3, ...
+  std::string run_dir;           // explicit run directory (overrides project/name)
+  std::string home;              // Kestrel home ("" = $KESTREL_HOME or ./.kestrel)
+  bool val = true;               // validate every epoch
+  bool plots = true;             // eval plots + train_batch0.jpg
+  data::LoaderOptions loader;    // imgsz, batch, workers, prefetch, max_bad_fraction, rect
+  data::AugmentOptions augment;  // hsv_*, degrees, ..., mosaic, mixup, close_mosaic
+  OptimizerOptions optimizer;    // optimizer, lr0, lrf, momentum, ..., cos_lr
+  LossOptions loss;              // box, cls, dfl, label_smoothing
+
+  // Binds every key above plus the Bind()s of the nested option structs.
+  void Bind(OptionSet& s);
+  Status Validate() const;
+};
+
+enum class ExitReason { kCompleted, kEarlyStopped, kStopped, kDiverged, kHalted };
+const char* ExitReasonName(ExitReason r);  // "completed", "early_stopped", "stopped", "diverged", "halted"
+
+// One epoch's results (a results.csv row).
+struct EpochRecord {
+  int epoch = 0;                 // 1-based
+  double box = 0, cls = 0, dfl = 0;  // mean train loss items
+  std::array<double, 3> lr{};    // last LR per param group
+  double precision = 0, recall = 0, map50 = 0, map5095 = 0, fitness = 0;
+  double seconds = 0;            // wall time of the epoch (not part of determinism)
+};
+
+struct TrainSummary {
+  ExitReason reason = ExitReason::kCompleted;
+  std::string message;           // why it ended, human-readable
+  std::string run_dir;
+  int epochs_completed = 0;
+  int best_epoch = 0;            // 1-based, 0 = none
+  double best_fitness = 0, best_map50 = 0, best_map5095 = 0;
+  int rollbacks = 0;             // NaN-policy rollbacks taken
+  int64_t nonfinite_iterations = 0;
+  int64_t iterations = 0;        // trained in this process
+  double images_per_second = 0;  // train throughput in this process
+  std::vector<EpochRecord> history;
+  int ExitCode() const;          // 0, kExitDiverged, kExitStopped (halted: 1)
+};
+
+// Test and CLI seams. All optional.
+struct TrainHooks {
+  const std::atomic<bool>* stop = nullptr;  // polled after every iteration
+  std::ostream* out = nullptr;              // progress; nullptr = silent
+  bool tty = false;                         // redraw the progress line (\r)
+  // Tests: return ExitReason::kHalted right after this many iterations of this
+  // process, WITHOUT writing a checkpoint (what SIGKILL leaves behind).
+  int64_t halt_after_iterations = -1;
+  // Tests: also checkpoint after every N iterations (0 = off), like save_period_min.
+  int64_t checkpoint_every_iterations = 0;
+  std::function<void(const EpochRecord&)> on_epoch;  // after each validated epoch
+};
+
+// Runs (or resumes) a training. Setup problems (bad options, unknown dataset,
+// corrupted checkpoint, I/O) are errors; how the run ended is in the summary.
+Result<TrainSummary> Train(const TrainOptions& options, const TrainHooks& hooks = {},
+                           Env& env = Env::Default());
+
+}  // namespace kestrel::train
