@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "cli/cli.h"
+#include "data/loader.h"
+#include "data/preview.h"
 #include "data/registry.h"
 #include "data/synth.h"
 
@@ -286,6 +288,60 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
     }
     *exit_code = Emit(ctx, "exported " + ex->spec + " as " + ex->format + " to " + ex->out + "\n",
                       {{"ok", true}, {"out", ex->out}, {"format", ex->format}});
+  });
+
+  // preview: what the trainer will see, boxes drawn, so a user can check the
+  // labels survive augmentation before spending hours on a run.
+  struct PreviewState {
+    std::string spec, out = "preview.jpg";
+    bool aug = true;
+    int images = 16;
+    data::AugmentOptions augment;
+    data::LoaderOptions loader;
+    OptionSet set;
+    std::vector<std::string> extras;
+  };
+  auto pv = std::make_shared<PreviewState>();
+  pv->loader.imgsz = 320;
+  pv->set.Bool("aug", &pv->aug, "apply training augmentation (false: letterboxed val view)")
+      .String("out", &pv->out, "output image (PNG or JPEG)")
+      .Int("images", &pv->images, "images in the grid", 1, 64);
+  pv->augment.Bind(pv->set);
+  pv->loader.Bind(pv->set);
+  CLI::App* prev = ds->add_subcommand("preview", "Write a grid of (augmented) training images with boxes drawn");
+  prev->add_option("dataset", pv->spec, "NAME or NAME@VERSION")->required();
+  prev->add_option("key=value", pv->extras, "aug=true out=preview.jpg imgsz=320 mosaic=1.0 ...");
+  prev->callback([&ctx, exit_code, pv] {
+    Status s = ApplyOptions(pv->set, {}, pv->extras);
+    if (s.IsOk()) s = pv->augment.Validate();
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s, kExitUsage);
+      return;
+    }
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    data::Registry reg(*stores->meta, *stores->blobs);
+    auto v = reg.Load(pv->spec);
+    if (!v.IsOk()) {
+      *exit_code = Fail(ctx, v.GetStatus());
+      return;
+    }
+    data::LoaderOptions lo = pv->loader;
+    lo.augment = pv->aug;
+    lo.shuffle = pv->aug;
+    lo.batch = pv->images;
+    Status w = data::WriteAugmentedPreview(v->manifest, data::ArtifactImageSource(*stores->blobs), pv->augment, lo,
+                                           v->manifest.names, pv->out, pv->images);
+    if (!w.IsOk()) {
+      *exit_code = Fail(ctx, w);
+      return;
+    }
+    *exit_code = Emit(ctx, "wrote " + pv->out + " (" + std::to_string(pv->images) + " images of " + pv->spec +
+                               (pv->aug ? ", augmented" : "") + ")\n",
+                      {{"ok", true}, {"out", pv->out}, {"augmented", pv->aug}});
   });
 
   struct SynthState {
