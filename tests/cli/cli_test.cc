@@ -80,6 +80,10 @@ TEST_F(CliTest, DatasetWorkflowEndToEnd) {
                 show["summary"]["splits"]["val"]["images"].get<int>(),
             16);
 
+  EXPECT_EQ(Kestrel("dataset preview shapes out=preview.png images=4 imgsz=64").code, 0);
+  EXPECT_GT(fs::file_size(dir_ / "preview.png"), 1000u);
+  EXPECT_EQ(Kestrel("dataset preview shapes mosaik=1").code, 2) << "typo in an augmentation key must be a usage error";
+
   EXPECT_EQ(Kestrel("dataset export shapes@v1 out --format yolo").code, 0);
   auto back = Json(Kestrel("--json dataset import out --name shapes_copy"));
   EXPECT_EQ(back["version"]["version_id"], id) << "export/import round trip changed the id";
