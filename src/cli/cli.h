@@ -55,5 +55,7 @@ int Fail(const Context& ctx, const Status& status, int exit_code = -1);
 
 // Subcommand registration; each adds its commands under `app`.
 void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code);
+// val (always), predict and compare (with LibTorch).
+void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
 
 }  // namespace kestrel::cli

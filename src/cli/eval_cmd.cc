@@ -1,0 +1,214 @@
+// `kestrel val`, `kestrel predict`, `kestrel compare` (docs/evaluation.md).
+// `val predictions=` is torch-free and always built; everything that runs a
+// model needs KESTREL_CLI_WITH_TORCH (the cli target defines it when the
+// model module is built).
+#include <cstdio>
+#include <iostream>
+
+#include "cli/cli.h"
+#include "data/registry.h"
+#include "eval/dataset_eval.h"
+#include "eval/plots.h"
+#ifdef KESTREL_CLI_WITH_TORCH
+#include "cli/eval_model.h"
+#include "model/predictor.h"
+#endif
+
+namespace kestrel::cli {
+namespace {
+
+struct ValOptions {
+  std::string predictions;  // folder of YOLO txt or COCO results JSON
+  std::string model;        // weights (.safetensors)
+  std::string data;         // NAME[@VERSION]
+  std::string split = "val";
+  double conf = 0.001;
+  double iou = 0.7;
+  int max_det = 300;
+  int imgsz = 640;
+  int batch = 16;
+  std::string image_ids = "auto";
+  std::string project = "runs/val";
+  std::string name;
+  bool exist_ok = false;
+  bool plots = true;
+
+  void Bind(OptionSet& s) {
+    s.String("predictions", &predictions, "predictions to score: folder of YOLO txt files or COCO results JSON");
+    s.String("model", &model, "weights file (.safetensors) to run on the split");
+    s.String("data", &data, "dataset NAME or NAME@VERSION");
+    s.Choice("split", &split, {"train", "val", "test"}, "split to evaluate");
+    s.Float("conf", &conf, "minimum confidence of scored predictions", 0, 1);
+    s.Float("iou", &iou, "NMS IoU (model=); recorded for predictions=", 0, 1);
+    s.Int("max_det", &max_det, "at most this many predictions per image", 1, 100000);
+    s.Int("imgsz", &imgsz, "network input side (model=)", 32, 4096);
+    s.Int("batch", &batch, "images per forward (model=)", 1, 1024);
+    s.Choice("image_ids", &image_ids, {"auto", "stem", "export"}, "how COCO results image_id names images");
+    s.String("project", &project, "parent folder of the run folder");
+    s.String("name", &name, "run folder name (default val, val2, ...)");
+    s.Bool("exist_ok", &exist_ok, "reuse an existing run folder");
+    s.Bool("plots", &plots, "write PNG plots into the run folder");
+  }
+};
+
+Status Usage(const std::string& msg, const std::string& field) {
+  return Status::InvalidArgument(msg, {"command line", 0, field});
+}
+
+// Loads NAME[@VERSION] and the split's ground truth.
+struct LoadedSplit {
+  data::VersionView version;
+  eval::EvalSplit split;
+};
+Result<LoadedSplit> LoadSplit(Stores& stores, const std::string& spec, const std::string& split_name) {
+  data::Registry reg(*stores.meta, *stores.blobs);
+  LoadedSplit out;
+  KESTREL_ASSIGN_OR_RETURN(out.version, reg.Load(spec));
+  KESTREL_ASSIGN_OR_RETURN(data::Split split, data::ParseSplit(split_name));
+  auto s = eval::LoadEvalSplit(out.version.manifest, split);
+  if (!s.IsOk()) return s.GetStatus().WithContext(spec);
+  out.split = std::move(s).Value();
+  return out;
+}
+
+// Plots + result.json into the run folder, record into the store. Called
+// only after everything was computed, so bad input writes nothing.
+struct WrittenOutputs {
+  std::string dir;
+  std::string record_sha;
+  std::string record_path;
+};
+Result<WrittenOutputs> WriteEvalOutputs(Stores& stores, const eval::EvalResult& r, const nlohmann::json& record,
+                                        const std::string& dir, bool plots) {
+  Env& env = Env::Default();
+  WrittenOutputs w;
+  w.dir = dir;
+  KESTREL_RETURN_IF_ERROR(env.CreateDirs(dir));
+  if (plots) KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, dir, r));
+  const std::string text = record.dump(1);
+  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, "result.json"), text));
+  KESTREL_ASSIGN_OR_RETURN(w.record_sha, stores.blobs->Put(text));
+  w.record_path = stores.blobs->PathFor(w.record_sha);
+  return w;
+}
+
+void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
+  if (o.data.empty()) {
+    *exit_code = Fail(ctx, Usage("data=NAME[@VERSION] is required", "data"));
+    return;
+  }
+  if (o.predictions.empty() == o.model.empty()) {
+    *exit_code = Fail(ctx, Usage("give exactly one of predictions=PATH or model=WEIGHTS", "predictions"));
+    return;
+  }
+#ifndef KESTREL_CLI_WITH_TORCH
+  if (!o.model.empty()) {
+    *exit_code = Fail(ctx, Status::FailedPrecondition("this kestrel was built without LibTorch: val model= is "
+                                                      "unavailable (val predictions= works)",
+                                                      {"", 0, "model"}));
+    return;
+  }
+#endif
+  auto stores = OpenStores(ctx);
+  if (!stores.IsOk()) {
+    *exit_code = Fail(ctx, stores.GetStatus());
+    return;
+  }
+  auto loaded = LoadSplit(*stores, o.data, o.split);
+  if (!loaded.IsOk()) {
+    *exit_code = Fail(ctx, loaded.GetStatus());
+    return;
+  }
+  const eval::EvalSplit& split = loaded->split;
+  const auto& rec = loaded->version.record;
+  eval::EvalProvenance prov{rec.dataset, "v" + std::to_string(rec.seq), rec.version_id, split.split, "", "", {}};
+  std::vector<std::vector<eval::Detection>> per_image;
+  std::string speed_text;
+  nlohmann::json speed_json;
+  if (!o.predictions.empty()) {
+    eval::PredictionReadOptions ro;
+    ro.image_ids = o.image_ids;
+    auto preds = eval::ReadSplitPredictions(Env::Default(), o.predictions, split, ro);
+    if (!preds.IsOk()) {
+      *exit_code = Fail(ctx, preds.GetStatus());
+      return;
+    }
+    per_image = std::move(preds->per_image);
+    prov.source_kind = "predictions";
+    prov.source = o.predictions;
+    prov.extra = {{"format", preds->format}};
+    if (!preds->image_ids.empty()) prov.extra["image_ids"] = preds->image_ids;
+  } else {
+#ifdef KESTREL_CLI_WITH_TORCH
+    ModelRunOptions mo{o.imgsz, o.batch, o.conf, o.iou, o.max_det};
+    auto run = RunModelOnSplit(*stores->blobs, o.model, split, mo);
+    if (!run.IsOk()) {
+      *exit_code = Fail(ctx, run.GetStatus());
+      return;
+    }
+    per_image = std::move(run->per_image);
+    prov.source_kind = "model";
+    prov.source = o.model;
+    prov.extra = run->info;
+    speed_json = run->speed;
+    speed_text = run->speed_text;
+#endif
+  }
+  eval::EvalOptions eo;
+  eo.conf = o.conf;
+  eo.iou = o.iou;
+  eo.max_det = o.max_det;
+  auto result = eval::EvaluateSplit(split, per_image, eo);
+  if (!result.IsOk()) {
+    *exit_code = Fail(ctx, result.GetStatus());
+    return;
+  }
+  nlohmann::json record = eval::EvalRecordJson(*result, prov, Env::Default().UnixSeconds());
+  if (!speed_json.is_null()) record["speed"] = speed_json;
+  const std::string dir = eval::NextRunDir(Env::Default(), o.project, o.name, "val", o.exist_ok);
+  auto written = WriteEvalOutputs(*stores, *result, record, dir, o.plots);
+  if (!written.IsOk()) {
+    *exit_code = Fail(ctx, written.GetStatus());
+    return;
+  }
+  std::string text = rec.dataset + "@v" + std::to_string(rec.seq) + " split " + split.split + " (" +
+                     std::to_string(split.images.size()) + " images), " + prov.source_kind + " " + prov.source +
+                     "\n" + eval::EvalSummaryText(*result) + speed_text + "results saved to " + written->dir +
+                     "\nresult record " + written->record_sha + " (" + written->record_path + ")\n";
+  nlohmann::json j = {{"ok", true},
+                      {"dir", written->dir},
+                      {"record_sha", written->record_sha},
+                      {"record_path", written->record_path},
+                      {"result", record}};
+  *exit_code = Emit(ctx, text, j);
+}
+
+}  // namespace
+
+void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
+  struct ValState {
+    ValOptions opts;
+    OptionSet set;
+    FlagValues flags;
+    std::vector<std::string> extras;
+  };
+  auto st = std::make_shared<ValState>();
+  st->opts.Bind(st->set);
+  CLI::App* val = app.add_subcommand(
+      "val", "Score a model or predictions made elsewhere on a dataset version (mAP, P, R, errors, plots)");
+  val->add_option("key=value", st->extras, "e.g. predictions=DIR data=coco128 split=val conf=0.001");
+  AddOptionFlags(val, st->set, &st->flags);
+  val->callback([&ctx, exit_code, st] {
+    Status s = ApplyOptions(st->set, st->flags, st->extras);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    RunVal(ctx, exit_code, st->opts);
+  });
+#ifdef KESTREL_CLI_WITH_TORCH
+  AddModelCommands(app, ctx, exit_code);
+#endif
+}
+
+}  // namespace kestrel::cli

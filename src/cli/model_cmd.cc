@@ -1,0 +1,275 @@
+// `val model=` (RunModelOnSplit) and `kestrel predict`: the commands that run
+// a model through model::Predictor. Built only with LibTorch; this file
+// includes no torch header.
+#include <algorithm>
+#include <cstdio>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "cli/eval_model.h"
+#include "data/image.h"
+#include "model/predictor.h"
+
+namespace kestrel::cli {
+namespace {
+
+nlohmann::json SpeedJson(const model::StageTimes& t) {
+  return {{"preprocess_ms", t.preprocess_ms}, {"inference_ms", t.inference_ms},
+          {"postprocess_ms", t.postprocess_ms}, {"images", t.images}, {"fps", t.Fps()}};
+}
+
+std::string SpeedText(const model::StageTimes& t, int imgsz) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at %dx%d "
+                "(%.1f FPS, %lld images after warm-up)\n",
+                t.preprocess_ms, t.inference_ms, t.postprocess_ms, imgsz, imgsz, t.Fps(),
+                static_cast<long long>(t.images));
+  return buf;
+}
+
+// Decodes through the single decode entry point; `origin` names errors.
+Result<cv::Mat> DecodeBytes(const std::string& bytes, const std::string& origin) {
+  return data::DecodeImage(bytes, origin);
+}
+
+// Runs the predictor over `count` images produced by `load(i)`, `batch` at a
+// time, so at most one batch of decoded images is held.
+template <typename LoadFn>
+Result<std::vector<model::ImagePrediction>> PredictAll(model::Predictor& p, size_t count, LoadFn load) {
+  std::vector<model::ImagePrediction> out;
+  out.reserve(count);
+  const size_t batch = size_t(p.Options().batch);
+  for (size_t start = 0; start < count; start += batch) {
+    std::vector<cv::Mat> images;
+    for (size_t i = start; i < std::min(count, start + batch); ++i) {
+      KESTREL_ASSIGN_OR_RETURN(cv::Mat img, load(i));
+      images.push_back(std::move(img));
+    }
+    KESTREL_ASSIGN_OR_RETURN(auto preds, p.Predict(images));
+    for (auto& pr : preds) out.push_back(std::move(pr));
+  }
+  return out;
+}
+
+// Draws boxes and "name 0.87" labels on a BGR image.
+void DrawDetections(cv::Mat& bgr, const std::vector<eval::Detection>& dets, const std::vector<std::string>& names) {
+  const int thick = std::max(1, static_cast<int>(std::lround((bgr.cols + bgr.rows) / 2.0 * 0.003)));
+  for (const auto& d : dets) {
+    const cv::Scalar color((d.class_id * 67 + 40) % 256, (d.class_id * 131 + 90) % 256, (d.class_id * 29 + 160) % 256);
+    const cv::Point p1(static_cast<int>(d.box.x1), static_cast<int>(d.box.y1));
+    const cv::Point p2(static_cast<int>(d.box.x2), static_cast<int>(d.box.y2));
+    cv::rectangle(bgr, p1, p2, color, thick, cv::LINE_AA);
+    const std::string name = d.class_id < static_cast<int>(names.size()) ? names[size_t(d.class_id)]
+                                                                          : std::to_string(d.class_id);
+    char label[160];
+    std::snprintf(label, sizeof(label), "%s %.2f", name.c_str(), d.score);
+    const double scale = std::max(0.4, thick / 3.0);
+    int base = 0;
+    const cv::Size ts = cv::getTextSize(label, cv::FONT_HERSHEY_SIMPLEX, scale, 1, &base);
+    const int top = p1.y - ts.height - 4 >= 0 ? p1.y - ts.height - 4 : p1.y;
+    cv::rectangle(bgr, cv::Point(p1.x, top), cv::Point(p1.x + ts.width + 2, top + ts.height + 4), color, cv::FILLED);
+    cv::putText(bgr, label, cv::Point(p1.x + 1, top + ts.height + 1), cv::FONT_HERSHEY_SIMPLEX, scale,
+                cv::Scalar(255, 255, 255), 1, cv::LINE_AA);
+  }
+}
+
+// "class cx cy w h conf" normalized to the original image, 6 decimals.
+std::string YoloTxt(const model::ImagePrediction& p) {
+  std::string out;
+  char line[160];
+  for (const auto& d : p.detections) {
+    const double w = p.width, h = p.height;
+    std::snprintf(line, sizeof(line), "%d %.6f %.6f %.6f %.6f %.6f\n", d.class_id, (d.box.x1 + d.box.x2) / 2.0 / w,
+                  (d.box.y1 + d.box.y2) / 2.0 / h, (d.box.x2 - d.box.x1) / w, (d.box.y2 - d.box.y1) / h, d.score);
+    out += line;
+  }
+  return out;
+}
+
+nlohmann::json DetectionsJson(const model::ImagePrediction& p, const std::vector<std::string>& names) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& d : p.detections) {
+    arr.push_back({{"class_id", d.class_id},
+                   {"name", d.class_id < static_cast<int>(names.size()) ? names[size_t(d.class_id)] : ""},
+                   {"confidence", d.score},
+                   {"box_xyxy", {d.box.x1, d.box.y1, d.box.x2, d.box.y2}}});
+  }
+  return arr;
+}
+
+struct PredictOptions {
+  std::string model, source;
+  double conf = 0.25, iou = 0.7;
+  int imgsz = 640, batch = 1, max_det = 300;
+  bool save = true, save_txt = true, save_json = true;
+  std::string project = "runs/predict", name;
+  bool exist_ok = false;
+  void Bind(OptionSet& s) {
+    s.String("model", &model, "weights file (.safetensors)");
+    s.String("source", &source, "an image file or a folder of images");
+    s.Float("conf", &conf, "minimum confidence", 0, 1);
+    s.Float("iou", &iou, "NMS IoU", 0, 1);
+    s.Int("imgsz", &imgsz, "network input side, multiple of 32", 32, 4096);
+    s.Int("batch", &batch, "images per forward", 1, 1024);
+    s.Int("max_det", &max_det, "at most this many boxes per image", 1, 100000);
+    s.Bool("save", &save, "write annotated images");
+    s.Bool("save_txt", &save_txt, "write YOLO txt (class cx cy w h conf, normalized) per image");
+    s.Bool("save_json", &save_json, "write a JSON file per image");
+    s.String("project", &project, "parent folder of the run folder");
+    s.String("name", &name, "run folder name (default predict, predict2, ...)");
+    s.Bool("exist_ok", &exist_ok, "reuse an existing run folder");
+  }
+};
+
+void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
+  Env& env = Env::Default();
+  if (o.model.empty() || o.source.empty()) {
+    *exit_code = Fail(ctx, Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
+                                                   {"command line", 0, o.model.empty() ? "model" : "source"}));
+    return;
+  }
+  // Inputs first: nothing is written for a bad source or model.
+  std::vector<std::string> files;
+  const FileInfo info = env.Stat(o.source);
+  if (!info.exists) {
+    *exit_code = Fail(ctx, Status::NotFound("source not found", {o.source, 0, "source"}));
+    return;
+  }
+  if (info.is_dir) {
+    auto names = env.ListDir(o.source);
+    if (!names.IsOk()) {
+      *exit_code = Fail(ctx, names.GetStatus());
+      return;
+    }
+    for (const auto& n : *names) {
+      if (data::IsImageExtension(Extension(n))) files.push_back(JoinPath(o.source, n));
+    }
+    if (files.empty()) {
+      *exit_code = Fail(ctx, Status::NotFound("no images (jpg, png, bmp, webp, tif) in folder", {o.source, 0, "source"}));
+      return;
+    }
+  } else {
+    files.push_back(o.source);
+  }
+  model::PredictorOptions po;
+  po.imgsz = o.imgsz;
+  po.batch = o.batch;
+  po.nms.conf = static_cast<float>(o.conf);
+  po.nms.iou = static_cast<float>(o.iou);
+  po.nms.max_det = o.max_det;
+  auto pred = model::Predictor::Load(o.model, po);
+  if (!pred.IsOk()) {
+    *exit_code = Fail(ctx, pred.GetStatus());
+    return;
+  }
+  model::Predictor& p = **pred;
+  std::vector<cv::Mat> decoded(files.size());
+  auto results = PredictAll(p, files.size(), [&](size_t i) -> Result<cv::Mat> {
+    KESTREL_ASSIGN_OR_RETURN(std::string bytes, env.ReadFile(files[i]));
+    KESTREL_ASSIGN_OR_RETURN(cv::Mat img, DecodeBytes(bytes, files[i]));
+    if (o.save) decoded[i] = img;
+    return img;
+  });
+  if (!results.IsOk()) {
+    *exit_code = Fail(ctx, results.GetStatus());
+    return;
+  }
+  const std::string dir = eval::NextRunDir(env, o.project, o.name, "predict", o.exist_ok);
+  const model::StageTimes t = p.Timing();
+  nlohmann::json images = nlohmann::json::array();
+  std::string text;
+  Status s = env.CreateDirs(dir);
+  if (s.IsOk() && o.save_txt) s = env.CreateDirs(JoinPath(dir, "labels"));
+  for (size_t i = 0; i < files.size() && s.IsOk(); ++i) {
+    const model::ImagePrediction& r = (*results)[i];
+    const std::string stem = Stem(files[i]);
+    nlohmann::json dets = DetectionsJson(r, p.Names());
+    nlohmann::json ij = {{"source", files[i]}, {"width", r.width}, {"height", r.height}, {"detections", dets}};
+    if (o.save) {
+      try {
+        cv::Mat bgr;
+        cv::cvtColor(decoded[i], bgr, cv::COLOR_RGB2BGR);
+        DrawDetections(bgr, r.detections, p.Names());
+        std::vector<uint8_t> png;
+        cv::imencode(".jpg", bgr, png);
+        s = env.WriteFileAtomic(JoinPath(dir, stem + ".jpg"), std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+      } catch (const cv::Exception& e) {
+        s = Status::Internal(std::string("OpenCV: ") + e.what(), {files[i]});
+      }
+      decoded[i].release();
+    }
+    if (s.IsOk() && o.save_txt) s = env.WriteFileAtomic(JoinPath(dir, "labels/" + stem + ".txt"), YoloTxt(r));
+    if (s.IsOk() && o.save_json) s = env.WriteFileAtomic(JoinPath(dir, stem + ".json"), ij.dump(1));
+    images.push_back(ij);
+    std::map<std::string, int> counts;
+    for (const auto& d : r.detections) {
+      ++counts[d.class_id < static_cast<int>(p.Names().size()) ? p.Names()[size_t(d.class_id)] : "?"];
+    }
+    text += files[i] + ": " + std::to_string(r.width) + "x" + std::to_string(r.height) + ", ";
+    if (counts.empty()) text += "(no detections)";
+    for (const auto& [n, c] : counts) text += std::to_string(c) + " " + n + ", ";
+    text += "\n";
+  }
+  if (!s.IsOk()) {
+    *exit_code = Fail(ctx, s);
+    return;
+  }
+  text += SpeedText(t, o.imgsz) + "results saved to " + dir + "\n";
+  *exit_code = Emit(ctx, text, {{"ok", true}, {"dir", dir}, {"speed", SpeedJson(t)}, {"images", images}});
+}
+
+}  // namespace
+
+Result<ModelRun> RunModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
+                                 const eval::EvalSplit& split, const ModelRunOptions& opts) {
+  model::PredictorOptions po;
+  po.imgsz = opts.imgsz;
+  po.batch = opts.batch;
+  po.nms.conf = static_cast<float>(opts.conf);
+  po.nms.iou = static_cast<float>(opts.iou);
+  po.nms.max_det = opts.max_det;
+  po.nms.multi_label = true;  // the validator's setting for mAP
+  KESTREL_ASSIGN_OR_RETURN(auto pred, model::Predictor::Load(weights, po));
+  if (pred->NumClasses() != static_cast<int>(split.names.size())) {
+    return Status::InvalidArgument("class count mismatch: the model has " + std::to_string(pred->NumClasses()) +
+                                       " classes, the dataset has " + std::to_string(split.names.size()),
+                                   {weights, 0, "nc"});
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto preds, PredictAll(*pred, split.images.size(), [&](size_t i) -> Result<cv::Mat> {
+                             KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
+                             return DecodeBytes(bytes, split.images[i].path);
+                           }));
+  ModelRun run;
+  for (auto& p : preds) run.per_image.push_back(std::move(p.detections));
+  run.info = {{"model", pred->Spec().Name()}, {"nc", pred->NumClasses()}, {"imgsz", opts.imgsz},
+              {"batch", opts.batch},          {"nms_conf", opts.conf},    {"nms_iou", opts.iou},
+              {"multi_label", true}};
+  run.speed = SpeedJson(pred->Timing());
+  run.speed_text = SpeedText(pred->Timing(), opts.imgsz);
+  return run;
+}
+
+void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
+  struct PredictState {
+    PredictOptions opts;
+    OptionSet set;
+    FlagValues flags;
+    std::vector<std::string> extras;
+  };
+  auto st = std::make_shared<PredictState>();
+  st->opts.Bind(st->set);
+  CLI::App* cmd = app.add_subcommand("predict", "Run a model on images: annotated images, YOLO txt, JSON, speed");
+  cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors source=images/ conf=0.25");
+  AddOptionFlags(cmd, st->set, &st->flags);
+  cmd->callback([&ctx, exit_code, st] {
+    Status s = ApplyOptions(st->set, st->flags, st->extras);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    RunPredict(ctx, exit_code, st->opts);
+  });
+}
+
+}  // namespace kestrel::cli

@@ -1,0 +1,96 @@
+// Predictor: the one adapter that runs a YOLO model on images and returns
+// boxes (val model=, predict, compare all use it). This header is torch-free
+// so the CLI compiles without LibTorch headers; predictor.cc is the torch
+// layer. Pipeline per image (docs/evaluation.md):
+//   decoded RGB (data::DecodeImage) -> letterbox to imgsz x imgsz (scale =
+//   min(imgsz/w, imgsz/h), bilinear resize, pad value 114, geometry of
+//   eval::ComputeLetterbox) -> float CHW in [0, 1] -> batched forward in eval
+//   mode (optionally BN-fused) -> eval::PostprocessYolo (decode + NMS) ->
+//   boxes mapped back to original-image pixels (eval::ScaleToOriginal).
+//
+// Thread-safety: not thread-safe (one Predictor per thread). Torch's intra-op
+// thread count is process-wide and set by main() / test setup, not here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <opencv2/core/mat.hpp>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "core/status.h"
+#include "eval/detection.h"
+#include "eval/postprocess.h"
+#include "model/spec.h"
+
+namespace kestrel::model {
+
+struct PredictorOptions {
+  int imgsz = 640;          // square network input side, multiple of 32, in [32, 4096]
+  int batch = 16;           // images per forward, >= 1
+  eval::NmsOptions nms;     // conf / iou / max_det / agnostic / multi_label
+  bool fuse = true;         // fold BatchNorm into convs (same boxes to ~1e-5)
+  int warmup_batches = 1;   // batches excluded from Timing()
+  Status Validate() const;
+};
+
+// Mean milliseconds per image of each stage over the images after the
+// warm-up batches (all images when every batch was a warm-up one).
+struct StageTimes {
+  double preprocess_ms = 0;   // letterbox + to float tensor
+  double inference_ms = 0;    // forward
+  double postprocess_ms = 0;  // decode + NMS + scale back
+  int64_t images = 0;         // images the means are over
+  double TotalMs() const { return preprocess_ms + inference_ms + postprocess_ms; }
+  double Fps() const { return TotalMs() > 0 ? 1000.0 / TotalMs() : 0.0; }
+};
+
+struct ImagePrediction {
+  int width = 0;   // original image pixels
+  int height = 0;
+  eval::Letterbox letterbox;                // how it was placed in the input
+  std::vector<eval::Detection> detections;  // xyxy, original pixels, descending score
+};
+
+// Letterboxes an RGB/BGR CV_8UC3 image into a size x size CV_8UC3 canvas
+// filled with 114 (torch-free; exposed for tests). `lb` receives the
+// geometry (nullable).
+cv::Mat LetterboxImage(const cv::Mat& image, int size, eval::Letterbox* lb);
+
+class Predictor {
+ public:
+  // Reads the weights' spec and names (ReadWeightsInfo), builds the model,
+  // loads the weights strictly, switches to eval mode and fuses when asked.
+  // Errors: NotFound for a missing file, InvalidArgument for bad options or
+  // weights that do not match their spec; LibTorch exceptions are converted.
+  static Result<std::unique_ptr<Predictor>> Load(const std::string& weights_path, const PredictorOptions& opts);
+  ~Predictor();
+  Predictor(const Predictor&) = delete;
+  Predictor& operator=(const Predictor&) = delete;
+
+  const ModelSpec& Spec() const;
+  int NumClasses() const;
+  // Class names from the weights' metadata; "class<i>" where not recorded.
+  const std::vector<std::string>& Names() const;
+  const PredictorOptions& Options() const;
+
+  // Predicts `images` (CV_8UC3, RGB as DecodeImage returns; any sizes) in
+  // batches of Options().batch. One ImagePrediction per image, same order.
+  Result<std::vector<ImagePrediction>> Predict(const std::vector<cv::Mat>& images);
+
+  // Forward + decode + NMS on an already letterboxed input: `input` F32
+  // [B, 3, H, W] in [0, 1] (H, W multiples of 32). Detections per image in
+  // input pixels (no scaling back). Not timed.
+  Result<std::vector<std::vector<eval::Detection>>> PredictInput(const SafeTensor& input);
+
+  StageTimes Timing() const;
+  void ResetTiming();
+
+ private:
+  struct Impl;
+  explicit Predictor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kestrel::model
