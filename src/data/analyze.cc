@@ -2,15 +2,14 @@
 // parallel, find near duplicates, freeze the split and build the manifest.
 // No writes happen here.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <functional>
 #include <map>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "core/hash.h"
+#include "core/parallel.h"
 #include "data/formats.h"
 #include "data/image.h"
 #include "data/near_dup.h"
@@ -30,17 +29,11 @@ struct SampleResult {
   std::vector<Finding> findings;
 };
 
-Finding MakeFinding(Severity sev, std::string check, std::string file, std::string field,
-                    std::string message, std::string action, int line = 0) {
-  Finding f;
-  f.severity = sev;
-  f.check = std::move(check);
-  f.file = std::move(file);
-  f.line = line;
-  f.field = std::move(field);
-  f.message = std::move(message);
-  f.action = std::move(action);
-  return f;
+// The importer's findings, argument order with the line last (rarely set).
+Finding MakeFinding(Severity sev, std::string check, std::string file, std::string field, std::string message,
+                    std::string action, int line = 0) {
+  return data::MakeFinding(sev, std::move(check), std::move(file), line, std::move(field), std::move(message),
+                           std::move(action));
 }
 
 // COCO/VOC pixel boxes -> normalized boxes with the same clip/drop rules the
@@ -135,20 +128,6 @@ SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env)
   return r;
 }
 
-void RunParallel(size_t n, int threads, const std::function<void(size_t)>& fn) {
-  size_t workers = threads > 0 ? static_cast<size_t>(threads)
-                               : std::max<size_t>(1, std::thread::hardware_concurrency());
-  workers = std::min(workers, std::max<size_t>(n, 1));
-  std::atomic<size_t> next{0};
-  auto loop = [&] {
-    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < workers; ++t) pool.emplace_back(loop);
-  loop();
-  for (auto& t : pool) t.join();
-}
-
 }  // namespace
 
 Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& opts, Env& env) {
@@ -168,8 +147,11 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
   rep.findings = src.findings;
 
   std::vector<SampleResult> results(src.samples.size());
-  RunParallel(src.samples.size(), opts.threads,
-              [&](size_t i) { results[i] = AnalyzeSample(src.samples[i], opts, env); });
+  // AnalyzeSample turns every problem into findings, so this never fails.
+  ParallelFor(src.samples.size(), opts.threads, [&](size_t i) -> Status {
+    results[i] = AnalyzeSample(src.samples[i], opts, env);
+    return {};
+  });
   const int64_t t_samples = env.NowMicros();
 
   // A sample is excluded when its image failed or its own label file had an

@@ -16,22 +16,10 @@ namespace {
 
 using nlohmann::json;
 
+// COCO findings have no line: the JSON is one document.
 Finding MakeFinding(Severity sev, const char* check, const std::string& file, std::string field,
                     std::string message, std::string action) {
-  Finding f;
-  f.severity = sev;
-  f.check = check;
-  f.file = file;
-  f.field = std::move(field);
-  f.message = std::move(message);
-  f.action = std::move(action);
-  return f;
-}
-
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
+  return data::MakeFinding(sev, check, file, 0, std::move(field), std::move(message), std::move(action));
 }
 
 struct CocoSample {
@@ -213,8 +201,8 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     constexpr double kEps = 1e-3;  // sub-pixel float noise is not worth a warning
     if (iw > 0 && ih > 0 && (x1 < -kEps || y1 < -kEps || x2 > iw + kEps || y2 > ih + kEps)) {
       find(Severity::kWarning, "label.out_of_bounds", "bbox",
-           "box xyxy [" + Num(x1) + ", " + Num(y1) + ", " + Num(x2) + ", " + Num(y2) +
-               "] extends outside the " + Num(iw) + "x" + Num(ih) + " image",
+           "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " + FormatNumber(y2) +
+               "] extends outside the " + FormatNumber(iw) + "x" + FormatNumber(ih) + " image",
            "clipped");
     }
     // Clip only real overshoot (beyond 1e-6 of the side), as the YOLO parser
@@ -227,7 +215,7 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     }
     if (x2 - x1 <= 0 || y2 - y1 <= 0) {
       find(Severity::kWarning, "label.degenerate", "bbox",
-           "box has zero or negative size (w=" + Num(x2 - x1) + ", h=" + Num(y2 - y1) + ")", "box dropped");
+           "box has zero or negative size (w=" + FormatNumber(x2 - x1) + ", h=" + FormatNumber(y2 - y1) + ")", "box dropped");
       continue;
     }
     PixelBox pb;

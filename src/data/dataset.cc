@@ -1,6 +1,8 @@
 // data/dataset.h helpers and the format dispatch of data/formats.h.
 #include "data/dataset.h"
 
+#include <cstdio>
+
 #include "data/formats.h"
 
 namespace kestrel::data {
@@ -15,6 +17,25 @@ const char* SeverityName(Severity s) {
       return "info";
   }
   return "unknown";
+}
+
+Finding MakeFinding(Severity severity, std::string check, std::string file, int line, std::string field,
+                    std::string message, std::string action) {
+  Finding f;
+  f.severity = severity;
+  f.check = std::move(check);
+  f.file = std::move(file);
+  f.line = line;
+  f.field = std::move(field);
+  f.message = std::move(message);
+  f.action = std::move(action);
+  return f;
+}
+
+std::string FormatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
 }
 
 const char* SplitName(Split s) {

@@ -30,6 +30,12 @@ struct Finding {
   std::string action;  // what import did: "sample excluded", "clipped", "box dropped", ...
 };
 
+// A finding with every field given (line 0 = not applicable).
+Finding MakeFinding(Severity severity, std::string check, std::string file, int line, std::string field,
+                    std::string message, std::string action);
+// Short human form of a number in messages ("%g": 0.5, 1e+06).
+std::string FormatNumber(double v);
+
 enum class Split { kTrain, kVal, kTest, kUnassigned };
 const char* SplitName(Split s);  // "train", "val", "test", "unassigned"
 Result<Split> ParseSplit(const std::string& s);

@@ -1,12 +1,9 @@
 #include "data/registry.h"
 
-#include <atomic>
-#include <functional>
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include "core/hash.h"
+#include "core/parallel.h"
 
 namespace kestrel::data {
 namespace {
@@ -25,32 +22,6 @@ std::string StripExtension(const std::string& path) {
   size_t dot = path.find_last_of('.');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path;
   return path.substr(0, dot);
-}
-
-// Runs fn(i) for i in [0, n) on `threads` threads; returns the first error.
-Status ParallelForStatus(size_t n, int threads, const std::function<Status(size_t)>& fn) {
-  size_t workers = threads > 0 ? static_cast<size_t>(threads)
-                               : std::max<size_t>(1, std::thread::hardware_concurrency());
-  workers = std::min(workers, std::max<size_t>(n, 1));
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::mutex mu;
-  Status first;
-  auto loop = [&] {
-    for (size_t i = next.fetch_add(1); i < n && !failed.load(); i = next.fetch_add(1)) {
-      Status s = fn(i);
-      if (!s.IsOk()) {
-        std::lock_guard<std::mutex> l(mu);
-        if (first.IsOk()) first = s;
-        failed = true;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < workers; ++t) pool.emplace_back(loop);
-  loop();
-  for (auto& t : pool) t.join();
-  return first;
 }
 
 }  // namespace
@@ -93,7 +64,7 @@ Result<ImportResult> Registry::Import(const std::string& path, const std::string
   // Phase 2: blobs first. Re-read each file and check it did not change
   // since analysis, so the manifest never names bytes we did not store.
   const auto& entries = a.manifest.entries;
-  KESTREL_RETURN_IF_ERROR(ParallelForStatus(entries.size(), opts.threads, [&](size_t i) -> Status {
+  KESTREL_RETURN_IF_ERROR(ParallelFor(entries.size(), opts.threads, [&](size_t i) -> Status {
     const auto& e = entries[i];
     KESTREL_ASSIGN_OR_RETURN(std::string bytes, env_.ReadFile(a.image_paths[i], uint64_t{2} << 30));
     if (Sha256Hex(bytes) != e.image_sha) {

@@ -15,25 +15,6 @@
 namespace kestrel::data {
 namespace {
 
-Finding MakeFinding(Severity sev, const char* check, const std::string& file, int line, std::string field,
-                    std::string message, std::string action) {
-  Finding f;
-  f.severity = sev;
-  f.check = check;
-  f.file = file;
-  f.line = line;
-  f.field = std::move(field);
-  f.message = std::move(message);
-  f.action = std::move(action);
-  return f;
-}
-
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
 std::string Trim(std::string_view s) {
   auto sp = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
   while (!s.empty() && sp(s.front())) s.remove_prefix(1);
@@ -151,8 +132,8 @@ Status ParseVocXml(std::string_view text, const std::string& xml, const std::str
     if (iw > 0 && ih > 0) {
       if (x1 < 0 || y1 < 0 || x2 > iw || y2 > ih) {
         add(Severity::kWarning, "label.out_of_bounds", line, "bndbox",
-            "box xyxy [" + Num(x1) + ", " + Num(y1) + ", " + Num(x2) + ", " + Num(y2) +
-                "] extends outside the " + Num(iw) + "x" + Num(ih) + " image",
+            "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " + FormatNumber(y2) +
+                "] extends outside the " + FormatNumber(iw) + "x" + FormatNumber(ih) + " image",
             "clipped");
       }
       x1 = std::clamp(x1, 0.0, iw), x2 = std::clamp(x2, 0.0, iw);
@@ -160,7 +141,7 @@ Status ParseVocXml(std::string_view text, const std::string& xml, const std::str
     }
     if (x2 - x1 <= 0 || y2 - y1 <= 0) {
       add(Severity::kWarning, "label.degenerate", line, "bndbox",
-          "box has zero or negative size (w=" + Num(x2 - x1) + ", h=" + Num(y2 - y1) + ")", "box dropped");
+          "box has zero or negative size (w=" + FormatNumber(x2 - x1) + ", h=" + FormatNumber(y2 - y1) + ")", "box dropped");
       continue;
     }
     PixelBox pb;

@@ -21,25 +21,6 @@ namespace {
 
 constexpr const char* kFieldNames[5] = {"class", "x_center", "y_center", "width", "height"};
 
-Finding MakeFinding(Severity sev, const char* check, const std::string& file, int line, std::string field,
-                    std::string message, std::string action) {
-  Finding f;
-  f.severity = sev;
-  f.check = check;
-  f.file = file;
-  f.line = line;
-  f.field = std::move(field);
-  f.message = std::move(message);
-  f.action = std::move(action);
-  return f;
-}
-
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
 // One UTF-8 code point at s[i] (U+FFFD and length 1 when malformed).
@@ -597,7 +578,7 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
     }
     if (c < 0 || c > 1e9 || (num_classes >= 0 && c >= num_classes)) {
       add(Severity::kError, "label.class_range", line, "class",
-          "class id " + Num(c) + " is out of range [0, " +
+          "class id " + FormatNumber(c) + " is out of range [0, " +
               (num_classes >= 0 ? std::to_string(num_classes) : std::string("inf")) + ")",
           "line dropped");
       continue;
@@ -629,7 +610,7 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
     }
     if (oob != nullptr) {
       add(Severity::kWarning, "label.out_of_bounds", line, oob,
-          "box xyxy [" + Num(x1) + ", " + Num(y1) + ", " + Num(x2) + ", " + Num(y2) +
+          "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " + FormatNumber(y2) +
               "] extends outside [0, 1]",
           "clipped");
     }
@@ -647,7 +628,7 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
     }
     if (w <= 0 || h <= 0) {
       add(Severity::kWarning, "label.degenerate", line, w <= 0 ? "width" : "height",
-          "box has zero or negative size (w=" + Num(w) + ", h=" + Num(h) + ") after clipping", "box dropped");
+          "box has zero or negative size (w=" + FormatNumber(w) + ", h=" + FormatNumber(h) + ") after clipping", "box dropped");
       continue;
     }
     Box b{static_cast<int>(c), cx, cy, w, h};

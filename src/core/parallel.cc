@@ -1,0 +1,36 @@
+#include "core/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kestrel {
+
+Status ParallelFor(size_t n, int threads, const std::function<Status(size_t)>& fn) {
+  size_t workers = threads > 0 ? static_cast<size_t>(threads)
+                               : std::max<size_t>(1, std::thread::hardware_concurrency());
+  workers = std::min(workers, std::max<size_t>(n, 1));
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status first;
+  auto loop = [&] {
+    for (size_t i = next.fetch_add(1); i < n && !failed.load(); i = next.fetch_add(1)) {
+      Status s = fn(i);
+      if (!s.IsOk()) {
+        std::lock_guard<std::mutex> l(mu);
+        if (first.IsOk()) first = s;
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < workers; ++t) pool.emplace_back(loop);
+  loop();
+  for (auto& t : pool) t.join();
+  return first;
+}
+
+}  // namespace kestrel
