@@ -2,6 +2,7 @@
 // parallel, find near duplicates, freeze the split and build the manifest.
 // No writes happen here.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -23,6 +24,7 @@ namespace {
 struct SampleResult {
   bool ok = false;  // decoded and labels usable
   std::string image_sha;
+  std::string bytes;  // kept for the commit phase while under budget
   int width = 0, height = 0;
   uint64_t phash = 0;
   std::vector<Box> boxes;
@@ -78,7 +80,9 @@ std::vector<Box> NormalizePixelBoxes(const Sample& s, int w, int h, std::vector<
   return boxes;
 }
 
-SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env) {
+constexpr int64_t kKeepBytesBudget = int64_t{512} << 20;
+
+SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env, std::atomic<int64_t>& kept_bytes) {
   SampleResult r;
   auto bytes = env.ReadFile(s.image_path, uint64_t{2} << 30);
   if (!bytes.IsOk()) {
@@ -125,6 +129,12 @@ SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env)
     r.boxes = s.boxes;
   }
   r.ok = true;
+  const auto size = static_cast<int64_t>(bytes->size());
+  if (kept_bytes.fetch_add(size) + size <= kKeepBytesBudget) {
+    r.bytes = std::move(bytes).Value();
+  } else {
+    kept_bytes.fetch_sub(size);
+  }
   return r;
 }
 
@@ -148,8 +158,9 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
 
   std::vector<SampleResult> results(src.samples.size());
   // AnalyzeSample turns every problem into findings, so this never fails.
+  std::atomic<int64_t> kept_bytes{0};
   ParallelFor(src.samples.size(), opts.threads, [&](size_t i) -> Status {
-    results[i] = AnalyzeSample(src.samples[i], opts, env);
+    results[i] = AnalyzeSample(src.samples[i], opts, env, kept_bytes);
     return {};
   });
   const int64_t t_samples = env.NowMicros();
@@ -225,6 +236,11 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
                                        "split frozen in the version"));
   }
   for (const auto& e : m.entries) a.image_paths.push_back(disk_path[{e.path, static_cast<int>(e.split)}]);
+  {
+    std::map<std::string, size_t> result_of_path;
+    for (size_t i : kept) result_of_path[src.samples[i].image_path] = i;
+    for (const auto& p : a.image_paths) a.image_bytes.push_back(std::move(results[result_of_path[p]].bytes));
+  }
 
   // Per-class and tiny-object statistics on what is kept.
   for (const auto& e : m.entries) {

@@ -61,15 +61,20 @@ Result<ImportResult> Registry::Import(const std::string& path, const std::string
     return out;
   }
 
-  // Phase 2: blobs first. Re-read each file and check it did not change
-  // since analysis, so the manifest never names bytes we did not store.
+  // Phase 2: blobs first.
   const auto& entries = a.manifest.entries;
   KESTREL_RETURN_IF_ERROR(ParallelFor(entries.size(), opts.threads, [&](size_t i) -> Status {
     const auto& e = entries[i];
-    KESTREL_ASSIGN_OR_RETURN(std::string bytes, env_.ReadFile(a.image_paths[i], uint64_t{2} << 30));
-    if (Sha256Hex(bytes) != e.image_sha) {
-      return Status::Aborted("image changed while importing; run the import again", {a.image_paths[i]});
+    std::string reread;
+    if (a.image_bytes[i].empty()) {
+      // Not kept in memory: read again and check it did not change since
+      // analysis, so the manifest never names bytes we did not store.
+      KESTREL_ASSIGN_OR_RETURN(reread, env_.ReadFile(a.image_paths[i], uint64_t{2} << 30));
+      if (Sha256Hex(reread) != e.image_sha) {
+        return Status::Aborted("image changed while importing; run the import again", {a.image_paths[i]});
+      }
     }
+    const std::string& bytes = a.image_bytes[i].empty() ? reread : a.image_bytes[i];
     // Deferred: one syncfs below instead of an fsync per image (~15 ms each
     // here), still before the version that refers to the blobs is committed.
     return blobs_.PutWithHash(bytes, e.image_sha, store::ArtifactStore::Durability::kDeferred).GetStatus();

@@ -68,6 +68,10 @@ struct Analysis {
   Manifest manifest;           // canonical, version id = VersionId(manifest)
   ValidationReport report;
   std::vector<std::string> image_paths;  // disk path per manifest entry
+  // The bytes that were hashed, per manifest entry, kept while their total
+  // stays under a budget (512 MiB) so commit needs no second read; an empty
+  // string means "re-read and re-verify at commit".
+  std::vector<std::string> image_bytes;
 };
 
 // Phase 1 only: the dry run behind `kestrel dataset validate`. Hard input
