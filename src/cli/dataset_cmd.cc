@@ -100,6 +100,26 @@ std::string DiffText(const std::string& a, const std::string& b, const data::Man
   return out;
 }
 
+// The user's stores and a registry over them.
+struct OpenedRegistry {
+  Stores stores;
+  std::unique_ptr<data::Registry> reg;
+};
+
+// nullptr (after reporting the error and setting *exit_code) when the stores
+// cannot be opened.
+std::unique_ptr<OpenedRegistry> OpenRegistry(const Context& ctx, int* exit_code) {
+  auto stores = OpenStores(ctx);
+  if (!stores.IsOk()) {
+    *exit_code = Fail(ctx, stores.GetStatus());
+    return nullptr;
+  }
+  auto out = std::make_unique<OpenedRegistry>();
+  out->stores = std::move(stores).Value();
+  out->reg = std::make_unique<data::Registry>(*out->stores.meta, *out->stores.blobs);
+  return out;
+}
+
 }  // namespace
 
 void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
@@ -128,12 +148,9 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, s);
       return;
     }
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    data::Registry reg(*stores->meta, *stores->blobs);
+    auto opened = OpenRegistry(ctx, exit_code);
+    if (!opened) return;
+    data::Registry& reg = *opened->reg;
     data::ValidationReport report;
     auto r = reg.Import(st->path, st->name, st->opts, &report);
     if (!r.IsOk()) {
@@ -184,12 +201,9 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
 
   CLI::App* list = ds->add_subcommand("list", "List datasets and their latest versions");
   list->callback([&ctx, exit_code] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto all = stores->meta->ListDatasets();
+    auto opened = OpenRegistry(ctx, exit_code);
+    if (!opened) return;
+    auto all = opened->stores.meta->ListDatasets();
     if (!all.IsOk()) {
       *exit_code = Fail(ctx, all.GetStatus());
       return;
@@ -218,12 +232,9 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* show = ds->add_subcommand("show", "Counts per split and class, size histograms, findings of a version");
   show->add_option("dataset", *show_spec, "NAME or NAME@VERSION (vN or id prefix)")->required();
   show->callback([&ctx, exit_code, show_spec] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    data::Registry reg(*stores->meta, *stores->blobs);
+    auto opened = OpenRegistry(ctx, exit_code);
+    if (!opened) return;
+    data::Registry& reg = *opened->reg;
     auto v = reg.Load(*show_spec);
     if (!v.IsOk()) {
       *exit_code = Fail(ctx, v.GetStatus());
@@ -242,12 +253,9 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   diff->add_option("a", *diff_a, "NAME@VERSION")->required();
   diff->add_option("b", *diff_b, "NAME@VERSION")->required();
   diff->callback([&ctx, exit_code, diff_a, diff_b] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    data::Registry reg(*stores->meta, *stores->blobs);
+    auto opened = OpenRegistry(ctx, exit_code);
+    if (!opened) return;
+    data::Registry& reg = *opened->reg;
     auto a = reg.Load(*diff_a);
     if (!a.IsOk()) {
       *exit_code = Fail(ctx, a.GetStatus());
@@ -275,12 +283,9 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   exp->add_option("out", ex->out, "output folder (must be empty or absent)")->required();
   exp->add_option("--format", ex->format, "yolo or coco")->check(CLI::IsMember({"yolo", "coco"}));
   exp->callback([&ctx, exit_code, ex] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    data::Registry reg(*stores->meta, *stores->blobs);
+    auto opened = OpenRegistry(ctx, exit_code);
+    if (!opened) return;
+    data::Registry& reg = *opened->reg;
     Status s = reg.Export(ex->spec, ex->format, ex->out);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);
@@ -318,12 +323,9 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, s, kExitUsage);
       return;
     }
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    data::Registry reg(*stores->meta, *stores->blobs);
+    auto opened = OpenRegistry(ctx, exit_code);
+    if (!opened) return;
+    data::Registry& reg = *opened->reg;
     auto v = reg.Load(pv->spec);
     if (!v.IsOk()) {
       *exit_code = Fail(ctx, v.GetStatus());
@@ -333,7 +335,7 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
     lo.augment = pv->aug;
     lo.shuffle = pv->aug;
     lo.batch = pv->images;
-    Status w = data::WriteAugmentedPreview(v->manifest, data::ArtifactImageSource(*stores->blobs), pv->augment, lo,
+    Status w = data::WriteAugmentedPreview(v->manifest, data::ArtifactImageSource(*opened->stores.blobs), pv->augment, lo,
                                            v->manifest.names, pv->out, pv->images);
     if (!w.IsOk()) {
       *exit_code = Fail(ctx, w);
