@@ -55,6 +55,8 @@ int Fail(const Context& ctx, const Status& status, int exit_code = -1);
 
 // Subcommand registration; each adds its commands under `app`.
 void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel train` (only built with LibTorch, KESTREL_WITH_TORCH).
+void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code);
 // val (always), predict and compare (with LibTorch).
 void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
 

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", ctx.log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   app.add_option("--home", ctx.home, "Kestrel home folder (default $KESTREL_HOME or ./.kestrel)");
   cli::AddDatasetCommands(app, ctx, &exit_code);
+#ifdef KESTREL_WITH_TORCH
+  cli::AddTrainCommands(app, ctx, &exit_code);
+#endif
   cli::AddEvalCommands(app, ctx, &exit_code);
 
   app.parse_complete_callback([&] {
