@@ -353,6 +353,9 @@ Result<StepResult> TrainStep(Run& r, data::Batch& batch, const IterationPlan& pl
   DetectionTargets t{targets.select(1, 0), targets.select(1, 1), targets.slice(1, 2, 6)};
   auto out = (*r.model)->forward(images);
   KESTREL_ASSIGN_OR_RETURN(LossOutput loss, r.loss->Compute(out.maps, t, ImageSize{batch.height, batch.width}));
+  if (r.hooks->nan_from_iteration >= 0 && plan.iteration >= r.hooks->nan_from_iteration) {
+    loss.total = loss.total * std::nan("");
+  }
   auto items = loss.items.to(torch::kCPU, torch::kDouble);
   res.finite = std::isfinite(loss.total.item<double>()) && torch::isfinite(items).all().item<bool>();
   if (res.finite) {

@@ -100,6 +100,11 @@ struct TrainHooks {
   int64_t halt_after_iterations = -1;
   // Tests: also checkpoint after every N iterations (0 = off), like save_period_min.
   int64_t checkpoint_every_iterations = 0;
+  // Tests: the loss of every iteration >= this global iteration becomes NaN
+  // (-1 = off), to exercise the NaN policy deterministically. (A huge lr0 is
+  // not a reliable trigger: OptimizerOptions caps lr0 at 10, and gradient
+  // clipping plus BatchNorm keep such runs finite.)
+  int64_t nan_from_iteration = -1;
   std::function<void(const EpochRecord&)> on_epoch;  // after each validated epoch
 };
 

@@ -1,0 +1,248 @@
+// End-to-end tests of the training loop on a tiny synthetic dataset (model
+// scale "t", imgsz 64, 8 train images, threads=1 for determinism).
+#include "train/trainer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "core/safetensors.h"
+#include "data/registry.h"
+#include "data/synth.h"
+#include "store/metadata_store.h"
+
+namespace kestrel::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new std::string(fs::temp_directory_path() / ("kestrel_trainer_test_" + std::to_string(getpid())));
+    fs::remove_all(*root_);
+    const std::string src = *root_ + "/synth";
+    data::SynthOptions so;
+    so.images = 11;  // 8 train, 3 val
+    so.classes = 2;
+    so.imgsz = 64;
+    so.seed = 7;
+    so.val_fraction = 0.25;
+    so.background_fraction = 0;
+    so.write_threads = 2;
+    ASSERT_TRUE(data::WriteSynthDataset(so, src).IsOk());
+    auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
+    ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
+    store::ArtifactStore blobs(Home());
+    data::Registry reg(**meta, blobs);
+    data::ImportOptions io;
+    io.imgsz = 64;
+    auto imp = reg.Import(src, "tiny", io);
+    ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*root_);
+    delete root_;
+  }
+  static std::string Home() { return *root_ + "/home"; }
+
+  static TrainOptions Tiny(const std::string& run) {
+    TrainOptions o;
+    o.data = "tiny";
+    o.model = "t";
+    o.epochs = 3;
+    o.threads = 1;
+    o.home = Home();
+    o.run_dir = *root_ + "/runs/" + run;
+    o.loader.imgsz = 64;
+    o.loader.batch = 2;
+    o.loader.workers = 1;
+    o.optimizer.optimizer = "AdamW";
+    o.optimizer.lr0 = 0.01;
+    o.optimizer.warmup_epochs = 0;
+    o.optimizer.nbs = 4;  // accumulate 2 batches per step: gradients cross checkpoints
+    o.plots = false;
+    return o;
+  }
+
+  static std::map<std::string, SafeTensor> Weights(const std::string& path) {
+    auto f = ReadSafeTensorsFile(path);
+    EXPECT_TRUE(f.IsOk()) << f.GetStatus().ToString();
+    return f.IsOk() ? f->tensors : std::map<std::string, SafeTensor>{};
+  }
+
+  static std::string* root_;
+};
+std::string* TrainerTest::root_ = nullptr;
+
+TEST_F(TrainerTest, TinyRunWritesArtifactsAndLearns) {
+  TrainOptions o = Tiny("e2e");
+  o.epochs = 8;
+  o.plots = true;
+  o.loader.batch = 4;
+  std::ostringstream log;
+  TrainHooks hooks;
+  hooks.out = &log;
+  auto r = Train(o, hooks);
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_EQ(r->reason, ExitReason::kCompleted) << r->message;
+  EXPECT_EQ(r->ExitCode(), 0);
+  ASSERT_EQ(r->history.size(), 8u);
+  for (const auto& e : r->history) {
+    EXPECT_TRUE(std::isfinite(e.box) && std::isfinite(e.cls) && std::isfinite(e.dfl));
+  }
+  const auto total = [](const EpochRecord& e) { return e.box + e.cls + e.dfl; };
+  EXPECT_LT(total(r->history.back()), total(r->history.front()));
+  for (const char* f : {"results.csv", "args.yaml", "train_batch0.jpg", "PR_curve.png", "weights/last.ckpt",
+                        "weights/best.ckpt", "weights/last.safetensors", "weights/best.safetensors"}) {
+    EXPECT_TRUE(fs::exists(o.run_dir + "/" + f)) << f;
+  }
+  EXPECT_NE(log.str().find("torch threads: 1"), std::string::npos);
+  EXPECT_NE(log.str().find("mAP50-95"), std::string::npos);
+  std::printf("[ trainer ] %.1f images/s, first epoch loss %.3f, last %.3f, best mAP50 %.3f\n", r->images_per_second,
+              total(r->history.front()), total(r->history.back()), r->best_map50);
+}
+
+TEST_F(TrainerTest, KilledAndResumedRunIsBitwiseIdentical) {
+  auto full = Train(Tiny("full"));
+  ASSERT_TRUE(full.IsOk()) << full.GetStatus().ToString();
+  ASSERT_EQ(full->reason, ExitReason::kCompleted);
+
+  TrainOptions o = Tiny("killed");
+  TrainHooks hooks;
+  hooks.checkpoint_every_iterations = 3;
+  hooks.halt_after_iterations = 7;  // "SIGKILL" one iteration after the checkpoint at 6: that work is lost
+  auto halted = Train(o, hooks);
+  ASSERT_TRUE(halted.IsOk()) << halted.GetStatus().ToString();
+  ASSERT_EQ(halted->reason, ExitReason::kHalted);
+
+  TrainOptions ro;
+  ro.resume = o.run_dir + "/weights/last.ckpt";
+  ro.home = Home();
+  auto resumed = Train(ro);
+  ASSERT_TRUE(resumed.IsOk()) << resumed.GetStatus().ToString();
+  ASSERT_EQ(resumed->reason, ExitReason::kCompleted) << resumed->message;
+  EXPECT_EQ(resumed->run_dir, o.run_dir);
+
+  auto a = Weights(Tiny("full").run_dir + "/weights/last.safetensors");
+  auto b = Weights(o.run_dir + "/weights/last.safetensors");
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    EXPECT_TRUE(t.data == b.at(name).data) << "weights differ: " << name;
+  }
+  ASSERT_EQ(full->history.size(), resumed->history.size());
+  for (size_t i = 0; i < full->history.size(); ++i) {
+    const auto& x = full->history[i];
+    const auto& y = resumed->history[i];
+    EXPECT_EQ(x.box, y.box);
+    EXPECT_EQ(x.cls, y.cls);
+    EXPECT_EQ(x.dfl, y.dfl);
+    EXPECT_EQ(x.map50, y.map50);
+    EXPECT_EQ(x.map5095, y.map5095);
+    EXPECT_EQ(x.precision, y.precision);
+    EXPECT_EQ(x.recall, y.recall);
+    EXPECT_EQ(x.lr, y.lr);
+  }
+}
+
+TEST_F(TrainerTest, HugeLearningRateIsRefusedUpFront) {
+  TrainOptions o = Tiny("lr");
+  o.optimizer.lr0 = 1e6;
+  auto r = Train(o);
+  ASSERT_FALSE(r.IsOk());
+  EXPECT_EQ(r.GetStatus().Code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(TrainerTest, DivergingRunRollsBackTwiceThenFailsQuickly) {
+  TrainOptions o = Tiny("diverge");
+  o.epochs = 50;
+  TrainHooks hooks;
+  hooks.nan_from_iteration = 5;  // epoch 1, batches 1..3 non-finite: rollback to the epoch-0 checkpoint
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = Train(o, hooks);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_EQ(r->reason, ExitReason::kDiverged) << r->message;
+  EXPECT_EQ(r->ExitCode(), kExitDiverged);
+  EXPECT_EQ(r->rollbacks, 2);
+  EXPECT_EQ(r->nonfinite_iterations, 9);  // 3 in a row, three times
+  EXPECT_EQ(r->history.size(), 1u);       // only epoch 0 finished
+  EXPECT_LT(secs, 60.0);
+  std::printf("[ trainer ] diverged after %lld iterations in %.1f s: %s\n", static_cast<long long>(r->iterations), secs,
+              r->message.c_str());
+}
+
+TEST_F(TrainerTest, StopFlagWritesCheckpointAndResumes) {
+  TrainOptions o = Tiny("stopped");
+  std::atomic<bool> stop{true};  // as if SIGTERM arrived during the first step
+  TrainHooks hooks;
+  hooks.stop = &stop;
+  auto r = Train(o, hooks);
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_EQ(r->reason, ExitReason::kStopped);
+  EXPECT_EQ(r->ExitCode(), kExitStopped);
+  EXPECT_EQ(r->iterations, 1);
+  ASSERT_TRUE(fs::exists(o.run_dir + "/weights/last.ckpt"));
+  TrainOptions ro;
+  ro.resume = o.run_dir + "/weights/last.ckpt";
+  ro.home = Home();
+  auto resumed = Train(ro);
+  ASSERT_TRUE(resumed.IsOk()) << resumed.GetStatus().ToString();
+  EXPECT_EQ(resumed->reason, ExitReason::kCompleted);
+  EXPECT_EQ(resumed->iterations, 3 * 4 - 1);
+}
+
+TEST_F(TrainerTest, CorruptedCheckpointIsRefused) {
+  TrainOptions o = Tiny("corrupt");
+  o.epochs = 1;
+  ASSERT_TRUE(Train(o).IsOk());
+  const std::string good = o.run_dir + "/weights/last.ckpt";
+  std::ifstream in(good, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 1000u);
+  for (size_t pos : {bytes.size() / 2, bytes.size() - 3, size_t{40}}) {
+    std::string bad = bytes;
+    bad[pos] = static_cast<char>(bad[pos] ^ 0x5a);
+    const std::string path = o.run_dir + "/weights/bad.ckpt";
+    std::ofstream(path, std::ios::binary) << bad;
+    TrainOptions ro;
+    ro.resume = path;
+    ro.home = Home();
+    auto r = Train(ro);
+    ASSERT_FALSE(r.IsOk()) << "corruption at byte " << pos << " was not detected";
+    EXPECT_EQ(r.GetStatus().Code(), StatusCode::kCorruption) << r.GetStatus().ToString();
+    EXPECT_NE(r.GetStatus().Message().find("bad.ckpt"), std::string::npos);
+  }
+}
+
+long RssPages() {
+  std::ifstream f("/proc/self/statm");
+  long size = 0, rss = 0;
+  f >> size >> rss;
+  return rss;
+}
+
+TEST_F(TrainerTest, MemoryIsFlatAcrossThreeRuns) {
+  std::vector<long> rss;
+  for (int i = 0; i < 3; ++i) {
+    TrainOptions o = Tiny("mem" + std::to_string(i));
+    o.epochs = 2;
+    auto r = Train(o);
+    ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+    rss.push_back(RssPages() * sysconf(_SC_PAGESIZE) / (1 << 20));
+  }
+  std::printf("[ trainer ] RSS after runs: %ld, %ld, %ld MiB\n", rss[0], rss[1], rss[2]);
+  EXPECT_LT(rss[2] - rss[0], 48) << "RSS grew from " << rss[0] << " to " << rss[2] << " MiB";
+}
+
+}  // namespace
+}  // namespace kestrel::train
