@@ -9,12 +9,21 @@
 #include "data/registry.h"
 #include "eval/dataset_eval.h"
 #include "eval/plots.h"
-#ifdef KESTREL_CLI_WITH_TORCH
-#include "cli/eval_model.h"
-#include "model/predictor.h"
-#endif
+#include "cli/eval_model.h"  // torch-free; LoadSplit (model functions only with LibTorch)
 
 namespace kestrel::cli {
+
+Result<LoadedSplit> LoadSplit(Stores& stores, const std::string& spec, const std::string& split_name) {
+  data::Registry reg(*stores.meta, *stores.blobs);
+  LoadedSplit out;
+  KESTREL_ASSIGN_OR_RETURN(out.version, reg.Load(spec));
+  KESTREL_ASSIGN_OR_RETURN(data::Split split, data::ParseSplit(split_name));
+  auto s = eval::LoadEvalSplit(out.version.manifest, split);
+  if (!s.IsOk()) return s.GetStatus().WithContext(spec);
+  out.split = std::move(s).Value();
+  return out;
+}
+
 namespace {
 
 struct ValOptions {
@@ -53,22 +62,6 @@ struct ValOptions {
 
 Status Usage(const std::string& msg, const std::string& field) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
-}
-
-// Loads NAME[@VERSION] and the split's ground truth.
-struct LoadedSplit {
-  data::VersionView version;
-  eval::EvalSplit split;
-};
-Result<LoadedSplit> LoadSplit(Stores& stores, const std::string& spec, const std::string& split_name) {
-  data::Registry reg(*stores.meta, *stores.blobs);
-  LoadedSplit out;
-  KESTREL_ASSIGN_OR_RETURN(out.version, reg.Load(spec));
-  KESTREL_ASSIGN_OR_RETURN(data::Split split, data::ParseSplit(split_name));
-  auto s = eval::LoadEvalSplit(out.version.manifest, split);
-  if (!s.IsOk()) return s.GetStatus().WithContext(spec);
-  out.split = std::move(s).Value();
-  return out;
 }
 
 // Plots + result.json into the run folder, record into the store. Called
@@ -122,9 +115,13 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   const eval::EvalSplit& split = loaded->split;
   const auto& rec = loaded->version.record;
   eval::EvalProvenance prov{rec.dataset, "v" + std::to_string(rec.seq), rec.version_id, split.split, "", "", {}};
-  std::vector<std::vector<eval::Detection>> per_image;
   std::string speed_text;
   nlohmann::json speed_json;
+  eval::EvalOptions eo;
+  eo.conf = o.conf;
+  eo.iou = o.iou;
+  eo.max_det = o.max_det;
+  Result<eval::EvalResult> result = Status::Internal("not evaluated");
   if (!o.predictions.empty()) {
     eval::PredictionReadOptions ro;
     ro.image_ids = o.image_ids;
@@ -133,7 +130,7 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
       *exit_code = Fail(ctx, preds.GetStatus());
       return;
     }
-    per_image = std::move(preds->per_image);
+    result = eval::EvaluateSplit(split, preds->per_image, eo);
     prov.source_kind = "predictions";
     prov.source = o.predictions;
     prov.extra = {{"format", preds->format}};
@@ -141,24 +138,19 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   } else {
 #ifdef KESTREL_CLI_WITH_TORCH
     ModelRunOptions mo{o.imgsz, o.batch, o.conf, o.iou, o.max_det};
-    auto run = RunModelOnSplit(*stores->blobs, o.model, split, mo);
-    if (!run.IsOk()) {
-      *exit_code = Fail(ctx, run.GetStatus());
+    auto scored = ScoreModelOnSplit(*stores->blobs, o.model, split, mo);
+    if (!scored.IsOk()) {
+      *exit_code = Fail(ctx, scored.GetStatus());
       return;
     }
-    per_image = std::move(run->per_image);
+    result = std::move(scored->result);
     prov.source_kind = "model";
     prov.source = o.model;
-    prov.extra = run->info;
-    speed_json = run->speed;
-    speed_text = run->speed_text;
+    prov.extra = scored->run.info;
+    speed_json = scored->run.speed;
+    speed_text = scored->run.speed_text;
 #endif
   }
-  eval::EvalOptions eo;
-  eo.conf = o.conf;
-  eo.iou = o.iou;
-  eo.max_det = o.max_det;
-  auto result = eval::EvaluateSplit(split, per_image, eo);
   if (!result.IsOk()) {
     *exit_code = Fail(ctx, result.GetStatus());
     return;

@@ -1,5 +1,6 @@
 // The model-running half of the eval commands (model_cmd.cc): `val model=`,
-// `predict`, `compare`. Built only with LibTorch (KESTREL_CLI_WITH_TORCH);
+// `predict`, `compare`, and LoadSplit (eval_cmd.cc, always built). The model
+// functions are defined only with LibTorch (KESTREL_CLI_WITH_TORCH);
 // torch-free header (the predictor hides LibTorch).
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "data/registry.h"
 #include "eval/dataset_eval.h"
 
 namespace kestrel::cli {
@@ -31,6 +33,22 @@ struct ModelRun {
 // InvalidArgument when the model's class count differs from the dataset's.
 Result<ModelRun> RunModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
                                  const eval::EvalSplit& split, const ModelRunOptions& opts);
+
+// NAME[@VERSION] and the ground truth of one split (eval_cmd.cc).
+struct LoadedSplit {
+  data::VersionView version;
+  eval::EvalSplit split;
+};
+Result<LoadedSplit> LoadSplit(Stores& stores, const std::string& spec, const std::string& split_name);
+
+// What `val model=` computes: RunModelOnSplit then eval::EvaluateSplit with
+// the same conf / iou / max_det. `val model=` and `compare` both use it.
+struct ScoredModel {
+  ModelRun run;
+  eval::EvalResult result;
+};
+Result<ScoredModel> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
+                                      const eval::EvalSplit& split, const ModelRunOptions& opts);
 
 // Registers `predict` and `compare`.
 void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code);

@@ -1,5 +1,5 @@
-// `val model=` (RunModelOnSplit) and `kestrel predict`: the commands that run
-// a model through model::Predictor. Built only with LibTorch; this file
+// `val model=` (RunModelOnSplit), `kestrel predict` and `kestrel compare`: the
+// commands that run a model through model::Predictor. Built only with LibTorch; this file
 // includes no torch header.
 #include <algorithm>
 #include <cstdio>
@@ -8,6 +8,8 @@
 
 #include "cli/eval_model.h"
 #include "data/image.h"
+#include "eval/compare_plots.h"
+#include "eval/plots.h"
 #include "model/predictor.h"
 
 namespace kestrel::cli {
@@ -219,7 +221,169 @@ void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
   *exit_code = Emit(ctx, text, {{"ok", true}, {"dir", dir}, {"speed", SpeedJson(t)}, {"images", images}});
 }
 
+struct CompareOptions {
+  std::string data, split = "val";
+  double conf = 0.001, iou = 0.7;
+  int imgsz = 640, batch = 16, max_det = 300;
+  std::string project = "runs/compare", name;
+  bool exist_ok = false;
+  void Bind(OptionSet& s) {
+    s.String("data", &data, "dataset NAME or NAME@VERSION");
+    s.Choice("split", &split, {"train", "val", "test"}, "split to evaluate");
+    s.Float("conf", &conf, "minimum confidence of scored predictions", 0, 1);
+    s.Float("iou", &iou, "NMS IoU", 0, 1);
+    s.Int("max_det", &max_det, "at most this many predictions per image", 1, 100000);
+    s.Int("imgsz", &imgsz, "network input side, multiple of 32", 32, 4096);
+    s.Int("batch", &batch, "images per forward", 1, 1024);
+    s.String("project", &project, "parent folder of the run folder");
+    s.String("name", &name, "run folder name (default compare, compare2, ...)");
+    s.Bool("exist_ok", &exist_ok, "reuse an existing run folder");
+  }
+};
+
+inline constexpr size_t kMaxDiffImages = 8;
+
+// Image i of the split with A's detections (left) and B's (right), labels drawn.
+Result<std::string> RenderSideBySide(store::ArtifactStore& blobs, const eval::EvalSplit& split, size_t i,
+                                     const ScoredModel& a, const ScoredModel& b) {
+  const eval::SplitImage& im = split.images[i];
+  KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(im.image_sha));
+  KESTREL_ASSIGN_OR_RETURN(cv::Mat rgb, DecodeBytes(bytes, im.path));
+  cv::Mat bgr;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  const eval::ImageView view{bgr.data, bgr.cols, bgr.rows, 3, bgr.step};
+  std::vector<eval::GridTile> tiles = {{view, a.run.per_image[i], im.labels, "A: " + im.path},
+                                       {view, b.run.per_image[i], im.labels, "B: " + im.path}};
+  eval::GridOptions go;
+  go.columns = 2;
+  go.tile_size = 480;
+  return eval::RenderDetectionGrid(tiles, split.names, go);
+}
+
+void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std::vector<std::string>& models) {
+  if (models.size() != 2 || o.data.empty()) {
+    *exit_code = Fail(ctx, Status::InvalidArgument("usage: compare A.safetensors B.safetensors data=NAME[@VERSION]",
+                                                   {"command line", 0, models.size() != 2 ? "model" : "data"}));
+    return;
+  }
+  auto stores = OpenStores(ctx);
+  if (!stores.IsOk()) {
+    *exit_code = Fail(ctx, stores.GetStatus());
+    return;
+  }
+  auto loaded = LoadSplit(*stores, o.data, o.split);
+  if (!loaded.IsOk()) {
+    *exit_code = Fail(ctx, loaded.GetStatus());
+    return;
+  }
+  const eval::EvalSplit& split = loaded->split;
+  const ModelRunOptions mo{o.imgsz, o.batch, o.conf, o.iou, o.max_det};
+  std::vector<ScoredModel> scored;
+  for (const std::string& m : models) {
+    auto s = ScoreModelOnSplit(*stores->blobs, m, split, mo);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s.GetStatus());
+      return;
+    }
+    scored.push_back(std::move(s).Value());
+  }
+  const ScoredModel& a = scored[0];
+  const ScoredModel& b = scored[1];
+  // Per-image "right" (docs/evaluation.md): A right & B wrong, and vice versa.
+  std::vector<size_t> a_only, b_only;
+  for (size_t i = 0; i < split.images.size(); ++i) {
+    const bool ra = eval::ImageIsRight(split.images[i].labels, a.run.per_image[i]);
+    const bool rb = eval::ImageIsRight(split.images[i].labels, b.run.per_image[i]);
+    if (ra && !rb) a_only.push_back(i);
+    if (rb && !ra) b_only.push_back(i);
+  }
+  // Everything rendered before anything is written.
+  std::vector<eval::HtmlFigure> figures;
+  std::vector<std::pair<std::string, std::string>> files;  // name, bytes
+  Status st;
+  auto add = [&](const std::string& file, const std::string& title, Result<std::string> png) {
+    if (!st.IsOk()) return;
+    if (!png.IsOk()) {
+      st = png.GetStatus().WithContext(file);
+      return;
+    }
+    figures.push_back({title, *png});
+    files.emplace_back(file, std::move(png).Value());
+  };
+  add("PR_curve_compare.png", "Mean PR curve (IoU 0.5): A vs B",
+      eval::RenderPrOverlay(a.result, b.result, Stem(models[0]), Stem(models[1])));
+  add("confusion_matrix_A.png", "Confusion matrix A: " + models[0],
+      eval::RenderConfusionMatrix(a.result.confusion, split.names, true));
+  add("confusion_matrix_B.png", "Confusion matrix B: " + models[1],
+      eval::RenderConfusionMatrix(b.result.confusion, split.names, true));
+  nlohmann::json lists = nlohmann::json::object();
+  for (const auto& [key, idx] : {std::pair{"a_right_b_wrong", &a_only}, std::pair{"b_right_a_wrong", &b_only}}) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (size_t k = 0; k < idx->size(); ++k) {
+      const size_t i = (*idx)[k];
+      arr.push_back(split.images[i].path);
+      if (k < kMaxDiffImages) {
+        add(std::string(key) + "_" + std::to_string(k + 1) + ".png",
+            std::string(key) + ": " + split.images[i].path + " (left A, right B)",
+            RenderSideBySide(*stores->blobs, split, i, a, b));
+      }
+    }
+    lists[key] = arr;
+  }
+  if (!st.IsOk()) {
+    *exit_code = Fail(ctx, st);
+    return;
+  }
+  const auto& rec = loaded->version.record;
+  const nlohmann::json metrics = eval::CompareMetricsJson(a.result, b.result);
+  const nlohmann::json report = {
+      {"kind", "kestrel.compare"},
+      {"format_version", 1},
+      {"dataset", rec.dataset},
+      {"version", "v" + std::to_string(rec.seq)},
+      {"version_id", rec.version_id},
+      {"split", split.split},
+      {"images", split.images.size()},
+      {"a", {{"model", models[0]}, {"info", a.run.info}, {"metrics", eval::EvalResultToJson(a.result)}}},
+      {"b", {{"model", models[1]}, {"info", b.run.info}, {"metrics", eval::EvalResultToJson(b.result)}}},
+      {"delta", metrics},
+      {"right_rule", "every label matched one-to-one by a same-class prediction with IoU >= 0.5 and conf >= 0.25, "
+                     "and no prediction with conf >= 0.25 unmatched"},
+      {"differing_images", lists}};
+  const std::string title = "kestrel compare: A " + models[0] + " vs B " + models[1] + " on " + rec.dataset +
+                            "@v" + std::to_string(rec.seq) + " " + split.split;
+  files.emplace_back("compare.json", report.dump(1));
+  files.emplace_back("compare.html", eval::CompareHtml(title, metrics, figures));
+  Env& env = Env::Default();
+  const std::string dir = eval::NextRunDir(env, o.project, o.name, "compare", o.exist_ok);
+  st = env.CreateDirs(dir);
+  for (size_t k = 0; k < files.size() && st.IsOk(); ++k) {
+    st = env.WriteFileAtomic(JoinPath(dir, files[k].first), files[k].second);
+  }
+  if (!st.IsOk()) {
+    *exit_code = Fail(ctx, st);
+    return;
+  }
+  const std::string text = title + " (" + std::to_string(split.images.size()) + " images)\n" +
+                           eval::CompareMetricsText(a.result, b.result) + "A right, B wrong: " +
+                           std::to_string(a_only.size()) + " images; B right, A wrong: " +
+                           std::to_string(b_only.size()) + " images\nresults saved to " + dir + "\n";
+  *exit_code = Emit(ctx, text, {{"ok", true}, {"dir", dir}, {"report", report}});
+}
+
 }  // namespace
+
+Result<ScoredModel> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
+                                      const eval::EvalSplit& split, const ModelRunOptions& opts) {
+  ScoredModel out;
+  KESTREL_ASSIGN_OR_RETURN(out.run, RunModelOnSplit(blobs, weights, split, opts));
+  eval::EvalOptions eo;
+  eo.conf = opts.conf;
+  eo.iou = opts.iou;
+  eo.max_det = opts.max_det;
+  KESTREL_ASSIGN_OR_RETURN(out.result, eval::EvaluateSplit(split, out.run.per_image, eo));
+  return out;
+}
 
 Result<ModelRun> RunModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
                                  const eval::EvalSplit& split, const ModelRunOptions& opts) {
@@ -269,6 +433,29 @@ void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
       return;
     }
     RunPredict(ctx, exit_code, st->opts);
+  });
+
+  struct CompareState {
+    CompareOptions opts;
+    OptionSet set;
+    FlagValues flags;
+    std::vector<std::string> extras;
+  };
+  auto cs = std::make_shared<CompareState>();
+  cs->opts.Bind(cs->set);
+  CLI::App* cmp = app.add_subcommand(
+      "compare", "Two models on one dataset split: metric deltas, PR curves, confusion matrices, HTML report");
+  cmp->add_option("args", cs->extras, "A.safetensors B.safetensors data=NAME[@VERSION] key=value...");
+  AddOptionFlags(cmp, cs->set, &cs->flags);
+  cmp->callback([&ctx, exit_code, cs] {
+    std::vector<std::string> models, kv;
+    for (const auto& e : cs->extras) (e.find('=') == std::string::npos ? models : kv).push_back(e);
+    Status s = ApplyOptions(cs->set, cs->flags, kv);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    RunCompare(ctx, exit_code, cs->opts, models);
   });
 }
 

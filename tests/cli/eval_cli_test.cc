@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace {
 
@@ -170,6 +172,103 @@ TEST_F(EvalCliTest, ModelErrorsWriteNothing) {
   EXPECT_EQ(missing.code, 1);
   EXPECT_EQ(Json(missing)["error"]["file"], "nope.safetensors");
   EXPECT_EQ(Kestrel("predict model=" + kRefWeights + " source=data/images/val imgsz=50").code, 2);
+  EXPECT_FALSE(fs::exists(dir_ / "runs"));
+}
+// A copy of the reference weights with the class-logit biases shifted: a
+// different model of the same architecture, made without LibTorch.
+void WriteShiftedWeights(const std::string& from, const fs::path& to) {
+  std::ifstream in(from, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string bytes = ss.str();
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  const auto header = nlohmann::json::parse(bytes.substr(8, n));
+  int shifted = 0;
+  for (const auto& [name, t] : header.items()) {
+    if (name == "__metadata__" || t["dtype"] != "F32" || name.find("cv3") == std::string::npos ||
+        name.find("bias") == std::string::npos) {
+      continue;
+    }
+    const size_t begin = 8 + n + t["data_offsets"][0].get<size_t>();
+    const size_t end = 8 + n + t["data_offsets"][1].get<size_t>();
+    for (size_t off = begin; off + 4 <= end; off += 4) {
+      float v;
+      std::memcpy(&v, bytes.data() + off, 4);
+      v += 2.5f;
+      std::memcpy(bytes.data() + off, &v, 4);
+    }
+    ++shifted;
+  }
+  ASSERT_GT(shifted, 0);
+  std::ofstream(to, std::ios::binary) << bytes;
+}
+
+TEST_F(EvalCliTest, CompareTwoModelsMatchesTheirValRuns) {
+  if (!fs::exists(kRefWeights)) GTEST_SKIP() << "no ../shared reference weights";
+  ASSERT_EQ(Kestrel("dataset synth data --images 8 --imgsz 64 --classes 3 --seed 4").code, 0);
+  ASSERT_EQ(Kestrel("dataset import data --name shapes").code, 0);
+  WriteShiftedWeights(kRefWeights, dir_ / "b.safetensors");
+  const std::string opts = " data=shapes imgsz=64 batch=4";
+  auto va = Json(Kestrel("--json val model=" + kRefWeights + opts));
+  auto vb = Json(Kestrel("--json val model=b.safetensors" + opts));
+  CliRun c = Kestrel("--json compare " + kRefWeights + " b.safetensors" + opts);
+  ASSERT_EQ(c.code, 0) << c.out;
+  auto cj = Json(c);
+  EXPECT_EQ(cj["dir"], "runs/compare/compare");
+  const fs::path run = dir_ / "runs/compare/compare";
+  std::ifstream html_in(run / "compare.html");
+  std::stringstream html;
+  html << html_in.rdbuf();
+  EXPECT_NE(html.str().find("data:image/png;base64,"), std::string::npos);
+  EXPECT_EQ(html.str().find("src=\"http"), std::string::npos);
+  size_t pos = 0;
+  while ((pos = html.str().find("src=\"", pos)) != std::string::npos) {
+    EXPECT_EQ(html.str().compare(pos, 27, "src=\"data:image/png;base64,"), 0) << "external src at " << pos;
+    ++pos;
+  }
+  for (const char* f : {"PR_curve_compare.png", "confusion_matrix_A.png", "confusion_matrix_B.png"}) {
+    EXPECT_TRUE(fs::exists(run / f)) << f;
+  }
+  std::ifstream json_in(run / "compare.json");
+  const auto report = nlohmann::json::parse(json_in);
+  EXPECT_EQ(report, cj["report"]);
+  const auto& ca = va["result"]["metrics"]["classes"];
+  const auto& cb = vb["result"]["metrics"]["classes"];
+  const auto& deltas = report["delta"]["classes"];
+  ASSERT_EQ(deltas.size(), ca.size());
+  ASSERT_EQ(ca.size(), cb.size());
+  for (size_t i = 0; i < ca.size(); ++i) {
+    EXPECT_EQ(deltas[i]["class_id"], ca[i]["class_id"]);
+    for (const char* k : {"precision", "recall", "map50", "map5095"}) {
+      EXPECT_NEAR(deltas[i][k]["delta"].get<double>(), cb[i][k].get<double>() - ca[i][k].get<double>(), 1e-9) << k;
+    }
+  }
+  EXPECT_NEAR(report["delta"]["overall"]["map50"]["delta"].get<double>(),
+              vb["result"]["metrics"]["map50"].get<double>() - va["result"]["metrics"]["map50"].get<double>(), 1e-9);
+
+  // The same model twice: every delta 0, no differing images; numbered run folder.
+  CliRun same = Kestrel("--json compare " + kRefWeights + " " + kRefWeights + opts);
+  ASSERT_EQ(same.code, 0) << same.out;
+  auto sj = Json(same);
+  EXPECT_EQ(sj["dir"], "runs/compare/compare2");
+  for (const auto& cls : sj["report"]["delta"]["classes"]) {
+    for (const char* k : {"precision", "recall", "map50", "map5095", "f1"}) EXPECT_EQ(cls[k]["delta"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(sj["report"]["differing_images"]["a_right_b_wrong"].empty());
+  EXPECT_TRUE(sj["report"]["differing_images"]["b_right_a_wrong"].empty());
+}
+
+TEST_F(EvalCliTest, CompareClassCountMismatchWritesNothing) {
+  if (!fs::exists(kRefWeights)) GTEST_SKIP() << "no ../shared reference weights";
+  ASSERT_EQ(Kestrel("dataset synth data --images 4 --imgsz 64 --classes 2 --seed 5").code, 0);
+  ASSERT_EQ(Kestrel("dataset import data --name two").code, 0);
+  CliRun mm = Kestrel("--json compare " + kRefWeights + " " + kRefWeights + " data=two imgsz=64");
+  EXPECT_EQ(mm.code, 1);
+  auto j = Json(mm);
+  EXPECT_EQ(j["error"]["field"], "nc");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("class count mismatch"), std::string::npos);
+  EXPECT_EQ(Kestrel("compare " + kRefWeights + " data=two").code, 2);
   EXPECT_FALSE(fs::exists(dir_ / "runs"));
 }
 #endif
