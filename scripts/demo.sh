@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
-K=./build/src/cli/kestrel
+K="./${BUILD_DIR:-build}/src/cli/kestrel"
 export KESTREL_HOME="${KESTREL_HOME:-$PWD/.kestrel}"
 OUT="${DEMO_DIR:-$PWD/out/demo}"
 rm -rf "$OUT"
