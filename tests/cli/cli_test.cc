@@ -1,6 +1,8 @@
 // Black-box tests of the `kestrel` program: the user's contract (exit codes,
 // one JSON document with --json, errors naming file/line/field).
 #include <gtest/gtest.h>
+
+#include "cli_fixture.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,44 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int code = -1;
-  std::string out;  // stdout only
-};
-
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kestrel_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Runs kestrel with KESTREL_HOME inside the test folder; stderr is dropped.
-  CliRun Kestrel(const std::string& args) {
-    std::string cmd = "cd '" + dir_.string() + "' && KESTREL_HOME='" + (dir_ / "home").string() + "' " +
-                      KESTREL_CLI + " " + args + " 2>/dev/null";
-    CliRun r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    int st = pclose(p);
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-  }
-
-  nlohmann::json Json(const CliRun& r) {
-    auto j = nlohmann::json::parse(r.out, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << "stdout is not exactly one JSON document:\n" << r.out;
-    return j;
-  }
-
-  fs::path dir_;
-};
+using kestrel::testing::CliRun;
+class CliTest : public kestrel::testing::KestrelCliTest {};
 
 TEST_F(CliTest, DatasetWorkflowEndToEnd) {
   ASSERT_EQ(Kestrel("dataset synth data --images 16 --imgsz 64 --seed 1").code, 0);

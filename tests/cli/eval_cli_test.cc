@@ -2,6 +2,8 @@
 // numbers through the whole path (import -> manifest -> val predictions=),
 // exit codes, JSON, files written, and "bad input writes nothing".
 #include <gtest/gtest.h>
+
+#include "cli_fixture.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,45 +21,8 @@ namespace fs = std::filesystem;
 
 const std::string kShared = KESTREL_SHARED_DIR;
 
-struct CliRun {
-  int code = -1;
-  std::string out;  // stdout only
-};
-
-class EvalCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kestrel_evalcli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  CliRun Kestrel(const std::string& args) {
-    std::string cmd = "cd '" + dir_.string() + "' && KESTREL_HOME='" + (dir_ / "home").string() + "' " +
-                      KESTREL_CLI + " " + args + " 2>/dev/null";
-    CliRun r;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    int st = pclose(p);
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-  }
-  nlohmann::json Json(const CliRun& r) {
-    auto j = nlohmann::json::parse(r.out, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << "stdout is not exactly one JSON document:\n" << r.out;
-    return j;
-  }
-  void Write(const std::string& rel, const std::string& text) {
-    fs::create_directories((dir_ / rel).parent_path());
-    std::ofstream(dir_ / rel) << text;
-  }
-  fs::path dir_;
-};
+using kestrel::testing::CliRun;
+class EvalCliTest : public kestrel::testing::KestrelCliTest {};
 
 TEST_F(EvalCliTest, Coco128ReferencePredictionsMatchTheReferenceValidator) {
   const std::string data = kShared + "/datasets/coco128";
