@@ -520,6 +520,23 @@ Result<std::vector<WorkerRecord>> SqlStore::ListWorkers() {
   return out;
 }
 
+Result<std::string> SqlStore::GetSetting(const std::string& name) {
+  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query("SELECT value FROM settings WHERE name = $1", {name}));
+  if (rows.empty()) return Status::NotFound("setting '" + name + "' is not set");
+  return rows[0].Text(0);
+}
+
+Status SqlStore::PutSetting(const std::string& name, const std::string& value, int64_t now_ms) {
+  if (name.empty()) return Status::InvalidArgument("setting name must not be empty");
+  return InTransaction([&]() -> Status {
+    return conn_
+        ->Exec("INSERT INTO settings(name, value, updated_at) VALUES ($1, $2, $3) "
+               "ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+               {name, value, now_ms})
+        .GetStatus();
+  });
+}
+
 Result<JobStats> SqlStore::Stats() {
   JobStats s;
   KESTREL_ASSIGN_OR_RETURN(auto states, conn_->Query("SELECT state, COUNT(*), SUM(retries_used), "

@@ -106,6 +106,12 @@ class MetadataStore {
   virtual Status UpsertWorker(const WorkerRecord& w) = 0;
   virtual Result<std::vector<WorkerRecord>> ListWorkers() = 0;
   virtual Result<JobStats> Stats() = 0;
+
+  // ---- settings: small named values shared by every process on the store
+  // (e.g. "breaker.reset_ms", "webhook.cursor.<hash>"). kNotFound when unset.
+  virtual Result<std::string> GetSetting(const std::string& name) = 0;
+  // Insert or overwrite, one transaction.
+  virtual Status PutSetting(const std::string& name, const std::string& value, int64_t now_ms) = 0;
 };
 
 // sha256 of the dataset version and the canonical form (sorted keys, no

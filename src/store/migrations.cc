@@ -96,6 +96,14 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "  started_at BIGINT NOT NULL,"
           "  heartbeat_at BIGINT NOT NULL)",
       },
+      // 3: small named settings shared by all workers and servers (circuit
+      // breaker reset time, webhook delivery cursors...).
+      {
+          "CREATE TABLE settings ("
+          "  name TEXT PRIMARY KEY,"
+          "  value TEXT NOT NULL,"
+          "  updated_at BIGINT NOT NULL)",
+      },
   };
   return kMigrations;
 }

@@ -49,6 +49,8 @@ class SqlStore final : public MetadataStore {
   Status UpsertWorker(const WorkerRecord& w) override;
   Result<std::vector<WorkerRecord>> ListWorkers() override;
   Result<JobStats> Stats() override;
+  Result<std::string> GetSetting(const std::string& name) override;
+  Status PutSetting(const std::string& name, const std::string& value, int64_t now_ms) override;
 
  private:
   // Runs `body` in a write transaction; rolls back on error and retries the

@@ -131,6 +131,17 @@ TEST_P(JobStoreTest, MigratesAndKeepsDatasetRegistry) {
   EXPECT_EQ(*again->SchemaVersion(), LatestSchemaVersion());
 }
 
+TEST_P(JobStoreTest, SettingsAreSharedAndOverwritten) {
+  EXPECT_EQ(store_->GetSetting("breaker.reset_ms").GetStatus().Code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->PutSetting("breaker.reset_ms", "123", 1).IsOk());
+  ASSERT_TRUE(store_->PutSetting("breaker.reset_ms", "456", 2).IsOk());
+  EXPECT_FALSE(store_->PutSetting("", "x", 3).IsOk());
+  // Another connection sees the last value.
+  auto again = Open();
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(*again->GetSetting("breaker.reset_ms"), "456");
+}
+
 TEST_P(JobStoreTest, ClaimsByPriorityThenFifo) {
   int64_t low = Submit(Spec(R"({"n":1})", JobPriority::kLow)).id;
   int64_t n1 = Submit(Spec(R"({"n":2})")).id;
