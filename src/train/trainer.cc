@@ -433,6 +433,7 @@ Status Loop(Run& r) {
     }
     const int64_t batch_in_epoch = plan.batch_in_epoch;
     r.loader->Recycle(std::move(batch));
+    if (hooks.on_iteration) hooks.on_iteration(epoch + 1, plan.iteration, r.schedule->TotalIterations());
 
     const int64_t now = env.NowMicros();
     const double elapsed = std::max(1e-9, (now - epoch_start_us) * 1e-6);

@@ -106,6 +106,10 @@ struct TrainHooks {
   // clipping plus BatchNorm keep such runs finite.)
   int64_t nan_from_iteration = -1;
   std::function<void(const EpochRecord&)> on_epoch;  // after each validated epoch
+  // After every trained iteration (finite or skipped): 1-based epoch, global
+  // iteration (0-based, as in the schedule) and total iterations. The job
+  // runner turns this into heartbeat progress lines.
+  std::function<void(int epoch, int64_t iteration, int64_t total_iterations)> on_iteration;
 };
 
 // Runs (or resumes) a training. Setup problems (bad options, unknown dataset,
