@@ -11,6 +11,7 @@ PACKAGES=(
   libssl-dev                         # SHA-256, HMAC
   nlohmann-json3-dev libspdlog-dev libcli11-dev libyaml-cpp-dev libpugixml-dev
   libcurl4-openssl-dev               # webhooks
+  python3                            # test tooling only (tools/soak), never the product
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 
