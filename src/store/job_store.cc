@@ -537,6 +537,33 @@ Status SqlStore::PutSetting(const std::string& name, const std::string& value, i
   });
 }
 
+Result<bool> SqlStore::CompareAndSetSetting(const std::string& name, const std::optional<std::string>& expected,
+                                            const std::string& value, int64_t now_ms) {
+  if (name.empty()) return Status::InvalidArgument("setting name must not be empty");
+  bool wrote = false;
+  Status st = InTransaction([&]() -> Status {
+    // PostgreSQL (READ COMMITTED): a concurrent UPDATE of the row waits for
+    // the row lock, then re-checks `value = expected` against the committed
+    // row, so exactly one of two racing writers matches. SQLite: BEGIN
+    // IMMEDIATE serializes writers. An absent row is claimed by the insert;
+    // ON CONFLICT turns a lost race into zero rows.
+    int64_t n = 0;
+    if (expected.has_value()) {
+      KESTREL_ASSIGN_OR_RETURN(n, conn_->Exec("UPDATE settings SET value = $1, updated_at = $2 "
+                                              "WHERE name = $3 AND value = $4",
+                                              {value, now_ms, name, *expected}));
+    } else {
+      KESTREL_ASSIGN_OR_RETURN(n, conn_->Exec("INSERT INTO settings(name, value, updated_at) VALUES ($1, $2, $3) "
+                                              "ON CONFLICT (name) DO NOTHING",
+                                              {name, value, now_ms}));
+    }
+    wrote = n == 1;
+    return {};
+  });
+  if (!st.IsOk()) return st;
+  return wrote;
+}
+
 Result<JobStats> SqlStore::Stats() {
   JobStats s;
   KESTREL_ASSIGN_OR_RETURN(auto states, conn_->Query("SELECT state, COUNT(*), SUM(retries_used), "

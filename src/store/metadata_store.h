@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,12 @@ class MetadataStore {
   virtual Result<std::string> GetSetting(const std::string& name) = 0;
   // Insert or overwrite, one transaction.
   virtual Status PutSetting(const std::string& name, const std::string& value, int64_t now_ms) = 0;
+  // Compare-and-set: writes `value` only when the setting currently holds
+  // `expected` (std::nullopt: only when it is unset); returns whether it
+  // wrote. Atomic against concurrent writers in any process on both
+  // backends, so webhook dispatchers can share cursors and a lease.
+  virtual Result<bool> CompareAndSetSetting(const std::string& name, const std::optional<std::string>& expected,
+                                            const std::string& value, int64_t now_ms) = 0;
 };
 
 // sha256 of the dataset version and the canonical form (sorted keys, no

@@ -51,6 +51,8 @@ class SqlStore final : public MetadataStore {
   Result<JobStats> Stats() override;
   Result<std::string> GetSetting(const std::string& name) override;
   Status PutSetting(const std::string& name, const std::string& value, int64_t now_ms) override;
+  Result<bool> CompareAndSetSetting(const std::string& name, const std::optional<std::string>& expected,
+                                    const std::string& value, int64_t now_ms) override;
 
  private:
   // Runs `body` in a write transaction; rolls back on error and retries the

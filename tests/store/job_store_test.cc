@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -140,6 +141,59 @@ TEST_P(JobStoreTest, SettingsAreSharedAndOverwritten) {
   auto again = Open();
   ASSERT_NE(again, nullptr);
   EXPECT_EQ(*again->GetSetting("breaker.reset_ms"), "456");
+}
+
+TEST_P(JobStoreTest, CompareAndSetSettingWritesOnlyOnMatch) {
+  // Unset: only an "expect unset" CAS may create it.
+  EXPECT_FALSE(*store_->CompareAndSetSetting("cursor", std::string("0"), "1", 1));
+  EXPECT_EQ(store_->GetSetting("cursor").GetStatus().Code(), StatusCode::kNotFound);
+  EXPECT_TRUE(*store_->CompareAndSetSetting("cursor", std::nullopt, "1", 1));
+  EXPECT_FALSE(*store_->CompareAndSetSetting("cursor", std::nullopt, "9", 2));
+  EXPECT_EQ(*store_->GetSetting("cursor"), "1");
+  // Set: the expected value must match exactly.
+  EXPECT_FALSE(*store_->CompareAndSetSetting("cursor", std::string("0"), "9", 3));
+  EXPECT_TRUE(*store_->CompareAndSetSetting("cursor", std::string("1"), "2", 3));
+  EXPECT_FALSE(*store_->CompareAndSetSetting("cursor", std::string("1"), "3", 4));
+  EXPECT_EQ(*store_->GetSetting("cursor"), "2");
+  EXPECT_FALSE(store_->CompareAndSetSetting("", std::nullopt, "x", 5).IsOk());
+}
+
+TEST_P(JobStoreTest, CompareAndSetSettingLosesNoIncrementUnderContention) {
+  // 8 connections increment one counter with read + CAS loops: a lost update
+  // (two CAS from the same old value both winning) would show as a short total.
+  constexpr int kThreads = 8, kEach = 25;
+  std::atomic<int> failures{0}, wins{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      auto s = Open();
+      if (s == nullptr) {
+        ++failures;
+        return;
+      }
+      for (int i = 0; i < kEach; ++i) {
+        while (true) {
+          auto cur = s->GetSetting("counter");
+          std::optional<std::string> expected;
+          if (cur.IsOk()) expected = *cur;
+          int64_t next = (cur.IsOk() ? std::stoll(*cur) : 0) + 1;
+          auto r = s->CompareAndSetSetting("counter", expected, std::to_string(next), next);
+          if (!r.IsOk()) {
+            ++failures;
+            return;
+          }
+          if (*r) {
+            ++wins;
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(wins.load(), kThreads * kEach);
+  EXPECT_EQ(*store_->GetSetting("counter"), std::to_string(kThreads * kEach));
 }
 
 TEST_P(JobStoreTest, ClaimsByPriorityThenFifo) {
