@@ -1,0 +1,532 @@
+// Webhook delivery against a loopback HTTP server written here (POSIX
+// sockets, one thread): bodies, signatures, retries with backoff, one
+// delivery per event across dispatchers, cursors across restarts, and a dead
+// URL that must not hold up a good one. Runs on SQLite, and on PostgreSQL
+// when KESTREL_TEST_PG is set (scripts/pg-test-server.sh start).
+#include "jobs/webhook.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "core/fault_env.h"
+#include "core/hash.h"
+#include "store/postgres_store.h"
+
+namespace kestrel::jobs {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// A one-request-per-connection HTTP/1.1 server on 127.0.0.1. Answers with
+// the scripted statuses in order, then 200. With `answer = false` it
+// listens but never accepts: connections complete in the kernel backlog and
+// requests hang until the client times out (a black hole).
+class LoopbackServer {
+ public:
+  struct Request {
+    std::map<std::string, std::string> headers;  // lowercase names
+    std::string body;
+    Clock::time_point at;
+  };
+
+  explicit LoopbackServer(bool answer = true) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    ok_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::listen(fd_, 64) == 0;
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    if (answer) thread_ = std::thread([this] { Serve(); });
+  }
+  ~LoopbackServer() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
+  void Script(std::vector<int> statuses) {
+    std::lock_guard<std::mutex> l(mu_);
+    statuses_.assign(statuses.begin(), statuses.end());
+  }
+  std::vector<Request> Requests() {
+    std::lock_guard<std::mutex> l(mu_);
+    return requests_;
+  }
+  size_t Count() {
+    std::lock_guard<std::mutex> l(mu_);
+    return requests_.size();
+  }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      Handle(c);
+      ::close(c);
+    }
+  }
+  void Handle(int c) {
+    std::string data;
+    char buf[4096];
+    size_t header_end = std::string::npos;
+    size_t need = 0;
+    while (true) {
+      if (header_end == std::string::npos) {
+        header_end = data.find("\r\n\r\n");
+        if (header_end != std::string::npos) {
+          Request r = ParseHeaders(data.substr(0, header_end));
+          need = header_end + 4 + std::strtoull(r.headers["content-length"].c_str(), nullptr, 10);
+        }
+      }
+      if (header_end != std::string::npos && data.size() >= need) break;
+      pollfd p{c, POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) return;
+      ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+      if (n <= 0) return;
+      data.append(buf, static_cast<size_t>(n));
+    }
+    Request r = ParseHeaders(data.substr(0, header_end));
+    r.body = data.substr(header_end + 4, need - header_end - 4);
+    r.at = Clock::now();
+    int status = 200;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!statuses_.empty()) {
+        status = statuses_.front();
+        statuses_.pop_front();
+      }
+      requests_.push_back(r);
+    }
+    std::string resp = "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+    (void)!::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+  }
+  static Request ParseHeaders(const std::string& head) {
+    Request r;
+    size_t pos = head.find("\r\n");  // skip the request line
+    while (pos != std::string::npos && pos + 2 < head.size()) {
+      size_t next = head.find("\r\n", pos + 2);
+      std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string name = line.substr(0, colon);
+        for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        size_t v = line.find_first_not_of(' ', colon + 1);
+        r.headers[name] = v == std::string::npos ? "" : line.substr(v);
+      }
+      pos = next;
+    }
+    return r;
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  bool ok_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::deque<int> statuses_;
+  std::vector<Request> requests_;
+};
+
+class WebhookTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    if (GetParam() == "sqlite") {
+      dir_ = (std::filesystem::temp_directory_path() / ("kestrel_wh_" + std::to_string(::getpid()) + "_" + name))
+                 .string();
+      std::filesystem::remove_all(dir_);
+      url_ = "sqlite:" + dir_ + "/kestrel.db";
+    } else {
+      const char* pg = std::getenv("KESTREL_TEST_PG");
+      if (pg == nullptr || *pg == '\0') GTEST_SKIP() << "PostgreSQL tests need KESTREL_TEST_PG=postgresql://...";
+      admin_url_ = pg;
+      std::random_device rd;
+      schema_ = "w" + std::to_string(::getpid()) + "_" + std::to_string(rd() % 1000000);
+      Status s = store::ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_);
+      ASSERT_TRUE(s.IsOk()) << s.ToString();
+      url_ = admin_url_ + (admin_url_.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" +
+             schema_;
+    }
+    store_ = Open();
+    ASSERT_NE(store_, nullptr);
+    opt_.poll_interval_ms = 0;  // read the store on every PollOnce
+    opt_.initial_backoff_ms = 20;
+    opt_.max_backoff_ms = 1000;
+    opt_.timeout_ms = 5000;
+  }
+  void TearDown() override {
+    store_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    if (!schema_.empty()) store::ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE");
+  }
+
+  std::unique_ptr<store::MetadataStore> Open() {
+    auto s = store::MetadataStore::Open(url_);
+    EXPECT_TRUE(s.IsOk()) << s.GetStatus().ToString();
+    return s.IsOk() ? std::move(s).Value() : nullptr;
+  }
+  std::unique_ptr<WebhookDispatcher> Dispatcher(Env& env = Env::Default()) {
+    return std::make_unique<WebhookDispatcher>(Open(), env, opt_);
+  }
+  int64_t NowMs() { return Env::Default().UnixSeconds() * 1000; }
+
+  // Submit, claim and complete one job: three state events (queued, running,
+  // then succeeded or failed_permanent).
+  int64_t RunJob(bool success) {
+    store::JobSpec spec;
+    spec.dataset_version = Sha256Hex("birds");
+    spec.config_json = R"({"n":)" + std::to_string(next_job_++) + "}";
+    bool created = false;
+    auto j = store_->SubmitJob(spec, NowMs(), &created);
+    EXPECT_TRUE(j.IsOk()) << j.GetStatus().ToString();
+    store::ClaimRequest req;
+    req.worker = "w1";
+    req.devices = {{"cpu", 0, 0}};
+    req.now_ms = NowMs();
+    auto c = store_->ClaimJob(req);
+    EXPECT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+    store::AttemptOutcome o;
+    if (success) {
+      o.success = true;
+      o.result_json = R"({"map50":0.9,"map50_95":0.6})";
+    } else {
+      o.failure_class = store::FailureClass::kPermanent;
+      o.stage = store::FailureStage::kData;
+      o.reason = "dataset_errors";
+      o.exit_code = 3;
+      o.message = "3 bad labels";
+    }
+    auto done = store_->CompleteAttempt(j->id, 1, "w1", o, NowMs());
+    EXPECT_TRUE(done.IsOk()) << done.GetStatus().ToString();
+    return j->id;
+  }
+
+  // Polls every dispatcher until `done` or the deadline; false on timeout.
+  static bool PollUntil(const std::function<bool()>& done, const std::vector<WebhookDispatcher*>& ds,
+                        int timeout_ms = 15000) {
+    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!done()) {
+      if (Clock::now() > deadline) return false;
+      for (auto* d : ds) {
+        Status s = d->PollOnce(10);
+        EXPECT_TRUE(s.IsOk()) << s.ToString();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+  }
+  static std::vector<int64_t> EventIds(const std::vector<LoopbackServer::Request>& reqs) {
+    std::vector<int64_t> ids;
+    for (const auto& r : reqs) ids.push_back(json::parse(r.body)["event_id"].get<int64_t>());
+    return ids;
+  }
+
+  std::string dir_, url_, admin_url_, schema_;
+  std::unique_ptr<store::MetadataStore> store_;
+  WebhookOptions opt_;
+  int next_job_ = 0;
+};
+
+TEST_P(WebhookTest, ConfigurationIsSharedAndValidated) {
+  EXPECT_TRUE(LoadWebhooks(*store_)->empty());
+  EXPECT_EQ(AddWebhook(*store_, {"ftp://x", ""}, NowMs()).Code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(AddWebhook(*store_, {"http://a.example/h", "s1"}, NowMs()).IsOk());
+  ASSERT_TRUE(AddWebhook(*store_, {"https://b.example/h", ""}, NowMs()).IsOk());
+  ASSERT_TRUE(AddWebhook(*store_, {"http://a.example/h", "s2"}, NowMs()).IsOk());  // replaces the secret
+  auto other = Open();
+  auto hooks = LoadWebhooks(*other);
+  ASSERT_TRUE(hooks.IsOk());
+  ASSERT_EQ(hooks->size(), 2u);
+  EXPECT_EQ((*hooks)[0].secret, "s2");
+  EXPECT_EQ(RemoveWebhook(*store_, "http://nope", NowMs()).Code(), StatusCode::kNotFound);
+  ASSERT_TRUE(RemoveWebhook(*store_, "https://b.example/h", NowMs()).IsOk());
+  EXPECT_EQ(LoadWebhooks(*store_)->size(), 1u);
+  ASSERT_TRUE(store_->PutSetting(kWebhooksSetting, "{not json", NowMs()).IsOk());
+  EXPECT_EQ(LoadWebhooks(*store_).GetStatus().Code(), StatusCode::kCorruption);
+}
+
+TEST_P(WebhookTest, LatestEventIdFindsTheNewestEvent) {
+  EXPECT_EQ(*LatestEventId(*store_), 0);
+  for (int i = 1; i <= 37; ++i) {
+    store::EventRecord ev;
+    ev.job_id = 1;
+    ev.kind = "log";
+    ev.payload_json = "{}";
+    ASSERT_TRUE(store_->AppendEvent(ev).IsOk());
+    ASSERT_EQ(*LatestEventId(*store_), i);
+  }
+}
+
+TEST_P(WebhookTest, DeliversSignedStateEventsWithMetricsAndFailureClass) {
+  LoopbackServer server;
+  ASSERT_TRUE(server.ok());
+  RunJob(true);  // before the hook exists: history is not sent
+  ASSERT_TRUE(AddWebhook(*store_, {server.Url(), "s3cret"}, NowMs()).IsOk());
+  int64_t ok_job = RunJob(true);
+  int64_t bad_job = RunJob(false);
+  auto d = Dispatcher();
+  ASSERT_TRUE(PollUntil([&] { return d->GetStats().delivered >= 6; }, {d.get()}));
+  // Nothing more arrives (no history, no duplicates).
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(d->PollOnce(5).IsOk());
+  auto reqs = server.Requests();
+  ASSERT_EQ(reqs.size(), 6u);
+  std::vector<std::string> states;
+  int64_t last_id = 0;
+  for (const auto& r : reqs) {
+    EXPECT_EQ(r.headers.at("x-kestrel-signature"), "sha256=" + HmacSha256Hex("s3cret", r.body));
+    EXPECT_NE(r.headers.at("x-kestrel-signature"), "sha256=" + HmacSha256Hex("wrong", r.body));
+    EXPECT_EQ(r.headers.at("content-type"), "application/json");
+    EXPECT_EQ(r.headers.at("x-kestrel-event-type"), "job.state");
+    json b = json::parse(r.body);
+    EXPECT_EQ(r.headers.at("x-kestrel-event"), std::to_string(b["event_id"].get<int64_t>()));
+    EXPECT_GT(b["event_id"].get<int64_t>(), last_id);  // in event order
+    last_id = b["event_id"].get<int64_t>();
+    EXPECT_EQ(b["type"], "job.state");
+    EXPECT_GT(b["time_ms"].get<int64_t>(), 0);
+    states.push_back(b["state"].get<std::string>());
+    if (b["state"] == "succeeded") {
+      EXPECT_EQ(b["job_id"].get<int64_t>(), ok_job);
+      EXPECT_EQ(b["attempt"].get<int64_t>(), 1);
+      EXPECT_DOUBLE_EQ(b["metrics"]["map50"].get<double>(), 0.9);
+      EXPECT_FALSE(b.contains("failure_class"));
+    }
+    if (b["state"] == "failed_permanent") {
+      EXPECT_EQ(b["job_id"].get<int64_t>(), bad_job);
+      EXPECT_EQ(b["reason"], "dataset_errors");
+      EXPECT_EQ(b["failure_class"], "permanent");
+      EXPECT_EQ(b["stage"], "data");
+      EXPECT_EQ(b["exit_code"].get<int>(), 3);
+      EXPECT_EQ(b["infrastructure"].get<bool>(), false);
+      EXPECT_FALSE(b.contains("metrics"));
+    }
+  }
+  EXPECT_EQ(states, (std::vector<std::string>{"queued", "running", "succeeded", "queued", "running",
+                                              "failed_permanent"}));
+  EXPECT_EQ(d->GetStats().delivered, 6);
+  EXPECT_TRUE(d->GetStats().leader);
+  // The cursor records the last delivered event.
+  EXPECT_EQ(*store_->GetSetting(WebhookCursorSetting(server.Url())), std::to_string(last_id));
+}
+
+TEST_P(WebhookTest, RetriesWithExponentialBackoffAfterServerErrors) {
+  LoopbackServer server;
+  server.Script({500, 503, 200});
+  ASSERT_TRUE(AddWebhook(*store_, {server.Url(), "k"}, NowMs()).IsOk());
+  RunJob(true);
+  auto d = Dispatcher();
+  // 3 attempts for the first event, then the other two events.
+  ASSERT_TRUE(PollUntil([&] { return d->GetStats().delivered >= 3; }, {d.get()}));
+  auto reqs = server.Requests();
+  ASSERT_EQ(reqs.size(), 5u);
+  // The same event, byte for byte, with the attempt number in a header.
+  EXPECT_EQ(reqs[0].body, reqs[1].body);
+  EXPECT_EQ(reqs[1].body, reqs[2].body);
+  EXPECT_EQ(reqs[0].headers.at("x-kestrel-delivery-attempt"), "1");
+  EXPECT_EQ(reqs[2].headers.at("x-kestrel-delivery-attempt"), "3");
+  EXPECT_EQ(reqs[3].headers.at("x-kestrel-delivery-attempt"), "1");
+  // Backoff 20 ms, then 40 ms (the clock only runs forward; allow slack below).
+  EXPECT_GE(reqs[1].at - reqs[0].at, std::chrono::milliseconds(18));
+  EXPECT_GE(reqs[2].at - reqs[1].at, std::chrono::milliseconds(38));
+  auto ids = EventIds(reqs);
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 3u);
+  EXPECT_EQ(d->GetStats().failed_attempts, 2);
+  EXPECT_EQ(d->GetStats().delivered, 3);
+}
+
+TEST_P(WebhookTest, GivesUpOnAnEventAfterMaxAttemptsAndMovesOn) {
+  LoopbackServer server;
+  server.Script({500, 500});
+  opt_.max_attempts = 2;
+  ASSERT_TRUE(AddWebhook(*store_, {server.Url(), "k"}, NowMs()).IsOk());
+  RunJob(true);
+  auto d = Dispatcher();
+  ASSERT_TRUE(PollUntil([&] { return d->GetStats().delivered >= 2; }, {d.get()}));
+  auto ids = EventIds(server.Requests());
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_EQ(ids[0], ids[1]);  // two attempts for the first event, then the next events
+  EXPECT_LT(ids[1], ids[2]);
+  EXPECT_EQ(d->GetStats().dropped, 1);
+  EXPECT_EQ(d->GetStats().delivered, 2);
+}
+
+TEST_P(WebhookTest, TwoDispatchersNeverDeliverAnEventTwice) {
+  LoopbackServer server;
+  ASSERT_TRUE(AddWebhook(*store_, {server.Url(), "k"}, NowMs()).IsOk());
+  auto a = Dispatcher();
+  auto b = Dispatcher();
+  // Both poll concurrently while jobs run.
+  std::atomic<bool> stop{false};
+  auto loop = [&](WebhookDispatcher* d) {
+    while (!stop) {
+      Status s = d->PollOnce(5);
+      EXPECT_TRUE(s.IsOk()) << s.ToString();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  std::thread ta(loop, a.get()), tb(loop, b.get());
+  for (int i = 0; i < 10; ++i) RunJob(i % 3 != 0);
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (a->GetStats().delivered + b->GetStats().delivered < 30 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a duplicate would show up meanwhile
+  stop = true;
+  ta.join();
+  tb.join();
+  auto ids = EventIds(server.Requests());
+  EXPECT_EQ(ids.size(), 30u);
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), ids.size());
+  EXPECT_EQ(a->GetStats().delivered + b->GetStats().delivered, 30);
+  EXPECT_NE(a->GetStats().leader, b->GetStats().leader);  // exactly one holds the lease
+
+  // The leader stops (releasing the lease); the other takes over from the
+  // shared cursor: no event twice, none lost.
+  WebhookDispatcher* follower = a->GetStats().leader ? b.get() : a.get();
+  (a->GetStats().leader ? a : b)->Stop();
+  for (int i = 0; i < 3; ++i) RunJob(true);
+  ASSERT_TRUE(PollUntil([&] { return follower->GetStats().delivered >= 9; }, {follower}));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(follower->PollOnce(5).IsOk());
+  ids = EventIds(server.Requests());
+  EXPECT_EQ(ids.size(), 39u);
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), ids.size());
+  EXPECT_EQ(follower->GetStats().delivered, 9);  // it had delivered nothing while it followed
+  EXPECT_TRUE(follower->GetStats().leader);
+}
+
+TEST_P(WebhookTest, AHungLeadersLeaseExpiresAndTheNextOneContinues) {
+  LoopbackServer server;
+  opt_.lease_ms = 5'000;
+  ASSERT_TRUE(AddWebhook(*store_, {server.Url(), ""}, NowMs()).IsOk());
+  RunJob(true);
+  auto a = Dispatcher();
+  ASSERT_TRUE(PollUntil([&] { return a->GetStats().delivered >= 3; }, {a.get()}));
+  // `a` hangs (stops polling). `b` lives 60 s later, past a's lease.
+  FakeClockEnv later(Env::Default(), Env::Default().UnixSeconds() + 60);
+  auto b = Dispatcher(later);
+  ASSERT_TRUE(b->PollOnce(0).IsOk());
+  EXPECT_TRUE(b->GetStats().leader);
+  RunJob(true);
+  ASSERT_TRUE(PollUntil([&] { return b->GetStats().delivered >= 3; }, {b.get()}));
+  // `a` wakes up, finds the lease taken and delivers nothing.
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(a->PollOnce(5).IsOk());
+  EXPECT_FALSE(a->GetStats().leader);
+  auto ids = EventIds(server.Requests());
+  EXPECT_EQ(ids.size(), 6u);
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 6u);
+  EXPECT_EQ(a->GetStats().delivered, 3);
+  EXPECT_EQ(b->GetStats().delivered, 3);
+}
+
+TEST_P(WebhookTest, CursorSurvivesARestart) {
+  LoopbackServer server;
+  ASSERT_TRUE(AddWebhook(*store_, {server.Url(), "k"}, NowMs()).IsOk());
+  RunJob(true);
+  {
+    auto d = Dispatcher();
+    ASSERT_TRUE(PollUntil([&] { return d->GetStats().delivered >= 3; }, {d.get()}));
+  }  // destroyed: releases the lease, the cursor stays in the store
+  RunJob(false);
+  auto again = Dispatcher();
+  ASSERT_TRUE(PollUntil([&] { return again->GetStats().delivered >= 3; }, {again.get()}));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(again->PollOnce(5).IsOk());
+  auto ids = EventIds(server.Requests());
+  ASSERT_EQ(ids.size(), 6u);
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 6u);
+  EXPECT_EQ(again->GetStats().delivered, 3);  // only the new events
+  EXPECT_GT(ids[3], ids[2]);
+}
+
+TEST_P(WebhookTest, ADeadUrlDoesNotHoldUpAGoodOne) {
+  LoopbackServer good;
+  LoopbackServer black_hole(/*answer=*/false);
+  opt_.timeout_ms = 30'000;  // the dead URL's request hangs far longer than the test waits
+  ASSERT_TRUE(AddWebhook(*store_, {black_hole.Url(), "k"}, NowMs()).IsOk());
+  ASSERT_TRUE(AddWebhook(*store_, {"http://127.0.0.1:1/refused", "k"}, NowMs()).IsOk());
+  ASSERT_TRUE(AddWebhook(*store_, {good.Url(), "k"}, NowMs()).IsOk());
+  for (int i = 0; i < 5; ++i) RunJob(true);
+  auto d = Dispatcher();
+  auto start = Clock::now();
+  ASSERT_TRUE(PollUntil([&] { return d->GetStats().delivered >= 15; }, {d.get()}, 10'000));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  auto ids = EventIds(good.Requests());
+  EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 15u);
+  // The refused URL keeps failing and backing off; the black hole's first
+  // request is still in flight.
+  EXPECT_GE(d->GetStats().failed_attempts, 1);
+  EXPECT_EQ(d->GetStats().delivered, 15);
+}
+
+TEST_P(WebhookTest, BackgroundThreadDeliversAndStopReleasesTheLease) {
+  LoopbackServer server;
+  ASSERT_TRUE(AddWebhook(*store_, {server.Url(), "k"}, NowMs()).IsOk());
+  opt_.poll_interval_ms = 20;
+  opt_.lease_ms = 1000;
+  auto d = StartWebhookDispatcher(url_, Env::Default(), opt_);
+  ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
+  RunJob(true);
+  auto deadline = Clock::now() + std::chrono::seconds(15);
+  while ((*d)->GetStats().delivered < 3 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server.Count(), 3u);
+  (*d)->Stop();
+  EXPECT_EQ(*store_->GetSetting(kWebhookLeaseSetting), "");
+  WebhookOptions bad = opt_;
+  bad.lease_ms = 10;  // shorter than 3 poll intervals
+  EXPECT_EQ(StartWebhookDispatcher(url_, Env::Default(), bad).GetStatus().Code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(WebhookTest, PostWebhookSendsASignedPing) {
+  LoopbackServer server;
+  DeliveryResult r = PostWebhook({server.Url(), "pw"}, "ping-1", "ping", R"({"type":"ping"})", opt_);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.http_status, 200);
+  ASSERT_EQ(server.Count(), 1u);
+  auto req = server.Requests()[0];
+  EXPECT_EQ(req.headers.at("x-kestrel-event"), "ping-1");
+  EXPECT_EQ(req.headers.at("x-kestrel-event-type"), "ping");
+  EXPECT_EQ(req.headers.at("x-kestrel-signature"), WebhookSignature("pw", req.body));
+  // Unsigned hooks send no signature header.
+  ASSERT_TRUE(PostWebhook({server.Url(), ""}, "ping-2", "ping", "{}", opt_).ok);
+  EXPECT_EQ(server.Requests()[1].headers.count("x-kestrel-signature"), 0u);
+  server.Script({404});
+  r = PostWebhook({server.Url(), "pw"}, "ping-3", "ping", "{}", opt_);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.http_status, 404);
+  r = PostWebhook({"http://127.0.0.1:1/x", "pw"}, "ping-4", "ping", "{}", opt_);
+  EXPECT_FALSE(r.ok);
+  EXPECT_FALSE(r.error.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, WebhookTest, ::testing::Values("sqlite", "postgres"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace kestrel::jobs
