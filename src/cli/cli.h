@@ -59,5 +59,7 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code);
 // val (always), predict and compare (with LibTorch).
 void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel webhooks add|list|remove|test` (docs/webhooks.md).
+void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code);
 
 }  // namespace kestrel::cli

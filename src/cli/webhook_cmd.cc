@@ -1,0 +1,184 @@
+// `kestrel webhooks add|list|remove|test`: the URLs that receive signed job
+// state changes (docs/webhooks.md). The list lives in the store's settings,
+// so every worker's dispatcher picks a change up within its poll interval.
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/cli.h"
+#include "core/env.h"
+#include "jobs/webhook.h"
+
+namespace kestrel::cli {
+namespace {
+
+int64_t NowMs() { return Env::Default().UnixSeconds() * 1000; }
+
+std::string RandomHex(int bytes) {
+  std::vector<unsigned char> buf(static_cast<size_t>(bytes));
+  if (RAND_bytes(buf.data(), bytes) != 1) return "";
+  std::string out;
+  char hex[3];
+  for (unsigned char b : buf) {
+    std::snprintf(hex, sizeof(hex), "%02x", b);
+    out += hex;
+  }
+  return out;
+}
+
+// The metadata store, or nullptr after reporting the error.
+std::unique_ptr<store::MetadataStore> OpenMeta(const Context& ctx, int* exit_code) {
+  auto stores = OpenStores(ctx);
+  if (!stores.IsOk()) {
+    *exit_code = Fail(ctx, stores.GetStatus());
+    return nullptr;
+  }
+  return std::move(stores->meta);
+}
+
+}  // namespace
+
+void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
+  CLI::App* wh = app.add_subcommand("webhooks", "POST signed job state changes to URLs (docs/webhooks.md)");
+  wh->require_subcommand(1);
+
+  struct State {
+    std::string url, secret;
+    bool no_secret = false;
+    int64_t timeout_ms = 10'000;
+  };
+  auto st = std::make_shared<State>();
+
+  CLI::App* add = wh->add_subcommand("add", "Add a URL (or replace its secret); it gets changes from now on");
+  add->add_option("url", st->url, "http:// or https:// URL")->required();
+  add->add_option("--secret", st->secret, "HMAC-SHA256 key (default: a new random 32-byte hex secret, printed)");
+  add->add_flag("--no-secret", st->no_secret, "send unsigned requests");
+  add->callback([&ctx, exit_code, st] {
+    if (st->no_secret && !st->secret.empty()) {
+      *exit_code = Fail(ctx, Status::InvalidArgument("--secret and --no-secret exclude each other",
+                                                     {"command line", 0, "secret"}));
+      return;
+    }
+    jobs::Webhook hook{st->url, st->secret};
+    const bool generated = hook.secret.empty() && !st->no_secret;
+    if (generated) hook.secret = RandomHex(32);
+    if (generated && hook.secret.empty()) {
+      *exit_code = Fail(ctx, Status::Internal("could not generate a random secret"));
+      return;
+    }
+    auto meta = OpenMeta(ctx, exit_code);
+    if (meta == nullptr) return;
+    Status s = jobs::AddWebhook(*meta, hook, NowMs());
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    std::string text = "added webhook " + hook.url + (hook.secret.empty() ? " (unsigned)" : "");
+    if (generated) text += "\nsecret: " + hook.secret + "\n(verify X-Kestrel-Signature with it; it is not shown again)";
+    nlohmann::json j = {{"ok", true}, {"url", hook.url}, {"signed", !hook.secret.empty()}};
+    if (generated) j["secret"] = hook.secret;
+    *exit_code = Emit(ctx, text, j);
+  });
+
+  CLI::App* list = wh->add_subcommand("list", "List URLs (secrets are never shown) and their delivery cursors");
+  list->callback([&ctx, exit_code] {
+    auto meta = OpenMeta(ctx, exit_code);
+    if (meta == nullptr) return;
+    auto hooks = jobs::LoadWebhooks(*meta);
+    if (!hooks.IsOk()) {
+      *exit_code = Fail(ctx, hooks.GetStatus());
+      return;
+    }
+    auto latest = jobs::LatestEventId(*meta);
+    if (!latest.IsOk()) {
+      *exit_code = Fail(ctx, latest.GetStatus());
+      return;
+    }
+    std::string lease = "none";
+    if (auto l = meta->GetSetting(jobs::kWebhookLeaseSetting); l.IsOk() && !l->empty()) lease = *l;
+    nlohmann::json arr = nlohmann::json::array();
+    std::string text = hooks->empty() ? "no webhooks configured (kestrel webhooks add URL)\n" : "";
+    for (const auto& h : *hooks) {
+      int64_t cursor = 0;
+      if (auto c = meta->GetSetting(jobs::WebhookCursorSetting(h.url)); c.IsOk()) {
+        cursor = std::strtoll(c->c_str(), nullptr, 10);
+      }
+      arr.push_back({{"url", h.url}, {"signed", !h.secret.empty()}, {"cursor", cursor}});
+      text += h.url + (h.secret.empty() ? "  unsigned" : "  signed") + "  delivered up to event " +
+              std::to_string(cursor) + " of " + std::to_string(*latest) + "\n";
+    }
+    if (!hooks->empty()) text += "dispatcher lease: " + lease + "\n";
+    *exit_code = Emit(ctx, text, {{"ok", true}, {"webhooks", arr}, {"latest_event", *latest}, {"lease", lease}});
+  });
+
+  CLI::App* rm = wh->add_subcommand("remove", "Stop sending to a URL");
+  rm->add_option("url", st->url, "a configured URL")->required();
+  rm->callback([&ctx, exit_code, st] {
+    auto meta = OpenMeta(ctx, exit_code);
+    if (meta == nullptr) return;
+    Status s = jobs::RemoveWebhook(*meta, st->url, NowMs());
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    *exit_code = Emit(ctx, "removed webhook " + st->url, {{"ok", true}, {"url", st->url}});
+  });
+
+  CLI::App* test = wh->add_subcommand("test", "Send a signed ping to a URL now and report the answer");
+  test->add_option("url", st->url, "a configured URL (or any URL with --secret)")->required();
+  test->add_option("--secret", st->secret, "sign with this key instead of the configured one");
+  test->add_option("--timeout-ms", st->timeout_ms, "whole-request timeout")->capture_default_str();
+  test->callback([&ctx, exit_code, st] {
+    jobs::Webhook hook{st->url, st->secret};
+    if (hook.secret.empty()) {
+      auto meta = OpenMeta(ctx, exit_code);
+      if (meta == nullptr) return;
+      auto hooks = jobs::LoadWebhooks(*meta);
+      if (!hooks.IsOk()) {
+        *exit_code = Fail(ctx, hooks.GetStatus());
+        return;
+      }
+      bool found = false;
+      for (const auto& h : *hooks) {
+        if (h.url == st->url) {
+          hook = h;
+          found = true;
+        }
+      }
+      if (!found) {
+        *exit_code = Fail(ctx, Status::NotFound("no webhook '" + st->url +
+                                                    "' is configured (add it, or pass --secret to sign a ping)",
+                                                {"command line", 0, "url"}));
+        return;
+      }
+    }
+    if (st->timeout_ms <= 0) {
+      *exit_code = Fail(ctx, Status::InvalidArgument("--timeout-ms must be > 0", {"command line", 0, "timeout-ms"}));
+      return;
+    }
+    jobs::WebhookOptions opt;
+    opt.timeout_ms = st->timeout_ms;
+    opt.connect_timeout_ms = std::min<int64_t>(opt.connect_timeout_ms, st->timeout_ms);
+    const std::string id = "ping-" + RandomHex(8);
+    nlohmann::json body = {{"type", "ping"}, {"event_id", id}, {"time_ms", NowMs()},
+                           {"message", "kestrel webhook test"}};
+    jobs::DeliveryResult r = jobs::PostWebhook(hook, id, "ping", body.dump(), opt);
+    nlohmann::json j = {{"ok", r.ok}, {"url", hook.url}, {"event", id}, {"http_status", r.http_status},
+                        {"signed", !hook.secret.empty()}};
+    if (!r.ok) {
+      j["error"] = r.error;
+      if (ctx.json) {
+        std::cout << j.dump(2) << std::endl;
+      } else {
+        std::cerr << "error: ping to " << hook.url << " failed: " << r.error << std::endl;
+      }
+      *exit_code = kExitFailure;
+      return;
+    }
+    *exit_code = Emit(ctx, "ping " + id + " delivered to " + hook.url + ": HTTP " + std::to_string(r.http_status), j);
+  });
+}
+
+}  // namespace kestrel::cli
