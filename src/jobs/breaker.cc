@@ -1,6 +1,7 @@
 #include "jobs/breaker.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 namespace kestrel::jobs {
@@ -43,6 +44,24 @@ void CircuitBreaker::Update(const std::vector<store::AttemptRecord>& recent) {
       "automatic retries paused: %d of the last %d attempts failed (%.0f%% > %.0f%%), most often '%s'",
       failed, total, rate_ * 100, options_.threshold * 100, top.c_str());
   reason_ = buf;
+}
+
+Status PersistBreakerReset(store::MetadataStore& store, int64_t now_ms) {
+  return store.PutSetting(kBreakerResetSetting, std::to_string(now_ms), now_ms);
+}
+
+Status RefreshBreaker(CircuitBreaker& breaker, store::MetadataStore& store) {
+  auto setting = store.GetSetting(kBreakerResetSetting);
+  if (setting.IsOk()) {
+    char* end = nullptr;
+    long long at = std::strtoll(setting->c_str(), &end, 10);
+    if (end != setting->c_str() && at > breaker.ResetAtMs()) breaker.Reset(at);
+  } else if (setting.GetStatus().Code() != StatusCode::kNotFound) {
+    return setting.GetStatus();
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto recent, store.RecentAttempts(breaker.Options().window));
+  breaker.Update(recent);
+  return {};
 }
 
 void CircuitBreaker::Reset(int64_t now_ms) {

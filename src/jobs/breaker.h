@@ -8,6 +8,9 @@
 //
 // Not thread-safe. State is in memory; Reset() ignores attempts that ended
 // at or before its time, so history cannot reopen a freshly closed breaker.
+// `kestrel breaker reset` stores its time in the store setting
+// "breaker.reset_ms" (PersistBreakerReset); every worker applies it on its
+// next RefreshBreaker, so one reset closes the breaker everywhere.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,7 @@
 
 #include "core/status.h"
 #include "store/job_types.h"
+#include "store/metadata_store.h"
 
 namespace kestrel::jobs {
 
@@ -39,6 +43,8 @@ class CircuitBreaker {
   double FailureRate() const { return rate_; }
   // Closes the breaker; attempts ended at or before `now_ms` no longer count.
   void Reset(int64_t now_ms);
+  int64_t ResetAtMs() const { return reset_at_ms_; }
+  const BreakerOptions& Options() const { return options_; }
 
  private:
   BreakerOptions options_;
@@ -47,5 +53,16 @@ class CircuitBreaker {
   std::string reason_;
   int64_t reset_at_ms_ = 0;
 };
+
+// Store setting holding the time (Unix ms) of the last shared reset.
+inline constexpr const char* kBreakerResetSetting = "breaker.reset_ms";
+
+// Records a reset at `now_ms` that every worker honours (kestrel breaker reset).
+Status PersistBreakerReset(store::MetadataStore& store, int64_t now_ms);
+
+// Applies the shared reset when it is newer than the breaker's own, then
+// Update()s from the store's recent attempts. On a store error the breaker
+// keeps its previous state.
+Status RefreshBreaker(CircuitBreaker& breaker, store::MetadataStore& store);
 
 }  // namespace kestrel::jobs

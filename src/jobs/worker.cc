@@ -1,0 +1,481 @@
+#include "jobs/worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <csignal>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/safetensors.h"
+
+namespace kestrel::jobs {
+namespace {
+
+// RenewLease/CompleteAttempt say kAborted both for fencing (the attempt is no
+// longer ours) and, with this prefix, for a lock conflict that survived the
+// store's own retries (store/sql_store.h kSqlConflictPrefix): only the first
+// means "stop".
+bool IsFenced(const Status& s) {
+  return s.Code() == StatusCode::kAborted && s.Message().rfind("database conflict: ", 0) != 0;
+}
+
+// A child whose worker is stopping: SIGTERM once (it checkpoints), SIGKILL
+// after the grace period. Everything runs on the supervising thread, from
+// Poll(), so the child object is never touched by two threads.
+class StoppableChild final : public ChildProcess {
+ public:
+  StoppableChild(std::unique_ptr<ChildProcess> inner, const std::atomic<bool>& stop, Env& env, int64_t grace_ms,
+                 bool& stopped_by_worker)
+      : inner_(std::move(inner)), stop_(stop), env_(env), grace_ms_(grace_ms), stopped_(stopped_by_worker) {}
+  int64_t Pid() const override { return inner_->Pid(); }
+  std::vector<std::string> ReadProgress() override { return inner_->ReadProgress(); }
+  void Signal(int sig) override { inner_->Signal(sig); }
+  std::optional<ExitInfo> Poll() override {
+    auto e = inner_->Poll();
+    if (e || !stop_.load()) return e;
+    const int64_t now = env_.NowMicros() / 1000;
+    if (term_at_ < 0) {
+      stopped_ = true;
+      term_at_ = now;
+      inner_->Signal(SIGTERM);
+      inner_->Signal(SIGCONT);
+    } else if (!killed_ && now - term_at_ >= grace_ms_) {
+      killed_ = true;
+      inner_->Signal(SIGKILL);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::unique_ptr<ChildProcess> inner_;
+  const std::atomic<bool>& stop_;
+  Env& env_;
+  int64_t grace_ms_;
+  bool& stopped_;
+  int64_t term_at_ = -1;
+  bool killed_ = false;
+};
+
+class AttemptRunner final : public ProcessRunner {
+ public:
+  AttemptRunner(ProcessRunner& inner, std::mutex& start_mu, const std::atomic<bool>& stop, Env& env,
+                int64_t grace_ms, bool& stopped_by_worker)
+      : inner_(inner), start_mu_(start_mu), stop_(stop), env_(env), grace_ms_(grace_ms), stopped_(stopped_by_worker) {}
+  Result<std::unique_ptr<ChildProcess>> Start(const ProcessSpec& spec) override {
+    std::unique_ptr<ChildProcess> child;
+    {
+      std::lock_guard<std::mutex> l(start_mu_);
+      KESTREL_ASSIGN_OR_RETURN(child, inner_.Start(spec));
+    }
+    return std::unique_ptr<ChildProcess>(
+        std::make_unique<StoppableChild>(std::move(child), stop_, env_, grace_ms_, stopped_));
+  }
+
+ private:
+  ProcessRunner& inner_;
+  std::mutex& start_mu_;
+  const std::atomic<bool>& stop_;
+  Env& env_;
+  int64_t grace_ms_;
+  bool& stopped_;
+};
+
+bool Fits(const store::JobRecord& job, const std::vector<Device>& devices) {
+  for (const auto& d : devices) {
+    if (d.kind != job.spec.device_kind) continue;
+    if (d.kind == "cpu" || job.spec.device_memory_mb <= d.memory_mb) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status ValidateWorkerOptions(const WorkerOptions& o) {
+  auto bad = [](const std::string& field, const std::string& msg) {
+    return Status::InvalidArgument(msg, {"command line", 0, field});
+  };
+  if (o.id.empty()) return bad("id", "worker id is empty");
+  if (o.child_command.empty() || o.child_command[0].empty() || o.child_command[0][0] != '/') {
+    return bad("child_command", "the child command needs an absolute argv[0]");
+  }
+  if (o.slots < 1 || o.slots > 256) return bad("slots", "slots must be 1..256");
+  if (o.lease_ms <= 0) return bad("lease-s", "lease must be > 0");
+  if (o.poll_ms <= 0) return bad("poll-s", "poll interval must be > 0");
+  if (o.max_jobs < 0) return bad("max-jobs", "max-jobs must be >= 0");
+  if (o.supervisor.heartbeat_ms >= o.lease_ms) {
+    return bad("heartbeat-s", "the heartbeat must be shorter than the lease, or the lease expires between renewals");
+  }
+  if (o.store_retry_max_ms <= 0) return bad("store_retry_max_ms", "must be > 0");
+  KESTREL_RETURN_IF_ERROR(ValidateSupervisorOptions(o.supervisor));
+  return ValidateBreakerOptions(o.breaker);
+}
+
+struct Worker::Claim {
+  store::ClaimedJob job;
+  int token = -1;
+};
+
+Worker::Worker(StoreFactory open_store, ProcessRunner& runner, Env& env, WorkerOptions options)
+    : open_store_(std::move(open_store)),
+      runner_(runner),
+      env_(env),
+      options_(std::move(options)),
+      pool_(options_.devices),
+      breaker_(options_.breaker) {
+  if (options_.devices.empty()) {
+    for (int i = 0; i < options_.slots; ++i) options_.devices.push_back({"cpu", i, 0});
+    pool_ = DevicePool(options_.devices);
+  }
+  anchor_mono_us_ = env_.NowMicros();
+  anchor_wall_ms_ = options_.wall_anchor_ms > 0 ? options_.wall_anchor_ms : env_.UnixSeconds() * 1000;
+}
+
+Worker::~Worker() = default;
+
+int64_t Worker::NowMs() { return anchor_wall_ms_ + (env_.NowMicros() - anchor_mono_us_) / 1000; }
+
+void Worker::SleepMs(int64_t ms) {
+  // In slices, so a stop request is seen within 100 ms.
+  while (ms > 0 && !stopping_.load()) {
+    int64_t step = std::min<int64_t>(ms, 100);
+    env_.SleepMicros(step * 1000);
+    ms -= step;
+  }
+}
+
+bool Worker::Finished() {
+  std::lock_guard<std::mutex> l(mu_);
+  return done_ || stopping_.load() || (options_.max_jobs > 0 && claims_ >= options_.max_jobs);
+}
+
+WorkerCounters Worker::Counters() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return counters_;
+}
+
+bool Worker::BreakerOpen() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return breaker_.IsOpen();
+}
+
+std::string Worker::BreakerReason() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return breaker_.Reason();
+}
+
+int64_t Worker::GpuUsedMb(int index) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return pool_.UsedMb(index);
+}
+
+Status Worker::Run(const std::atomic<bool>& stop) {
+  KESTREL_RETURN_IF_ERROR(ValidateWorkerOptions(options_));
+  std::unique_ptr<store::MetadataStore> store;
+  store::WorkerRecord rec{options_.id, options_.host, DevicesJson(options_.devices), NowMs(), NowMs()};
+  int64_t next_heartbeat = NowMs();
+  auto heartbeat = [&] {
+    if (NowMs() < next_heartbeat) return;
+    next_heartbeat = NowMs() + options_.supervisor.heartbeat_ms;
+    if (!store) {
+      auto s = open_store_();
+      if (!s.IsOk()) {
+        spdlog::warn("worker {}: cannot open the store: {}", options_.id, s.GetStatus().ToString());
+        return;
+      }
+      store = std::move(*s);
+    }
+    rec.heartbeat_ms = NowMs();
+    Status s = store->UpsertWorker(rec);
+    if (!s.IsOk()) spdlog::warn("worker {}: registering failed (will retry): {}", options_.id, s.ToString());
+  };
+  heartbeat();
+  spdlog::info("worker {}: {} slot(s), devices {}", options_.id, options_.slots, DevicesJson(options_.devices));
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    slots_running_ = options_.slots;
+  }
+  for (int i = 0; i < options_.slots; ++i) threads.emplace_back([this] { SlotLoop(); });
+  while (true) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait_for(l, std::chrono::milliseconds(20), [&] { return slots_running_ == 0; });
+      if (slots_running_ == 0) break;
+    }
+    if (stop.load() && !stopping_.load()) {
+      spdlog::info("worker {}: stopping: no more claims, running attempts are stopped and handed back",
+                   options_.id);
+      stopping_.store(true);
+    }
+    heartbeat();
+  }
+  for (auto& t : threads) t.join();
+  return {};
+}
+
+void Worker::SlotLoop() {
+  std::unique_ptr<store::MetadataStore> store;
+  int64_t backoff_ms = options_.poll_ms;
+  auto store_error = [&](const Status& s, const char* what) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ++counters_.store_errors;
+    }
+    spdlog::warn("worker {}: {} failed, retrying in {} ms: {}", options_.id, what, backoff_ms, s.ToString());
+    SleepMs(backoff_ms);
+    backoff_ms = std::min(backoff_ms * 2, std::max(options_.store_retry_max_ms, options_.poll_ms));
+  };
+  while (!Finished()) {
+    if (!store) {
+      auto s = open_store_();
+      if (!s.IsOk()) {
+        store_error(s.GetStatus(), "opening the store");
+        continue;
+      }
+      store = std::move(*s);
+    }
+    Claim claim;
+    auto got = TryClaim(*store, &claim);
+    if (!got.IsOk()) {
+      store_error(got.GetStatus(), "claiming");
+      continue;
+    }
+    backoff_ms = options_.poll_ms;
+    if (*got) {
+      RunAttempt(*store, claim);
+      continue;
+    }
+    if (options_.exit_when_idle) {
+      auto idle = IdleDone(*store);
+      if (!idle.IsOk()) {
+        store_error(idle.GetStatus(), "checking for work");
+        continue;
+      }
+      if (*idle) break;
+    }
+    SleepMs(options_.poll_ms);
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  --slots_running_;
+  cv_.notify_all();
+}
+
+Result<bool> Worker::TryClaim(store::MetadataStore& store, Claim* out) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (done_ || stopping_.load() || (options_.max_jobs > 0 && claims_ >= options_.max_jobs)) return false;
+  const int64_t now = NowMs();
+  if (!breaker_fresh_ || now - breaker_refreshed_ms_ >= options_.poll_ms) {
+    const bool was_open = breaker_.IsOpen();
+    KESTREL_RETURN_IF_ERROR(RefreshBreaker(breaker_, store));
+    breaker_fresh_ = true;
+    breaker_refreshed_ms_ = now;
+    if (breaker_.IsOpen() != was_open) {
+      spdlog::warn("worker {}: circuit breaker {}{}", options_.id, breaker_.IsOpen() ? "open: " : "closed",
+                   breaker_.Reason());
+    }
+  }
+  store::ClaimRequest req;
+  req.worker = options_.id;
+  req.host = options_.host;
+  req.devices = pool_.FreeOffers();
+  req.now_ms = now;
+  req.lease_ms = options_.lease_ms;
+  req.allow_retries = !breaker_.IsOpen();
+  if (req.devices.empty()) return false;
+  auto c = store.ClaimJob(req);
+  if (!c.IsOk()) {
+    if (c.GetStatus().Code() == StatusCode::kNotFound) return false;
+    return c.GetStatus();
+  }
+  out->job = std::move(*c);
+  out->token = pool_.Acquire(out->job.device, out->job.job.spec.device_memory_mb);
+  ++claims_;
+  ++busy_;
+  ++counters_.claimed;
+  return true;
+}
+
+Result<bool> Worker::IdleDone(store::MetadataStore& store) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (done_) return true;
+  if (busy_ > 0) return false;
+  // Nothing is running here, so every attempt this worker ran is committed:
+  // a job it failed is visible below as failed_retryable.
+  KESTREL_RETURN_IF_ERROR(RefreshBreaker(breaker_, store));
+  breaker_fresh_ = true;
+  breaker_refreshed_ms_ = NowMs();
+  store::JobFilter f;
+  f.states = {store::JobState::kQueued};
+  if (!breaker_.IsOpen()) f.states.push_back(store::JobState::kFailedRetryable);
+  f.limit = 100000;
+  KESTREL_ASSIGN_OR_RETURN(auto waiting, store.ListJobs(f));
+  for (const auto& j : waiting) {
+    if (Fits(j, options_.devices)) return false;
+  }
+  spdlog::info("worker {}: idle, nothing left that fits this worker; exiting", options_.id);
+  done_ = true;
+  return true;
+}
+
+void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
+  const store::JobRecord& job = claim.job.job;
+  const std::string ids = std::to_string(job.id), attempt = std::to_string(job.attempt);
+  spdlog::info("worker {}: job {} attempt {} on {}:{}", options_.id, ids, attempt, claim.job.device.kind,
+               claim.job.device.index);
+  store::AttemptOutcome outcome;
+  if (claim.token < 0) {
+    // Cannot happen while claims hold mu_ (the offer was computed under it);
+    // hand the job back rather than oversubscribe a device.
+    outcome.failure_class = store::FailureClass::kRetryable;
+    outcome.infrastructure = true;
+    outcome.reason = "worker_lost";
+    outcome.message = "device accounting refused the placement on " + claim.job.device.kind + ":" +
+                      std::to_string(claim.job.device.index);
+  } else {
+    ProcessSpec spec;
+    spec.argv = options_.child_command;
+    for (const char* a : {"train", "--job"}) spec.argv.push_back(a);
+    spec.argv.push_back(ids);
+    spec.argv.push_back("--attempt");
+    spec.argv.push_back(attempt);
+    if (claim.job.device.kind == "gpu") {
+      spec.env.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(claim.job.device.index));
+    }
+    if (!options_.home.empty()) {
+      const std::string dir = JoinPath(JoinPath(options_.home, "jobs"), ids);
+      Status s = env_.CreateDirs(dir);
+      if (s.IsOk()) {
+        spec.log_path = JoinPath(dir, "attempt-" + attempt + ".log");
+      } else {
+        spdlog::warn("worker {}: no log for job {}: {}", options_.id, ids, s.ToString());
+      }
+    }
+    SupervisorOptions so = options_.supervisor;
+    so.wall_clock_limit_ms = job.spec.wall_clock_limit_ms;
+    bool stopped_by_worker = false;
+    AttemptRunner runner(runner_, start_mu_, stopping_, env_, so.grace_ms, stopped_by_worker);
+    Supervisor sup(runner, env_, so);
+    int64_t lease_until = NowMs() + options_.lease_ms;
+    auto heartbeat = [&]() -> Status {
+      const int64_t now = NowMs();
+      Status s = store.RenewLease(job.id, job.attempt, options_.id, now, options_.lease_ms);
+      if (s.IsOk()) {
+        lease_until = now + options_.lease_ms;
+        return s;
+      }
+      if (IsFenced(s)) {
+        spdlog::warn("worker {}: job {} attempt {}: {}; stopping the child", options_.id, ids, attempt,
+                     s.Message());
+        return s;
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ++counters_.store_errors;
+      }
+      if (now < lease_until) {
+        spdlog::warn("worker {}: job {} attempt {}: renewing the lease failed ({}); the lease holds for {} ms more",
+                     options_.id, ids, attempt, s.ToString(), lease_until - now);
+        return {};
+      }
+      spdlog::warn("worker {}: job {} attempt {}: lease expired while the store was unreachable; stopping the child",
+                   options_.id, ids, attempt);
+      return s;
+    };
+    auto run = sup.Run(spec, heartbeat);
+    if (!run.IsOk()) {
+      outcome.failure_class = store::FailureClass::kRetryable;
+      outcome.infrastructure = true;
+      outcome.reason = "worker_lost";
+      outcome.message = "cannot start the child: " + run.GetStatus().ToString();
+    } else {
+      outcome = GateOutcome(*run, JobMinMap50(job), env_);
+      if (stopped_by_worker && !outcome.success) {
+        outcome.failure_class = store::FailureClass::kRetryable;
+        outcome.infrastructure = true;
+        outcome.reason = "worker_stopped";
+        outcome.message = "worker " + options_.id + " stopped; " + outcome.message;
+      }
+    }
+  }
+  Complete(store, job, outcome);
+  std::lock_guard<std::mutex> l(mu_);
+  pool_.Release(claim.token);
+  --busy_;
+}
+
+void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job, const store::AttemptOutcome& outcome) {
+  int64_t backoff_ms = options_.poll_ms;
+  for (int tries = 1;; ++tries) {
+    auto r = store.CompleteAttempt(job.id, job.attempt, options_.id, outcome, NowMs());
+    std::unique_lock<std::mutex> l(mu_);
+    if (r.IsOk()) {
+      if (outcome.success) {
+        ++counters_.succeeded;
+      } else {
+        ++counters_.failed;
+        if (outcome.reason == "worker_stopped") ++counters_.stopped;
+      }
+      spdlog::info("worker {}: job {} attempt {} -> {}{}{}", options_.id, job.id, job.attempt,
+                   store::JobStateName(r->state), outcome.success ? "" : " (" + outcome.reason + ") ",
+                   outcome.success ? "" : outcome.message);
+      return;
+    }
+    if (IsFenced(r.GetStatus())) {
+      ++counters_.fenced;
+      spdlog::warn("worker {}: job {} attempt {}: result not committed: {}", options_.id, job.id, job.attempt,
+                   r.GetStatus().Message());
+      return;
+    }
+    ++counters_.store_errors;
+    if (stopping_.load() && tries >= 3) {
+      spdlog::warn("worker {}: job {} attempt {}: giving up completing while stopping ({}); its lease will expire",
+                   options_.id, job.id, job.attempt, r.GetStatus().ToString());
+      return;
+    }
+    spdlog::warn("worker {}: completing job {} attempt {} failed, retrying in {} ms: {}", options_.id, job.id,
+                 job.attempt, backoff_ms, r.GetStatus().ToString());
+    l.unlock();
+    env_.SleepMicros(backoff_ms * 1000);
+    backoff_ms = std::min(backoff_ms * 2, std::max(options_.store_retry_max_ms, options_.poll_ms));
+  }
+}
+
+store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env) {
+  store::AttemptOutcome o = ToOutcome(run);
+  if (!o.success) return o;
+  auto fail = [&](const std::string& why) {
+    o.success = false;
+    o.failure_class = store::FailureClass::kPermanent;
+    o.infrastructure = false;
+    o.stage = store::FailureStage::kEval;
+    o.reason = "quality_gate";
+    o.message = "quality gate: " + why;
+    return o;
+  };
+  auto j = nlohmann::json::parse(run.result_json, nullptr, false);
+  if (run.result_json.empty() || !j.is_object()) return fail("the child exited 0 without a result line");
+  std::string best = j.contains("best") && j["best"].is_string() ? j["best"].get<std::string>() : "";
+  if (best.empty()) return fail("the result names no best weights file");
+  if (!env.Stat(best).is_regular) return fail("best weights " + best + " do not exist");
+  auto bytes = env.ReadFile(best);
+  if (!bytes.IsOk()) return fail("best weights " + best + " cannot be read: " + bytes.GetStatus().Message());
+  auto parsed = ParseSafeTensors(*bytes, best);
+  if (!parsed.IsOk()) return fail("best weights do not load: " + parsed.GetStatus().ToString());
+  if (parsed->tensors.empty()) return fail("best weights " + best + " hold no tensors");
+  if (!j.contains("map50") || !j["map50"].is_number()) return fail("the result has no map50");
+  const double map50 = j["map50"].get<double>();
+  if (!(map50 >= min_map50)) {
+    return fail("mAP50 " + std::to_string(map50) + " is below the job's min_map50 " + std::to_string(min_map50));
+  }
+  return o;
+}
+
+double JobMinMap50(const store::JobRecord& job) {
+  auto j = nlohmann::json::parse(job.spec.config_json, nullptr, false);
+  if (!j.is_object() || !j.contains("min_map50") || !j["min_map50"].is_number()) return 0.0;
+  return j["min_map50"].get<double>();
+}
+
+}  // namespace kestrel::jobs

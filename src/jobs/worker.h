@@ -1,0 +1,136 @@
+// Worker: runs jobs from the MetadataStore on this machine's devices
+// (`kestrel worker`). It registers itself, then each of its `slots` threads
+// loops: refresh the circuit breaker (honouring a shared `kestrel breaker
+// reset`), claim a job that fits the devices still free, run the attempt as
+// a supervised child (`kestrel train --job ID --attempt N`) whose heartbeat
+// renews the lease, and complete the attempt with the quality gate applied.
+//
+// Failure handling (docs/jobs.md "Worker"):
+// - RenewLease kAborted (lease stolen, job cancelled): the child is stopped
+//   (SIGTERM, grace, SIGKILL) and its result is never committed (fencing).
+// - The store unreachable while renewing: the child keeps running until the
+//   lease it holds would really have expired; then it is stopped.
+// - Store errors in the loop are logged and retried with backoff; the worker
+//   never exits because the store restarted.
+// - Stop (SIGTERM to the worker): no more claims; children get SIGTERM (they
+//   checkpoint), SIGKILL after the grace period; their attempts complete as
+//   infrastructure failures `worker_stopped`, so another worker resumes them.
+//
+// All time goes through Env: with FakeClockEnv and FakeProcessRunner a test
+// drives hours of work exactly. Thread-safety: Run() once per Worker.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/env.h"
+#include "core/status.h"
+#include "jobs/breaker.h"
+#include "jobs/device_pool.h"
+#include "jobs/process_runner.h"
+#include "jobs/supervisor.h"
+#include "store/metadata_store.h"
+
+namespace kestrel::jobs {
+
+struct WorkerOptions {
+  std::string id;    // unique worker id (the CLI uses host:pid unless --id)
+  std::string host;  // recorded with attempts
+  std::string home;  // attempt logs go to home/jobs/<job>/attempt-<n>.log
+  // argv of the child without the attempt part; the worker appends
+  // "train --job ID --attempt N". argv[0] must be an absolute path.
+  std::vector<std::string> child_command;
+  int slots = 1;                 // concurrent attempts (threads), >= 1
+  std::vector<Device> devices;   // empty = `slots` CPU slots
+  int64_t lease_ms = 90'000;     // lease per claim / renewal
+  int64_t poll_ms = 1'000;       // idle wait between claim attempts
+  SupervisorOptions supervisor;  // heartbeat (lease renewal), hang, grace, child poll
+  int64_t max_jobs = 0;          // stop after this many claims have finished (0 = no limit)
+  bool exit_when_idle = false;   // stop when no waiting job fits and no slot is busy
+  BreakerOptions breaker;
+  int64_t store_retry_max_ms = 5'000;  // backoff cap after store errors
+  // Unix ms at construction; 0 = env.UnixSeconds() * 1000. Store times are
+  // this anchor plus the Env's monotonic clock since construction.
+  int64_t wall_anchor_ms = 0;
+};
+
+Status ValidateWorkerOptions(const WorkerOptions& o);
+
+struct WorkerCounters {
+  int64_t claimed = 0;
+  int64_t succeeded = 0;     // committed as succeeded
+  int64_t failed = 0;        // committed as a failure (any class)
+  int64_t fenced = 0;        // CompleteAttempt refused: the attempt was no longer current
+  int64_t stopped = 0;       // completed as worker_stopped
+  int64_t store_errors = 0;  // store calls that failed and were retried
+};
+
+// Opens a store connection; called once per thread (one connection each).
+using StoreFactory = std::function<Result<std::unique_ptr<store::MetadataStore>>()>;
+
+class Worker {
+ public:
+  Worker(StoreFactory open_store, ProcessRunner& runner, Env& env, WorkerOptions options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Runs until `stop` becomes true, `max_jobs` claims have finished, or
+  // (exit_when_idle) nothing is left that this worker could run. Fails only
+  // on invalid options.
+  Status Run(const std::atomic<bool>& stop);
+
+  WorkerCounters Counters() const;
+  bool BreakerOpen() const;
+  std::string BreakerReason() const;
+  // Memory reserved on GPU `index` right now.
+  int64_t GpuUsedMb(int index) const;
+
+ private:
+  struct Claim;
+  void SlotLoop();
+  Result<bool> TryClaim(store::MetadataStore& store, Claim* out);
+  Result<bool> IdleDone(store::MetadataStore& store);
+  void RunAttempt(store::MetadataStore& store, const Claim& claim);
+  void Complete(store::MetadataStore& store, const store::JobRecord& job, const store::AttemptOutcome& outcome);
+  int64_t NowMs();
+  void SleepMs(int64_t ms);
+  bool Finished();
+
+  StoreFactory open_store_;
+  ProcessRunner& runner_;
+  Env& env_;
+  WorkerOptions options_;
+  int64_t anchor_wall_ms_ = 0;
+  int64_t anchor_mono_us_ = 0;
+
+  std::atomic<bool> stopping_{false};
+  mutable std::mutex mu_;  // guards everything below; held across a claim
+  std::condition_variable cv_;
+  DevicePool pool_;
+  CircuitBreaker breaker_;
+  bool breaker_fresh_ = false;
+  int64_t breaker_refreshed_ms_ = 0;
+  int64_t claims_ = 0;
+  int busy_ = 0;
+  int slots_running_ = 0;
+  bool done_ = false;
+  WorkerCounters counters_;
+  std::mutex start_mu_;  // serializes ProcessRunner::Start
+};
+
+// The quality gate: what to commit for a finished run. Success only when the
+// child exited 0 by itself, its result names a `best` weights file that
+// exists and parses as safetensors, and its `map50` reaches `min_map50`;
+// otherwise a permanent `quality_gate` failure saying which check failed.
+store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env);
+// The job's `min_map50` (from its config JSON; 0 when absent).
+double JobMinMap50(const store::JobRecord& job);
+
+}  // namespace kestrel::jobs
