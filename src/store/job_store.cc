@@ -1,6 +1,7 @@
 // Job operations of SqlStore (semantics: docs/jobs.md). Written once against
 // SqlConn; the only backend differences are the row locks ForUpdate*() adds
-// on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes writers).
+// on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes writers) and the
+// one-statement event insert on PostgreSQL (InsertEvent).
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -134,6 +135,21 @@ Result<int64_t> SqlStore::NextId(const char* counter) {
 
 Result<int64_t> SqlStore::InsertEvent(int64_t job_id, int64_t attempt, const std::string& kind,
                                       const std::string& payload_json, int64_t now_ms) {
+  if (conn_->Dialect() == SqlDialect::kPostgres) {
+    // Every job transaction holds the `event` counter row from this
+    // statement until COMMIT, so on PostgreSQL they serialize for that span:
+    // one statement (a data-modifying CTE, which SQLite lacks) instead of two
+    // saves a round trip inside it. SQLite serializes whole write
+    // transactions anyway and its statements cost no round trip.
+    KESTREL_ASSIGN_OR_RETURN(
+        auto rows,
+        conn_->Query("WITH c AS (UPDATE counters SET value = value + 1 WHERE name = 'event' RETURNING value) "
+                     "INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) "
+                     "SELECT value, $1, $2, $3, $4, $5 FROM c RETURNING id",
+                     {job_id, attempt, kind, payload_json, now_ms}));
+    if (rows.empty()) return Status::Internal("missing counter 'event'");
+    return rows[0].Int(0);
+  }
   KESTREL_ASSIGN_OR_RETURN(int64_t id, NextId("event"));
   KESTREL_RETURN_IF_ERROR(
       conn_
@@ -265,7 +281,12 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
   }
   std::string ready =
       req.allow_retries ? "(state = 'queued' OR state = 'failed_retryable')" : "state = 'queued'";
-  const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE ((" + ready +
+  // The leading `state IN live` matches the partial index jobs_claimable
+  // (migration 4) word for word: SQLite only uses a partial index whose
+  // predicate appears as a term of the query, and PostgreSQL then scans it
+  // in (priority, id) order and stops at the first unlocked match.
+  const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE state IN " + kLiveStates +
+                          " AND ((" + ready +
                           " AND not_before <= $1) OR (state = 'running' AND lease_until <= $1))"
                           " AND ((device_kind = 'cpu' AND device_memory_mb <= $2) OR"
                           " (device_kind = 'gpu' AND device_memory_mb <= $3))"
@@ -315,18 +336,17 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
 
 Status SqlStore::RenewLease(int64_t job_id, int64_t attempt, const std::string& worker, int64_t now_ms,
                             int64_t lease_ms) {
-  return InTransaction([&]() -> Status {
-    KESTREL_ASSIGN_OR_RETURN(
-        int64_t n,
-        conn_->Exec("UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND attempt = $4 "
-                    "AND state = 'running' AND lease_owner = $5",
-                    {now_ms + lease_ms, now_ms, job_id, attempt, worker}));
-    if (n == 1) return {};
-    KESTREL_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id, false));
-    return Status::Aborted("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
-                           " lost its lease (job is " + JobStateName(job.state) + " at attempt " +
-                           std::to_string(job.attempt) + ")");
-  });
+  // One conditional UPDATE is atomic on its own (autocommit): no BEGIN/COMMIT
+  // round trips on the hot path. The fencing condition is the WHERE clause.
+  KESTREL_ASSIGN_OR_RETURN(
+      int64_t n, conn_->Exec("UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND attempt = $4 "
+                             "AND state = 'running' AND lease_owner = $5",
+                             {now_ms + lease_ms, now_ms, job_id, attempt, worker}));
+  if (n == 1) return {};
+  KESTREL_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id, false));
+  return Status::Aborted("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
+                         " lost its lease (job is " + JobStateName(job.state) + " at attempt " +
+                         std::to_string(job.attempt) + ")");
 }
 
 Result<JobRecord> SqlStore::CompleteAttempt(int64_t job_id, int64_t attempt, const std::string& worker,

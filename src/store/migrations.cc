@@ -104,6 +104,13 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "  value TEXT NOT NULL,"
           "  updated_at BIGINT NOT NULL)",
       },
+      // 4: the claim query's index: live jobs only, in claim order, so a
+      // claim reads the first claimable row instead of sorting every
+      // queued job (ClaimJob repeats this predicate so both engines use it).
+      {
+          "CREATE INDEX jobs_claimable ON jobs(priority, id)"
+          "  WHERE state IN ('queued', 'running', 'failed_retryable')",
+      },
   };
   return kMigrations;
 }

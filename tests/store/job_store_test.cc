@@ -477,6 +477,69 @@ TEST_P(JobStoreTest, EventsAreMonotonicAndReplayable) {
   for (size_t i = 0; i < more.size(); ++i) EXPECT_EQ(more[i].id, static_cast<int64_t>(7 + i));
 }
 
+TEST_P(JobStoreTest, ATailingReaderSkipsNoEventUnderConcurrentClaims) {
+  // 6 workers claim and complete 60 jobs while a reader pages with
+  // ReadEvents(after_id) like a webhook dispatcher. Ids must be monotonic in
+  // commit order: an event committing later with a smaller id than one the
+  // reader already passed would be skipped forever.
+  for (int i = 0; i < 60; ++i) Submit(Spec(R"({"tail":)" + std::to_string(i) + "}"));
+  std::atomic<bool> done{false};
+  std::atomic<int> errors{0};
+  std::vector<int64_t> seen;
+  std::thread reader([&] {
+    auto s = MetadataStore::Open(url_);
+    if (!s.IsOk()) {
+      ++errors;
+      return;
+    }
+    int64_t cursor = 0;
+    while (true) {
+      const bool last_round = done.load();
+      auto evs = (*s)->ReadEvents(cursor, 0, 7);
+      if (!evs.IsOk()) {
+        ++errors;
+        return;
+      }
+      for (const auto& e : *evs) seen.push_back(e.id);
+      if (!evs->empty()) cursor = evs->back().id;
+      if (last_round && evs->empty()) return;
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 6; ++w) {
+    workers.emplace_back([&, w] {
+      auto s = MetadataStore::Open(url_);
+      if (!s.IsOk()) {
+        ++errors;
+        return;
+      }
+      ClaimRequest r;
+      r.worker = "w" + std::to_string(w);
+      r.devices = {{"cpu", 0, 0}};
+      while (true) {
+        r.now_ms = Now();
+        auto c = (*s)->ClaimJob(r);
+        if (!c.IsOk()) {
+          if (c.GetStatus().Code() != StatusCode::kNotFound) ++errors;
+          return;
+        }
+        if (!(*s)->RenewLease(c->job.id, 1, r.worker, Now(), 90'000).IsOk()) ++errors;
+        if (!(*s)->CompleteAttempt(c->job.id, 1, r.worker, Ok(), Now()).IsOk()) ++errors;
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(errors.load(), 0);
+  auto all = *store_->ReadEvents(0, 0, 1000);
+  ASSERT_EQ(all.size(), 180u);  // queued, running, succeeded per job
+  std::vector<int64_t> expected;
+  for (const auto& e : all) expected.push_back(e.id);
+  EXPECT_EQ(seen, expected);
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i].id, static_cast<int64_t>(i + 1));
+}
+
 TEST_P(JobStoreTest, StatsComputeAvailabilityAndRecovery) {
   int64_t a = Submit(Spec(R"({"j":1})")).id;
   int64_t b = Submit(Spec(R"({"j":2})")).id;
