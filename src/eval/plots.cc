@@ -27,10 +27,16 @@ const cv::Scalar kMean(180, 119, 31);  // a strong blue (BGR)
 
 // OpenCV reports failures by exception; turn them into a Status here.
 template <typename F>
-Result<std::string> Encode(F&& draw) {
+Result<std::string> Encode(F&& draw, GridFormat format = GridFormat::kPng) {
   try {
     cv::Mat img = draw();
     std::vector<uchar> buf;
+    if (format == GridFormat::kJpeg) {
+      if (!cv::imencode(".jpg", img, buf, {cv::IMWRITE_JPEG_QUALITY, 90})) {
+        return Status::Internal("JPEG encoding failed");
+      }
+      return std::string(buf.begin(), buf.end());
+    }
     if (!cv::imencode(".png", img, buf)) return Status::Internal("PNG encoding failed");
     return std::string(buf.begin(), buf.end());
   } catch (const cv::Exception& e) {
@@ -259,20 +265,27 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
         return cv::Rect(cv::Point(ox + int(std::lround(b.x1 * s)), oy + int(std::lround(b.y1 * s))),
                         cv::Point(ox + int(std::lround(b.x2 * s)), oy + int(std::lround(b.y2 * s))));
       };
-      for (const GroundTruth& g : t.labels) {
-        cv::rectangle(grid, to_rect(g.box), cv::Scalar::all(255), 1, cv::LINE_AA);
-      }
-      for (const Detection& d : t.predictions) {
-        if (d.score < opts.min_score) continue;
-        const cv::Scalar color = SeriesColor(size_t(std::max(0, d.class_id)));
-        const cv::Rect rc = to_rect(d.box);
+      // A class-coloured box with its caption on a filled tab above it.
+      auto draw_named = [&](const Box& b, int class_id, const std::string& label) {
+        const cv::Scalar color = SeriesColor(size_t(std::max(0, class_id)));
+        const cv::Rect rc = to_rect(b);
         cv::rectangle(grid, rc, color, 2, cv::LINE_AA);
-        const std::string label = ClassName(names, size_t(std::max(0, d.class_id))) + " " +
-                                  Fixed(d.score, 2);
         const cv::Size sz = TextSize(label, 0.4);
         const cv::Rect bg(rc.x, std::max(oy, rc.y - sz.height - 2), sz.width + 4, sz.height + 2);
         cv::rectangle(grid, bg, color, cv::FILLED);
         PutText(grid, label, cv::Point(bg.x + 2, bg.y + sz.height - 2), 0.4, cv::Scalar::all(255));
+      };
+      for (const GroundTruth& g : t.labels) {
+        if (opts.label_names) {
+          draw_named(g.box, g.class_id, ClassName(names, size_t(std::max(0, g.class_id))));
+        } else {
+          cv::rectangle(grid, to_rect(g.box), cv::Scalar::all(255), 1, cv::LINE_AA);
+        }
+      }
+      for (const Detection& d : t.predictions) {
+        if (d.score < opts.min_score) continue;
+        draw_named(d.box, d.class_id,
+                   ClassName(names, size_t(std::max(0, d.class_id))) + " " + Fixed(d.score, 2));
       }
       if (!t.title.empty()) {
         const int tx = int(i % size_t(cols)) * ts + 4, ty = int(i / size_t(cols)) * ts + 16;
@@ -287,7 +300,7 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
       cv::line(grid, cv::Point(0, r * ts), cv::Point(grid.cols, r * ts), cv::Scalar::all(255), 2);
     }
     return grid;
-  });
+  }, opts.format);
 }
 
 Status WritePlots(Env& env, const std::string& dir, const EvalResult& r) {

@@ -53,10 +53,16 @@ struct GridTile {
   std::string title;                   // e.g. the file name
 };
 
+enum class GridFormat { kPng, kJpeg };
+
 struct GridOptions {
   int columns = 4;          // tiles per row, >= 1
   int tile_size = 320;      // each tile is letterboxed into tile_size^2 pixels, >= 32
   float min_score = 0.25f;  // predictions with a lower score are not drawn
+  // Labels drawn in their class colour with the class name (a ground-truth
+  // grid such as val_batch0_labels.jpg) instead of thin white outlines.
+  bool label_names = false;
+  GridFormat format = GridFormat::kPng;  // encoding of the returned bytes (JPEG quality 90)
 };
 
 // Images in a grid with predicted boxes (class color, "name 0.87") and labels.

@@ -169,7 +169,14 @@ Result<std::map<int64_t, std::vector<Detection>>> ReadCocoResults(
 
 std::string CocoResultsJson(const std::vector<std::pair<int64_t, std::vector<Detection>>>& images,
                             const std::vector<int>& category_ids) {
-  auto round_to = [](double v, double scale) { return std::round(v * scale) / scale; };
+  return CocoResultsJson(images, category_ids, CocoWriteOptions{});
+}
+
+std::string CocoResultsJson(const std::vector<std::pair<int64_t, std::vector<Detection>>>& images,
+                            const std::vector<int>& category_ids, const CocoWriteOptions& opts) {
+  // Exact mode: x2 - x1 of two floats is exact in double, and the reader's
+  // float(x + w) then gives back x2 bit for bit.
+  auto round_to = [&opts](double v, double scale) { return opts.round ? std::round(v * scale) / scale : v; };
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& [image_id, dets] : images) {
     for (const Detection& d : dets) {

@@ -56,6 +56,16 @@ Result<std::map<int64_t, std::vector<Detection>>> ReadCocoResults(
 // pairs, in the given order; bbox rounded to 3 decimals, score to 5.
 std::string CocoResultsJson(const std::vector<std::pair<int64_t, std::vector<Detection>>>& images,
                             const std::vector<int>& category_ids);
+
+struct CocoWriteOptions {
+  // Round bbox to 3 decimals and score to 5 (the common validator's files).
+  // false: every value exactly (shortest text that reads back to the same
+  // double), so ParseCocoResults gives back bit-identical float boxes and
+  // scores and re-scoring the file reproduces the metrics exactly.
+  bool round = true;
+};
+std::string CocoResultsJson(const std::vector<std::pair<int64_t, std::vector<Detection>>>& images,
+                            const std::vector<int>& category_ids, const CocoWriteOptions& opts);
 // Same, written crash-safely with env.WriteFileAtomic.
 Status WriteCocoResults(Env& env, const std::string& path,
                         const std::vector<std::pair<int64_t, std::vector<Detection>>>& images,
