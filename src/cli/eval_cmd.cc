@@ -9,6 +9,8 @@
 #include "data/registry.h"
 #include "eval/dataset_eval.h"
 #include "eval/plots.h"
+#include "eval/split_coco.h"
+#include "eval/val_batch.h"
 #include "cli/eval_model.h"  // torch-free; LoadSplit (model functions only with LibTorch)
 
 namespace kestrel::cli {
@@ -41,6 +43,8 @@ struct ValOptions {
   std::string name;
   bool exist_ok = false;
   bool plots = true;
+  bool save_json = false;
+  bool coco_metrics = false;
 
   void Bind(OptionSet& s) {
     s.String("predictions", &predictions, "predictions to score: folder of YOLO txt files or COCO results JSON");
@@ -52,11 +56,14 @@ struct ValOptions {
     s.Int("max_det", &max_det, "at most this many predictions per image", 1, 100000);
     s.Int("imgsz", &imgsz, "network input side (model=)", 32, 4096);
     s.Int("batch", &batch, "images per forward (model=)", 1, 1024);
-    s.Choice("image_ids", &image_ids, {"auto", "stem", "export"}, "how COCO results image_id names images");
+    s.Choice("image_ids", &image_ids, {"auto", "stem", "export"},
+             "how COCO results image_id names images (read with predictions=, written with save_json=)");
     s.String("project", &project, "parent folder of the run folder");
     s.String("name", &name, "run folder name (default val, val2, ...)");
     s.Bool("exist_ok", &exist_ok, "reuse an existing run folder");
-    s.Bool("plots", &plots, "write PNG plots into the run folder");
+    s.Bool("plots", &plots, "write the PNG plots and the val_batch0 image grids into the run folder");
+    s.Bool("save_json", &save_json, "write the scored predictions as COCO results JSON (predictions.json)");
+    s.Bool("coco_metrics", &coco_metrics, "also compute COCO-style AP/AR (pycocotools conventions)");
   }
 };
 
@@ -64,20 +71,23 @@ Status Usage(const std::string& msg, const std::string& field) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
 }
 
-// Plots + result.json into the run folder, record into the store. Called
-// only after everything was computed, so bad input writes nothing.
+// Plots, the already rendered `files` (name, bytes) and result.json into the
+// run folder, record into the store. Called only after everything was
+// computed and rendered, so bad input writes nothing.
 struct WrittenOutputs {
   std::string dir;
   std::string record_sha;
   std::string record_path;
 };
 Result<WrittenOutputs> WriteEvalOutputs(Stores& stores, const eval::EvalResult& r, const nlohmann::json& record,
-                                        const std::string& dir, bool plots) {
+                                        const std::string& dir, bool plots,
+                                        const std::vector<std::pair<std::string, std::string>>& files) {
   Env& env = Env::Default();
   WrittenOutputs w;
   w.dir = dir;
   KESTREL_RETURN_IF_ERROR(env.CreateDirs(dir));
   if (plots) KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, dir, r));
+  for (const auto& [name, bytes] : files) KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, name), bytes));
   const std::string text = record.dump(1);
   KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, "result.json"), text));
   KESTREL_ASSIGN_OR_RETURN(w.record_sha, stores.blobs->Put(text));
@@ -122,6 +132,7 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   eo.iou = o.iou;
   eo.max_det = o.max_det;
   Result<eval::EvalResult> result = Status::Internal("not evaluated");
+  std::vector<std::vector<eval::Detection>> per_image;  // what was scored, parallel to split.images
   if (!o.predictions.empty()) {
     eval::PredictionReadOptions ro;
     ro.image_ids = o.image_ids;
@@ -130,7 +141,8 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
       *exit_code = Fail(ctx, preds.GetStatus());
       return;
     }
-    result = eval::EvaluateSplit(split, preds->per_image, eo);
+    per_image = std::move(preds->per_image);
+    result = eval::EvaluateSplit(split, per_image, eo);
     prov.source_kind = "predictions";
     prov.source = o.predictions;
     prov.extra = {{"format", preds->format}};
@@ -144,6 +156,7 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
       return;
     }
     result = std::move(scored->result);
+    per_image = std::move(scored->run.per_image);
     prov.source_kind = "model";
     prov.source = o.model;
     prov.extra = scored->run.info;
@@ -157,21 +170,63 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   }
   nlohmann::json record = eval::EvalRecordJson(*result, prov, Env::Default().UnixSeconds());
   if (!speed_json.is_null()) record["speed"] = speed_json;
+  // Everything optional is computed and rendered here, before anything is
+  // written: a failure (undecodable image, impossible image_ids) writes nothing.
+  std::vector<std::pair<std::string, std::string>> files;  // name, bytes
+  std::string coco_text;
+  if (o.coco_metrics) {
+    auto coco = eval::CocoEvaluateSplit(split, per_image);
+    if (!coco.IsOk()) {
+      *exit_code = Fail(ctx, coco.GetStatus());
+      return;
+    }
+    record["coco"] = eval::CocoMetricsToJson(*coco);
+    coco_text = "COCO-style metrics (pycocotools bbox conventions; area = box area):\n" + eval::CocoSummaryText(*coco);
+  }
+  if (o.save_json) {
+    auto cj = eval::SplitPredictionsCocoJson(split, per_image, o.image_ids);
+    if (!cj.IsOk()) {
+      *exit_code = Fail(ctx, cj.GetStatus());
+      return;
+    }
+    record["predictions_json"] = {{"file", "predictions.json"},
+                                  {"image_ids", cj->image_ids},
+                                  {"category_id", "class_id + 1"},
+                                  {"detections", cj->detections}};
+    files.emplace_back("predictions.json", std::move(cj->text));
+  }
+  if (o.plots) {
+    store::ArtifactStore& blobs = *stores->blobs;
+    auto grids = eval::RenderValBatch(split, per_image,
+                                      [&blobs](const eval::SplitImage& im) { return blobs.Get(im.image_sha); });
+    if (!grids.IsOk()) {
+      *exit_code = Fail(ctx, grids.GetStatus().WithContext("val_batch0 grid"));
+      return;
+    }
+    files.emplace_back("val_batch0_labels.jpg", std::move(grids->labels_jpg));
+    files.emplace_back("val_batch0_pred.jpg", std::move(grids->pred_jpg));
+  }
   const std::string dir = eval::NextRunDir(Env::Default(), o.project, o.name, "val", o.exist_ok);
-  auto written = WriteEvalOutputs(*stores, *result, record, dir, o.plots);
+  auto written = WriteEvalOutputs(*stores, *result, record, dir, o.plots, files);
   if (!written.IsOk()) {
     *exit_code = Fail(ctx, written.GetStatus());
     return;
   }
   std::string text = rec.dataset + "@v" + std::to_string(rec.seq) + " split " + split.split + " (" +
                      std::to_string(split.images.size()) + " images), " + prov.source_kind + " " + prov.source +
-                     "\n" + eval::EvalSummaryText(*result) + speed_text + "results saved to " + written->dir +
-                     "\nresult record " + written->record_sha + " (" + written->record_path + ")\n";
+                     "\n" + eval::EvalSummaryText(*result) + coco_text + speed_text + "results saved to " +
+                     written->dir + "\n";
+  if (o.save_json) {
+    text += "predictions saved to " + JoinPath(written->dir, "predictions.json") + " (COCO results, image_ids=" +
+            record["predictions_json"]["image_ids"].get<std::string>() + ")\n";
+  }
+  text += "result record " + written->record_sha + " (" + written->record_path + ")\n";
   nlohmann::json j = {{"ok", true},
                       {"dir", written->dir},
                       {"record_sha", written->record_sha},
                       {"record_path", written->record_path},
                       {"result", record}};
+  if (o.save_json) j["predictions_json"] = JoinPath(written->dir, "predictions.json");
   *exit_code = Emit(ctx, text, j);
 }
 
