@@ -7,6 +7,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "cli/eval_model.h"
+#include "core/hash.h"
 #include "data/image.h"
 #include "eval/compare_plots.h"
 #include "eval/plots.h"
@@ -336,7 +337,7 @@ void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std
   }
   const auto& rec = loaded->version.record;
   const nlohmann::json metrics = eval::CompareMetricsJson(a.result, b.result);
-  const nlohmann::json report = {
+  nlohmann::json report = {
       {"kind", "kestrel.compare"},
       {"format_version", 1},
       {"dataset", rec.dataset},
@@ -352,23 +353,42 @@ void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std
       {"differing_images", lists}};
   const std::string title = "kestrel compare: A " + models[0] + " vs B " + models[1] + " on " + rec.dataset +
                             "@v" + std::to_string(rec.seq) + " " + split.split;
-  files.emplace_back("compare.json", report.dump(1));
-  files.emplace_back("compare.html", eval::CompareHtml(title, metrics, figures));
+  // The JSON report names its HTML page by content hash, so the stored JSON
+  // blob leads to the stored HTML blob.
+  std::string html = eval::CompareHtml(title, metrics, figures);
+  report["html_sha"] = Sha256Hex(html);
+  std::string report_text = report.dump(1);
   Env& env = Env::Default();
   const std::string dir = eval::NextRunDir(env, o.project, o.name, "compare", o.exist_ok);
   st = env.CreateDirs(dir);
   for (size_t k = 0; k < files.size() && st.IsOk(); ++k) {
     st = env.WriteFileAtomic(JoinPath(dir, files[k].first), files[k].second);
   }
-  if (!st.IsOk()) {
-    *exit_code = Fail(ctx, st);
+  if (st.IsOk()) st = env.WriteFileAtomic(JoinPath(dir, "compare.html"), html);
+  if (st.IsOk()) st = env.WriteFileAtomic(JoinPath(dir, "compare.json"), report_text);
+  // Into the artifact store, as val stores its result record.
+  Result<std::string> html_sha = st.IsOk() ? stores->blobs->Put(html) : Result<std::string>(st);
+  Result<std::string> report_sha = html_sha.IsOk() ? stores->blobs->Put(report_text) : html_sha;
+  if (!report_sha.IsOk()) {
+    *exit_code = Fail(ctx, report_sha.GetStatus());
     return;
   }
+  const std::string report_path = stores->blobs->PathFor(*report_sha);
+  const std::string html_path = stores->blobs->PathFor(*html_sha);
   const std::string text = title + " (" + std::to_string(split.images.size()) + " images)\n" +
                            eval::CompareMetricsText(a.result, b.result) + "A right, B wrong: " +
                            std::to_string(a_only.size()) + " images; B right, A wrong: " +
-                           std::to_string(b_only.size()) + " images\nresults saved to " + dir + "\n";
-  *exit_code = Emit(ctx, text, {{"ok", true}, {"dir", dir}, {"report", report}});
+                           std::to_string(b_only.size()) + " images\nresults saved to " + dir +
+                           "\ncompare report " + *report_sha + " (" + report_path + ")\ncompare html " +
+                           *html_sha + " (" + html_path + ")\n";
+  *exit_code = Emit(ctx, text,
+                    {{"ok", true},
+                     {"dir", dir},
+                     {"report_sha", *report_sha},
+                     {"report_path", report_path},
+                     {"html_sha", *html_sha},
+                     {"html_path", html_path},
+                     {"report", report}});
 }
 
 }  // namespace
