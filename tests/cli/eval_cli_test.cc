@@ -50,7 +50,8 @@ TEST_F(EvalCliTest, Coco128ReferencePredictionsMatchTheReferenceValidator) {
   EXPECT_TRUE(fs::exists(j["record_path"].get<std::string>()));
   const fs::path run = dir_ / j["dir"].get<std::string>();
   EXPECT_EQ(j["dir"], "runs/val/val");
-  for (const char* f : {"PR_curve.png", "F1_curve.png", "confusion_matrix_normalized.png", "result.json"}) {
+  for (const char* f : {"PR_curve.png", "F1_curve.png", "confusion_matrix_normalized.png", "result.json",
+                        "val_batch0_labels.jpg", "val_batch0_pred.jpg"}) {
     EXPECT_TRUE(fs::exists(run / f)) << f;
   }
 
@@ -63,6 +64,21 @@ TEST_F(EvalCliTest, Coco128ReferencePredictionsMatchTheReferenceValidator) {
   EXPECT_NE(t.out.find("best F1"), std::string::npos);
   EXPECT_NE(t.out.find("duplicate"), std::string::npos);
   EXPECT_NE(t.out.find("runs/val/val2"), std::string::npos);
+
+  // save_json on real data: coco128's numeric stems are COCO's own image ids,
+  // and the exported file re-scores to the reference numbers exactly.
+  CliRun s = Kestrel("--json val predictions=" + preds + " data=coco128 save_json=true coco_metrics=true name=rt");
+  ASSERT_EQ(s.code, 0) << s.out;
+  auto sj = Json(s);
+  EXPECT_EQ(sj["result"]["predictions_json"]["image_ids"], "stem");
+  EXPECT_GT(sj["result"]["coco"]["AP50"].get<double>(), 0.5);
+  CliRun back = Kestrel("--json val predictions=runs/val/rt/predictions.json data=coco128 coco_metrics=true");
+  ASSERT_EQ(back.code, 0) << back.out;
+  auto bj = Json(back);
+  for (const char* k : {"map50", "map5095", "precision", "recall"}) {
+    EXPECT_EQ(bj["result"]["metrics"][k].get<double>(), m[k].get<double>()) << k;
+  }
+  EXPECT_EQ(bj["result"]["coco"], sj["result"]["coco"]);
 }
 
 TEST_F(EvalCliTest, BadInputIsAClearErrorAndWritesNothing) {
