@@ -59,6 +59,9 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code);
 // val (always), predict and compare (with LibTorch).
 void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
+// submit, worker, jobs list|show|logs|cancel|retry, stats, breaker reset
+// (torch-free; docs/jobs.md).
+void AddJobCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel webhooks add|list|remove|test` (docs/webhooks.md).
 void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code);
 

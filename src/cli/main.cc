@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   cli::AddTrainCommands(app, ctx, &exit_code);
 #endif
   cli::AddEvalCommands(app, ctx, &exit_code);
+  cli::AddJobCommands(app, ctx, &exit_code);
   cli::AddWebhookCommands(app, ctx, &exit_code);
 
   app.parse_complete_callback([&] {

@@ -1,0 +1,619 @@
+// The job system's commands (torch-free): `kestrel submit`, `kestrel worker`,
+// `kestrel jobs list|show|logs|cancel|retry`, `kestrel stats` and
+// `kestrel breaker reset`. Semantics in docs/jobs.md; the JSON shapes are
+// what tools/soak reads, so keep them.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli/cli.h"
+#include "jobs/breaker.h"
+#include "jobs/retry.h"
+#include "jobs/worker.h"
+#include "train/train_config.h"
+
+namespace kestrel::cli {
+namespace {
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status Usage(const std::string& field, const std::string& msg) {
+  return Status::InvalidArgument(msg, {"command line", 0, field});
+}
+
+bool ParseSeconds(const std::string& v, double* out) {
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d) || d < 0 || d > 1e9) return false;
+  *out = d;
+  return true;
+}
+
+int64_t SecondsToMs(double s) { return static_cast<int64_t>(std::llround(s * 1000.0)); }
+
+// ---- submit
+
+// Keys of the job itself (not of the trainer).
+struct JobKeys {
+  std::string priority = "normal";
+  std::string device = "cpu";
+  int64_t gpu_mem = -1;
+  store::RetryPolicy retry;
+  int64_t time_limit_ms = 0;
+  double min_map50 = 0;
+};
+
+// The trainer keys a job may not set: the job system decides where each
+// attempt runs and what it resumes from.
+bool JobOwnedKey(const std::string& k) {
+  return k == "resume" || k == "run_dir" || k == "project" || k == "name" || k == "exist_ok";
+}
+
+Status ApplyJobKey(const std::string& k, const std::string& v, JobKeys* j, bool* handled) {
+  *handled = true;
+  if (k == "priority") {
+    store::JobPriority p;
+    if (!store::ParseJobPriority(v, &p)) return Usage(k, "priority must be high, normal or low, not '" + v + "'");
+    j->priority = v;
+  } else if (k == "device") {
+    if (v != "cpu" && (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)) {
+      return Usage(k, "device must be 'cpu' or a CUDA index like 0, not '" + v + "'");
+    }
+    j->device = v;
+  } else if (k == "gpu_mem") {
+    double mb = 0;
+    if (!ParseSeconds(v, &mb) || mb < 1 || mb != std::floor(mb)) return Usage(k, "gpu_mem must be a whole number of MB >= 1");
+    j->gpu_mem = static_cast<int64_t>(mb);
+  } else if (k == "max_retries") {
+    double n = 0;
+    if (!ParseSeconds(v, &n) || n != std::floor(n) || n > 1000) return Usage(k, "max_retries must be 0..1000");
+    j->retry.max_retries = static_cast<int>(n);
+  } else if (k == "backoff") {
+    j->retry.backoff_ms.clear();
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      double s = 0;
+      if (!ParseSeconds(item, &s)) return Usage(k, "backoff is a list of seconds like 300,900,1800, not '" + v + "'");
+      j->retry.backoff_ms.push_back(SecondsToMs(s));
+    }
+    if (j->retry.backoff_ms.empty()) return Usage(k, "backoff needs at least one delay");
+  } else if (k == "time_limit") {
+    double s = 0;
+    if (!ParseSeconds(v, &s)) return Usage(k, "time_limit must be seconds >= 0 (0 = none)");
+    j->time_limit_ms = SecondsToMs(s);
+  } else if (k == "min_map50") {
+    double m = 0;
+    char* end = nullptr;
+    m = std::strtod(v.c_str(), &end);
+    if (v.empty() || end != v.c_str() + v.size() || !(m >= 0 && m <= 1)) return Usage(k, "min_map50 must be in [0, 1]");
+    j->min_map50 = m;
+  } else {
+    *handled = false;
+  }
+  return {};
+}
+
+nlohmann::json JobJson(const store::JobRecord& j) {
+  nlohmann::json result = nullptr;
+  if (!j.result_json.empty()) {
+    auto r = nlohmann::json::parse(j.result_json, nullptr, false);
+    if (!r.is_discarded()) result = r;
+  }
+  return {{"id", j.id},
+          {"state", store::JobStateName(j.state)},
+          {"attempt", j.attempt},
+          {"priority", store::JobPriorityName(j.spec.priority)},
+          {"retries_used", j.retries_used},
+          {"infra_retries_used", j.infra_retries_used},
+          {"max_retries", j.spec.retry.max_retries},
+          {"last_reason", j.last_reason},
+          {"created_ms", j.created_ms},
+          {"updated_ms", j.updated_ms},
+          {"finished_ms", j.finished_ms},
+          {"not_before_ms", j.not_before_ms},
+          {"lease_owner", j.lease_owner},
+          {"lease_until_ms", j.lease_until_ms},
+          {"device", j.spec.device_kind},
+          {"gpu_mem", j.spec.device_memory_mb},
+          {"dataset_version", j.spec.dataset_version},
+          {"dedup_key", j.dedup_key},
+          {"result", result}};
+}
+
+nlohmann::json AttemptJson(const store::AttemptRecord& a) {
+  return {{"attempt", a.attempt},
+          {"worker", a.worker},
+          {"host", a.host},
+          {"pid", a.pid},
+          {"started_ms", a.started_ms},
+          {"ended_ms", a.ended_ms},
+          {"exit_code", a.exit_code},
+          {"signal", a.signal},
+          {"succeeded", a.succeeded},
+          {"stage", store::FailureStageName(a.stage)},
+          {"failure_class", store::FailureClassName(a.failure_class)},
+          {"infra", a.infrastructure},
+          {"reason", a.reason},
+          {"message", a.message}};
+}
+
+std::string FormatMs(int64_t ms) {
+  if (ms <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::ostringstream o;
+  o << std::put_time(&tm, "%Y-%m-%d %H:%M:%S");
+  return o.str();
+}
+
+Result<int64_t> ParseJobId(const std::string& s) {
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || end != s.c_str() + s.size() || v <= 0) return Usage("id", "job id must be a positive number, not '" + s + "'");
+  return static_cast<int64_t>(v);
+}
+
+void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
+  auto args = std::make_shared<std::vector<std::string>>();
+  CLI::App* cmd = app.add_subcommand("submit", "Queue a training job (kestrel train keys + job keys; docs/jobs.md)");
+  cmd->add_option("key=value", *args,
+                  "train keys (data=NAME[@ref] model= epochs= imgsz= batch= ...) and job keys: priority=high|normal|low "
+                  "device=cpu|0 gpu_mem=MB max_retries=3 backoff=300,900,1800 time_limit=S min_map50=F");
+  cmd->callback([&ctx, exit_code, args] {
+    train::TrainConfig cfg;
+    OptionSet set;
+    cfg.Bind(set);
+    JobKeys jk;
+    nlohmann::json typed = nlohmann::json::object();
+    for (const auto& token : *args) {
+      std::string k, v;
+      if (!SplitKeyValue(token, &k, &v)) {
+        *exit_code = Fail(ctx, Usage("", "unexpected argument '" + token + "' (submit takes key=value)"));
+        return;
+      }
+      typed[k] = v;
+      bool handled = false;
+      Status s = ApplyJobKey(k, v, &jk, &handled);
+      if (s.IsOk() && !handled) {
+        if (JobOwnedKey(k)) {
+          s = Usage(k, "'" + k + "' is decided by the job system (each attempt runs in $KESTREL_HOME/jobs/<id>/attempt-<n> "
+                          "and resumes from the previous attempt's checkpoint)");
+        } else {
+          s = set.Set(k, v, {"command line", 0, ""});
+        }
+      }
+      if (!s.IsOk()) {
+        *exit_code = Fail(ctx, s, kExitUsage);
+        return;
+      }
+    }
+    store::JobSpec spec;
+    if (jk.device == "cpu") {
+      if (jk.gpu_mem >= 0) {
+        *exit_code = Fail(ctx, Usage("gpu_mem", "gpu_mem is for GPU jobs (device=0)"), kExitUsage);
+        return;
+      }
+      cfg.device = "cpu";
+    } else {
+      if (jk.gpu_mem < 0) {
+        *exit_code = Fail(ctx, Usage("gpu_mem", "a GPU job needs gpu_mem=MB (the memory it may use)"), kExitUsage);
+        return;
+      }
+      // The worker picks the GPU and shows it to the child as CUDA device 0.
+      cfg.device = "0";
+      spec.device_kind = "gpu";
+      spec.device_memory_mb = jk.gpu_mem;
+    }
+    if (!cfg.pretrained.empty()) cfg.pretrained = std::filesystem::absolute(cfg.pretrained).string();
+    Status s = cfg.Validate();
+    if (s.IsOk()) s = jobs::ValidateRetryPolicy(jk.retry);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field}), kExitUsage);
+      return;
+    }
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    std::string name, ref;
+    store::SplitDatasetRef(cfg.data, &name, &ref);
+    auto version = stores->meta->GetVersion(name, ref);
+    if (!version.IsOk()) {
+      const Status& vs = version.GetStatus();
+      *exit_code = Fail(ctx, Status::InvalidArgument("data=" + cfg.data + ": " + vs.Message(), {"command line", 0, "data"}),
+                        vs.Code() == StatusCode::kNotFound || vs.Code() == StatusCode::kInvalidArgument ? kExitUsage
+                                                                                                       : kExitFailure);
+      return;
+    }
+    cfg.data = name + "@" + version->version_id;
+    nlohmann::json config = set.ToJson();
+    config["min_map50"] = jk.min_map50;
+    spec.dataset_version = version->version_id;
+    spec.config_json = config.dump();
+    spec.spec_json = typed.dump();
+    store::ParseJobPriority(jk.priority, &spec.priority);
+    spec.retry = jk.retry;
+    spec.wall_clock_limit_ms = jk.time_limit_ms;
+    bool created = false;
+    auto job = stores->meta->SubmitJob(spec, WallMs(), &created);
+    if (!job.IsOk()) {
+      *exit_code = Fail(ctx, job.GetStatus());
+      return;
+    }
+    std::string text = std::string(created ? "submitted" : "already queued:") + " job " + std::to_string(job->id) +
+                       " (" + store::JobStateName(job->state) + ", data " + name + "@" +
+                       version->version_id.substr(0, 12) + ")";
+    Emit(ctx, text, {{"ok", true}, {"job_id", job->id}, {"created", created}, {"dedup_key", job->dedup_key}});
+  });
+}
+
+// ---- worker
+
+std::atomic<bool> g_worker_stop{false};
+extern "C" void OnWorkerStop(int /*sig*/) { g_worker_stop.store(true); }
+
+std::string SelfExe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
+  struct Args {
+    int slots = 1;
+    std::string devices;
+    std::string id;
+    int64_t max_jobs = 0;
+    bool exit_when_idle = false;
+    double heartbeat_s = 30, hang_timeout_s = 90, lease_s = 90, grace_s = 10, poll_s = 1;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("worker", "Run queued jobs on this machine's devices (docs/jobs.md)");
+  cmd->add_option("--slots", a->slots, "concurrent attempts")->capture_default_str();
+  cmd->add_option("--devices", a->devices, "devices: cpu, cpu:N, gpu:IDX:MB, comma-separated (default: one cpu per slot)");
+  cmd->add_option("--id", a->id, "worker id (default host:pid)");
+  cmd->add_option("--max-jobs", a->max_jobs, "exit after this many attempts (0 = no limit)");
+  cmd->add_flag("--exit-when-idle", a->exit_when_idle, "exit when no waiting job fits this worker");
+  cmd->add_option("--heartbeat-s", a->heartbeat_s, "lease renewal interval, seconds")->capture_default_str();
+  cmd->add_option("--hang-timeout-s", a->hang_timeout_s, "no progress for this long -> hung")->capture_default_str();
+  cmd->add_option("--lease-s", a->lease_s, "lease length, seconds")->capture_default_str();
+  cmd->add_option("--grace-s", a->grace_s, "SIGTERM -> SIGKILL, seconds")->capture_default_str();
+  cmd->add_option("--poll-s", a->poll_s, "idle claim polling interval, seconds")->capture_default_str();
+  cmd->callback([&ctx, exit_code, a] {
+#ifndef KESTREL_WITH_TORCH
+    *exit_code = Fail(ctx, Status::FailedPrecondition("this kestrel was built without LibTorch and cannot train; run "
+                                                      "`kestrel worker` from a build with it"));
+    return;
+#endif
+    jobs::WorkerOptions o;
+    o.host = HostName();
+    o.id = a->id.empty() ? o.host + ":" + std::to_string(::getpid()) : a->id;
+    o.home = std::filesystem::absolute(ctx.home).string();
+    std::string exe = SelfExe();
+    o.child_command = {exe, "--home", o.home, "--log-level", ctx.log_level};
+    o.slots = a->slots;
+    for (double v : {a->heartbeat_s, a->hang_timeout_s, a->lease_s, a->poll_s}) {
+      if (!(v > 0) || !std::isfinite(v)) {
+        *exit_code = Fail(ctx, Usage("", "--heartbeat-s, --hang-timeout-s, --lease-s and --poll-s must be > 0"));
+        return;
+      }
+    }
+    if (!(a->grace_s >= 0)) {
+      *exit_code = Fail(ctx, Usage("grace-s", "--grace-s must be >= 0"));
+      return;
+    }
+    o.supervisor.heartbeat_ms = SecondsToMs(a->heartbeat_s);
+    o.supervisor.hang_timeout_ms = SecondsToMs(a->hang_timeout_s);
+    o.supervisor.grace_ms = SecondsToMs(a->grace_s);
+    o.supervisor.poll_ms = std::min<int64_t>(100, std::max<int64_t>(1, SecondsToMs(a->poll_s)));
+    o.lease_ms = SecondsToMs(a->lease_s);
+    o.poll_ms = std::max<int64_t>(1, SecondsToMs(a->poll_s));
+    o.max_jobs = a->max_jobs;
+    o.exit_when_idle = a->exit_when_idle;
+    o.wall_anchor_ms = WallMs();
+    if (!a->devices.empty()) {
+      auto d = jobs::ParseDevices(a->devices);
+      if (!d.IsOk()) {
+        *exit_code = Fail(ctx, d.GetStatus());
+        return;
+      }
+      o.devices = *d;
+    }
+    Status v = jobs::ValidateWorkerOptions(o);
+    if (!v.IsOk()) {
+      *exit_code = Fail(ctx, v);
+      return;
+    }
+    const std::string url = store::MetadataUrl(ctx.home);
+    // Fail fast on a store that cannot be opened at all (wrong URL, bad
+    // permissions); once running, the worker rides out outages.
+    auto first = store::MetadataStore::Open(url);
+    if (!first.IsOk()) {
+      *exit_code = Fail(ctx, first.GetStatus());
+      return;
+    }
+    first->reset();
+    struct sigaction sa {};
+    sa.sa_handler = OnWorkerStop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    jobs::PosixProcessRunner runner;
+    jobs::Worker worker([url] { return store::MetadataStore::Open(url); }, runner, Env::Default(), o);
+    Status s = worker.Run(g_worker_stop);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    auto c = worker.Counters();
+    std::ostringstream text;
+    text << "worker " << o.id << ": " << c.claimed << " attempts, " << c.succeeded << " succeeded, " << c.failed
+         << " failed, " << c.fenced << " fenced, " << c.stopped << " handed back, " << c.store_errors
+         << " store errors";
+    Emit(ctx, text.str(),
+         {{"ok", true},
+          {"worker", o.id},
+          {"claimed", c.claimed},
+          {"succeeded", c.succeeded},
+          {"failed", c.failed},
+          {"fenced", c.fenced},
+          {"stopped", c.stopped},
+          {"store_errors", c.store_errors}});
+  });
+}
+
+// ---- jobs list|show|logs|cancel|retry
+
+void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
+  CLI::App* jobs = app.add_subcommand("jobs", "List, inspect, cancel and retry jobs");
+  jobs->require_subcommand(1);
+
+  auto state = std::make_shared<std::string>();
+  auto limit = std::make_shared<int64_t>(100);
+  CLI::App* list = jobs->add_subcommand("list", "Jobs, newest first");
+  list->add_option("--state", *state, "only this state (queued, running, succeeded, failed_retryable, ...)");
+  list->add_option("--limit", *limit, "at most this many")->capture_default_str();
+  list->callback([&ctx, exit_code, state, limit] {
+    store::JobFilter f;
+    f.limit = *limit;
+    if (!state->empty()) {
+      store::JobState s;
+      if (!store::ParseJobState(*state, &s)) {
+        *exit_code = Fail(ctx, Usage("state", "unknown state '" + *state + "'"));
+        return;
+      }
+      f.states.push_back(s);
+    }
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto list = stores->meta->ListJobs(f);
+    if (!list.IsOk()) {
+      *exit_code = Fail(ctx, list.GetStatus());
+      return;
+    }
+    nlohmann::json arr = nlohmann::json::array();
+    std::ostringstream t;
+    t << std::left << std::setw(6) << "ID" << std::setw(18) << "STATE" << std::setw(8) << "ATTEMPT" << std::setw(8)
+      << "PRIO" << std::setw(9) << "RETRIES" << std::setw(21) << "CREATED" << "LAST REASON\n";
+    for (const auto& j : *list) {
+      arr.push_back(JobJson(j));
+      t << std::left << std::setw(6) << j.id << std::setw(18) << store::JobStateName(j.state) << std::setw(8)
+        << j.attempt << std::setw(8) << store::JobPriorityName(j.spec.priority) << std::setw(9)
+        << (std::to_string(j.retries_used) + "+" + std::to_string(j.infra_retries_used)) << std::setw(21)
+        << FormatMs(j.created_ms) << j.last_reason << "\n";
+    }
+    if (list->empty()) t.str("no jobs\n");
+    Emit(ctx, t.str(), {{"jobs", arr}});
+  });
+
+  auto show_id = std::make_shared<std::string>();
+  CLI::App* show = jobs->add_subcommand("show", "A job and its attempts");
+  show->add_option("id", *show_id, "job id")->required();
+  show->callback([&ctx, exit_code, show_id] {
+    auto id = ParseJobId(*show_id);
+    auto stores = id.IsOk() ? OpenStores(ctx) : Result<Stores>(id.GetStatus());
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto job = stores->meta->GetJob(*id);
+    auto attempts = job.IsOk() ? stores->meta->ListAttempts(*id) : Result<std::vector<store::AttemptRecord>>(job.GetStatus());
+    if (!attempts.IsOk()) {
+      *exit_code = Fail(ctx, attempts.GetStatus());
+      return;
+    }
+    nlohmann::json jj = JobJson(*job);
+    auto config = nlohmann::json::parse(job->spec.config_json, nullptr, false);
+    jj["config"] = config.is_discarded() ? nlohmann::json(job->spec.config_json) : config;
+    jj["wall_clock_limit_ms"] = job->spec.wall_clock_limit_ms;
+    nlohmann::json arr = nlohmann::json::array();
+    std::ostringstream t;
+    t << "job " << job->id << ": " << store::JobStateName(job->state) << ", attempt " << job->attempt << ", priority "
+      << store::JobPriorityName(job->spec.priority) << ", retries " << job->retries_used << "/"
+      << job->spec.retry.max_retries << " (+" << job->infra_retries_used << " infra)\n";
+    t << "created " << FormatMs(job->created_ms) << ", finished " << FormatMs(job->finished_ms) << "\n";
+    if (!job->last_reason.empty()) t << "last reason: " << job->last_reason << "\n";
+    if (!job->result_json.empty()) t << "result: " << job->result_json << "\n";
+    for (const auto& a : *attempts) {
+      arr.push_back(AttemptJson(a));
+      t << "  attempt " << a.attempt << " on " << a.worker << " pid " << a.pid << ": ";
+      if (a.ended_ms == 0) {
+        t << "running since " << FormatMs(a.started_ms) << "\n";
+      } else if (a.succeeded) {
+        t << "succeeded\n";
+      } else {
+        t << a.reason << " (" << store::FailureClassName(a.failure_class) << (a.infrastructure ? ", infra" : "")
+          << ", stage " << store::FailureStageName(a.stage) << ", exit " << a.exit_code << ", signal " << a.signal
+          << ")" << (a.message.empty() ? "" : ": " + a.message) << "\n";
+      }
+    }
+    Emit(ctx, t.str(), {{"job", jj}, {"attempts", arr}});
+  });
+
+  auto logs_id = std::make_shared<std::string>();
+  auto logs_attempt = std::make_shared<int64_t>(0);
+  CLI::App* logs = jobs->add_subcommand("logs", "Print an attempt's log (default: the latest)");
+  logs->add_option("id", *logs_id, "job id")->required();
+  logs->add_option("--attempt", *logs_attempt, "attempt number");
+  logs->callback([&ctx, exit_code, logs_id, logs_attempt] {
+    auto id = ParseJobId(*logs_id);
+    auto stores = id.IsOk() ? OpenStores(ctx) : Result<Stores>(id.GetStatus());
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto job = stores->meta->GetJob(*id);
+    if (!job.IsOk()) {
+      *exit_code = Fail(ctx, job.GetStatus());
+      return;
+    }
+    int64_t n = *logs_attempt > 0 ? *logs_attempt : job->attempt;
+    if (n <= 0 || n > job->attempt) {
+      *exit_code = Fail(ctx, Status::NotFound("job " + std::to_string(*id) + " has no attempt " + std::to_string(n)));
+      return;
+    }
+    const std::string path = JoinPath(JoinPath(JoinPath(ctx.home, "jobs"), std::to_string(*id)),
+                                      "attempt-" + std::to_string(n) + ".log");
+    auto text = Env::Default().ReadFile(path);
+    if (!text.IsOk()) {
+      *exit_code = Fail(ctx, text.GetStatus());
+      return;
+    }
+    Emit(ctx, *text, {{"job_id", *id}, {"attempt", n}, {"path", path}, {"log", *text}});
+  });
+
+  auto cancel_id = std::make_shared<std::string>();
+  CLI::App* cancel = jobs->add_subcommand("cancel", "Cancel a job (a running attempt is stopped by its worker)");
+  cancel->add_option("id", *cancel_id, "job id")->required();
+  auto retry_id = std::make_shared<std::string>();
+  CLI::App* retry = jobs->add_subcommand("retry", "Requeue a failed or cancelled job with a fresh retry budget");
+  retry->add_option("id", *retry_id, "job id")->required();
+  auto change = [&ctx, exit_code](const std::string& raw, bool is_cancel) {
+    auto id = ParseJobId(raw);
+    auto stores = id.IsOk() ? OpenStores(ctx) : Result<Stores>(id.GetStatus());
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto job = is_cancel ? stores->meta->CancelJob(*id, WallMs()) : stores->meta->RetryJob(*id, WallMs());
+    if (!job.IsOk()) {
+      *exit_code = Fail(ctx, job.GetStatus());
+      return;
+    }
+    Emit(ctx, "job " + std::to_string(job->id) + ": " + store::JobStateName(job->state),
+         {{"ok", true}, {"job", JobJson(*job)}});
+  };
+  cancel->callback([change, cancel_id] { change(*cancel_id, true); });
+  retry->callback([change, retry_id] { change(*retry_id, false); });
+}
+
+// ---- stats, breaker
+
+void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
+  CLI::App* stats = app.add_subcommand("stats", "Job availability, failures, retries, MTTR and the circuit breaker");
+  stats->callback([&ctx, exit_code] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto st = stores->meta->Stats();
+    jobs::CircuitBreaker breaker;
+    Status bs = st.IsOk() ? jobs::RefreshBreaker(breaker, *stores->meta) : st.GetStatus();
+    if (!bs.IsOk()) {
+      *exit_code = Fail(ctx, bs);
+      return;
+    }
+    const store::JobStats& s = *st;
+    nlohmann::json j = {{"jobs", s.jobs},
+                        {"succeeded", s.succeeded},
+                        {"failed_permanent", s.failed_permanent},
+                        {"cancelled", s.cancelled},
+                        {"live", s.live},
+                        {"availability", s.availability},
+                        {"attempts", s.attempts},
+                        {"failed_attempts", s.failed_attempts},
+                        {"retries", s.retries},
+                        {"infra_retries", s.infra_retries},
+                        {"failures_by_stage", s.failures_by_stage},
+                        {"failures_by_class", s.failures_by_class},
+                        {"failures_by_reason", s.failures_by_reason},
+                        {"mean_time_to_recovery_ms", s.mean_time_to_recovery_ms},
+                        {"recovered_jobs", s.recovered_jobs},
+                        {"breaker", {{"open", breaker.IsOpen()}, {"reason", breaker.Reason()}}}};
+    std::ostringstream t;
+    t << "jobs " << s.jobs << ": " << s.succeeded << " succeeded, " << s.failed_permanent << " failed, "
+      << s.cancelled << " cancelled, " << s.live << " live\n";
+    t << "availability " << std::fixed << std::setprecision(1) << s.availability * 100 << "% (succeeded / finished)\n";
+    t << "attempts " << s.attempts << ", failed " << s.failed_attempts << "; retries " << s.retries << " + "
+      << s.infra_retries << " infra\n";
+    auto line = [&t](const char* what, const std::map<std::string, int64_t>& m) {
+      if (m.empty()) return;
+      t << "failures by " << what << ":";
+      for (const auto& [k, v] : m) t << " " << k << "=" << v;
+      t << "\n";
+    };
+    line("stage", s.failures_by_stage);
+    line("class", s.failures_by_class);
+    line("reason", s.failures_by_reason);
+    t << "mean time to recovery " << std::setprecision(1) << s.mean_time_to_recovery_ms / 1000.0 << " s over "
+      << s.recovered_jobs << " recovered jobs\n";
+    t << "circuit breaker: " << (breaker.IsOpen() ? "OPEN, " + breaker.Reason() : std::string("closed"));
+    Emit(ctx, t.str(), j);
+  });
+
+  CLI::App* breaker = app.add_subcommand("breaker", "The circuit breaker that pauses automatic retries");
+  breaker->require_subcommand(1);
+  CLI::App* reset = breaker->add_subcommand("reset", "Close the breaker for every worker (ignores earlier failures)");
+  reset->callback([&ctx, exit_code] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    const int64_t now = WallMs();
+    Status s = jobs::PersistBreakerReset(*stores->meta, now);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
+    Emit(ctx, "circuit breaker reset; workers resume retries on their next claim",
+         {{"ok", true}, {"reset_ms", now}});
+  });
+}
+
+}  // namespace
+
+void AddJobCommands(CLI::App& app, Context& ctx, int* exit_code) {
+  AddSubmit(app, ctx, exit_code);
+  AddWorker(app, ctx, exit_code);
+  AddJobs(app, ctx, exit_code);
+  AddStats(app, ctx, exit_code);
+}
+
+}  // namespace kestrel::cli

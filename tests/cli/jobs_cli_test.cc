@@ -1,0 +1,222 @@
+// Black-box tests of the job commands: submit (dedup, validation), jobs
+// list/show/logs/cancel/retry, stats, breaker reset, and (with LibTorch) a
+// worker running real tiny trainings, including a SIGKILLed child whose
+// next attempt resumes from the checkpoint the killed one left.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "cli_fixture.h"
+
+#ifdef KESTREL_CLI_WITH_TORCH
+#include "train/train_config.h"
+#include "train/trainer.h"
+#endif
+
+namespace kestrel::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class JobsCliTest : public KestrelCliTest {
+ protected:
+  void SetUp() override {
+    KestrelCliTest::SetUp();
+    ASSERT_EQ(Kestrel("dataset synth data --images 12 --imgsz 64 --seed 3").code, 0);
+    ASSERT_EQ(Kestrel("dataset import data --name tiny").code, 0);
+  }
+  // A job that trains in about a second on one core.
+  static std::string TinyJob(const std::string& extra = "") {
+    return "submit data=tiny model=t imgsz=64 batch=4 workers=1 threads=1 plots=false optimizer=AdamW lr0=0.01 "
+           "warmup_epochs=0 " +
+           extra;
+  }
+  int64_t SubmitId(const std::string& args) {
+    CliRun r = Kestrel("--json " + args);
+    EXPECT_EQ(r.code, 0) << r.out;
+    auto j = Json(r);
+    return j.value("job_id", int64_t{0});
+  }
+  nlohmann::json Show(int64_t id) { return Json(Kestrel("--json jobs show " + std::to_string(id))); }
+  fs::path JobDir(int64_t id) { return dir_ / "home" / "jobs" / std::to_string(id); }
+};
+
+TEST_F(JobsCliTest, SubmitIsIdempotentAndRejectsBadKeysWithoutStoringAnything) {
+  auto a = Json(Kestrel("--json " + TinyJob("epochs=1")));
+  EXPECT_EQ(a["ok"], true);
+  EXPECT_EQ(a["created"], true);
+  EXPECT_EQ(a["dedup_key"].get<std::string>().size(), 64u);
+  // Same effective config in another key order: the same live job.
+  auto b = Json(Kestrel("--json submit epochs=1 warmup_epochs=0 lr0=0.01 optimizer=AdamW plots=false threads=1 "
+                        "workers=1 batch=4 imgsz=64 model=t data=tiny"));
+  EXPECT_EQ(b["job_id"], a["job_id"]);
+  EXPECT_EQ(b["created"], false);
+  // data=NAME@v1 resolves to the same version: still the same job.
+  EXPECT_EQ(Json(Kestrel("--json " + TinyJob("epochs=1 data=tiny@v1")))["job_id"], a["job_id"]);
+
+  for (const char* bad : {"epoch=1", "lr0=100", "data=nope", "resume=x.ckpt", "device=0", "gpu_mem=100",
+                          "priority=urgent", "backoff=1,x", "min_map50=2", "max_retries=-1", "time_limit=-5"}) {
+    CliRun r = Kestrel("--json " + TinyJob(std::string("epochs=2 ") + bad));
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    auto j = Json(r);
+    EXPECT_EQ(j["ok"], false) << bad;
+  }
+  // The message names the key (with a hint for a typo).
+  CliRun typo = Kestrel("--json " + TinyJob("epoch=1"));
+  EXPECT_NE(typo.out.find("epochs"), std::string::npos) << typo.out;
+  auto list = Json(Kestrel("--json jobs list"));
+  EXPECT_EQ(list["jobs"].size(), 1u) << "a rejected submission stored a job";
+}
+
+TEST_F(JobsCliTest, ListShowCancelRetryStatsAndBreakerReset) {
+  int64_t id = SubmitId(TinyJob("epochs=1 priority=high max_retries=2 backoff=0.5,1 time_limit=600 min_map50=0.1"));
+  ASSERT_GT(id, 0);
+  auto list = Json(Kestrel("--json jobs list"));
+  ASSERT_EQ(list["jobs"].size(), 1u);
+  const auto& j = list["jobs"][0];
+  for (const char* k : {"id", "state", "attempt", "priority", "retries_used", "infra_retries_used", "last_reason",
+                        "created_ms", "finished_ms", "result"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["id"], id);
+  EXPECT_EQ(j["state"], "queued");
+  EXPECT_EQ(j["priority"], "high");
+  EXPECT_TRUE(j["result"].is_null());
+  EXPECT_EQ(Json(Kestrel("--json jobs list --state running"))["jobs"].size(), 0u);
+
+  auto show = Show(id);
+  EXPECT_EQ(show["job"]["id"], id);
+  EXPECT_EQ(show["job"]["max_retries"], 2);
+  EXPECT_EQ(show["job"]["wall_clock_limit_ms"], 600000);
+  EXPECT_EQ(show["job"]["config"]["min_map50"], 0.1);
+  EXPECT_EQ(show["job"]["config"]["epochs"], 1);
+  EXPECT_EQ(show["job"]["config"]["device"], "cpu");
+  EXPECT_NE(show["job"]["config"]["data"].get<std::string>().find("tiny@"), std::string::npos);
+  EXPECT_TRUE(show["attempts"].is_array());
+  EXPECT_EQ(show["attempts"].size(), 0u);
+  EXPECT_EQ(Kestrel("jobs logs " + std::to_string(id)).code, 1) << "no attempt yet";
+  EXPECT_EQ(Kestrel("jobs show 999").code, 1);
+  EXPECT_EQ(Kestrel("jobs show x").code, 2);
+
+  auto cancelled = Json(Kestrel("--json jobs cancel " + std::to_string(id)));
+  EXPECT_EQ(cancelled["job"]["state"], "cancelled");
+  EXPECT_EQ(Kestrel("jobs cancel " + std::to_string(id)).code, 1) << "already finished";
+  auto retried = Json(Kestrel("--json jobs retry " + std::to_string(id)));
+  EXPECT_EQ(retried["job"]["state"], "queued");
+
+  auto stats = Json(Kestrel("--json stats"));
+  for (const char* k : {"jobs", "succeeded", "failed_permanent", "cancelled", "live", "availability", "attempts",
+                        "failed_attempts", "retries", "infra_retries", "failures_by_stage", "failures_by_class",
+                        "failures_by_reason", "mean_time_to_recovery_ms", "recovered_jobs"}) {
+    EXPECT_TRUE(stats.contains(k)) << k;
+  }
+  EXPECT_EQ(stats["jobs"], 1);
+  EXPECT_EQ(stats["live"], 1);
+  EXPECT_EQ(stats["breaker"]["open"], false);
+  EXPECT_EQ(stats["breaker"]["reason"], "");
+  auto reset = Json(Kestrel("--json breaker reset"));
+  EXPECT_EQ(reset["ok"], true);
+  EXPECT_GT(reset["reset_ms"].get<int64_t>(), 0);
+  EXPECT_EQ(Kestrel("stats").code, 0);
+}
+
+#ifdef KESTREL_CLI_WITH_TORCH
+
+// kestrel submit validates with the torch-free TrainConfig; the trainer binds
+// TrainOptions. Same keys and defaults, or a submitted job would not load.
+TEST(TrainConfigTest, TrainConfigMatchesTrainOptions) {
+  train::TrainConfig c;
+  train::TrainOptions o;
+  OptionSet cs, os;
+  c.Bind(cs);
+  o.Bind(os);
+  EXPECT_EQ(cs.Keys(), os.Keys());
+  EXPECT_EQ(cs.ToJson(), os.ToJson());
+}
+
+TEST_F(JobsCliTest, WorkerRunsATinyJobPastTheQualityGate) {
+  int64_t id = SubmitId(TinyJob("epochs=1"));
+  ASSERT_GT(id, 0);
+  CliRun w = Kestrel("--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10 --id w1");
+  ASSERT_EQ(w.code, 0) << w.out;
+  auto wj = Json(w);
+  EXPECT_EQ(wj["claimed"], 1);
+  EXPECT_EQ(wj["succeeded"], 1);
+  auto show = Show(id);
+  EXPECT_EQ(show["job"]["state"], "succeeded") << show.dump(2);
+  const auto& result = show["job"]["result"];
+  ASSERT_TRUE(result.is_object()) << show.dump(2);
+  const std::string attempt_dir = (JobDir(id) / "attempt-1").string();
+  EXPECT_EQ(result["run_dir"], attempt_dir);
+  EXPECT_EQ(result["best"], attempt_dir + "/weights/best.safetensors");
+  EXPECT_TRUE(fs::exists(result["best"].get<std::string>()));
+  EXPECT_TRUE(fs::exists(attempt_dir + "/weights/last.ckpt"));
+  EXPECT_EQ(result["epochs"], 1);
+  EXPECT_TRUE(result["map50"].is_number());
+  ASSERT_EQ(show["attempts"].size(), 1u);
+  const auto& a = show["attempts"][0];
+  EXPECT_EQ(a["worker"], "w1");
+  EXPECT_GT(a["pid"].get<int64_t>(), 0);
+  EXPECT_EQ(a["exit_code"], 0);
+  EXPECT_EQ(a["signal"], 0);
+  EXPECT_GT(a["ended_ms"].get<int64_t>(), a["started_ms"].get<int64_t>());
+  CliRun logs = Kestrel("jobs logs " + std::to_string(id));
+  EXPECT_EQ(logs.code, 0);
+  EXPECT_NE(logs.out.find("best mAP50"), std::string::npos) << logs.out;
+  auto stats = Json(Kestrel("--json stats"));
+  EXPECT_EQ(stats["succeeded"], 1);
+  EXPECT_EQ(stats["availability"], 1.0);
+  // A job whose model misses its threshold fails the gate for good.
+  int64_t strict = SubmitId(TinyJob("epochs=1 min_map50=1"));
+  ASSERT_EQ(Kestrel("worker --exit-when-idle --poll-s 0.1").code, 0);
+  auto s2 = Show(strict);
+  EXPECT_EQ(s2["job"]["state"], "failed_permanent");
+  EXPECT_EQ(s2["attempts"][0]["reason"], "quality_gate");
+  EXPECT_EQ(s2["attempts"][0]["exit_code"], 0) << "exit code 0 is not success";
+  // A stale attempt number is refused by the child itself.
+  EXPECT_EQ(Kestrel("train --job " + std::to_string(id) + " --attempt 7").code, 1);
+}
+
+TEST_F(JobsCliTest, SigkilledChildResumesFromThePreviousAttemptsCheckpoint) {
+  int64_t id = SubmitId(TinyJob("epochs=4 backoff=0"));
+  ASSERT_GT(id, 0);
+  CliRun w;
+  std::thread worker([&] { w = Kestrel("--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10"); });
+  // Kill the child as soon as its first epoch's checkpoint exists.
+  const fs::path ckpt = JobDir(id) / "attempt-1" / "weights" / "last.ckpt";
+  int64_t pid = 0;
+  for (int i = 0; i < 6000 && pid == 0; ++i) {
+    if (fs::exists(ckpt)) {
+      auto show = Show(id);
+      if (show["attempts"].size() == 1 && show["attempts"][0]["pid"].get<int64_t>() > 0) {
+        pid = show["attempts"][0]["pid"].get<int64_t>();
+      }
+    }
+    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GT(pid, 0) << "the first attempt never wrote a checkpoint";
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  worker.join();
+  ASSERT_EQ(w.code, 0) << w.out;
+  auto show = Show(id);
+  EXPECT_EQ(show["job"]["state"], "succeeded") << show.dump(2);
+  ASSERT_EQ(show["attempts"].size(), 2u) << show.dump(2);
+  EXPECT_EQ(show["attempts"][0]["reason"], "killed");
+  EXPECT_EQ(show["attempts"][0]["signal"], SIGKILL);
+  EXPECT_EQ(show["attempts"][0]["failure_class"], "retryable");
+  EXPECT_EQ(show["job"]["retries_used"], 1);
+  CliRun log2 = Kestrel("jobs logs " + std::to_string(id) + " --attempt 2");
+  EXPECT_NE(log2.out.find("resuming from " + ckpt.string()), std::string::npos) << log2.out;
+  EXPECT_NE(log2.out.find("resumed from"), std::string::npos) << "the trainer continued the checkpoint:\n" << log2.out;
+  // Attempt 2 wrote into its own folder and finished all epochs there.
+  EXPECT_TRUE(fs::exists(JobDir(id) / "attempt-2" / "weights" / "last.ckpt"));
+  EXPECT_EQ(show["job"]["result"]["epochs"], 4);
+  EXPECT_EQ(show["job"]["result"]["run_dir"], (JobDir(id) / "attempt-2").string());
+}
+
+#endif  // KESTREL_CLI_WITH_TORCH
+
+}  // namespace
+}  // namespace kestrel::testing
