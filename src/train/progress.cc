@@ -16,7 +16,8 @@ std::string HistoryToJson(const std::vector<EpochRecord>& history) {
   for (const auto& r : history) {
     arr.push_back({{"epoch", r.epoch}, {"box", r.box}, {"cls", r.cls}, {"dfl", r.dfl}, {"lr", r.lr},
                    {"precision", r.precision}, {"recall", r.recall}, {"map50", r.map50},
-                   {"map5095", r.map5095}, {"fitness", r.fitness}, {"seconds", r.seconds}});
+                   {"map5095", r.map5095}, {"fitness", r.fitness}, {"seconds", r.seconds},
+                   {"val_box", r.val_box}, {"val_cls", r.val_cls}, {"val_dfl", r.val_dfl}});
   }
   return arr.dump();
 }
@@ -37,6 +38,9 @@ Result<std::vector<EpochRecord>> HistoryFromJson(const std::string& text) {
       r.map5095 = j.at("map5095").get<double>();
       r.fitness = j.at("fitness").get<double>();
       r.seconds = j.at("seconds").get<double>();
+      r.val_box = j.value("val_box", 0.0);  // absent in checkpoints of format 1 runs
+      r.val_cls = j.value("val_cls", 0.0);
+      r.val_dfl = j.value("val_dfl", 0.0);
       out.push_back(r);
     }
     return out;
@@ -48,11 +52,12 @@ Result<std::vector<EpochRecord>> HistoryFromJson(const std::string& text) {
 Status WriteResultsCsv(Env& env, const std::string& path, const std::vector<EpochRecord>& history) {
   std::string out =
       "epoch,train/box_loss,train/cls_loss,train/dfl_loss,metrics/precision(B),metrics/recall(B),"
-      "metrics/mAP50(B),metrics/mAP50-95(B),lr/pg0,lr/pg1,lr/pg2,time\n";
+      "metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss,val/dfl_loss,lr/pg0,lr/pg1,lr/pg2,time\n";
   char line[512];
   for (const auto& r : history) {
-    std::snprintf(line, sizeof line, "%d,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.6g,%.6g,%.6g,%.3f\n", r.epoch, r.box,
-                  r.cls, r.dfl, r.precision, r.recall, r.map50, r.map5095, r.lr[0], r.lr[1], r.lr[2], r.seconds);
+    std::snprintf(line, sizeof line, "%d,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.6g,%.6g,%.6g,%.3f\n",
+                  r.epoch, r.box, r.cls, r.dfl, r.precision, r.recall, r.map50, r.map5095, r.val_box, r.val_cls,
+                  r.val_dfl, r.lr[0], r.lr[1], r.lr[2], r.seconds);
     out += line;
   }
   return env.WriteFileAtomic(path, out);

@@ -294,7 +294,10 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
   rec.seconds = seconds;
   if (r.validator) {
     KESTREL_RETURN_IF_ERROR(r.ema->CopyTo(**r.ema_model));
-    KESTREL_ASSIGN_OR_RETURN(eval::EvalResult ev, r.validator->Run(**r.ema_model));
+    KESTREL_ASSIGN_OR_RETURN(eval::EvalResult ev, r.validator->Run(**r.ema_model, &*r.loss));
+    rec.val_box = r.validator->LastLoss()[0];
+    rec.val_cls = r.validator->LastLoss()[1];
+    rec.val_dfl = r.validator->LastLoss()[2];
     rec.precision = ev.precision;
     rec.recall = ev.recall;
     rec.map50 = ev.map50;

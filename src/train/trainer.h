@@ -72,6 +72,7 @@ struct EpochRecord {
   double box = 0, cls = 0, dfl = 0;  // mean train loss items
   std::array<double, 3> lr{};    // last LR per param group
   double precision = 0, recall = 0, map50 = 0, map5095 = 0, fitness = 0;
+  double val_box = 0, val_cls = 0, val_dfl = 0;  // mean loss items on the val split (0 without val)
   double seconds = 0;            // wall time of the epoch (not part of determinism)
 };
 

@@ -26,7 +26,9 @@ Result<std::unique_ptr<Validator>> Validator::Create(const data::Manifest& manif
   return v;
 }
 
-Result<eval::EvalResult> Validator::Run(model::YoloImpl& model) {
+Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* loss) {
+  last_loss_ = {0, 0, 0};
+  int64_t loss_batches = 0;
   eval::EvalOptions eo;
   eo.num_classes = model.NumClasses();
   if (static_cast<int>(names_.size()) == eo.num_classes) eo.class_names = names_;
@@ -55,6 +57,21 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model) {
       auto images = torch::from_blob(batch.images.data(), {batch.size, 3, batch.height, batch.width}, torch::kFloat)
                         .to(device_);
       auto out = model.forward(images);
+      if (loss != nullptr) {
+        const int64_t n = batch.NumTargets();
+        auto targets = n > 0 ? torch::from_blob(batch.targets.data(), {n, 6}, torch::kFloat).to(device_)
+                             : torch::zeros({0, 6}, torch::TensorOptions().device(device_));
+        DetectionTargets t{targets.select(1, 0), targets.select(1, 1), targets.slice(1, 2, 6)};
+        auto l = loss->Compute(out.maps, t, ImageSize{batch.height, batch.width});
+        if (!l.IsOk()) {
+          status = l.GetStatus();
+          loader_->Recycle(std::move(batch));
+          break;
+        }
+        auto items = l->items.to(torch::kCPU, torch::kDouble);
+        for (int k = 0; k < 3; ++k) last_loss_[k] += items[k].item<double>();
+        ++loss_batches;
+      }
       // [B, 4+nc, A] on the CPU, contiguous, for the torch-free postprocess.
       auto decoded = out.decoded.to(torch::kCPU, torch::kFloat).contiguous();
       const int nc = model.NumClasses();
@@ -83,6 +100,9 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model) {
   }
   if (was_training) model.train();
   KESTREL_RETURN_IF_ERROR(status);
+  if (loss_batches > 0) {
+    for (double& v : last_loss_) v /= static_cast<double>(loss_batches);
+  }
   return evaluator.Finalize();
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <torch/types.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "data/manifest.h"
 #include "eval/metrics.h"
 #include "model/yolo.h"
+#include "train/loss.h"
 
 namespace kestrel::train {
 
@@ -27,8 +29,10 @@ class Validator {
                                                    data::LoaderOptions loader, const std::vector<std::string>& names,
                                                    torch::Device device);
   // Runs `model` (switched to eval mode, restored to train mode after) over
-  // the whole val split.
-  Result<eval::EvalResult> Run(model::YoloImpl& model);
+  // the whole val split. With `loss`, also the mean loss items (box, cls,
+  // dfl) over the val batches, in LastLoss().
+  Result<eval::EvalResult> Run(model::YoloImpl& model, DetectionLoss* loss = nullptr);
+  const std::array<double, 3>& LastLoss() const { return last_loss_; }
 
  private:
   Validator() = default;
@@ -37,6 +41,7 @@ class Validator {
   const data::Manifest* manifest_ = nullptr;
   std::vector<std::string> names_;
   torch::Device device_ = torch::kCPU;
+  std::array<double, 3> last_loss_{};
 };
 
 // The per-class table printed after each epoch: all, then one row per class

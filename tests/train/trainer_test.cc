@@ -104,6 +104,17 @@ TEST_F(TrainerTest, TinyRunWritesArtifactsAndLearns) {
                         "weights/best.ckpt", "weights/last.safetensors", "weights/best.safetensors"}) {
     EXPECT_TRUE(fs::exists(o.run_dir + "/" + f)) << f;
   }
+  // Validation losses are recorded per epoch (positive, finite) and in results.csv.
+  for (const auto& e : r->history) {
+    EXPECT_GT(e.val_box + e.val_cls + e.val_dfl, 0.0);
+    EXPECT_TRUE(std::isfinite(e.val_box) && std::isfinite(e.val_cls) && std::isfinite(e.val_dfl));
+  }
+  {
+    std::ifstream csv(o.run_dir + "/results.csv");
+    std::string header;
+    std::getline(csv, header);
+    EXPECT_NE(header.find("val/box_loss,val/cls_loss,val/dfl_loss"), std::string::npos) << header;
+  }
   EXPECT_NE(log.str().find("torch threads: 1"), std::string::npos);
   EXPECT_NE(log.str().find("mAP50-95"), std::string::npos);
   std::printf("[ trainer ] %.1f images/s, first epoch loss %.3f, last %.3f, best mAP50 %.3f\n", r->images_per_second,
