@@ -1,14 +1,25 @@
 // `kestrel train key=value ...`: binds TrainOptions, installs the SIGTERM /
 // SIGINT handlers that raise the trainer's stop flag, runs train::Train and
 // prints the summary (text, or one JSON document with --json).
+//
+// `kestrel train --job ID --attempt N` is the child a worker supervises: it
+// trains the stored job in $KESTREL_HOME/jobs/<id>/attempt-<n>/, resuming
+// from the newest checkpoint an earlier attempt left, and reports on the
+// progress fd (KESTREL_PROGRESS_FD): progress lines, `reason=<token>` on
+// failure, `result {json}` at the end. Exit codes: src/jobs/retry.h.
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/cli.h"
+#include "jobs/retry.h"
 #include "train/trainer.h"
 
 namespace kestrel::cli {
@@ -46,6 +57,228 @@ nlohmann::json SummaryJson(const train::TrainSummary& s) {
           {"epochs", epochs}};
 }
 
+// ---- train --job
+
+// Writes whole lines to the progress fd (nothing when there is none).
+class ProgressPipe {
+ public:
+  ProgressPipe() {
+    const char* v = std::getenv("KESTREL_PROGRESS_FD");
+    if (v != nullptr && *v != '\0') fd_ = std::atoi(v);
+    if (fd_ >= 0) signal(SIGPIPE, SIG_IGN);  // a gone supervisor must not kill the run
+  }
+  void Line(const std::string& line) {
+    if (fd_ < 0) return;
+    std::string buf = line + "\n";
+    const char* p = buf.data();
+    size_t left = buf.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd_, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// The job exit code and reason token for a setup error from Train().
+std::pair<int, const char*> ClassifyTrainError(const Status& s) {
+  const std::string& m = s.Message();
+  switch (s.Code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+      return {jobs::kExitBadConfig, "bad_config"};
+    case StatusCode::kFailedPrecondition:
+      if (m.rfind("data:", 0) == 0) return {jobs::kExitDatasetErrors, "dataset_errors"};
+      return {jobs::kExitError, "error"};
+    case StatusCode::kCorruption:
+      if (m.find(".ckpt") != std::string::npos) return {jobs::kExitIoError, "io_error"};
+      return {jobs::kExitDatasetErrors, "dataset_errors"};
+    case StatusCode::kIoError:
+    case StatusCode::kResourceExhausted:
+      if (m.find("out of memory") != std::string::npos) return {jobs::kExitOom, "oom"};
+      return {jobs::kExitIoError, "io_error"};
+    default:
+      if (m.find("out of memory") != std::string::npos || m.find("bad_alloc") != std::string::npos) {
+        return {jobs::kExitOom, "oom"};
+      }
+      return {jobs::kExitError, "error"};
+  }
+}
+
+int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
+  ProgressPipe progress;
+  auto fail = [&](int code, const std::string& reason, const Status& why) {
+    progress.Line("reason=" + reason);
+    std::cerr << "error: job " << job_id << " attempt " << attempt << ": " << why.ToString() << std::endl;
+    return code;
+  };
+  progress.Line("stage=data job=" + std::to_string(job_id) + " attempt=" + std::to_string(attempt));
+  const std::string home = std::filesystem::absolute(ctx.home).lexically_normal().string();
+  Context abs_ctx = ctx;
+  abs_ctx.home = home;
+  auto stores = OpenStores(abs_ctx);
+  if (!stores.IsOk()) return fail(jobs::kExitError, "store_unavailable", stores.GetStatus());
+  auto job = stores->meta->GetJob(job_id);
+  if (!job.IsOk()) {
+    if (job.GetStatus().Code() == StatusCode::kNotFound) return fail(jobs::kExitBadConfig, "bad_config", job.GetStatus());
+    return fail(jobs::kExitError, "store_unavailable", job.GetStatus());
+  }
+  if (job->attempt != attempt || job->state != store::JobState::kRunning) {
+    return fail(jobs::kExitError, "lease_lost",
+                Status::Aborted("attempt " + std::to_string(attempt) + " is not current (job is " +
+                                store::JobStateName(job->state) + " at attempt " + std::to_string(job->attempt) + ")"));
+  }
+  stores->meta.reset();  // the trainer opens its own; nothing else needs it
+
+  // Options from the stored effective config (job-level keys removed).
+  train::TrainOptions opts;
+  {
+    OptionSet set;
+    opts.Bind(set);
+    auto cfg = nlohmann::json::parse(job->spec.config_json, nullptr, false);
+    if (!cfg.is_object()) {
+      return fail(jobs::kExitBadConfig, "bad_config", Status::InvalidArgument("stored config is not a JSON object"));
+    }
+    cfg.erase("min_map50");
+    Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
+    if (!s.IsOk()) return fail(jobs::kExitBadConfig, "bad_config", s);
+  }
+  opts.home = home;
+  // Each attempt runs in its own folder, which is the child's working
+  // directory: run_dir "." is what the checkpoint stores, so a later attempt
+  // that resumes from it writes into *its* folder, never an older one
+  // (fencing: a stale attempt and the current one never share files).
+  const std::string job_dir = JoinPath(JoinPath(home, "jobs"), std::to_string(job_id));
+  const std::string run_dir = JoinPath(job_dir, "attempt-" + std::to_string(attempt));
+  Env& env = Env::Default();
+  Status made = env.CreateDirs(run_dir);
+  if (!made.IsOk()) return fail(jobs::kExitIoError, "io_error", made);
+  if (::chdir(run_dir.c_str()) != 0) return fail(jobs::kExitIoError, "io_error", Status::IoError("cannot enter " + run_dir));
+  opts.run_dir = ".";
+  opts.exist_ok = true;
+  opts.resume.clear();
+  // Earlier attempts' checkpoints, newest first.
+  std::vector<std::string> checkpoints;
+  for (int64_t k = attempt - 1; k >= 1; --k) {
+    std::string c = JoinPath(JoinPath(job_dir, "attempt-" + std::to_string(k)), "weights/last.ckpt");
+    if (env.Stat(c).is_regular) checkpoints.push_back(c);
+  }
+
+  InstallStopHandlers();
+  train::TrainHooks hooks;
+  hooks.stop = &g_stop_requested;
+  hooks.out = &std::cout;
+  auto last_line = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+  hooks.on_iteration = [&](int epoch, int64_t it, int64_t total) {
+    const int64_t per_epoch = opts.epochs > 0 ? std::max<int64_t>(1, total / opts.epochs) : total;
+    const bool epoch_end = (it + 1) % per_epoch == 0;
+    auto now = std::chrono::steady_clock::now();
+    if (epoch_end || now - last_line >= std::chrono::milliseconds(250)) {
+      last_line = now;
+      progress.Line("stage=train epoch=" + std::to_string(epoch) + " iter=" + std::to_string(it + 1) +
+                    " total=" + std::to_string(total));
+    }
+    if (epoch_end && opts.val) progress.Line("stage=eval epoch=" + std::to_string(epoch));
+  };
+  hooks.on_epoch = [&](const train::EpochRecord& e) {
+    progress.Line("stage=train epoch=" + std::to_string(e.epoch) + " done map50=" + std::to_string(e.map50) +
+                  " map50_95=" + std::to_string(e.map5095));
+  };
+
+  Result<train::TrainSummary> r = Status::Internal("not run");
+  bool tried = false;
+  for (const auto& c : checkpoints) {
+    opts.resume = c;
+    std::cout << "job " << job_id << " attempt " << attempt << ": resuming from " << c << std::endl;
+    progress.Line("stage=data resume=" + c);
+    r = train::Train(opts, hooks);
+    tried = true;
+    // A corrupted checkpoint is refused before anything runs: fall back to
+    // the next older one rather than to scratch.
+    if (r.IsOk() || r.GetStatus().Code() != StatusCode::kCorruption) break;
+    std::cout << "checkpoint " << c << " refused: " << r.GetStatus().ToString() << std::endl;
+  }
+  if (!tried || (!r.IsOk() && r.GetStatus().Code() == StatusCode::kCorruption && !checkpoints.empty())) {
+    if (tried) std::cout << "no usable checkpoint left; starting from scratch" << std::endl;
+    opts.resume.clear();
+    progress.Line("stage=data");
+    r = train::Train(opts, hooks);
+  }
+  if (!r.IsOk()) {
+    auto [code, reason] = ClassifyTrainError(r.GetStatus());
+    return fail(code, reason, r.GetStatus());
+  }
+  const train::TrainSummary& sum = *r;
+  switch (sum.reason) {
+    case train::ExitReason::kCompleted:
+    case train::ExitReason::kEarlyStopped:
+      break;
+    case train::ExitReason::kDiverged:
+      return fail(jobs::kExitDiverged, "diverged", Status::Aborted(sum.message));
+    case train::ExitReason::kStopped:
+      return fail(jobs::kExitError, "stopped", Status::Aborted(sum.message));
+    case train::ExitReason::kHalted:
+      return fail(jobs::kExitError, "error", Status::Aborted(sum.message));
+  }
+  // A resumed attempt that never improved on the best epoch has no best.*
+  // of its own: carry the newest earlier one over, so the result's files
+  // all live under this attempt.
+  const std::string weights = JoinPath(run_dir, "weights");
+  const std::string best = JoinPath(weights, "best.safetensors");
+  double map50 = sum.best_map50, map5095 = sum.best_map5095;
+  int best_epoch = sum.best_epoch;
+  std::string note;
+  auto copy = [&](const std::string& from) {
+    auto bytes = env.ReadFile(from);
+    return bytes.IsOk() ? env.WriteFileAtomic(best, *bytes) : bytes.GetStatus();
+  };
+  if (!env.Stat(best).is_regular) {
+    bool found = false;
+    for (int64_t k = attempt - 1; k >= 1 && !found; --k) {
+      std::string b = JoinPath(JoinPath(job_dir, "attempt-" + std::to_string(k)), "weights/best.safetensors");
+      if (!env.Stat(b).is_regular) continue;
+      Status w = copy(b);
+      if (!w.IsOk()) return fail(jobs::kExitIoError, "io_error", w);
+      found = true;
+    }
+    // The trainer writes last.ckpt before best.*: a kill in between leaves a
+    // checkpoint that names a best epoch whose weights were never written.
+    // Commit the last epoch's weights with the last epoch's metrics instead
+    // (the gate then judges the model that is actually there).
+    if (!found && env.Stat(JoinPath(weights, "last.safetensors")).is_regular) {
+      Status w = copy(JoinPath(weights, "last.safetensors"));
+      if (!w.IsOk()) return fail(jobs::kExitIoError, "io_error", w);
+      if (!sum.history.empty()) {
+        map50 = sum.history.back().map50;
+        map5095 = sum.history.back().map5095;
+        best_epoch = sum.history.back().epoch;
+      }
+      note = "the best epoch's weights were lost in a crash; best = the last epoch";
+      std::cout << "job " << job_id << " attempt " << attempt << ": " << note << std::endl;
+    }
+  }
+  nlohmann::json result = {{"best", best},
+                           {"last", JoinPath(weights, "last.safetensors")},
+                           {"checkpoint", JoinPath(weights, "last.ckpt")},
+                           {"map50", map50},
+                           {"map50_95", map5095},
+                           {"best_epoch", best_epoch},
+                           {"epochs", sum.epochs_completed},
+                           {"run_dir", run_dir},
+                           {"attempt", attempt},
+                           {"exit_reason", train::ExitReasonName(sum.reason)}};
+  if (!note.empty()) result["note"] = note;
+  progress.Line("result " + result.dump());
+  std::cout << "job " << job_id << " attempt " << attempt << ": " << sum.message << "; best mAP50 " << sum.best_map50
+            << std::endl;
+  return jobs::kExitOk;
+}
+
 }  // namespace
 
 void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
@@ -54,13 +287,26 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;
+    int64_t job = 0;
+    int64_t attempt = 0;
   };
   auto st = std::make_shared<TrainState>();
   st->opts.Bind(st->set);
   CLI::App* cmd = app.add_subcommand("train", "Train a YOLOv8 detector on a registry dataset (docs/training.md)");
   cmd->add_option("key=value", st->extras, "options Ultralytics-style, e.g. data=shapes model=n epochs=10 imgsz=320");
   AddOptionFlags(cmd, st->set, &st->flags);
+  cmd->add_option("--job", st->job, "run this queued job's attempt (what `kestrel worker` starts; docs/jobs.md)");
+  cmd->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)");
   cmd->callback([&ctx, exit_code, st] {
+    if (st->job > 0 || st->attempt > 0) {
+      if (st->job <= 0 || st->attempt <= 0 || !st->extras.empty() || !st->flags.empty()) {
+        *exit_code = Fail(ctx, Status::InvalidArgument("--job ID --attempt N go together and take no other options",
+                                                       {"command line", 0, "job"}));
+        return;
+      }
+      *exit_code = RunJob(ctx, st->job, st->attempt);
+      return;
+    }
     Status s = ApplyOptions(st->set, st->flags, st->extras);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);
