@@ -741,7 +741,7 @@ class Soak:
             return "skipped: no worker with a running attempt"
         wpid = v[4]
         i = by_pid[wpid]
-        orphans = [c for c in self.running_attempts() if c[4] == wpid]
+        orphans = [c for c in cands if c[4] == wpid]
         rec["t_inject_ms"] = now_ms()
         if self.workers.kill(i, restart_after=self.o.worker_restart_s) is None:
             return "skipped: worker exited"
