@@ -38,25 +38,22 @@ class PgConn final : public SqlConn {
   const std::string& Location() const override { return where_; }
 
   Status ExecScript(const std::string& sql) override {
+    const bool ends_tx = sql == "COMMIT" || sql == "ROLLBACK";
+    if (!ends_tx) KESTREL_RETURN_IF_ERROR(EnsureConnected());
     PgResult r(PQexec(conn_, sql.c_str()));
-    return Check(r.get(), sql);
+    Status s = Check(r.get(), sql);
+    if (ends_tx) in_tx_ = false;  // over either way: committed, rolled back, or lost with the connection
+    return s;
   }
 
   Status Begin() override {
-    // Outside a transaction a dead connection (server restarted) can be
-    // re-established without losing anything.
-    if (PQstatus(conn_) != CONNECTION_OK) {
-      PQreset(conn_);
-      if (PQstatus(conn_) != CONNECTION_OK) {
-        return Status::Unavailable(std::string("postgresql: cannot reconnect: ") + PQerrorMessage(conn_),
-                                   {where_});
-      }
-      KESTREL_RETURN_IF_ERROR(ExecScript("SET client_min_messages TO warning"));
-    }
-    return ExecScript("BEGIN");
+    KESTREL_RETURN_IF_ERROR(ExecScript("BEGIN"));
+    in_tx_ = true;
+    return {};
   }
 
   Result<int64_t> Exec(const std::string& sql, const SqlParams& params) override {
+    KESTREL_RETURN_IF_ERROR(EnsureConnected());
     PgResult r(Run(sql, params));
     KESTREL_RETURN_IF_ERROR(Check(r.get(), sql));
     const char* n = PQcmdTuples(r.get());
@@ -64,6 +61,7 @@ class PgConn final : public SqlConn {
   }
 
   Result<std::vector<SqlRow>> Query(const std::string& sql, const SqlParams& params) override {
+    KESTREL_RETURN_IF_ERROR(EnsureConnected());
     PgResult r(Run(sql, params));
     KESTREL_RETURN_IF_ERROR(Check(r.get(), sql));
     std::vector<SqlRow> rows;
@@ -83,6 +81,20 @@ class PgConn final : public SqlConn {
   }
 
  private:
+  // Outside a transaction a dead connection (server restarted) is
+  // re-established before the statement, without losing anything. Inside one
+  // it is not: the transaction died with the connection, so the statement
+  // fails (Unavailable) and the caller's rollback ends the transaction.
+  Status EnsureConnected() {
+    if (PQstatus(conn_) == CONNECTION_OK || in_tx_) return {};
+    PQreset(conn_);
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      return Status::Unavailable(std::string("postgresql: cannot reconnect: ") + PQerrorMessage(conn_), {where_});
+    }
+    PgResult r(PQexec(conn_, "SET client_min_messages TO warning"));
+    return Check(r.get(), "SET client_min_messages TO warning");
+  }
+
   PGresult* Run(const std::string& sql, const SqlParams& params) {
     std::vector<std::string> text(params.size());
     std::vector<const char*> values(params.size(), nullptr);
@@ -113,6 +125,7 @@ class PgConn final : public SqlConn {
 
   PGconn* conn_;
   std::string where_;
+  bool in_tx_ = false;  // between a successful BEGIN and COMMIT/ROLLBACK
 };
 
 }  // namespace
