@@ -15,9 +15,12 @@
 #include <iostream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "cli/cli.h"
 #include "jobs/breaker.h"
 #include "jobs/retry.h"
+#include "jobs/webhook.h"
 #include "jobs/worker.h"
 #include "train/train_config.h"
 
@@ -286,6 +289,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     std::string id;
     int64_t max_jobs = 0;
     bool exit_when_idle = false;
+    bool no_webhooks = false;
     double heartbeat_s = 30, hang_timeout_s = 90, lease_s = 90, grace_s = 10, poll_s = 1;
   };
   auto a = std::make_shared<Args>();
@@ -295,6 +299,8 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("--id", a->id, "worker id (default host:pid)");
   cmd->add_option("--max-jobs", a->max_jobs, "exit after this many attempts (0 = no limit)");
   cmd->add_flag("--exit-when-idle", a->exit_when_idle, "exit when no waiting job fits this worker");
+  cmd->add_flag("--no-webhooks", a->no_webhooks,
+                "do not deliver webhooks from this worker (by default one worker at a time delivers them, docs/webhooks.md)");
   cmd->add_option("--heartbeat-s", a->heartbeat_s, "lease renewal interval, seconds")->capture_default_str();
   cmd->add_option("--hang-timeout-s", a->hang_timeout_s, "no progress for this long -> hung")->capture_default_str();
   cmd->add_option("--lease-s", a->lease_s, "lease length, seconds")->capture_default_str();
@@ -360,6 +366,17 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
+    // Webhook delivery runs beside the claim loop on its own connection and
+    // thread; the store lease makes exactly one process deliver at a time.
+    std::unique_ptr<jobs::WebhookDispatcher> webhooks;
+    if (!a->no_webhooks) {
+      auto d = jobs::StartWebhookDispatcher(url, Env::Default());
+      if (d.IsOk()) {
+        webhooks = std::move(d).Value();
+      } else {
+        spdlog::warn("worker {}: webhooks disabled: {}", o.id, d.GetStatus().ToString());
+      }
+    }
     jobs::PosixProcessRunner runner;
     jobs::Worker worker([url] { return store::MetadataStore::Open(url); }, runner, Env::Default(), o);
     Status s = worker.Run(g_worker_stop);

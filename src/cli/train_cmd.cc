@@ -93,7 +93,11 @@ std::pair<int, const char*> ClassifyTrainError(const Status& s) {
     case StatusCode::kNotFound:
       return {jobs::kExitBadConfig, "bad_config"};
     case StatusCode::kFailedPrecondition:
-      if (m.rfind("data:", 0) == 0) return {jobs::kExitDatasetErrors, "dataset_errors"};
+      // The loader's "data: N of M images are unreadable, more than
+      // max_bad_fraction" may arrive wrapped by the trainer or validator.
+      if (m.rfind("data:", 0) == 0 || m.find("max_bad_fraction") != std::string::npos) {
+        return {jobs::kExitDatasetErrors, "dataset_errors"};
+      }
       return {jobs::kExitError, "error"};
     case StatusCode::kCorruption:
       if (m.find(".ckpt") != std::string::npos) return {jobs::kExitIoError, "io_error"};

@@ -265,16 +265,18 @@ Status WriteCheckpoint(Run& r, bool is_best) {
   r.state.history_json = HistoryToJson(r.history);
   KESTREL_ASSIGN_OR_RETURN(std::string bytes, SerializeCheckpoint(r.state, **r.model, *r.ema, *r.optimizer));
   Env& env = *r.env;
-  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "last.ckpt"), bytes));
   KESTREL_RETURN_IF_ERROR(r.ema->CopyTo(**r.ema_model));
   model::SaveOptions so;
   so.names = r.dataset.manifest.names;
   so.env = &env;
-  KESTREL_RETURN_IF_ERROR(model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "last.safetensors"), so));
+  // best.* before last.*: a crash in between must never leave a last.ckpt
+  // whose best epoch has no weights on disk (resume would trust it).
   if (is_best) {
     KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "best.ckpt"), bytes));
     KESTREL_RETURN_IF_ERROR(model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "best.safetensors"), so));
   }
+  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "last.ckpt"), bytes));
+  KESTREL_RETURN_IF_ERROR(model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "last.safetensors"), so));
   r.good_checkpoint = std::move(bytes);
   return {};
 }

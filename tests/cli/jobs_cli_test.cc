@@ -182,6 +182,30 @@ TEST_F(JobsCliTest, WorkerRunsATinyJobPastTheQualityGate) {
   EXPECT_EQ(Kestrel("train --job " + std::to_string(id) + " --attempt 7").code, 1);
 }
 
+TEST_F(JobsCliTest, TooManyUnreadableImagesFailPermanentlyAsDatasetErrors) {
+  // Damage every stored JPEG (the artifact store verifies each read, so the
+  // loader sees them as unreadable); the manifest blobs stay intact.
+  int damaged = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir_ / "home" / "objects")) {
+    if (!e.is_regular_file()) continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    char magic[2] = {0, 0};
+    f.read(magic, 2);
+    if (static_cast<unsigned char>(magic[0]) != 0xFF || static_cast<unsigned char>(magic[1]) != 0xD8) continue;
+    f.seekp(10);
+    f.write("XXXX", 4);
+    ++damaged;
+  }
+  ASSERT_GT(damaged, 0);
+  int64_t id = SubmitId(TinyJob("epochs=1 max_bad_fraction=0.1 max_retries=3 backoff=0"));
+  ASSERT_EQ(Kestrel("worker --exit-when-idle --poll-s 0.1").code, 0);
+  auto show = Show(id);
+  EXPECT_EQ(show["job"]["state"], "failed_permanent") << show.dump(2);
+  ASSERT_EQ(show["attempts"].size(), 1u) << "a data failure must not be retried: " << show.dump(2);
+  EXPECT_EQ(show["attempts"][0]["reason"], "dataset_errors") << show.dump(2);
+  EXPECT_EQ(show["attempts"][0]["failure_class"], "permanent");
+}
+
 TEST_F(JobsCliTest, SigkilledChildResumesFromThePreviousAttemptsCheckpoint) {
   int64_t id = SubmitId(TinyJob("epochs=5 backoff=0"));
   ASSERT_GT(id, 0);
