@@ -943,6 +943,7 @@ class Soak:
         o = self.o
         order = []
         counts = collections.Counter()
+        extra_jobs = 0
         while not self.stop_evt.is_set():
             wait = self.rng.uniform(o.fault_every_min_s, o.fault_every_max_s)
             if self.stop_evt.wait(wait):
@@ -950,8 +951,20 @@ class Soak:
             if self.submit_done.is_set():
                 # all jobs are in: top up the types injected fewer than --min-each
                 # times; those that need a running attempt only while jobs are live
+                live = self.live_count()
+                starved = [f for f in o.faults if counts[f] < o.min_each and f in VICTIM_FAULTS and live == 0]
+                if starved and extra_jobs < 2 * len(o.faults):
+                    # every job finished before this fault found a victim: give it
+                    # one (an extra valid job, counted like any other)
+                    spec = self.job_spec()
+                    doc, rc, msg, tries = self.submit(spec)
+                    if doc is not None:
+                        self.add_valid(doc, spec, "victim_for_" + starved[0], tries=tries)
+                        log("extra job %d so that %s has a victim" % (doc["job_id"], starved[0]))
+                    extra_jobs += 1
+                    continue
                 missing = [f for f in o.faults if counts[f] < o.min_each
-                           and (f not in VICTIM_FAULTS or self.live_count() > 0)]
+                           and (f not in VICTIM_FAULTS or live > 0)]
                 if not missing:
                     return
                 kind = missing[0]
