@@ -42,9 +42,6 @@ Result<EvalSplit> LoadEvalSplit(const data::Manifest& m, data::Split split) {
   return out;
 }
 
-namespace {
-
-// Integer value of an all-digit stem, or -1.
 int64_t NumericStem(const std::string& stem) {
   if (stem.empty() || stem.size() > 18) return -1;
   int64_t v = 0;
@@ -54,6 +51,8 @@ int64_t NumericStem(const std::string& stem) {
   }
   return v;
 }
+
+namespace {
 
 Result<SplitPredictions> ReadYoloDir(Env& env, const std::string& dir, const EvalSplit& split) {
   std::map<std::string, ImageSize> sizes;

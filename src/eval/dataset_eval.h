@@ -46,6 +46,10 @@ struct EvalSplit {
 // when the split has no images (naming the splits that do exist).
 Result<EvalSplit> LoadEvalSplit(const data::Manifest& m, data::Split split);
 
+// COCO image id of a file stem: the integer value of an all-digit stem (at
+// most 18 digits), or -1. One rule for reading COCO results and writing them.
+int64_t NumericStem(const std::string& stem);
+
 // How COCO results `image_id`s name images of the split:
 //   "stem"   the numeric file stem (000000000030.jpg -> 30), as COCO does;
 //   "export" EvalSplit::SplitImage::export_id;

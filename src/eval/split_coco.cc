@@ -6,22 +6,6 @@
 #include "eval/prediction_io.h"
 
 namespace kestrel::eval {
-namespace {
-
-// Integer value of an all-digit stem, or -1 (dataset_eval.cc reads COCO
-// image ids with the same rule; the CLI round-trip test keeps them equal).
-int64_t NumericStem(const std::string& stem) {
-  if (stem.empty() || stem.size() > 18) return -1;
-  int64_t v = 0;
-  for (char c : stem) {
-    if (c < '0' || c > '9') return -1;
-    v = v * 10 + (c - '0');
-  }
-  return v;
-}
-
-}  // namespace
-
 Result<SplitImageIds> ResolveSplitImageIds(const EvalSplit& split, const std::string& mode) {
   if (mode != "auto" && mode != "stem" && mode != "export") {
     return Status::InvalidArgument("image_ids must be auto, stem or export, got '" + mode + "'",
