@@ -946,6 +946,9 @@ class Soak:
         extra_jobs = 0
         while not self.stop_evt.is_set():
             wait = self.rng.uniform(o.fault_every_min_s, o.fault_every_max_s)
+            if self.submit_done.is_set():
+                # topping up: poll quickly, or a victim's short job ends between tries
+                wait = min(wait, 0.5)
             if self.stop_evt.wait(wait):
                 return
             if self.submit_done.is_set():
