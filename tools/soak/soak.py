@@ -687,32 +687,28 @@ class Soak:
 
     # ---- faults
 
-    def f_kill_trainer(self, rec):
+    def signal_trainer(self, rec, sig):
+        """Sends `sig` to one running trainer; returns (result, pid, job)."""
         v = self.pick_victim(self.wait_for_victims())
         if v is None:
-            return "skipped: no running attempt"
+            return "skipped: no running attempt", None, None
         job, att, pid, _, _ = v
         if not self.confirm_pid(pid, job):
-            return "skipped: victim exited"
+            return "skipped: victim exited", None, None
         rec["t_inject_ms"] = now_ms()
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
         rec["victims"] = [dict(job=job, attempt=att, pid=pid)]
         with self.rec.lock:
             self.rec.hits[job] += 1
-        return "ok"
+        return "ok", pid, job
+
+    def f_kill_trainer(self, rec):
+        return self.signal_trainer(rec, signal.SIGKILL)[0]
 
     def f_hang_trainer(self, rec):
-        v = self.pick_victim(self.wait_for_victims())
-        if v is None:
-            return "skipped: no running attempt"
-        job, att, pid, _, _ = v
-        if not self.confirm_pid(pid, job):
-            return "skipped: victim exited"
-        rec["t_inject_ms"] = now_ms()
-        os.kill(pid, signal.SIGSTOP)
-        rec["victims"] = [dict(job=job, attempt=att, pid=pid)]
-        with self.rec.lock:
-            self.rec.hits[job] += 1
+        res, pid, job = self.signal_trainer(rec, signal.SIGSTOP)
+        if res != "ok":
+            return res
         # the supervisor must notice (no progress for hang_timeout) and stop it
         limit = self.o.hang_timeout_s + self.o.grace_s + self.o.heartbeat_s + 15
         t = threading.Thread(target=self.watch_hang, args=(pid, job, limit), daemon=True)
