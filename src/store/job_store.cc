@@ -1,7 +1,8 @@
 // Job operations of SqlStore (semantics: docs/jobs.md). Written once against
 // SqlConn; the only backend differences are the row locks ForUpdate*() adds
-// on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes writers) and the
-// one-statement event insert on PostgreSQL (InsertEvent).
+// on PostgreSQL (SQLite's BEGIN IMMEDIATE already serializes writers) and
+// event ids (a counter row on SQLite; a sequence plus an advisory lock on
+// PostgreSQL: InsertEvent, ReadEvents).
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -11,6 +12,18 @@
 
 namespace kestrel::store {
 namespace {
+
+// PostgreSQL advisory lock key that orders event ids (InsertEvent).
+constexpr int64_t kEventLock = 4242424243;
+
+// PostgreSQL event insert, parameters job, attempt, kind, payload, time.
+const std::string& PgEventInsert() {
+  static const std::string sql =
+      "WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(" + std::to_string(kEventLock) +
+      ")) INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) "
+      "SELECT nextval('event_ids'), $1, $2, $3, $4, $5 FROM l";
+  return sql;
+}
 
 constexpr const char* kJobColumns =
     "id, spec_json, config_json, dataset_version, priority, dedup_key, state, attempt, lease_owner, "
@@ -136,18 +149,17 @@ Result<int64_t> SqlStore::NextId(const char* counter) {
 Result<int64_t> SqlStore::InsertEvent(int64_t job_id, int64_t attempt, const std::string& kind,
                                       const std::string& payload_json, int64_t now_ms) {
   if (conn_->Dialect() == SqlDialect::kPostgres) {
-    // Every job transaction holds the `event` counter row from this
-    // statement until COMMIT, so on PostgreSQL they serialize for that span:
-    // one statement (a data-modifying CTE, which SQLite lacks) instead of two
-    // saves a round trip inside it. SQLite serializes whole write
-    // transactions anyway and its statements cost no round trip.
+    // Ids come from a sequence (migration 5), so concurrent job transactions
+    // do not queue behind one counter row. A sequence alone would let a
+    // reader see id 101 committed before id 100 and page past 100; every
+    // inserting transaction therefore holds kEventLock *shared* from before
+    // it draws its id until it commits, and ReadEvents takes it exclusively:
+    // once granted, every id drawn so far belongs to a finished transaction.
+    // The MATERIALIZED CTE takes the lock before nextval() runs.
     KESTREL_ASSIGN_OR_RETURN(
         auto rows,
-        conn_->Query("WITH c AS (UPDATE counters SET value = value + 1 WHERE name = 'event' RETURNING value) "
-                     "INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) "
-                     "SELECT value, $1, $2, $3, $4, $5 FROM c RETURNING id",
-                     {job_id, attempt, kind, payload_json, now_ms}));
-    if (rows.empty()) return Status::Internal("missing counter 'event'");
+        conn_->Query(PgEventInsert() + " RETURNING id", {job_id, attempt, kind, payload_json, now_ms}));
+    if (rows.empty()) return Status::Internal("event insert returned no id");
     return rows[0].Int(0);
   }
   KESTREL_ASSIGN_OR_RETURN(int64_t id, NextId("event"));
@@ -166,6 +178,11 @@ Status SqlStore::StateEvent(const JobRecord& job, int64_t now_ms) {
     p["reason"] = job.last_reason;
   }
   if (job.state == JobState::kFailedRetryable) p["not_before_ms"] = job.not_before_ms;
+  if (conn_->Dialect() == SqlDialect::kPostgres) {
+    // InsertEvent's statement without RETURNING: nobody reads the id, so it
+    // can ride with the COMMIT (SqlConn::ExecLater).
+    return conn_->ExecLater(PgEventInsert(), {job.id, job.attempt, std::string("state"), p.dump(), now_ms});
+  }
   return InsertEvent(job.id, job.attempt, "state", p.dump(), now_ms).GetStatus();
 }
 
@@ -179,28 +196,24 @@ Result<JobRecord> SqlStore::LoadJob(int64_t job_id, bool lock) {
 }
 
 Status SqlStore::SaveJob(const JobRecord& j) {
-  return conn_
-      ->Exec(
+  return conn_->ExecLater(
           "UPDATE jobs SET state = $1, attempt = $2, lease_owner = $3, lease_until = $4, not_before = $5, "
           "retries_used = $6, infra_retries_used = $7, updated_at = $8, finished_at = $9, result_json = $10, "
           "last_reason = $11 WHERE id = $12",
           {std::string(JobStateName(j.state)), j.attempt, j.lease_owner, j.lease_until_ms, j.not_before_ms,
            static_cast<int64_t>(j.retries_used), static_cast<int64_t>(j.infra_retries_used), j.updated_ms,
-           j.finished_ms, j.result_json, j.last_reason, j.id})
-      .GetStatus();
+           j.finished_ms, j.result_json, j.last_reason, j.id});
 }
 
 Status SqlStore::EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t now_ms) {
-  return conn_
-      ->Exec(
+  return conn_->ExecLater(
           "UPDATE attempts SET pid = $1, ended_at = $2, exit_code = $3, signal = $4, succeeded = $5, "
           "stage = $6, failure_class = $7, infra = $8, reason = $9, message = $10 "
           "WHERE job_id = $11 AND attempt = $12",
           {o.pid, now_ms, static_cast<int64_t>(o.exit_code), static_cast<int64_t>(o.signal),
            static_cast<int64_t>(o.success ? 1 : 0), std::string(FailureStageName(o.stage)),
            std::string(o.success ? "" : FailureClassName(o.failure_class)),
-           static_cast<int64_t>(o.infrastructure ? 1 : 0), o.reason, o.message, job_id, attempt})
-      .GetStatus();
+           static_cast<int64_t>(o.infrastructure ? 1 : 0), o.reason, o.message, job_id, attempt});
 }
 
 Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool* created) {
@@ -310,12 +323,9 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
       job.lease_until_ms = req.now_ms + req.lease_ms;
       job.updated_ms = req.now_ms;
       KESTREL_RETURN_IF_ERROR(SaveJob(job));
-      KESTREL_RETURN_IF_ERROR(
-          conn_
-              ->Exec(std::string("INSERT INTO attempts (") + kAttemptColumns +
-                         ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '')",
-                     {job.id, job.attempt, req.worker, req.host, req.now_ms})
-              .GetStatus());
+      KESTREL_RETURN_IF_ERROR(conn_->ExecLater(std::string("INSERT INTO attempts (") + kAttemptColumns +
+                                                   ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '')",
+                                               {job.id, job.attempt, req.worker, req.host, req.now_ms}));
       KESTREL_RETURN_IF_ERROR(StateEvent(job, req.now_ms));
       // Best fit: the offer of the right kind with the least spare memory.
       const DeviceOffer* best = nullptr;
@@ -503,6 +513,24 @@ Result<int64_t> SqlStore::AppendEvent(const EventRecord& ev) {
 }
 
 Result<std::vector<EventRecord>> SqlStore::ReadEvents(int64_t after_id, int64_t job_id, int limit) {
+  if (conn_->Dialect() == SqlDialect::kPostgres) {
+    // See InsertEvent: waiting for kEventLock exclusively lets every
+    // transaction that drew an event id finish first, so the page below can
+    // never be followed by a smaller id committing later.
+    std::vector<EventRecord> out;
+    Status st = InTransaction([&]() -> Status {
+      KESTREL_RETURN_IF_ERROR(
+          conn_->Query("SELECT pg_advisory_xact_lock(" + std::to_string(kEventLock) + ")", {}).GetStatus());
+      KESTREL_ASSIGN_OR_RETURN(out, SelectEvents(after_id, job_id, limit));
+      return {};
+    });
+    if (!st.IsOk()) return st;
+    return out;
+  }
+  return SelectEvents(after_id, job_id, limit);
+}
+
+Result<std::vector<EventRecord>> SqlStore::SelectEvents(int64_t after_id, int64_t job_id, int limit) {
   std::string sql = "SELECT id, job_id, attempt, kind, payload_json, created_at FROM events WHERE id > $1";
   SqlParams params = {after_id, static_cast<int64_t>(limit)};
   if (job_id != 0) {

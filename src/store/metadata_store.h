@@ -128,7 +128,9 @@ Result<std::string> JobDedupKey(const std::string& dataset_version, const std::s
 // The latest schema version this build knows (number of migrations).
 int LatestSchemaVersion();
 // The migration set, shared by both backends. Each entry is one migration
-// (a list of statements applied in one transaction).
+// (a list of statements applied in one transaction). Statements that start
+// with kPostgresOnly are skipped on SQLite.
+inline constexpr const char* kPostgresOnly = "-- postgres only\n";
 const std::vector<std::vector<std::string>>& Migrations();
 
 // Splits "NAME@REF" into name and ref ("" when absent).

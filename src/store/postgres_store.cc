@@ -4,6 +4,8 @@
 #include <libpq-fe.h>
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "store/sql_store.h"
 
@@ -17,8 +19,13 @@ bool IsConflictState(const char* state) {
 
 class PgResult {
  public:
-  explicit PgResult(PGresult* r) : r_(r) {}
+  explicit PgResult(PGresult* r = nullptr) : r_(r) {}
   ~PgResult() { PQclear(r_); }
+  PgResult(PgResult&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  PgResult& operator=(PgResult&& o) noexcept {
+    std::swap(r_, o.r_);
+    return *this;
+  }
   PgResult(const PgResult&) = delete;
   PgResult& operator=(const PgResult&) = delete;
   PGresult* get() const { return r_; }
@@ -27,6 +34,15 @@ class PgResult {
   PGresult* r_;
 };
 
+// Round trips, not server work, bound a job transaction here (a claim was
+// BEGIN, SELECT, UPDATE, INSERT, INSERT, COMMIT: six waits for the server).
+// So inside a transaction PgConn sends nothing it does not have to yet:
+// BEGIN waits for the transaction's first statement, and ExecLater() writes
+// (whose results nobody reads) wait for the next statement or COMMIT; each
+// flush is one libpq pipeline (one round trip). A claim is now two round
+// trips: BEGIN + SELECT ... SKIP LOCKED, then the writes + COMMIT. Errors of
+// a deferred write surface at the flush, naming that write's SQL, and the
+// caller's ROLLBACK discards the transaction as before.
 class PgConn final : public SqlConn {
  public:
   PgConn(PGconn* conn, std::string where) : conn_(conn), where_(std::move(where)) {}
@@ -38,32 +54,36 @@ class PgConn final : public SqlConn {
   const std::string& Location() const override { return where_; }
 
   Status ExecScript(const std::string& sql) override {
-    const bool ends_tx = sql == "COMMIT" || sql == "ROLLBACK";
-    if (!ends_tx) KESTREL_RETURN_IF_ERROR(EnsureConnected());
+    if (sql == "COMMIT") return EndTransaction(true);
+    if (sql == "ROLLBACK") return EndTransaction(false);
+    KESTREL_RETURN_IF_ERROR(EnsureConnected());
+    KESTREL_RETURN_IF_ERROR(Flush());
     PgResult r(PQexec(conn_, sql.c_str()));
-    Status s = Check(r.get(), sql);
-    if (ends_tx) in_tx_ = false;  // over either way: committed, rolled back, or lost with the connection
-    return s;
+    return Check(r.get(), sql);
   }
 
   Status Begin() override {
-    KESTREL_RETURN_IF_ERROR(ExecScript("BEGIN"));
+    KESTREL_RETURN_IF_ERROR(EnsureConnected());
+    begin_pending_ = true;
     in_tx_ = true;
+    deferred_.clear();
     return {};
   }
 
   Result<int64_t> Exec(const std::string& sql, const SqlParams& params) override {
-    KESTREL_RETURN_IF_ERROR(EnsureConnected());
-    PgResult r(Run(sql, params));
-    KESTREL_RETURN_IF_ERROR(Check(r.get(), sql));
+    KESTREL_ASSIGN_OR_RETURN(PgResult r, Run(sql, params));
     const char* n = PQcmdTuples(r.get());
     return static_cast<int64_t>(n != nullptr && *n != '\0' ? std::strtoll(n, nullptr, 10) : 0);
   }
 
+  Status ExecLater(const std::string& sql, const SqlParams& params) override {
+    if (!in_tx_) return Exec(sql, params).GetStatus();
+    deferred_.push_back({sql, params});
+    return {};
+  }
+
   Result<std::vector<SqlRow>> Query(const std::string& sql, const SqlParams& params) override {
-    KESTREL_RETURN_IF_ERROR(EnsureConnected());
-    PgResult r(Run(sql, params));
-    KESTREL_RETURN_IF_ERROR(Check(r.get(), sql));
+    KESTREL_ASSIGN_OR_RETURN(PgResult r, Run(sql, params));
     std::vector<SqlRow> rows;
     int nrows = PQntuples(r.get());
     int ncols = PQnfields(r.get());
@@ -81,6 +101,11 @@ class PgConn final : public SqlConn {
   }
 
  private:
+  struct Stmt {
+    std::string sql;
+    SqlParams params;
+  };
+
   // Outside a transaction a dead connection (server restarted) is
   // re-established before the statement, without losing anything. Inside one
   // it is not: the transaction died with the connection, so the statement
@@ -95,19 +120,121 @@ class PgConn final : public SqlConn {
     return Check(r.get(), "SET client_min_messages TO warning");
   }
 
-  PGresult* Run(const std::string& sql, const SqlParams& params) {
-    std::vector<std::string> text(params.size());
-    std::vector<const char*> values(params.size(), nullptr);
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (const auto* v = std::get_if<int64_t>(&params[i])) {
-        text[i] = std::to_string(*v);
-        values[i] = text[i].c_str();
-      } else if (const auto* t = std::get_if<std::string>(&params[i])) {
-        values[i] = t->c_str();
+  // One statement; anything held back goes first, in the same round trip.
+  Result<PgResult> Run(const std::string& sql, const SqlParams& params) {
+    KESTREL_RETURN_IF_ERROR(EnsureConnected());
+    if (!begin_pending_ && deferred_.empty()) {
+      ParamText p(params);
+      PgResult r(PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr, p.values.data(),
+                              nullptr, nullptr, 0));
+      KESTREL_RETURN_IF_ERROR(Check(r.get(), sql));
+      return r;
+    }
+    std::vector<Stmt> batch = TakeHeldBack();
+    batch.push_back({sql, params});
+    return Pipeline(batch);
+  }
+
+  // Sends what is held back (BEGIN, deferred writes) now.
+  Status Flush() {
+    if (!begin_pending_ && deferred_.empty()) return {};
+    return Pipeline(TakeHeldBack()).GetStatus();
+  }
+
+  std::vector<Stmt> TakeHeldBack() {
+    std::vector<Stmt> batch;
+    batch.reserve(deferred_.size() + 2);
+    if (begin_pending_) batch.push_back({"BEGIN", {}});
+    begin_pending_ = false;
+    for (auto& d : deferred_) batch.push_back(std::move(d));
+    deferred_.clear();
+    return batch;
+  }
+
+  Status EndTransaction(bool commit) {
+    const bool sent_begin = !begin_pending_;
+    std::vector<Stmt> batch;
+    if (commit) {
+      batch = TakeHeldBack();
+    } else {
+      begin_pending_ = false;
+      deferred_.clear();
+    }
+    in_tx_ = false;  // over either way: committed, rolled back, or lost with the connection
+    if (!sent_begin && batch.empty()) return {};  // nothing reached the server: nothing to end
+    const char* verb = commit ? "COMMIT" : "ROLLBACK";
+    if (batch.empty()) {
+      PgResult r(PQexec(conn_, verb));
+      return Check(r.get(), verb);
+    }
+    batch.push_back({verb, {}});
+    return Pipeline(batch).GetStatus();
+  }
+
+  struct ParamText {
+    explicit ParamText(const SqlParams& params) : text(params.size()), values(params.size(), nullptr) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (const auto* v = std::get_if<int64_t>(&params[i])) {
+          text[i] = std::to_string(*v);
+          values[i] = text[i].c_str();
+        } else if (const auto* t = std::get_if<std::string>(&params[i])) {
+          values[i] = t->c_str();
+        }
       }
     }
-    return PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr, values.data(), nullptr,
-                        nullptr, 0);
+    std::vector<std::string> text;
+    std::vector<const char*> values;
+  };
+
+  // Sends `batch` as one pipeline and reads every result. Returns the last
+  // statement's result, or the first failure (later statements were skipped
+  // by the server: PGRES_PIPELINE_ABORTED).
+  Result<PgResult> Pipeline(const std::vector<Stmt>& batch) {
+    if (PQenterPipelineMode(conn_) != 1) return Lost("cannot enter pipeline mode");
+    std::vector<ParamText> params;
+    params.reserve(batch.size());
+    size_t sent = 0;
+    Status first_error;
+    for (const auto& st : batch) {
+      params.emplace_back(st.params);
+      if (PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.params.size()), nullptr,
+                            params.back().values.data(), nullptr, nullptr, 0) != 1) {
+        first_error = Lost("cannot send: " + st.sql.substr(0, 80));
+        break;
+      }
+      ++sent;
+    }
+    const bool synced = PQpipelineSync(conn_) == 1;
+    if (!synced && first_error.IsOk()) first_error = Lost("cannot send the pipeline");
+    PgResult last;
+    for (size_t i = 0; i < sent; ++i) {
+      PgResult r(PQgetResult(conn_));
+      if (r.get() == nullptr) {
+        if (first_error.IsOk()) first_error = Lost("no result for: " + batch[i].sql.substr(0, 80));
+        break;
+      }
+      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);  // the NULL that ends this statement
+      if (PQresultStatus(r.get()) == PGRES_PIPELINE_ABORTED) continue;  // skipped after an earlier error
+      Status s = Check(r.get(), batch[i].sql);
+      if (!s.IsOk() && first_error.IsOk()) first_error = s;
+      if (i + 1 == batch.size()) last = std::move(r);
+    }
+    if (synced) {
+      // Up to and including the sync's own result.
+      for (int guard = 0; guard < 1000; ++guard) {
+        PgResult r(PQgetResult(conn_));
+        if (r.get() == nullptr || PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) break;
+      }
+    }
+    if (PQexitPipelineMode(conn_) != 1 && first_error.IsOk()) first_error = Lost("cannot leave pipeline mode");
+    if (!first_error.IsOk()) return first_error;
+    return last;
+  }
+
+  Status Lost(const std::string& what) const {
+    std::string msg = PQerrorMessage(conn_);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    return Status::Unavailable("postgresql: " + what + (msg.empty() ? "" : ": " + msg), {where_});
   }
 
   Status Check(PGresult* r, const std::string& sql) const {
@@ -125,7 +252,9 @@ class PgConn final : public SqlConn {
 
   PGconn* conn_;
   std::string where_;
-  bool in_tx_ = false;  // between a successful BEGIN and COMMIT/ROLLBACK
+  bool in_tx_ = false;          // between Begin() and COMMIT/ROLLBACK
+  bool begin_pending_ = false;  // BEGIN not sent yet: waits for the first statement
+  std::vector<Stmt> deferred_;  // ExecLater() writes not sent yet
 };
 
 }  // namespace

@@ -51,6 +51,11 @@ class SqlConn {
   virtual Status ExecScript(const std::string& sql) = 0;
   // A statement with parameters; returns the number of rows it changed.
   virtual Result<int64_t> Exec(const std::string& sql, const SqlParams& params) = 0;
+  // A write whose result the caller does not read. Inside a transaction a
+  // connection may hold it back and send it with the next statement or the
+  // COMMIT (PostgreSQL does: one round trip instead of several); its error
+  // then surfaces there. Outside a transaction it runs at once.
+  virtual Status ExecLater(const std::string& sql, const SqlParams& params) { return Exec(sql, params).GetStatus(); }
   // A statement with parameters that returns rows.
   virtual Result<std::vector<SqlRow>> Query(const std::string& sql, const SqlParams& params) = 0;
 

@@ -80,7 +80,10 @@ Status SqlStore::Migrate() {
                                         {conn_->Location()});
     }
     for (size_t i = static_cast<size_t>(current); i < migrations.size(); ++i) {
-      for (const auto& sql : migrations[i]) KESTREL_RETURN_IF_ERROR(conn_->ExecScript(sql));
+      for (const auto& sql : migrations[i]) {
+        if (sql.rfind(kPostgresOnly, 0) == 0 && conn_->Dialect() != SqlDialect::kPostgres) continue;
+        KESTREL_RETURN_IF_ERROR(conn_->ExecScript(sql));
+      }
       KESTREL_RETURN_IF_ERROR(conn_->ExecScript("DELETE FROM schema_version"));
       KESTREL_RETURN_IF_ERROR(
           conn_->ExecScript("INSERT INTO schema_version(version) VALUES (" + std::to_string(i + 1) + ")"));

@@ -79,6 +79,7 @@ class SqlStore final : public MetadataStore {
   Result<int64_t> InsertEvent(int64_t job_id, int64_t attempt, const std::string& kind,
                               const std::string& payload_json, int64_t now_ms);
   Status StateEvent(const JobRecord& job, int64_t now_ms);
+  Result<std::vector<EventRecord>> SelectEvents(int64_t after_id, int64_t job_id, int limit);
   Result<JobRecord> LoadJob(int64_t job_id, bool lock);
   Status SaveJob(const JobRecord& job);
   Status EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t now_ms);
