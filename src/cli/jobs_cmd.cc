@@ -337,6 +337,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.poll_ms = std::max<int64_t>(1, SecondsToMs(a->poll_s));
     o.max_jobs = a->max_jobs;
     o.exit_when_idle = a->exit_when_idle;
+    o.webhooks = !a->no_webhooks;  // the worker runs the dispatcher and drains it on exit
     o.wall_anchor_ms = WallMs();
     if (!a->devices.empty()) {
       auto d = jobs::ParseDevices(a->devices);
@@ -366,17 +367,6 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
-    // Webhook delivery runs beside the claim loop on its own connection and
-    // thread; the store lease makes exactly one process deliver at a time.
-    std::unique_ptr<jobs::WebhookDispatcher> webhooks;
-    if (!a->no_webhooks) {
-      auto d = jobs::StartWebhookDispatcher(url, Env::Default());
-      if (d.IsOk()) {
-        webhooks = std::move(d).Value();
-      } else {
-        spdlog::warn("worker {}: webhooks disabled: {}", o.id, d.GetStatus().ToString());
-      }
-    }
     jobs::PosixProcessRunner runner;
     jobs::Worker worker([url] { return store::MetadataStore::Open(url); }, runner, Env::Default(), o);
     Status s = worker.Run(g_worker_stop);

@@ -370,6 +370,8 @@ struct WebhookDispatcher::Impl {
   void ReleaseLease();
   int64_t IdleMs();
   void Loop();
+  void StopThread();
+  Status Drain(int64_t timeout_ms);
 
   std::unique_ptr<MetadataStore> store;
   Env& env;
@@ -632,6 +634,41 @@ void WebhookDispatcher::Impl::Loop() {
   }
 }
 
+void WebhookDispatcher::Impl::StopThread() {
+  {
+    std::lock_guard<std::mutex> l(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  curl_multi_wakeup(multi);
+  if (thread.joinable()) thread.join();
+}
+
+Status WebhookDispatcher::Impl::Drain(int64_t timeout_ms) {
+  const int64_t deadline_us = env.NowMicros() + timeout_ms * 1000;
+  KESTREL_ASSIGN_OR_RETURN(const int64_t target, LatestEventId(*store));
+  have_refreshed = false;  // read the configuration, the lease and the newest events now
+  while (true) {
+    Status s = PollOnce(50);
+    if (s.IsOk()) {
+      if (!leader) return {};  // the lease holder delivers them
+      bool done = true;
+      for (auto& [url, h] : hooks) {
+        done = done && h.cursor >= 0 && h.scanned >= target && !h.more && h.queue.empty() && h.transfer == nullptr;
+      }
+      if (done) return {};
+    }
+    const int64_t now_us = env.NowMicros();
+    if (now_us >= deadline_us) {
+      return Status::Unavailable("webhooks: events up to " + std::to_string(target) + " not all delivered within " +
+                                 std::to_string(timeout_ms) + " ms" + (s.IsOk() ? "" : ": " + s.ToString()));
+    }
+    // Backing off (or a store error): wait, but not past the deadline.
+    const int64_t idle_ms = s.IsOk() ? std::min<int64_t>(IdleMs(), 50) : 50;
+    if (idle_ms > 0) env.SleepMicros(std::min(idle_ms * 1000, deadline_us - now_us));
+  }
+}
+
 WebhookDispatcher::WebhookDispatcher(std::unique_ptr<MetadataStore> store, Env& env, WebhookOptions options)
     : impl_(std::make_unique<Impl>(std::move(store), env, options)) {}
 
@@ -649,15 +686,16 @@ void WebhookDispatcher::Start() {
 }
 
 void WebhookDispatcher::Stop() {
-  {
-    std::lock_guard<std::mutex> l(impl_->mu);
-    impl_->stop = true;
-  }
-  impl_->cv.notify_all();
-  curl_multi_wakeup(impl_->multi);
-  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->StopThread();
   for (auto& [url, h] : impl_->hooks) impl_->Abort(h);
   impl_->ReleaseLease();
+}
+
+Status WebhookDispatcher::Drain(int64_t timeout_ms) {
+  impl_->StopThread();
+  Status s = impl_->Drain(timeout_ms);
+  Stop();
+  return s;
 }
 
 WebhookDispatcher::Stats WebhookDispatcher::GetStats() const {

@@ -88,7 +88,8 @@ DeliveryResult PostWebhook(const Webhook& hook, const std::string& event_id, con
 //
 // Thread-safety: PollOnce() from one thread at a time, or Start() for a
 // background thread (then do not call PollOnce()). Stop() and GetStats()
-// may be called from any thread.
+// may be called from any thread; Drain() from the owner, not while
+// PollOnce() runs.
 class WebhookDispatcher {
  public:
   // `store` is the dispatcher's own connection. `env`: NowMicros for backoff,
@@ -108,6 +109,14 @@ class WebhookDispatcher {
   // undelivered and are sent again by the next lease holder) and releases
   // the lease. Idempotent.
   void Stop();
+  // For a process about to exit: stops the thread, then delivers, on the
+  // calling thread, every state event that exists now (up to
+  // LatestEventId at the call) to every configured URL, then Stop()s. So
+  // the last changes a worker made (its job's `succeeded`) are not left for
+  // whichever dispatcher runs next. Returns at once when another dispatcher
+  // holds the lease (that one delivers them); kUnavailable when
+  // `timeout_ms` passed first (what is left goes to the next lease holder).
+  Status Drain(int64_t timeout_ms);
 
   struct Stats {
     int64_t delivered = 0;        // 2xx answers
@@ -124,12 +133,13 @@ class WebhookDispatcher {
   std::unique_ptr<Impl> impl_;
 };
 
-// Entry point for `kestrel worker` and `kestrel serve`: opens a connection
-// to `store_url` and starts a dispatcher in the background. Always starts
-// one (it costs one settings read per poll interval while no URL is
-// configured), so `kestrel webhooks add` takes effect without restarting
-// workers. Keep the returned object alive while the process runs; its
-// destructor stops it and releases the lease.
+// Entry point for long-running processes other than a Worker (which runs
+// its own, WorkerOptions::webhooks): opens a connection to `store_url` and
+// starts a dispatcher in the background. Always starts one (it costs one
+// settings read per poll interval while no URL is configured), so
+// `kestrel webhooks add` takes effect without a restart. Keep the returned
+// object alive while the process runs; its destructor stops it and
+// releases the lease.
 Result<std::unique_ptr<WebhookDispatcher>> StartWebhookDispatcher(const std::string& store_url, Env& env,
                                                                   WebhookOptions options = {});
 

@@ -108,6 +108,8 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
     return bad("heartbeat-s", "the heartbeat must be shorter than the lease, or the lease expires between renewals");
   }
   if (o.store_retry_max_ms <= 0) return bad("store_retry_max_ms", "must be > 0");
+  if (o.webhook_drain_ms < 0) return bad("webhook_drain_ms", "must be >= 0");
+  if (o.webhooks) KESTREL_RETURN_IF_ERROR(ValidateWebhookOptions(o.webhook));
   KESTREL_RETURN_IF_ERROR(ValidateSupervisorOptions(o.supervisor));
   return ValidateBreakerOptions(o.breaker);
 }
@@ -191,6 +193,18 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     if (!s.IsOk()) spdlog::warn("worker {}: registering failed (will retry): {}", options_.id, s.ToString());
   };
   heartbeat();
+  // Webhook delivery runs beside the slots on its own connection and thread;
+  // the store lease makes exactly one process deliver at a time.
+  std::unique_ptr<WebhookDispatcher> webhooks;
+  if (options_.webhooks) {
+    auto s = open_store_();
+    if (s.IsOk()) {
+      webhooks = std::make_unique<WebhookDispatcher>(std::move(*s), env_, options_.webhook);
+      webhooks->Start();
+    } else {
+      spdlog::warn("worker {}: webhooks disabled: {}", options_.id, s.GetStatus().ToString());
+    }
+  }
   spdlog::info("worker {}: {} slot(s), devices {}", options_.id, options_.slots, DevicesJson(options_.devices));
   std::vector<std::thread> threads;
   {
@@ -212,6 +226,10 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     heartbeat();
   }
   for (auto& t : threads) t.join();
+  if (webhooks) {
+    Status d = webhooks->Drain(options_.webhook_drain_ms);
+    if (!d.IsOk()) spdlog::warn("worker {}: {}", options_.id, d.ToString());
+  }
   return {};
 }
 

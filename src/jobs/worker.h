@@ -16,6 +16,9 @@
 //   checkpoint), SIGKILL after the grace period; their attempts complete as
 //   infrastructure failures `worker_stopped`, so another worker resumes them.
 //
+// Webhooks: Run() also runs a webhook dispatcher beside the slots (unless
+// options.webhooks is false) and drains it before returning.
+//
 // All time goes through Env: with FakeClockEnv and FakeProcessRunner a test
 // drives hours of work exactly. Thread-safety: Run() once per Worker.
 #pragma once
@@ -35,6 +38,7 @@
 #include "jobs/device_pool.h"
 #include "jobs/process_runner.h"
 #include "jobs/supervisor.h"
+#include "jobs/webhook.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::jobs {
@@ -55,6 +59,14 @@ struct WorkerOptions {
   bool exit_when_idle = false;   // stop when no waiting job fits and no slot is busy
   BreakerOptions breaker;
   int64_t store_retry_max_ms = 5'000;  // backoff cap after store errors
+  // Deliver webhooks (docs/webhooks.md) while Run() runs: a dispatcher on its
+  // own store connection and thread (`kestrel worker --no-webhooks` = false).
+  // When Run() ends it first delivers what is pending (WebhookDispatcher::
+  // Drain), for at most webhook_drain_ms, so a worker's last state changes
+  // reach the receivers before it exits.
+  bool webhooks = true;
+  WebhookOptions webhook;
+  int64_t webhook_drain_ms = 5'000;
   // Unix ms at construction; 0 = env.UnixSeconds() * 1000. Store times are
   // this anchor plus the Env's monotonic clock since construction.
   int64_t wall_anchor_ms = 0;

@@ -1,183 +1,37 @@
-// Webhook delivery against a loopback HTTP server written here (POSIX
-// sockets, one thread): bodies, signatures, retries with backoff, one
+// Webhook delivery against a loopback HTTP server (webhook_test_support.h:
+// POSIX sockets, one thread): bodies, signatures, retries with backoff, one
 // delivery per event across dispatchers, cursors across restarts, and a dead
 // URL that must not hold up a good one. Runs on SQLite, and on PostgreSQL
 // when KESTREL_TEST_PG is set (scripts/pg-test-server.sh start).
 #include "jobs/webhook.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <deque>
-#include <filesystem>
 #include <functional>
-#include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 #include <thread>
 
 #include "core/fault_env.h"
 #include "core/hash.h"
-#include "store/postgres_store.h"
+#include "webhook_test_support.h"
 
 namespace kestrel::jobs {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
-
-// A one-request-per-connection HTTP/1.1 server on 127.0.0.1. Answers with
-// the scripted statuses in order, then 200. With `answer = false` it
-// listens but never accepts: connections complete in the kernel backlog and
-// requests hang until the client times out (a black hole).
-class LoopbackServer {
- public:
-  struct Request {
-    std::map<std::string, std::string> headers;  // lowercase names
-    std::string body;
-    Clock::time_point at;
-  };
-
-  explicit LoopbackServer(bool answer = true) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    ok_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 && ::listen(fd_, 64) == 0;
-    socklen_t len = sizeof(addr);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    if (answer) thread_ = std::thread([this] { Serve(); });
-  }
-  ~LoopbackServer() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    ::close(fd_);
-  }
-  bool ok() const { return ok_; }
-  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
-  void Script(std::vector<int> statuses) {
-    std::lock_guard<std::mutex> l(mu_);
-    statuses_.assign(statuses.begin(), statuses.end());
-  }
-  std::vector<Request> Requests() {
-    std::lock_guard<std::mutex> l(mu_);
-    return requests_;
-  }
-  size_t Count() {
-    std::lock_guard<std::mutex> l(mu_);
-    return requests_.size();
-  }
-
- private:
-  void Serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) continue;
-      Handle(c);
-      ::close(c);
-    }
-  }
-  void Handle(int c) {
-    std::string data;
-    char buf[4096];
-    size_t header_end = std::string::npos;
-    size_t need = 0;
-    while (true) {
-      if (header_end == std::string::npos) {
-        header_end = data.find("\r\n\r\n");
-        if (header_end != std::string::npos) {
-          Request r = ParseHeaders(data.substr(0, header_end));
-          need = header_end + 4 + std::strtoull(r.headers["content-length"].c_str(), nullptr, 10);
-        }
-      }
-      if (header_end != std::string::npos && data.size() >= need) break;
-      pollfd p{c, POLLIN, 0};
-      if (::poll(&p, 1, 5000) <= 0) return;
-      ssize_t n = ::recv(c, buf, sizeof(buf), 0);
-      if (n <= 0) return;
-      data.append(buf, static_cast<size_t>(n));
-    }
-    Request r = ParseHeaders(data.substr(0, header_end));
-    r.body = data.substr(header_end + 4, need - header_end - 4);
-    r.at = Clock::now();
-    int status = 200;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!statuses_.empty()) {
-        status = statuses_.front();
-        statuses_.pop_front();
-      }
-      requests_.push_back(r);
-    }
-    std::string resp = "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
-    (void)!::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
-  }
-  static Request ParseHeaders(const std::string& head) {
-    Request r;
-    size_t pos = head.find("\r\n");  // skip the request line
-    while (pos != std::string::npos && pos + 2 < head.size()) {
-      size_t next = head.find("\r\n", pos + 2);
-      std::string line = head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string name = line.substr(0, colon);
-        for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        size_t v = line.find_first_not_of(' ', colon + 1);
-        r.headers[name] = v == std::string::npos ? "" : line.substr(v);
-      }
-      pos = next;
-    }
-    return r;
-  }
-
-  int fd_ = -1;
-  int port_ = 0;
-  bool ok_ = false;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-  std::mutex mu_;
-  std::deque<int> statuses_;
-  std::vector<Request> requests_;
-};
+using testing::Clock;
+using testing::LoopbackServer;
 
 class WebhookTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : name) {
-      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-    }
-    if (GetParam() == "sqlite") {
-      dir_ = (std::filesystem::temp_directory_path() / ("kestrel_wh_" + std::to_string(::getpid()) + "_" + name))
-                 .string();
-      std::filesystem::remove_all(dir_);
-      url_ = "sqlite:" + dir_ + "/kestrel.db";
-    } else {
-      const char* pg = std::getenv("KESTREL_TEST_PG");
-      if (pg == nullptr || *pg == '\0') GTEST_SKIP() << "PostgreSQL tests need KESTREL_TEST_PG=postgresql://...";
-      admin_url_ = pg;
-      std::random_device rd;
-      schema_ = "w" + std::to_string(::getpid()) + "_" + std::to_string(rd() % 1000000);
-      Status s = store::ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_);
-      ASSERT_TRUE(s.IsOk()) << s.ToString();
-      url_ = admin_url_ + (admin_url_.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" +
-             schema_;
-    }
+    std::string why = scratch_.Init(GetParam(), "kestrel_wh_");
+    if (scratch_.Skipped()) GTEST_SKIP() << why;
+    ASSERT_EQ(why, "");
+    url_ = scratch_.Url();
     store_ = Open();
     ASSERT_NE(store_, nullptr);
     opt_.poll_interval_ms = 0;  // read the store on every PollOnce
@@ -185,11 +39,7 @@ class WebhookTest : public ::testing::TestWithParam<std::string> {
     opt_.max_backoff_ms = 1000;
     opt_.timeout_ms = 5000;
   }
-  void TearDown() override {
-    store_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-    if (!schema_.empty()) store::ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE");
-  }
+  void TearDown() override { store_.reset(); }
 
   std::unique_ptr<store::MetadataStore> Open() {
     auto s = store::MetadataStore::Open(url_);
@@ -252,7 +102,8 @@ class WebhookTest : public ::testing::TestWithParam<std::string> {
     return ids;
   }
 
-  std::string dir_, url_, admin_url_, schema_;
+  testing::ScratchStore scratch_;  // outlives store_ (declared first)
+  std::string url_;
   std::unique_ptr<store::MetadataStore> store_;
   WebhookOptions opt_;
   int next_job_ = 0;
