@@ -4,6 +4,7 @@
 #include <libpq-fe.h>
 
 #include <cstring>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -113,6 +114,7 @@ class PgConn final : public SqlConn {
   Status EnsureConnected() {
     if (PQstatus(conn_) == CONNECTION_OK || in_tx_) return {};
     PQreset(conn_);
+    prepared_.clear();  // prepared statements died with the old session
     if (PQstatus(conn_) != CONNECTION_OK) {
       return Status::Unavailable(std::string("postgresql: cannot reconnect: ") + PQerrorMessage(conn_), {where_});
     }
@@ -124,9 +126,13 @@ class PgConn final : public SqlConn {
   Result<PgResult> Run(const std::string& sql, const SqlParams& params) {
     KESTREL_RETURN_IF_ERROR(EnsureConnected());
     if (!begin_pending_ && deferred_.empty()) {
+      KESTREL_ASSIGN_OR_RETURN(const std::string* name, Prepared(sql, params.size()));
       ParamText p(params);
-      PgResult r(PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr, p.values.data(),
-                              nullptr, nullptr, 0));
+      PgResult r(name != nullptr
+                     ? PQexecPrepared(conn_, name->c_str(), static_cast<int>(params.size()), p.values.data(),
+                                      nullptr, nullptr, 0)
+                     : PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr, p.values.data(),
+                                    nullptr, nullptr, 0));
       KESTREL_RETURN_IF_ERROR(Check(r.get(), sql));
       return r;
     }
@@ -190,15 +196,27 @@ class PgConn final : public SqlConn {
   // statement's result, or the first failure (later statements were skipped
   // by the server: PGRES_PIPELINE_ABORTED).
   Result<PgResult> Pipeline(const std::vector<Stmt>& batch) {
+    std::vector<const std::string*> names;
+    names.reserve(batch.size());
+    for (const auto& st : batch) {  // before the pipeline: PQprepare waits for its answer
+      KESTREL_ASSIGN_OR_RETURN(const std::string* name, Prepared(st.sql, st.params.size()));
+      names.push_back(name);
+    }
     if (PQenterPipelineMode(conn_) != 1) return Lost("cannot enter pipeline mode");
     std::vector<ParamText> params;
     params.reserve(batch.size());
     size_t sent = 0;
     Status first_error;
-    for (const auto& st : batch) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Stmt& st = batch[i];
       params.emplace_back(st.params);
-      if (PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.params.size()), nullptr,
-                            params.back().values.data(), nullptr, nullptr, 0) != 1) {
+      const int n = static_cast<int>(st.params.size());
+      const int ok = names[i] != nullptr
+                         ? PQsendQueryPrepared(conn_, names[i]->c_str(), n, params.back().values.data(), nullptr,
+                                               nullptr, 0)
+                         : PQsendQueryParams(conn_, st.sql.c_str(), n, nullptr, params.back().values.data(), nullptr,
+                                             nullptr, 0);
+      if (ok != 1) {
         first_error = Lost("cannot send: " + st.sql.substr(0, 80));
         break;
       }
@@ -231,6 +249,20 @@ class PgConn final : public SqlConn {
     return last;
   }
 
+  // The session's prepared statement for `sql` (prepared on first use), so
+  // the server parses and plans each of the store's fixed statements once per
+  // connection instead of on every call. nullptr (run unprepared) once the
+  // cache is full: SQL built from user filters must not grow it forever.
+  Result<const std::string*> Prepared(const std::string& sql, size_t nparams) {
+    auto it = prepared_.find(sql);
+    if (it != prepared_.end()) return &it->second;
+    if (prepared_.size() >= kMaxPrepared) return static_cast<const std::string*>(nullptr);
+    std::string name = "k" + std::to_string(prepared_.size() + 1);
+    PgResult r(PQprepare(conn_, name.c_str(), sql.c_str(), static_cast<int>(nparams), nullptr));
+    KESTREL_RETURN_IF_ERROR(Check(r.get(), sql));
+    return &prepared_.emplace(sql, std::move(name)).first->second;
+  }
+
   Status Lost(const std::string& what) const {
     std::string msg = PQerrorMessage(conn_);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
@@ -255,6 +287,8 @@ class PgConn final : public SqlConn {
   bool in_tx_ = false;          // between Begin() and COMMIT/ROLLBACK
   bool begin_pending_ = false;  // BEGIN not sent yet: waits for the first statement
   std::vector<Stmt> deferred_;  // ExecLater() writes not sent yet
+  static constexpr size_t kMaxPrepared = 200;
+  std::unordered_map<std::string, std::string> prepared_;  // SQL -> statement name in this session
 };
 
 }  // namespace
