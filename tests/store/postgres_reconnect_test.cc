@@ -4,7 +4,9 @@
 // when KESTREL_TEST_PG holds a libpq URL (scripts/pg-test-server.sh).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <string>
 
 #include "store/postgres_store.h"
@@ -37,6 +39,15 @@ class PostgresReconnectTest : public ::testing::Test {
   void KillBackend(int64_t pid) {
     auto r = admin_->Query("SELECT pg_terminate_backend($1)", {pid});
     ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+    // pg_terminate_backend only signals; wait until the session is gone so
+    // the next statement meets a dead connection, not a dying one.
+    for (int i = 0; i < 500; ++i) {
+      auto left = admin_->Query("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = $1", {pid});
+      ASSERT_TRUE(left.IsOk()) << left.GetStatus().ToString();
+      if (left->at(0).Int(0) == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL() << "backend " << pid << " still alive 5 s after pg_terminate_backend";
   }
 
   std::string url_;
@@ -83,6 +94,34 @@ TEST_F(PostgresReconnectTest, ADeadTransactionIsNeverContinuedOnANewConnection) 
   // After the transaction ended (here: the failed COMMIT) the next one works.
   ASSERT_TRUE(conn_->Begin().IsOk());
   EXPECT_TRUE(conn_->Commit().IsOk());
+}
+
+TEST_F(PostgresReconnectTest, APipelinedCommitOnADeadConnectionFailsAndTheNextTransactionWorks) {
+  // The COMMIT that carries deferred writes goes out as one libpq pipeline;
+  // losing the server under it must fail cleanly (not commit half, not leave
+  // the connection stuck in pipeline mode) and the next transaction must
+  // reconnect.
+  ASSERT_TRUE(conn_->ExecScript("CREATE TABLE IF NOT EXISTS reconnect_pipe (v INTEGER)").IsOk());
+  ASSERT_TRUE(conn_->ExecScript("DELETE FROM reconnect_pipe").IsOk());
+  ASSERT_TRUE(conn_->Begin().IsOk());
+  ASSERT_TRUE(conn_->ExecLater("INSERT INTO reconnect_pipe VALUES ($1)", {int64_t{1}}).IsOk());
+  auto pid = conn_->Query("SELECT pg_backend_pid()", {});  // flushes BEGIN + the insert
+  ASSERT_TRUE(pid.IsOk()) << pid.GetStatus().ToString();
+  ASSERT_TRUE(conn_->ExecLater("INSERT INTO reconnect_pipe VALUES ($1)", {int64_t{2}}).IsOk());
+  KillBackend(std::stoll(pid->at(0).Text(0)));
+  Status c = conn_->Commit();
+  EXPECT_FALSE(c.IsOk());
+  EXPECT_EQ(c.Code(), StatusCode::kUnavailable) << c.ToString();
+  (void)conn_->Rollback();
+  ASSERT_TRUE(conn_->Begin().IsOk());
+  ASSERT_TRUE(conn_->ExecLater("INSERT INTO reconnect_pipe VALUES ($1)", {int64_t{3}}).IsOk());
+  Status c2 = conn_->Commit();
+  ASSERT_TRUE(c2.IsOk()) << c2.ToString();
+  auto rows = admin_->Query("SELECT v FROM reconnect_pipe ORDER BY v", {});
+  ASSERT_TRUE(rows.IsOk()) << rows.GetStatus().ToString();
+  ASSERT_EQ(rows->size(), 1u);  // neither 1 nor 2: that transaction died whole
+  EXPECT_EQ(rows->at(0).Text(0), "3");
+  ASSERT_TRUE(admin_->ExecScript("DROP TABLE reconnect_pipe").IsOk());
 }
 
 }  // namespace
