@@ -177,17 +177,39 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
   train::TrainHooks hooks;
   hooks.stop = &g_stop_requested;
   hooks.out = &std::cout;
+  // Every line resets the supervisor's hang timer, so each phase that can
+  // outlast it reports as it advances; at most 4 lines a second, plus the
+  // first and last of each phase and every setup step (few, and the step a
+  // hung child was in is what `last progress:` should name).
   auto last_line = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+  auto due = [&](bool always) {
+    auto now = std::chrono::steady_clock::now();
+    if (!always && now - last_line < std::chrono::milliseconds(250)) return false;
+    last_line = now;
+    return true;
+  };
   hooks.on_iteration = [&](int epoch, int64_t it, int64_t total) {
     const int64_t per_epoch = opts.epochs > 0 ? std::max<int64_t>(1, total / opts.epochs) : total;
     const bool epoch_end = (it + 1) % per_epoch == 0;
-    auto now = std::chrono::steady_clock::now();
-    if (epoch_end || now - last_line >= std::chrono::milliseconds(250)) {
-      last_line = now;
+    if (due(epoch_end)) {
       progress.Line("stage=train epoch=" + std::to_string(epoch) + " iter=" + std::to_string(it + 1) +
                     " total=" + std::to_string(total));
     }
-    if (epoch_end && opts.val) progress.Line("stage=eval epoch=" + std::to_string(epoch));
+  };
+  hooks.on_phase_progress = [&](const train::PhaseProgress& p) {
+    if (!due(p.phase == train::Phase::kSetup || p.done == 0 || p.done == p.total)) return;
+    const std::string count = std::to_string(p.done) + "/" + std::to_string(p.total);
+    switch (p.phase) {
+      case train::Phase::kSetup:
+        progress.Line("stage=data setup=" + count + (p.step.empty() ? "" : " step=" + std::string(p.step)));
+        break;
+      case train::Phase::kVal:
+        progress.Line("stage=eval epoch=" + std::to_string(p.epoch) + " val=" + count);
+        break;
+      case train::Phase::kPlots:
+        progress.Line("stage=eval plots=" + count);
+        break;
+    }
   };
   hooks.on_epoch = [&](const train::EpochRecord& e) {
     progress.Line("stage=train epoch=" + std::to_string(e.epoch) + " done map50=" + std::to_string(e.map50) +

@@ -11,9 +11,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "data/registry.h"
@@ -73,6 +75,18 @@ const char* ExitReasonName(ExitReason r) {
     case ExitReason::kStopped: return "stopped";
     case ExitReason::kDiverged: return "diverged";
     case ExitReason::kHalted: return "halted";
+  }
+  return "unknown";
+}
+
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kSetup:
+      return "setup";
+    case Phase::kVal:
+      return "val";
+    case Phase::kPlots:
+      return "plots";
   }
   return "unknown";
 }
@@ -142,15 +156,38 @@ struct Run {
   int64_t consecutive_nonfinite = 0;
   TrainSummary summary;
   std::ostream* out = nullptr;
+  int64_t setup_steps = 0, setup_done = 0;  // Phase::kSetup progress
 };
 
 void Print(Run& r, const std::string& text) {
   if (r.out != nullptr) (*r.out) << text << std::flush;
 }
 
+void ReportPhase(Run& r, Phase phase, int epoch, int64_t done, int64_t total, std::string_view step = {}) {
+  if (!r.hooks->on_phase_progress) return;
+  PhaseProgress p;
+  p.phase = phase;
+  p.epoch = epoch;
+  p.done = done;
+  p.total = total;
+  p.step = step;
+  r.hooks->on_phase_progress(p);
+}
+
+// Setup step `step` begins (after r.setup_done finished ones); "" ends setup.
+// A step is one blocking call or a few (read a checkpoint, build the model
+// and move it to the device): reporting between them is what keeps a slow
+// but moving setup from looking hung.
+void SetupStep(Run& r, std::string_view step) {
+  if (step.empty()) r.setup_done = r.setup_steps;
+  ReportPhase(r, Phase::kSetup, 0, r.setup_done, r.setup_steps, step);
+  if (!step.empty()) ++r.setup_done;
+}
+
 Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   TrainOptions& o = r.opt;
   Env& env = *r.env;
+  SetupStep(r, "dataset");
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
   at::globalContext().setDeterministicAlgorithms(o.deterministic, /*warn_only=*/true);
@@ -176,6 +213,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   r.summary.run_dir = r.run_dir;
 
   // Model (seeded init), EMA copy, loss.
+  SetupStep(r, "model");
   torch::manual_seed(static_cast<uint64_t>(o.seed));
   KESTREL_ASSIGN_OR_RETURN(model::Yolo m, model::CreateModel(o.model, r.nc));
   if (!o.pretrained.empty() && !ckpt) {
@@ -201,6 +239,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   Print(r, "torch threads: " + std::to_string(at::get_num_threads()) + ", device: " + r.device.str() + "\n");
 
   // Data.
+  SetupStep(r, "loaders");
   data::LoaderOptions tl = o.loader;
   tl.shuffle = true;
   tl.augment = true;
@@ -296,7 +335,13 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
   rec.seconds = seconds;
   if (r.validator) {
     KESTREL_RETURN_IF_ERROR(r.ema->CopyTo(**r.ema_model));
-    KESTREL_ASSIGN_OR_RETURN(eval::EvalResult ev, r.validator->Run(**r.ema_model, &*r.loss));
+    std::function<void(int64_t, int64_t)> on_val;
+    if (r.hooks->on_phase_progress) {
+      on_val = [&r, &rec](int64_t done, int64_t total) {
+        ReportPhase(r, Phase::kVal, rec.epoch, done, total);
+      };
+    }
+    KESTREL_ASSIGN_OR_RETURN(eval::EvalResult ev, r.validator->Run(**r.ema_model, &*r.loss, on_val));
     rec.val_box = r.validator->LastLoss()[0];
     rec.val_cls = r.validator->LastLoss()[1];
     rec.val_dfl = r.validator->LastLoss()[2];
@@ -498,8 +543,10 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
   r.hooks = &hooks;
   r.out = hooks.out;
   r.opt = options;
+  r.setup_steps = options.resume.empty() ? 3 : 5;  // [checkpoint], dataset, model, loaders, [restore]
   std::optional<ParsedCheckpoint> ckpt;
   if (!options.resume.empty()) {
+    SetupStep(r, "checkpoint");
     KESTREL_ASSIGN_OR_RETURN(ParsedCheckpoint c, ReadCheckpoint(env, options.resume));
     // The stored effective config wins; only where to find the data may change.
     TrainOptions stored;
@@ -513,6 +560,7 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
   KESTREL_RETURN_IF_ERROR(r.opt.Validate());
   KESTREL_RETURN_IF_ERROR(Setup(r, ckpt));
   if (ckpt) {
+    SetupStep(r, "restore");
     KESTREL_RETURN_IF_ERROR(Restore(r, *ckpt, options.resume));
     r.good_checkpoint.clear();
     KESTREL_ASSIGN_OR_RETURN(r.good_checkpoint, r.env->ReadFile(options.resume));
@@ -522,6 +570,7 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
     r.state.history_json = "[]";
     KESTREL_ASSIGN_OR_RETURN(r.good_checkpoint, SerializeCheckpoint(r.state, **r.model, *r.ema, *r.optimizer));
   }
+  SetupStep(r, "");
   KESTREL_RETURN_IF_ERROR(Loop(r));
   r.summary.rollbacks = r.state.rollbacks;
   r.summary.history = r.history;
@@ -535,7 +584,9 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
   }
   if (r.opt.plots && r.last_eval &&
       (r.summary.reason == ExitReason::kCompleted || r.summary.reason == ExitReason::kEarlyStopped)) {
+    ReportPhase(r, Phase::kPlots, 0, 0, 1);
     KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, r.run_dir, *r.last_eval));
+    ReportPhase(r, Phase::kPlots, 0, 1, 1);
   }
   return r.summary;
 }

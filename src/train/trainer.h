@@ -18,6 +18,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/env.h"
@@ -91,6 +92,26 @@ struct TrainSummary {
   int ExitCode() const;          // 0, kExitDiverged, kExitStopped (halted: 1)
 };
 
+// A long phase outside the training iterations, making progress. The job
+// runner turns these into progress lines so the supervisor's hang detector
+// (docs/jobs.md) sees a big validation set or a slow setup step advance.
+enum class Phase {
+  kSetup,  // before the first iteration; units: setup steps (see `step`)
+  kVal,    // one epoch's validation; units: val images
+  kPlots,  // the evaluation plots after the last epoch; units: plot sets (1)
+};
+const char* PhaseName(Phase p);  // "setup", "val", "plots"
+
+struct PhaseProgress {
+  Phase phase = Phase::kSetup;
+  int epoch = 0;      // kVal: the 1-based epoch being validated; else 0
+  int64_t done = 0;   // units finished: 0 when the phase begins, nondecreasing, == total at its end
+  int64_t total = 0;  // units in this run of the phase, >= 1
+  // kSetup: the step starting now ("checkpoint", "dataset", "model",
+  // "loaders", "restore"); "" in the final call (done == total).
+  std::string_view step;
+};
+
 // Test and CLI seams. All optional.
 struct TrainHooks {
   const std::atomic<bool>* stop = nullptr;  // polled after every iteration
@@ -111,6 +132,11 @@ struct TrainHooks {
   // iteration (0-based, as in the schedule) and total iterations. The job
   // runner turns this into heartbeat progress lines.
   std::function<void(int epoch, int64_t iteration, int64_t total_iterations)> on_iteration;
+  // Progress of the long phases between iterations: at the start of each
+  // phase (done = 0), after every setup step and every val batch, and at its
+  // end (done == total). Called on the training thread, possibly thousands
+  // of times per second on tiny data: rate-limit any output.
+  std::function<void(const PhaseProgress&)> on_phase_progress;
 };
 
 // Runs (or resumes) a training. Setup problems (bad options, unknown dataset,

@@ -2,6 +2,7 @@
 
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "eval/postprocess.h"
@@ -26,8 +27,13 @@ Result<std::unique_ptr<Validator>> Validator::Create(const data::Manifest& manif
   return v;
 }
 
-Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* loss) {
+int64_t Validator::NumImages() const { return loader_->NumSamples(); }
+
+Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* loss,
+                                        const std::function<void(int64_t done, int64_t total)>& on_progress) {
   last_loss_ = {0, 0, 0};
+  const int64_t total = NumImages();
+  int64_t done = 0;
   int64_t loss_batches = 0;
   eval::EvalOptions eo;
   eo.num_classes = model.NumClasses();
@@ -43,6 +49,7 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
   const bool was_training = model.is_training();
   model.eval();
   KESTREL_RETURN_IF_ERROR(loader_->StartEpoch(0));
+  if (on_progress) on_progress(0, total);
   Status status;
   try {
     torch::NoGradGuard no_grad;
@@ -92,8 +99,13 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
         }
         status = evaluator.AddImage(gt, dets);
       }
+      const int size = batch.size;
       loader_->Recycle(std::move(batch));
       if (!status.IsOk()) break;
+      // Bad samples are replaced by good ones, so the batch sizes add up to
+      // the split; min() only guards the contract.
+      done = std::min(total, done + size);
+      if (on_progress) on_progress(done, total);
     }
   } catch (const c10::Error& e) {
     status = Status::Internal(std::string("validation: torch error: ") + e.what_without_backtrace());

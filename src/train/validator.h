@@ -7,6 +7,8 @@
 #include <torch/types.h>
 
 #include <array>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,8 +32,13 @@ class Validator {
                                                    torch::Device device);
   // Runs `model` (switched to eval mode, restored to train mode after) over
   // the whole val split. With `loss`, also the mean loss items (box, cls,
-  // dfl) over the val batches, in LastLoss().
-  Result<eval::EvalResult> Run(model::YoloImpl& model, DetectionLoss* loss = nullptr);
+  // dfl) over the val batches, in LastLoss(). `on_progress(done, total)`,
+  // when set, is called with done = 0 before the first batch and after every
+  // batch with the val images done so far (nondecreasing, == total =
+  // NumImages() after the last batch; not called past a failure).
+  Result<eval::EvalResult> Run(model::YoloImpl& model, DetectionLoss* loss = nullptr,
+                               const std::function<void(int64_t done, int64_t total)>& on_progress = {});
+  int64_t NumImages() const;  // images in the val split
   const std::array<double, 3>& LastLoss() const { return last_loss_; }
 
  private:

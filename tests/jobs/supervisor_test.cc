@@ -91,6 +91,38 @@ TEST_F(FakeSupervisorTest, NoProgressForTheHangTimeoutKillsAsHung) {
   EXPECT_FALSE(o.infrastructure);
 }
 
+// A 20k-image validation runs for minutes with no training iteration; its
+// progress lines alone must keep the child alive, and the line it was on
+// is the last progress of a child that does go silent.
+TEST_F(FakeSupervisorTest, PhaseProgressLinesKeepALongValidationAlive) {
+  FakeChildScript s;
+  s.progress.emplace_back(0, "stage=eval epoch=3 val=0/20000");
+  for (int64_t t = 5'000; t <= 600'000; t += 5'000) {
+    s.progress.emplace_back(t, "stage=eval epoch=3 val=" + std::to_string(t / 30) + "/20000");
+  }
+  s.exit_at_ms = 601'000;
+  auto r = Run(s);
+  ASSERT_TRUE(r.IsOk());
+  EXPECT_EQ(r->end, "exited");  // ten minutes, more than six hang timeouts
+  EXPECT_EQ(r->duration_ms, 601'000);
+  EXPECT_EQ(r->stage, store::FailureStage::kEval);
+  EXPECT_EQ(r->last_progress, "stage=eval epoch=3 val=20000/20000");
+  EXPECT_TRUE(runner_.Children().back().signals.empty());
+
+  FakeChildScript silent;
+  silent.progress = {{0, "stage=eval epoch=3 val=0/20000"}, {5'000, "stage=eval epoch=3 val=166/20000"}};
+  silent.exit_at_ms = 601'000;
+  silent.sigterm_exit_after_ms = 100;
+  r = Run(silent);
+  ASSERT_TRUE(r.IsOk());
+  EXPECT_EQ(r->end, "hung");
+  EXPECT_EQ(runner_.Children().back().signals.at(0), std::make_pair(int64_t{95'000}, SIGTERM));
+  auto o = ToOutcome(*r);
+  EXPECT_EQ(o.stage, store::FailureStage::kEval);
+  EXPECT_NE(o.message.find("last progress: stage=eval epoch=3 val=166/20000"), std::string::npos)
+      << o.message;
+}
+
 TEST_F(FakeSupervisorTest, WallClockLimitThenSigkillAfterGrace) {
   options_.wall_clock_limit_ms = 60'000;
   FakeChildScript s;
@@ -190,6 +222,27 @@ TEST_F(PosixSupervisorTest, HungChildIgnoringSigtermIsKilledWithItsGroup) {
   EXPECT_EQ(r->progress_lines, 1);
   EXPECT_LT(secs, 3.0);
   EXPECT_GE(r->duration_ms, 500);  // 300 ms hang + 200 ms grace
+}
+
+// Real pipe, real clock: 2 s of phase-progress lines only (over 3 hang
+// timeouts) and the child exits by itself; the same time in silence is hung.
+TEST_F(PosixSupervisorTest, PhaseProgressOnlyChildOutlivesTheHangTimeoutAndASilentOneDoesNot) {
+  options_.hang_timeout_ms = 600;  // a line every 100 ms: slack for a loaded machine
+  auto r = Sh(
+      "i=0; while [ $i -lt 20 ]; do echo \"stage=eval epoch=1 val=$i/20\" >&3; i=$((i+1)); sleep 0.1; done;"
+      " echo 'stage=eval epoch=1 val=20/20' >&3; exit 0");
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_EQ(r->end, "exited");
+  EXPECT_EQ(r->exit.exit_code, 0);
+  EXPECT_GE(r->duration_ms, 2'000);
+  EXPECT_EQ(r->progress_lines, 21);
+  EXPECT_EQ(r->stage, store::FailureStage::kEval);
+  EXPECT_EQ(r->last_progress, "stage=eval epoch=1 val=20/20");
+
+  auto silent = Sh("echo 'stage=eval epoch=1 val=0/20' >&3; sleep 2; exit 0");
+  ASSERT_TRUE(silent.IsOk());
+  EXPECT_EQ(silent->end, "hung");
+  EXPECT_EQ(silent->progress_lines, 1);
 }
 
 TEST_F(PosixSupervisorTest, StoppedChildIsKilledAsHung) {

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/safetensors.h"
 #include "data/registry.h"
@@ -233,6 +235,79 @@ TEST_F(TrainerTest, CorruptedCheckpointIsRefused) {
     EXPECT_EQ(r.GetStatus().Code(), StatusCode::kCorruption) << r.GetStatus().ToString();
     EXPECT_NE(r.GetStatus().Message().find("bad.ckpt"), std::string::npos);
   }
+}
+
+// The phases between iterations report progress (the job runner turns it into
+// heartbeat lines): each run of a phase starts at done = 0, never goes back
+// and ends at done == total.
+TEST_F(TrainerTest, SetupValidationAndPlotsReportProgressUpToTheirTotal) {
+  struct Event {
+    Phase phase;
+    int epoch;
+    int64_t done, total;
+    std::string step;
+  };
+  std::vector<Event> events;
+  TrainHooks hooks;
+  hooks.on_phase_progress = [&](const PhaseProgress& p) {
+    events.push_back({p.phase, p.epoch, p.done, p.total, std::string(p.step)});
+  };
+  // Runs of one phase (same phase and epoch) in order, each checked.
+  auto runs = [&] {
+    std::vector<std::vector<Event>> out;
+    for (const Event& e : events) {
+      if (out.empty() || out.back().back().phase != e.phase || out.back().back().epoch != e.epoch)
+        out.emplace_back();
+      out.back().push_back(e);
+    }
+    for (const auto& run : out) {
+      const char* name = PhaseName(run.front().phase);
+      EXPECT_EQ(run.front().done, 0) << name;
+      EXPECT_EQ(run.back().done, run.back().total) << name;
+      for (size_t i = 0; i < run.size(); ++i) {
+        EXPECT_GE(run[i].total, 1) << name;
+        EXPECT_EQ(run[i].total, run.front().total) << name;
+        if (i > 0) {
+          EXPECT_GE(run[i].done, run[i - 1].done) << name << " went back at event " << i;
+        }
+      }
+    }
+    return out;
+  };
+
+  TrainOptions o = Tiny("phases");
+  o.epochs = 2;
+  o.plots = true;
+  auto r = Train(o, hooks);
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  ASSERT_EQ(r->reason, ExitReason::kCompleted) << r->message;
+  auto fresh = runs();
+  ASSERT_EQ(fresh.size(), 4u);  // setup, val epoch 1, val epoch 2, plots
+  std::vector<std::string> steps;
+  for (const Event& e : fresh[0]) steps.push_back(e.step);
+  EXPECT_EQ(fresh[0].front().phase, Phase::kSetup);
+  EXPECT_EQ(steps, (std::vector<std::string>{"dataset", "model", "loaders", ""}));
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    const auto& val = fresh[epoch];
+    EXPECT_EQ(val.front().phase, Phase::kVal);
+    EXPECT_EQ(val.front().epoch, epoch);
+    EXPECT_EQ(val.back().total, 3);  // the val images
+    EXPECT_EQ(val.size(), 3u);       // start, then batches of 2 and 1
+  }
+  EXPECT_EQ(fresh[3].front().phase, Phase::kPlots);
+
+  // Resuming adds reading and applying the checkpoint to the setup steps.
+  events.clear();
+  TrainOptions ro;
+  ro.resume = o.run_dir + "/weights/last.ckpt";
+  ro.home = Home();
+  auto resumed = Train(ro, hooks);
+  ASSERT_TRUE(resumed.IsOk()) << resumed.GetStatus().ToString();
+  auto again = runs();
+  ASSERT_EQ(again.size(), 1u);  // nothing left to train or validate
+  steps.clear();
+  for (const Event& e : again[0]) steps.push_back(e.step);
+  EXPECT_EQ(steps, (std::vector<std::string>{"checkpoint", "dataset", "model", "loaders", "restore", ""}));
 }
 
 long RssPages() {
