@@ -294,17 +294,25 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
   }
   std::string ready =
       req.allow_retries ? "(state = 'queued' OR state = 'failed_retryable')" : "state = 'queued'";
-  // The leading `state IN live` matches the partial index jobs_claimable
-  // (migration 4) word for word: SQLite only uses a partial index whose
-  // predicate appears as a term of the query, and PostgreSQL then scans it
-  // in (priority, id) order and stops at the first unlocked match.
-  const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE state IN " + kLiveStates +
-                          " AND ((" + ready +
-                          " AND not_before <= $1) OR (state = 'running' AND lease_until <= $1))"
-                          " AND ((device_kind = 'cpu' AND device_memory_mb <= $2) OR"
-                          " (device_kind = 'gpu' AND device_memory_mb <= $3))"
-                          " ORDER BY priority, id LIMIT 1" +
-                          conn_->ForUpdateSkipLocked();
+  // Two candidates in one statement, each the head of its own partial index
+  // (migration 6): the first ready job (jobs_ready, in claim order) and the
+  // first running job whose lease expired (jobs_leased, by lease_until).
+  // The better of the two by (priority, id) is claimed, the same order one
+  // query over both sets gave; but running jobs no longer sit in the index
+  // every claim walks, so a claim costs the same with 10 or 10,000 jobs
+  // running. Each head repeats its index's predicate word for word (SQLite
+  // only uses a partial index whose predicate is a term of the query);
+  // PostgreSQL locks each with SKIP LOCKED (held to COMMIT; the one not
+  // taken is released then).
+  const std::string fit =
+      " AND ((device_kind = 'cpu' AND device_memory_mb <= $2) OR"
+      " (device_kind = 'gpu' AND device_memory_mb <= $3)) ORDER BY priority, id LIMIT 1" +
+      std::string(conn_->ForUpdateSkipLocked());
+  const std::string sql = std::string("WITH r AS (SELECT ") + kJobColumns +
+                          " FROM jobs WHERE state IN ('queued', 'failed_retryable') AND " + ready +
+                          " AND not_before <= $1" + fit + "), e AS (SELECT " + kJobColumns +
+                          " FROM jobs WHERE state = 'running' AND lease_until <= $1" + fit +
+                          ") SELECT * FROM r UNION ALL SELECT * FROM e";
   ClaimedJob out;
   bool found = false;
   Status st = InTransaction([&]() -> Status {
@@ -313,6 +321,13 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
       KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(sql, {req.now_ms, cpu_mem, gpu_mem}));
       if (rows.empty()) return {};
       JobRecord job = ReadJob(rows[0]);
+      if (rows.size() > 1) {
+        JobRecord other = ReadJob(rows[1]);
+        if (std::make_pair(static_cast<int>(other.spec.priority), other.id) <
+            std::make_pair(static_cast<int>(job.spec.priority), job.id)) {
+          job = std::move(other);
+        }
+      }
       if (job.state == JobState::kRunning) {
         KESTREL_ASSIGN_OR_RETURN(job, ExpireLease(std::move(job), req.now_ms));
         if (job.state == JobState::kFailedPermanent) continue;

@@ -125,6 +125,19 @@ const std::vector<std::vector<std::string>>& Migrations() {
           std::string(kPostgresOnly) +
               "SELECT setval('event_ids', (SELECT value FROM counters WHERE name = 'event') + 1, false)",
       },
+      // 6: claim indexes split by what a claim looks for: ready jobs in
+      // claim order, and running jobs by lease expiry. jobs_claimable also
+      // held every running job, which each claim then walked past (claims
+      // slowed down as more jobs ran). ClaimJob reads the head of each.
+      // jobs_claim (state, priority, id) goes too: without statistics
+      // SQLite preferred it for the ready head and sorted every ready job.
+      {
+          "CREATE INDEX jobs_ready ON jobs(priority, id)"
+          "  WHERE state IN ('queued', 'failed_retryable')",
+          "CREATE INDEX jobs_leased ON jobs(lease_until) WHERE state = 'running'",
+          "DROP INDEX jobs_claimable",
+          "DROP INDEX jobs_claim",
+      },
   };
   return kMigrations;
 }
