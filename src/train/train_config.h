@@ -1,10 +1,8 @@
-// TrainConfig: the keys of `kestrel train` without LibTorch. Same names,
-// defaults, ranges and checks as TrainOptions::Bind/Validate (trainer.h),
-// so `kestrel submit` resolves and validates a job's effective config in a
-// build without the trainer (the worker host may be the only one with
-// LibTorch). trainer.h cannot be included torch-free (LossOptions lives in
-// the torch loss header), hence this mirror; the torch build's test
-// `JobsCliTest.TrainConfigMatchesTrainOptions` keeps keys and defaults equal.
+// TrainConfig: every key of `kestrel train`, without LibTorch: names,
+// defaults, ranges and checks. `kestrel submit` binds and validates it to
+// resolve a job's effective config in a build without the trainer (the
+// worker host may be the only one with LibTorch); the trainer's
+// TrainOptions (trainer.h) derives from it, so the two cannot drift.
 #pragma once
 
 #include <cstdint>
@@ -22,28 +20,28 @@ struct TrainConfig {
   std::string model = "n";       // n|s|m|l|x|t|yolov8n.yaml ...
   int epochs = 100;              // total epochs, >= 1
   std::string device = "cpu";    // cpu | 0 (CUDA device index)
-  int64_t seed = 0;
-  bool deterministic = true;
-  int patience = 100;
-  double save_period_min = 0;
-  std::string pretrained;
-  std::string resume;
-  int threads = 0;
-  int freeze = 0;
-  std::string project = "runs/train";
+  int64_t seed = 0;              // torch init + loader randomness
+  bool deterministic = true;     // torch deterministic algorithms
+  int patience = 100;            // epochs without fitness improvement before stopping
+  double save_period_min = 0;    // also checkpoint mid-epoch every N minutes (0 = off)
+  std::string pretrained;        // safetensors weights to start from (fine-tune load)
+  std::string resume;            // checkpoint (weights/last.ckpt) to continue exactly
+  int threads = 0;               // torch intra-op threads, 0 = all cores
+  int freeze = 0;                // freeze the first N layers (model.0 .. model.N-1)
+  std::string project = "runs/train";  // run dir = project/name unless run_dir is set
   std::string name = "exp";
-  bool exist_ok = false;
-  std::string run_dir;
-  bool val = true;
-  bool plots = true;
-  data::LoaderOptions loader;
-  data::AugmentOptions augment;
-  OptimizerOptions optimizer;
-  // LossOptions' user keys (box, cls, dfl, label_smoothing).
+  bool exist_ok = false;         // reuse project/name instead of exp2, exp3, ...
+  std::string run_dir;           // explicit run directory (overrides project/name)
+  bool val = true;               // validate every epoch
+  bool plots = true;             // eval plots + train_batch0.jpg
+  data::LoaderOptions loader;    // imgsz, batch, workers, prefetch, max_bad_fraction, rect
+  data::AugmentOptions augment;  // hsv_*, degrees, ..., mosaic, mixup, close_mosaic
+  OptimizerOptions optimizer;    // optimizer, lr0, lrf, momentum, ..., cos_lr
+  // The loss keys (LossOptions' gains and smoothing; TrainOptions::EffectiveLoss).
   double box = 7.5, cls = 0.5, dfl = 1.5, label_smoothing = 0.0;
 
   void Bind(OptionSet& s);
-  // The checks of TrainOptions::Validate that need no dataset or model.
+  // Every check that needs no dataset or model; errors name the key.
   Status Validate() const;
 };
 

@@ -27,6 +27,7 @@
 #include "data/loader.h"
 #include "train/loss.h"
 #include "train/schedule.h"
+#include "train/train_config.h"
 
 namespace kestrel::train {
 
@@ -34,33 +35,19 @@ namespace kestrel::train {
 inline constexpr int kExitDiverged = 3;  // non-finite loss/gradients after 2 rollbacks
 inline constexpr int kExitStopped = 4;   // stop flag (SIGTERM/SIGINT): checkpoint written, resumable
 
-struct TrainOptions {
-  std::string data;              // registry spec NAME[@vN|@idprefix]
-  std::string model = "n";       // n|s|m|l|x|t|yolov8n.yaml ...
-  int epochs = 100;              // total epochs, >= 1
-  std::string device = "cpu";    // cpu | 0 (CUDA device index)
-  int64_t seed = 0;              // torch init + loader randomness
-  bool deterministic = true;     // torch deterministic algorithms
-  int patience = 100;            // epochs without fitness improvement before stopping
-  double save_period_min = 0;    // also checkpoint mid-epoch every N minutes (0 = off)
-  std::string pretrained;        // safetensors weights to start from (fine-tune load)
-  std::string resume;            // checkpoint (weights/last.ckpt) to continue exactly
-  int threads = 0;               // torch intra-op threads, 0 = all cores
-  int freeze = 0;                // freeze the first N layers (model.0 .. model.N-1)
-  std::string project = "runs/train";  // run dir = project/name unless run_dir is set
-  std::string name = "exp";
-  bool exist_ok = false;         // reuse project/name instead of exp2, exp3, ...
-  std::string run_dir;           // explicit run directory (overrides project/name)
-  std::string home;              // Kestrel home ("" = $KESTREL_HOME or ./.kestrel)
-  bool val = true;               // validate every epoch
-  bool plots = true;             // eval plots + train_batch0.jpg
-  data::LoaderOptions loader;    // imgsz, batch, workers, prefetch, max_bad_fraction, rect
-  data::AugmentOptions augment;  // hsv_*, degrees, ..., mosaic, mixup, close_mosaic
-  OptimizerOptions optimizer;    // optimizer, lr0, lrf, momentum, ..., cos_lr
-  LossOptions loss;              // box, cls, dfl, label_smoothing
+// Every `kestrel train` key is a TrainConfig field (train_config.h, torch-free,
+// so `kestrel submit` binds and validates the very same struct); the trainer
+// adds what only the API sets.
+struct TrainOptions : TrainConfig {
+  std::string home;  // Kestrel home ("" = $KESTREL_HOME or ./.kestrel)
+  // Loss settings the keys do not cover (class_weights; the assigner
+  // constants). Its gains are ignored: box/cls/dfl/label_smoothing of
+  // TrainConfig win (EffectiveLoss).
+  LossOptions loss;
 
-  // Binds every key above plus the Bind()s of the nested option structs.
-  void Bind(OptionSet& s);
+  // `loss` with the gains and label smoothing of the keys.
+  LossOptions EffectiveLoss() const;
+  // TrainConfig::Validate plus the loss extras.
   Status Validate() const;
 };
 

@@ -13,10 +13,6 @@
 
 #include "cli_fixture.h"
 
-#ifdef KESTREL_CLI_WITH_TORCH
-#include "train/train_config.h"
-#include "train/trainer.h"
-#endif
 
 namespace kestrel::testing {
 namespace {
@@ -126,18 +122,6 @@ TEST_F(JobsCliTest, ListShowCancelRetryStatsAndBreakerReset) {
 }
 
 #ifdef KESTREL_CLI_WITH_TORCH
-
-// kestrel submit validates with the torch-free TrainConfig; the trainer binds
-// TrainOptions. Same keys and defaults, or a submitted job would not load.
-TEST(TrainConfigTest, TrainConfigMatchesTrainOptions) {
-  train::TrainConfig c;
-  train::TrainOptions o;
-  OptionSet cs, os;
-  c.Bind(cs);
-  o.Bind(os);
-  EXPECT_EQ(cs.Keys(), os.Keys());
-  EXPECT_EQ(cs.ToJson(), os.ToJson());
-}
 
 TEST_F(JobsCliTest, WorkerRunsATinyJobPastTheQualityGate) {
   int64_t id = SubmitId(TinyJob("epochs=1"));
