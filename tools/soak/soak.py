@@ -678,7 +678,7 @@ class Soak:
             c = self.running_attempts()
             if c:
                 return c
-            time.sleep(1)
+            time.sleep(0.3)
         return []
 
     def confirm_pid(self, pid, job):
@@ -938,7 +938,8 @@ class Soak:
     def injector(self):
         o = self.o
         order = []
-        counts = collections.Counter()
+        counts = collections.Counter()   # injected
+        attempted = collections.Counter()  # tried, skipped ones included
         extra_jobs = 0
         while not self.stop_evt.is_set():
             wait = self.rng.uniform(o.fault_every_min_s, o.fault_every_max_s)
@@ -954,8 +955,11 @@ class Soak:
                 starved = [f for f in o.faults if counts[f] < o.min_each and f in VICTIM_FAULTS and live == 0]
                 if starved and extra_jobs < 2 * len(o.faults):
                     # every job finished before this fault found a victim: give it
-                    # one (an extra valid job, counted like any other)
-                    spec = self.job_spec()
+                    # one (an extra valid job, counted like any other), long
+                    # enough that a loaded machine's slow CLI polls still see it
+                    # running (a 2-epoch job of ~3 s slipped past every poll of
+                    # a PostgreSQL run with two soaks on 2 cores)
+                    spec = self.job_spec(epochs=max(4 * o.epochs, 8))
                     doc, rc, msg, tries = self.submit(spec)
                     if doc is not None:
                         self.add_valid(doc, spec, "victim_for_" + starved[0], tries=tries)
@@ -966,7 +970,9 @@ class Soak:
                            and (f not in VICTIM_FAULTS or live > 0)]
                 if not missing:
                     return
-                kind = missing[0]
+                # the least tried first: one type that keeps finding no victim
+                # must not starve the others
+                kind = min(missing, key=lambda f: (attempted[f], o.faults.index(f)))
             else:
                 if not order:
                     # each round: the faults that need a running attempt first (the
@@ -977,6 +983,7 @@ class Soak:
                     self.rng.shuffle(b)
                     order = b[::-1] + a[::-1]
                 kind = order.pop()
+            attempted[kind] += 1
             rec = self.rec.fault(dict(type=kind, t_start_ms=now_ms()))
             try:
                 res = getattr(self, "f_" + kind)(rec)
