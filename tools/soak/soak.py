@@ -646,13 +646,16 @@ class Soak:
     def running_attempts(self):
         """[(job, attempt, pid, state, worker_pid)] of live trainer children of this home,
         cross-checked with the store's running jobs."""
+        trainers = our_trainers(self.home)
+        if not trainers:
+            return []   # no store round trip (a CLI start-up, seconds on a loaded box) for nothing
         try:
             doc = self.k.json(["jobs", "list", "--state", "running", "--limit", "100000"], deadline_s=10)
             running = {j["id"]: j for j in doc.get("jobs", [])}
         except RuntimeError:
             running = {}
         out = []
-        for pid, (job, att, state, ppid) in our_trainers(self.home).items():
+        for pid, (job, att, state, ppid) in trainers.items():
             j = running.get(job)
             if j is None or (att >= 0 and j.get("attempt") not in (None, att)):
                 continue
@@ -956,10 +959,10 @@ class Soak:
                 if starved and extra_jobs < 2 * len(o.faults):
                     # every job finished before this fault found a victim: give it
                     # one (an extra valid job, counted like any other), long
-                    # enough that a loaded machine's slow CLI polls still see it
-                    # running (a 2-epoch job of ~3 s slipped past every poll of
-                    # a PostgreSQL run with two soaks on 2 cores)
-                    spec = self.job_spec(epochs=max(4 * o.epochs, 8))
+                    # enough (~10 s) that a loaded machine's slow CLI polls
+                    # still see it running (2- and 8-epoch jobs of 3-5 s slipped
+                    # past every poll of a PostgreSQL run beside another soak)
+                    spec = self.job_spec(epochs=max(20 * o.epochs, 40))
                     doc, rc, msg, tries = self.submit(spec)
                     if doc is not None:
                         self.add_valid(doc, spec, "victim_for_" + starved[0], tries=tries)
@@ -1270,7 +1273,7 @@ class Soak:
     def cleanup_processes(self):
         if self.workers:
             self.workers.stop_all(grace=self.o.grace_s + 10)
-        for pid, (job, att, state, ppid) in our_trainers(self.home).items():
+        for pid, (job, att, state, ppid) in trainers.items():
             self.rec.event("leftover_process", job=job, attempt=att, pid=pid, state=state)
             try:
                 os.kill(pid, signal.SIGCONT)
