@@ -1273,7 +1273,7 @@ class Soak:
     def cleanup_processes(self):
         if self.workers:
             self.workers.stop_all(grace=self.o.grace_s + 10)
-        for pid, (job, att, state, ppid) in trainers.items():
+        for pid, (job, att, state, ppid) in our_trainers(self.home).items():
             self.rec.event("leftover_process", job=job, attempt=att, pid=pid, state=state)
             try:
                 os.kill(pid, signal.SIGCONT)
