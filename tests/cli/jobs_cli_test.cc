@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli_fixture.h"
+#include "freeze_when.h"
 
 
 namespace kestrel::testing {
@@ -195,24 +196,29 @@ TEST_F(JobsCliTest, SigkilledChildResumesFromThePreviousAttemptsCheckpoint) {
   ASSERT_GT(id, 0);
   CliRun w;
   std::thread worker([&] { w = Kestrel("--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10"); });
-  // Kill the child as soon as its first epoch's checkpoint exists (found in
-  // /proc: asking the store would take longer than the remaining epochs).
+  // Find the child in /proc (asking the store would take longer than its
+  // remaining epochs), then kill it once its first epoch's checkpoint
+  // exists. The check runs while the child is frozen (FreezeWhen), so a
+  // loaded machine cannot let it finish between the check and the kill.
   const fs::path ckpt = JobDir(id) / "attempt-1" / "weights" / "last.ckpt";
   const std::string needle = std::string("train") + '\0' + "--job" + '\0' + std::to_string(id) + '\0' +
                              "--attempt" + '\0' + "1" + '\0';
-  int64_t pid = 0;
-  for (int i = 0; i < 60000 && pid == 0; ++i) {
-    if (fs::exists(ckpt)) {
-      for (const auto& e : fs::directory_iterator("/proc")) {
-        std::ifstream f(e.path() / "cmdline", std::ios::binary);
-        std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        if (cmd.find(needle) != std::string::npos) pid = std::atoll(e.path().filename().c_str());
-      }
+  pid_t pid = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (pid == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end && pid == 0; it.increment(ec)) {
+      std::ifstream f(it->path() / "cmdline", std::ios::binary);
+      std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (cmd.find(needle) != std::string::npos) pid = static_cast<pid_t>(std::atoll(it->path().filename().c_str()));
     }
     if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ASSERT_GT(pid, 0) << "the first attempt never wrote a checkpoint";
-  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  ASSERT_GT(pid, 0) << "attempt 1 never started";
+  const Freeze frozen = FreezeWhen(pid, [&] { return fs::exists(ckpt); }, std::chrono::minutes(2));
+  ASSERT_EQ(frozen, Freeze::kReady) << (frozen == Freeze::kEnded ? "attempt 1 ended before its first checkpoint"
+                                                                  : "attempt 1 never wrote a checkpoint");
+  ::kill(pid, SIGKILL);
   worker.join();
   ASSERT_EQ(w.code, 0) << w.out;
   auto show = Show(id);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli_fixture.h"
+#include "freeze_when.h"
 #include "core/safetensors.h"
 
 namespace kestrel::testing {
@@ -85,34 +86,27 @@ TEST_F(TrainKillResumeTest, SigkilledRunResumesToBitwiseIdenticalWeights) {
   ASSERT_GT(pid, 0);
   const fs::path run = dir_ / "runs/train/killed";
   const fs::path ckpt = run / "weights/last.ckpt";
+  // The check runs while the run is frozen (FreezeWhen), so what it saw is
+  // where the SIGKILL lands, however loaded the machine is.
   int64_t killed_at = -1;
   ino_t seen = 0;
-  int status = 0;
-  bool exited = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      break;
-    }
-    struct stat st {};
-    if (fs::exists(run / "results.csv") && ::stat(ckpt.c_str(), &st) == 0 && st.st_ino != seen) {
-      seen = st.st_ino;  // each checkpoint is a new file renamed over the old one
-      const int64_t it = CheckpointIteration(ckpt);
-      if (it > kBatchesPerEpoch && it % kBatchesPerEpoch != 0) {
-        ::kill(pid, SIGKILL);
+  const Freeze frozen = FreezeWhen(
+      pid,
+      [&] {
+        struct stat st {};
+        if (!fs::exists(run / "results.csv") || ::stat(ckpt.c_str(), &st) != 0 || st.st_ino == seen) return false;
+        seen = st.st_ino;  // each checkpoint is a new file renamed over the old one
+        const int64_t it = CheckpointIteration(ckpt);
+        if (it <= kBatchesPerEpoch || it % kBatchesPerEpoch == 0) return false;
         killed_at = it;
-        break;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!exited) {
-    if (killed_at < 0) ::kill(pid, SIGKILL);  // timed out
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  }
-  ASSERT_GE(killed_at, 0) << "the run " << (exited ? "finished" : "timed out") << " before it could be killed:\n"
-                          << ReadAll(dir_ / "killed.log");
+        return true;
+      },
+      std::chrono::minutes(3));
+  ::kill(pid, SIGKILL);  // also when it timed out; a no-op on a run that ended
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_EQ(frozen, Freeze::kReady) << "the run " << (frozen == Freeze::kEnded ? "finished" : "timed out")
+                                    << " before it could be killed:\n" << ReadAll(dir_ / "killed.log");
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
       << "the run ended on its own (status " << status << ") before SIGKILL:\n" << ReadAll(dir_ / "killed.log");
   const int64_t resume_at = CheckpointIteration(ckpt);

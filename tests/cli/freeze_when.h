@@ -1,0 +1,71 @@
+// Catching a running process in a given state, without racing it.
+//
+// A test that kills a child "once its first checkpoint exists" by polling has
+// a race: between the poll that sees the checkpoint and the kill, a loaded
+// machine may deschedule the test long enough for the child to finish (a
+// tiny training's remaining epochs take well under a second). FreezeWhen
+// closes that window: the process runs in short slices and the condition is
+// checked only while every thread of it is stopped with SIGSTOP, so what the
+// check saw still holds when the caller acts (SIGKILL, or SIGCONT to let it
+// go on).
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+#include <thread>
+
+namespace kestrel::testing {
+
+// One state letter per thread of `pid` (R, S, D, T, t, Z, X, ...), read from
+// /proc/PID/task/*/stat; empty when the process is gone.
+inline std::string ThreadStates(pid_t pid) {
+  std::string states;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::ifstream f(it->path() / "stat");
+    std::string line;
+    std::getline(f, line);
+    const size_t close = line.rfind(')');  // the command name may hold spaces and parentheses
+    if (close != std::string::npos && close + 2 < line.size()) states += line[close + 2];
+  }
+  return states;
+}
+
+enum class Freeze {
+  kReady,     // ready() held; the process is left stopped (SIGSTOP)
+  kEnded,     // the process exited (or is exiting) before ready() held
+  kTimedOut,  // ready() never held before the limit; the process was left running
+};
+
+// Runs `pid` in slices of `slice`, stopping it (every thread) between slices
+// to evaluate `ready()`. The caller owns the stopped process on kReady.
+template <class Ready>
+Freeze FreezeWhen(pid_t pid, Ready&& ready, std::chrono::milliseconds limit,
+                  std::chrono::milliseconds slice = std::chrono::milliseconds(5)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    if (::kill(pid, SIGSTOP) != 0) return Freeze::kEnded;
+    // SIGSTOP is delivered asynchronously, thread by thread: wait until all
+    // of them are stopped (a thread inside a syscall such as fsync stops when
+    // it returns).
+    while (true) {
+      const std::string s = ThreadStates(pid);
+      if (s.empty() || s.find_first_of("ZX") != std::string::npos) return Freeze::kEnded;
+      if (s.find_first_not_of("Tt") == std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (ready()) return Freeze::kReady;
+    ::kill(pid, SIGCONT);
+    if (std::chrono::steady_clock::now() > deadline) return Freeze::kTimedOut;
+    std::this_thread::sleep_for(slice);
+  }
+}
+
+}  // namespace kestrel::testing
