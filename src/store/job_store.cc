@@ -314,6 +314,44 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
                           " FROM jobs WHERE state = 'running' AND lease_until <= $1" + fit +
                           ") SELECT * FROM r UNION ALL SELECT * FROM e";
   ClaimedJob out;
+  // Best fit: the offer of the right kind with the least spare memory.
+  auto place = [&](JobRecord job) {
+    const DeviceOffer* best = nullptr;
+    for (const auto& d : req.devices) {
+      if (d.kind != job.spec.device_kind || d.free_memory_mb < job.spec.device_memory_mb) continue;
+      if (best == nullptr || d.free_memory_mb < best->free_memory_mb) best = &d;
+    }
+    out.device = best != nullptr ? *best : DeviceOffer{};
+    out.job = std::move(job);
+  };
+  if (conn_->Dialect() == SqlDialect::kPostgres) {
+    // The common case in one autocommit statement, one round trip: lock the
+    // ready head, start its attempt, record the attempt and the state event.
+    // Row locks then live for one statement instead of across a client round
+    // trip, so 32 claimers step over far fewer locked heads. It defers to
+    // the transaction below when nothing is ready or any lease has expired
+    // (an expired job may come first, and its expiry has more to record).
+    // The event text is what StateEvent() writes for a running job.
+    const std::string fast_sql =
+        "WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(" + std::to_string(kEventLock) +
+        ")), c AS (SELECT id AS cid FROM jobs WHERE state IN ('queued', 'failed_retryable') AND " + ready +
+        " AND not_before <= $1::bigint AND ((device_kind = 'cpu' AND device_memory_mb <= $2::bigint) OR"
+        " (device_kind = 'gpu' AND device_memory_mb <= $3::bigint)) AND NOT EXISTS (SELECT 1 FROM jobs x"
+        " WHERE x.state = 'running' AND x.lease_until <= $1::bigint) ORDER BY priority, id LIMIT 1"
+        " FOR UPDATE SKIP LOCKED), u AS (UPDATE jobs SET state = 'running', attempt = attempt + 1,"
+        " lease_owner = $4::text, lease_until = $5::bigint, updated_at = $1::bigint FROM c WHERE id = c.cid"
+        " RETURNING " + std::string(kJobColumns) + "), a AS (INSERT INTO attempts (" + kAttemptColumns +
+        ") SELECT id, attempt, $4::text, $6::text, 0, $1::bigint, 0, 0, 0, 0, '', '', 0, '', '' FROM u),"
+        " e AS (INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) SELECT"
+        " nextval('event_ids'), u.id, u.attempt, 'state', '{\"attempt\":' || u.attempt ||"
+        " ',\"state\":\"running\"}', $1::bigint FROM u, l) SELECT " + kJobColumns + " FROM u";
+    KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(fast_sql, {req.now_ms, cpu_mem, gpu_mem, req.worker,
+                                                                 req.now_ms + req.lease_ms, req.host}));
+    if (!rows.empty()) {
+      place(ReadJob(rows[0]));
+      return out;
+    }
+  }
   bool found = false;
   Status st = InTransaction([&]() -> Status {
     found = false;
@@ -342,14 +380,7 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
                                                    ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '')",
                                                {job.id, job.attempt, req.worker, req.host, req.now_ms}));
       KESTREL_RETURN_IF_ERROR(StateEvent(job, req.now_ms));
-      // Best fit: the offer of the right kind with the least spare memory.
-      const DeviceOffer* best = nullptr;
-      for (const auto& d : req.devices) {
-        if (d.kind != job.spec.device_kind || d.free_memory_mb < job.spec.device_memory_mb) continue;
-        if (best == nullptr || d.free_memory_mb < best->free_memory_mb) best = &d;
-      }
-      out.device = best != nullptr ? *best : DeviceOffer{};
-      out.job = std::move(job);
+      place(std::move(job));
       found = true;
       return {};
     }

@@ -35,6 +35,23 @@ class PgResult {
   PGresult* r_;
 };
 
+// Every session (and every reconnect) starts with these settings:
+// - client_min_messages: CREATE TABLE IF NOT EXISTS and friends would chatter
+//   on stderr.
+// - enable_bitmapscan off: a claim must walk jobs_ready in (priority, id)
+//   order and stop at the first row it can lock. Right after a burst of
+//   submits, before autovacuum has analyzed the table, the planner believes
+//   the ready set is a few rows and instead reads every ready job through a
+//   bitmap scan and sorts them all, on every claim (auto_explain: 4,000
+//   queued jobs read per claim, and the plan flips when the analyzer runs).
+//   The store's other statements are single-row lookups and short index
+//   ranges, where a plain index scan is what a bitmap scan would do anyway.
+// - jit off: a cost estimate that goes astray must not buy seconds of LLVM
+//   compilation for a statement that runs in a millisecond (seen: 8 s per
+//   claim when a planner setting inflated the cost).
+constexpr const char* kSessionSetup =
+    "SET client_min_messages TO warning; SET enable_bitmapscan = off; SET jit = off";
+
 // Round trips, not server work, bound a job transaction here (a claim was
 // BEGIN, SELECT, UPDATE, INSERT, INSERT, COMMIT: six waits for the server).
 // So inside a transaction PgConn sends nothing it does not have to yet:
@@ -118,8 +135,8 @@ class PgConn final : public SqlConn {
     if (PQstatus(conn_) != CONNECTION_OK) {
       return Status::Unavailable(std::string("postgresql: cannot reconnect: ") + PQerrorMessage(conn_), {where_});
     }
-    PgResult r(PQexec(conn_, "SET client_min_messages TO warning"));
-    return Check(r.get(), "SET client_min_messages TO warning");
+    PgResult r(PQexec(conn_, kSessionSetup));
+    return Check(r.get(), kSessionSetup);
   }
 
   // One statement; anything held back goes first, in the same round trip.
@@ -313,8 +330,7 @@ Result<std::unique_ptr<SqlConn>> ConnectPostgres(const std::string& url) {
     return Status::Unavailable("cannot connect to postgresql: " + msg, {where});
   }
   auto pg = std::make_unique<PgConn>(conn, where);
-  // CREATE TABLE IF NOT EXISTS and friends would chatter on stderr.
-  KESTREL_RETURN_IF_ERROR(pg->ExecScript("SET client_min_messages TO warning"));
+  KESTREL_RETURN_IF_ERROR(pg->ExecScript(kSessionSetup));
   return std::unique_ptr<SqlConn>(std::move(pg));
 }
 

@@ -327,6 +327,59 @@ TEST_P(JobStoreTest, ExpiredLeaseIsReclaimedByAnotherWorker) {
   EXPECT_EQ(attempts[1].ended_ms, 0);
 }
 
+// PostgreSQL claims the ready head in one statement and falls back to a
+// transaction when a lease has expired; SQLite always takes the
+// transaction. Whichever path ran, the job, its attempt row and its state
+// event must read the same, and an expired job still comes before a later
+// ready one.
+TEST_P(JobStoreTest, BothClaimPathsRecordTheSameAttemptAndEvent) {
+  int64_t a = Submit(Spec(R"({"n":1})")).id;
+  int64_t b = Submit(Spec(R"({"n":2})")).id;
+  auto first = Claim("w1", 1000);  // a, nothing expired: PostgreSQL's one-statement path
+  ASSERT_TRUE(first.IsOk()) << first.GetStatus().ToString();
+  EXPECT_EQ(first->job.id, a);
+  clock_.AdvanceMicros(1'000'000);
+  auto again = Claim("w2", 5000);  // a's lease expired: the transaction, and a before b
+  ASSERT_TRUE(again.IsOk()) << again.GetStatus().ToString();
+  EXPECT_EQ(again->job.id, a);
+  EXPECT_EQ(again->job.attempt, 2);
+  auto next = Claim("w3", 7000);  // b, through the one-statement path again
+  ASSERT_TRUE(next.IsOk()) << next.GetStatus().ToString();
+  EXPECT_EQ(next->job.id, b);
+  for (const auto* c : {&*first, &*again, &*next}) {
+    EXPECT_EQ(c->job.state, JobState::kRunning);
+    EXPECT_EQ(c->device.kind, "cpu");
+    auto stored = store_->GetJob(c->job.id);
+    ASSERT_TRUE(stored.IsOk());
+    if (c != &*first) {  // first's row has moved on to attempt 2
+      EXPECT_EQ(stored->attempt, c->job.attempt);
+      EXPECT_EQ(stored->lease_owner, c->job.lease_owner);
+      EXPECT_EQ(stored->lease_until_ms, c->job.lease_until_ms);
+      EXPECT_EQ(stored->updated_ms, Now());
+    }
+  }
+  EXPECT_EQ(next->job.lease_owner, "w3");
+  EXPECT_EQ(next->job.lease_until_ms, Now() + 7000);
+  auto attempts = *store_->ListAttempts(b);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].attempt, 1);
+  EXPECT_EQ(attempts[0].worker, "w3");
+  EXPECT_EQ(attempts[0].host, "host-w3");
+  EXPECT_EQ(attempts[0].started_ms, Now());
+  EXPECT_EQ(attempts[0].ended_ms, 0);
+  std::vector<std::string> running;
+  auto events = store_->ReadEvents(0, 0, 100);
+  ASSERT_TRUE(events.IsOk()) << events.GetStatus().ToString();
+  for (const auto& e : *events) {
+    if (e.kind == "state" && e.payload_json.find("running") != std::string::npos) {
+      running.push_back(std::to_string(e.job_id) + " " + e.payload_json);
+    }
+  }
+  EXPECT_EQ(running, (std::vector<std::string>{std::to_string(a) + R"( {"attempt":1,"state":"running"})",
+                                                std::to_string(a) + R"( {"attempt":2,"state":"running"})",
+                                                std::to_string(b) + R"( {"attempt":1,"state":"running"})"}));
+}
+
 TEST_P(JobStoreTest, StaleWorkerIsFencedOff) {
   int64_t id = Submit(Spec("{}")).id;
   ASSERT_TRUE(Claim("w1", 1000).IsOk());
