@@ -57,8 +57,9 @@ constexpr const char* kSessionSetup =
 // So inside a transaction PgConn sends nothing it does not have to yet:
 // BEGIN waits for the transaction's first statement, and ExecLater() writes
 // (whose results nobody reads) wait for the next statement or COMMIT; each
-// flush is one libpq pipeline (one round trip). A claim is now two round
-// trips: BEGIN + SELECT ... SKIP LOCKED, then the writes + COMMIT. Errors of
+// flush is one libpq pipeline (one round trip). A claim that needs the
+// transaction is two round trips: BEGIN + SELECT ... SKIP LOCKED, then the
+// writes + COMMIT (the common claim is one statement: SqlStore::ClaimJob). Errors of
 // a deferred write surface at the flush, naming that write's SQL, and the
 // caller's ROLLBACK discards the transaction as before.
 class PgConn final : public SqlConn {
