@@ -32,7 +32,7 @@ constexpr const char* kJobColumns =
     "last_reason";
 constexpr const char* kAttemptColumns =
     "job_id, attempt, worker, host, pid, started_at, ended_at, exit_code, signal, succeeded, stage, "
-    "failure_class, infra, reason, message";
+    "failure_class, infra, reason, message, detected_at";
 constexpr const char* kLiveStates = "('queued', 'running', 'failed_retryable')";
 
 std::string JoinMs(const std::vector<int64_t>& v) {
@@ -97,6 +97,7 @@ AttemptRecord ReadAttempt(const SqlRow& r) {
   a.infrastructure = r.Int(12) != 0;
   a.reason = r.Text(13);
   a.message = r.Text(14);
+  a.detected_ms = r.Int(15);
   return a;
 }
 
@@ -205,15 +206,29 @@ Status SqlStore::SaveJob(const JobRecord& j) {
            j.finished_ms, j.result_json, j.last_reason, j.id});
 }
 
-Status SqlStore::EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t now_ms) {
+Status SqlStore::EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t ended_ms,
+                            int64_t detected_ms) {
+  // The pid came in with RecordAttemptPid when the child started; an outcome
+  // without one (a lease that expired, a cancel) must not erase it.
+  const bool pid = o.pid != 0;
+  SqlParams params = {ended_ms,
+                      detected_ms,
+                      static_cast<int64_t>(o.exit_code),
+                      static_cast<int64_t>(o.signal),
+                      static_cast<int64_t>(o.success ? 1 : 0),
+                      std::string(FailureStageName(o.stage)),
+                      std::string(o.success ? "" : FailureClassName(o.failure_class)),
+                      static_cast<int64_t>(o.infrastructure ? 1 : 0),
+                      o.reason,
+                      o.message,
+                      job_id,
+                      attempt};
+  if (pid) params.push_back(o.pid);
   return conn_->ExecLater(
-          "UPDATE attempts SET pid = $1, ended_at = $2, exit_code = $3, signal = $4, succeeded = $5, "
-          "stage = $6, failure_class = $7, infra = $8, reason = $9, message = $10 "
-          "WHERE job_id = $11 AND attempt = $12",
-          {o.pid, now_ms, static_cast<int64_t>(o.exit_code), static_cast<int64_t>(o.signal),
-           static_cast<int64_t>(o.success ? 1 : 0), std::string(FailureStageName(o.stage)),
-           std::string(o.success ? "" : FailureClassName(o.failure_class)),
-           static_cast<int64_t>(o.infrastructure ? 1 : 0), o.reason, o.message, job_id, attempt});
+      std::string("UPDATE attempts SET ended_at = $1, detected_at = $2, exit_code = $3, signal = $4, "
+                  "succeeded = $5, stage = $6, failure_class = $7, infra = $8, reason = $9, message = $10") +
+          (pid ? ", pid = $13" : "") + " WHERE job_id = $11 AND attempt = $12",
+      params);
 }
 
 Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool* created) {
@@ -260,13 +275,22 @@ Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool*
 }
 
 Result<JobRecord> SqlStore::ExpireLease(JobRecord job, int64_t now_ms) {
+  // When did the attempt fail? Its worker's last sign of life was the last
+  // lease renewal (or the claim): for a running job that is updated_at, which
+  // only ClaimJob and RenewLease write. That is when the attempt ends. The
+  // failure was *detected* when the lease ran out. The re-claim itself (now)
+  // can come any time later and is only when a worker next looked; it is the
+  // next attempt's start (docs/jobs.md "Stats").
+  const int64_t last_renewal = std::max<int64_t>(1, std::min(job.updated_ms, job.lease_until_ms));
   AttemptOutcome o;
   o.failure_class = FailureClass::kRetryable;
   o.infrastructure = true;
   o.reason = "lease_expired";
-  o.message = "worker '" + job.lease_owner + "' stopped renewing its lease (expired at " +
-              std::to_string(job.lease_until_ms) + " ms)";
-  KESTREL_RETURN_IF_ERROR(EndAttempt(job.id, job.attempt, o, now_ms));
+  o.message = "worker '" + job.lease_owner + "' stopped renewing its lease: last renewal at " +
+              std::to_string(last_renewal) + " ms, expired at " + std::to_string(job.lease_until_ms) +
+              " ms, reclaimed at " + std::to_string(now_ms) + " ms";
+  KESTREL_RETURN_IF_ERROR(
+      EndAttempt(job.id, job.attempt, o, last_renewal, std::max(last_renewal, job.lease_until_ms)));
   ++job.infra_retries_used;
   ClearLease(job);
   job.updated_ms = now_ms;
@@ -341,7 +365,7 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
         " FOR UPDATE SKIP LOCKED), u AS (UPDATE jobs SET state = 'running', attempt = attempt + 1,"
         " lease_owner = $4::text, lease_until = $5::bigint, updated_at = $1::bigint FROM c WHERE id = c.cid"
         " RETURNING " + std::string(kJobColumns) + "), a AS (INSERT INTO attempts (" + kAttemptColumns +
-        ") SELECT id, attempt, $4::text, $6::text, 0, $1::bigint, 0, 0, 0, 0, '', '', 0, '', '' FROM u),"
+        ") SELECT id, attempt, $4::text, $6::text, 0, $1::bigint, 0, 0, 0, 0, '', '', 0, '', '', 0 FROM u),"
         " e AS (INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) SELECT"
         " nextval('event_ids'), u.id, u.attempt, 'state', '{\"attempt\":' || u.attempt ||"
         " ',\"state\":\"running\"}', $1::bigint FROM u, l) SELECT " + kJobColumns + " FROM u";
@@ -377,7 +401,7 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
       job.updated_ms = req.now_ms;
       KESTREL_RETURN_IF_ERROR(SaveJob(job));
       KESTREL_RETURN_IF_ERROR(conn_->ExecLater(std::string("INSERT INTO attempts (") + kAttemptColumns +
-                                                   ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '')",
+                                                   ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '', 0)",
                                                {job.id, job.attempt, req.worker, req.host, req.now_ms}));
       KESTREL_RETURN_IF_ERROR(StateEvent(job, req.now_ms));
       place(std::move(job));
@@ -405,6 +429,18 @@ Status SqlStore::RenewLease(int64_t job_id, int64_t attempt, const std::string& 
                          std::to_string(job.attempt) + ")");
 }
 
+Status SqlStore::RecordAttemptPid(int64_t job_id, int64_t attempt, const std::string& worker, int64_t pid) {
+  if (pid <= 0) return Status::InvalidArgument("pid must be > 0", {"", 0, "pid"});
+  // One autocommit UPDATE; the attempt row says who runs it and whether it
+  // ended, which is all the fencing this needs (it moves no job state).
+  KESTREL_ASSIGN_OR_RETURN(int64_t n, conn_->Exec("UPDATE attempts SET pid = $1 WHERE job_id = $2 AND attempt = $3 "
+                                                  "AND worker = $4 AND ended_at = 0",
+                                                  {pid, job_id, attempt, worker}));
+  if (n == 1) return {};
+  return Status::Aborted("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
+                         " is not running on worker '" + worker + "'; pid not recorded");
+}
+
 Result<JobRecord> SqlStore::CompleteAttempt(int64_t job_id, int64_t attempt, const std::string& worker,
                                             const AttemptOutcome& o, int64_t now_ms) {
   JobRecord job;
@@ -415,7 +451,7 @@ Result<JobRecord> SqlStore::CompleteAttempt(int64_t job_id, int64_t attempt, con
                              " is no longer current (job is " + JobStateName(job.state) + " at attempt " +
                              std::to_string(job.attempt) + "); result discarded");
     }
-    KESTREL_RETURN_IF_ERROR(EndAttempt(job_id, attempt, o, now_ms));
+    KESTREL_RETURN_IF_ERROR(EndAttempt(job_id, attempt, o, now_ms, now_ms));
     ClearLease(job);
     job.updated_ms = now_ms;
     const RetryPolicy& p = job.spec.retry;
@@ -465,7 +501,7 @@ Result<JobRecord> SqlStore::CancelJob(int64_t job_id, int64_t now_ms) {
       o.failure_class = FailureClass::kNone;
       o.reason = "cancelled";
       o.message = "cancelled by the user";
-      KESTREL_RETURN_IF_ERROR(EndAttempt(job_id, job.attempt, o, now_ms));
+      KESTREL_RETURN_IF_ERROR(EndAttempt(job_id, job.attempt, o, now_ms, now_ms));
     }
     ClearLease(job);
     job.state = JobState::kCancelled;
@@ -692,16 +728,35 @@ Result<JobStats> SqlStore::Stats() {
     s.failures_by_class[r.Int(3) != 0 ? "infra" : r.Text(2)] += n;
     s.failures_by_reason[r.Text(4)] += n;
   }
+  // Recovery figures (docs/jobs.md "Stats"), from recorded times only. A
+  // failed attempt ended when it failed (for a lost worker: its last lease
+  // renewal) and was detected at detected_at (= ended_at, or the lease
+  // expiry for a lost worker).
+  // Time to restart: each failed attempt that was followed by another one,
+  // from its detection to the next attempt's start.
+  KESTREL_ASSIGN_OR_RETURN(auto restart,
+                           conn_->Query("SELECT COUNT(*), SUM(n.started_at - f.detected_at) FROM attempts f "
+                                        "JOIN attempts n ON n.job_id = f.job_id AND n.attempt = f.attempt + 1 "
+                                        "WHERE f.succeeded = 0 AND f.ended_at > 0 AND f.reason <> 'cancelled'",
+                                        {}));
+  if (!restart.empty() && restart[0].Int(0) > 0) {
+    s.restarted_attempts = restart[0].Int(0);
+    s.mean_time_to_restart_ms =
+        static_cast<double>(restart[0].Int(1)) / static_cast<double>(s.restarted_attempts);
+  }
+  // Time to recover: each job that failed at least once and then succeeded,
+  // from its first failure to its success.
   KESTREL_ASSIGN_OR_RETURN(auto rec,
-                           conn_->Query("SELECT j.id, j.finished_at, MIN(a.ended_at) FROM jobs j "
+                           conn_->Query("SELECT COUNT(*), SUM(t.finished_at - t.first_failure) FROM (SELECT "
+                                        "j.finished_at AS finished_at, MIN(a.ended_at) AS first_failure FROM jobs j "
                                         "JOIN attempts a ON a.job_id = j.id WHERE j.state = 'succeeded' "
                                         "AND a.succeeded = 0 AND a.ended_at > 0 AND a.reason <> 'cancelled' "
-                                        "GROUP BY j.id, j.finished_at",
+                                        "GROUP BY j.id, j.finished_at) t",
                                         {}));
-  double total = 0;
-  for (const auto& r : rec) total += static_cast<double>(r.Int(1) - r.Int(2));
-  s.recovered_jobs = static_cast<int64_t>(rec.size());
-  s.mean_time_to_recovery_ms = rec.empty() ? 0.0 : total / static_cast<double>(rec.size());
+  if (!rec.empty() && rec[0].Int(0) > 0) {
+    s.recovered_jobs = rec[0].Int(0);
+    s.mean_time_to_recovery_ms = static_cast<double>(rec[0].Int(1)) / static_cast<double>(s.recovered_jobs);
+  }
   return s;
 }
 

@@ -71,7 +71,11 @@ struct AttemptRecord {
   int64_t attempt = 0;
   std::string worker, host;
   int64_t pid = 0;
-  int64_t started_ms = 0, ended_ms = 0;  // ended 0 while running
+  // ended 0 while running. For an attempt lost with its worker (lease
+  // expired) ended_ms is the last lease renewal, the last time it was known
+  // to be alive, and detected_ms the lease expiry, when the store could know
+  // it had failed; for every other attempt detected_ms == ended_ms.
+  int64_t started_ms = 0, ended_ms = 0, detected_ms = 0;
   int exit_code = 0, signal = 0;
   bool succeeded = false;
   FailureStage stage = FailureStage::kNone;
@@ -142,10 +146,17 @@ struct JobStats {
   std::map<std::string, int64_t> failures_by_stage;  // "train" -> n
   std::map<std::string, int64_t> failures_by_class;  // "retryable", "permanent", "infra"
   std::map<std::string, int64_t> failures_by_reason;
-  // Mean over jobs that failed at least once and then succeeded, of (success
-  // time - end of the first failed attempt). 0 when there are none.
+  // Time to recover: mean over jobs that failed at least once and then
+  // succeeded, of (success time - end of their first failed attempt, i.e.
+  // when it failed). 0 when there are none.
   double mean_time_to_recovery_ms = 0;
   int64_t recovered_jobs = 0;
+  // Time to restart: mean over failed attempts that were followed by another
+  // attempt, of (next attempt's start - when the failure was detected: the
+  // attempt's end, or its lease expiry for a lost worker). Includes retry
+  // backoff. 0 when there are none.
+  double mean_time_to_restart_ms = 0;
+  int64_t restarted_attempts = 0;
 };
 
 }  // namespace kestrel::store

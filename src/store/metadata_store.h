@@ -81,6 +81,11 @@ class MetadataStore {
   // the job's running attempt held by `worker` (fencing: stop the child).
   virtual Status RenewLease(int64_t job_id, int64_t attempt, const std::string& worker, int64_t now_ms,
                             int64_t lease_ms) = 0;
+  // Records the pid of the child running `attempt` once it has started (the
+  // host came with the claim), so `jobs show` names the process while it
+  // runs and after a lost worker. kAborted, changing nothing, when the
+  // attempt is not running on `worker` any more.
+  virtual Status RecordAttemptPid(int64_t job_id, int64_t attempt, const std::string& worker, int64_t pid) = 0;
   // Ends the attempt and moves the job: succeeded, failed_retryable (with
   // not_before = now + backoff) or failed_permanent (permanent class or budget
   // spent). kAborted, changing nothing, when the attempt is not current.

@@ -36,6 +36,7 @@ class SqlStore final : public MetadataStore {
   Result<ClaimedJob> ClaimJob(const ClaimRequest& req) override;
   Status RenewLease(int64_t job_id, int64_t attempt, const std::string& worker, int64_t now_ms,
                     int64_t lease_ms) override;
+  Status RecordAttemptPid(int64_t job_id, int64_t attempt, const std::string& worker, int64_t pid) override;
   Result<JobRecord> CompleteAttempt(int64_t job_id, int64_t attempt, const std::string& worker,
                                     const AttemptOutcome& outcome, int64_t now_ms) override;
   Result<JobRecord> CancelJob(int64_t job_id, int64_t now_ms) override;
@@ -82,7 +83,10 @@ class SqlStore final : public MetadataStore {
   Result<std::vector<EventRecord>> SelectEvents(int64_t after_id, int64_t job_id, int limit);
   Result<JobRecord> LoadJob(int64_t job_id, bool lock);
   Status SaveJob(const JobRecord& job);
-  Status EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t now_ms);
+  // Closes an attempt: it ended (failed) at ended_ms and that was known at
+  // detected_ms (the same, except for a lease that expired).
+  Status EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t ended_ms,
+                    int64_t detected_ms);
   // Closes the attempt of a running job whose lease expired; returns the job
   // as it now is (failed_retryable to be claimed, or failed_permanent).
   Result<JobRecord> ExpireLease(JobRecord job, int64_t now_ms);

@@ -2,12 +2,14 @@
 // when KESTREL_TEST_PG holds a libpq URL (scripts/pg-test-server.sh start).
 // Each PostgreSQL test gets its own schema, so tests may run in parallel.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -322,9 +324,180 @@ TEST_P(JobStoreTest, ExpiredLeaseIsReclaimedByAnotherWorker) {
   EXPECT_EQ(attempts[0].worker, "w1");
   EXPECT_EQ(attempts[0].reason, "lease_expired");
   EXPECT_TRUE(attempts[0].infrastructure);
-  EXPECT_EQ(attempts[0].ended_ms, Now());
+  // Never renewed: last known alive at its claim, detected at the expiry
+  // (here the same moment as the re-claim).
+  EXPECT_EQ(attempts[0].ended_ms, attempts[0].started_ms);
+  EXPECT_EQ(attempts[0].detected_ms, Now());
   EXPECT_EQ(attempts[1].worker, "w2");
+  EXPECT_EQ(attempts[1].started_ms, Now());
   EXPECT_EQ(attempts[1].ended_ms, 0);
+  EXPECT_EQ(attempts[1].detected_ms, 0);
+}
+
+// The issue's lost worker: w1 renews every 10 s with a 30 s lease, dies 5 s
+// after its last renewal, nobody looks until 25 s after the lease ran out,
+// and the next attempt succeeds 2.3 s after the re-claim. The lost attempt
+// must end at its last renewal (not at the re-claim), be detected at the
+// lease expiry, and the two recovery figures must say 25 s to restart and
+// 57.3 s from the failure to success (they used to say 2.3 s).
+TEST_P(JobStoreTest, LostWorkersAttemptEndsAtItsLastRenewalAndStatsMeasureRecoveryFromThere) {
+  int64_t id = Submit(Spec("{}")).id;
+  const int64_t t0 = Now();
+  ASSERT_TRUE(Claim("w1", 30'000).IsOk());
+  ASSERT_TRUE(store_->RecordAttemptPid(id, 1, "w1", 4242).IsOk());
+  clock_.AdvanceSeconds(10);
+  ASSERT_TRUE(store_->RenewLease(id, 1, "w1", Now(), 30'000).IsOk());
+  clock_.AdvanceSeconds(10);
+  ASSERT_TRUE(store_->RenewLease(id, 1, "w1", Now(), 30'000).IsOk());
+  const int64_t last_renewal = Now();  // t0 + 20 s; w1 dies at t0 + 25 s
+  clock_.AdvanceSeconds(29);  // t0 + 49 s; the lease runs out at t0 + 50 s
+  EXPECT_EQ(Claim("w2", 30'000).GetStatus().Code(), StatusCode::kNotFound) << "lease still held";
+  clock_.AdvanceSeconds(26);  // t0 + 75 s: the next worker looks
+  auto b = Claim("w2", 30'000);
+  ASSERT_TRUE(b.IsOk()) << b.GetStatus().ToString();
+  ASSERT_EQ(b->job.attempt, 2);
+  const int64_t reclaimed = Now();
+  clock_.AdvanceMicros(2'300'000);
+  ASSERT_TRUE(store_->CompleteAttempt(id, 2, "w2", Ok(), Now()).IsOk());
+
+  auto attempts = *store_->ListAttempts(id);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].reason, "lease_expired");
+  EXPECT_EQ(attempts[0].started_ms, t0);
+  EXPECT_EQ(attempts[0].ended_ms, last_renewal);
+  EXPECT_EQ(attempts[0].detected_ms, t0 + 50'000);
+  EXPECT_EQ(attempts[0].pid, 4242) << "the expiry must keep the pid the worker recorded";
+  EXPECT_EQ(attempts[0].host, "host-w1");
+  EXPECT_NE(attempts[0].message.find("reclaimed at " + std::to_string(reclaimed)), std::string::npos)
+      << attempts[0].message;
+  EXPECT_EQ(attempts[1].started_ms, reclaimed);
+  EXPECT_EQ(attempts[1].ended_ms, attempts[1].detected_ms);
+
+  JobStats s = *store_->Stats();
+  EXPECT_EQ(s.restarted_attempts, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_restart_ms, 25'000.0);
+  EXPECT_EQ(s.recovered_jobs, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, 57'300.0);
+}
+
+// Both figures are means over several jobs and failures, and only count
+// what happened: a failure not (yet) followed by an attempt is no restart,
+// a job not (yet) succeeded is no recovery, cancellations are neither.
+TEST_P(JobStoreTest, RecoveryFiguresAreMeansOverRecordedFailures) {
+  JobSpec spec = Spec(R"({"j":1})");
+  spec.retry.backoff_ms = {4'000};
+  int64_t a = Submit(spec).id;
+  spec.config_json = R"({"j":2})";
+  int64_t b = Submit(spec).id;
+  spec.config_json = R"({"j":3})";
+  int64_t c = Submit(spec).id;
+  // a: oom at t, restarted after the 4 s backoff + 1 s, oom again, restarted
+  // 6 s after that, succeeds 10 s later. Restarts 5 s and 6 s; recovery from
+  // the first failure.
+  ASSERT_EQ(Claim("w")->job.id, a);
+  clock_.AdvanceSeconds(3);
+  ASSERT_TRUE(store_->CompleteAttempt(a, 1, "w", Fail(FailureClass::kRetryable, "oom"), Now()).IsOk());
+  const int64_t a_failed = Now();
+  // b: fails once and is never retried (no restart, no recovery).
+  ASSERT_EQ(Claim("w")->job.id, b);
+  ASSERT_TRUE(store_->CompleteAttempt(b, 1, "w", Fail(FailureClass::kRetryable, "io_error"), Now()).IsOk());
+  // c: runs, is cancelled (neither).
+  ASSERT_EQ(Claim("w")->job.id, c);
+  ASSERT_TRUE(store_->CancelJob(c, Now()).IsOk());
+  clock_.AdvanceSeconds(5);
+  ASSERT_TRUE(store_->CancelJob(b, Now()).IsOk());
+  ASSERT_EQ(Claim("w")->job.id, a);
+  ASSERT_TRUE(store_->CompleteAttempt(a, 2, "w", Fail(FailureClass::kRetryable, "oom"), Now()).IsOk());
+  clock_.AdvanceSeconds(6);
+  ASSERT_EQ(Claim("w")->job.id, a);
+  clock_.AdvanceSeconds(10);
+  ASSERT_TRUE(store_->CompleteAttempt(a, 3, "w", Ok(), Now()).IsOk());
+  JobStats s = *store_->Stats();
+  EXPECT_EQ(s.restarted_attempts, 2);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_restart_ms, (5'000.0 + 6'000.0) / 2);
+  EXPECT_EQ(s.recovered_jobs, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, static_cast<double>(Now() - a_failed));
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, 21'000.0);
+}
+
+// Migration 7 on a database that already holds finished attempts: their
+// detection time is their end (the only time they have), so the recovery
+// figures over old rows stay what they were.
+TEST_P(JobStoreTest, Migration7BackfillsDetectionTimeFromTheEnd) {
+  store_.reset();
+  std::function<Status(const std::string&)> exec;
+  sqlite3* db = nullptr;
+  if (GetParam() == "sqlite") {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(dir_ + "/kestrel.db" + suffix);
+    ASSERT_EQ(sqlite3_open((dir_ + "/kestrel.db").c_str(), &db), SQLITE_OK);
+    exec = [db](const std::string& sql) -> Status {
+      char* err = nullptr;
+      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK) return {};
+      std::string msg = err != nullptr ? err : "?";
+      sqlite3_free(err);
+      return Status::Internal(msg + " in " + sql);
+    };
+  } else {
+    ASSERT_TRUE(ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
+    ASSERT_TRUE(ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_).IsOk());
+    exec = [this](const std::string& sql) { return ExecPostgres(url_, sql); };
+  }
+  const auto& migrations = Migrations();
+  ASSERT_GE(migrations.size(), 7u);
+  for (size_t i = 0; i < 6; ++i) {
+    for (const auto& sql : migrations[i]) {
+      if (sql.rfind(kPostgresOnly, 0) == 0 && GetParam() == "sqlite") continue;
+      Status st = exec(sql);
+      ASSERT_TRUE(st.IsOk()) << st.ToString();
+    }
+  }
+  for (const char* sql :
+       {"CREATE TABLE schema_version (version INTEGER NOT NULL)", "INSERT INTO schema_version VALUES (6)",
+        "INSERT INTO jobs VALUES (1, '{}', '{}', 'v', 1, 'k', 'succeeded', 2, '', 0, 0, 3, 0, 10, 1, '0', 'cpu', "
+        "0, 0, 100, 5000, 5000, '{}', '')",
+        "INSERT INTO attempts VALUES (1, 1, 'w1', 'h', 0, 100, 3000, 0, 0, 0, 'train', 'retryable', 1, "
+        "'lease_expired', 'old')",
+        "INSERT INTO attempts VALUES (1, 2, 'w2', 'h', 12, 3000, 5000, 0, 0, 1, '', '', 0, '', '')"}) {
+    Status st = exec(sql);
+    ASSERT_TRUE(st.IsOk()) << st.ToString();
+  }
+  if (db != nullptr) sqlite3_close(db);
+  store_ = Open();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(*store_->SchemaVersion(), LatestSchemaVersion());
+  auto attempts = *store_->ListAttempts(1);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].ended_ms, 3000);
+  EXPECT_EQ(attempts[0].detected_ms, 3000);
+  EXPECT_EQ(attempts[1].detected_ms, 5000);
+  JobStats s = *store_->Stats();
+  EXPECT_EQ(s.recovered_jobs, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, 2000.0);
+  EXPECT_EQ(s.restarted_attempts, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_restart_ms, 0.0);
+}
+
+TEST_P(JobStoreTest, AttemptPidIsRecordedOnlyForTheWorkerRunningIt) {
+  int64_t id = Submit(Spec("{}")).id;
+  ASSERT_TRUE(Claim("w1").IsOk());
+  EXPECT_EQ(store_->ListAttempts(id)->at(0).pid, 0);
+  EXPECT_EQ(store_->RecordAttemptPid(id, 1, "w2", 77).Code(), StatusCode::kAborted);
+  EXPECT_EQ(store_->RecordAttemptPid(id, 2, "w1", 77).Code(), StatusCode::kAborted);
+  EXPECT_EQ(store_->RecordAttemptPid(id, 1, "w1", 0).Code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store_->RecordAttemptPid(id, 1, "w1", 77).IsOk());
+  auto a = store_->ListAttempts(id)->at(0);
+  EXPECT_EQ(a.pid, 77);
+  EXPECT_EQ(a.host, "host-w1");
+  // A completion without a pid keeps it; one with a pid sets it.
+  AttemptOutcome o = Fail(FailureClass::kRetryable, "oom");
+  ASSERT_TRUE(store_->CompleteAttempt(id, 1, "w1", o, Now()).IsOk());
+  EXPECT_EQ(store_->ListAttempts(id)->at(0).pid, 77);
+  EXPECT_EQ(store_->RecordAttemptPid(id, 1, "w1", 78).Code(), StatusCode::kAborted) << "attempt ended";
+  clock_.AdvanceSeconds(300);  // the default first backoff
+  ASSERT_TRUE(Claim("w1").IsOk());
+  o.pid = 99;
+  ASSERT_TRUE(store_->CompleteAttempt(id, 2, "w1", o, Now()).IsOk());
+  EXPECT_EQ(store_->ListAttempts(id)->at(1).pid, 99);
 }
 
 // PostgreSQL claims the ready head in one statement and falls back to a
@@ -636,6 +809,8 @@ TEST_P(JobStoreTest, StatsComputeAvailabilityAndRecovery) {
   EXPECT_EQ(s.failures_by_reason["oom"], 1);
   EXPECT_EQ(s.recovered_jobs, 1);
   EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, static_cast<double>(Now() - failed_at));
+  EXPECT_EQ(s.restarted_attempts, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_restart_ms, 300'000.0);
   auto recent = *store_->RecentAttempts(2);
   ASSERT_EQ(recent.size(), 2u);
   EXPECT_EQ(recent[0].job_id, b);
