@@ -58,17 +58,28 @@ class StoppableChild final : public ChildProcess {
   bool killed_ = false;
 };
 
+// Starts the attempt's child (serialized with the other slots), tells
+// `started` its pid, and wraps it so a stopping worker stops it. Runs on the
+// slot thread, which supervises the child to its end: PosixProcessRunner's
+// PR_SET_PDEATHSIG is tied to the thread that forks.
 class AttemptRunner final : public ProcessRunner {
  public:
   AttemptRunner(ProcessRunner& inner, std::mutex& start_mu, const std::atomic<bool>& stop, Env& env,
-                int64_t grace_ms, bool& stopped_by_worker)
-      : inner_(inner), start_mu_(start_mu), stop_(stop), env_(env), grace_ms_(grace_ms), stopped_(stopped_by_worker) {}
+                int64_t grace_ms, bool& stopped_by_worker, std::function<void(int64_t pid)> started)
+      : inner_(inner),
+        start_mu_(start_mu),
+        stop_(stop),
+        env_(env),
+        grace_ms_(grace_ms),
+        stopped_(stopped_by_worker),
+        started_(std::move(started)) {}
   Result<std::unique_ptr<ChildProcess>> Start(const ProcessSpec& spec) override {
     std::unique_ptr<ChildProcess> child;
     {
       std::lock_guard<std::mutex> l(start_mu_);
       KESTREL_ASSIGN_OR_RETURN(child, inner_.Start(spec));
     }
+    if (started_) started_(child->Pid());
     return std::unique_ptr<ChildProcess>(
         std::make_unique<StoppableChild>(std::move(child), stop_, env_, grace_ms_, stopped_));
   }
@@ -80,6 +91,7 @@ class AttemptRunner final : public ProcessRunner {
   Env& env_;
   int64_t grace_ms_;
   bool& stopped_;
+  std::function<void(int64_t pid)> started_;
 };
 
 bool Fits(const store::JobRecord& job, const std::vector<Device>& devices) {
@@ -373,7 +385,17 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     SupervisorOptions so = options_.supervisor;
     so.wall_clock_limit_ms = job.spec.wall_clock_limit_ms;
     bool stopped_by_worker = false;
-    AttemptRunner runner(runner_, start_mu_, stopping_, env_, so.grace_ms, stopped_by_worker);
+    // The attempt row names the child's pid as soon as it runs (the host came
+    // with the claim), so a lost worker's attempt still says which process
+    // it was. Only a record: a store error here does not stop the child.
+    auto started = [&](int64_t pid) {
+      Status s = store.RecordAttemptPid(job.id, job.attempt, options_.id, pid);
+      if (!s.IsOk()) {
+        spdlog::warn("worker {}: job {} attempt {}: recording child pid {} failed: {}", options_.id, ids, attempt,
+                     pid, s.ToString());
+      }
+    };
+    AttemptRunner runner(runner_, start_mu_, stopping_, env_, so.grace_ms, stopped_by_worker, started);
     Supervisor sup(runner, env_, so);
     int64_t lease_until = NowMs() + options_.lease_ms;
     auto heartbeat = [&]() -> Status {

@@ -56,6 +56,9 @@ class HookedStore final : public store::MetadataStore {
     if (hooks_->before_renew) KESTREL_RETURN_IF_ERROR(hooks_->before_renew(job, attempt));
     return in_->RenewLease(job, attempt, w, now, lease);
   }
+  Status RecordAttemptPid(int64_t job, int64_t attempt, const std::string& w, int64_t pid) override {
+    return in_->RecordAttemptPid(job, attempt, w, pid);
+  }
   Result<store::JobRecord> CompleteAttempt(int64_t job, int64_t attempt, const std::string& w,
                                            const store::AttemptOutcome& o, int64_t now) override {
     return in_->CompleteAttempt(job, attempt, w, o, now);
@@ -320,7 +323,16 @@ TEST_F(WorkerTest, StolenLeaseStopsTheChildAndNeverOverwritesTheNewAttempt) {
   auto a = Attempts(id);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].reason, "lease_expired") << "the stale worker must not overwrite the closed attempt";
+  // The fenced attempt still names its child and host: the pid was recorded
+  // when the child started, not left for a completion that never commits.
+  EXPECT_EQ(a[0].pid, 1000) << "FakeProcessRunner's first child";
+  EXPECT_EQ(a[0].host, "test");
+  // Never renewed (the theft came before the first renewal): it was last
+  // known alive at its claim and lost when that lease ran out.
+  EXPECT_EQ(a[0].ended_ms, a[0].started_ms);
+  EXPECT_EQ(a[0].detected_ms, a[0].started_ms + options_.lease_ms);
   EXPECT_EQ(a[1].ended_ms, 0) << "nor touch the new one";
+  EXPECT_EQ(a[1].pid, 0) << "the thief never started a child";
   const auto& sig = runner_.Children().at(0).signals;
   ASSERT_FALSE(sig.empty());
   EXPECT_EQ(sig[0], (std::make_pair<int64_t, int>(30'000, SIGTERM))) << "stopped at the failed renewal";
