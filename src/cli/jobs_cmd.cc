@@ -572,6 +572,8 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
                         {"failures_by_reason", s.failures_by_reason},
                         {"mean_time_to_recovery_ms", s.mean_time_to_recovery_ms},
                         {"recovered_jobs", s.recovered_jobs},
+                        {"mean_time_to_restart_ms", s.mean_time_to_restart_ms},
+                        {"restarted_attempts", s.restarted_attempts},
                         {"breaker", {{"open", breaker.IsOpen()}, {"reason", breaker.Reason()}}}};
     std::ostringstream t;
     t << "jobs " << s.jobs << ": " << s.succeeded << " succeeded, " << s.failed_permanent << " failed, "
@@ -589,7 +591,9 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
     line("class", s.failures_by_class);
     line("reason", s.failures_by_reason);
     t << "mean time to recovery " << std::setprecision(1) << s.mean_time_to_recovery_ms / 1000.0 << " s over "
-      << s.recovered_jobs << " recovered jobs\n";
+      << s.recovered_jobs << " recovered jobs (failure -> success)\n";
+    t << "mean time to restart " << s.mean_time_to_restart_ms / 1000.0 << " s over " << s.restarted_attempts
+      << " restarts (failure detected -> next attempt started)\n";
     t << "circuit breaker: " << (breaker.IsOpen() ? "OPEN, " + breaker.Reason() : std::string("closed"));
     Emit(ctx, t.str(), j);
   });
