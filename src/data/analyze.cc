@@ -16,6 +16,7 @@
 #include "data/near_dup.h"
 #include "data/phash.h"
 #include "data/registry.h"
+#include "data/text.h"
 
 namespace kestrel::data {
 namespace {
@@ -28,7 +29,7 @@ struct SampleResult {
   int width = 0, height = 0;
   uint64_t phash = 0;
   std::vector<Box> boxes;
-  std::vector<Finding> findings;
+  FindingList findings;
 };
 
 // The importer's findings, argument order with the line last (rarely set).
@@ -40,7 +41,7 @@ Finding MakeFinding(Severity sev, std::string check, std::string file, std::stri
 
 // COCO/VOC pixel boxes -> normalized boxes with the same clip/drop rules the
 // YOLO parser applies to normalized ones.
-std::vector<Box> NormalizePixelBoxes(const Sample& s, int w, int h, std::vector<Finding>* out) {
+std::vector<Box> NormalizePixelBoxes(const Sample& s, int w, int h, FindingList* out) {
   std::vector<Box> boxes;
   const std::string& file = s.label_path.empty() ? s.image_path : s.label_path;
   const double tol = 0.5;  // half a pixel of rounding in annotation tools is not a finding
@@ -110,7 +111,7 @@ SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env,
     r.findings.push_back(MakeFinding(Severity::kError, check, s.image_path, "", msg, "sample excluded"));
     return r;
   }
-  for (auto& f : ImageInfoFindings(info, s.image_path)) r.findings.push_back(std::move(f));
+  for (auto& f : ImageInfoFindings(info, s.image_path)) r.findings.Add(std::move(f));
   r.width = img->cols;
   r.height = img->rows;
   r.phash = PerceptualHash(*img);
@@ -144,13 +145,14 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
   ReadOptions ropt;
   ropt.format = opts.format;
   ropt.max_label_bytes = static_cast<uint64_t>(opts.max_label_bytes);
+  ropt.max_boxes_per_image = static_cast<size_t>(opts.max_boxes_per_image);
   const int64_t t_start = env.NowMicros();
   KESTREL_ASSIGN_OR_RETURN(SourceDataset src, ReadDataset(path, ropt));
   const int64_t t_read = env.NowMicros();
 
   Analysis a;
   ValidationReport& rep = a.report;
-  rep.source = path;
+  rep.source = EscapeInvalidUtf8(path);
   rep.format = src.format;
   rep.names = src.names;
   rep.images_total = static_cast<int64_t>(src.samples.size());
@@ -169,10 +171,8 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
   // error (a partially parsed label file would teach missing objects as
   // background). COCO annotations live in one shared file, so only image
   // errors exclude there.
-  std::map<std::string, bool> file_has_error;
-  for (const auto& f : src.findings) {
-    if (f.severity == Severity::kError && !f.file.empty()) file_has_error[f.file] = true;
-  }
+  // Exact per-file error counts (the stored examples are capped).
+  auto file_has_error = [&](const std::string& file) { return !file.empty() && src.findings.ErrorsIn(file) > 0; };
   const bool per_sample_labels = src.format != "coco";
   const int nc = static_cast<int>(src.names.size());
   rep.class_counts.assign(static_cast<size_t>(nc), 0);
@@ -181,13 +181,11 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
   for (size_t i = 0; i < src.samples.size(); ++i) {
     const Sample& s = src.samples[i];
     SampleResult& r = results[i];
-    bool label_error = false;
-    for (auto& f : r.findings) {
-      if (f.severity == Severity::kError && f.check.rfind("label.", 0) == 0) label_error = true;
-      rep.findings.push_back(std::move(f));
-    }
-    if (per_sample_labels && !s.label_path.empty() && file_has_error.count(s.label_path)) label_error = true;
-    if (file_has_error.count(s.image_path)) r.ok = false;
+    bool label_error = r.findings.HasErrorWithPrefix("label.");
+    rep.findings.Merge(r.findings);
+    r.findings = FindingList();
+    if (per_sample_labels && file_has_error(s.label_path)) label_error = true;
+    if (file_has_error(s.image_path)) r.ok = false;
     if (!r.ok || label_error) {
       ++rep.images_excluded;
       rep.excluded.push_back(s.image_path);
@@ -236,6 +234,17 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
                                        "split frozen in the version"));
   }
   for (const auto& e : m.entries) a.image_paths.push_back(disk_path[{e.path, static_cast<int>(e.split)}]);
+  // The readers turn file names and class names that JSON cannot carry into
+  // findings or errors; this guard keeps a reader bug from reaching the
+  // manifest (nlohmann would abort the import half-way).
+  for (const auto& n : m.names) {
+    if (!IsValidUtf8(n)) {
+      return Status::Internal("class name '" + EscapeInvalidUtf8(n) + "' is not valid UTF-8", {rep.source});
+    }
+  }
+  for (const auto& e : m.entries) {
+    if (auto bad = CheckManifestPath(e.path)) return Status::Internal(bad->message, {rep.source});
+  }
   {
     std::map<std::string, size_t> result_of_path;
     for (size_t i : kept) result_of_path[src.samples[i].image_path] = i;

@@ -7,9 +7,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
+#include <unordered_set>
 #include <utility>
 
 #include "data/formats.h"
+#include "data/text.h"
 
 namespace kestrel::data {
 namespace {
@@ -24,26 +26,97 @@ Finding MakeFinding(Severity sev, const char* check, const std::string& file, st
 
 struct CocoSample {
   Sample sample;
-  std::vector<Finding> findings;
+  FindingList findings;
+  bool dropped = false;  // file_name cannot be a manifest key (finding already made)
 };
 
 // One JSON file, categories still under their original ids.
 struct CocoParsed {
   std::map<int64_t, std::string> categories;  // original id -> name
   std::vector<CocoSample> samples;            // PixelBox::cls = original id
-  std::vector<Finding> findings;              // not tied to one image
+  FindingList findings;                       // not tied to one image
 };
 
-Result<json> ParseJson(std::string_view text, const std::string& origin) {
+// Sees every key of every object while nlohmann parses, because the parsed
+// document keeps only the last value of a repeated key: {"bbox": [..],
+// "bbox": [..]} would otherwise be a silent choice. Tracks the path of the
+// open containers ("annotations[3]") for the message.
+class DuplicateKeyTracker {
+ public:
+  DuplicateKeyTracker(const std::string& origin, FindingList* out) : origin_(origin), out_(out) {}
+
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        stack_.push_back(Frame{event == json::parse_event_t::array_start, 0, {}, {}});
+        break;
+      case json::parse_event_t::key: {
+        Frame& f = stack_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) Report();
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        stack_.pop_back();
+        ElementDone();
+        break;
+      case json::parse_event_t::value:
+        ElementDone();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool is_array = false;
+    size_t index = 0;
+    std::string key;
+    std::unordered_set<std::string> keys;
+  };
+  void ElementDone() {
+    if (!stack_.empty() && stack_.back().is_array) ++stack_.back().index;
+  }
+  void Report() {
+    const std::string& key = stack_.back().key;
+    if (!out_->WouldKeep("coco.duplicate_key", origin_)) {
+      out_->CountOnly(Severity::kError, "coco.duplicate_key", origin_);
+      return;
+    }
+    std::string path;  // of the object holding the repeated key
+    for (size_t i = 0; i + 1 < stack_.size(); ++i) {
+      const Frame& f = stack_[i];
+      path += f.is_array ? "[" + std::to_string(f.index) + "]" : (path.empty() ? "" : ".") + f.key;
+    }
+    out_->Add(data::MakeFinding(Severity::kError, "coco.duplicate_key", origin_, 0,
+                                path.empty() ? key : path + "." + key,
+                                "key '" + key + "' appears more than once in " +
+                                    (path.empty() ? std::string("the top-level object") : path) +
+                                    "; the last value is used",
+                                "last value used"));
+  }
+
+  const std::string& origin_;
+  FindingList* out_;
+  std::vector<Frame> stack_;
+};
+
+Result<json> ParseJson(std::string_view text, const std::string& origin, FindingList* findings) {
+  // nlohmann reads bytes as UTF-8; UTF-16 would fail with a message quoting
+  // the raw (invalid) bytes.
+  KESTREL_RETURN_IF_ERROR(RequireNarrowEncoding(text, origin, "JSON file"));
   try {
-    return json::parse(text.begin(), text.end());
+    DuplicateKeyTracker tracker(origin, findings);
+    return json::parse(text.begin(), text.end(), std::ref(tracker));
   } catch (const json::parse_error& e) {
     size_t byte = std::min<size_t>(e.byte, text.size());
     int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + byte, '\n'));
-    return Status::InvalidArgument("malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what(),
-                                   {origin, line});
+    return SanitizeStatus(Status::InvalidArgument(
+        "malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what(), {origin, line}));
   } catch (const json::exception& e) {
-    return Status::InvalidArgument(std::string("malformed JSON: ") + e.what(), {origin});
+    return SanitizeStatus(Status::InvalidArgument(std::string("malformed JSON: ") + e.what(), {origin}));
   }
 }
 
@@ -73,7 +146,7 @@ bool GetInt(const json& obj, const char* k, int64_t lo, int64_t hi, int64_t* out
 }
 
 Status ParseCocoDoc(const json& doc, const std::string& origin, const std::string& image_root, Split split,
-                    CocoParsed* out) {
+                    size_t max_boxes, CocoParsed* out) {
   auto err = [&](const std::string& field, const std::string& msg) {
     return Status::InvalidArgument(msg, {origin, 0, field});
   };
@@ -125,6 +198,13 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     }
     CocoSample cs;
     Sample& s = cs.sample;
+    if (auto bad = CheckManifestPath(*rel)) {
+      // Kept in by_id so its annotations are not "unknown image" noise.
+      cs.dropped = true;
+      cs.findings.Add(MakeFinding(Severity::kError, bad->check.c_str(), JoinPath(image_root, *rel), "file_name",
+                                  "image id " + id_text + " (" + where + "): " + bad->message,
+                                  "sample excluded"));
+    }
     s.rel_path = *rel;
     s.image_path = JoinPath(image_root, *rel);
     s.label_path = origin;
@@ -149,10 +229,24 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     return {};
   }
   if (!anns->is_array()) return err("annotations", "must be an array");
+  std::map<std::string, size_t> ann_ids;  // id key -> first annotations[] index
   for (size_t i = 0; i < anns->size(); ++i) {
     const json& a = (*anns)[i];
     std::string where = "annotations[" + std::to_string(i) + "]";
-    if (a.is_object() && a.contains("id")) where += " (id " + a["id"].dump() + ")";
+    if (a.is_object() && a.contains("id")) {
+      where += " (id " + a["id"].dump() + ")";
+      std::string id_key;
+      if (IdKey(a["id"], &id_key)) {
+        auto [first, fresh] = ann_ids.emplace(id_key, i);
+        if (!fresh) {
+          // Usually two files merged without renumbering: which one is meant?
+          out->findings.Add(MakeFinding(Severity::kError, "coco.duplicate_annotation_id", origin, "id",
+                                        where + ": annotation id " + a["id"].dump() + " is also used by annotations[" +
+                                            std::to_string(first->second) + "]",
+                                        "both kept"));
+        }
+      }
+    }
     std::string key;
     auto image_id = a.is_object() ? a.find("image_id") : a.end();
     auto sample = (image_id != a.end() && IdKey(*image_id, &key)) ? by_id.find(key) : by_id.end();
@@ -218,6 +312,14 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
            "box has zero or negative size (w=" + FormatNumber(x2 - x1) + ", h=" + FormatNumber(y2 - y1) + ")", "box dropped");
       continue;
     }
+    if (cs.sample.pixel_boxes.size() >= max_boxes) {
+      if (cs.findings.Count(Severity::kError, "label.too_many_boxes") == 0) {
+        find(Severity::kError, "label.too_many_boxes", "bbox",
+             "more than " + std::to_string(max_boxes) + " boxes for one image (max_boxes_per_image)",
+             "sample excluded");
+      }
+      continue;
+    }
     PixelBox pb;
     pb.cls = static_cast<int>(cat);
     pb.x1 = x1, pb.y1 = y1, pb.x2 = x2, pb.y2 = y2;
@@ -227,6 +329,19 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
   return {};
 }
 
+// Samples whose file_name cannot be a manifest key leave with their findings.
+void DropBadSamples(CocoParsed* part) {
+  std::vector<CocoSample> kept;
+  for (CocoSample& s : part->samples) {
+    if (s.dropped) {
+      part->findings.Merge(s.findings);
+    } else {
+      kept.push_back(std::move(s));
+    }
+  }
+  part->samples = std::move(kept);
+}
+
 // Remaps categories to 0..K-1 by original id, sorts samples, flattens findings.
 SourceDataset Finalize(std::vector<CocoParsed> parts, std::map<int64_t, std::string> categories,
                        const std::string& root) {
@@ -234,13 +349,16 @@ SourceDataset Finalize(std::vector<CocoParsed> parts, std::map<int64_t, std::str
   ds.root = root;
   ds.format = "coco";
   std::map<int64_t, int> remap;
+  std::vector<std::string> where;
   for (const auto& [id, name] : categories) {
     remap[id] = static_cast<int>(ds.names.size());
     ds.names.push_back(name);
+    where.push_back("category id " + std::to_string(id));
   }
+  CheckClassNames(ds.names, where, root, &ds.findings);
   std::vector<CocoSample> all;
   for (CocoParsed& p : parts) {
-    for (Finding& f : p.findings) ds.findings.push_back(std::move(f));
+    ds.findings.Merge(p.findings);
     for (CocoSample& s : p.samples) all.push_back(std::move(s));
   }
   std::sort(all.begin(), all.end(), [](const CocoSample& a, const CocoSample& b) {
@@ -248,7 +366,7 @@ SourceDataset Finalize(std::vector<CocoParsed> parts, std::map<int64_t, std::str
   });
   for (CocoSample& s : all) {
     for (PixelBox& b : s.sample.pixel_boxes) b.cls = remap[b.cls];
-    for (Finding& f : s.findings) ds.findings.push_back(std::move(f));
+    ds.findings.Merge(s.findings);
     ds.samples.push_back(std::move(s.sample));
   }
   return ds;
@@ -314,15 +432,17 @@ std::string FindImageRoot(const std::string& json_path, const std::string& split
 
 Result<SourceDataset> ReadCocoJson(std::string_view text, const std::string& origin,
                                    const std::string& image_root, Split split) {
-  Result<json> doc = ParseJson(text, origin);
+  std::vector<CocoParsed> parts(1);
+  Result<json> doc = ParseJson(text, origin, &parts[0].findings);
   if (!doc.IsOk()) return doc.GetStatus();
   try {
-    std::vector<CocoParsed> parts(1);
-    KESTREL_RETURN_IF_ERROR(ParseCocoDoc(*doc, origin, image_root, split, &parts[0]));
+    KESTREL_RETURN_IF_ERROR(
+        SanitizeStatus(ParseCocoDoc(*doc, origin, image_root, split, kDefaultMaxBoxesPerImage, &parts[0])));
+    DropBadSamples(&parts[0]);
     std::map<int64_t, std::string> cats = parts[0].categories;
     return Finalize(std::move(parts), std::move(cats), image_root);
   } catch (const json::exception& e) {
-    return Status::InvalidArgument(std::string("unexpected JSON structure: ") + e.what(), {origin});
+    return SanitizeStatus(Status::InvalidArgument(std::string("unexpected JSON structure: ") + e.what(), {origin}));
   }
 }
 
@@ -369,15 +489,16 @@ Result<SourceDataset> ReadCocoDataset(const std::string& path, const ReadOptions
     }
     Result<std::string> text = env.ReadFile(jp, opts.max_json_bytes);
     if (!text.IsOk()) return text.GetStatus();
-    Result<json> doc = ParseJson(*text, jp);
+    CocoParsed part;
+    Result<json> doc = ParseJson(*text, jp, &part.findings);
     if (!doc.IsOk()) return doc.GetStatus();
     std::string split_name;
     Split split = SplitFromJsonPath(jp, &split_name);
     has_splits = has_splits || split != Split::kUnassigned;
-    CocoParsed part;
     try {
       std::string image_root = FindImageRoot(jp, split_name, *doc, env);
-      KESTREL_RETURN_IF_ERROR(ParseCocoDoc(*doc, jp, image_root, split, &part));
+      KESTREL_RETURN_IF_ERROR(ParseCocoDoc(*doc, jp, image_root, split, opts.max_boxes_per_image, &part));
+      DropBadSamples(&part);
     } catch (const json::exception& e) {
       return Status::InvalidArgument(std::string("unexpected JSON structure: ") + e.what(), {jp});
     }

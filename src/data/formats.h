@@ -33,6 +33,8 @@
 
 namespace kestrel::data {
 
+inline constexpr size_t kDefaultMaxBoxesPerImage = 10'000;
+
 struct ReadOptions {
   // "auto" (DetectFormat), "yolo", "coco" or "voc".
   std::string format = "auto";
@@ -42,6 +44,11 @@ struct ReadOptions {
   // Largest COCO instances JSON read, in bytes (COCO train2017 is ~450 MB;
   // the parsed document takes several times that in memory).
   uint64_t max_json_bytes = uint64_t{2} << 30;
+  // Most boxes one image may have (YOLO lines, COCO annotations, VOC
+  // objects). Beyond it the sample gets an error "label.too_many_boxes" and
+  // is excluded: every box costs memory up to the manifest, and no real
+  // dataset comes near (dense retail shelves: ~700; DOTA tiles: a few 1000).
+  size_t max_boxes_per_image = kDefaultMaxBoxesPerImage;
   // Filesystem seam (nullable borrow); nullptr = Env::Default().
   Env* env = nullptr;
 };
@@ -60,9 +67,23 @@ Result<std::string> DetectFormat(const std::string& path, Env* env = nullptr);
 // is appended to `findings` (non-null) with `file`, the 1-based line and the
 // field. `num_classes` < 0 means unknown (no upper bound on class ids).
 // Polygon lines (class x1 y1 x2 y2 ... with >= 3 points) become their
-// bounding box. An empty text yields an info "label.empty" finding.
+// bounding box. An empty text yields an info "label.empty" finding; UTF-16/32
+// text one error "label.encoding" (nothing parsed). More than `max_boxes`
+// boxes: an error "label.too_many_boxes" at the first extra one, and the rest
+// is not read. Findings go to a FindingList, so a file of millions of bad
+// lines costs counts, not memory (messages of findings that are only counted
+// are never built).
+std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file, int num_classes,
+                                 FindingList* findings, size_t max_boxes = kDefaultMaxBoxesPerImage);
+// The same, appending the stored examples (FindingList caps) to a vector.
 std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file, int num_classes,
                                  std::vector<Finding>* findings);
+
+// Findings for ambiguous class names: "class.duplicate_name" (error) when two
+// ids share a name, "class.empty_name" (warning) for an empty or blank name.
+// `where[i]` names class i in messages ("category id 7"); empty = "names[i]".
+void CheckClassNames(const std::vector<std::string>& names, const std::vector<std::string>& where,
+                     const std::string& file, FindingList* out);
 
 // COCO instances JSON held in memory. `origin` names the JSON in errors;
 // images are expected at JoinPath(image_root, file_name) (not checked here).

@@ -1,9 +1,11 @@
 #include "data/registry.h"
 
 #include <map>
+#include <random>
 
 #include "core/hash.h"
 #include "core/parallel.h"
+#include "data/text.h"
 
 namespace kestrel::data {
 namespace {
@@ -31,8 +33,10 @@ Registry::Registry(store::MetadataStore& meta, store::ArtifactStore& blobs, Env&
 
 Result<ImportResult> Registry::Import(const std::string& path, const std::string& name,
                                       const ImportOptions& opts, ValidationReport* report_out) {
-  if (name.empty() || name.find_first_of("@/ \t") != std::string::npos) {
-    return Status::InvalidArgument("dataset name '" + name + "' must be non-empty without '@', '/' or spaces",
+  if (name.empty() || name.find_first_of("@/ \t") != std::string::npos || !IsValidUtf8(name) ||
+      EscapeForDisplay(name) != name) {
+    return Status::InvalidArgument("dataset name '" + EscapeForDisplay(name) +
+                                       "' must be non-empty UTF-8 without '@', '/', spaces or control characters",
                                    {"", 0, "name"});
   }
   KESTREL_ASSIGN_OR_RETURN(Analysis a, AnalyzeDataset(path, opts, env_));
@@ -61,6 +65,18 @@ Result<ImportResult> Registry::Import(const std::string& path, const std::string
     return out;
   }
 
+  // Everything that can still fail is done before the first write, so a
+  // failing import leaves no unreferenced blobs behind: serializing (a JSON
+  // dump throws on invalid UTF-8) and the metadata record.
+  std::string manifest_json, report_json, summary_json;
+  try {
+    manifest_json = ManifestToJson(a.manifest);
+    report_json = a.report.ToJson().dump();
+    summary_json = SummarizeVersion(a.manifest, a.report).dump();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Internal(std::string("cannot serialize the version: ") + e.what(), {EscapeInvalidUtf8(path)});
+  }
+
   // Phase 2: blobs first.
   const auto& entries = a.manifest.entries;
   KESTREL_RETURN_IF_ERROR(ParallelFor(entries.size(), opts.threads, [&](size_t i) -> Status {
@@ -80,8 +96,8 @@ Result<ImportResult> Registry::Import(const std::string& path, const std::string
     return blobs_.PutWithHash(bytes, e.image_sha, store::ArtifactStore::Durability::kDeferred).GetStatus();
   }));
   KESTREL_RETURN_IF_ERROR(blobs_.SyncDeferred());
-  KESTREL_ASSIGN_OR_RETURN(std::string manifest_sha, blobs_.Put(ManifestToJson(a.manifest)));
-  KESTREL_ASSIGN_OR_RETURN(std::string report_sha, blobs_.Put(a.report.ToJson().dump()));
+  KESTREL_ASSIGN_OR_RETURN(std::string manifest_sha, blobs_.Put(manifest_json));
+  KESTREL_ASSIGN_OR_RETURN(std::string report_sha, blobs_.Put(report_json));
 
   store::DatasetVersionRecord rec;
   rec.dataset = name;
@@ -92,8 +108,8 @@ Result<ImportResult> Registry::Import(const std::string& path, const std::string
   rec.num_images = static_cast<int64_t>(entries.size());
   rec.num_boxes = a.report.boxes;
   rec.num_classes = static_cast<int>(a.manifest.names.size());
-  rec.source = a.report.format + ":" + path;
-  rec.summary_json = SummarizeVersion(a.manifest, a.report).dump();
+  rec.source = a.report.format + ":" + EscapeInvalidUtf8(path);
+  rec.summary_json = std::move(summary_json);
   ImportResult out;
   KESTREL_ASSIGN_OR_RETURN(out.record, meta_.AddDatasetVersion(rec, &out.created));
   out.analysis = std::move(a);
@@ -111,36 +127,90 @@ Result<VersionView> Registry::Load(const std::string& spec) {
     return Status::Corruption("manifest of " + spec + " does not hash to its version id",
                               {blobs_.PathFor(v.record.manifest_sha)});
   }
+  // Reports are small since findings are capped, but versions imported
+  // before that can hold a report of hundreds of MB (issue 10: 544 MB, 26 s
+  // and 6.9 GB to parse for every `dataset show`). Those are not loaded.
+  const FileInfo rinfo = env_.Stat(blobs_.PathFor(v.record.report_sha));
+  if (rinfo.exists && rinfo.size > kMaxReportBytesLoaded) {
+    v.report = {{"omitted", true},
+                {"bytes", rinfo.size},
+                {"reason", "stored report is larger than " + std::to_string(kMaxReportBytesLoaded) +
+                               " bytes (imported before findings were capped); the summary has the counts"}};
+    return v;
+  }
   KESTREL_ASSIGN_OR_RETURN(std::string rtext, blobs_.Get(v.record.report_sha));
   v.report = nlohmann::json::parse(rtext, nullptr, false);
   return v;
 }
 
-Status Registry::Export(const std::string& spec, const std::string& format, const std::string& out_dir) {
+Status Registry::Export(const std::string& spec, const std::string& format, const std::string& out_dir_arg) {
   if (format != "yolo" && format != "coco") {
     return Status::InvalidArgument("export format must be yolo or coco, got '" + format + "'", {"", 0, "format"});
   }
+  std::string out_dir = out_dir_arg;
+  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
   FileInfo info = env_.Stat(out_dir);
   if (info.exists) {
     KESTREL_ASSIGN_OR_RETURN(auto names, env_.ListDir(out_dir));
     if (!names.empty()) return Status::AlreadyExists("export folder is not empty; refusing to overwrite", {out_dir});
   }
   KESTREL_ASSIGN_OR_RETURN(VersionView v, Load(spec));
+
+  // Build next to the target (same filesystem, so the final rename is
+  // atomic) and move into place only when every file is written: a failure
+  // half-way used to leave images without data.yaml that import accepted.
+  std::string parent = DirName(out_dir);
+  if (parent.empty()) parent = ".";
+  KESTREL_RETURN_IF_ERROR(env_.CreateDirs(parent));
+  std::string tmp;
+  {
+    std::random_device rd;
+    for (int attempt = 0; attempt < 16 && tmp.empty(); ++attempt) {
+      char suffix[24];
+      std::snprintf(suffix, sizeof(suffix), "%08x%08x", rd(), rd());
+      std::string cand = out_dir + ".kestrel-tmp-" + suffix;
+      if (!env_.Stat(cand).exists) tmp = cand;
+    }
+    if (tmp.empty()) return Status::Internal("cannot pick a temporary export folder", {out_dir});
+  }
+  Status s = WriteExportTree(v, format, tmp);
+  if (s.IsOk()) s = env_.SyncFilesystem(tmp);  // every deferred write is durable
+  if (s.IsOk() && info.exists) {
+    // rename(2) replaces an empty folder; re-check it is still empty.
+    auto names = env_.ListDir(out_dir);
+    if (!names.IsOk()) {
+      s = names.GetStatus();
+    } else if (!names->empty()) {
+      s = Status::AlreadyExists("export folder is not empty; refusing to overwrite", {out_dir});
+    }
+  }
+  if (s.IsOk()) s = env_.Rename(tmp, out_dir);
+  if (s.IsOk()) s = env_.SyncDir(parent);
+  if (!s.IsOk()) {
+    (void)env_.RemoveAll(tmp);
+    return s;
+  }
+  return {};
+}
+
+Status Registry::WriteExportTree(const VersionView& v, const std::string& format, const std::string& out_dir) {
   const Manifest& m = v.manifest;
   std::map<Split, std::vector<const ManifestEntry*>> by_split;
   for (const auto& e : m.entries) by_split[e.split].push_back(&e);
+  KESTREL_RETURN_IF_ERROR(env_.CreateDirs(out_dir));
 
-  // Images (verified on read from the store) and YOLO labels.
+  // Images (verified on read from the store) and YOLO labels. Deferred
+  // writes: the caller syncs the filesystem once before the rename.
   for (const auto& e : m.entries) {
     std::string split = SplitName(e.split);
     std::string img = JoinPath(out_dir, "images/" + split + "/" + e.path);
     KESTREL_RETURN_IF_ERROR(env_.CreateDirs(DirName(img)));
     KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs_.Get(e.image_sha));
-    KESTREL_RETURN_IF_ERROR(env_.WriteFileAtomic(img, bytes));
+    KESTREL_RETURN_IF_ERROR(env_.WriteFileDeferred(img, bytes));
     if (format == "yolo") {
       std::string lbl = JoinPath(out_dir, "labels/" + split + "/" + StripExtension(e.path) + ".txt");
       KESTREL_RETURN_IF_ERROR(env_.CreateDirs(DirName(lbl)));
-      KESTREL_RETURN_IF_ERROR(env_.WriteFileAtomic(lbl, CanonicalLabelText(e.boxes)));
+      KESTREL_RETURN_IF_ERROR(env_.WriteFileDeferred(lbl, CanonicalLabelText(e.boxes)));
     }
   }
   if (format == "yolo") {
@@ -151,7 +221,7 @@ Status Registry::Export(const std::string& spec, const std::string& format, cons
     }
     yaml += "nc: " + std::to_string(m.names.size()) + "\nnames:\n";
     for (const auto& n : m.names) yaml += "  - " + YamlQuote(n) + "\n";
-    return env_.WriteFileAtomic(JoinPath(out_dir, "data.yaml"), yaml);
+    return env_.WriteFileDeferred(JoinPath(out_dir, "data.yaml"), yaml);
   }
   KESTREL_RETURN_IF_ERROR(env_.CreateDirs(JoinPath(out_dir, "annotations")));
   for (const auto& [split, list] : by_split) {
@@ -178,8 +248,14 @@ Status Registry::Export(const std::string& spec, const std::string& format, cons
     j["images"] = images;
     j["annotations"] = anns;
     j["categories"] = cats;
-    KESTREL_RETURN_IF_ERROR(env_.WriteFileAtomic(
-        JoinPath(out_dir, std::string("annotations/instances_") + SplitName(split) + ".json"), j.dump(1)));
+    std::string text;
+    try {
+      text = j.dump(1);
+    } catch (const nlohmann::json::exception& e) {
+      return Status::Internal(std::string("cannot write the COCO JSON: ") + e.what(), {out_dir});
+    }
+    KESTREL_RETURN_IF_ERROR(env_.WriteFileDeferred(
+        JoinPath(out_dir, std::string("annotations/instances_") + SplitName(split) + ".json"), text));
   }
   return {};
 }

@@ -35,6 +35,7 @@ struct ImportOptions {
   bool allow_errors = false;            // import anyway, excluding bad samples
   int64_t max_pixels = 100'000'000;     // decompression-bomb limit (stored w*h)
   int64_t max_label_bytes = 64 << 20;   // larger label/annotation files are refused
+  int64_t max_boxes_per_image = 10'000;  // more: "label.too_many_boxes", sample excluded
   int near_dup_distance = 6;            // pHash Hamming distance for near duplicates
   int imgsz = 640;                      // training size used for tiny-object stats
   double tiny_object_px = 8.0;          // min side below this (at imgsz) = tiny
@@ -44,11 +45,18 @@ struct ImportOptions {
   void Bind(OptionSet& s);
 };
 
+// Findings are counted exactly but stored as capped examples (FindingList:
+// 100 per check, 10 per file and check), so a report stays small whatever
+// the input: ToJson() lists the examples, the exact count of every check and
+// how many examples were left out.
 struct ValidationReport {
-  std::string source;   // path given by the user
+  // Source paths listed in ToJson()'s "excluded" (the count is exact).
+  static constexpr size_t kMaxExcludedListed = 1000;
+
+  std::string source;   // path given by the user (invalid UTF-8 escaped)
   std::string format;   // detected format
   std::vector<std::string> names;
-  std::vector<Finding> findings;
+  FindingList findings;
   int64_t images_total = 0;     // images found in the source
   int64_t images_excluded = 0;  // dropped because of errors
   std::vector<std::string> excluded;  // their source paths
@@ -59,8 +67,10 @@ struct ValidationReport {
   int64_t leakage_pairs = 0;
 
   int64_t Count(Severity s) const;
+  // Every string valid UTF-8, so dump() cannot throw.
   nlohmann::json ToJson() const;
-  // Human-readable: summary, per-class table, findings grouped by check.
+  // Human-readable: summary, per-class table, findings grouped by check
+  // (exact counts, at most `max_per_check` examples each).
   std::string ToText(size_t max_per_check = 10) const;
 };
 
@@ -118,9 +128,20 @@ class Registry {
   // Writes a dataset tree that imports back to the same version id:
   // yolo: images/<split>/<path>, labels/<split>/<stem>.txt, data.yaml;
   // coco: images/<split>/<path>, annotations/instances_<split>.json.
+  // All or nothing: the tree is built in a sibling "<out_dir>.kestrel-tmp-*"
+  // folder, synced, and renamed to `out_dir` only when complete; on any error
+  // (a corrupted blob, a full disk) the temporary folder is removed and
+  // `out_dir` is left as it was. `out_dir` must be absent or an empty folder.
   Status Export(const std::string& spec, const std::string& format, const std::string& out_dir);
 
+  // Larger stored reports (imported before findings were capped) are not
+  // parsed by Load(): VersionView::report says so instead.
+  static constexpr uint64_t kMaxReportBytesLoaded = uint64_t{64} << 20;
+
  private:
+  // The export tree of `v` under `out_dir` (deferred writes, no sync).
+  Status WriteExportTree(const VersionView& v, const std::string& format, const std::string& out_dir);
+
   store::MetadataStore& meta_;
   store::ArtifactStore& blobs_;
   Env& env_;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "data/registry.h"
+#include "data/text.h"
 
 namespace kestrel::data {
 
@@ -16,6 +17,7 @@ void ImportOptions::Bind(OptionSet& s) {
       .Bool("allow_errors", &allow_errors, "import anyway, excluding (and listing) bad samples")
       .Int("max_pixels", &max_pixels, "largest width*height accepted (decompression-bomb guard)", 1)
       .Int("max_label_bytes", &max_label_bytes, "largest label/annotation file accepted, bytes", 1)
+      .Int("max_boxes_per_image", &max_boxes_per_image, "most boxes one image may have (more: sample excluded)", 1)
       .Int("near_dup_distance", &near_dup_distance, "pHash Hamming distance counted as near duplicate", 0, 64)
       .Int("imgsz", &imgsz, "training image size used for tiny-object statistics", 32, 8192)
       .Float("tiny_object_px", &tiny_object_px, "objects with a side below this at imgsz are tiny", 0.0, 1e6)
@@ -23,18 +25,21 @@ void ImportOptions::Bind(OptionSet& s) {
       .Int("threads", &threads, "worker threads, 0 = all cores", 0, 1024);
 }
 
-int64_t ValidationReport::Count(Severity s) const {
-  return std::count_if(findings.begin(), findings.end(), [&](const Finding& f) { return f.severity == s; });
-}
+int64_t ValidationReport::Count(Severity s) const { return findings.Count(s); }
 
 nlohmann::json ValidationReport::ToJson() const {
   nlohmann::json j;
-  j["source"] = source;
-  j["format"] = format;
-  j["names"] = names;
+  j["source"] = EscapeInvalidUtf8(source);
+  j["format"] = EscapeInvalidUtf8(format);
+  nlohmann::json jn = nlohmann::json::array();
+  for (const auto& n : names) jn.push_back(EscapeInvalidUtf8(n));
+  j["names"] = jn;
   j["images_total"] = images_total;
   j["images_excluded"] = images_excluded;
-  j["excluded"] = excluded;
+  nlohmann::json ex = nlohmann::json::array();
+  for (size_t i = 0; i < excluded.size() && i < kMaxExcludedListed; ++i) ex.push_back(EscapeInvalidUtf8(excluded[i]));
+  j["excluded"] = ex;
+  j["excluded_omitted"] = excluded.size() > kMaxExcludedListed ? excluded.size() - kMaxExcludedListed : 0;
   j["boxes"] = boxes;
   j["class_counts"] = class_counts;
   j["tiny_counts"] = tiny_counts;
@@ -43,8 +48,30 @@ nlohmann::json ValidationReport::ToJson() const {
   j["errors"] = Count(Severity::kError);
   j["warnings"] = Count(Severity::kWarning);
   j["infos"] = Count(Severity::kInfo);
+  // Exact counts per check; "findings" holds the stored examples only.
+  nlohmann::json bc = nlohmann::json::array();
+  for (const auto& c : findings.ByCheck()) {
+    bc.push_back({{"severity", SeverityName(c.severity)},
+                  {"check", c.check},
+                  {"count", c.count},
+                  {"listed", c.examples},
+                  {"omitted", c.count - c.examples}});
+  }
+  j["findings_by_check"] = bc;
+  j["findings_total"] = findings.Total();
+  j["findings_omitted"] = findings.Omitted();
+  j["findings_limits"] = {{"per_check", findings.max_per_check()},
+                          {"per_file_and_check", findings.max_per_file_check()}};
+  nlohmann::json top = nlohmann::json::array();
+  for (const auto& f : findings.TopFiles(10)) {
+    top.push_back({{"file", EscapeInvalidUtf8(f.file)},
+                   {"errors", f.by_severity[static_cast<size_t>(Severity::kError)]},
+                   {"warnings", f.by_severity[static_cast<size_t>(Severity::kWarning)]},
+                   {"infos", f.by_severity[static_cast<size_t>(Severity::kInfo)]}});
+  }
+  j["files_with_most_findings"] = top;
   nlohmann::json fs = nlohmann::json::array();
-  for (const auto& f : findings) {
+  for (const auto& f : findings) {  // stored examples are valid UTF-8 already
     fs.push_back({{"severity", SeverityName(f.severity)},
                   {"check", f.check},
                   {"file", f.file},
@@ -60,8 +87,8 @@ nlohmann::json ValidationReport::ToJson() const {
 std::string ValidationReport::ToText(size_t max_per_check) const {
   std::string out;
   char buf[512];
-  std::snprintf(buf, sizeof(buf), "Validation of %s (%s): %lld images, %lld excluded, %lld boxes\n", source.c_str(),
-                format.c_str(), static_cast<long long>(images_total), static_cast<long long>(images_excluded),
+  std::snprintf(buf, sizeof(buf), "Validation of %s (%s): %lld images, %lld excluded, %lld boxes\n",
+                EscapeInvalidUtf8(source).c_str(), format.c_str(), static_cast<long long>(images_total), static_cast<long long>(images_excluded),
                 static_cast<long long>(boxes));
   out += buf;
   std::snprintf(buf, sizeof(buf), "  %lld errors, %lld warnings, %lld info\n",
@@ -78,14 +105,16 @@ std::string ValidationReport::ToText(size_t max_per_check) const {
       out += buf;
     }
   }
-  // Group by severity then check, in a stable order.
-  for (Severity sev : {Severity::kError, Severity::kWarning, Severity::kInfo}) {
-    std::map<std::string, std::vector<const Finding*>> by_check;
+  // Group by severity then check, in a stable order; counts are exact, the
+  // examples are the stored ones.
+  for (const auto& c : findings.ByCheck()) {
+    std::vector<const Finding*> list;
     for (const auto& f : findings) {
-      if (f.severity == sev) by_check[f.check].push_back(&f);
+      if (f.severity == c.severity && f.check == c.check) list.push_back(&f);
     }
-    for (const auto& [check, list] : by_check) {
-      std::snprintf(buf, sizeof(buf), "\n%s %s (%zu)\n", SeverityName(sev), check.c_str(), list.size());
+    {
+      std::snprintf(buf, sizeof(buf), "\n%s %s (%lld)\n", SeverityName(c.severity), c.check.c_str(),
+                    static_cast<long long>(c.count));
       out += buf;
       for (size_t k = 0; k < list.size() && k < max_per_check; ++k) {
         const Finding& f = *list[k];
@@ -96,10 +125,17 @@ std::string ValidationReport::ToText(size_t max_per_check) const {
         if (!f.action.empty()) out += " -> " + f.action;
         out += "\n";
       }
-      if (list.size() > max_per_check) {
-        out += "  ... and " + std::to_string(list.size() - max_per_check) + " more (see --json)\n";
+      const int64_t shown = static_cast<int64_t>(std::min(list.size(), max_per_check));
+      if (c.count > shown) {
+        out += "  ... and " + std::to_string(c.count - shown) + " more (--json lists " +
+               std::to_string(c.examples) + " of " + std::to_string(c.count) + ")\n";
       }
     }
+  }
+  const auto top = findings.TopFiles(3);
+  if (!top.empty() && top[0].Total() > static_cast<int64_t>(max_per_check)) {
+    out += "\nfiles with the most findings:\n";
+    for (const auto& f : top) out += "  " + EscapeInvalidUtf8(f.file) + ": " + std::to_string(f.Total()) + "\n";
   }
   return out;
 }
@@ -144,7 +180,7 @@ nlohmann::json SummarizeVersion(const Manifest& m, const ValidationReport& r) {
   nlohmann::json classes = nlohmann::json::array();
   for (size_t c = 0; c < m.names.size(); ++c) {
     classes.push_back({{"id", c},
-                       {"name", m.names[c]},
+                       {"name", EscapeInvalidUtf8(m.names[c])},
                        {"train", per_class["train"][c]},
                        {"val", per_class["val"][c]},
                        {"test", per_class["test"][c]}});
@@ -156,7 +192,7 @@ nlohmann::json SummarizeVersion(const Manifest& m, const ValidationReport& r) {
   j["image_size_histogram"] = sh;
   j["objects_per_image"] = oh;
   std::map<std::string, int64_t> by_check;
-  for (const auto& f : r.findings) ++by_check[std::string(SeverityName(f.severity)) + " " + f.check];
+  for (const auto& c : r.findings.ByCheck()) by_check[std::string(SeverityName(c.severity)) + " " + c.check] += c.count;
   j["findings"] = {{"errors", r.Count(Severity::kError)},
                    {"warnings", r.Count(Severity::kWarning)},
                    {"infos", r.Count(Severity::kInfo)},

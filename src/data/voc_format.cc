@@ -11,6 +11,7 @@
 
 #include "data/formats.h"
 #include "data/image.h"
+#include "data/text.h"
 
 namespace kestrel::data {
 namespace {
@@ -40,13 +41,15 @@ std::vector<std::string> Lines(std::string_view t) {
 struct VocSample {
   Sample sample;
   std::vector<std::string> box_names;  // parallel to pixel_boxes until remapped
-  std::vector<Finding> findings;
+  FindingList findings;
+  bool dropped = false;  // its file name cannot be a manifest key (finding made)
 };
 
 // Parses one annotation XML into `vs`. Hard errors: malformed XML, a
 // filename escaping JPEGImages/.
 Status ParseVocXml(std::string_view text, const std::string& xml, const std::string& img_dir,
-                   const std::set<std::string>* fixed_names, Env& env, VocSample* vs, bool* image_found) {
+                   const std::set<std::string>* fixed_names, size_t max_boxes, Env& env, VocSample* vs,
+                   bool* image_found) {
   pugi::xml_document doc;
   pugi::xml_parse_result r = doc.load_buffer(text.data(), text.size());
   if (!r) {
@@ -62,6 +65,13 @@ Status ParseVocXml(std::string_view text, const std::string& xml, const std::str
   if (!rel.IsOk()) {
     return Status::InvalidArgument(rel.GetStatus().Message(),
                                    {xml, LineAt(text, ann.child("filename").offset_debug()), "filename"});
+  }
+  if (auto bad = CheckManifestPath(*rel)) {
+    vs->dropped = true;
+    vs->findings.Add(MakeFinding(Severity::kError, bad->check, xml,
+                                 LineAt(text, ann.child("filename").offset_debug()), "filename", bad->message,
+                                 "sample excluded"));
+    return {};
   }
   s.rel_path = *rel;
   s.image_path = JoinPath(img_dir, *rel);
@@ -99,6 +109,22 @@ Status ParseVocXml(std::string_view text, const std::string& xml, const std::str
     if (name.empty()) {
       add(Severity::kError, "label.syntax", line, "name", "object without a <name>", "object dropped");
       continue;
+    }
+    if (!IsValidUtf8(name)) {
+      // Latin-1 XML without an encoding declaration: the name would reach the
+      // manifest (JSON) as invalid UTF-8.
+      add(Severity::kError, "label.encoding", line, "name",
+          "class name '" + EscapeInvalidUtf8(name) +
+              "' is not valid UTF-8 (declare the XML's encoding or save it as UTF-8)",
+          "object dropped");
+      continue;
+    }
+    if (s.pixel_boxes.size() >= max_boxes) {
+      add(Severity::kError, "label.too_many_boxes", line, "",
+          "more than " + std::to_string(max_boxes) +
+              " objects for one image (max_boxes_per_image); the rest are not read",
+          "sample excluded");
+      break;
     }
     if (fixed_names != nullptr && fixed_names->count(name) == 0) {
       add(Severity::kError, "label.class_range", line, "name", "class '" + name + "' is not in classes.txt",
@@ -176,8 +202,13 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
   if (env.Stat(classes_txt).is_regular) {
     auto t = env.ReadFile(classes_txt, opts.max_label_bytes);
     if (!t.IsOk()) return t.GetStatus();
+    KESTREL_RETURN_IF_ERROR(RequireNarrowEncoding(*t, classes_txt, "class names file"));
     for (std::string& n : Lines(*t)) {
       if (n.empty()) continue;
+      if (!IsValidUtf8(n)) {
+        return Status::InvalidArgument("class name '" + EscapeInvalidUtf8(n) + "' is not valid UTF-8",
+                                       {classes_txt, 0, "names"});
+      }
       if (!fixed.insert(n).second) {
         return Status::InvalidArgument("class '" + n + "' is listed twice", {classes_txt});
       }
@@ -195,6 +226,7 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
     ds.has_splits = true;
     auto t = env.ReadFile(f, opts.max_label_bytes);
     if (!t.IsOk()) return t.GetStatus();
+    KESTREL_RETURN_IF_ERROR(RequireNarrowEncoding(*t, f, "image set list"));
     std::vector<std::string> lines = Lines(*t);
     for (size_t i = 0; i < lines.size(); ++i) {
       std::string id = lines[i].substr(0, lines[i].find_first_of(" \t"));
@@ -213,7 +245,8 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
   if (!xmls.IsOk()) return xmls.GetStatus();
   std::vector<VocSample> samples;
   std::set<std::string> used_images, ids;
-  std::vector<Finding> missing_images;
+  FindingList missing_images;
+  std::set<std::string> dropped_ids;  // stems of annotations excluded for their <filename>
   for (const std::string& xml : *xmls) {
     VocSample vs;
     FileInfo xf = env.Stat(xml);
@@ -231,8 +264,14 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
       continue;
     }
     bool found = false;
-    KESTREL_RETURN_IF_ERROR(
-        ParseVocXml(*text, xml, img_dir, names_fixed ? &fixed : nullptr, env, &vs, &found));
+    KESTREL_RETURN_IF_ERROR(ParseVocXml(*text, xml, img_dir, names_fixed ? &fixed : nullptr,
+                                        opts.max_boxes_per_image, env, &vs, &found));
+    if (vs.dropped) {
+      // Its image must not come back below as an unannotated background.
+      dropped_ids.insert(Stem(xml));
+      ds.findings.Merge(vs.findings);
+      continue;
+    }
     if (!found) {
       missing_images.push_back(MakeFinding(Severity::kError, "image.missing", xml, 0, "filename",
                                            "image '" + vs.sample.image_path + "' not found",
@@ -244,7 +283,7 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
           MakeFinding(Severity::kWarning, "image.duplicate_stem", xml, 0, "filename",
                       "image '" + vs.sample.image_path + "' is already described by another annotation",
                       "annotation ignored"));
-      for (Finding& f : vs.findings) ds.findings.push_back(std::move(f));
+      ds.findings.Merge(vs.findings);
       continue;
     }
     std::string id = Stem(xml);
@@ -258,10 +297,15 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
       ListFilesRecursive(img_dir, env, [](std::string_view n) { return IsImageExtension(Extension(n)); });
   if (!images.IsOk()) return images.GetStatus();
   for (const std::string& img : *images) {
-    if (used_images.count(img) != 0) continue;
+    if (used_images.count(img) != 0 || dropped_ids.count(Stem(img)) != 0) continue;
     VocSample vs;
     vs.sample.image_path = img;
     vs.sample.rel_path = img.substr(img_dir.size() + 1);
+    if (auto bad = CheckManifestPath(vs.sample.rel_path)) {
+      ds.findings.Add(MakeFinding(Severity::kError, bad->check, img, 0, "file_name", bad->message,
+                                  "sample excluded"));
+      continue;
+    }
     vs.sample.boxes_in_pixels = true;
     std::string id = Stem(img);
     ids.insert(id);
@@ -288,12 +332,12 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
   std::sort(samples.begin(), samples.end(), [](const VocSample& a, const VocSample& b) {
     return std::tie(a.sample.rel_path, a.sample.split) < std::tie(b.sample.rel_path, b.sample.split);
   });
-  for (Finding& f : missing_images) ds.findings.push_back(std::move(f));
+  ds.findings.Merge(missing_images);
   for (VocSample& vs : samples) {
     for (size_t i = 0; i < vs.sample.pixel_boxes.size(); ++i) {
       vs.sample.pixel_boxes[i].cls = index[vs.box_names[i]];
     }
-    for (Finding& f : vs.findings) ds.findings.push_back(std::move(f));
+    ds.findings.Merge(vs.findings);
     ds.samples.push_back(std::move(vs.sample));
   }
   return ds;

@@ -11,10 +11,12 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "data/formats.h"
 #include "data/image.h"
+#include "data/text.h"
 
 namespace kestrel::data {
 namespace {
@@ -100,18 +102,20 @@ struct SplitSource {
 
 struct PendingSample {
   Sample sample;
-  std::vector<Finding> findings;
+  FindingList findings;
 };
 
 Result<SourceDataset> BuildYolo(std::string root, std::vector<SplitSource> sources,
                                 std::vector<std::string> names, bool names_known, bool has_splits, Env& env,
-                                const ReadOptions& opts) {
+                                const ReadOptions& opts, FindingList structure = {}) {
   SourceDataset ds;
   ds.root = root;
   ds.format = "yolo";
   ds.has_splits = has_splits;
+  ds.findings = std::move(structure);  // data.yaml / classes.txt findings come first
   int nc = names_known ? static_cast<int>(names.size()) : -1;
   std::vector<PendingSample> pending;
+  FindingList dropped;  // samples whose file name cannot be a manifest key
   std::set<std::string> expected_labels;
   std::map<std::string, std::string> label_owner;  // label path -> first image
   std::map<std::string, Split> image_split;        // image path -> first split
@@ -142,6 +146,11 @@ Result<SourceDataset> BuildYolo(std::string root, std::vector<SplitSource> sourc
       }
       std::string label = LabelPathFor(img);
       expected_labels.insert(label);
+      if (auto bad = CheckManifestPath(s.rel_path)) {
+        dropped.Add(MakeFinding(Severity::kError, bad->check, img, 0, "file_name", bad->message,
+                                "sample excluded"));
+        continue;
+      }
       auto [owner, first] = label_owner.emplace(label, img);
       if (!first && owner->second != img) {
         p.findings.push_back(MakeFinding(Severity::kWarning, "image.duplicate_stem", label, 0, "",
@@ -165,19 +174,20 @@ Result<SourceDataset> BuildYolo(std::string root, std::vector<SplitSource> sourc
         continue;
       }
       s.has_label = true;
-      s.boxes = ParseYoloLabels(*text, label, nc, &p.findings);
+      s.boxes = ParseYoloLabels(*text, label, nc, &p.findings, opts.max_boxes_per_image);
       for (const Box& b : s.boxes) max_class = std::max(max_class, b.cls);
       pending.push_back(std::move(p));
     }
   }
-  if (pending.empty()) {
+  if (pending.empty() && dropped.empty()) {
     return Status::NotFound("no images found (extensions jpg jpeg png bmp webp tif tiff)", {root});
   }
   std::sort(pending.begin(), pending.end(), [](const PendingSample& a, const PendingSample& b) {
     return std::tie(a.sample.rel_path, a.sample.split) < std::tie(b.sample.rel_path, b.sample.split);
   });
+  ds.findings.Merge(dropped);
   for (PendingSample& p : pending) {
-    for (Finding& f : p.findings) ds.findings.push_back(std::move(f));
+    ds.findings.Merge(p.findings);
     ds.samples.push_back(std::move(p.sample));
   }
   for (const std::string& lr : label_roots) {
@@ -207,11 +217,20 @@ Status YamlError(const std::string& file, const YAML::Node& node, const std::str
   return Status::InvalidArgument(msg, {file, node.Mark().line + 1, field});
 }
 
-Result<std::vector<std::string>> ParseNames(const YAML::Node& n, const std::string& file) {
+// Class names end up in the manifest (JSON): they must be UTF-8.
+Status RequireUtf8Name(const std::string& file, const YAML::Node& node, const std::string& name, size_t id) {
+  if (IsValidUtf8(name)) return {};
+  return YamlError(file, node, "names",
+                   "class name " + std::to_string(id) + " is not valid UTF-8: '" + EscapeInvalidUtf8(name) +
+                       "'; save the file as UTF-8");
+}
+
+Result<std::vector<std::string>> ParseNames(const YAML::Node& n, const std::string& file, FindingList* findings) {
   std::vector<std::string> names;
   if (n.IsSequence()) {
     for (const YAML::Node& v : n) {
       if (!v.IsScalar()) return YamlError(file, v, "names", "class names must be strings");
+      KESTREL_RETURN_IF_ERROR(RequireUtf8Name(file, v, v.Scalar(), names.size()));
       names.push_back(v.Scalar());
     }
     return names;
@@ -220,6 +239,7 @@ Result<std::vector<std::string>> ParseNames(const YAML::Node& n, const std::stri
     return YamlError(file, n, "names", "expected a list of names or a map {id: name}");
   }
   std::map<long, std::string> by_id;
+  std::map<long, int> line_of;
   for (const auto& kv : n) {
     long id = 0;
     const std::string& key = kv.first.Scalar();
@@ -231,7 +251,19 @@ Result<std::vector<std::string>> ParseNames(const YAML::Node& n, const std::stri
     if (!kv.second.IsScalar()) {
       return YamlError(file, kv.second, "names", "class name for id " + key + " must be a string");
     }
-    by_id[id] = kv.second.Scalar();
+    KESTREL_RETURN_IF_ERROR(RequireUtf8Name(file, kv.second, kv.second.Scalar(), static_cast<size_t>(id)));
+    const int line = kv.first.Mark().line + 1;
+    auto [it, fresh] = by_id.emplace(id, kv.second.Scalar());
+    if (!fresh) {
+      // YAML keeps both entries; picking one silently would hide a merge error.
+      findings->Add(MakeFinding(Severity::kError, "yaml.duplicate_key", file, line, "names." + std::to_string(id),
+                                "class id " + std::to_string(id) + " is defined twice (lines " +
+                                    std::to_string(line_of[id]) + " and " + std::to_string(line) + "): '" +
+                                    it->second + "' and '" + kv.second.Scalar() + "'",
+                                "first used"));
+      continue;
+    }
+    line_of[id] = line;
   }
   long expect = 0;
   for (const auto& [id, name] : by_id) {
@@ -268,6 +300,7 @@ Status AddSplitEntry(const std::string& yaml_file, const YAML::Node& node, const
   }
   auto text = ReadBounded(env, entry, opts.max_label_bytes, "image list");
   if (!text.IsOk()) return text.GetStatus();
+  KESTREL_RETURN_IF_ERROR(RequireNarrowEncoding(*text, entry, "image list"));
   src.rel_root = root;
   src.image_root = entry;
   src.scan_orphans = false;
@@ -299,10 +332,35 @@ Status AddSplitEntry(const std::string& yaml_file, const YAML::Node& node, const
 Result<SourceDataset> ReadFromYaml(const std::string& yaml_file, Env& env, const ReadOptions& opts) {
   auto text = ReadBounded(env, yaml_file, opts.max_label_bytes, "YAML file");
   if (!text.IsOk()) return text.GetStatus();
+  // yaml-cpp decodes UTF-16/32 that starts with a byte-order mark; without
+  // one it would parse the NUL-interleaved bytes as garbage.
+  {
+    const unsigned char c0 = text->empty() ? 0 : static_cast<unsigned char>((*text)[0]);
+    const bool bom = c0 == 0xFF || c0 == 0xFE || (text->size() >= 4 && (*text)[0] == 0 && (*text)[1] == 0 &&
+                                                  static_cast<unsigned char>((*text)[2]) == 0xFE);
+    if (!bom) KESTREL_RETURN_IF_ERROR(RequireNarrowEncoding(*text, yaml_file, "YAML file"));
+  }
+  FindingList structure;
   try {
     YAML::Node doc = YAML::Load(*text);
     if (!doc.IsMap()) {
       return Status::InvalidArgument("expected a YAML mapping (path, train, val, names)", {yaml_file, 1});
+    }
+    // yaml-cpp keeps both entries of a repeated key and doc[key] returns one
+    // of them: a silent choice. Make it a finding.
+    {
+      std::map<std::string, int> first_line;
+      for (const auto& kv : doc) {
+        if (!kv.first.IsScalar()) continue;
+        const int line = kv.first.Mark().line + 1;
+        auto [it, fresh] = first_line.emplace(kv.first.Scalar(), line);
+        if (!fresh) {
+          structure.Add(MakeFinding(Severity::kError, "yaml.duplicate_key", yaml_file, line, kv.first.Scalar(),
+                                    "key '" + kv.first.Scalar() + "' is defined twice (lines " +
+                                        std::to_string(it->second) + " and " + std::to_string(line) + ")",
+                                    "first used"));
+        }
+      }
     }
     std::string root = DirName(yaml_file);
     if (YAML::Node p = doc["path"]; p && !p.IsNull()) {
@@ -316,7 +374,7 @@ Result<SourceDataset> ReadFromYaml(const std::string& yaml_file, Env& env, const
     std::vector<std::string> names;
     bool names_known = false;
     if (YAML::Node n = doc["names"]; n && !n.IsNull()) {
-      auto parsed = ParseNames(n, yaml_file);
+      auto parsed = ParseNames(n, yaml_file, &structure);
       if (!parsed.IsOk()) return parsed.GetStatus();
       names = std::move(parsed).Value();
       names_known = true;
@@ -362,7 +420,9 @@ Result<SourceDataset> ReadFromYaml(const std::string& yaml_file, Env& env, const
     if (sources.empty()) {
       return Status::InvalidArgument("no train/val/test entries", {yaml_file, 1, "train"});
     }
-    return BuildYolo(root, std::move(sources), std::move(names), names_known, true, env, opts);
+    if (names_known) CheckClassNames(names, {}, yaml_file, &structure);
+    return BuildYolo(root, std::move(sources), std::move(names), names_known, true, env, opts,
+                     std::move(structure));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("malformed YAML: " + e.msg, {yaml_file, e.mark.line + 1});
   }
@@ -373,6 +433,7 @@ Result<SourceDataset> ReadFromYaml(const std::string& yaml_file, Env& env, const
 Result<std::vector<std::string>> ReadNamesFile(const std::string& path, Env& env, const ReadOptions& opts) {
   auto text = ReadBounded(env, path, opts.max_label_bytes, "class names file");
   if (!text.IsOk()) return text.GetStatus();
+  KESTREL_RETURN_IF_ERROR(RequireNarrowEncoding(*text, path, "class names file"));
   std::vector<std::string> names;
   std::string_view t = *text;
   if (t.substr(0, 3) == "\xEF\xBB\xBF") t.remove_prefix(3);
@@ -381,6 +442,11 @@ Result<std::vector<std::string>> ReadNamesFile(const std::string& path, Env& env
     std::string l(t.substr(start, end - start));
     start = end + 1;
     while (!l.empty() && IsSpace(l.back())) l.pop_back();
+    if (!IsValidUtf8(l)) {
+      return Status::InvalidArgument("class name " + std::to_string(names.size()) + " is not valid UTF-8: '" +
+                                         EscapeInvalidUtf8(l) + "'; save the file as UTF-8",
+                                     {path, static_cast<int>(names.size() + 1), "names"});
+    }
     names.push_back(l);
   }
   while (!names.empty() && names.back().empty()) names.pop_back();
@@ -418,6 +484,7 @@ Result<SourceDataset> ReadBareTree(const std::string& dir, Env& env, const ReadO
   for (auto& [k, src] : by_top) sources.push_back(std::move(src));
   std::vector<std::string> names;
   bool names_known = false;
+  FindingList structure;
   for (const char* cand : {"classes.txt", "names.txt", "labels/classes.txt"}) {
     std::string p = JoinPath(root, cand);
     if (env.Stat(p).is_regular) {
@@ -425,10 +492,12 @@ Result<SourceDataset> ReadBareTree(const std::string& dir, Env& env, const ReadO
       if (!n.IsOk()) return n.GetStatus();
       names = std::move(n).Value();
       names_known = true;
+      CheckClassNames(names, {}, p, &structure);
       break;
     }
   }
-  return BuildYolo(root, std::move(sources), std::move(names), names_known, has_splits, env, opts);
+  return BuildYolo(root, std::move(sources), std::move(names), names_known, has_splits, env, opts,
+                   std::move(structure));
 }
 
 struct Walker {
@@ -488,12 +557,35 @@ Result<std::vector<std::string>> ListFilesRecursive(const std::string& dir, Env&
 
 std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file, int num_classes,
                                  std::vector<Finding>* findings) {
+  FindingList list;
+  std::vector<Box> boxes = ParseYoloLabels(text, file, num_classes, &list);
+  findings->insert(findings->end(), list.begin(), list.end());
+  return boxes;
+}
+
+std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file, int num_classes,
+                                 FindingList* findings, size_t max_boxes) {
   std::vector<Box> boxes;
   std::map<std::tuple<int, double, double, double, double>, int> seen;  // box -> line
-  auto add = [&](Severity sev, const char* check, int line, std::string field, std::string msg,
-                 const char* action) {
-    findings->push_back(MakeFinding(sev, check, file, line, std::move(field), std::move(msg), action));
+  // `msg` is a string or a callable making one: a file of millions of bad
+  // lines only counts most of them, so their messages are never built.
+  auto add = [&](Severity sev, const char* check, int line, std::string field, auto&& msg, const char* action) {
+    if (!findings->WouldKeep(check, file)) {
+      findings->CountOnly(sev, check, file);
+      return;
+    }
+    if constexpr (std::is_invocable_v<decltype(msg)>) {
+      findings->Add(MakeFinding(sev, check, file, line, std::move(field), msg(), action));
+    } else {
+      findings->Add(MakeFinding(sev, check, file, line, std::move(field), std::string(msg), action));
+    }
   };
+  if (const char* enc = WideEncodingOf(text)) {
+    // Notepad's "Unicode": every line would be a syntax error; say why once.
+    add(Severity::kError, "label.encoding", 0, "",
+        std::string("label file is ") + enc + " encoded; save it as UTF-8 or ASCII", "file not read");
+    return boxes;
+  }
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   bool any_content = false;
   int line = 0;
@@ -534,24 +626,30 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
         if (t.data() + t.size() > l.data() + bad) break;
         ++field;
       }
-      char code[16];
-      std::snprintf(code, sizeof(code), "U+%04X", cp);
-      size_t column = 1;
-      for (size_t i = 0; i < bad; ++i) column += (static_cast<unsigned char>(l[i]) & 0xC0) != 0x80;
-      std::string shown = cp < 0x20 ? std::string(code) : std::string(l.substr(bad, len));
-      std::string msg = "unexpected character '" + shown + "' (" + code + ") at column " +
-                        std::to_string(column) +
-                        ": fields must be ASCII numbers with '.' as the decimal point, "
-                        "separated by spaces";
-      add(Severity::kError, "label.syntax", line, field < 5 ? kFieldNames[field] : "", msg, "line dropped");
+      add(Severity::kError, "label.syntax", line, field < 5 ? kFieldNames[field] : "", [&] {
+        char code[40];
+        std::snprintf(code, sizeof(code), "U+%04X", cp);
+        size_t column = 1;
+        for (size_t i = 0; i < bad; ++i) column += (static_cast<unsigned char>(l[i]) & 0xC0) != 0x80;
+        std::string shown = cp < 0x20 ? std::string(code) : std::string(l.substr(bad, len));
+        if (!IsValidUtf8(l.substr(bad, len))) {
+          // A stray byte (Latin-1 text, a binary file): show it, never copy it.
+          shown = EscapeInvalidUtf8(l.substr(bad, 1));
+          std::snprintf(code, sizeof(code), "byte 0x%02X, not valid UTF-8", static_cast<unsigned char>(l[bad]));
+        }
+        return "unexpected character '" + shown + "' (" + code + ") at column " + std::to_string(column) +
+               ": fields must be ASCII numbers with '.' as the decimal point, separated by spaces";
+      }, "line dropped");
       continue;
     }
     size_t n = tok.size();
     bool polygon = n >= 7 && (n - 1) % 2 == 0;
     if (n != 5 && !polygon) {
-      std::string msg = "expected 5 fields (class x_center y_center width height), got " + std::to_string(n);
-      if (n == 6) msg += "; a 6th column looks like a confidence score from a prediction file";
-      add(Severity::kError, "label.syntax", line, "", msg, "line dropped");
+      add(Severity::kError, "label.syntax", line, "", [&] {
+        std::string msg = "expected 5 fields (class x_center y_center width height), got " + std::to_string(n);
+        if (n == 6) msg += "; a 6th column looks like a confidence score from a prediction file";
+        return msg;
+      }, "line dropped");
       continue;
     }
     val.assign(n, 0.0);
@@ -560,12 +658,12 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
       const char* fname = i < 5 && !polygon ? kFieldNames[i] : i == 0 ? "class" : i % 2 ? "x" : "y";
       bool range = false;
       if (!ParseNumber(tok[i], &val[i], &range)) {
-        add(Severity::kError, "label.syntax", line, fname, "'" + std::string(tok[i]) + "' is not a number",
-            "line dropped");
+        add(Severity::kError, "label.syntax", line, fname,
+            [&] { return "'" + std::string(tok[i]) + "' is not a number"; }, "line dropped");
         ok = false;
       } else if (range || !std::isfinite(val[i])) {
         add(Severity::kError, "label.nonfinite", line, fname,
-            "'" + std::string(tok[i]) + "' is not a finite number", "line dropped");
+            [&] { return "'" + std::string(tok[i]) + "' is not a finite number"; }, "line dropped");
         ok = false;
       }
     }
@@ -573,14 +671,14 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
     double c = val[0];
     if (c != std::floor(c)) {
       add(Severity::kError, "label.class_range", line, "class",
-          "class id '" + std::string(tok[0]) + "' is not an integer", "line dropped");
+          [&] { return "class id '" + std::string(tok[0]) + "' is not an integer"; }, "line dropped");
       continue;
     }
     if (c < 0 || c > 1e9 || (num_classes >= 0 && c >= num_classes)) {
-      add(Severity::kError, "label.class_range", line, "class",
-          "class id " + FormatNumber(c) + " is out of range [0, " +
-              (num_classes >= 0 ? std::to_string(num_classes) : std::string("inf")) + ")",
-          "line dropped");
+      add(Severity::kError, "label.class_range", line, "class", [&] {
+        return "class id " + FormatNumber(c) + " is out of range [0, " +
+               (num_classes >= 0 ? std::to_string(num_classes) : std::string("inf")) + ")";
+      }, "line dropped");
       continue;
     }
     double cx = val[1], cy = val[2], w = val[3], h = val[4];
@@ -594,7 +692,7 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
       }
       cx = (x1 + x2) / 2, cy = (y1 + y2) / 2, w = x2 - x1, h = y2 - y1;
       add(Severity::kInfo, "label.polygon", line, "",
-          "polygon with " + std::to_string((n - 1) / 2) + " points", "converted to its bounding box");
+          [&] { return "polygon with " + std::to_string((n - 1) / 2) + " points"; }, "converted to its bounding box");
     }
     double x1 = cx - w / 2, x2 = cx + w / 2, y1 = cy - h / 2, y2 = cy + h / 2;
     constexpr double kEps = 1e-6;  // float noise from exporters is not worth a warning
@@ -609,10 +707,10 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
       oob = "height";
     }
     if (oob != nullptr) {
-      add(Severity::kWarning, "label.out_of_bounds", line, oob,
-          "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " + FormatNumber(y2) +
-              "] extends outside [0, 1]",
-          "clipped");
+      add(Severity::kWarning, "label.out_of_bounds", line, oob, [&] {
+        return "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " +
+               FormatNumber(y2) + "] extends outside [0, 1]";
+      }, "clipped");
     }
     // Values that need no clipping are kept bit-for-bit (a cxcywh -> xyxy ->
     // cxcywh round trip would change the last digit and the manifest hash).
@@ -627,16 +725,26 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
       cy = (y1 + y2) / 2, h = y2 - y1;
     }
     if (w <= 0 || h <= 0) {
-      add(Severity::kWarning, "label.degenerate", line, w <= 0 ? "width" : "height",
-          "box has zero or negative size (w=" + FormatNumber(w) + ", h=" + FormatNumber(h) + ") after clipping", "box dropped");
+      add(Severity::kWarning, "label.degenerate", line, w <= 0 ? "width" : "height", [&] {
+        return "box has zero or negative size (w=" + FormatNumber(w) + ", h=" + FormatNumber(h) + ") after clipping";
+      }, "box dropped");
       continue;
     }
     Box b{static_cast<int>(c), cx, cy, w, h};
     auto [it, fresh] = seen.emplace(std::make_tuple(b.cls, b.cx, b.cy, b.w, b.h), line);
     if (!fresh) {
-      add(Severity::kWarning, "label.duplicate", line, "", "duplicate of line " + std::to_string(it->second),
-          "duplicate dropped");
+      add(Severity::kWarning, "label.duplicate", line, "",
+          [&] { return "duplicate of line " + std::to_string(it->second); }, "duplicate dropped");
       continue;
+    }
+    if (boxes.size() >= max_boxes) {
+      // Millions of boxes for one image are a generator bug, and each costs
+      // memory all the way to the manifest: stop here.
+      add(Severity::kError, "label.too_many_boxes", line, "", [&] {
+        return "more than " + std::to_string(max_boxes) +
+               " boxes for one image (max_boxes_per_image); lines from here on are not read";
+      }, "sample excluded");
+      break;
     }
     boxes.push_back(b);
   }

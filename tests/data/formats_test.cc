@@ -29,6 +29,7 @@ std::vector<const Finding*> With(const std::vector<Finding>& fs, const std::stri
   }
   return out;
 }
+std::vector<const Finding*> With(const FindingList& fs, const std::string& check) { return With(fs.Examples(), check); }
 
 class TempDirTest : public ::testing::Test {
  protected:
