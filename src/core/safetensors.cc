@@ -1,6 +1,10 @@
 #include "core/safetensors.h"
 
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "core/env.h"
@@ -15,22 +19,20 @@ int SafeTensorItemSize(const std::string& dtype) {
   return 0;
 }
 
-Result<SafeTensorFile> ParseSafeTensors(const std::string& bytes, const std::string& origin) {
-  if (bytes.size() < 8) return Status::Corruption("file too small for a safetensors header", {origin});
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
-  if (n > bytes.size() - 8) {
-    return Status::Corruption("header length " + std::to_string(n) + " exceeds file size", {origin});
-  }
+namespace {
+
+// The header JSON (`header_text`) of a file whose tensor bytes are
+// `data_size` long. With `base` (the tensor bytes) each tensor's data is
+// copied; without, only dtype and shape are filled in.
+Result<SafeTensorFile> ParseHeader(std::string_view header_text, uint64_t data_size, const char* base,
+                                   const std::string& origin) {
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n));
+    header = nlohmann::json::parse(header_text.begin(), header_text.end());
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("header is not JSON: ") + e.what(), {origin});
   }
   if (!header.is_object()) return Status::Corruption("header is not a JSON object", {origin});
-  const uint64_t data_size = bytes.size() - 8 - n;
-  const char* base = bytes.data() + 8 + n;
   SafeTensorFile out;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
@@ -58,18 +60,64 @@ Result<SafeTensorFile> ParseSafeTensors(const std::string& bytes, const std::str
       uint64_t numel = 1;
       for (int64_t d : t.shape) {
         if (d < 0) return Status::Corruption("negative dimension", where);
+        if (d > 0 && numel > UINT64_MAX / static_cast<uint64_t>(d)) return Status::Corruption("shape too large", where);
         numel *= static_cast<uint64_t>(d);
       }
-      if (numel * static_cast<uint64_t>(item) != off[1] - off[0]) {
+      if (numel > UINT64_MAX / static_cast<uint64_t>(item) ||
+          numel * static_cast<uint64_t>(item) != off[1] - off[0]) {
         return Status::Corruption("byte size does not match shape and dtype", where);
       }
-      t.data.assign(base + off[0], off[1] - off[0]);
+      if (base != nullptr) t.data.assign(base + off[0], off[1] - off[0]);
     } catch (const std::exception& e) {
       return Status::Corruption(std::string("malformed entry: ") + e.what(), where);
     }
     out.tensors.emplace(it.key(), std::move(t));
   }
   return out;
+}
+
+uint64_t HeaderLength(const char* p) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(p[i]);
+  return n;
+}
+
+}  // namespace
+
+Result<SafeTensorFile> ParseSafeTensors(const std::string& bytes, const std::string& origin) {
+  if (bytes.size() < 8) return Status::Corruption("file too small for a safetensors header", {origin});
+  const uint64_t n = HeaderLength(bytes.data());
+  if (n > bytes.size() - 8) {
+    return Status::Corruption("header length " + std::to_string(n) + " exceeds file size", {origin});
+  }
+  return ParseHeader(std::string_view(bytes).substr(8, n), bytes.size() - 8 - n, bytes.data() + 8 + n, origin);
+}
+
+Result<SafeTensorFile> ReadSafeTensorsHeader(const std::string& path) {
+  const FileInfo info = Env::Default().Stat(path);
+  if (!info.exists) return Status::NotFound("no such file", {path});
+  std::error_code ec;
+  // Stat does not follow a final symlink; the file it points to must be regular.
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Status::InvalidArgument(std::filesystem::is_directory(path, ec) ? "is a folder, not a weights file"
+                                                                             : "is not a regular file",
+                                   {path});
+  }
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) return Status::IoError("cannot read the file size: " + ec.message(), {path});
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IoError(std::string("cannot open for reading: ") + std::strerror(errno), {path});
+  if (size < 8) return Status::Corruption("file too small for a safetensors header", {path});
+  char len[8];
+  if (!in.read(len, 8)) return Status::IoError("cannot read the header length", {path});
+  const uint64_t n = HeaderLength(len);
+  if (n > size - 8) return Status::Corruption("header length " + std::to_string(n) + " exceeds file size", {path});
+  if (n > kMaxSafeTensorsHeaderBytes) {
+    return Status::Corruption("header length " + std::to_string(n) + " is over the 100 MB safetensors limit", {path});
+  }
+  std::string header(n, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return Status::IoError("cannot read the header", {path});
+  return ParseHeader(header, size - 8 - n, nullptr, path);
 }
 
 Result<SafeTensorFile> ReadSafeTensorsFile(const std::string& path) {

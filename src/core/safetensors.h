@@ -31,6 +31,16 @@ int SafeTensorItemSize(const std::string& dtype);
 // `origin` names the file in errors.
 Result<SafeTensorFile> ParseSafeTensors(const std::string& bytes, const std::string& origin);
 Result<SafeTensorFile> ReadSafeTensorsFile(const std::string& path);
+
+// The safetensors format caps the header at 100 MB.
+inline constexpr uint64_t kMaxSafeTensorsHeaderBytes = 100u << 20;
+// Reads and checks only the header of the file at `path`, never the tensor
+// bytes (cheap on a multi-GB file): a readable regular file (a symlink to
+// one is fine) whose header is a JSON object of well-formed tensor entries
+// that lie inside the file. Returns dtypes, shapes and metadata; every
+// SafeTensor::data is empty. kNotFound / kInvalidArgument (a folder, a
+// device) / kIoError / kCorruption (not safetensors), located at `path`.
+Result<SafeTensorFile> ReadSafeTensorsHeader(const std::string& path);
 // Serializes with tensors in name order (deterministic bytes).
 std::string SerializeSafeTensors(const SafeTensorFile& file);
 
