@@ -68,6 +68,7 @@ Status ParseVocXml(std::string_view text, const std::string& xml, const std::str
   }
   if (auto bad = CheckManifestPath(*rel)) {
     vs->dropped = true;
+    s.image_path = JoinPath(img_dir, *rel);  // so the image is not listed again as a background
     vs->findings.Add(MakeFinding(Severity::kError, bad->check, xml,
                                  LineAt(text, ann.child("filename").offset_debug()), "filename", bad->message,
                                  "sample excluded"));
@@ -269,6 +270,7 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
     if (vs.dropped) {
       // Its image must not come back below as an unannotated background.
       dropped_ids.insert(Stem(xml));
+      used_images.insert(vs.sample.image_path);
       ds.findings.Merge(vs.findings);
       continue;
     }
