@@ -155,7 +155,10 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
   rep.source = EscapeInvalidUtf8(path);
   rep.format = src.format;
   rep.names = src.names;
-  rep.images_total = static_cast<int64_t>(src.samples.size());
+  // Images the reader left out for their file name count as found and excluded.
+  rep.images_total = static_cast<int64_t>(src.samples.size() + src.excluded_paths.size());
+  rep.images_excluded = static_cast<int64_t>(src.excluded_paths.size());
+  rep.excluded = src.excluded_paths;
   rep.findings = src.findings;
 
   std::vector<SampleResult> results(src.samples.size());

@@ -35,6 +35,7 @@ struct CocoParsed {
   std::map<int64_t, std::string> categories;  // original id -> name
   std::vector<CocoSample> samples;            // PixelBox::cls = original id
   FindingList findings;                       // not tied to one image
+  std::vector<std::string> excluded_paths;    // SourceDataset::excluded_paths
 };
 
 // Sees every key of every object while nlohmann parses, because the parsed
@@ -335,6 +336,7 @@ void DropBadSamples(CocoParsed* part) {
   for (CocoSample& s : part->samples) {
     if (s.dropped) {
       part->findings.Merge(s.findings);
+      part->excluded_paths.push_back(s.sample.image_path);
     } else {
       kept.push_back(std::move(s));
     }
@@ -359,6 +361,7 @@ SourceDataset Finalize(std::vector<CocoParsed> parts, std::map<int64_t, std::str
   std::vector<CocoSample> all;
   for (CocoParsed& p : parts) {
     ds.findings.Merge(p.findings);
+    ds.excluded_paths.insert(ds.excluded_paths.end(), p.excluded_paths.begin(), p.excluded_paths.end());
     for (CocoSample& s : p.samples) all.push_back(std::move(s));
   }
   std::sort(all.begin(), all.end(), [](const CocoSample& a, const CocoSample& b) {

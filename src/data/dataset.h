@@ -171,6 +171,11 @@ struct SourceDataset {
   std::vector<Sample> samples;     // sorted by (rel_path, split)
   FindingList findings;            // label/structure findings found while reading
   bool has_splits = false;         // the source defined train/val(/test)
+  // Images found but left out by the reader because their file name cannot
+  // be a manifest key (findings path.not_utf8 / path.control_char), as the
+  // reader saw them (may be invalid UTF-8). The importer counts them as
+  // images found and excluded.
+  std::vector<std::string> excluded_paths;
 };
 
 }  // namespace kestrel::data

@@ -271,6 +271,7 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
       // Its image must not come back below as an unannotated background.
       dropped_ids.insert(Stem(xml));
       used_images.insert(vs.sample.image_path);
+      ds.excluded_paths.push_back(vs.sample.image_path);
       ds.findings.Merge(vs.findings);
       continue;
     }
@@ -306,6 +307,7 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
     if (auto bad = CheckManifestPath(vs.sample.rel_path)) {
       ds.findings.Add(MakeFinding(Severity::kError, bad->check, img, 0, "file_name", bad->message,
                                   "sample excluded"));
+      ds.excluded_paths.push_back(img);
       continue;
     }
     vs.sample.boxes_in_pixels = true;

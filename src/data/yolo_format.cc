@@ -149,6 +149,7 @@ Result<SourceDataset> BuildYolo(std::string root, std::vector<SplitSource> sourc
       if (auto bad = CheckManifestPath(s.rel_path)) {
         dropped.Add(MakeFinding(Severity::kError, bad->check, img, 0, "file_name", bad->message,
                                 "sample excluded"));
+        ds.excluded_paths.push_back(img);
         continue;
       }
       auto [owner, first] = label_owner.emplace(label, img);
@@ -733,8 +734,10 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
     Box b{static_cast<int>(c), cx, cy, w, h};
     auto [it, fresh] = seen.emplace(std::make_tuple(b.cls, b.cx, b.cy, b.w, b.h), line);
     if (!fresh) {
+      // clang 14 (the fuzz build) cannot capture a structured binding.
+      const int first_line = it->second;
       add(Severity::kWarning, "label.duplicate", line, "",
-          [&] { return "duplicate of line " + std::to_string(it->second); }, "duplicate dropped");
+          [&] { return "duplicate of line " + std::to_string(first_line); }, "duplicate dropped");
       continue;
     }
     if (boxes.size() >= max_boxes) {

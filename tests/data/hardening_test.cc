@@ -175,6 +175,10 @@ TEST_F(HardeningTest, NonUtf8ImageNameIsAFindingNotACrash) {
   ASSERT_TRUE(a.IsOk());
   ExpectJsonSafe(a->report);
   EXPECT_EQ(a->report.Count(Severity::kError), 1);
+  EXPECT_EQ(a->report.images_total, 8) << "the left-out image still counts as found";
+  EXPECT_EQ(a->report.images_excluded, 1);
+  ASSERT_EQ(a->report.excluded.size(), 1u);
+  EXPECT_EQ(a->report.ToJson()["excluded"][0].get<std::string>().substr(P("ds").size()), "/images/train/caf\\xE9.jpg");
 
   // Import: refused without --allow-errors and nothing written; with it, a
   // complete version without the sample.
@@ -283,6 +287,8 @@ TEST_F(HardeningTest, VocLatin1TextIsAFinding) {
   ASSERT_TRUE(a.IsOk()) << a.GetStatus().ToString();
   ExpectJsonSafe(a->report);
   EXPECT_EQ(a->manifest.entries.size(), 1u) << "a.jpg excluded (label error), c excluded (path)";
+  EXPECT_EQ(a->report.images_total, 3);
+  EXPECT_EQ(a->report.images_excluded, 2);
 }
 
 // ---- B. bounded findings ----
