@@ -1,10 +1,11 @@
 #include "data/registry.h"
 
+#include <cstdio>
 #include <map>
-#include <random>
 
 #include "core/hash.h"
 #include "core/parallel.h"
+#include "data/output_dir.h"
 #include "data/text.h"
 
 namespace kestrel::data {
@@ -13,7 +14,16 @@ namespace {
 std::string YamlQuote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
+    if (c == '"' || c == '\\') {
+      out += '\\';
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      // A raw newline inside a double-quoted scalar folds into a space:
+      // the name would not survive export -> import.
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02X", static_cast<unsigned char>(c));
+      out += buf;
+      continue;
+    }
     out += c;
   }
   return out + "\"";
@@ -143,54 +153,17 @@ Result<VersionView> Registry::Load(const std::string& spec) {
   return v;
 }
 
-Status Registry::Export(const std::string& spec, const std::string& format, const std::string& out_dir_arg) {
+Status Registry::Export(const std::string& spec, const std::string& format, const std::string& out_dir) {
   if (format != "yolo" && format != "coco") {
     return Status::InvalidArgument("export format must be yolo or coco, got '" + format + "'", {"", 0, "format"});
   }
-  std::string out_dir = out_dir_arg;
-  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
-  FileInfo info = env_.Stat(out_dir);
-  if (info.exists) {
-    KESTREL_ASSIGN_OR_RETURN(auto names, env_.ListDir(out_dir));
-    if (!names.empty()) return Status::AlreadyExists("export folder is not empty; refusing to overwrite", {out_dir});
-  }
+  KESTREL_RETURN_IF_ERROR(RequireEmptyOrAbsent(env_, out_dir));
   KESTREL_ASSIGN_OR_RETURN(VersionView v, Load(spec));
-
-  // Build next to the target (same filesystem, so the final rename is
-  // atomic) and move into place only when every file is written: a failure
-  // half-way used to leave images without data.yaml that import accepted.
-  std::string parent = DirName(out_dir);
-  if (parent.empty()) parent = ".";
-  KESTREL_RETURN_IF_ERROR(env_.CreateDirs(parent));
-  std::string tmp;
-  {
-    std::random_device rd;
-    for (int attempt = 0; attempt < 16 && tmp.empty(); ++attempt) {
-      char suffix[24];
-      std::snprintf(suffix, sizeof(suffix), "%08x%08x", rd(), rd());
-      std::string cand = out_dir + ".kestrel-tmp-" + suffix;
-      if (!env_.Stat(cand).exists) tmp = cand;
-    }
-    if (tmp.empty()) return Status::Internal("cannot pick a temporary export folder", {out_dir});
-  }
-  Status s = WriteExportTree(v, format, tmp);
-  if (s.IsOk()) s = env_.SyncFilesystem(tmp);  // every deferred write is durable
-  if (s.IsOk() && info.exists) {
-    // rename(2) replaces an empty folder; re-check it is still empty.
-    auto names = env_.ListDir(out_dir);
-    if (!names.IsOk()) {
-      s = names.GetStatus();
-    } else if (!names->empty()) {
-      s = Status::AlreadyExists("export folder is not empty; refusing to overwrite", {out_dir});
-    }
-  }
-  if (s.IsOk()) s = env_.Rename(tmp, out_dir);
-  if (s.IsOk()) s = env_.SyncDir(parent);
-  if (!s.IsOk()) {
-    (void)env_.RemoveAll(tmp);
-    return s;
-  }
-  return {};
+  // Built beside the target and moved into place only when every file is
+  // written: a failure half-way used to leave images without data.yaml that
+  // import accepted.
+  KESTREL_ASSIGN_OR_RETURN(std::string tmp, MakeStagingDir(env_, out_dir));
+  return PublishStagingDir(env_, tmp, out_dir, WriteExportTree(v, format, tmp));
 }
 
 Status Registry::WriteExportTree(const VersionView& v, const std::string& format, const std::string& out_dir) {

@@ -13,6 +13,8 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "data/output_dir.h"
+
 namespace kestrel::data {
 namespace {
 
@@ -471,6 +473,10 @@ Result<SynthSample> RenderSynthSample(const SynthOptions& options, int index) {
   }
 }
 
+namespace {
+Status WriteSynthTree(const SynthOptions& options, const std::string& out_dir, Env& env);
+}  // namespace
+
 Status WriteSynthDataset(const SynthOptions& options, const std::string& out_dir, Env& env) {
   KESTREL_RETURN_IF_ERROR(options.Validate());
   const FileInfo info = env.Stat(out_dir);
@@ -483,6 +489,16 @@ Status WriteSynthDataset(const SynthOptions& options, const std::string& out_dir
       return Status::FailedPrecondition("output folder is not empty", {out_dir});
     }
   }
+  // Written beside `out_dir` and renamed into place when complete: a failure
+  // half-way used to leave images/ + labels/ without data.yaml, which import
+  // accepts as a bare YOLO tree.
+  KESTREL_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(env, out_dir));
+  return PublishStagingDir(env, staging, out_dir, WriteSynthTree(options, staging, env));
+}
+
+namespace {
+
+Status WriteSynthTree(const SynthOptions& options, const std::string& out_dir, Env& env) {
   for (const char* sub : {"images/train", "images/val", "labels/train", "labels/val"}) {
     KESTREL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(out_dir, sub)));
   }
@@ -512,5 +528,7 @@ Status WriteSynthDataset(const SynthOptions& options, const std::string& out_dir
   }
   return env.WriteFileAtomic(JoinPath(out_dir, "data.yaml"), DataYaml(options));
 }
+
+}  // namespace
 
 }  // namespace kestrel::data

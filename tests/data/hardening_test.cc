@@ -610,5 +610,19 @@ TEST_F(HardeningTest, ExportIntoAnEmptyFolderAndTrailingSlash) {
   EXPECT_EQ(back->record.version_id, r->record.version_id);
 }
 
+TEST_F(HardeningTest, ClassNamesWithControlCharactersSurviveExport) {
+  std::string src = Synth("ds", 4);
+  Write("ds/data.yaml", "path: .\ntrain: images/train\nval: images/val\nnames: [\"a\\tb\", \"line\\nbreak\", 'q\"uote']\n");
+  Stores st = Open("home");
+  auto r = st.reg->Import(src, "d", {});
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  ASSERT_EQ(r->analysis.manifest.names, (std::vector<std::string>{"a\tb", "line\nbreak", "q\"uote"}));
+  ASSERT_TRUE(st.reg->Export("d", "yolo", P("out")).IsOk());
+  auto back = st.reg->Import(P("out"), "back", {});
+  ASSERT_TRUE(back.IsOk()) << back.GetStatus().ToString();
+  EXPECT_EQ(back->analysis.manifest.names, r->analysis.manifest.names);
+  EXPECT_EQ(back->record.version_id, r->record.version_id);
+}
+
 }  // namespace
 }  // namespace kestrel::data

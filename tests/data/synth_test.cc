@@ -229,6 +229,12 @@ TEST_F(SynthTest, WriteFailureIsReportedAndLeavesNoDataYaml) {
   const Status s = WriteSynthDataset(o, Out("d"), env);
   EXPECT_EQ(s.Code(), StatusCode::kIoError);
   EXPECT_FALSE(fs::exists(Out("d/data.yaml")));
+  // Nothing half-written at all (images/ + labels/ alone import as a bare
+  // YOLO tree), and no staging folder left behind.
+  EXPECT_FALSE(fs::exists(Out("d")));
+  for (const auto& e : fs::directory_iterator(Out(""))) {
+    EXPECT_EQ(e.path().filename().string().find(".kestrel-tmp-"), std::string::npos) << e.path();
+  }
 }
 
 TEST_F(SynthTest, ManyClassesCycleShapesWithColourBands) {
