@@ -220,7 +220,9 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
 
   // Splits by image id (the XML/image stem).
   std::map<std::string, Split> split_of;
-  std::vector<std::tuple<std::string, int, std::string>> split_ids;  // file, line, id
+  // (list file index, line, id): the path is not copied per line.
+  std::vector<std::string> split_files;
+  std::vector<std::tuple<size_t, int, std::string>> split_ids;
   for (Split sp : {Split::kTrain, Split::kVal, Split::kTest}) {
     std::string f = JoinPath(path, std::string("ImageSets/Main/") + SplitName(sp) + ".txt");
     if (!env.Stat(f).is_regular) continue;
@@ -229,6 +231,7 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
     if (!t.IsOk()) return t.GetStatus();
     KESTREL_RETURN_IF_ERROR(RequireNarrowEncoding(*t, f, "image set list"));
     std::vector<std::string> lines = Lines(*t);
+    split_files.push_back(f);
     for (size_t i = 0; i < lines.size(); ++i) {
       std::string id = lines[i].substr(0, lines[i].find_first_of(" \t"));
       if (id.empty()) continue;
@@ -238,7 +241,7 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
                                           "image id '" + id + "' is already in " + SplitName(it->second),
                                           std::string("kept in ") + SplitName(it->second)));
       }
-      split_ids.emplace_back(f, static_cast<int>(i + 1), id);
+      split_ids.emplace_back(split_files.size() - 1, static_cast<int>(i + 1), id);
     }
   }
 
@@ -322,7 +325,7 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
   if (samples.empty()) return Status::NotFound("no images found", {path});
   for (const auto& [file, line, id] : split_ids) {
     if (ids.count(id) == 0) {
-      ds.findings.push_back(MakeFinding(Severity::kWarning, "split.unknown_id", file, line, "",
+      ds.findings.push_back(MakeFinding(Severity::kWarning, "split.unknown_id", split_files[file], line, "",
                                         "image id '" + id + "' has no annotation or image", "ignored"));
     }
   }
