@@ -4,9 +4,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/parse.h"
 #include "core/safetensors.h"
 
 namespace kestrel::model {
@@ -309,22 +311,20 @@ Result<WeightsInfo> ReadWeightsInfo(const std::string& path) {
   WeightsInfo info;
   const auto& md = file.metadata;
   if (md.count("scale") && md.count("nc")) {
-    int nc = 0;
-    try {
-      nc = std::stoi(md.at("nc"));
-    } catch (const std::exception&) {
-      return Status::Corruption("metadata nc '" + md.at("nc") + "' is not an integer", {path, 0, "nc"});
-    }
-    auto spec = ParseModelSpec(md.at("scale"), nc);
+    auto nc = ParseInt64(md.at("nc"), {path, 0, "nc"}, std::numeric_limits<int>::min(),
+                        std::numeric_limits<int>::max(), "an integer class count");
+    if (!nc.IsOk()) return Status::Corruption("metadata nc: " + nc.GetStatus().Message(), {path, 0, "nc"});
+    auto spec = ParseModelSpec(md.at("scale"), static_cast<int>(*nc));
     if (!spec.IsOk()) return spec.GetStatus().WithLocation({path, 0, "scale"});
     info.spec = *spec;
     info.from_metadata = true;
     if (md.count("kestrel_format_version")) {
-      try {
-        info.format_version = std::stoi(md.at("kestrel_format_version"));
-      } catch (const std::exception&) {
-        return Status::Corruption("bad kestrel_format_version", {path, 0, "kestrel_format_version"});
+      auto v = ParseInt64(md.at("kestrel_format_version"), {path, 0, "kestrel_format_version"}, 0, 1 << 30);
+      if (!v.IsOk()) {
+        return Status::Corruption("bad kestrel_format_version: " + v.GetStatus().Message(),
+                                  {path, 0, "kestrel_format_version"});
       }
+      info.format_version = static_cast<int>(*v);
     }
     if (md.count("names")) {
       try {

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "core/parse.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
@@ -176,9 +177,10 @@ Result<DatasetVersionRecord> SqlStore::GetVersion(const std::string& dataset, co
   if (ref.empty() || ref == "latest") return versions.back();
   if (ref.size() >= 2 && (ref[0] == 'v' || ref[0] == 'V') &&
       std::all_of(ref.begin() + 1, ref.end(), [](unsigned char c) { return std::isdigit(c); })) {
-    int64_t seq = std::stoll(ref.substr(1));
+    // A number past int64 (v99999999999999999999) names no version either.
+    auto seq = ParseInt64(std::string_view(ref).substr(1), {"", 0, "data"}, 1, INT64_MAX, "a version number");
     for (const auto& v : versions) {
-      if (v.seq == seq) return v;
+      if (seq.IsOk() && v.seq == *seq) return v;
     }
     return Status::NotFound("dataset '" + dataset + "' has no version " + ref + " (it has v1..v" +
                                 std::to_string(versions.back().seq) + ")",

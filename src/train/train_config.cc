@@ -2,6 +2,11 @@
 
 #include <cmath>
 
+#include "core/parse.h"
+#include "core/safetensors.h"
+#include "core/utf8.h"
+#include "model/spec.h"
+
 namespace kestrel::train {
 
 void TrainConfig::Bind(OptionSet& s) {
@@ -33,12 +38,28 @@ void TrainConfig::Bind(OptionSet& s) {
 }
 
 Status TrainConfig::Validate() const {
+  for (auto [key, text] : {std::pair<const char*, const std::string*>{"data", &data}, {"model", &model},
+                           {"device", &device}, {"pretrained", &pretrained}, {"resume", &resume},
+                           {"project", &project}, {"name", &name}, {"run_dir", &run_dir}}) {
+    const size_t bad = FirstInvalidUtf8(*text);
+    if (bad != std::string::npos) {
+      return Status::InvalidArgument("'" + EscapeInvalidUtf8(*text) + "' is not valid UTF-8 (byte " +
+                                         std::to_string(bad) + ")",
+                                     {"", 0, key});
+    }
+  }
   if (data.empty() && resume.empty()) {
     return Status::InvalidArgument("data= is required (a registry dataset name)", {"", 0, "data"});
   }
-  if (device != "cpu" && (device.empty() || device.find_first_not_of("0123456789") != std::string::npos)) {
-    return Status::InvalidArgument("device must be 'cpu' or a CUDA index like 0, got '" + device + "'",
-                                   {"", 0, "device"});
+  if (device != "cpu") {
+    auto index = ParseInt64(device, {"", 0, "device"}, 0, 1023, "'cpu' or a CUDA device index");
+    if (!index.IsOk()) return index.GetStatus();
+  }
+  if (auto spec = model::ParseModelSpec(model, 1); !spec.IsOk()) return spec.GetStatus();
+  if (loader.imgsz < kMinImgsz || loader.imgsz > kMaxImgsz) {
+    return Status::InvalidArgument("imgsz " + std::to_string(loader.imgsz) + " is outside [" +
+                                       std::to_string(kMinImgsz) + ", " + std::to_string(kMaxImgsz) + "]",
+                                   {"", 0, "imgsz"});
   }
   KESTREL_RETURN_IF_ERROR(loader.Validate());
   KESTREL_RETURN_IF_ERROR(augment.Validate());
@@ -48,6 +69,35 @@ Status TrainConfig::Validate() const {
   }
   if (!(label_smoothing >= 0 && label_smoothing < 1)) {
     return Status::InvalidArgument("must be in [0, 1)", {"", 0, "label_smoothing"});
+  }
+  return {};
+}
+
+Status TrainConfig::ValidateFiles() const {
+  if (!pretrained.empty()) {
+    auto h = ReadSafeTensorsHeader(pretrained);
+    if (!h.IsOk()) {
+      const Status& e = h.GetStatus();
+      const std::string why = e.Code() == StatusCode::kCorruption ? "not a safetensors weights file (" + e.Message() + ")"
+                                                                   : e.Message();
+      return Status::InvalidArgument("pretrained=" + EscapeInvalidUtf8(pretrained) + ": " + why,
+                                     {"", 0, "pretrained"});
+    }
+  }
+  if (!resume.empty()) {
+    auto h = ReadSafeTensorsHeader(resume);
+    if (!h.IsOk()) {
+      const Status& e = h.GetStatus();
+      const std::string why = e.Code() == StatusCode::kCorruption ? "not a Kestrel checkpoint (" + e.Message() + ")"
+                                                                   : e.Message();
+      return Status::InvalidArgument("resume=" + EscapeInvalidUtf8(resume) + ": " + why, {"", 0, "resume"});
+    }
+    auto f = h->metadata.find("format");
+    if (f == h->metadata.end() || f->second != kCheckpointFormat) {
+      return Status::InvalidArgument("resume=" + EscapeInvalidUtf8(resume) +
+                                         ": not a Kestrel training checkpoint (weights files go to pretrained=)",
+                                     {"", 0, "resume"});
+    }
   }
   return {};
 }

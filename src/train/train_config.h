@@ -15,6 +15,13 @@
 
 namespace kestrel::train {
 
+// imgsz range of every command that runs a model (train, val, predict,
+// compare): a multiple of the model stride 32 in [32, 4096].
+inline constexpr int kMinImgsz = 32;
+inline constexpr int kMaxImgsz = 4096;
+// The `format` metadata of a training checkpoint (train/checkpoint.cc).
+inline constexpr const char* kCheckpointFormat = "kestrel-checkpoint";
+
 struct TrainConfig {
   std::string data;              // registry spec NAME[@vN|@idprefix]
   std::string model = "n";       // n|s|m|l|x|t|yolov8n.yaml ...
@@ -41,8 +48,16 @@ struct TrainConfig {
   double box = 7.5, cls = 0.5, dfl = 1.5, label_smoothing = 0.0;
 
   void Bind(OptionSet& s);
-  // Every check that needs no dataset or model; errors name the key.
+  // Every check that needs no dataset, model or file: ranges, the model spec
+  // name (n|s|m|l|x|t|yolov8n.yaml...), the device index, and that every text
+  // key is valid UTF-8 (it is stored as JSON). kInvalidArgument naming the key.
   Status Validate() const;
+  // The files the run will read: pretrained= must be a readable safetensors
+  // file and resume= a readable Kestrel checkpoint (headers only are read).
+  // kInvalidArgument naming the key ("pretrained=/etc/passwd: not a
+  // safetensors weights file (...)"). `kestrel train` and `kestrel submit`
+  // both call it, so both reject a bad file with the same text.
+  Status ValidateFiles() const;
 };
 
 }  // namespace kestrel::train
