@@ -1,8 +1,32 @@
 #include "cli/cli.h"
 
+#include <atomic>
 #include <iostream>
 
+#include "core/json.h"
+#include "core/parse.h"
+#include "core/utf8.h"
+#include "core/terminate.h"
+
 namespace kestrel::cli {
+
+CLI::Validator IntArg(int64_t min, int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) {
+        auto v = ParseInt64(text, {}, min, max);
+        return v.IsOk() ? std::string() : EscapeInvalidUtf8(v.GetStatus().Message());
+      },
+      "INT");
+}
+
+CLI::Validator NumberArg(double min, double max) {
+  return CLI::Validator(
+      [min, max](std::string& text) {
+        auto v = ParseFiniteDouble(text, {}, min, max);
+        return v.IsOk() ? std::string() : EscapeInvalidUtf8(v.GetStatus().Message());
+      },
+      "NUMBER");
+}
 
 void AddOptionFlags(CLI::App* cmd, const OptionSet& set, FlagValues* values) {
   for (const auto& key : set.Keys()) {
@@ -42,9 +66,37 @@ Result<Stores> OpenStores(const Context& ctx) {
   return s;
 }
 
+namespace {
+
+std::atomic<bool> g_json_printed{false};
+std::atomic<bool> g_terminate_json{false};
+
+nlohmann::json ErrorJson(const Status& status, const std::string& code) {
+  const auto& w = status.Where();
+  return {{"ok", false},
+          {"error", {{"code", code}, {"message", status.Message()}, {"file", w.file}, {"line", w.line}, {"field", w.field}}}};
+}
+
+// The terminate handler's report: like FailInternal, in the --json mode
+// main() found on the command line.
+void ReportTerminate(const std::string& what) {
+  Context ctx;
+  ctx.json = g_terminate_json.load();
+  FailInternal(ctx, what);
+}
+
+}  // namespace
+
+void PrintJsonDocument(const nlohmann::json& doc) {
+  std::cout << DumpJson(doc, 2) << std::endl;
+  g_json_printed.store(true);
+}
+
+bool JsonDocumentPrinted() { return g_json_printed.load(); }
+
 int Emit(const Context& ctx, const std::string& text, const nlohmann::json& json) {
   if (ctx.json) {
-    std::cout << json.dump(2) << std::endl;
+    PrintJsonDocument(json);
   } else {
     std::cout << text;
     if (!text.empty() && text.back() != '\n') std::cout << '\n';
@@ -60,18 +112,20 @@ int Fail(const Context& ctx, const Status& status, int exit_code) {
                     : kExitFailure;
   }
   std::cerr << "error: " << status.ToString() << std::endl;
-  if (ctx.json) {
-    const auto& w = status.Where();
-    nlohmann::json j = {{"ok", false},
-                        {"error",
-                         {{"code", StatusCodeName(status.Code())},
-                          {"message", status.Message()},
-                          {"file", w.file},
-                          {"line", w.line},
-                          {"field", w.field}}}};
-    std::cout << j.dump(2) << std::endl;
-  }
+  if (ctx.json) PrintJsonDocument(ErrorJson(status, exit_code == kExitUsage ? "usage" : StatusCodeName(status.Code())));
   return exit_code;
+}
+
+int FailInternal(const Context& ctx, const std::string& what) {
+  const Status s = Status::Internal("internal error: " + what);
+  std::cerr << "error: " << s.Message() << std::endl;
+  if (ctx.json && !JsonDocumentPrinted()) PrintJsonDocument(ErrorJson(s, StatusCodeName(s.Code())));
+  return kExitFailure;
+}
+
+void InstallTerminateHandler(bool json) {
+  g_terminate_json.store(json);
+  kestrel::InstallTerminateHandler(&ReportTerminate);
 }
 
 }  // namespace kestrel::cli

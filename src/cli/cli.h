@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,6 +32,15 @@ struct Context {
   std::string log_level = "info";
 };
 
+// Validators for CLI11's numeric --flags: the whole text must parse
+// (core/parse.h) and lie in [min, max]. CLI11 alone lets an int64 flag
+// saturate silently (--max-jobs 99999999999999999999 becomes 2^63-1) and
+// takes nan for a double.
+CLI::Validator IntArg(int64_t min = std::numeric_limits<int64_t>::min(),
+                      int64_t max = std::numeric_limits<int64_t>::max());
+CLI::Validator NumberArg(double min = -std::numeric_limits<double>::max(),
+                         double max = std::numeric_limits<double>::max());
+
 // Values given as --flags, keyed by option key (only those the user set).
 using FlagValues = std::map<std::string, std::string>;
 
@@ -48,10 +58,27 @@ Result<Stores> OpenStores(const Context& ctx);
 
 // Prints `text` (human mode) or `json` (with --json) on stdout; returns 0.
 int Emit(const Context& ctx, const std::string& text, const nlohmann::json& json);
-// Prints the error on stderr (and {"ok": false, "error": ...} on stdout with
-// --json); returns kExitUsage for kInvalidArgument errors located on the
-// command line, else kExitFailure.
+// Prints the error on stderr (and {"ok": false, "error": {code, message,
+// file, line, field}} on stdout with --json; code is "usage" when the exit
+// code is kExitUsage, else the status code name); returns kExitUsage for
+// kInvalidArgument errors located on the command line, else kExitFailure.
 int Fail(const Context& ctx, const Status& status, int exit_code = -1);
+// Prints `doc` as the process's JSON document on stdout (core DumpJson: never
+// throws on invalid UTF-8). Emit and Fail print through it; a command that
+// builds its own document (an error with a report) calls it directly.
+void PrintJsonDocument(const nlohmann::json& doc);
+// Whether a JSON document was printed on stdout already (so the last-resort
+// error paths below never add a second one).
+bool JsonDocumentPrinted();
+
+// Last-resort error handling (main.cc). An exception that escaped a command:
+// "error: internal error: <what>" on stderr and, with --json when no document
+// was printed yet, the JSON error document; returns kExitFailure.
+int FailInternal(const Context& ctx, const std::string& what);
+// std::set_terminate handler for exceptions that escape a thread (or any
+// other std::terminate): reports like FailInternal (`json`: the --json
+// mode) and ends the process with _exit(1), never abort() (exit 134).
+void InstallTerminateHandler(bool json);
 
 // Subcommand registration; each adds its commands under `app`.
 void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code);

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <limits>
 
 #include "cli/cli.h"
 #include "data/loader.h"
@@ -155,9 +156,18 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
     auto r = reg.Import(st->path, st->name, st->opts, &report);
     if (!r.IsOk()) {
       if (!report.source.empty() && ctx.json) {
-        nlohmann::json j = {{"ok", false}, {"error", r.GetStatus().Message().substr(0, r.GetStatus().Message().find('\n'))},
+        // The error document of Fail() plus the validation report.
+        const Status& e = r.GetStatus();
+        std::cerr << "error: " << e.ToString() << std::endl;
+        nlohmann::json j = {{"ok", false},
+                            {"error",
+                             {{"code", StatusCodeName(e.Code())},
+                              {"message", e.Message().substr(0, e.Message().find('\n'))},
+                              {"file", e.Where().file},
+                              {"line", e.Where().line},
+                              {"field", e.Where().field}}},
                             {"report", report.ToJson()}};
-        std::cout << j.dump(2) << std::endl;
+        PrintJsonDocument(j);
         *exit_code = kExitFailure;
         return;
       }
@@ -354,11 +364,14 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   auto sy = std::make_shared<SynthState>();
   CLI::App* syn = ds->add_subcommand("synth", "Write a deterministic synthetic detection dataset (YOLO layout)");
   syn->add_option("out", sy->out, "output folder")->required();
-  syn->add_option("--images", sy->opts.images, "number of images")->capture_default_str();
-  syn->add_option("--classes", sy->opts.classes, "number of classes (shapes)")->capture_default_str();
-  syn->add_option("--imgsz", sy->opts.imgsz, "image side in pixels")->capture_default_str();
-  syn->add_option("--seed", sy->seed, "random seed")->capture_default_str();
-  syn->add_option("--val-fraction", sy->opts.val_fraction, "share of images in val")->capture_default_str();
+  const CLI::Validator int_range = IntArg(std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+  syn->add_option("--images", sy->opts.images, "number of images")->capture_default_str()->check(int_range);
+  syn->add_option("--classes", sy->opts.classes, "number of classes (shapes)")->capture_default_str()->check(int_range);
+  syn->add_option("--imgsz", sy->opts.imgsz, "image side in pixels")->capture_default_str()->check(int_range);
+  syn->add_option("--seed", sy->seed, "random seed")->capture_default_str()->check(IntArg());
+  syn->add_option("--val-fraction", sy->opts.val_fraction, "share of images in val")
+      ->capture_default_str()
+      ->check(NumberArg(0, 1));
   syn->callback([&ctx, exit_code, sy] {
     sy->opts.seed = static_cast<uint64_t>(sy->seed);
     Status v = sy->opts.Validate();

@@ -6,6 +6,8 @@
 #include <iostream>
 
 #include "cli/cli.h"
+#include "core/json.h"
+#include "core/staged_dir.h"
 #include "data/registry.h"
 #include "eval/dataset_eval.h"
 #include "eval/plots.h"
@@ -85,11 +87,16 @@ Result<WrittenOutputs> WriteEvalOutputs(Stores& stores, const eval::EvalResult& 
   Env& env = Env::Default();
   WrittenOutputs w;
   w.dir = dir;
-  KESTREL_RETURN_IF_ERROR(env.CreateDirs(dir));
-  if (plots) KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, dir, r));
-  for (const auto& [name, bytes] : files) KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, name), bytes));
-  const std::string text = record.dump(1);
-  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, "result.json"), text));
+  // Built beside the run folder and moved in when complete (result.json
+  // last): a failure halfway leaves no folder that looks like a result.
+  KESTREL_ASSIGN_OR_RETURN(StagedDir out, StagedDir::Create(env, dir));
+  if (plots) KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, out.Path(), r));
+  for (const auto& [name, bytes] : files) {
+    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(out.Path(), name), bytes));
+  }
+  const std::string text = DumpJson(record, 1);
+  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(out.Path(), "result.json"), text));
+  KESTREL_RETURN_IF_ERROR(out.Commit({"result.json"}));
   KESTREL_ASSIGN_OR_RETURN(w.record_sha, stores.blobs->Put(text));
   w.record_path = stores.blobs->PathFor(w.record_sha);
   return w;

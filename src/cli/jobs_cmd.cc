@@ -13,11 +13,15 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
 
 #include "cli/cli.h"
+#include "core/json.h"
+#include "core/parse.h"
+#include "core/utf8.h"
 #include "jobs/breaker.h"
 #include "jobs/retry.h"
 #include "jobs/webhook.h"
@@ -36,11 +40,14 @@ Status Usage(const std::string& field, const std::string& msg) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
 }
 
+// Durations and counts in seconds / MB: finite, in [0, 1e9] (so the
+// conversion to milliseconds cannot overflow).
+constexpr double kMaxSeconds = 1e9;
+
 bool ParseSeconds(const std::string& v, double* out) {
-  char* end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d) || d < 0 || d > 1e9) return false;
-  *out = d;
+  auto d = ParseFiniteDouble(v, {}, 0, kMaxSeconds);
+  if (!d.IsOk()) return false;
+  *out = *d;
   return true;
 }
 
@@ -71,8 +78,8 @@ Status ApplyJobKey(const std::string& k, const std::string& v, JobKeys* j, bool*
     if (!store::ParseJobPriority(v, &p)) return Usage(k, "priority must be high, normal or low, not '" + v + "'");
     j->priority = v;
   } else if (k == "device") {
-    if (v != "cpu" && (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)) {
-      return Usage(k, "device must be 'cpu' or a CUDA index like 0, not '" + v + "'");
+    if (v != "cpu" && !ParseInt64(v, {}, 0, 1023).IsOk()) {
+      return Usage(k, "device must be 'cpu' or a CUDA index in [0, 1023] like 0, not '" + v + "'");
     }
     j->device = v;
   } else if (k == "gpu_mem") {
@@ -98,11 +105,9 @@ Status ApplyJobKey(const std::string& k, const std::string& v, JobKeys* j, bool*
     if (!ParseSeconds(v, &s)) return Usage(k, "time_limit must be seconds >= 0 (0 = none)");
     j->time_limit_ms = SecondsToMs(s);
   } else if (k == "min_map50") {
-    double m = 0;
-    char* end = nullptr;
-    m = std::strtod(v.c_str(), &end);
-    if (v.empty() || end != v.c_str() + v.size() || !(m >= 0 && m <= 1)) return Usage(k, "min_map50 must be in [0, 1]");
-    j->min_map50 = m;
+    auto m = ParseFiniteDouble(v, {}, 0, 1);
+    if (!m.IsOk()) return Usage(k, "min_map50 must be in [0, 1]");
+    j->min_map50 = *m;
   } else {
     *handled = false;
   }
@@ -164,10 +169,7 @@ std::string FormatMs(int64_t ms) {
 }
 
 Result<int64_t> ParseJobId(const std::string& s) {
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || end != s.c_str() + s.size() || v <= 0) return Usage("id", "job id must be a positive number, not '" + s + "'");
-  return static_cast<int64_t>(v);
+  return ParseInt64(s, {"command line", 0, "id"}, 1, std::numeric_limits<int64_t>::max(), "a job id (a positive number)");
 }
 
 void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
@@ -184,6 +186,13 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     nlohmann::json typed = nlohmann::json::object();
     for (const auto& token : *args) {
       std::string k, v;
+      // The job is stored as JSON: every key and value must be UTF-8 text.
+      if (const size_t bad = FirstInvalidUtf8(token); bad != std::string::npos) {
+        const std::string shown = EscapeInvalidUtf8(token);
+        *exit_code = Fail(ctx, Usage(SplitKeyValue(shown, &k, &v) ? k : "",
+                                     "argument '" + shown + "' is not valid UTF-8 (byte " + std::to_string(bad) + ")"));
+        return;
+      }
       if (!SplitKeyValue(token, &k, &v)) {
         *exit_code = Fail(ctx, Usage("", "unexpected argument '" + token + "' (submit takes key=value)"));
         return;
@@ -222,7 +231,10 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
       spec.device_memory_mb = jk.gpu_mem;
     }
     if (!cfg.pretrained.empty()) cfg.pretrained = std::filesystem::absolute(cfg.pretrained).string();
+    // What `kestrel train` checks before it starts, with the same messages:
+    // a job that cannot run is refused here, not on a worker.
     Status s = cfg.Validate();
+    if (s.IsOk()) s = cfg.ValidateFiles();
     if (s.IsOk()) s = jobs::ValidateRetryPolicy(jk.retry);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field}), kExitUsage);
@@ -247,8 +259,8 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     nlohmann::json config = set.ToJson();
     config["min_map50"] = jk.min_map50;
     spec.dataset_version = version->version_id;
-    spec.config_json = config.dump();
-    spec.spec_json = typed.dump();
+    spec.config_json = DumpJson(config);
+    spec.spec_json = DumpJson(typed);
     store::ParseJobPriority(jk.priority, &spec.priority);
     spec.retry = jk.retry;
     spec.wall_clock_limit_ms = jk.time_limit_ms;
@@ -294,18 +306,21 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("worker", "Run queued jobs on this machine's devices (docs/jobs.md)");
-  cmd->add_option("--slots", a->slots, "concurrent attempts")->capture_default_str();
+  cmd->add_option("--slots", a->slots, "concurrent attempts")->capture_default_str()->check(IntArg(1, 256));
   cmd->add_option("--devices", a->devices, "devices: cpu, cpu:N, gpu:IDX:MB, comma-separated (default: one cpu per slot)");
   cmd->add_option("--id", a->id, "worker id (default host:pid)");
-  cmd->add_option("--max-jobs", a->max_jobs, "exit after this many attempts (0 = no limit)");
+  cmd->add_option("--max-jobs", a->max_jobs, "exit after this many attempts (0 = no limit)")->check(IntArg(0));
   cmd->add_flag("--exit-when-idle", a->exit_when_idle, "exit when no waiting job fits this worker");
   cmd->add_flag("--no-webhooks", a->no_webhooks,
                 "do not deliver webhooks from this worker (by default one worker at a time delivers them, docs/webhooks.md)");
-  cmd->add_option("--heartbeat-s", a->heartbeat_s, "lease renewal interval, seconds")->capture_default_str();
-  cmd->add_option("--hang-timeout-s", a->hang_timeout_s, "no progress for this long -> hung")->capture_default_str();
-  cmd->add_option("--lease-s", a->lease_s, "lease length, seconds")->capture_default_str();
-  cmd->add_option("--grace-s", a->grace_s, "SIGTERM -> SIGKILL, seconds")->capture_default_str();
-  cmd->add_option("--poll-s", a->poll_s, "idle claim polling interval, seconds")->capture_default_str();
+  const CLI::Validator seconds = NumberArg(0, kMaxSeconds);
+  cmd->add_option("--heartbeat-s", a->heartbeat_s, "lease renewal interval, seconds")->capture_default_str()->check(seconds);
+  cmd->add_option("--hang-timeout-s", a->hang_timeout_s, "no progress for this long -> hung")
+      ->capture_default_str()
+      ->check(seconds);
+  cmd->add_option("--lease-s", a->lease_s, "lease length, seconds")->capture_default_str()->check(seconds);
+  cmd->add_option("--grace-s", a->grace_s, "SIGTERM -> SIGKILL, seconds")->capture_default_str()->check(seconds);
+  cmd->add_option("--poll-s", a->poll_s, "idle claim polling interval, seconds")->capture_default_str()->check(seconds);
   cmd->callback([&ctx, exit_code, a] {
 #ifndef KESTREL_WITH_TORCH
     *exit_code = Fail(ctx, Status::FailedPrecondition("this kestrel was built without LibTorch and cannot train; run "
@@ -320,13 +335,13 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.child_command = {exe, "--home", o.home, "--log-level", ctx.log_level};
     o.slots = a->slots;
     for (double v : {a->heartbeat_s, a->hang_timeout_s, a->lease_s, a->poll_s}) {
-      if (!(v > 0) || !std::isfinite(v)) {
-        *exit_code = Fail(ctx, Usage("", "--heartbeat-s, --hang-timeout-s, --lease-s and --poll-s must be > 0"));
+      if (!(v > 0) || !(v <= kMaxSeconds)) {
+        *exit_code = Fail(ctx, Usage("", "--heartbeat-s, --hang-timeout-s, --lease-s and --poll-s must be in (0, 1e9]"));
         return;
       }
     }
-    if (!(a->grace_s >= 0)) {
-      *exit_code = Fail(ctx, Usage("grace-s", "--grace-s must be >= 0"));
+    if (!(a->grace_s >= 0) || !(a->grace_s <= kMaxSeconds)) {
+      *exit_code = Fail(ctx, Usage("grace-s", "--grace-s must be in [0, 1e9]"));
       return;
     }
     o.supervisor.heartbeat_ms = SecondsToMs(a->heartbeat_s);
@@ -401,7 +416,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   auto limit = std::make_shared<int64_t>(100);
   CLI::App* list = jobs->add_subcommand("list", "Jobs, newest first");
   list->add_option("--state", *state, "only this state (queued, running, succeeded, failed_retryable, ...)");
-  list->add_option("--limit", *limit, "at most this many")->capture_default_str();
+  list->add_option("--limit", *limit, "at most this many")->capture_default_str()->check(IntArg(1, 1000000000));
   list->callback([&ctx, exit_code, state, limit] {
     store::JobFilter f;
     f.limit = *limit;
@@ -486,7 +501,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   auto logs_attempt = std::make_shared<int64_t>(0);
   CLI::App* logs = jobs->add_subcommand("logs", "Print an attempt's log (default: the latest)");
   logs->add_option("id", *logs_id, "job id")->required();
-  logs->add_option("--attempt", *logs_attempt, "attempt number");
+  logs->add_option("--attempt", *logs_attempt, "attempt number")->check(IntArg(1));
   logs->callback([&ctx, exit_code, logs_id, logs_attempt] {
     auto id = ParseJobId(*logs_id);
     auto stores = id.IsOk() ? OpenStores(ctx) : Result<Stores>(id.GetStatus());

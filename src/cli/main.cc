@@ -1,21 +1,144 @@
 // kestrel: the command-line entry point. Thin: it parses global flags, sets
 // process-wide state (logging, codec log level) and dispatches to the
 // subcommand modules.
+//
+// Whatever happens, the process ends with an exit code below 128 and, with
+// --json, exactly one JSON document on stdout: usage errors (CLI11's and the
+// unknown-command check below) are reported as {"ok": false, "error":
+// {"code": "usage", ...}} with exit 2; an exception that escapes a command is
+// an internal error with exit 1 (cli::FailInternal), and one that escapes a
+// thread ends the process through the terminate handler with exit 1.
 #include <CLI/CLI.hpp>
 
 #include <malloc.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <sstream>
 
 #include "cli/cli.h"
 #include "core/log.h"
+#include "core/options.h"
 #include "data/image.h"
 #include "store/artifact_store.h"
 
 #ifndef KESTREL_VERSION
 #define KESTREL_VERSION "dev"
 #endif
+
+namespace kestrel::cli {
+namespace {
+
+// --json anywhere on the command line (global flags fall through from
+// subcommands), known before CLI11 parses, so even a parse error is JSON.
+bool HasJsonFlag(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) break;
+    if (std::strcmp(argv[i], "--json") == 0) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> CommandNames(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App* a) { return !a->get_name().empty(); })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+// The command words on the command line, checked against the command tree
+// before CLI11 parses (CLI11 reports an unknown one as "A subcommand is
+// required" or an extra argument, without saying it is not a command).
+Status CheckCommandWords(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* group = &app;
+  std::string path;  // "kestrel dataset"
+  bool asked_help = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string tok = argv[i];
+    if (tok == "--") break;
+    if (tok == "--home" || tok == "--log-level") {
+      ++i;  // the global option's value
+      continue;
+    }
+    if (tok == "-h" || tok == "--help" || tok == "--help-all" || tok == "--version") asked_help = true;
+    if (!tok.empty() && tok[0] == '-') continue;
+    const std::vector<std::string> names = CommandNames(*group);
+    if (names.empty()) return {};  // a command: the rest are its arguments
+    for (const CLI::App* sub : group->get_subcommands([&](const CLI::App* a) { return a->get_name() == tok; })) {
+      group = sub;
+    }
+    if (group->get_name() == tok) {
+      path += (path.empty() ? "" : " ") + tok;
+      continue;
+    }
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    std::string msg = "unknown command '" + tok + "'" + (path.empty() ? "" : " for '" + path + "'");
+    const std::string hint = ClosestMatch(tok, names);
+    if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+    msg += "; commands: " + list;
+    return Status::InvalidArgument(msg, {"command line", 0, "command"});
+  }
+  const std::vector<std::string> names = CommandNames(*group);
+  if (!names.empty() && !asked_help && group->get_require_subcommand_min() > 0) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    return Status::InvalidArgument(
+        "missing command" + (path.empty() ? std::string() : " after '" + path + "'") + "; one of: " + list,
+        {"command line", 0, "command"});
+  }
+  return {};
+}
+
+int Run(Context& ctx, int argc, char** argv) {
+  int exit_code = kExitOk;
+  CLI::App app{"kestrel: train object detectors reliably"};
+  app.set_version_flag("--version", KESTREL_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.add_flag("--json", ctx.json, "print one JSON document on stdout");
+  app.add_option("--log-level", ctx.log_level, "trace, debug, info, warn, error, off")->capture_default_str();
+  app.add_option("--home", ctx.home, "Kestrel home folder (default $KESTREL_HOME or ./.kestrel)");
+  AddDatasetCommands(app, ctx, &exit_code);
+#ifdef KESTREL_WITH_TORCH
+  AddTrainCommands(app, ctx, &exit_code);
+#endif
+  AddEvalCommands(app, ctx, &exit_code);
+  AddJobCommands(app, ctx, &exit_code);
+  AddWebhookCommands(app, ctx, &exit_code);
+
+  app.parse_complete_callback([&] {
+    Status s = InitLogging(ctx.log_level);
+    if (!s.IsOk()) throw CLI::ValidationError("--log-level", s.Message());
+    data::QuietImageCodecLogs();
+    data::SetImageCodecThreads(0);
+  });
+  Status words = CheckCommandWords(app, argc, argv);
+  if (!words.IsOk()) return Fail(ctx, words, kExitUsage);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {  // --help or --version
+      if (!ctx.json) return app.exit(e) == 0 ? kExitOk : kExitUsage;
+      std::ostringstream out, err;
+      app.exit(e, out, err);
+      std::string text = out.str();
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      nlohmann::json doc = {{"ok", true}};
+      doc[e.get_name() == "CallForVersion" ? "version" : "help"] = text;
+      return Emit(ctx, text, doc);
+    }
+    // CLI11's messages name the option or words ("--name is required",
+    // "The following arguments were not expected: x").
+    return Fail(ctx, Status::InvalidArgument(e.what(), {"command line", 0, ""}), kExitUsage);
+  }
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace kestrel::cli
 
 int main(int argc, char** argv) {
   using namespace kestrel;
@@ -25,35 +148,14 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   cli::Context ctx;
-  ctx.home = store::KestrelHome();
-  int exit_code = cli::kExitOk;
-
-  CLI::App app{"kestrel: train object detectors reliably"};
-  app.set_version_flag("--version", KESTREL_VERSION);
-  app.require_subcommand(1);
-  app.fallthrough();
-  app.add_flag("--json", ctx.json, "print one JSON document on stdout");
-  app.add_option("--log-level", ctx.log_level, "trace, debug, info, warn, error, off")->capture_default_str();
-  app.add_option("--home", ctx.home, "Kestrel home folder (default $KESTREL_HOME or ./.kestrel)");
-  cli::AddDatasetCommands(app, ctx, &exit_code);
-#ifdef KESTREL_WITH_TORCH
-  cli::AddTrainCommands(app, ctx, &exit_code);
-#endif
-  cli::AddEvalCommands(app, ctx, &exit_code);
-  cli::AddJobCommands(app, ctx, &exit_code);
-  cli::AddWebhookCommands(app, ctx, &exit_code);
-
-  app.parse_complete_callback([&] {
-    Status s = InitLogging(ctx.log_level);
-    if (!s.IsOk()) throw CLI::ValidationError("--log-level", s.Message());
-    data::QuietImageCodecLogs();
-    data::SetImageCodecThreads(0);
-  });
+  ctx.json = cli::HasJsonFlag(argc, argv);
+  cli::InstallTerminateHandler(ctx.json);
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? cli::kExitOk : cli::kExitUsage;
+    ctx.home = store::KestrelHome();
+    return cli::Run(ctx, argc, argv);
+  } catch (const std::exception& e) {
+    return cli::FailInternal(ctx, e.what());
+  } catch (...) {
+    return cli::FailInternal(ctx, "exception of unknown type");
   }
-  return exit_code;
 }

@@ -8,6 +8,8 @@
 
 #include "cli/eval_model.h"
 #include "core/hash.h"
+#include "core/json.h"
+#include "core/staged_dir.h"
 #include "data/image.h"
 #include "eval/compare_plots.h"
 #include "eval/plots.h"
@@ -182,8 +184,16 @@ void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
   const model::StageTimes t = p.Timing();
   nlohmann::json images = nlohmann::json::array();
   std::string text;
-  Status s = env.CreateDirs(dir);
-  if (s.IsOk() && o.save_txt) s = env.CreateDirs(JoinPath(dir, "labels"));
+  // Written beside the run folder and moved in when every image is done: a
+  // failure halfway leaves no folder that looks like a complete prediction.
+  auto staged = StagedDir::Create(env, dir);
+  if (!staged.IsOk()) {
+    *exit_code = Fail(ctx, staged.GetStatus());
+    return;
+  }
+  const std::string& out = staged->Path();
+  Status s;
+  if (o.save_txt) s = env.CreateDirs(JoinPath(out, "labels"));
   for (size_t i = 0; i < files.size() && s.IsOk(); ++i) {
     const model::ImagePrediction& r = (*results)[i];
     const std::string stem = Stem(files[i]);
@@ -196,14 +206,14 @@ void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
         DrawDetections(bgr, r.detections, p.Names());
         std::vector<uint8_t> png;
         cv::imencode(".jpg", bgr, png);
-        s = env.WriteFileAtomic(JoinPath(dir, stem + ".jpg"), std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+        s = env.WriteFileAtomic(JoinPath(out, stem + ".jpg"), std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
       } catch (const cv::Exception& e) {
         s = Status::Internal(std::string("OpenCV: ") + e.what(), {files[i]});
       }
       decoded[i].release();
     }
-    if (s.IsOk() && o.save_txt) s = env.WriteFileAtomic(JoinPath(dir, "labels/" + stem + ".txt"), YoloTxt(r));
-    if (s.IsOk() && o.save_json) s = env.WriteFileAtomic(JoinPath(dir, stem + ".json"), ij.dump(1));
+    if (s.IsOk() && o.save_txt) s = env.WriteFileAtomic(JoinPath(out, "labels/" + stem + ".txt"), YoloTxt(r));
+    if (s.IsOk() && o.save_json) s = env.WriteFileAtomic(JoinPath(out, stem + ".json"), DumpJson(ij, 1));
     images.push_back(ij);
     std::map<std::string, int> counts;
     for (const auto& d : r.detections) {
@@ -214,6 +224,7 @@ void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
     for (const auto& [n, c] : counts) text += std::to_string(c) + " " + n + ", ";
     text += "\n";
   }
+  if (s.IsOk()) s = staged->Commit();
   if (!s.IsOk()) {
     *exit_code = Fail(ctx, s);
     return;
@@ -357,15 +368,18 @@ void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std
   // blob leads to the stored HTML blob.
   std::string html = eval::CompareHtml(title, metrics, figures);
   report["html_sha"] = Sha256Hex(html);
-  std::string report_text = report.dump(1);
+  std::string report_text = DumpJson(report, 1);
   Env& env = Env::Default();
   const std::string dir = eval::NextRunDir(env, o.project, o.name, "compare", o.exist_ok);
-  st = env.CreateDirs(dir);
+  // Built beside the run folder, moved in when complete (compare.json last).
+  auto staged = StagedDir::Create(env, dir);
+  st = staged.GetStatus();
   for (size_t k = 0; k < files.size() && st.IsOk(); ++k) {
-    st = env.WriteFileAtomic(JoinPath(dir, files[k].first), files[k].second);
+    st = env.WriteFileAtomic(JoinPath(staged->Path(), files[k].first), files[k].second);
   }
-  if (st.IsOk()) st = env.WriteFileAtomic(JoinPath(dir, "compare.html"), html);
-  if (st.IsOk()) st = env.WriteFileAtomic(JoinPath(dir, "compare.json"), report_text);
+  if (st.IsOk()) st = env.WriteFileAtomic(JoinPath(staged->Path(), "compare.html"), html);
+  if (st.IsOk()) st = env.WriteFileAtomic(JoinPath(staged->Path(), "compare.json"), report_text);
+  if (st.IsOk()) st = staged->Commit({"compare.json"});
   // Into the artifact store, as val stores its result record.
   Result<std::string> html_sha = st.IsOk() ? stores->blobs->Put(html) : Result<std::string>(st);
   Result<std::string> report_sha = html_sha.IsOk() ? stores->blobs->Put(report_text) : html_sha;

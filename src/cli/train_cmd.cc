@@ -16,9 +16,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "cli/cli.h"
+#include "core/json.h"
+#include "core/parse.h"
 #include "jobs/retry.h"
 #include "train/trainer.h"
 
@@ -64,7 +67,10 @@ class ProgressPipe {
  public:
   ProgressPipe() {
     const char* v = std::getenv("KESTREL_PROGRESS_FD");
-    if (v != nullptr && *v != '\0') fd_ = std::atoi(v);
+    if (v != nullptr && *v != '\0') {
+      auto fd = ParseInt64(v, {"", 0, "KESTREL_PROGRESS_FD"}, 0, std::numeric_limits<int>::max());
+      fd_ = fd.IsOk() ? static_cast<int>(*fd) : -1;
+    }
     if (fd_ >= 0) signal(SIGPIPE, SIG_IGN);  // a gone supervisor must not kill the run
   }
   void Line(const std::string& line) {
@@ -116,9 +122,24 @@ std::pair<int, const char*> ClassifyTrainError(const Status& s) {
 
 int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
   ProgressPipe progress;
+  // Human output; with --json it goes to stderr and stdout gets one document.
+  std::ostream& out = ctx.json ? std::cerr : std::cout;
   auto fail = [&](int code, const std::string& reason, const Status& why) {
     progress.Line("reason=" + reason);
     std::cerr << "error: job " << job_id << " attempt " << attempt << ": " << why.ToString() << std::endl;
+    if (ctx.json) {
+      const auto& w = why.Where();
+      PrintJsonDocument({{"ok", false},
+                         {"job_id", job_id},
+                         {"attempt", attempt},
+                         {"reason", reason},
+                         {"error",
+                          {{"code", code == kExitUsage ? "usage" : StatusCodeName(why.Code())},
+                           {"message", why.Message()},
+                           {"file", w.file},
+                           {"line", w.line},
+                           {"field", w.field}}}});
+    }
     return code;
   };
   progress.Line("stage=data job=" + std::to_string(job_id) + " attempt=" + std::to_string(attempt));
@@ -176,7 +197,7 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
   InstallStopHandlers();
   train::TrainHooks hooks;
   hooks.stop = &g_stop_requested;
-  hooks.out = &std::cout;
+  hooks.out = &out;
   // Every line resets the supervisor's hang timer, so each phase that can
   // outlast it reports as it advances; at most 4 lines a second, plus the
   // first and last of each phase and every setup step (few, and the step a
@@ -220,18 +241,22 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
   bool tried = false;
   for (const auto& c : checkpoints) {
     opts.resume = c;
-    std::cout << "job " << job_id << " attempt " << attempt << ": resuming from " << c << std::endl;
+    out << "job " << job_id << " attempt " << attempt << ": resuming from " << c << std::endl;
     progress.Line("stage=data resume=" + c);
     r = train::Train(opts, hooks);
     tried = true;
     // A corrupted checkpoint is refused before anything runs: fall back to
     // the next older one rather than to scratch.
     if (r.IsOk() || r.GetStatus().Code() != StatusCode::kCorruption) break;
-    std::cout << "checkpoint " << c << " refused: " << r.GetStatus().ToString() << std::endl;
+    out << "checkpoint " << c << " refused: " << r.GetStatus().ToString() << std::endl;
   }
   if (!tried || (!r.IsOk() && r.GetStatus().Code() == StatusCode::kCorruption && !checkpoints.empty())) {
-    if (tried) std::cout << "no usable checkpoint left; starting from scratch" << std::endl;
+    if (tried) out << "no usable checkpoint left; starting from scratch" << std::endl;
     opts.resume.clear();
+    // Checked at submit too; the file may have gone or changed since. A bad
+    // weights file is the job's config, named by its key, not a dataset error.
+    Status files = opts.ValidateFiles();
+    if (!files.IsOk()) return fail(jobs::kExitBadConfig, "bad_config", files);
     progress.Line("stage=data");
     r = train::Train(opts, hooks);
   }
@@ -285,7 +310,7 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
         best_epoch = sum.history.back().epoch;
       }
       note = "the best epoch's weights were lost in a crash; best = the last epoch";
-      std::cout << "job " << job_id << " attempt " << attempt << ": " << note << std::endl;
+      out << "job " << job_id << " attempt " << attempt << ": " << note << std::endl;
     }
   }
   nlohmann::json result = {{"best", best},
@@ -299,9 +324,10 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
                            {"attempt", attempt},
                            {"exit_reason", train::ExitReasonName(sum.reason)}};
   if (!note.empty()) result["note"] = note;
-  progress.Line("result " + result.dump());
-  std::cout << "job " << job_id << " attempt " << attempt << ": " << sum.message << "; best mAP50 " << sum.best_map50
-            << std::endl;
+  progress.Line("result " + DumpJson(result));
+  out << "job " << job_id << " attempt " << attempt << ": " << sum.message << "; best mAP50 " << sum.best_map50
+      << std::endl;
+  if (ctx.json) PrintJsonDocument({{"ok", true}, {"job_id", job_id}, {"result", result}});
   return jobs::kExitOk;
 }
 
@@ -321,8 +347,9 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("train", "Train a YOLOv8 detector on a registry dataset (docs/training.md)");
   cmd->add_option("key=value", st->extras, "options Ultralytics-style, e.g. data=shapes model=n epochs=10 imgsz=320");
   AddOptionFlags(cmd, st->set, &st->flags);
-  cmd->add_option("--job", st->job, "run this queued job's attempt (what `kestrel worker` starts; docs/jobs.md)");
-  cmd->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)");
+  cmd->add_option("--job", st->job, "run this queued job's attempt (what `kestrel worker` starts; docs/jobs.md)")
+      ->check(IntArg(1));
+  cmd->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)")->check(IntArg(1));
   cmd->callback([&ctx, exit_code, st] {
     if (st->job > 0 || st->attempt > 0) {
       if (st->job <= 0 || st->attempt <= 0 || !st->extras.empty() || !st->flags.empty()) {
@@ -336,6 +363,20 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
     Status s = ApplyOptions(st->set, st->flags, st->extras);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);
+      return;
+    }
+    // The checks `kestrel submit` makes, with the same messages and exit 2.
+    // With resume= the checkpoint's stored config wins: only the file counts.
+    if (st->opts.resume.empty()) {
+      s = st->opts.Validate();
+      if (s.IsOk()) s = st->opts.ValidateFiles();
+    } else {
+      train::TrainConfig only_resume;
+      only_resume.resume = st->opts.resume;
+      s = only_resume.ValidateFiles();
+    }
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field}), kExitUsage);
       return;
     }
     st->opts.home = ctx.home;

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "core/env.h"
+#include "core/json.h"
 #include "jobs/webhook.h"
 
 namespace kestrel::cli {
@@ -129,7 +130,9 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* test = wh->add_subcommand("test", "Send a signed ping to a URL now and report the answer");
   test->add_option("url", st->url, "a configured URL (or any URL with --secret)")->required();
   test->add_option("--secret", st->secret, "sign with this key instead of the configured one");
-  test->add_option("--timeout-ms", st->timeout_ms, "whole-request timeout")->capture_default_str();
+  test->add_option("--timeout-ms", st->timeout_ms, "whole-request timeout")
+      ->capture_default_str()
+      ->check(IntArg(1, 3'600'000));
   test->callback([&ctx, exit_code, st] {
     jobs::Webhook hook{st->url, st->secret};
     if (hook.secret.empty()) {
@@ -164,16 +167,15 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
     const std::string id = "ping-" + RandomHex(8);
     nlohmann::json body = {{"type", "ping"}, {"event_id", id}, {"time_ms", NowMs()},
                            {"message", "kestrel webhook test"}};
-    jobs::DeliveryResult r = jobs::PostWebhook(hook, id, "ping", body.dump(), opt);
+    jobs::DeliveryResult r = jobs::PostWebhook(hook, id, "ping", DumpJson(body), opt);
     nlohmann::json j = {{"ok", r.ok}, {"url", hook.url}, {"event", id}, {"http_status", r.http_status},
                         {"signed", !hook.secret.empty()}};
     if (!r.ok) {
-      j["error"] = r.error;
-      if (ctx.json) {
-        std::cout << j.dump(2) << std::endl;
-      } else {
-        std::cerr << "error: ping to " << hook.url << " failed: " << r.error << std::endl;
-      }
+      // Fail()'s error document plus what the ping got back.
+      std::cerr << "error: ping to " << hook.url << " failed: " << r.error << std::endl;
+      j["error"] = {{"code", "unavailable"}, {"message", "ping to " + hook.url + " failed: " + r.error},
+                    {"file", ""}, {"line", 0}, {"field", "url"}};
+      if (ctx.json) PrintJsonDocument(j);
       *exit_code = kExitFailure;
       return;
     }
