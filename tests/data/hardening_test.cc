@@ -610,6 +610,27 @@ TEST_F(HardeningTest, ExportIntoAnEmptyFolderAndTrailingSlash) {
   EXPECT_EQ(back->record.version_id, r->record.version_id);
 }
 
+// Versions imported before the caps may hold a report blob of hundreds of MB;
+// Load (dataset show) must not parse it.
+TEST_F(HardeningTest, OversizedStoredReportIsNotParsed) {
+  std::string src = Synth("ds", 4);
+  Stores st = Open("home");
+  auto r = st.reg->Import(src, "d", {});
+  ASSERT_TRUE(r.IsOk());
+  const std::string report = st.blobs->PathFor(r->record.report_sha);
+  fs::permissions(report, fs::perms::owner_write, fs::perm_options::add);
+  {
+    std::ofstream f(report, std::ios::binary | std::ios::trunc);
+    std::string chunk(1 << 20, ' ');
+    for (uint64_t i = 0; i <= (Registry::kMaxReportBytesLoaded >> 20); ++i) f << chunk;
+  }
+  auto v = st.reg->Load("d");
+  ASSERT_TRUE(v.IsOk()) << v.GetStatus().ToString();
+  EXPECT_TRUE(v->report["omitted"].get<bool>());
+  EXPECT_GT(v->report["bytes"].get<uint64_t>(), Registry::kMaxReportBytesLoaded);
+  EXPECT_EQ(v->manifest.entries.size(), 4u);
+}
+
 TEST_F(HardeningTest, ClassNamesWithControlCharactersSurviveExport) {
   std::string src = Synth("ds", 4);
   Write("ds/data.yaml", "path: .\ntrain: images/train\nval: images/val\nnames: [\"a\\tb\", \"line\\nbreak\", 'q\"uote']\n");
