@@ -5,9 +5,14 @@
 //
 // Failure model: a hard failure (missing path, malformed YAML/JSON/XML,
 // symlink loop, a file_name escaping the root, duplicate COCO image ids, a
-// label file over ReadOptions::max_label_bytes, no images at all) returns a
-// non-OK Status naming file, line and field, and no dataset. Problems with
-// one sample or one label line become Findings and reading continues.
+// label file over ReadOptions::max_label_bytes, UTF-16/32 JSON or lists, a
+// class name that is not UTF-8, no images at all) returns a non-OK Status
+// naming file, line and field, and no dataset. Problems with one sample or
+// one label line become Findings and reading continues; a sample whose file
+// name cannot be a manifest key (not UTF-8, control characters) is left out
+// with an error finding and listed in SourceDataset::excluded_paths.
+// Everything a reader returns (findings, names, sample paths, Status text) is
+// valid UTF-8, so it can be printed as JSON.
 //
 // Finding.file: the YOLO label file, the VOC XML, or for COCO the image path
 // of the sample concerned (the JSON path for dataset-wide findings), so a
