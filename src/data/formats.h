@@ -11,8 +11,9 @@
 // one label line become Findings and reading continues; a sample whose file
 // name cannot be a manifest key (not UTF-8, control characters) is left out
 // with an error finding and listed in SourceDataset::excluded_paths.
-// Everything a reader returns (findings, names, sample paths, Status text) is
-// valid UTF-8, so it can be printed as JSON.
+// Findings, class names, Sample::rel_path and Status text from a reader are
+// valid UTF-8, so they can be printed as JSON (image_path/label_path keep the
+// bytes of the root the user gave).
 //
 // Finding.file: the YOLO label file, the VOC XML, or for COCO the image path
 // of the sample concerned (the JSON path for dataset-wide findings), so a
