@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "core/env.h"
 #include "core/json.h"
+#include "core/parse.h"
 #include "jobs/webhook.h"
 
 namespace kestrel::cli {
@@ -104,7 +105,8 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
     for (const auto& h : *hooks) {
       int64_t cursor = 0;
       if (auto c = meta->GetSetting(jobs::WebhookCursorSetting(h.url)); c.IsOk()) {
-        cursor = std::strtoll(c->c_str(), nullptr, 10);
+        auto parsed = ParseInt64(*c, {});  // a stored value; 0 when unreadable
+        if (parsed.IsOk()) cursor = *parsed;
       }
       arr.push_back({{"url", h.url}, {"signed", !h.secret.empty()}, {"cursor", cursor}});
       text += h.url + (h.secret.empty() ? "  unsigned" : "  signed") + "  delivered up to event " +

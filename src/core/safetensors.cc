@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/env.h"
+#include "core/json.h"
 
 namespace kestrel {
 
@@ -133,7 +134,7 @@ std::string SerializeSafeTensors(const SafeTensorFile& file) {
     header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.data.size()}}};
     off += t.data.size();
   }
-  std::string h = header.dump();
+  std::string h = DumpJson(header);  // metadata may carry class names with stray bytes
   while ((h.size() + 8) % 8 != 0) h += ' ';  // keep data 8-byte aligned
   std::string out;
   out.reserve(8 + h.size() + off);

@@ -146,6 +146,17 @@ TEST_F(CoreFilesTest, SafeTensorsHeaderIsCheckedWithoutTheTensorBytes) {
   EXPECT_NE(folder.GetStatus().Message().find("folder"), std::string::npos);
 }
 
+TEST(SafeTensorsUtf8Test, MetadataWithStrayBytesSerializesEscaped) {
+  SafeTensorFile f;
+  f.tensors["w"] = SafeTensor{"U8", {1}, std::string(1, '\0')};
+  f.metadata["names"] = "[\"caf\xE9\"]";  // a Latin-1 class name
+  std::string bytes;
+  ASSERT_NO_THROW(bytes = SerializeSafeTensors(f));
+  auto back = ParseSafeTensors(bytes, "mem");
+  ASSERT_TRUE(back.IsOk()) << back.GetStatus().ToString();
+  EXPECT_EQ(back->metadata.at("names"), "[\"caf\\xE9\"]");
+}
+
 TEST_F(CoreFilesTest, StagedDirAppearsOnlyWhenCommitted) {
   Env& env = Env::Default();
   {
