@@ -18,6 +18,7 @@
 #include <string_view>
 #include <thread>
 
+#include "core/parse.h"
 #include "data/registry.h"
 #include "eval/plots.h"
 #include "model/weights.h"
@@ -171,7 +172,9 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   at::globalContext().setDeterministicAlgorithms(o.deterministic, /*warn_only=*/true);
   if (o.device != "cpu") {
     if (!torch::cuda::is_available()) return Status::FailedPrecondition("device=" + o.device + ": CUDA is not available in this build/machine");
-    r.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(std::stoi(o.device)));
+    // TrainConfig::Validate admitted it: an index in [0, 1023].
+    KESTREL_ASSIGN_OR_RETURN(int64_t index, ParseInt64(o.device, {"", 0, "device"}, 0, 1023, "a CUDA device index"));
+    r.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
 
   const std::string home = o.home.empty() ? store::KestrelHome() : o.home;
