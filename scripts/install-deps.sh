@@ -13,6 +13,7 @@ PACKAGES=(
   libcurl4-openssl-dev               # webhooks
   python3                            # test tooling only (tools/soak), never the product
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev           # libFuzzer + sanitizers for tools/fuzz.sh (run by test.sh)
 )
 
 missing=()
