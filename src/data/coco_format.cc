@@ -12,6 +12,7 @@
 
 #include "data/formats.h"
 #include "data/text.h"
+#include "core/json.h"
 
 namespace kestrel::data {
 namespace {
@@ -150,7 +151,7 @@ Result<json> ParseJson(std::string_view text, const std::string& origin, Finding
 // as a key as long as annotations use the same type.
 bool IdKey(const json& v, std::string* key) {
   if (v.is_number_integer()) {
-    *key = "i" + v.dump();
+    *key = "i" + DumpJson(v);
     return true;
   }
   if (v.is_string()) {
@@ -204,7 +205,7 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     if (!im.is_object() || !im.contains("id") || !IdKey(im["id"], &key)) {
       return err("id", where + ": image id must be an integer or a string");
     }
-    std::string id_text = im["id"].dump();
+    std::string id_text = DumpJson(im["id"]);
     auto fn = im.find("file_name");
     if (fn == im.end() || !fn->is_string()) {
       return err("file_name", "image id " + id_text + " (" + where + "): missing file_name");
@@ -260,14 +261,14 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     const json& a = (*anns)[i];
     std::string where = "annotations[" + std::to_string(i) + "]";
     if (a.is_object() && a.contains("id")) {
-      where += " (id " + a["id"].dump() + ")";
+      where += " (id " + DumpJson(a["id"]) + ")";
       std::string id_key;
       if (IdKey(a["id"], &id_key)) {
         auto [first, fresh] = ann_ids.emplace(id_key, i);
         if (!fresh) {
           // Usually two files merged without renumbering: which one is meant?
           out->findings.Add(MakeFinding(Severity::kError, "coco.duplicate_annotation_id", origin, "id",
-                                        where + ": annotation id " + a["id"].dump() + " is also used by annotations[" +
+                                        where + ": annotation id " + DumpJson(a["id"]) + " is also used by annotations[" +
                                             std::to_string(first->second) + "]",
                                         "both kept"));
         }
@@ -298,7 +299,7 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     if (!GetInt(a, "category_id", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(),
                 &cat) ||
         out->categories.count(cat) == 0) {
-      std::string shown = a.contains("category_id") ? a["category_id"].dump() : "(missing)";
+      std::string shown = a.contains("category_id") ? DumpJson(a["category_id"]) : "(missing)";
       find(Severity::kError, "coco.unknown_category", "category_id", "no category with id " + shown,
            "annotation dropped");
       continue;

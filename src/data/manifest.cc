@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/hash.h"
+#include "core/json.h"
 
 namespace kestrel::data {
 namespace {
@@ -55,7 +56,7 @@ void Canonicalize(Manifest& m) {
 }
 
 std::string CanonicalManifestText(const Manifest& m) {
-  std::string out = "kestrel-manifest 1\nnames " + nlohmann::json(m.names).dump() + "\n";
+  std::string out = "kestrel-manifest 1\nnames " + DumpJson(nlohmann::json(m.names)) + "\n";
   for (const auto& e : m.entries) {
     out += e.path + '\t' + SplitName(e.split) + '\t' + e.image_sha + '\t' + e.label_hash + '\t' +
            std::to_string(e.width) + '\t' + std::to_string(e.height) + '\n';
@@ -83,7 +84,7 @@ std::string ManifestToJson(const Manifest& m) {
                        {"boxes", boxes}});
   }
   j["entries"] = entries;
-  return j.dump();
+  return DumpJson(j);
 }
 
 Result<Manifest> ManifestFromJson(const std::string& text, const std::string& origin) {

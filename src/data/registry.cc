@@ -7,6 +7,7 @@
 #include "core/parallel.h"
 #include "data/output_dir.h"
 #include "data/text.h"
+#include "core/json.h"
 
 namespace kestrel::data {
 namespace {
@@ -81,8 +82,8 @@ Result<ImportResult> Registry::Import(const std::string& path, const std::string
   std::string manifest_json, report_json, summary_json;
   try {
     manifest_json = ManifestToJson(a.manifest);
-    report_json = a.report.ToJson().dump();
-    summary_json = SummarizeVersion(a.manifest, a.report).dump();
+    report_json = DumpJson(a.report.ToJson());
+    summary_json = DumpJson(SummarizeVersion(a.manifest, a.report));
   } catch (const nlohmann::json::exception& e) {
     return Status::Internal(std::string("cannot serialize the version: ") + e.what(), {EscapeInvalidUtf8(path)});
   }
@@ -223,7 +224,7 @@ Status Registry::WriteExportTree(const VersionView& v, const std::string& format
     j["categories"] = cats;
     std::string text;
     try {
-      text = j.dump(1);
+      text = DumpJson(j, 1);
     } catch (const nlohmann::json::exception& e) {
       return Status::Internal(std::string("cannot write the COCO JSON: ") + e.what(), {out_dir});
     }

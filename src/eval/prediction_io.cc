@@ -1,4 +1,5 @@
 #include "eval/prediction_io.h"
+#include "core/json.h"
 
 #include <charconv>
 #include <cmath>
@@ -192,7 +193,7 @@ std::string CocoResultsJson(const std::vector<std::pair<int64_t, std::vector<Det
           {"score", round_to(d.score, 1e5)}});
     }
   }
-  return arr.dump();
+  return DumpJson(arr);
 }
 
 Status WriteCocoResults(Env& env, const std::string& path,

@@ -1,4 +1,5 @@
 #include "jobs/device_pool.h"
+#include "core/json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -60,7 +61,7 @@ std::string DevicesJson(const std::vector<Device>& devices) {
     if (d.kind == "gpu") e["memory_mb"] = d.memory_mb;
     j.push_back(e);
   }
-  return j.dump();
+  return DumpJson(j);
 }
 
 DevicePool::DevicePool(std::vector<Device> devices)

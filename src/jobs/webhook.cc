@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/hash.h"
+#include "core/json.h"
 
 namespace kestrel::jobs {
 namespace {
@@ -60,7 +61,7 @@ Result<std::vector<Webhook>> ParseWebhooks(const std::string& text) {
 std::string DumpWebhooks(const std::vector<Webhook>& hooks) {
   json j = json::array();
   for (const auto& h : hooks) j.push_back({{"url", h.url}, {"secret", h.secret}});
-  return j.dump();
+  return DumpJson(j);
 }
 
 // Read-modify-write of the hook list; the compare-and-set makes a concurrent
@@ -289,7 +290,7 @@ Result<std::string> BuildWebhookBody(MetadataStore& store, const EventRecord& ev
       body["message"] = a.message;
     }
   }
-  return body.dump();
+  return DumpJson(body);
 }
 
 Status ValidateWebhookOptions(const WebhookOptions& o) {

@@ -1,4 +1,5 @@
 #include "model/weights.h"
+#include "core/json.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -230,10 +231,10 @@ Result<SafeTensorFile> WeightsToSafeTensors(YoloImpl& model, const SaveOptions& 
   file.metadata["arch"] = "yolov8";
   file.metadata["scale"] = spec.scale.name;
   file.metadata["nc"] = std::to_string(spec.nc);
-  file.metadata["names"] = nlohmann::json(options.names).dump();
+  file.metadata["names"] = DumpJson(nlohmann::json(options.names));
   file.metadata["reg_max"] = std::to_string(kRegMax);
   file.metadata["strides"] =
-      nlohmann::json(std::vector<int>(std::begin(kDetectStrides), std::end(kDetectStrides))).dump();
+      DumpJson(nlohmann::json(std::vector<int>(std::begin(kDetectStrides), std::end(kDetectStrides))));
   return file;
 }
 

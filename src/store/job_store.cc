@@ -5,10 +5,12 @@
 // PostgreSQL: InsertEvent, ReadEvents).
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <charconv>
 #include <sstream>
 
 #include "core/hash.h"
 #include "store/sql_store.h"
+#include "core/json.h"
 
 namespace kestrel::store {
 namespace {
@@ -46,7 +48,10 @@ std::vector<int64_t> SplitMs(const std::string& s) {
   std::stringstream in(s);
   std::string part;
   while (std::getline(in, part, ',')) {
-    if (!part.empty()) out.push_back(std::stoll(part));
+    // Stored by JoinMs; a damaged value is skipped rather than thrown on.
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec == std::errc() && end == part.data() + part.size()) out.push_back(v);
   }
   return out;
 }
@@ -136,7 +141,7 @@ Result<std::string> JobDedupKey(const std::string& dataset_version, const std::s
                                    {"", 0, "config"});
   }
   // nlohmann objects keep keys sorted; dump() without indent is compact.
-  return Sha256Hex(dataset_version + "\n" + config.dump());
+  return Sha256Hex(dataset_version + "\n" + DumpJson(config));
 }
 
 Result<int64_t> SqlStore::NextId(const char* counter) {
@@ -182,9 +187,9 @@ Status SqlStore::StateEvent(const JobRecord& job, int64_t now_ms) {
   if (conn_->Dialect() == SqlDialect::kPostgres) {
     // InsertEvent's statement without RETURNING: nobody reads the id, so it
     // can ride with the COMMIT (SqlConn::ExecLater).
-    return conn_->ExecLater(PgEventInsert(), {job.id, job.attempt, std::string("state"), p.dump(), now_ms});
+    return conn_->ExecLater(PgEventInsert(), {job.id, job.attempt, std::string("state"), DumpJson(p), now_ms});
   }
-  return InsertEvent(job.id, job.attempt, "state", p.dump(), now_ms).GetStatus();
+  return InsertEvent(job.id, job.attempt, "state", DumpJson(p), now_ms).GetStatus();
 }
 
 Result<JobRecord> SqlStore::LoadJob(int64_t job_id, bool lock) {

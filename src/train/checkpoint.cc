@@ -9,6 +9,7 @@
 
 #include "core/hash.h"
 #include "model/weights.h"
+#include "core/json.h"
 
 namespace kestrel::train {
 namespace {
@@ -84,7 +85,7 @@ std::string CheckpointStateToJson(const CheckpointState& s) {
         {"instances", s.accum.instances},
         {"nonfinite", s.accum.nonfinite}}},
   };
-  return j.dump();
+  return DumpJson(j);
 }
 
 Result<CheckpointState> CheckpointStateFromJson(const std::string& text, const std::string& origin) {
@@ -97,7 +98,7 @@ Result<CheckpointState> CheckpointStateFromJson(const std::string& text, const s
                                      " is not supported (this build reads " +
                                      std::to_string(kCheckpointFormatVersion) + ")");
     }
-    auto sched = ScheduleStateFromJson(j.at("schedule").dump());
+    auto sched = ScheduleStateFromJson(DumpJson(j.at("schedule")));
     if (!sched.IsOk()) return sched.GetStatus().WithContext(origin);
     s.schedule = *sched;
     s.batches_per_epoch = j.at("batches_per_epoch").get<int64_t>();
@@ -109,8 +110,8 @@ Result<CheckpointState> CheckpointStateFromJson(const std::string& text, const s
     s.ema_updates = j.at("ema_updates").get<int64_t>();
     s.loader_seed = j.at("loader_seed").get<uint64_t>();
     s.dataset_version = j.at("dataset_version").get<std::string>();
-    s.config_json = j.at("config").dump();
-    s.history_json = j.at("history").dump();
+    s.config_json = DumpJson(j.at("config"));
+    s.history_json = DumpJson(j.at("history"));
     const auto& a = j.at("accum");
     s.accum.box = a.at("box").get<double>();
     s.accum.cls = a.at("cls").get<double>();

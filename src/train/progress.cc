@@ -1,4 +1,5 @@
 #include "train/progress.h"
+#include "core/json.h"
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -19,7 +20,7 @@ std::string HistoryToJson(const std::vector<EpochRecord>& history) {
                    {"map5095", r.map5095}, {"fitness", r.fitness}, {"seconds", r.seconds},
                    {"val_box", r.val_box}, {"val_cls", r.val_cls}, {"val_dfl", r.val_dfl}});
   }
-  return arr.dump();
+  return DumpJson(arr);
 }
 
 Result<std::vector<EpochRecord>> HistoryFromJson(const std::string& text) {
@@ -66,7 +67,7 @@ Status WriteResultsCsv(Env& env, const std::string& path, const std::vector<Epoc
 Status WriteArgsYaml(Env& env, const std::string& path, const nlohmann::json& config) {
   std::string out;
   for (auto it = config.begin(); it != config.end(); ++it) {
-    out += it.key() + ": " + (it.value().is_string() ? nlohmann::json(it.value()).dump() : it.value().dump()) + "\n";
+    out += it.key() + ": " + DumpJson(it.value()) + "\n";
   }
   return env.WriteFileAtomic(path, out);
 }

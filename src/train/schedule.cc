@@ -1,4 +1,5 @@
 #include "train/schedule.h"
+#include "core/json.h"
 
 #include <algorithm>
 #include <cctype>
@@ -125,7 +126,7 @@ std::string ScheduleStateToJson(const ScheduleState& state) {
   nlohmann::json j = {{"next_iteration", state.next_iteration},
                       {"last_step_iteration", state.last_step_iteration},
                       {"steps_taken", state.steps_taken}};
-  return j.dump();
+  return DumpJson(j);
 }
 
 Result<ScheduleState> ScheduleStateFromJson(const std::string& text) {

@@ -27,6 +27,7 @@
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/validator.h"
+#include "core/json.h"
 
 namespace kestrel::train {
 
@@ -253,7 +254,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   TrainOptions stored = o;
   stored.resume.clear();
   stored.data = r.dataset.record.dataset;
-  r.state.config_json = ConfigJson(stored).dump();
+  r.state.config_json = DumpJson(ConfigJson(stored));
   if (!ckpt) KESTREL_RETURN_IF_ERROR(WriteArgsYaml(env, JoinPath(r.run_dir, "args.yaml"), ConfigJson(stored)));
   return {};
 }
