@@ -7,6 +7,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libtorch-dev                       # LibTorch 1.13 (CPU): model and trainer
   libopencv-dev                      # image decode/encode, drawing
+  libopencv-contrib-dev              # cv::freetype: anti-aliased plot text (FreeType + HarfBuzz)
+  fonts-dejavu-core                  # DejaVu Sans, the plot font (read at run time, never downloaded)
   libsqlite3-dev libpq-dev           # metadata store
   libssl-dev                         # SHA-256, HMAC
   nlohmann-json3-dev libspdlog-dev libcli11-dev libyaml-cpp-dev libpugixml-dev

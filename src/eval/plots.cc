@@ -13,17 +13,21 @@ namespace kestrel::eval {
 
 using internal::Axes;
 using internal::Fixed;
+using internal::FontWeight;
+using internal::HAlign;
 using internal::LegendEntry;
 using internal::PutText;
 using internal::PutTextVertical;
 using internal::SeriesColor;
 using internal::TextSize;
+using internal::VAlign;
 
 namespace {
 
 const cv::Scalar kBlack(0, 0, 0);
 const cv::Scalar kGray(190, 190, 190);
 const cv::Scalar kMean(180, 119, 31);  // a strong blue (BGR)
+constexpr double kCaptionPx = 12;      // box captions and tile titles of image grids
 
 // OpenCV reports failures by exception; turn them into a Status here.
 template <typename F>
@@ -130,18 +134,21 @@ Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm,
     }
     const double vmax = std::max(1e-12, *std::max_element(v.begin(), v.end()));
     const int cell = std::clamp(1200 / n, 12, 60);
-    const double fs = std::clamp(cell / 40.0, 0.3, 0.5);
+    const double px = std::clamp(cell * 0.4, 9.0, 15.0);  // class names
     std::vector<std::string> labels;
     int label_w = 0;
     for (int c = 0; c < n; ++c) {
       labels.push_back(c == n - 1 ? "background" : ClassName(names, size_t(c)));
-      label_w = std::max(label_w, TextSize(labels.back(), fs).width);
+      label_w = std::max(label_w, TextSize(labels.back(), px).width);
     }
-    const int left = label_w + 60, top = 60, bottom = label_w + 60, right = 30;
-    cv::Mat img(top + n * cell + bottom, left + n * cell + right, CV_8UC3, cv::Scalar::all(255));
+    const int axis_h = internal::LineHeight(internal::kLabelPx);
+    const int left = label_w + axis_h + 24, top = 60, bottom = label_w + axis_h + 24, right = 30;
     const std::string title = normalize ? "Confusion Matrix Normalized" : "Confusion Matrix";
-    const cv::Size tsz = TextSize(title, 0.7, 2);
-    PutText(img, title, cv::Point((img.cols - tsz.width) / 2, 35), 0.7, kBlack, 2);
+    const int title_w = TextSize(title, internal::kTitlePx, FontWeight::kBold).width + 40;
+    cv::Mat img(top + n * cell + bottom, std::max(left + n * cell + right, title_w), CV_8UC3,
+                cv::Scalar::all(255));
+    PutText(img, title, cv::Point(img.cols / 2, 18), internal::kTitlePx, kBlack, FontWeight::kBold,
+            HAlign::kCenter);
     for (int p = 0; p < n; ++p) {
       for (int g = 0; g < n; ++g) {
         const double f = v[size_t(p) * size_t(n) + size_t(g)] / vmax;
@@ -153,74 +160,24 @@ Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm,
         if (n <= 31 && v[size_t(p) * size_t(n) + size_t(g)] > 0) {
           const double val = v[size_t(p) * size_t(n) + size_t(g)];
           const std::string s = normalize ? Fixed(val, 2) : std::to_string(int64_t(val));
-          const cv::Size sz = TextSize(s, fs * 0.9);
-          PutText(img, s, cv::Point(rc.x + (cell - sz.width) / 2, rc.y + (cell + sz.height) / 2 - 2),
-                  fs * 0.9, f > 0.5 ? cv::Scalar::all(255) : kBlack);
+          PutText(img, s, cv::Point(rc.x + cell / 2, rc.y + cell / 2), px * 0.9,
+                  f > 0.5 ? cv::Scalar::all(255) : kBlack, FontWeight::kRegular, HAlign::kCenter,
+                  VAlign::kMiddle);
         }
       }
     }
     cv::rectangle(img, cv::Rect(left, top, n * cell, n * cell), kBlack, 1);
     for (int c = 0; c < n; ++c) {
-      const cv::Size sz = TextSize(labels[size_t(c)], fs);
       // Row labels (predicted) on the left, column labels (true) below, vertical.
-      PutText(img, labels[size_t(c)],
-              cv::Point(left - 6 - sz.width, top + c * cell + (cell + sz.height) / 2 - 2), fs,
-              kBlack);
-      PutTextVertical(img, labels[size_t(c)],
-                      cv::Point(left + c * cell + (cell - sz.height) / 2, top + n * cell + 6), fs,
-                      kBlack);
+      PutText(img, labels[size_t(c)], cv::Point(left - 6, top + c * cell + cell / 2), px, kBlack,
+              FontWeight::kRegular, HAlign::kRight, VAlign::kMiddle);
+      PutTextVertical(img, labels[size_t(c)], cv::Point(left + c * cell + cell / 2, top + n * cell + 6),
+                      px, kBlack, FontWeight::kRegular, HAlign::kCenter, VAlign::kTop);
     }
-    const cv::Size xs = TextSize("True", 0.6);
-    PutText(img, "True", cv::Point(left + (n * cell - xs.width) / 2, img.rows - 15), 0.6, kBlack);
-    const cv::Size ys = TextSize("Predicted", 0.6);
-    PutTextVertical(img, "Predicted", cv::Point(8, top + (n * cell - ys.width) / 2), 0.6, kBlack);
-    return img;
-  });
-}
-
-Result<std::string> RenderLabelHistogram(const std::vector<int64_t>& counts,
-                                         const std::vector<std::string>& names) {
-  return Encode([&] {
-    const size_t n = counts.size();
-    const int64_t cmax = n ? std::max<int64_t>(1, *std::max_element(counts.begin(), counts.end())) : 1;
-    const int bar = std::clamp(int(1100 / std::max<size_t>(1, n)), 10, 60);
-    double fs = std::clamp(bar / 30.0, 0.3, 0.5);
-    int label_w = 0;
-    for (size_t c = 0; c < n; ++c) label_w = std::max(label_w, TextSize(ClassName(names, c), fs).width);
-    const int left = 80, top = 60, plot_h = 420, right = 30;
-    const int width = std::max(500, left + int(n) * bar + right);
-    cv::Mat img(top + plot_h + label_w + 70, width, CV_8UC3, cv::Scalar::all(255));
-    const std::string title = "Labels per class (" + std::to_string(n) + " classes)";
-    const cv::Size tsz = TextSize(title, 0.7, 2);
-    PutText(img, title, cv::Point((img.cols - tsz.width) / 2, 35), 0.7, kBlack, 2);
-    // Y ticks at "nice" steps.
-    const double raw = double(cmax) / 5.0;
-    const double mag = std::pow(10.0, std::floor(std::log10(std::max(1.0, raw))));
-    const double step = std::ceil(raw / mag) * mag;
-    const double ymax = step * std::ceil(double(cmax) / step);
-    for (double y = 0; y <= ymax + 1e-9; y += step) {
-      const int py = top + plot_h - int(std::lround(y / ymax * plot_h));
-      cv::line(img, cv::Point(left, py), cv::Point(left + int(n) * bar, py),
-               cv::Scalar::all(225), 1);
-      const std::string s = std::to_string(int64_t(y));
-      const cv::Size sz = TextSize(s, 0.45);
-      PutText(img, s, cv::Point(left - 8 - sz.width, py + sz.height / 2 - 2), 0.45, kBlack);
-    }
-    for (size_t c = 0; c < n; ++c) {
-      const int h = int(std::lround(double(counts[c]) / ymax * plot_h));
-      const cv::Rect rc(left + int(c) * bar + 1, top + plot_h - h, bar - 2, h);
-      if (h > 0) cv::rectangle(img, rc, SeriesColor(c), cv::FILLED);
-      const std::string name = ClassName(names, c);
-      const cv::Size sz = TextSize(name, fs);
-      PutTextVertical(img, name, cv::Point(left + int(c) * bar + (bar - sz.height) / 2,
-                                           top + plot_h + 6),
-                      fs, kBlack);
-    }
-    cv::rectangle(img, cv::Rect(left, top, int(n) * bar, plot_h), kBlack, 1);
-    PutTextVertical(img, "instances", cv::Point(8, top + plot_h / 2 - 40), 0.6, kBlack);
-    const cv::Size xs = TextSize("class", 0.6);
-    PutText(img, "class", cv::Point(left + (int(n) * bar - xs.width) / 2, img.rows - 15), 0.6,
-            kBlack);
+    PutText(img, "True", cv::Point(left + n * cell / 2, img.rows - 8), internal::kLabelPx, kBlack,
+            FontWeight::kRegular, HAlign::kCenter, VAlign::kBottom);
+    PutTextVertical(img, "Predicted", cv::Point(8, top + n * cell / 2), internal::kLabelPx, kBlack,
+                    FontWeight::kRegular, HAlign::kLeft, VAlign::kMiddle);
     return img;
   });
 }
@@ -270,10 +227,13 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
         const cv::Scalar color = SeriesColor(size_t(std::max(0, class_id)));
         const cv::Rect rc = to_rect(b);
         cv::rectangle(grid, rc, color, 2, cv::LINE_AA);
-        const cv::Size sz = TextSize(label, 0.4);
-        const cv::Rect bg(rc.x, std::max(oy, rc.y - sz.height - 2), sz.width + 4, sz.height + 2);
+        const cv::Size sz = TextSize(label, kCaptionPx);
+        const cv::Rect bg(rc.x, std::max(oy, rc.y - sz.height), sz.width + 6, sz.height);
         cv::rectangle(grid, bg, color, cv::FILLED);
-        PutText(grid, label, cv::Point(bg.x + 2, bg.y + sz.height - 2), 0.4, cv::Scalar::all(255));
+        // Dark text on light class colours, white on dark ones (BT.601 luma).
+        const double luma = 0.114 * color[0] + 0.587 * color[1] + 0.299 * color[2];
+        PutText(grid, label, cv::Point(bg.x + 3, bg.y), kCaptionPx,
+                luma > 160 ? kBlack : cv::Scalar::all(255));
       };
       for (const GroundTruth& g : t.labels) {
         if (opts.label_names) {
@@ -288,9 +248,12 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
                    ClassName(names, size_t(std::max(0, d.class_id))) + " " + Fixed(d.score, 2));
       }
       if (!t.title.empty()) {
-        const int tx = int(i % size_t(cols)) * ts + 4, ty = int(i / size_t(cols)) * ts + 16;
-        PutText(grid, t.title, cv::Point(tx, ty), 0.45, cv::Scalar::all(255), 2);
-        PutText(grid, t.title, cv::Point(tx, ty), 0.45, kBlack, 1);
+        // Dark text on a light tab, readable over any image.
+        const cv::Point at(int(i % size_t(cols)) * ts + 3, int(i / size_t(cols)) * ts + 3);
+        const cv::Size sz = TextSize(t.title, kCaptionPx);
+        cv::Mat tab = grid(cv::Rect(at, cv::Size(std::min(sz.width + 6, ts - 6), sz.height)));
+        tab = tab * 0.35 + cv::Scalar::all(255 * 0.65);
+        PutText(grid, t.title, at + cv::Point(3, 0), kCaptionPx, kBlack);
       }
     }
     for (int c = 1; c < cols; ++c) {
@@ -304,6 +267,15 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
 }
 
 Status WritePlots(Env& env, const std::string& dir, const EvalResult& r) {
+  LabelStats labels;
+  labels.names = r.settings.class_names;
+  labels.counts = r.label_counts;
+  labels.subtitle = std::to_string(r.images) + " images, " + std::to_string(r.instances) +
+                    " instances (counts only)";
+  return WritePlots(env, dir, r, labels);
+}
+
+Status WritePlots(Env& env, const std::string& dir, const EvalResult& r, const LabelStats& labels) {
   KESTREL_RETURN_IF_ERROR(env.CreateDirs(dir));
   struct Out {
     const char* file;
@@ -316,7 +288,7 @@ Status WritePlots(Env& env, const std::string& dir, const EvalResult& r) {
   outs.push_back({"R_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kRecall)});
   outs.push_back({"confusion_matrix_normalized.png",
                   RenderConfusionMatrix(r.confusion, r.settings.class_names, true)});
-  outs.push_back({"labels.png", RenderLabelHistogram(r.label_counts, r.settings.class_names)});
+  outs.push_back({"labels.png", RenderLabelsPlot(labels)});
   for (Out& o : outs) {
     if (!o.png.IsOk()) return o.png.GetStatus().WithContext(o.file);
     KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, o.file), *o.png));

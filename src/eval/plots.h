@@ -1,5 +1,5 @@
 // Validation plots as PNG, drawn with OpenCV (no Python, no OpenCV types in
-// this header). Render* functions return the encoded PNG bytes; WritePlots
+// this header); text in anti-aliased DejaVu Sans (internal/text_render.h). Render* functions return the encoded PNG bytes; WritePlots
 // writes the standard set crash-safely through an Env.
 //
 // Thread-safe (no shared state).
@@ -11,6 +11,8 @@
 
 #include "core/env.h"
 #include "core/status.h"
+#include "data/dataset.h"
+#include "data/manifest.h"
 #include "eval/confusion.h"
 #include "eval/metrics.h"
 
@@ -32,7 +34,31 @@ Result<std::string> RenderConfidenceCurve(const EvalResult& r, ConfidenceCurve w
 Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm,
                                           const std::vector<std::string>& names, bool normalize);
 
-// Bar chart of label counts per class (`counts[c]`), names under the bars.
+// One label box normalized to its image: centre and size in [0, 1].
+struct LabelBox {
+  int class_id = 0;
+  float cx = 0, cy = 0, w = 0, h = 0;
+};
+
+// What labels.png shows.
+struct LabelStats {
+  std::vector<std::string> names;  // empty (or short) -> class ids
+  std::vector<int64_t> counts;     // labels per class, counts[c]
+  std::vector<LabelBox> boxes;     // may be empty: then the class histogram only
+  std::string subtitle;            // shown in the header, e.g. "train split: 8 images"
+};
+
+// The labels of `split` in `m` (counts for every class of m.names).
+LabelStats LabelStatsFromManifest(const data::Manifest& m, data::Split split);
+
+// labels.png, 1400 x 1440: a header line, then a 2x2 grid of instances per
+// class (bars, class names under them), the shapes of up to 1000 boxes drawn
+// centred (class colour), and 2-D histograms (50 x 50 bins, log-scaled
+// colour) of box centres x vs y and of width vs height (normalized, y up).
+// Without boxes: 1400 x 740, header and the class histogram only.
+Result<std::string> RenderLabelsPlot(const LabelStats& s);
+
+// RenderLabelsPlot of counts only (no geometry).
 Result<std::string> RenderLabelHistogram(const std::vector<int64_t>& counts,
                                          const std::vector<std::string>& names);
 
@@ -71,7 +97,10 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
                                         const GridOptions& opts);
 
 // Writes PR_curve.png, F1_curve.png, P_curve.png, R_curve.png,
-// confusion_matrix_normalized.png and labels.png into `dir` (created).
+// confusion_matrix_normalized.png and labels.png into `dir` (created), each
+// atomically. labels.png shows `labels`; without it, the label counts of `r`
+// (histogram only: an EvalResult keeps no box geometry).
 Status WritePlots(Env& env, const std::string& dir, const EvalResult& r);
+Status WritePlots(Env& env, const std::string& dir, const EvalResult& r, const LabelStats& labels);
 
 }  // namespace kestrel::eval

@@ -3,15 +3,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 namespace kestrel::eval::internal {
 
 namespace {
-constexpr int kFont = cv::FONT_HERSHEY_SIMPLEX;
 const cv::Scalar kBlack(0, 0, 0);
 const cv::Scalar kGrid(225, 225, 225);
+const cv::Scalar kTickText(60, 60, 60);
 }  // namespace
+
+Result<std::string> EncodePng(const cv::Mat& img) {
+  std::vector<uchar> buf;
+  if (!cv::imencode(".png", img, buf)) return Status::Internal("PNG encoding failed");
+  return std::string(buf.begin(), buf.end());
+}
 
 cv::Scalar SeriesColor(size_t i) {
   // A qualitative palette (RGB hex), stored as BGR.
@@ -23,43 +30,63 @@ cv::Scalar SeriesColor(size_t i) {
   return cv::Scalar(h & 0xFF, (h >> 8) & 0xFF, (h >> 16) & 0xFF);
 }
 
-cv::Size TextSize(const std::string& text, double scale, int thickness) {
-  int base = 0;
-  cv::Size s = cv::getTextSize(text, kFont, scale, thickness, &base);
-  return cv::Size(s.width, s.height + base);
-}
-
-void PutText(cv::Mat& img, const std::string& text, cv::Point org, double scale,
-             const cv::Scalar& color, int thickness) {
-  cv::putText(img, text, org, kFont, scale, color, thickness, cv::LINE_AA);
-}
-
-void PutTextVertical(cv::Mat& img, const std::string& text, cv::Point org, double scale,
-                     const cv::Scalar& color) {
-  const cv::Size ts = TextSize(text, scale);
-  cv::Mat tmp(ts.height + 2, ts.width + 2, img.type(), cv::Scalar::all(255));
-  int base = 0;
-  const cv::Size raw = cv::getTextSize(text, kFont, scale, 1, &base);
-  cv::putText(tmp, text, cv::Point(1, raw.height + 1), kFont, scale, color, 1, cv::LINE_AA);
-  cv::Mat rot;
-  cv::rotate(tmp, rot, cv::ROTATE_90_COUNTERCLOCKWISE);
-  cv::Rect dst(org, rot.size());
-  dst &= cv::Rect(0, 0, img.cols, img.rows);
-  if (dst.empty()) return;
-  cv::Mat roi = img(dst);
-  cv::min(roi, rot(cv::Rect(0, 0, dst.width, dst.height)), roi);  // dark text over background
-}
-
 std::string Fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
 }
 
-Axes::Axes(cv::Size size, double x0, double x1, double y0, double y1)
+double NiceStep(double range, int target) {
+  if (!(range > 0) || !std::isfinite(range)) return 1.0;
+  const double raw = range / std::max(1, target);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / mag;
+  const double nice = f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10;
+  return nice * mag;
+}
+
+std::string TickLabel(double v, double step) {
+  int digits = 0;
+  if (step < 1) digits = std::clamp(int(std::ceil(-std::log10(step) - 1e-9)), 0, 8);
+  // A step like 0.25 needs one more digit than its magnitude says.
+  if (std::fabs(step * std::pow(10.0, digits) - std::round(step * std::pow(10.0, digits))) > 1e-6) {
+    ++digits;
+  }
+  if (std::fabs(v) < step * 1e-6) v = 0;  // no "-0.00"
+  return Fixed(v, digits);
+}
+
+bool DataRange(const std::vector<const std::vector<double>*>& ys, double pad, double* lo,
+               double* hi) {
+  double mn = INFINITY, mx = -INFINITY;
+  for (const std::vector<double>* y : ys) {
+    for (double v : *y) {
+      if (!std::isfinite(v)) continue;
+      mn = std::min(mn, v);
+      mx = std::max(mx, v);
+    }
+  }
+  if (!(mn <= mx)) {
+    *lo = 0;
+    *hi = 1;
+    return false;
+  }
+  const double span = mx - mn;
+  if (span <= std::max(1e-12, std::fabs(mx) * 1e-9)) {
+    const double half = mx == 0 ? 0.5 : std::fabs(mx) * 0.1;
+    *lo = mn - half;
+    *hi = mx + half;
+    return true;
+  }
+  *lo = mn - pad * span;
+  *hi = mx + pad * span;
+  return true;
+}
+
+Axes::Axes(cv::Size size, double x0, double x1, double y0, double y1, Margins m)
     : img_(size, CV_8UC3, cv::Scalar::all(255)), x0_(x0), x1_(x1), y0_(y0), y1_(y1) {
-  const int left = 80, right = 30, top = 50, bottom = 70;
-  plot_ = cv::Rect(left, top, size.width - left - right, size.height - top - bottom);
+  plot_ = cv::Rect(m.left, m.top, std::max(1, size.width - m.left - m.right),
+                   std::max(1, size.height - m.top - m.bottom));
 }
 
 cv::Point Axes::ToPixel(double x, double y) const {
@@ -70,66 +97,138 @@ cv::Point Axes::ToPixel(double x, double y) const {
 }
 
 void Axes::DrawFrame(const std::string& title, const std::string& xlabel,
-                     const std::string& ylabel, double dx, double dy, int digits) {
-  const double ts = 0.45;
-  for (double x = x0_; x <= x1_ + 1e-9; x += dx) {
+                     const std::string& ylabel, double dx, double dy, int digits,
+                     double title_px) {
+  auto label = [&](double v, double step) {
+    if (std::fabs(v) < step * 1e-6) v = 0;  // no "-0.0"
+    return digits >= 0 ? Fixed(v, digits) : TickLabel(v, step);
+  };
+  // Ticks on multiples of the step inside the range (a range that does not
+  // start on a multiple gets its first tick at the next one). Counted in
+  // steps so that rounding never drops the last tick.
+  auto ticks = [](double lo, double hi, double step) {
+    std::vector<double> out;
+    if (!(step > 0)) return out;
+    const long first = long(std::ceil(lo / step - 1e-9)), last = long(std::floor(hi / step + 1e-9));
+    for (long i = first; i <= last && out.size() < 1000; ++i) out.push_back(double(i) * step);
+    return out;
+  };
+  for (double x : ticks(x0_, x1_, dx)) {
     const cv::Point p = ToPixel(x, y0_);
     cv::line(img_, cv::Point(p.x, plot_.y), cv::Point(p.x, plot_.y + plot_.height), kGrid, 1);
     cv::line(img_, p, p + cv::Point(0, 5), kBlack, 1);
-    const std::string s = Fixed(x, digits);
-    const cv::Size sz = TextSize(s, ts);
-    PutText(img_, s, cv::Point(p.x - sz.width / 2, p.y + 8 + sz.height), ts, kBlack);
+    PutText(img_, label(x, dx), p + cv::Point(0, 7), kTickPx, kTickText, FontWeight::kRegular,
+            HAlign::kCenter);
   }
-  for (double y = y0_; y <= y1_ + 1e-9; y += dy) {
+  int tick_w = 0;  // widest y tick label: the y axis label goes left of it
+  for (double y : ticks(y0_, y1_, dy)) {
     const cv::Point p = ToPixel(x0_, y);
     cv::line(img_, cv::Point(plot_.x, p.y), cv::Point(plot_.x + plot_.width, p.y), kGrid, 1);
     cv::line(img_, p, p - cv::Point(5, 0), kBlack, 1);
-    const std::string s = Fixed(y, digits);
-    const cv::Size sz = TextSize(s, ts);
-    PutText(img_, s, cv::Point(p.x - 8 - sz.width, p.y + sz.height / 2 - 2), ts, kBlack);
+    const std::string s = label(y, dy);
+    tick_w = std::max(tick_w, TextSize(s, kTickPx).width);
+    PutText(img_, s, p - cv::Point(8, 0), kTickPx, kTickText, FontWeight::kRegular, HAlign::kRight,
+            VAlign::kMiddle);
   }
   cv::rectangle(img_, plot_, kBlack, 1);
-  const cv::Size tsz = TextSize(title, 0.7, 2);
-  PutText(img_, title, cv::Point((img_.cols - tsz.width) / 2, 32), 0.7, kBlack, 2);
-  const cv::Size xsz = TextSize(xlabel, 0.6);
-  PutText(img_, xlabel, cv::Point(plot_.x + (plot_.width - xsz.width) / 2, img_.rows - 18), 0.6,
-          kBlack);
-  const cv::Size ysz = TextSize(ylabel, 0.6);
-  PutTextVertical(img_, ylabel, cv::Point(8, plot_.y + (plot_.height - ysz.width) / 2), 0.6,
-                  kBlack);
+  PutText(img_, title, cv::Point(plot_.x + plot_.width / 2, std::max(2, plot_.y - LineHeight(title_px) - 8)),
+          title_px, kBlack, FontWeight::kBold, HAlign::kCenter);
+  const int tick_h = LineHeight(kTickPx);
+  PutText(img_, xlabel, cv::Point(plot_.x + plot_.width / 2, plot_.y + plot_.height + 12 + tick_h),
+          kLabelPx, kBlack, FontWeight::kRegular, HAlign::kCenter);
+  const int ylabel_x = std::max(2, plot_.x - 8 - tick_w - 8 - LineHeight(kLabelPx));
+  PutTextVertical(img_, ylabel, cv::Point(ylabel_x, plot_.y + plot_.height / 2), kLabelPx, kBlack,
+                  FontWeight::kRegular, HAlign::kLeft, VAlign::kMiddle);
 }
 
 void Axes::Line(const std::vector<double>& x, const std::vector<double>& y,
                 const cv::Scalar& color, int thickness) {
   std::vector<cv::Point> pts;
   pts.reserve(x.size());
+  auto flush = [&] {
+    if (pts.size() >= 2) cv::polylines(img_, pts, false, color, thickness, cv::LINE_AA);
+    pts.clear();
+  };
   for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    const double cy = std::clamp(y[i], y0_, y1_);
-    pts.push_back(ToPixel(x[i], cy));
+    if (!std::isfinite(y[i])) {
+      flush();
+      continue;
+    }
+    pts.push_back(ToPixel(x[i], std::clamp(y[i], y0_, y1_)));
   }
-  if (pts.size() >= 2) cv::polylines(img_, pts, false, color, thickness, cv::LINE_AA);
+  flush();
 }
 
-void Axes::Legend(const std::vector<LegendEntry>& entries) {
-  if (entries.empty()) return;
-  const double ts = 0.45;
-  int w = 0, h = 0;
-  for (const LegendEntry& e : entries) {
-    const cv::Size s = TextSize(e.label, ts);
-    w = std::max(w, s.width);
-    h = std::max(h, s.height);
+void Axes::DottedLine(const std::vector<double>& x, const std::vector<double>& y,
+                      const cv::Scalar& color, int radius) {
+  const double gap = 3.0 * radius + 3.0;
+  double carry = 0;  // distance left until the next dot
+  bool have_prev = false;
+  cv::Point2d prev;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    if (!std::isfinite(y[i])) {
+      have_prev = false;
+      continue;
+    }
+    const cv::Point p = ToPixel(x[i], std::clamp(y[i], y0_, y1_));
+    const cv::Point2d cur(p.x, p.y);
+    if (!have_prev) {
+      cv::circle(img_, p, radius, color, cv::FILLED, cv::LINE_AA);
+      carry = gap;
+    } else {
+      const cv::Point2d d = cur - prev;
+      const double len = std::hypot(d.x, d.y);
+      double t = carry;
+      for (; t <= len; t += gap) {
+        const cv::Point2d q = prev + d * (t / len);
+        cv::circle(img_, cv::Point(int(std::lround(q.x)), int(std::lround(q.y))), radius, color,
+                   cv::FILLED, cv::LINE_AA);
+      }
+      carry = t - len;
+    }
+    prev = cur;
+    have_prev = true;
   }
-  const int row = h + 6;
-  const cv::Rect box(plot_.x + plot_.width - w - 50, plot_.y + 8, w + 42,
-                     row * int(entries.size()) + 8);
+}
+
+void Axes::Markers(const std::vector<double>& x, const std::vector<double>& y,
+                   const cv::Scalar& color, int radius) {
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    if (!std::isfinite(y[i])) continue;
+    cv::circle(img_, ToPixel(x[i], std::clamp(y[i], y0_, y1_)), radius, color, cv::FILLED,
+               cv::LINE_AA);
+  }
+}
+
+void Axes::Legend(const std::vector<LegendEntry>& entries, bool bottom) {
+  if (entries.empty()) return;
+  int w = 0;
+  for (const LegendEntry& e : entries) w = std::max(w, TextSize(e.label, kTickPx).width);
+  const int row = LineHeight(kTickPx) + 4;
+  const int height = row * int(entries.size()) + 8;
+  const cv::Rect box(plot_.x + plot_.width - w - 50,
+                     bottom ? plot_.y + plot_.height - height - 8 : plot_.y + 8, w + 42, height);
   cv::rectangle(img_, box, cv::Scalar::all(255), cv::FILLED);
   cv::rectangle(img_, box, cv::Scalar::all(160), 1);
   for (size_t i = 0; i < entries.size(); ++i) {
     const int y = box.y + 4 + row * int(i) + row / 2;
-    cv::line(img_, cv::Point(box.x + 6, y), cv::Point(box.x + 30, y), entries[i].color,
-             std::max(1, entries[i].thickness), cv::LINE_AA);
-    PutText(img_, entries[i].label, cv::Point(box.x + 36, y + h / 2 - 2), ts, kBlack);
+    const LegendEntry& e = entries[i];
+    if (e.dotted) {
+      for (int x = box.x + 8; x <= box.x + 30; x += 6) {
+        cv::circle(img_, cv::Point(x, y), std::max(1, e.thickness), e.color, cv::FILLED, cv::LINE_AA);
+      }
+    } else {
+      cv::line(img_, cv::Point(box.x + 6, y), cv::Point(box.x + 30, y), e.color,
+               std::max(1, e.thickness), cv::LINE_AA);
+    }
+    PutText(img_, e.label, cv::Point(box.x + 36, y), kTickPx, kBlack, FontWeight::kRegular,
+            HAlign::kLeft, VAlign::kMiddle);
   }
+}
+
+void Axes::Message(const std::string& text) {
+  PutText(img_, text, cv::Point(plot_.x + plot_.width / 2, plot_.y + plot_.height / 2), kLabelPx,
+          cv::Scalar::all(120), FontWeight::kRegular, HAlign::kCenter, VAlign::kMiddle);
 }
 
 }  // namespace kestrel::eval::internal
