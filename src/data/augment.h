@@ -83,9 +83,10 @@ inline constexpr int kPadGray = 114;
 // ---------------------------------------------------------------------------
 // Geometry
 
-// Resizes so the longer side equals `imgsz` (up or down; INTER_AREA when
-// shrinking, INTER_LINEAR when growing), keeping the aspect ratio. Boxes are
-// scaled by exactly new_w/w and new_h/h, like the pixels.
+// Resizes so the longer side equals `imgsz` (up or down), keeping the aspect
+// ratio: new size min(ceil(w*r), imgsz) x min(ceil(h*r), imgsz) with
+// r = imgsz / max(w, h), INTER_LINEAR both ways (the reference trainer's
+// load rule). Boxes are scaled by exactly new_w/w and new_h/h, like the pixels.
 void ResizeLongSide(AugSample& s, int imgsz);
 
 // Letterbox parameters: letterboxed = original * scale + (pad_x, pad_y), in

@@ -26,6 +26,7 @@
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
+#include "train/results_png.h"
 #include "train/validator.h"
 #include "core/json.h"
 
@@ -346,6 +347,9 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
   r.state.accum = EpochAccum{};
   KESTREL_RETURN_IF_ERROR(WriteCheckpoint(r, is_best));
   KESTREL_RETURN_IF_ERROR(WriteResultsCsv(*r.env, JoinPath(r.run_dir, "results.csv"), r.history));
+  if (r.opt.plots) {
+    KESTREL_RETURN_IF_ERROR(WriteResultsPng(*r.env, JoinPath(r.run_dir, "results.png"), r.history, r.validator != nullptr));
+  }
   if (r.hooks->on_epoch) r.hooks->on_epoch(rec);
   return rec.epoch - r.state.best_epoch >= r.opt.patience;
 }
@@ -567,7 +571,8 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
   if (r.opt.plots && r.last_eval &&
       (r.summary.reason == ExitReason::kCompleted || r.summary.reason == ExitReason::kEarlyStopped)) {
     ReportPhase(r, Phase::kPlots, 0, 0, 1);
-    KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, r.run_dir, *r.last_eval));
+    KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, r.run_dir, *r.last_eval,
+                                             eval::LabelStatsFromManifest(r.dataset.manifest, data::Split::kTrain)));
     ReportPhase(r, Phase::kPlots, 0, 1, 1);
   }
   return r.summary;

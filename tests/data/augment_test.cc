@@ -131,6 +131,31 @@ TEST(LetterboxTest, BoxesMapBackExactly) {
   }
 }
 
+// The reference trainer's load rule: ceil of the scaled size and bilinear
+// interpolation even when shrinking (the old code rounded and used INTER_AREA,
+// which differs on large photos: 1333 * 0.16 = 213.28 -> 214, not 213).
+TEST(ResizeLongSideTest, ReferenceSizeRuleAndBilinearPixels) {
+  const int sizes[][4] = {{2000, 1333, 320, 214}, {178, 154, 320, 277}, {1333, 2000, 214, 320},
+                          {640, 427, 320, 214}, {320, 200, 320, 200}};
+  for (const auto& c : sizes) {
+    AugSample s;
+    s.image = cv::Mat(c[1], c[0], CV_8UC3);
+    cv::randu(s.image, cv::Scalar(0, 0, 0), cv::Scalar(256, 256, 256));  // high frequencies: area != linear
+    const cv::Mat src = s.image.clone();
+    PixelBox b;
+    b.x1 = 0, b.y1 = 0, b.x2 = c[0], b.y2 = c[1];
+    s.boxes = {b};
+    ResizeLongSide(s, 320);
+    ASSERT_EQ(s.image.cols, c[2]) << c[0] << "x" << c[1];
+    ASSERT_EQ(s.image.rows, c[3]) << c[0] << "x" << c[1];
+    cv::Mat expected = src;
+    if (c[2] != c[0]) cv::resize(src, expected, cv::Size(c[2], c[3]), 0, 0, cv::INTER_LINEAR);
+    EXPECT_EQ(cv::norm(s.image, expected, cv::NORM_INF), 0.0) << c[0] << "x" << c[1];
+    EXPECT_DOUBLE_EQ(s.boxes[0].x2, c[2]);
+    EXPECT_DOUBLE_EQ(s.boxes[0].y2, c[3]);
+  }
+}
+
 TEST(LetterboxTest, PixelsFollowBoxesWithinHalfPixelScaled) {
   AugSample s = RectImage(150, 90, 20, 30, 70, 80, kMagenta);
   Letterbox(s, 64, 64);
