@@ -10,6 +10,7 @@
 
 #include "core/parse.h"
 #include "core/safetensors.h"
+#include "model/pt_checkpoint.h"
 
 namespace kestrel::model {
 
@@ -307,7 +308,8 @@ std::string FormatSummary(const ModelSummary& s) {
 }
 
 Result<WeightsInfo> ReadWeightsInfo(const std::string& path) {
-  KESTREL_ASSIGN_OR_RETURN(SafeTensorFile file, ReadSafeTensorsFile(path));
+  // safetensors or an Ultralytics .pt (by magic bytes; pt_checkpoint.h).
+  KESTREL_ASSIGN_OR_RETURN(SafeTensorFile file, ReadWeightsFile(path));
   WeightsInfo info;
   const auto& md = file.metadata;
   if (md.count("scale") && md.count("nc")) {

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 #include "core/json.h"
+#include "model/pt_checkpoint.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -90,7 +91,8 @@ Result<SafeTensor> FromTorch(const at::Tensor& tensor) {
 }
 
 Status LoadWeights(YoloImpl& model, const std::string& path, LoadMode mode, LoadReport* report) {
-  KESTREL_ASSIGN_OR_RETURN(SafeTensorFile file, ReadSafeTensorsFile(path));
+  // safetensors or an Ultralytics .pt, by magic bytes (pt_checkpoint.h).
+  KESTREL_ASSIGN_OR_RETURN(SafeTensorFile file, ReadWeightsFile(path));
   return LoadWeights(model, file, path, mode, report);
 }
 

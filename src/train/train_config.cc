@@ -5,6 +5,7 @@
 #include "core/parse.h"
 #include "core/safetensors.h"
 #include "core/utf8.h"
+#include "model/pt_checkpoint.h"
 #include "model/spec.h"
 
 namespace kestrel::train {
@@ -55,7 +56,18 @@ Status TrainConfig::Validate() const {
     auto index = ParseInt64(device, {"", 0, "device"}, 0, 1023, "'cpu' or a CUDA device index");
     if (!index.IsOk()) return index.GetStatus();
   }
-  if (auto spec = model::ParseModelSpec(model, 1); !spec.IsOk()) return spec.GetStatus();
+  if (model::IsWeightsPath(model)) {
+    // model=yolov8n.pt: architecture and pretrained weights from that file
+    // (read in ValidateFiles); a second weights file would be ambiguous.
+    if (!pretrained.empty() && pretrained != model) {
+      return Status::InvalidArgument("model=" + EscapeInvalidUtf8(model) +
+                                         " already loads its weights; drop pretrained= or use model=<scale> pretrained=" +
+                                         EscapeInvalidUtf8(pretrained),
+                                     {"", 0, "pretrained"});
+    }
+  } else if (auto spec = model::ParseModelSpec(model, 1); !spec.IsOk()) {
+    return spec.GetStatus();
+  }
   if (loader.imgsz < kMinImgsz || loader.imgsz > kMaxImgsz) {
     return Status::InvalidArgument("imgsz " + std::to_string(loader.imgsz) + " is outside [" +
                                        std::to_string(kMinImgsz) + ", " + std::to_string(kMaxImgsz) + "]",
@@ -74,12 +86,21 @@ Status TrainConfig::Validate() const {
 }
 
 Status TrainConfig::ValidateFiles() const {
-  if (!pretrained.empty()) {
-    auto h = ReadSafeTensorsHeader(pretrained);
+  if (model::IsWeightsPath(model)) {
+    auto info = model::ReadWeightsInfo(model);
+    if (!info.IsOk()) {
+      return Status::InvalidArgument("model=" + EscapeInvalidUtf8(model) + ": " + info.GetStatus().Message(),
+                                     {"", 0, "model"});
+    }
+  }
+  if (!pretrained.empty() && pretrained != model) {
+    Status h = model::FileLooksLikeZip(pretrained) ? model::ReadWeightsInfo(pretrained).GetStatus()
+                                                 : ReadSafeTensorsHeader(pretrained).GetStatus();
     if (!h.IsOk()) {
-      const Status& e = h.GetStatus();
-      const std::string why = e.Code() == StatusCode::kCorruption ? "not a safetensors weights file (" + e.Message() + ")"
-                                                                   : e.Message();
+      const Status& e = h;
+      const std::string why = e.Code() == StatusCode::kCorruption && !model::FileLooksLikeZip(pretrained)
+                                  ? "not a safetensors weights file (" + e.Message() + ")"
+                                  : e.Message();
       return Status::InvalidArgument("pretrained=" + EscapeInvalidUtf8(pretrained) + ": " + why,
                                      {"", 0, "pretrained"});
     }

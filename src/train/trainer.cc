@@ -21,6 +21,7 @@
 #include "core/parse.h"
 #include "data/registry.h"
 #include "eval/plots.h"
+#include "model/pt_checkpoint.h"
 #include "model/weights.h"
 #include "store/metadata_store.h"
 #include "train/checkpoint.h"
@@ -198,12 +199,20 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   // Model (seeded init), EMA copy, loss.
   SetupStep(r, "model");
   torch::manual_seed(static_cast<uint64_t>(o.seed));
-  KESTREL_ASSIGN_OR_RETURN(model::Yolo m, model::CreateModel(o.model, r.nc));
-  if (!o.pretrained.empty() && !ckpt) {
+  // model=yolov8n.pt (Ultralytics style): the file's architecture, and its
+  // weights as pretrained= (TrainConfig::Validate refuses a second file).
+  std::string arch = o.model, pretrained = o.pretrained;
+  if (model::IsWeightsPath(o.model)) {
+    KESTREL_ASSIGN_OR_RETURN(model::WeightsInfo wi, model::ReadWeightsInfo(o.model));
+    arch = wi.spec.scale.name;
+    pretrained = o.model;
+  }
+  KESTREL_ASSIGN_OR_RETURN(model::Yolo m, model::CreateModel(arch, r.nc));
+  if (!pretrained.empty() && !ckpt) {
     model::LoadReport rep;
-    KESTREL_RETURN_IF_ERROR(model::LoadWeights(*m, o.pretrained, model::LoadMode::kFineTune, &rep));
+    KESTREL_RETURN_IF_ERROR(model::LoadWeights(*m, pretrained, model::LoadMode::kFineTune, &rep));
     Print(r, "pretrained: " + std::to_string(rep.loaded) + " tensors loaded, " + std::to_string(rep.skipped) +
-                 " re-initialized from " + o.pretrained + "\n");
+                 " re-initialized from " + pretrained + "\n");
   }
   for (auto& p : m->named_parameters()) {
     for (int i = 0; i < o.freeze; ++i) {

@@ -1,0 +1,56 @@
+// `kestrel val model=X.pt` and `kestrel train model=X.pt`, black box: an
+// Ultralytics checkpoint gives the same metrics as its safetensors export,
+// and a file that is not a checkpoint is a clear usage error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/cli_fixture.h"
+
+namespace {
+
+using kestrel::testing::CliRun;
+
+const std::string kParity = std::string(KESTREL_SHARED_DIR) + "/reference/val_parity";
+const std::string kFixtures = std::string(KESTREL_SOURCE_DIR) + "/tests/model/fixtures";
+
+class PtCliTest : public kestrel::testing::KestrelCliTest {
+ protected:
+  void SetUp() override {
+    KestrelCliTest::SetUp();
+    if (!std::filesystem::exists(kParity + "/yolov8n_shapes_p.pt")) GTEST_SKIP() << "../shared/reference not present";
+  }
+};
+
+TEST_F(PtCliTest, ValOfPtEqualsValOfSafetensors) {
+  ASSERT_EQ(Kestrel("dataset import " + kParity + "/square --name sq").code, 0);
+  CliRun pt = Kestrel("--json val model=" + kParity + "/yolov8n_shapes_p.pt data=sq split=val imgsz=320");
+  ASSERT_EQ(pt.code, 0) << pt.out;
+  CliRun st = Kestrel("--json val model=" + kParity + "/yolov8n_shapes_p.safetensors data=sq split=val imgsz=320");
+  ASSERT_EQ(st.code, 0) << st.out;
+  nlohmann::json a = Json(pt), b = Json(st);
+  ASSERT_TRUE(a.contains("metrics")) << pt.out;
+  EXPECT_EQ(a["metrics"], b["metrics"]);
+  EXPECT_GT(a["metrics"]["map50"].get<double>(), 0.0);
+}
+
+TEST_F(PtCliTest, NonCheckpointsAreClearErrors) {
+  ASSERT_EQ(Kestrel("dataset import " + kParity + "/square --name sq").code, 0);
+  for (const std::string f : {"unrelated_state_dict.pt", "os_system.pt", "classify_model.pt"}) {
+    CliRun r = Kestrel("val model=" + kFixtures + "/" + f + " data=sq split=val");
+    EXPECT_NE(r.code, 0) << f;
+    EXPECT_LT(r.code, 128) << f;
+  }
+#ifdef KESTREL_CLI_WITH_TORCH
+  CliRun t = Kestrel("--json train model=" + kFixtures + "/classify_model.pt data=sq epochs=1");
+  EXPECT_EQ(t.code, 2) << t.out;
+  EXPECT_NE(t.out.find("ClassificationModel"), std::string::npos) << t.out;
+  CliRun both = Kestrel("--json train model=" + kParity + "/yolov8n_shapes_p.pt pretrained=x.safetensors data=sq");
+  EXPECT_EQ(both.code, 2) << both.out;
+  EXPECT_NE(both.out.find("already loads its weights"), std::string::npos) << both.out;
+#endif
+}
+
+}  // namespace
