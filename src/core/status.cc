@@ -36,7 +36,9 @@ std::string Status::ToString() const {
 
 Status Status::WithContext(const std::string& context) const {
   if (IsOk()) return *this;
-  return {code_, context + ": " + message_, where_};
+  Status out(code_, context + ": " + message_, where_);
+  out.reason_ = reason_;
+  return out;
 }
 
 Status Status::WithLocation(const ErrorLocation& where) const {
@@ -45,7 +47,16 @@ Status Status::WithLocation(const ErrorLocation& where) const {
   if (w.file.empty()) w.file = where.file;
   if (w.line == 0) w.line = where.line;
   if (w.field.empty()) w.field = where.field;
-  return {code_, message_, w};
+  Status out(code_, message_, w);
+  out.reason_ = reason_;
+  return out;
+}
+
+Status Status::WithReason(FailureReason reason) const {
+  if (IsOk()) return *this;
+  Status out = *this;
+  out.reason_ = reason;
+  return out;
 }
 
 }  // namespace kestrel

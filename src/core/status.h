@@ -5,12 +5,19 @@
 // renders "file:line: field 'x': message" so errors point users at the
 // offending byte. Exceptions from third-party libraries are caught at the
 // adapter that calls them and turned into a Status.
+//
+// A failure may also carry a FailureReason subcode (core/failure.h), set where
+// the error starts (WithReason), so callers that must classify it (the job
+// runner's exit code, the store's conflict retries) read a type, never the
+// message text. WithContext and WithLocation keep it.
 #pragma once
 
 #include <cassert>
 #include <string>
 #include <utility>
 #include <variant>
+
+#include "core/failure.h"
 
 namespace kestrel {
 
@@ -78,6 +85,8 @@ class Status {
   StatusCode Code() const { return code_; }
   const std::string& Message() const { return message_; }
   const ErrorLocation& Where() const { return where_; }
+  // The subcode set where the error started; kNone when nobody set one.
+  FailureReason Reason() const { return reason_; }
 
   // "file:line: field 'f': message" (parts omitted when unknown), or "OK".
   std::string ToString() const;
@@ -85,11 +94,14 @@ class Status {
   Status WithContext(const std::string& context) const;
   // Same status with the location filled in where it was unknown.
   Status WithLocation(const ErrorLocation& where) const;
+  // Same status with `reason` as its subcode (an OK status stays OK).
+  Status WithReason(FailureReason reason) const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
   ErrorLocation where_;
+  FailureReason reason_ = FailureReason::kNone;
 };
 
 // Either a value or a non-OK Status.
