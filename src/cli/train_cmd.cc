@@ -6,7 +6,8 @@
 // trains the stored job in $KESTREL_HOME/jobs/<id>/attempt-<n>/, resuming
 // from the newest checkpoint an earlier attempt left, and reports on the
 // progress fd (KESTREL_PROGRESS_FD): progress lines, `reason=<token>` on
-// failure, `result {json}` at the end. Exit codes: src/jobs/retry.h.
+// failure, `result {json}` at the end. Exit codes: the one table in
+// core/failure.h.
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,7 +23,7 @@
 #include "cli/cli.h"
 #include "core/json.h"
 #include "core/parse.h"
-#include "jobs/retry.h"
+#include "core/failure.h"
 #include "train/trainer.h"
 
 namespace kestrel::cli {
@@ -91,32 +92,24 @@ class ProgressPipe {
   int fd_ = -1;
 };
 
-// The job exit code and reason token for a setup error from Train().
-std::pair<int, const char*> ClassifyTrainError(const Status& s) {
-  const std::string& m = s.Message();
+// The failure reason of a setup error from Train(): the subcode set where the
+// error started (the loader's unreadable-images limit, a torch OOM, no CUDA),
+// else what its status code says. Never read from the message.
+FailureReason TrainErrorReason(const Status& s) {
+  if (s.Reason() != FailureReason::kNone) return s.Reason();
   switch (s.Code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
-      return {jobs::kExitBadConfig, "bad_config"};
-    case StatusCode::kFailedPrecondition:
-      // The loader's "data: N of M images are unreadable, more than
-      // max_bad_fraction" may arrive wrapped by the trainer or validator.
-      if (m.rfind("data:", 0) == 0 || m.find("max_bad_fraction") != std::string::npos) {
-        return {jobs::kExitDatasetErrors, "dataset_errors"};
-      }
-      return {jobs::kExitError, "error"};
+      return FailureReason::kBadConfig;
     case StatusCode::kCorruption:
-      if (m.find(".ckpt") != std::string::npos) return {jobs::kExitIoError, "io_error"};
-      return {jobs::kExitDatasetErrors, "dataset_errors"};
+      // A corrupted resume checkpoint never gets here (RunJob falls back to
+      // an older one, then to scratch): this is a stored dataset blob.
+      return FailureReason::kDatasetErrors;
     case StatusCode::kIoError:
     case StatusCode::kResourceExhausted:
-      if (m.find("out of memory") != std::string::npos) return {jobs::kExitOom, "oom"};
-      return {jobs::kExitIoError, "io_error"};
+      return FailureReason::kIoError;
     default:
-      if (m.find("out of memory") != std::string::npos || m.find("bad_alloc") != std::string::npos) {
-        return {jobs::kExitOom, "oom"};
-      }
-      return {jobs::kExitError, "error"};
+      return FailureReason::kError;
   }
 }
 
@@ -124,7 +117,9 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
   ProgressPipe progress;
   // Human output; with --json it goes to stderr and stdout gets one document.
   std::ostream& out = ctx.json ? std::cerr : std::cout;
-  auto fail = [&](int code, const std::string& reason, const Status& why) {
+  auto fail = [&](FailureReason failure, const Status& why) {
+    const int code = ExitCodeFor(failure);
+    const std::string reason = FailureReasonToken(failure);
     progress.Line("reason=" + reason);
     std::cerr << "error: job " << job_id << " attempt " << attempt << ": " << why.ToString() << std::endl;
     if (ctx.json) {
@@ -147,14 +142,14 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
   Context abs_ctx = ctx;
   abs_ctx.home = home;
   auto stores = OpenStores(abs_ctx);
-  if (!stores.IsOk()) return fail(jobs::kExitError, "store_unavailable", stores.GetStatus());
+  if (!stores.IsOk()) return fail(FailureReason::kStoreUnavailable, stores.GetStatus());
   auto job = stores->meta->GetJob(job_id);
   if (!job.IsOk()) {
-    if (job.GetStatus().Code() == StatusCode::kNotFound) return fail(jobs::kExitBadConfig, "bad_config", job.GetStatus());
-    return fail(jobs::kExitError, "store_unavailable", job.GetStatus());
+    if (job.GetStatus().Code() == StatusCode::kNotFound) return fail(FailureReason::kBadConfig, job.GetStatus());
+    return fail(FailureReason::kStoreUnavailable, job.GetStatus());
   }
   if (job->attempt != attempt || job->state != store::JobState::kRunning) {
-    return fail(jobs::kExitError, "lease_lost",
+    return fail(FailureReason::kLeaseLost,
                 Status::Aborted("attempt " + std::to_string(attempt) + " is not current (job is " +
                                 store::JobStateName(job->state) + " at attempt " + std::to_string(job->attempt) + ")"));
   }
@@ -167,11 +162,11 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
     opts.Bind(set);
     auto cfg = nlohmann::json::parse(job->spec.config_json, nullptr, false);
     if (!cfg.is_object()) {
-      return fail(jobs::kExitBadConfig, "bad_config", Status::InvalidArgument("stored config is not a JSON object"));
+      return fail(FailureReason::kBadConfig, Status::InvalidArgument("stored config is not a JSON object"));
     }
     cfg.erase("min_map50");
     Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
-    if (!s.IsOk()) return fail(jobs::kExitBadConfig, "bad_config", s);
+    if (!s.IsOk()) return fail(FailureReason::kBadConfig, s);
   }
   opts.home = home;
   // Each attempt runs in its own folder, which is the child's working
@@ -182,8 +177,8 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
   const std::string run_dir = JoinPath(job_dir, "attempt-" + std::to_string(attempt));
   Env& env = Env::Default();
   Status made = env.CreateDirs(run_dir);
-  if (!made.IsOk()) return fail(jobs::kExitIoError, "io_error", made);
-  if (::chdir(run_dir.c_str()) != 0) return fail(jobs::kExitIoError, "io_error", Status::IoError("cannot enter " + run_dir));
+  if (!made.IsOk()) return fail(FailureReason::kIoError, made);
+  if (::chdir(run_dir.c_str()) != 0) return fail(FailureReason::kIoError, Status::IoError("cannot enter " + run_dir));
   opts.run_dir = ".";
   opts.exist_ok = true;
   opts.resume.clear();
@@ -256,26 +251,14 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
     // Checked at submit too; the file may have gone or changed since. A bad
     // weights file is the job's config, named by its key, not a dataset error.
     Status files = opts.ValidateFiles();
-    if (!files.IsOk()) return fail(jobs::kExitBadConfig, "bad_config", files);
+    if (!files.IsOk()) return fail(FailureReason::kBadConfig, files);
     progress.Line("stage=data");
     r = train::Train(opts, hooks);
   }
-  if (!r.IsOk()) {
-    auto [code, reason] = ClassifyTrainError(r.GetStatus());
-    return fail(code, reason, r.GetStatus());
-  }
+  if (!r.IsOk()) return fail(TrainErrorReason(r.GetStatus()), r.GetStatus());
   const train::TrainSummary& sum = *r;
-  switch (sum.reason) {
-    case train::ExitReason::kCompleted:
-    case train::ExitReason::kEarlyStopped:
-      break;
-    case train::ExitReason::kDiverged:
-      return fail(jobs::kExitDiverged, "diverged", Status::Aborted(sum.message));
-    case train::ExitReason::kStopped:
-      return fail(jobs::kExitError, "stopped", Status::Aborted(sum.message));
-    case train::ExitReason::kHalted:
-      return fail(jobs::kExitError, "error", Status::Aborted(sum.message));
-  }
+  // diverged (4), stopped (8: checkpoint written), halted (error, 1).
+  if (sum.Failure() != FailureReason::kNone) return fail(sum.Failure(), Status::Aborted(sum.message));
   // A resumed attempt that never improved on the best epoch has no best.*
   // of its own: carry the newest earlier one over, so the result's files
   // all live under this attempt.
@@ -294,7 +277,7 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
       std::string b = JoinPath(JoinPath(job_dir, "attempt-" + std::to_string(k)), "weights/best.safetensors");
       if (!env.Stat(b).is_regular) continue;
       Status w = copy(b);
-      if (!w.IsOk()) return fail(jobs::kExitIoError, "io_error", w);
+      if (!w.IsOk()) return fail(FailureReason::kIoError, w);
       found = true;
     }
     // The trainer writes last.ckpt before best.*: a kill in between leaves a
@@ -303,7 +286,7 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
     // (the gate then judges the model that is actually there).
     if (!found && env.Stat(JoinPath(weights, "last.safetensors")).is_regular) {
       Status w = copy(JoinPath(weights, "last.safetensors"));
-      if (!w.IsOk()) return fail(jobs::kExitIoError, "io_error", w);
+      if (!w.IsOk()) return fail(FailureReason::kIoError, w);
       if (!sum.history.empty()) {
         map50 = sum.history.back().map50;
         map5095 = sum.history.back().map5095;
@@ -328,7 +311,7 @@ int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
   out << "job " << job_id << " attempt " << attempt << ": " << sum.message << "; best mAP50 " << sum.best_map50
       << std::endl;
   if (ctx.json) PrintJsonDocument({{"ok", true}, {"job_id", job_id}, {"result", result}});
-  return jobs::kExitOk;
+  return kTrainExitOk;
 }
 
 }  // namespace

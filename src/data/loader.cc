@@ -171,8 +171,8 @@ Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad,
       spdlog::warn("data: skipping unreadable image '{}': {}", entries[c].path, s.GetStatus().ToString());
     }
   }
-  return Status::FailedPrecondition("data: all " + std::to_string(N()) +
-                                    " images of the split are unreadable");
+  return Status::FailedPrecondition("data: all " + std::to_string(N()) + " images of the split are unreadable")
+      .WithReason(FailureReason::kDatasetErrors);
 }
 
 Status Loader::Impl::MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rng, AugSample& s,
@@ -387,7 +387,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(const Manifest& manifest, Split s
     if (e.split == split) impl->entries.push_back(e);
   }
   if (impl->entries.empty()) {
-    return Status::FailedPrecondition(std::string("data: the ") + SplitName(split) + " split has no images");
+    return Status::FailedPrecondition(std::string("data: the ") + SplitName(split) + " split has no images")
+        .WithReason(FailureReason::kDatasetErrors);
   }
   impl->source = std::move(source);
   impl->opts = options;
@@ -486,7 +487,7 @@ Result<std::optional<Batch>> Loader::Next() {
     m.failure = Status::FailedPrecondition(
         "data: " + std::to_string(m.bad_seen.size()) + " of " + std::to_string(m.N()) +
         " images are unreadable, more than max_bad_fraction=" + std::to_string(m.opts.max_bad_fraction) +
-        " (" + names + ")");
+        " (" + names + ")").WithReason(FailureReason::kDatasetErrors);
     return m.failure;
   }
   ++m.batches_out;

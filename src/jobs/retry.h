@@ -1,44 +1,28 @@
-// Retry policy and failure classification: from how an attempt ended (exit
-// code, signal, stage, reason token) to retryable / permanent, and whether it
-// counts against the infrastructure budget instead of the retry budget.
+// Failure classification: from how an attempt ended (exit code, signal,
+// stage, reason token) to retryable / permanent and which budget it is
+// charged to. The reasons, their exit codes and classes are the one table in
+// core/failure.h; the retry state machine that acts on the class is
+// store/retry_decision.h (it runs inside the store's transaction).
 //
-// | reason token                           | class      | budget |
-// |----------------------------------------|------------|--------|
-// | killed, crashed (any signal), oom,     | retryable  | retry  |
-// | io_error, hung, timeout, error         |            |        |
-// | lease_lost, lease_expired, worker_lost,| retryable  | infra  |
-// | host_lost                              |            |        |
-// | bad_config, dataset_errors, diverged,  | permanent  | -      |
-// | quality_gate                           |            |        |
-// Unknown reasons are retryable (the retry cap stops a deterministic bug).
+// A reason the child writes (`reason=<token>` progress line) wins over its
+// exit code; a supervisor verdict (hung, timeout, lease_lost) wins over both.
+// Unknown tokens are retryable (the retry cap stops a deterministic bug).
 #pragma once
 
 #include <string>
 
+#include "core/failure.h"
 #include "core/status.h"
 #include "store/job_types.h"
+#include "store/retry_decision.h"
 
 namespace kestrel::jobs {
 
 // Stored with every job (see store/job_types.h): max_retries, backoff_ms
 // (default 300/900/1800 s, the last entry repeats), max_infra_retries.
+// Validated and applied by the store (store/retry_decision.h).
 using store::RetryPolicy;
-
-// kInvalidArgument naming the field when a value is out of range. Values are
-// never silently adjusted.
-Status ValidateRetryPolicy(const RetryPolicy& p);
-// Delay before retry number `retries_used` (0-based).
-int64_t BackoffMs(const RetryPolicy& p, int retries_used);
-
-// Exit codes of `kestrel train --job` (the child a worker supervises).
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitError = 1;          // unclassified error: retryable
-inline constexpr int kExitBadConfig = 2;      // permanent
-inline constexpr int kExitDatasetErrors = 3;  // permanent
-inline constexpr int kExitDiverged = 4;       // permanent (NaN after rollbacks)
-inline constexpr int kExitQualityGate = 5;    // permanent
-inline constexpr int kExitIoError = 6;        // retryable
-inline constexpr int kExitOom = 7;            // retryable
+using store::ValidateRetryPolicy;
 
 struct FailureInput {
   int exit_code = 0;
@@ -54,5 +38,10 @@ struct Classification {
 };
 
 Classification ClassifyFailure(const FailureInput& in);
+
+// A failed outcome for `reason` with the class and budget of its table row
+// (core/failure.h): what the worker reports for its own verdicts
+// (worker_lost, worker_stopped, quality_gate).
+store::AttemptOutcome FailedOutcome(FailureReason reason, std::string message);
 
 }  // namespace kestrel::jobs

@@ -9,16 +9,16 @@
 #include <thread>
 
 #include "core/safetensors.h"
+#include "jobs/retry.h"
 
 namespace kestrel::jobs {
 namespace {
 
 // RenewLease/CompleteAttempt say kAborted both for fencing (the attempt is no
-// longer ours) and, with this prefix, for a lock conflict that survived the
-// store's own retries (store/sql_store.h kSqlConflictPrefix): only the first
-// means "stop".
+// longer ours) and, with the subcode kStoreConflict, for a lock conflict that
+// survived the store's own retries: only the first means "stop".
 bool IsFenced(const Status& s) {
-  return s.Code() == StatusCode::kAborted && s.Message().rfind("database conflict: ", 0) != 0;
+  return s.Code() == StatusCode::kAborted && s.Reason() != FailureReason::kStoreConflict;
 }
 
 // A child whose worker is stopping: SIGTERM once (it checkpoints), SIGKILL
@@ -355,14 +355,13 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
   spdlog::info("worker {}: job {} attempt {} on {}:{}", options_.id, ids, attempt, claim.job.device.kind,
                claim.job.device.index);
   store::AttemptOutcome outcome;
+  FailureReason reason = FailureReason::kNone;
   if (claim.token < 0) {
     // Cannot happen while claims hold mu_ (the offer was computed under it);
     // hand the job back rather than oversubscribe a device.
-    outcome.failure_class = store::FailureClass::kRetryable;
-    outcome.infrastructure = true;
-    outcome.reason = "worker_lost";
-    outcome.message = "device accounting refused the placement on " + claim.job.device.kind + ":" +
-                      std::to_string(claim.job.device.index);
+    reason = FailureReason::kWorkerLost;
+    outcome = FailedOutcome(reason, "device accounting refused the placement on " + claim.job.device.kind + ":" +
+                                        std::to_string(claim.job.device.index));
   } else {
     ProcessSpec spec;
     spec.argv = options_.child_command;
@@ -425,27 +424,33 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     };
     auto run = sup.Run(spec, heartbeat);
     if (!run.IsOk()) {
-      outcome.failure_class = store::FailureClass::kRetryable;
-      outcome.infrastructure = true;
-      outcome.reason = "worker_lost";
-      outcome.message = "cannot start the child: " + run.GetStatus().ToString();
+      reason = FailureReason::kWorkerLost;
+      outcome = FailedOutcome(reason, "cannot start the child: " + run.GetStatus().ToString());
     } else {
       outcome = GateOutcome(*run, JobMinMap50(job), env_);
       if (stopped_by_worker && !outcome.success) {
-        outcome.failure_class = store::FailureClass::kRetryable;
-        outcome.infrastructure = true;
-        outcome.reason = "worker_stopped";
-        outcome.message = "worker " + options_.id + " stopped; " + outcome.message;
+        reason = FailureReason::kWorkerStopped;
+        store::AttemptOutcome stopped =
+            FailedOutcome(reason, "worker " + options_.id + " stopped; " + outcome.message);
+        stopped.exit_code = outcome.exit_code;
+        stopped.signal = outcome.signal;
+        stopped.pid = outcome.pid;
+        stopped.stage = outcome.stage;
+        outcome = std::move(stopped);
+      } else if (!outcome.success) {
+        // The token as classified (an unknown one from a newer child is kError here).
+        reason = ParseFailureReason(outcome.reason).value_or(FailureReason::kError);
       }
     }
   }
-  Complete(store, job, outcome);
+  Complete(store, job, outcome, reason);
   std::lock_guard<std::mutex> l(mu_);
   pool_.Release(claim.token);
   --busy_;
 }
 
-void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job, const store::AttemptOutcome& outcome) {
+void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job, const store::AttemptOutcome& outcome,
+                      FailureReason reason) {
   int64_t backoff_ms = options_.poll_ms;
   for (int tries = 1;; ++tries) {
     auto r = store.CompleteAttempt(job.id, job.attempt, options_.id, outcome, NowMs());
@@ -455,7 +460,7 @@ void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job, 
         ++counters_.succeeded;
       } else {
         ++counters_.failed;
-        if (outcome.reason == "worker_stopped") ++counters_.stopped;
+        if (reason == FailureReason::kWorkerStopped) ++counters_.stopped;
       }
       spdlog::info("worker {}: job {} attempt {} -> {}{}{}", options_.id, job.id, job.attempt,
                    store::JobStateName(r->state), outcome.success ? "" : " (" + outcome.reason + ") ",
@@ -486,13 +491,12 @@ store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, En
   store::AttemptOutcome o = ToOutcome(run);
   if (!o.success) return o;
   auto fail = [&](const std::string& why) {
-    o.success = false;
-    o.failure_class = store::FailureClass::kPermanent;
-    o.infrastructure = false;
-    o.stage = store::FailureStage::kEval;
-    o.reason = "quality_gate";
-    o.message = "quality gate: " + why;
-    return o;
+    store::AttemptOutcome g = FailedOutcome(FailureReason::kQualityGate, "quality gate: " + why);
+    g.exit_code = o.exit_code;
+    g.signal = o.signal;
+    g.pid = o.pid;
+    g.stage = store::FailureStage::kEval;
+    return g;
   };
   auto j = nlohmann::json::parse(run.result_json, nullptr, false);
   if (run.result_json.empty() || !j.is_object()) return fail("the child exited 0 without a result line");

@@ -110,7 +110,9 @@ class Worker {
   Result<bool> TryClaim(store::MetadataStore& store, Claim* out);
   Result<bool> IdleDone(store::MetadataStore& store);
   void RunAttempt(store::MetadataStore& store, const Claim& claim);
-  void Complete(store::MetadataStore& store, const store::JobRecord& job, const store::AttemptOutcome& outcome);
+  // `reason` is the outcome's reason as a type (kNone on success).
+  void Complete(store::MetadataStore& store, const store::JobRecord& job, const store::AttemptOutcome& outcome,
+                FailureReason reason);
   int64_t NowMs();
   void SleepMs(int64_t ms);
   bool Finished();

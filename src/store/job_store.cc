@@ -9,8 +9,9 @@
 #include <sstream>
 
 #include "core/hash.h"
-#include "store/sql_store.h"
 #include "core/json.h"
+#include "store/retry_decision.h"
+#include "store/sql_store.h"
 
 namespace kestrel::store {
 namespace {
@@ -116,13 +117,7 @@ Status ValidateSpec(const JobSpec& s) {
   }
   if (s.device_memory_mb < 0) return bad("gpu_mem", "device memory must be >= 0");
   if (s.wall_clock_limit_ms < 0) return bad("time_limit", "wall-clock limit must be >= 0");
-  if (s.retry.max_retries < 0) return bad("max_retries", "max_retries must be >= 0");
-  if (s.retry.max_infra_retries < 0) return bad("max_infra_retries", "max_infra_retries must be >= 0");
-  if (s.retry.backoff_ms.empty()) return bad("backoff", "the backoff list must not be empty");
-  for (int64_t b : s.retry.backoff_ms) {
-    if (b < 0) return bad("backoff", "backoff delays must be >= 0");
-  }
-  return {};
+  return ValidateRetryPolicy(s.retry);
 }
 
 void ClearLease(JobRecord& j) {
@@ -266,7 +261,9 @@ Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool*
              spec.device_kind, spec.device_memory_mb, spec.wall_clock_limit_ms}));
     if (n == 0) {
       KESTREL_ASSIGN_OR_RETURN(auto again, conn_->Query(live, {key}));
-      if (again.empty()) return Status::Aborted(std::string(kSqlConflictPrefix) + "dedup race, retrying");
+      if (again.empty()) {
+        return Status::Aborted("dedup race, retrying").WithReason(FailureReason::kStoreConflict);
+      }
       out = ReadJob(again[0]);
       return {};
     }
@@ -290,24 +287,15 @@ Result<JobRecord> SqlStore::ExpireLease(JobRecord job, int64_t now_ms) {
   AttemptOutcome o;
   o.failure_class = FailureClass::kRetryable;
   o.infrastructure = true;
-  o.reason = "lease_expired";
+  o.reason = FailureReasonToken(FailureReason::kLeaseExpired);
   o.message = "worker '" + job.lease_owner + "' stopped renewing its lease: last renewal at " +
               std::to_string(last_renewal) + " ms, expired at " + std::to_string(job.lease_until_ms) +
               " ms, reclaimed at " + std::to_string(now_ms) + " ms";
   KESTREL_RETURN_IF_ERROR(
       EndAttempt(job.id, job.attempt, o, last_renewal, std::max(last_renewal, job.lease_until_ms)));
-  ++job.infra_retries_used;
+  ApplyNextState(DecideAfterAttempt(job, o, job.spec.retry, now_ms), job);
   ClearLease(job);
   job.updated_ms = now_ms;
-  job.last_reason = o.reason;
-  if (job.infra_retries_used > job.spec.retry.max_infra_retries) {
-    job.state = JobState::kFailedPermanent;
-    job.finished_ms = now_ms;
-    job.last_reason = "infra_retries_exhausted";
-  } else {
-    job.state = JobState::kFailedRetryable;
-    job.not_before_ms = now_ms;
-  }
   KESTREL_RETURN_IF_ERROR(SaveJob(job));
   KESTREL_RETURN_IF_ERROR(StateEvent(job, now_ms));
   return job;
@@ -451,41 +439,15 @@ Result<JobRecord> SqlStore::CompleteAttempt(int64_t job_id, int64_t attempt, con
   JobRecord job;
   Status st = InTransaction([&]() -> Status {
     KESTREL_ASSIGN_OR_RETURN(job, LoadJob(job_id, true));
-    if (job.state != JobState::kRunning || job.attempt != attempt || job.lease_owner != worker) {
+    if (!IsCurrentAttempt(job, attempt, worker)) {
       return Status::Aborted("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
                              " is no longer current (job is " + JobStateName(job.state) + " at attempt " +
                              std::to_string(job.attempt) + "); result discarded");
     }
     KESTREL_RETURN_IF_ERROR(EndAttempt(job_id, attempt, o, now_ms, now_ms));
+    ApplyNextState(DecideAfterAttempt(job, o, job.spec.retry, now_ms), job);
     ClearLease(job);
     job.updated_ms = now_ms;
-    const RetryPolicy& p = job.spec.retry;
-    if (o.success) {
-      job.state = JobState::kSucceeded;
-      job.result_json = o.result_json;
-      job.last_reason.clear();
-    } else if (o.failure_class == FailureClass::kPermanent) {
-      job.state = JobState::kFailedPermanent;
-      job.last_reason = o.reason;
-    } else if (o.infrastructure) {
-      ++job.infra_retries_used;
-      job.last_reason = o.reason;
-      job.state = job.infra_retries_used > p.max_infra_retries ? JobState::kFailedPermanent
-                                                               : JobState::kFailedRetryable;
-      if (job.state == JobState::kFailedPermanent) job.last_reason = "infra_retries_exhausted: " + o.reason;
-      job.not_before_ms = now_ms;
-    } else if (job.retries_used >= p.max_retries) {
-      job.state = JobState::kFailedPermanent;
-      job.last_reason = "retries_exhausted: " + o.reason;
-    } else {
-      size_t k = std::min(static_cast<size_t>(job.retries_used), p.backoff_ms.size() - 1);
-      job.not_before_ms = now_ms + p.backoff_ms[k];
-      ++job.retries_used;
-      job.state = JobState::kFailedRetryable;
-      job.last_reason = o.reason;
-    }
-    if (job.state == JobState::kSucceeded || job.state == JobState::kFailedPermanent)
-      job.finished_ms = now_ms;
     KESTREL_RETURN_IF_ERROR(SaveJob(job));
     return StateEvent(job, now_ms);
   });
@@ -497,21 +459,17 @@ Result<JobRecord> SqlStore::CancelJob(int64_t job_id, int64_t now_ms) {
   JobRecord job;
   Status st = InTransaction([&]() -> Status {
     KESTREL_ASSIGN_OR_RETURN(job, LoadJob(job_id, true));
-    if (!IsLive(job.state)) {
-      return Status::FailedPrecondition("job " + std::to_string(job_id) + " is already " +
-                                        JobStateName(job.state));
-    }
+    KESTREL_ASSIGN_OR_RETURN(NextJobState next, DecideCancel(job, now_ms));
     if (job.state == JobState::kRunning) {
       AttemptOutcome o;
       o.failure_class = FailureClass::kNone;
-      o.reason = "cancelled";
+      o.reason = FailureReasonToken(FailureReason::kCancelled);
       o.message = "cancelled by the user";
       KESTREL_RETURN_IF_ERROR(EndAttempt(job_id, job.attempt, o, now_ms, now_ms));
     }
+    ApplyNextState(next, job);
     ClearLease(job);
-    job.state = JobState::kCancelled;
-    job.last_reason = "cancelled";
-    job.updated_ms = job.finished_ms = now_ms;
+    job.updated_ms = now_ms;
     KESTREL_RETURN_IF_ERROR(SaveJob(job));
     return StateEvent(job, now_ms);
   });

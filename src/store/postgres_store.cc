@@ -293,7 +293,9 @@ class PgConn final : public SqlConn {
     std::string msg = r != nullptr ? PQresultErrorMessage(r) : PQerrorMessage(conn_);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
-    if (IsConflictState(state)) return Status::Aborted(std::string(kSqlConflictPrefix) + msg, {where_});
+    if (IsConflictState(state)) {
+      return Status::Aborted("database conflict: " + msg, {where_}).WithReason(FailureReason::kStoreConflict);
+    }
     if (PQstatus(conn_) != CONNECTION_OK) {
       return Status::Unavailable("postgresql connection lost: " + msg, {where_});
     }

@@ -14,10 +14,6 @@
 
 namespace kestrel::store {
 
-// Message prefix a SqlConn uses for lock conflicts that a whole transaction
-// may simply retry (SQLite busy, PostgreSQL deadlock/serialization failure).
-inline constexpr const char* kSqlConflictPrefix = "database conflict: ";
-
 class SqlStore final : public MetadataStore {
  public:
   explicit SqlStore(std::unique_ptr<SqlConn> conn) : conn_(std::move(conn)) {}
@@ -70,7 +66,10 @@ class SqlStore final : public MetadataStore {
         if (s.IsOk()) return s;
         conn_->Rollback();
       }
-      if (s.Message().rfind(kSqlConflictPrefix, 0) != 0) return s;
+      // Lock conflicts (SQLite busy, PostgreSQL deadlock/serialization
+      // failure, a lost dedup race) carry kStoreConflict where the SqlConn
+      // or the body detects them: the whole transaction may simply rerun.
+      if (s.Reason() != FailureReason::kStoreConflict) return s;
     }
     return s;
   }

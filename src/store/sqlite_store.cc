@@ -52,7 +52,8 @@ class SqliteConn final : public SqlConn {
  private:
   Status Error(int rc, const std::string& msg, const std::string& sql) const {
     if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
-      return Status::Aborted(std::string(kSqlConflictPrefix) + "database is busy: " + msg, {path_});
+      return Status::Aborted("database conflict: database is busy: " + msg, {path_})
+          .WithReason(FailureReason::kStoreConflict);
     }
     return Status::IoError("sqlite: " + msg + " (in: " + sql.substr(0, 80) + ")", {path_});
   }

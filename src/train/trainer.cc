@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
@@ -73,16 +74,18 @@ const char* PhaseName(Phase p) {
   return "unknown";
 }
 
-int TrainSummary::ExitCode() const {
+FailureReason TrainSummary::Failure() const {
   switch (reason) {
     case ExitReason::kCompleted:
-    case ExitReason::kEarlyStopped: return 0;
-    case ExitReason::kStopped: return kExitStopped;
-    case ExitReason::kDiverged: return kExitDiverged;
-    case ExitReason::kHalted: return 1;
+    case ExitReason::kEarlyStopped: return FailureReason::kNone;
+    case ExitReason::kStopped: return FailureReason::kStopped;
+    case ExitReason::kDiverged: return FailureReason::kDiverged;
+    case ExitReason::kHalted: return FailureReason::kError;
   }
-  return 1;
+  return FailureReason::kError;
 }
+
+int TrainSummary::ExitCode() const { return ExitCodeFor(Failure()); }
 
 namespace {
 
@@ -174,7 +177,10 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   at::set_num_threads(threads);
   at::globalContext().setDeterministicAlgorithms(o.deterministic, /*warn_only=*/true);
   if (o.device != "cpu") {
-    if (!torch::cuda::is_available()) return Status::FailedPrecondition("device=" + o.device + ": CUDA is not available in this build/machine");
+    if (!torch::cuda::is_available()) {
+      return Status::FailedPrecondition("device=" + o.device + ": CUDA is not available in this build/machine")
+          .WithReason(FailureReason::kEnvironment);
+    }
     // TrainConfig::Validate admitted it: an index in [0, 1023].
     KESTREL_ASSIGN_OR_RETURN(int64_t index, ParseInt64(o.device, {"", 0, "device"}, 0, 1023, "a CUDA device index"));
     r.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
@@ -188,7 +194,9 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   if (ckpt) spec = o.data.substr(0, o.data.find('@')) + "@" + ckpt->state.dataset_version;
   KESTREL_ASSIGN_OR_RETURN(r.dataset, registry.Load(spec));
   r.nc = static_cast<int>(r.dataset.manifest.names.size());
-  if (r.nc < 1) return Status::FailedPrecondition("dataset " + spec + " has no classes");
+  if (r.nc < 1) {
+    return Status::FailedPrecondition("dataset " + spec + " has no classes").WithReason(FailureReason::kDatasetErrors);
+  }
 
   r.run_dir = ckpt ? o.run_dir : ResolveRunDir(env, o);
   o.run_dir = r.run_dir;
@@ -592,8 +600,16 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
 Result<TrainSummary> Train(const TrainOptions& options, const TrainHooks& hooks, Env& env) {
   try {
     return TrainImpl(options, hooks, env);
+  } catch (const c10::OutOfMemoryError& e) {
+    // Where an OOM starts: the job runner retries it (exit 7), never by
+    // reading the message.
+    return Status::ResourceExhausted(std::string("train: out of memory: ") + e.what_without_backtrace())
+        .WithReason(FailureReason::kOom);
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("train: torch error: ") + e.what_without_backtrace());
+  } catch (const std::bad_alloc& e) {
+    return Status::ResourceExhausted(std::string("train: out of memory: ") + e.what())
+        .WithReason(FailureReason::kOom);
   }
 }
 

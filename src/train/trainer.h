@@ -31,10 +31,6 @@
 
 namespace kestrel::train {
 
-// Exit codes of `kestrel train` beyond the CLI's 0/1/2 (docs/training.md).
-inline constexpr int kExitDiverged = 3;  // non-finite loss/gradients after 2 rollbacks
-inline constexpr int kExitStopped = 4;   // stop flag (SIGTERM/SIGINT): checkpoint written, resumable
-
 // Every `kestrel train` key is a TrainConfig field (train_config.h, torch-free,
 // so `kestrel submit` binds and validates the very same struct); the trainer
 // adds what only the API sets.
@@ -76,7 +72,12 @@ struct TrainSummary {
   int64_t iterations = 0;        // trained in this process
   double images_per_second = 0;  // train throughput in this process
   std::vector<EpochRecord> history;
-  int ExitCode() const;          // 0, kExitDiverged, kExitStopped (halted: 1)
+  // How the run ended as a failure reason: kNone (completed, early-stopped),
+  // kDiverged, kStopped (checkpoint written, resumable), kError (halted).
+  FailureReason Failure() const;
+  // Its `kestrel train` exit code from the one table (core/failure.h):
+  // 0, kTrainExitDiverged (4), kTrainExitStopped (8), 1.
+  int ExitCode() const;
 };
 
 // A long phase outside the training iterations, making progress. The job

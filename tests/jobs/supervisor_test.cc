@@ -168,7 +168,7 @@ TEST_F(FakeSupervisorTest, HeartbeatsRenewAndALostLeaseStopsTheChild) {
 TEST_F(FakeSupervisorTest, ChildReasonAndExitCodeClassifyPermanentFailures) {
   FakeChildScript s;
   s.exit_at_ms = 100;
-  s.exit = {kExitBadConfig, 0};
+  s.exit = {kTrainExitBadConfig, 0};
   auto o = ToOutcome(*Run(s));
   EXPECT_EQ(o.reason, "bad_config");
   EXPECT_EQ(o.failure_class, store::FailureClass::kPermanent);

@@ -644,7 +644,7 @@ TEST_P(JobStoreTest, InfraFailuresHaveTheirOwnBudget) {
   EXPECT_EQ(Claim("w", 1000).GetStatus().Code(), StatusCode::kNotFound);
   auto job = *store_->GetJob(id);
   EXPECT_EQ(job.state, JobState::kFailedPermanent);
-  EXPECT_EQ(job.last_reason, "infra_retries_exhausted");
+  EXPECT_EQ(job.last_reason, "infra_retries_exhausted: lease_expired");
 }
 
 TEST_P(JobStoreTest, CancelQueuedAndRunningThenRetry) {

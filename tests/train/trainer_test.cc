@@ -185,7 +185,8 @@ TEST_F(TrainerTest, DivergingRunRollsBackTwiceThenFailsQuickly) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   EXPECT_EQ(r->reason, ExitReason::kDiverged) << r->message;
-  EXPECT_EQ(r->ExitCode(), kExitDiverged);
+  EXPECT_EQ(r->ExitCode(), kTrainExitDiverged);
+  EXPECT_EQ(r->Failure(), FailureReason::kDiverged);
   EXPECT_EQ(r->rollbacks, 2);
   EXPECT_EQ(r->nonfinite_iterations, 9);  // 3 in a row, three times
   EXPECT_EQ(r->history.size(), 1u);       // only epoch 0 finished
@@ -202,7 +203,8 @@ TEST_F(TrainerTest, StopFlagWritesCheckpointAndResumes) {
   auto r = Train(o, hooks);
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   EXPECT_EQ(r->reason, ExitReason::kStopped);
-  EXPECT_EQ(r->ExitCode(), kExitStopped);
+  EXPECT_EQ(r->ExitCode(), kTrainExitStopped);
+  EXPECT_EQ(r->Failure(), FailureReason::kStopped);
   EXPECT_EQ(r->iterations, 1);
   ASSERT_TRUE(fs::exists(o.run_dir + "/weights/last.ckpt"));
   TrainOptions ro;
