@@ -376,6 +376,27 @@ TEST_F(WorkerTest, StoreOutageDoesNotKillTheChildWhileTheLeaseHolds) {
   EXPECT_TRUE(runner_.Children().at(0).signals.empty()) << "the child was never signalled";
 }
 
+TEST_F(WorkerTest, StoreConflictIsRetriedByTypeNotFencedByMessage) {
+  // A lock conflict that outlived the store's own retries is kAborted like
+  // fencing; only its kStoreConflict subcode tells them apart (the message
+  // is free text and is not read).
+  options_.exit_when_idle = true;
+  int64_t id = Submit("conflict");
+  runner_.Push(Success(85'000));
+  auto hooks = std::make_shared<HookedStore::Hooks>();
+  int conflicts = 0;
+  hooks->before_renew = [&](int64_t, int64_t) -> Status {
+    ++conflicts;
+    return Status::Aborted("deadlock detected").WithReason(FailureReason::kStoreConflict);
+  };
+  auto c = RunWorker(hooks);
+  EXPECT_EQ(conflicts, 2);
+  EXPECT_EQ(c.fenced, 0);
+  EXPECT_EQ(c.succeeded, 1);
+  EXPECT_EQ(Job(id).state, JobState::kSucceeded);
+  EXPECT_TRUE(runner_.Children().at(0).signals.empty()) << "a conflict must not stop the child";
+}
+
 TEST_F(WorkerTest, LongStoreOutageStopsTheChildOnlyWhenTheLeaseExpires) {
   options_.max_jobs = 1;
   int64_t id = Submit("long_outage");
