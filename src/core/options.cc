@@ -16,7 +16,8 @@ struct OptionSet::Entry {
   std::string key;
   std::string help;
   std::variant<int64_t*, int*, double*, bool*, std::string*> dst;
-  double min = 0, max = 0;  // numeric range, inclusive
+  Range range;              // float keys
+  int64_t imin = 0, imax = 0;  // int keys, inclusive
   std::vector<std::string> choices;
   std::string default_text;
 };
@@ -51,7 +52,60 @@ std::string Trim(std::string_view v) {
   return std::string(v.substr(b, e - b));
 }
 
+// The closed integer range [lo, hi] as text; the limits of T are unbounded.
+template <class T>
+std::string IntRangeText(int64_t lo, int64_t hi) {
+  const bool no_lo = lo <= static_cast<int64_t>(std::numeric_limits<T>::min());
+  const bool no_hi = hi >= static_cast<int64_t>(std::numeric_limits<T>::max());
+  if (no_lo && no_hi) return "";
+  if (no_hi) return ">= " + std::to_string(lo);
+  if (no_lo) return "<= " + std::to_string(hi);
+  return "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+}
+
+Status RangeError(const std::string& shown, const std::string& range, const ErrorLocation& where) {
+  return Status::InvalidArgument("value " + shown + " is outside the allowed range " + range, where);
+}
+
+// Decimal integer text into T: no wrap-around, no trailing text, in [lo, hi].
+template <class T>
+Result<T> ParseInteger(const std::string& value, int64_t lo, int64_t hi, const ErrorLocation& where) {
+  T v = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec == std::errc::result_out_of_range && ptr == value.data() + value.size()) {
+    std::string range = IntRangeText<T>(lo, hi);
+    if (range.empty()) {
+      range = "[" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+              std::to_string(std::numeric_limits<T>::max()) + "]";
+    }
+    return RangeError(value, range, where);
+  }
+  if (ec != std::errc() || ptr != value.data() + value.size()) {
+    return Status::InvalidArgument("expected an integer, got '" + value + "'", where);
+  }
+  if (static_cast<int64_t>(v) < lo || static_cast<int64_t>(v) > hi) {
+    return RangeError(value, IntRangeText<T>(lo, hi), where);
+  }
+  return v;
+}
+
 }  // namespace
+
+bool Range::Contains(double v) const {
+  if (!std::isfinite(v)) return false;
+  if (lo_open ? !(v > lo) : !(v >= lo)) return false;
+  if (hi_open ? !(v < hi) : !(v <= hi)) return false;
+  return true;
+}
+
+std::string Range::ToString() const {
+  const bool no_lo = std::isinf(lo) && lo < 0;
+  const bool no_hi = std::isinf(hi) && hi > 0;
+  if (no_lo && no_hi) return "";
+  if (no_hi) return (lo_open ? "> " : ">= ") + FormatDouble(lo);
+  if (no_lo) return (hi_open ? "< " : "<= ") + FormatDouble(hi);
+  return (lo_open ? "(" : "[") + FormatDouble(lo) + ", " + FormatDouble(hi) + (hi_open ? ")" : "]");
+}
 
 OptionSet::OptionSet() = default;
 OptionSet::~OptionSet() = default;
@@ -59,33 +113,33 @@ OptionSet::OptionSet(OptionSet&&) noexcept = default;
 OptionSet& OptionSet::operator=(OptionSet&&) noexcept = default;
 
 OptionSet& OptionSet::Int(std::string key, int64_t* dst, std::string help, int64_t min, int64_t max) {
-  Entry e{std::move(key), std::move(help), dst, static_cast<double>(min), static_cast<double>(max), {}, std::to_string(*dst)};
+  Entry e{std::move(key), std::move(help), dst, {}, min, max, {}, std::to_string(*dst)};
   entries_.push_back(std::move(e));
   return *this;
 }
 OptionSet& OptionSet::Int(std::string key, int* dst, std::string help, int min, int max) {
-  Entry e{std::move(key), std::move(help), dst, static_cast<double>(min), static_cast<double>(max), {}, std::to_string(*dst)};
+  Entry e{std::move(key), std::move(help), dst, {}, min, max, {}, std::to_string(*dst)};
   entries_.push_back(std::move(e));
   return *this;
 }
-OptionSet& OptionSet::Float(std::string key, double* dst, std::string help, double min, double max) {
-  Entry e{std::move(key), std::move(help), dst, min, max, {}, FormatDouble(*dst)};
+OptionSet& OptionSet::Float(std::string key, double* dst, std::string help, Range range) {
+  Entry e{std::move(key), std::move(help), dst, range, 0, 0, {}, FormatDouble(*dst)};
   entries_.push_back(std::move(e));
   return *this;
 }
 OptionSet& OptionSet::Bool(std::string key, bool* dst, std::string help) {
-  Entry e{std::move(key), std::move(help), dst, 0, 0, {}, *dst ? "true" : "false"};
+  Entry e{std::move(key), std::move(help), dst, {}, 0, 0, {}, *dst ? "true" : "false"};
   entries_.push_back(std::move(e));
   return *this;
 }
 OptionSet& OptionSet::String(std::string key, std::string* dst, std::string help) {
-  Entry e{std::move(key), std::move(help), dst, 0, 0, {}, *dst};
+  Entry e{std::move(key), std::move(help), dst, {}, 0, 0, {}, *dst};
   entries_.push_back(std::move(e));
   return *this;
 }
 OptionSet& OptionSet::Choice(std::string key, std::string* dst, std::vector<std::string> choices,
                              std::string help) {
-  Entry e{std::move(key), std::move(help), dst, 0, 0, std::move(choices), *dst};
+  Entry e{std::move(key), std::move(help), dst, {}, 0, 0, std::move(choices), *dst};
   entries_.push_back(std::move(e));
   return *this;
 }
@@ -128,34 +182,23 @@ Status OptionSet::Set(std::string_view key_in, std::string_view value_in, const 
     if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
     return Status::InvalidArgument(msg, where);
   }
-  auto range_error = [&](const std::string& shown) {
-    return Status::InvalidArgument("value " + shown + " is outside the allowed range [" +
-                                       FormatDouble(e->min) + ", " + FormatDouble(e->max) + "]",
-                                   where);
-  };
   if (auto* p = std::get_if<int64_t*>(&e->dst)) {
-    int64_t v = 0;
-    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || ptr != value.data() + value.size()) {
-      return Status::InvalidArgument("expected an integer, got '" + value + "'", where);
-    }
-    if (static_cast<double>(v) < e->min || static_cast<double>(v) > e->max) return range_error(value);
+    KESTREL_ASSIGN_OR_RETURN(int64_t v, ParseInteger<int64_t>(value, e->imin, e->imax, where));
     **p = v;
   } else if (auto* p = std::get_if<int*>(&e->dst)) {
-    int v = 0;
-    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || ptr != value.data() + value.size()) {
-      return Status::InvalidArgument("expected an integer, got '" + value + "'", where);
-    }
-    if (v < e->min || v > e->max) return range_error(value);
+    KESTREL_ASSIGN_OR_RETURN(int v, ParseInteger<int>(value, e->imin, e->imax, where));
     **p = v;
   } else if (auto* p = std::get_if<double*>(&e->dst)) {
     double v = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec == std::errc::result_out_of_range) {
+      return Status::InvalidArgument("'" + value + "' does not fit a double (allowed: " + e->range.ToString() + ")",
+                                     where);
+    }
     if (ec != std::errc() || ptr != value.data() + value.size() || !std::isfinite(v)) {
       return Status::InvalidArgument("expected a finite number, got '" + value + "'", where);
     }
-    if (v < e->min || v > e->max) return range_error(value);
+    if (!e->range.Contains(v)) return RangeError(value, e->range.ToString(), where);
     **p = v;
   } else if (auto* p = std::get_if<bool*>(&e->dst)) {
     bool v = false;
@@ -248,16 +291,75 @@ Status OptionSet::ApplyJson(const nlohmann::json& obj, const std::string& origin
   return {};
 }
 
+Status OptionSet::CheckValues() const {
+  for (const auto& e : entries_) {
+    const ErrorLocation where{"", 0, e.key};
+    if (auto* p = std::get_if<int64_t*>(&e.dst)) {
+      if (**p < e.imin || **p > e.imax) return RangeError(std::to_string(**p), IntRangeText<int64_t>(e.imin, e.imax), where);
+    } else if (auto* p = std::get_if<int*>(&e.dst)) {
+      if (**p < e.imin || **p > e.imax) return RangeError(std::to_string(**p), IntRangeText<int>(e.imin, e.imax), where);
+    } else if (auto* p = std::get_if<double*>(&e.dst)) {
+      if (!e.range.Contains(**p)) return RangeError(FormatDouble(**p), e.range.ToString(), where);
+    } else if (auto* p = std::get_if<std::string*>(&e.dst)) {
+      if (!e.choices.empty() && std::find(e.choices.begin(), e.choices.end(), **p) == e.choices.end()) {
+        std::string list;
+        for (const auto& c : e.choices) list += (list.empty() ? "" : ", ") + c;
+        return Status::InvalidArgument("'" + **p + "' is not one of: " + list, where);
+      }
+    }
+  }
+  return {};
+}
+
+std::vector<OptionInfo> OptionSet::Describe() const {
+  std::vector<OptionInfo> out;
+  for (const auto& e : entries_) {
+    OptionInfo info{e.key, "", "", e.default_text, e.help};
+    if (std::holds_alternative<int64_t*>(e.dst)) {
+      info.type = "int";
+      info.range = IntRangeText<int64_t>(e.imin, e.imax);
+    } else if (std::holds_alternative<int*>(e.dst)) {
+      info.type = "int";
+      info.range = IntRangeText<int>(e.imin, e.imax);
+    } else if (std::holds_alternative<double*>(e.dst)) {
+      info.type = "float";
+      info.range = e.range.ToString();
+    } else if (std::holds_alternative<bool*>(e.dst)) {
+      info.type = "bool";
+    } else if (!e.choices.empty()) {
+      info.type = "choice";
+      for (size_t i = 0; i < e.choices.size(); ++i) info.range += (i ? "|" : "") + e.choices[i];
+    } else {
+      info.type = "string";
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 std::string OptionSet::HelpText() const {
   std::string out;
-  for (const auto& e : entries_) {
-    out += "  " + e.key + "=" + e.default_text;
-    if (!e.choices.empty()) {
-      out += " {";
-      for (size_t i = 0; i < e.choices.size(); ++i) out += (i ? "|" : "") + e.choices[i];
-      out += "}";
+  for (const auto& k : Describe()) {
+    out += "  " + k.key + "=" + k.default_text + "  (" + k.type + (k.range.empty() ? "" : " " + k.range) + ")\n";
+    out += "      " + k.help + "\n";
+  }
+  return out;
+}
+
+std::string MarkdownKeyTable(const std::vector<OptionInfo>& keys) {
+  auto cell = [](const std::string& text) {
+    std::string out;
+    for (char c : text) {
+      if (c == '|') out += "\\|";
+      else out += c;
     }
-    out += "\n      " + e.help + "\n";
+    return out;
+  };
+  auto code = [&](const std::string& text) { return text.empty() ? std::string() : "`" + cell(text) + "`"; };
+  std::string out = "| key | type | range | default | description |\n|---|---|---|---|---|\n";
+  for (const auto& k : keys) {
+    out += "| `" + cell(k.key) + "` | " + k.type + " | " + code(k.range) + " | " + code(k.default_text) + " | " +
+           cell(k.help) + " |\n";
   }
   return out;
 }

@@ -4,13 +4,18 @@
 //
 //   struct ImportOptions {
 //     double val_ratio = 0.2;  // fraction of images put in val when no split
-//     void Bind(OptionSet& s) { s.Float("val_ratio", &val_ratio, "...", 0, 1); }
+//     void Bind(OptionSet& s) { s.Float("val_ratio", &val_ratio, "...", Range::Closed(0, 1)); }
+//     Status Validate() const { return CheckBoundValues(*this); }
 //   };
 //
-// The OptionSet then parses YAML files and Ultralytics-style `key=value`
-// overrides into the bound fields, rejecting unknown keys by name with the
-// closest valid key as a hint, and range/format errors with file, line and
-// field. It never "fixes" a value silently.
+// The binding is the one place a key's name, type, range (with open or
+// closed ends) and default are written: the OptionSet parses YAML files and
+// Ultralytics-style `key=value` overrides into the bound fields, rejecting
+// unknown keys by name with the closest valid key as a hint, and range/format
+// errors with file, line and field; CheckValues() applies the same ranges to
+// values set in code, so a component's Validate() holds only cross-field
+// rules (never a second copy of a range); Describe()/KeyTable() produce the
+// --help and docs key tables. It never "fixes" a value silently.
 //
 // Not thread-safe. Bound pointers must outlive the OptionSet.
 #pragma once
@@ -20,11 +25,43 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
 
 namespace kestrel {
+
+// A numeric range whose ends may each be open or closed. Infinite ends mean
+// "unbounded" (NaN and infinities are never accepted as values).
+struct Range {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false;
+  bool hi_open = false;
+
+  static Range Closed(double lo, double hi) { return {lo, hi, false, false}; }      // [lo, hi]
+  static Range ClosedOpen(double lo, double hi) { return {lo, hi, false, true}; }   // [lo, hi)
+  static Range OpenClosed(double lo, double hi) { return {lo, hi, true, false}; }   // (lo, hi]
+  static Range Open(double lo, double hi) { return {lo, hi, true, true}; }          // (lo, hi)
+  static Range AtLeast(double lo) { return Closed(lo, std::numeric_limits<double>::infinity()); }
+  static Range Above(double lo) { return Open(lo, std::numeric_limits<double>::infinity()); }
+  static Range Any() { return {}; }
+
+  // False for NaN and +-inf.
+  bool Contains(double v) const;
+  // "[0, 0.5)", ">= 1", "> 0", "any".
+  std::string ToString() const;
+};
+
+// One key as documented: what --help and the docs tables print.
+struct OptionInfo {
+  std::string key;
+  std::string type;     // int | float | bool | string | choice
+  std::string range;    // "[0, 0.5)", ">= 1", "auto|SGD|Adam|AdamW", "" when any
+  std::string default_text;
+  std::string help;
+};
 
 class OptionSet {
  public:
@@ -33,15 +70,20 @@ class OptionSet {
   OptionSet(OptionSet&&) noexcept;
   OptionSet& operator=(OptionSet&&) noexcept;
 
+  // Integers: the closed range [min, max]; text that overflows the field's
+  // type is an error, never wrapped or clamped.
   OptionSet& Int(std::string key, int64_t* dst, std::string help,
                  int64_t min = std::numeric_limits<int64_t>::min(),
                  int64_t max = std::numeric_limits<int64_t>::max());
   OptionSet& Int(std::string key, int* dst, std::string help,
                  int min = std::numeric_limits<int>::min(),
                  int max = std::numeric_limits<int>::max());
-  OptionSet& Float(std::string key, double* dst, std::string help,
-                   double min = -std::numeric_limits<double>::infinity(),
-                   double max = std::numeric_limits<double>::infinity());
+  // Finite numbers within `range` (NaN, inf and overflowing text rejected).
+  OptionSet& Float(std::string key, double* dst, std::string help, Range range = Range::Any());
+  // Shorthand for Range::Closed(min, max).
+  OptionSet& Float(std::string key, double* dst, std::string help, double min, double max) {
+    return Float(std::move(key), dst, std::move(help), Range::Closed(min, max));
+  }
   OptionSet& Bool(std::string key, bool* dst, std::string help);
   OptionSet& String(std::string key, std::string* dst, std::string help);
   // A string restricted to `choices`.
@@ -65,12 +107,20 @@ class OptionSet {
   // `key=value` tokens, e.g. from the command line. Errors name the token.
   Status ApplyArgs(const std::vector<std::string>& args);
 
+  // Checks the current value of every bound field against its binding
+  // (range incl. open/closed ends and finiteness, choices): for values set in
+  // code rather than parsed. kInvalidArgument naming the first bad key.
+  Status CheckValues() const;
+
   // The effective configuration: every key with its current value, keys
   // sorted (canonical; hash it for dedup keys).
   nlohmann::json ToJson() const;
   // Applies a JSON object produced by ToJson() (e.g. a stored config).
   Status ApplyJson(const nlohmann::json& obj, const std::string& origin);
-  // "key  (type, default)  help" lines for --help output.
+  // Every key in binding order with type, range, default and help; the
+  // default is the field's value when it was bound.
+  std::vector<OptionInfo> Describe() const;
+  // "key=default  type range" + help lines for --help output.
   std::string HelpText() const;
 
  private:
@@ -78,6 +128,20 @@ class OptionSet {
   std::vector<Entry> entries_;
   const Entry* Find(std::string_view key) const;
 };
+
+// Runs `options.Validate()`'s range part: binds a copy of `options` and
+// checks the copy's values against the binding (OptionSet::CheckValues).
+template <class T>
+Status CheckBoundValues(const T& options) {
+  T copy = options;
+  OptionSet set;
+  copy.Bind(set);
+  return set.CheckValues();
+}
+
+// A Markdown table (| key | type | range | default | description |) of
+// `keys`, each listed once: the format of the key tables in docs/*.md.
+std::string MarkdownKeyTable(const std::vector<OptionInfo>& keys);
 
 // Levenshtein distance (bytes).
 size_t EditDistance(std::string_view a, std::string_view b);
