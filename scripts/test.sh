@@ -17,8 +17,8 @@ if [[ -z "${KESTREL_TEST_PG:-}" ]]; then
 fi
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" -LE slow "$@"
 # The parsers that read untrusted bytes, under libFuzzer + ASan/UBSan, for a
-# fixed number of inputs each (seeded, so a run is repeatable). Off by default until timed in CI:
-# KESTREL_FUZZ_RUNS=20000 ./scripts/test.sh
-if [[ "${KESTREL_FUZZ_RUNS:-0}" != 0 && $# -eq 0 ]]; then
-  ./tools/fuzz.sh --runs "${KESTREL_FUZZ_RUNS}"
+# fixed number of inputs each (seeded, so a run is repeatable): 20,000 per
+# target, ~3 min with the clang build on 2 cores. KESTREL_FUZZ_RUNS=0 skips.
+if [[ "${KESTREL_FUZZ_RUNS:-20000}" != 0 && $# -eq 0 ]]; then
+  ./tools/fuzz.sh --runs "${KESTREL_FUZZ_RUNS:-20000}"
 fi

@@ -29,7 +29,27 @@ Status MergeInto(Env& env, const std::string& from, const std::string& to, const
   return env.SyncDir(to);
 }
 
+std::string Trimmed(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+std::string ParentOf(const std::string& path) {
+  std::string parent = DirName(path);
+  return parent.empty() ? "." : parent;
+}
+
 }  // namespace
+
+Status RequireEmptyOrAbsent(Env& env, const std::string& path_arg, StatusCode code) {
+  const std::string path = Trimmed(path_arg);
+  const FileInfo info = env.Stat(path);
+  if (!info.exists) return {};
+  if (!info.is_dir) return Status(code, "output path exists and is not a folder", {path});
+  KESTREL_ASSIGN_OR_RETURN(auto names, env.ListDir(path));
+  if (!names.empty()) return Status(code, "output folder is not empty; refusing to overwrite", {path});
+  return {};
+}
 
 StagedDir::StagedDir(Env& env, std::string final_path, std::string staging)
     : env_(&env), final_(std::move(final_path)), staging_(std::move(staging)), open_(true) {}
@@ -57,8 +77,7 @@ StagedDir::~StagedDir() {
 
 Result<StagedDir> StagedDir::Create(Env& env, const std::string& final_path) {
   if (final_path.empty()) return Status::InvalidArgument("empty output folder path");
-  std::string clean = final_path;
-  while (clean.size() > 1 && clean.back() == '/') clean.pop_back();
+  const std::string clean = Trimmed(final_path);
   static std::atomic<uint64_t> counter{0};
   const std::string staging =
       clean + ".kestrel-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
@@ -74,11 +93,22 @@ Status StagedDir::Commit(const std::vector<std::string>& last) {
   if (!f.exists) {
     KESTREL_RETURN_IF_ERROR(env_->Rename(staging_, final_));
     open_ = false;
-    return env_->SyncDir(DirName(final_));
+    return env_->SyncDir(ParentOf(final_));
   }
   KESTREL_RETURN_IF_ERROR(MergeInto(*env_, staging_, final_, last));
   open_ = false;
   return env_->RemoveAll(staging_);
+}
+
+Status StagedDir::CommitFresh() {
+  if (!open_) return Status::FailedPrecondition("staged folder already committed or abandoned", {final_});
+  Status s = env_->SyncFilesystem(staging_);
+  // rename(2) replaces an empty folder; refuse if it filled up meanwhile.
+  if (s.IsOk()) s = RequireEmptyOrAbsent(*env_, final_);
+  if (s.IsOk()) s = env_->Rename(staging_, final_);
+  if (!s.IsOk()) return s;  // the destructor removes the staging folder
+  open_ = false;
+  return env_->SyncDir(ParentOf(final_));
 }
 
 }  // namespace kestrel

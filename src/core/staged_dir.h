@@ -26,6 +26,10 @@
 
 namespace kestrel {
 
+// OK when `path` is absent or an empty folder; otherwise `code` with a
+// message naming it ("exists and is not a folder" / "is not empty").
+Status RequireEmptyOrAbsent(Env& env, const std::string& path, StatusCode code = StatusCode::kAlreadyExists);
+
 class StagedDir {
  public:
   // Creates the staging folder (and the final folder's parents).
@@ -43,6 +47,12 @@ class StagedDir {
   const std::string& FinalPath() const { return final_; }
   // Moves the staged content to FinalPath() (see the file comment). Once.
   Status Commit(const std::vector<std::string>& last = {});
+  // For outputs that must never mix with what is already there (a dataset
+  // tree: import would take a merged tree for one dataset). Makes every
+  // write under Path() durable, checks FinalPath() is still absent or an
+  // empty folder (AlreadyExists naming it otherwise) and publishes it with
+  // one rename(2). On error the staging folder is removed. Once.
+  Status CommitFresh();
 
  private:
   StagedDir(Env& env, std::string final_path, std::string staging);

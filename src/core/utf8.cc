@@ -51,26 +51,49 @@ size_t FirstInvalidUtf8(std::string_view text) {
   return std::string_view::npos;
 }
 
-std::string EscapeInvalidUtf8(std::string_view text) {
-  size_t bad = FirstInvalidUtf8(text);
-  if (bad == std::string_view::npos) return std::string(text);
+namespace {
+
+bool IsControl(uint8_t b) { return b < 0x20 || b == 0x7F; }
+
+// Escapes from the first byte that needs it; `controls` adds C0 and DEL.
+std::string Escape(std::string_view text, size_t first, bool controls) {
   static const char kHex[] = "0123456789ABCDEF";
-  std::string out(text.substr(0, bad));
+  std::string out(text.substr(0, first));
   out.reserve(text.size() + 16);
-  for (size_t i = bad; i < text.size();) {
+  for (size_t i = first; i < text.size();) {
+    const auto b = static_cast<uint8_t>(text[i]);
     const size_t n = ValidSequenceLength(text, i);
-    if (n > 0) {
+    if (n > 0 && !(controls && IsControl(b))) {
       out.append(text.substr(i, n));
       i += n;
       continue;
     }
-    const auto b = static_cast<uint8_t>(text[i]);
     out += "\\x";
     out += kHex[b >> 4];
     out += kHex[b & 0xF];
     ++i;
   }
   return out;
+}
+
+}  // namespace
+
+std::string EscapeInvalidUtf8(std::string_view text) {
+  size_t bad = FirstInvalidUtf8(text);
+  if (bad == std::string_view::npos) return std::string(text);
+  return Escape(text, bad, false);
+}
+
+std::string EscapeForDisplay(std::string_view text) {
+  size_t first = FirstInvalidUtf8(text);
+  for (size_t i = 0; i < text.size() && i < first; ++i) {
+    if (IsControl(static_cast<uint8_t>(text[i]))) {
+      first = i;
+      break;
+    }
+  }
+  if (first == std::string_view::npos) return std::string(text);
+  return Escape(text, first, true);
 }
 
 }  // namespace kestrel

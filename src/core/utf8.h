@@ -21,4 +21,9 @@ inline bool IsValidUtf8(std::string_view text) { return FirstInvalidUtf8(text) =
 // Valid text is returned unchanged.
 std::string EscapeInvalidUtf8(std::string_view text);
 
+// Like EscapeInvalidUtf8, and also writes C0 control characters and DEL as
+// \xHH: for file names shown to people, where a NUL, tab or newline inside
+// the name would otherwise be invisible.
+std::string EscapeForDisplay(std::string_view text);
+
 }  // namespace kestrel

@@ -2,12 +2,13 @@
 
 #include <cstdio>
 #include <map>
+#include <utility>
 
 #include "core/hash.h"
 #include "core/parallel.h"
-#include "data/output_dir.h"
 #include "data/text.h"
 #include "core/json.h"
+#include "core/staged_dir.h"
 
 namespace kestrel::data {
 namespace {
@@ -37,6 +38,16 @@ std::string StripExtension(const std::string& path) {
   return path.substr(0, dot);
 }
 
+Status CheckDatasetName(const std::string& name) {
+  if (name.empty() || name.find_first_of("@/ \t") != std::string::npos || !IsValidUtf8(name) ||
+      EscapeForDisplay(name) != name) {
+    return Status::InvalidArgument("dataset name '" + EscapeForDisplay(name) +
+                                       "' must be non-empty UTF-8 without '@', '/', spaces or control characters",
+                                   {"", 0, "name"});
+  }
+  return {};
+}
+
 }  // namespace
 
 Registry::Registry(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env)
@@ -44,14 +55,15 @@ Registry::Registry(store::MetadataStore& meta, store::ArtifactStore& blobs, Env&
 
 Result<ImportResult> Registry::Import(const std::string& path, const std::string& name,
                                       const ImportOptions& opts, ValidationReport* report_out) {
-  if (name.empty() || name.find_first_of("@/ \t") != std::string::npos || !IsValidUtf8(name) ||
-      EscapeForDisplay(name) != name) {
-    return Status::InvalidArgument("dataset name '" + EscapeForDisplay(name) +
-                                       "' must be non-empty UTF-8 without '@', '/', spaces or control characters",
-                                   {"", 0, "name"});
-  }
+  KESTREL_RETURN_IF_ERROR(CheckDatasetName(name));
   KESTREL_ASSIGN_OR_RETURN(Analysis a, AnalyzeDataset(path, opts, env_));
   if (report_out != nullptr) *report_out = a.report;
+  return ImportAnalyzed(path, name, std::move(a), opts);
+}
+
+Result<ImportResult> Registry::ImportAnalyzed(const std::string& path, const std::string& name, Analysis a,
+                                              const ImportOptions& opts) {
+  KESTREL_RETURN_IF_ERROR(CheckDatasetName(name));
   const int64_t errors = a.report.Count(Severity::kError);
   if (a.manifest.entries.empty()) {
     return Status::InvalidArgument("no usable images in " + path + "; nothing imported\n" + a.report.ToText(),
@@ -163,8 +175,9 @@ Status Registry::Export(const std::string& spec, const std::string& format, cons
   // Built beside the target and moved into place only when every file is
   // written: a failure half-way used to leave images without data.yaml that
   // import accepted.
-  KESTREL_ASSIGN_OR_RETURN(std::string tmp, MakeStagingDir(env_, out_dir));
-  return PublishStagingDir(env_, tmp, out_dir, WriteExportTree(v, format, tmp));
+  KESTREL_ASSIGN_OR_RETURN(StagedDir out, StagedDir::Create(env_, out_dir));
+  KESTREL_RETURN_IF_ERROR(WriteExportTree(v, format, out.Path()));
+  return out.CommitFresh();
 }
 
 Status Registry::WriteExportTree(const VersionView& v, const std::string& format, const std::string& out_dir) {

@@ -123,6 +123,11 @@ class Registry {
   // !opts.allow_errors; the error message carries the report text.
   Result<ImportResult> Import(const std::string& path, const std::string& name,
                               const ImportOptions& opts, ValidationReport* report_out = nullptr);
+  // Import's commit half for a source the caller analyzed already
+  // (`a` = AnalyzeDataset(path, opts)): the same checks, messages and writes
+  // as Import, without reading the source a second time.
+  Result<ImportResult> ImportAnalyzed(const std::string& path, const std::string& name, Analysis a,
+                                      const ImportOptions& opts);
   // spec: "NAME", "NAME@vN", "NAME@<id prefix>".
   Result<VersionView> Load(const std::string& spec);
   // Writes a dataset tree that imports back to the same version id:

@@ -13,7 +13,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "data/output_dir.h"
+#include "core/staged_dir.h"
 
 namespace kestrel::data {
 namespace {
@@ -479,21 +479,13 @@ Status WriteSynthTree(const SynthOptions& options, const std::string& out_dir, E
 
 Status WriteSynthDataset(const SynthOptions& options, const std::string& out_dir, Env& env) {
   KESTREL_RETURN_IF_ERROR(options.Validate());
-  const FileInfo info = env.Stat(out_dir);
-  if (info.exists) {
-    if (!info.is_dir) {
-      return Status::FailedPrecondition("output path exists and is not a folder", {out_dir});
-    }
-    KESTREL_ASSIGN_OR_RETURN(std::vector<std::string> entries, env.ListDir(out_dir));
-    if (!entries.empty()) {
-      return Status::FailedPrecondition("output folder is not empty", {out_dir});
-    }
-  }
+  KESTREL_RETURN_IF_ERROR(RequireEmptyOrAbsent(env, out_dir, StatusCode::kFailedPrecondition));
   // Written beside `out_dir` and renamed into place when complete: a failure
   // half-way used to leave images/ + labels/ without data.yaml, which import
   // accepts as a bare YOLO tree.
-  KESTREL_ASSIGN_OR_RETURN(std::string staging, MakeStagingDir(env, out_dir));
-  return PublishStagingDir(env, staging, out_dir, WriteSynthTree(options, staging, env));
+  KESTREL_ASSIGN_OR_RETURN(StagedDir out, StagedDir::Create(env, out_dir));
+  KESTREL_RETURN_IF_ERROR(WriteSynthTree(options, out.Path(), env));
+  return out.CommitFresh();
 }
 
 namespace {

@@ -2,9 +2,6 @@
 // names, manifest paths and Status messages end up in nlohmann::json, whose
 // dump() aborts the program (type_error 316) on invalid UTF-8 (issue 10).
 // These helpers keep such bytes visible but harmless.
-//
-// Kept in data/ (not core/) because only the readers need them; the JSON
-// dumping side has its own guard in core.
 #pragma once
 
 #include <optional>
@@ -12,21 +9,13 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "core/utf8.h"
 
 namespace kestrel::data {
 
-// True when `s` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
-bool IsValidUtf8(std::string_view s);
-
-// `s` with every byte that is not part of a well-formed UTF-8 sequence
-// written as the four characters \xHH (e.g. "caf\xE9"). Valid text is returned
-// unchanged. Backslashes are not escaped, so a literal "\xE9" in a name reads
-// the same; messages are for people, manifests never hold escaped text.
-std::string EscapeInvalidUtf8(std::string_view s);
-
-// Like EscapeInvalidUtf8, and also shows C0 control characters and DEL as
-// \xHH (a NUL, tab or newline inside a file name is otherwise invisible).
-std::string EscapeForDisplay(std::string_view s);
+// IsValidUtf8, EscapeInvalidUtf8 and EscapeForDisplay come from core/utf8.h
+// (one UTF-8 decoder for the whole program); what follows is what only the
+// dataset readers need.
 
 // "UTF-16 LE", "UTF-16 BE", "UTF-32 LE" or "UTF-32 BE" when `text` starts with
 // that byte-order mark (or, without a mark, looks like UTF-16/32 because it

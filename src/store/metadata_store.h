@@ -138,7 +138,10 @@ int LatestSchemaVersion();
 inline constexpr const char* kPostgresOnly = "-- postgres only\n";
 const std::vector<std::vector<std::string>>& Migrations();
 
-// Splits "NAME@REF" into name and ref ("" when absent).
+// Splits "NAME@REF" into name and ref ("" when absent: the latest version).
+// "NAME@" (an '@' with nothing after it) gives the ref kEmptyVersionRef,
+// which GetVersion refuses: a typo must not silently mean "latest".
+inline constexpr const char* kEmptyVersionRef = "@";
 void SplitDatasetRef(const std::string& spec, std::string* name, std::string* ref);
 
 }  // namespace kestrel::store

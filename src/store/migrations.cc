@@ -161,6 +161,7 @@ void SplitDatasetRef(const std::string& spec, std::string* name, std::string* re
   } else {
     *name = spec.substr(0, at);
     *ref = spec.substr(at + 1);
+    if (ref->empty()) *ref = kEmptyVersionRef;
   }
 }
 

@@ -174,6 +174,11 @@ Result<std::vector<DatasetVersionRecord>> SqlStore::ListVersions(const std::stri
 Result<DatasetVersionRecord> SqlStore::GetVersion(const std::string& dataset, const std::string& ref) {
   KESTREL_ASSIGN_OR_RETURN(auto versions, ListVersions(dataset));
   if (versions.empty()) return Status::NotFound("no dataset named '" + dataset + "'", {"", 0, "data"});
+  if (ref == kEmptyVersionRef) {
+    return Status::InvalidArgument("'" + dataset + "@' names no version: write " + dataset + " (the latest), " + dataset +
+                                       "@vN or " + dataset + "@<id prefix>",
+                                   {"", 0, "data"});
+  }
   if (ref.empty() || ref == "latest") return versions.back();
   if (ref.size() >= 2 && (ref[0] == 'v' || ref[0] == 'V') &&
       std::all_of(ref.begin() + 1, ref.end(), [](unsigned char c) { return std::isdigit(c); })) {

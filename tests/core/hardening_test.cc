@@ -44,6 +44,13 @@ TEST(Utf8Test, EscapesEveryBadByteAndKeepsTheRest) {
   EXPECT_TRUE(IsValidUtf8(EscapeInvalidUtf8("\xFF\xFE\xED\xA0\x80\xC0")));
 }
 
+TEST(Utf8Test, EscapeForDisplayAlsoShowsControlCharacters) {
+  EXPECT_EQ(EscapeForDisplay("plain caf\xC3\xA9"), "plain caf\xC3\xA9");
+  EXPECT_EQ(EscapeForDisplay(std::string("a\0b\tc", 5)), "a\\x00b\\x09c");
+  EXPECT_EQ(EscapeForDisplay("a\x7F\xFF" "b"), "a\\x7F\\xFFb");
+  EXPECT_EQ(EscapeInvalidUtf8("a\tb"), "a\tb") << "the JSON escaper keeps control characters (JSON escapes them)";
+}
+
 TEST(DumpJsonTest, MatchesDumpForValidDocuments) {
   nlohmann::json j = {{"name", "caf\xC3\xA9"}, {"n", 3}, {"list", {1, 2.5, nullptr, true}}};
   EXPECT_EQ(DumpJson(j), j.dump());
@@ -179,6 +186,39 @@ TEST_F(CoreFilesTest, StagedDirAppearsOnlyWhenCommitted) {
   EXPECT_TRUE(fs::exists(P("runs/val/labels/a.txt")));
   EXPECT_TRUE(fs::exists(P("runs/val/result.json")));
   EXPECT_FALSE(out->Commit().IsOk()) << "a second Commit";
+}
+
+TEST_F(CoreFilesTest, StagedDirCommitFreshNeverMixesWithExistingContent) {
+  Env& env = Env::Default();
+  // Onto an absent folder, and onto an empty one (rename replaces it).
+  for (const std::string name : {"absent", "empty"}) {
+    if (name == "empty") fs::create_directories(dir_ / name);
+    auto out = StagedDir::Create(env, P(name));
+    ASSERT_TRUE(out.IsOk());
+    ASSERT_TRUE(env.WriteFileAtomic(JoinPath(out->Path(), "data.yaml"), "names: [a]").IsOk());
+    ASSERT_TRUE(out->CommitFresh().IsOk()) << name;
+    EXPECT_EQ(*env.ReadFile(P(name + "/data.yaml")), "names: [a]");
+  }
+  // A folder that filled up meanwhile (or a file) is refused and untouched;
+  // the staging folder goes away with the StagedDir.
+  Write("full/notes.txt", "precious");
+  Write("afile", "precious");
+  for (const std::string name : {"full", "afile"}) {
+    {
+      auto out = StagedDir::Create(env, P(name));
+      ASSERT_TRUE(out.IsOk());
+      ASSERT_TRUE(env.WriteFileAtomic(JoinPath(out->Path(), "data.yaml"), "x").IsOk());
+      Status s = out->CommitFresh();
+      EXPECT_EQ(s.Code(), StatusCode::kAlreadyExists) << name << ": " << s.ToString();
+    }
+    EXPECT_EQ(Count("kestrel-tmp"), 0) << name;
+  }
+  EXPECT_EQ(*env.ReadFile(P("full/notes.txt")), "precious");
+  EXPECT_FALSE(fs::exists(P("full/data.yaml")));
+  EXPECT_EQ(*env.ReadFile(P("afile")), "precious");
+  EXPECT_TRUE(RequireEmptyOrAbsent(env, P("nothing")).IsOk());
+  EXPECT_EQ(RequireEmptyOrAbsent(env, P("full/"), StatusCode::kFailedPrecondition).Code(),
+            StatusCode::kFailedPrecondition);
 }
 
 TEST_F(CoreFilesTest, StagedDirMergesIntoAnExistingFolder) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data/image.h"
+#include "scratch_dir_test.h"
 
 namespace kestrel::data {
 namespace {
@@ -29,24 +30,9 @@ std::vector<const Finding*> With(const std::vector<Finding>& fs, const std::stri
   }
   return out;
 }
-std::vector<const Finding*> With(const FindingList& fs, const std::string& check) { return With(fs.Examples(), check); }
 
-class TempDirTest : public ::testing::Test {
+class TempDirTest : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "kestrel_formats_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  std::string P(const std::string& rel) const { return root_ + "/" + rel; }
-  void Write(const std::string& rel, const std::string& data) {
-    fs::create_directories(fs::path(P(rel)).parent_path());
-    std::ofstream(P(rel), std::ios::binary) << data;
-  }
   // Content does not matter to the readers; a real tiny JPEG keeps it honest.
   void Image(const std::string& rel) {
     static const std::string jpg = [] {
@@ -56,7 +42,6 @@ class TempDirTest : public ::testing::Test {
     }();
     Write(rel, jpg);
   }
-  std::string root_;
 };
 
 // ---------------- ParseYoloLabels ----------------

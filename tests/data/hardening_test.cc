@@ -17,6 +17,7 @@
 #include "data/registry.h"
 #include "data/synth.h"
 #include "data/text.h"
+#include "scratch_dir_test.h"
 
 namespace kestrel::data {
 namespace {
@@ -42,14 +43,6 @@ void ExpectJsonSafe(const Status& s) {
   EXPECT_NO_THROW((void)nlohmann::json({{"m", s.Message()}, {"f", s.Where().file}}).dump());
 }
 
-std::vector<const Finding*> With(const FindingList& fs, const std::string& check) {
-  std::vector<const Finding*> out;
-  for (const Finding& f : fs) {
-    if (f.check == check) out.push_back(&f);
-  }
-  return out;
-}
-
 std::string Jpeg(int seed = 0) {
   cv::Mat m(24, 32, CV_8UC3, cv::Scalar(10 + seed * 40 % 200, 50, 90));
   std::vector<uchar> buf;
@@ -57,22 +50,8 @@ std::string Jpeg(int seed = 0) {
   return std::string(buf.begin(), buf.end());
 }
 
-class HardeningTest : public ::testing::Test {
+class HardeningTest : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "kestrel_hardening_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  std::string P(const std::string& rel) const { return root_ + "/" + rel; }
-  void Write(const std::string& rel, const std::string& data) {
-    fs::create_directories(fs::path(P(rel)).parent_path());
-    std::ofstream(P(rel), std::ios::binary) << data;
-  }
   std::string Synth(const std::string& name, int images = 8) {
     SynthOptions o;
     o.images = images;
@@ -101,7 +80,6 @@ class HardeningTest : public ::testing::Test {
     for (auto& e : fs::recursive_directory_iterator(fs::path(P(home)) / "objects")) n += e.is_regular_file();
     return n;
   }
-  std::string root_;
 };
 
 // ---- A. invalid UTF-8 ----

@@ -32,12 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kestrel::fuzz::WriteFile(yaml, std::string_view(reinterpret_cast<const char*>(data), size));
   kestrel::data::ReadOptions opts;
   opts.format = "yolo";
-  auto ds = kestrel::data::ReadYoloDataset(yaml, opts);
-  if (!ds.IsOk()) {
-    kestrel::fuzz::RequireJsonSafe(ds.GetStatus());
-    return 0;
-  }
-  kestrel::fuzz::RequireJsonSafe(*ds);
+  auto ds = kestrel::data::ReadDataset(yaml, opts);  // what import and validate call
+  if (!kestrel::fuzz::RequireSaneRead(ds)) return 0;
   for (const auto& s : ds->samples) {
     for (const auto& b : s.boxes) {
       if (b.cls < 0 || (!ds->names.empty() && b.cls >= static_cast<int>(ds->names.size()))) __builtin_trap();

@@ -45,6 +45,29 @@ inline void RequireJsonSafe(const Status& s) {
   if (s.Message().empty()) __builtin_trap();
 }
 
+// What every reader result must satisfy: a failure is a JSON-safe Status
+// with a message; a success is JSON-safe, every sample path stays inside the
+// dataset root ("..jpg" is a fine name, "../x" is not) and every pixel box has
+// a known class and positive extent. Returns whether the read succeeded.
+inline bool RequireSaneRead(const Result<data::SourceDataset>& ds) {
+  if (!ds.IsOk()) {
+    RequireJsonSafe(ds.GetStatus());
+    return false;
+  }
+  RequireJsonSafe(*ds);
+  for (const auto& s : ds->samples) {
+    const std::string& r = s.rel_path;
+    if (r.empty() || r[0] == '/' || r == ".." || r.rfind("../", 0) == 0 || r.find("/../") != std::string::npos) {
+      __builtin_trap();
+    }
+    for (const auto& b : s.pixel_boxes) {
+      if (b.cls < 0 || b.cls >= static_cast<int>(ds->names.size())) __builtin_trap();
+      if (!(b.x2 > b.x1) || !(b.y2 > b.y1)) __builtin_trap();
+    }
+  }
+  return true;
+}
+
 // A per-process scratch folder under /tmp; every iteration rewrites the same
 // few files in it (tools/fuzz.sh removes it afterwards).
 inline const std::string& ScratchDir() {

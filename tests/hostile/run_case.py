@@ -31,7 +31,8 @@ Case format (all keys optional except "steps"):
 Path keys in "files"/"files_hex" and argv strings are %-decoded into bytes
 (so "%FF" is the raw byte 0xFF: names that are not UTF-8). Placeholders:
 {work} (a fresh scratch folder), {home} ({work}/home, also KESTREL_HOME),
-{case} (the case folder), {source} (the repository root).
+{case} (the case folder), {source} (the repository root), {kestrel} (the
+binary under test, for shell steps that drive workers and send signals).
 Exit 0 = pass, 1 = fail (with the reasons), 77 = skipped.
 """
 import argparse
@@ -203,7 +204,8 @@ def main():
         case = json.load(f)
     work = tempfile.mkdtemp(prefix="kestrel-hostile-")
     source = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-    ctx = {"work": work, "home": os.path.join(work, "home"), "case": case_dir, "source": source}
+    ctx = {"work": work, "home": os.path.join(work, "home"), "case": case_dir, "source": source,
+           "kestrel": os.path.abspath(a.kestrel)}
     env = dict(os.environ)
     env["KESTREL_HOME"] = ctx["home"]
     env.pop("KESTREL_DB", None)

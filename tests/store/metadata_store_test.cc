@@ -74,6 +74,15 @@ TEST_F(MetadataStoreTest, VersionsAreNumberedAndDeduplicated) {
   EXPECT_EQ(s->GetVersion("birds", "v1")->version_id, Sha256Hex("a"));
   EXPECT_EQ(s->GetVersion("birds", Sha256Hex("b").substr(0, 8))->seq, 2);
   EXPECT_EQ(s->GetVersion("birds", "v9").GetStatus().Code(), StatusCode::kNotFound);
+  // "birds@" is a typo, not "the latest".
+  std::string name, ref;
+  SplitDatasetRef("birds@", &name, &ref);
+  EXPECT_EQ(name, "birds");
+  auto empty = s->GetVersion(name, ref);
+  EXPECT_EQ(empty.GetStatus().Code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.GetStatus().Message().find("names no version"), std::string::npos) << empty.GetStatus().ToString();
+  SplitDatasetRef("birds", &name, &ref);
+  EXPECT_EQ(s->GetVersion(name, ref)->seq, 2);
   EXPECT_EQ(s->GetVersion("fish", "").GetStatus().Code(), StatusCode::kNotFound);
   EXPECT_EQ(s->GetVersion("birds", "abc").GetStatus().Code(), StatusCode::kInvalidArgument);
 }

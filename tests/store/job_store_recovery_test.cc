@@ -1,0 +1,197 @@
+// Recovery figures on every backend: a lost worker's attempt ends at its last
+// lease renewal and is detected at the lease expiry; stats measure time to
+// restart and time to recovery from those recorded times (docs/jobs.md).
+#include "job_store_fixture.h"
+
+namespace kestrel::store {
+namespace {
+
+class JobRecoveryTest : public JobStoreTest {};
+
+TEST_P(JobRecoveryTest, LostWorkersAttemptEndsAtItsLastRenewalAndStatsMeasureRecoveryFromThere) {
+  int64_t id = Submit(Spec("{}")).id;
+  const int64_t t0 = Now();
+  ASSERT_TRUE(Claim("w1", 30'000).IsOk());
+  ASSERT_TRUE(store_->RecordAttemptPid(id, 1, "w1", 4242).IsOk());
+  clock_.AdvanceSeconds(10);
+  ASSERT_TRUE(store_->RenewLease(id, 1, "w1", Now(), 30'000).IsOk());
+  clock_.AdvanceSeconds(10);
+  ASSERT_TRUE(store_->RenewLease(id, 1, "w1", Now(), 30'000).IsOk());
+  const int64_t last_renewal = Now();  // t0 + 20 s; w1 dies at t0 + 25 s
+  clock_.AdvanceSeconds(29);  // t0 + 49 s; the lease runs out at t0 + 50 s
+  EXPECT_EQ(Claim("w2", 30'000).GetStatus().Code(), StatusCode::kNotFound) << "lease still held";
+  clock_.AdvanceSeconds(26);  // t0 + 75 s: the next worker looks
+  auto b = Claim("w2", 30'000);
+  ASSERT_TRUE(b.IsOk()) << b.GetStatus().ToString();
+  ASSERT_EQ(b->job.attempt, 2);
+  const int64_t reclaimed = Now();
+  clock_.AdvanceMicros(2'300'000);
+  ASSERT_TRUE(store_->CompleteAttempt(id, 2, "w2", Ok(), Now()).IsOk());
+
+  auto attempts = *store_->ListAttempts(id);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].reason, "lease_expired");
+  EXPECT_EQ(attempts[0].started_ms, t0);
+  EXPECT_EQ(attempts[0].ended_ms, last_renewal);
+  EXPECT_EQ(attempts[0].detected_ms, t0 + 50'000);
+  EXPECT_EQ(attempts[0].pid, 4242) << "the expiry must keep the pid the worker recorded";
+  EXPECT_EQ(attempts[0].host, "host-w1");
+  EXPECT_NE(attempts[0].message.find("reclaimed at " + std::to_string(reclaimed)), std::string::npos)
+      << attempts[0].message;
+  EXPECT_EQ(attempts[1].started_ms, reclaimed);
+  EXPECT_EQ(attempts[1].ended_ms, attempts[1].detected_ms);
+
+  JobStats s = *store_->Stats();
+  EXPECT_EQ(s.restarted_attempts, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_restart_ms, 25'000.0);
+  EXPECT_EQ(s.recovered_jobs, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, 57'300.0);
+}
+
+// Both figures are means over several jobs and failures, and only count
+// what happened: a failure not (yet) followed by an attempt is no restart,
+// a job not (yet) succeeded is no recovery, cancellations are neither.
+TEST_P(JobRecoveryTest, RecoveryFiguresAreMeansOverRecordedFailures) {
+  JobSpec spec = Spec(R"({"j":1})");
+  spec.retry.backoff_ms = {4'000};
+  int64_t a = Submit(spec).id;
+  spec.config_json = R"({"j":2})";
+  int64_t b = Submit(spec).id;
+  spec.config_json = R"({"j":3})";
+  int64_t c = Submit(spec).id;
+  // a: oom at t, restarted after the 4 s backoff + 1 s, oom again, restarted
+  // 6 s after that, succeeds 10 s later. Restarts 5 s and 6 s; recovery from
+  // the first failure.
+  ASSERT_EQ(Claim("w")->job.id, a);
+  clock_.AdvanceSeconds(3);
+  ASSERT_TRUE(store_->CompleteAttempt(a, 1, "w", Fail(FailureClass::kRetryable, "oom"), Now()).IsOk());
+  const int64_t a_failed = Now();
+  // b: fails once and is never retried (no restart, no recovery).
+  ASSERT_EQ(Claim("w")->job.id, b);
+  ASSERT_TRUE(store_->CompleteAttempt(b, 1, "w", Fail(FailureClass::kRetryable, "io_error"), Now()).IsOk());
+  // c: runs, is cancelled (neither).
+  ASSERT_EQ(Claim("w")->job.id, c);
+  ASSERT_TRUE(store_->CancelJob(c, Now()).IsOk());
+  clock_.AdvanceSeconds(5);
+  ASSERT_TRUE(store_->CancelJob(b, Now()).IsOk());
+  ASSERT_EQ(Claim("w")->job.id, a);
+  ASSERT_TRUE(store_->CompleteAttempt(a, 2, "w", Fail(FailureClass::kRetryable, "oom"), Now()).IsOk());
+  clock_.AdvanceSeconds(6);
+  ASSERT_EQ(Claim("w")->job.id, a);
+  clock_.AdvanceSeconds(10);
+  ASSERT_TRUE(store_->CompleteAttempt(a, 3, "w", Ok(), Now()).IsOk());
+  JobStats s = *store_->Stats();
+  EXPECT_EQ(s.restarted_attempts, 2);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_restart_ms, (5'000.0 + 6'000.0) / 2);
+  EXPECT_EQ(s.recovered_jobs, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, static_cast<double>(Now() - a_failed));
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, 21'000.0);
+}
+
+// Migration 7 on a database that already holds finished attempts: their
+// detection time is their end (the only time they have), so the recovery
+// figures over old rows stay what they were.
+TEST_P(JobRecoveryTest, Migration7BackfillsDetectionTimeFromTheEnd) {
+  store_.reset();
+  std::function<Status(const std::string&)> exec;
+  sqlite3* db = nullptr;
+  if (GetParam() == "sqlite") {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(dir_ + "/kestrel.db" + suffix);
+    ASSERT_EQ(sqlite3_open((dir_ + "/kestrel.db").c_str(), &db), SQLITE_OK);
+    exec = [db](const std::string& sql) -> Status {
+      char* err = nullptr;
+      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK) return {};
+      std::string msg = err != nullptr ? err : "?";
+      sqlite3_free(err);
+      return Status::Internal(msg + " in " + sql);
+    };
+  } else {
+    ASSERT_TRUE(ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
+    ASSERT_TRUE(ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_).IsOk());
+    exec = [this](const std::string& sql) { return ExecPostgres(url_, sql); };
+  }
+  const auto& migrations = Migrations();
+  ASSERT_GE(migrations.size(), 7u);
+  for (size_t i = 0; i < 6; ++i) {
+    for (const auto& sql : migrations[i]) {
+      if (sql.rfind(kPostgresOnly, 0) == 0 && GetParam() == "sqlite") continue;
+      Status st = exec(sql);
+      ASSERT_TRUE(st.IsOk()) << st.ToString();
+    }
+  }
+  for (const char* sql :
+       {"CREATE TABLE schema_version (version INTEGER NOT NULL)", "INSERT INTO schema_version VALUES (6)",
+        "INSERT INTO jobs VALUES (1, '{}', '{}', 'v', 1, 'k', 'succeeded', 2, '', 0, 0, 3, 0, 10, 1, '0', 'cpu', "
+        "0, 0, 100, 5000, 5000, '{}', '')",
+        "INSERT INTO attempts VALUES (1, 1, 'w1', 'h', 0, 100, 3000, 0, 0, 0, 'train', 'retryable', 1, "
+        "'lease_expired', 'old')",
+        "INSERT INTO attempts VALUES (1, 2, 'w2', 'h', 12, 3000, 5000, 0, 0, 1, '', '', 0, '', '')"}) {
+    Status st = exec(sql);
+    ASSERT_TRUE(st.IsOk()) << st.ToString();
+  }
+  if (db != nullptr) sqlite3_close(db);
+  store_ = Open();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(*store_->SchemaVersion(), LatestSchemaVersion());
+  auto attempts = *store_->ListAttempts(1);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].ended_ms, 3000);
+  EXPECT_EQ(attempts[0].detected_ms, 3000);
+  EXPECT_EQ(attempts[1].detected_ms, 5000);
+  JobStats s = *store_->Stats();
+  EXPECT_EQ(s.recovered_jobs, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, 2000.0);
+  EXPECT_EQ(s.restarted_attempts, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_restart_ms, 0.0);
+}
+
+TEST_P(JobRecoveryTest, StatsComputeAvailabilityAndRecovery) {
+  int64_t a = Submit(Spec(R"({"j":1})")).id;
+  int64_t b = Submit(Spec(R"({"j":2})")).id;
+  int64_t c = Submit(Spec(R"({"j":3})")).id;
+  int64_t d = Submit(Spec(R"({"j":4})")).id;
+  ASSERT_EQ(Claim("w")->job.id, a);
+  ASSERT_TRUE(store_->CompleteAttempt(a, 1, "w", Ok(), Now()).IsOk());
+  ASSERT_EQ(Claim("w")->job.id, b);
+  AttemptOutcome oom = Fail(FailureClass::kRetryable, "oom");
+  ASSERT_TRUE(store_->CompleteAttempt(b, 1, "w", oom, Now()).IsOk());
+  int64_t failed_at = Now();
+  ASSERT_EQ(Claim("w")->job.id, c);
+  AttemptOutcome bad = Fail(FailureClass::kPermanent, "bad_dataset");
+  bad.stage = FailureStage::kData;
+  ASSERT_TRUE(store_->CompleteAttempt(c, 1, "w", bad, Now()).IsOk());
+  ASSERT_TRUE(store_->CancelJob(d, Now()).IsOk());
+  clock_.AdvanceSeconds(300);
+  ASSERT_EQ(Claim("w")->job.id, b);
+  clock_.AdvanceSeconds(60);
+  ASSERT_TRUE(store_->CompleteAttempt(b, 2, "w", Ok(), Now()).IsOk());
+  JobStats s = *store_->Stats();
+  EXPECT_EQ(s.jobs, 4);
+  EXPECT_EQ(s.succeeded, 2);
+  EXPECT_EQ(s.failed_permanent, 1);
+  EXPECT_EQ(s.cancelled, 1);
+  EXPECT_EQ(s.live, 0);
+  EXPECT_DOUBLE_EQ(s.availability, 2.0 / 3.0);
+  EXPECT_EQ(s.attempts, 4);
+  EXPECT_EQ(s.failed_attempts, 2);
+  EXPECT_EQ(s.retries, 1);
+  EXPECT_EQ(s.failures_by_stage["train"], 1);
+  EXPECT_EQ(s.failures_by_stage["data"], 1);
+  EXPECT_EQ(s.failures_by_class["retryable"], 1);
+  EXPECT_EQ(s.failures_by_class["permanent"], 1);
+  EXPECT_EQ(s.failures_by_reason["oom"], 1);
+  EXPECT_EQ(s.recovered_jobs, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, static_cast<double>(Now() - failed_at));
+  EXPECT_EQ(s.restarted_attempts, 1);
+  EXPECT_DOUBLE_EQ(s.mean_time_to_restart_ms, 300'000.0);
+  auto recent = *store_->RecentAttempts(2);
+  ASSERT_EQ(recent.size(), 2u);
+  EXPECT_EQ(recent[0].job_id, b);
+  EXPECT_TRUE(recent[0].succeeded);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobRecoveryTest, ::testing::Values("sqlite", "postgres"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace kestrel::store
