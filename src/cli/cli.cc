@@ -7,6 +7,7 @@
 #include "core/parse.h"
 #include "core/utf8.h"
 #include "core/terminate.h"
+#include "data/dataset_ref.h"
 
 namespace kestrel::cli {
 
@@ -114,6 +115,40 @@ int Fail(const Context& ctx, const Status& status, int exit_code) {
   std::cerr << "error: " << status.ToString() << std::endl;
   if (ctx.json) PrintJsonDocument(ErrorJson(status, exit_code == kExitUsage ? "usage" : StatusCodeName(status.Code())));
   return exit_code;
+}
+
+int FailWithReport(const Context& ctx, const Status& status, const nlohmann::json* report) {
+  if (report == nullptr || !ctx.json) return Fail(ctx, status);
+  std::cerr << "error: " << status.ToString() << std::endl;
+  nlohmann::json j = ErrorJson(status, StatusCodeName(status.Code()));
+  j["error"]["message"] = status.Message().substr(0, status.Message().find('\n'));
+  j["report"] = *report;
+  PrintJsonDocument(j);
+  return kExitFailure;
+}
+
+bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data, nlohmann::json* info, int* exit_code) {
+  data::Registry registry(*stores.meta, *stores.blobs);
+  data::ValidationReport report;
+  auto r = data::ResolveDataset(registry, *stores.meta, *data, &report);
+  if (!r.IsOk()) {
+    const nlohmann::json rj = report.source.empty() ? nlohmann::json() : report.ToJson();
+    *exit_code = FailWithReport(ctx, r.GetStatus(), report.source.empty() ? nullptr : &rj);
+    return false;
+  }
+  if (!r->hint.empty()) std::cerr << "note: " << r->hint << std::endl;
+  if (r->from_path) {
+    (ctx.json ? std::cerr : std::cout) << r->message << std::endl;
+    if (info != nullptr) {
+      *info = {{"source", EscapeInvalidUtf8(*data)},
+               {"dataset", r->record.dataset},
+               {"version", "v" + std::to_string(r->record.seq)},
+               {"version_id", r->record.version_id},
+               {"created", r->created}};
+    }
+  }
+  *data = r->spec;
+  return true;
 }
 
 int FailInternal(const Context& ctx, const std::string& what) {

@@ -155,23 +155,8 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
     data::ValidationReport report;
     auto r = reg.Import(st->path, st->name, st->opts, &report);
     if (!r.IsOk()) {
-      if (!report.source.empty() && ctx.json) {
-        // The error document of Fail() plus the validation report.
-        const Status& e = r.GetStatus();
-        std::cerr << "error: " << e.ToString() << std::endl;
-        nlohmann::json j = {{"ok", false},
-                            {"error",
-                             {{"code", StatusCodeName(e.Code())},
-                              {"message", e.Message().substr(0, e.Message().find('\n'))},
-                              {"file", e.Where().file},
-                              {"line", e.Where().line},
-                              {"field", e.Where().field}}},
-                            {"report", report.ToJson()}};
-        PrintJsonDocument(j);
-        *exit_code = kExitFailure;
-        return;
-      }
-      *exit_code = Fail(ctx, r.GetStatus());
+      const nlohmann::json rj = report.source.empty() ? nlohmann::json() : report.ToJson();
+      *exit_code = FailWithReport(ctx, r.GetStatus(), report.source.empty() ? nullptr : &rj);
       return;
     }
     const auto& rec = r->record;

@@ -148,6 +148,7 @@ nlohmann::json AttemptJson(const store::AttemptRecord& a) {
           {"pid", a.pid},
           {"started_ms", a.started_ms},
           {"ended_ms", a.ended_ms},
+          {"detected_ms", a.detected_ms},
           {"exit_code", a.exit_code},
           {"signal", a.signal},
           {"succeeded", a.succeeded},
@@ -245,6 +246,11 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
+    // data= may be a dataset path: imported (or its version reused) here, so
+    // the job stores the version, never the path.
+    const std::string data_arg = cfg.data;
+    if (!ResolveDataOption(ctx, *stores, &cfg.data, nullptr, exit_code)) return;
+    const bool data_was_path = cfg.data != data_arg;
     std::string name, ref;
     store::SplitDatasetRef(cfg.data, &name, &ref);
     auto version = stores->meta->GetVersion(name, ref);
@@ -256,6 +262,7 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
       return;
     }
     cfg.data = name + "@" + version->version_id;
+    if (data_was_path) typed["data"] = cfg.data;  // the version, not the path
     nlohmann::json config = set.ToJson();
     config["min_map50"] = jk.min_map50;
     spec.dataset_version = version->version_id;
@@ -492,6 +499,10 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
         t << a.reason << " (" << store::FailureClassName(a.failure_class) << (a.infrastructure ? ", infra" : "")
           << ", stage " << store::FailureStageName(a.stage) << ", exit " << a.exit_code << ", signal " << a.signal
           << ")" << (a.message.empty() ? "" : ": " + a.message) << "\n";
+        if (a.detected_ms > a.ended_ms) {
+          // A lost attempt: it ended (last lease renewal) before anyone could know.
+          t << "    ended " << FormatMs(a.ended_ms) << ", detected " << FormatMs(a.detected_ms) << " (lease expiry)\n";
+        }
       }
     }
     Emit(ctx, t.str(), {{"job", jj}, {"attempts", arr}});

@@ -363,6 +363,16 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
       return;
     }
     st->opts.home = ctx.home;
+    // data= may be a dataset path: imported (or its version reused) first.
+    nlohmann::json data_info;
+    if (st->opts.resume.empty()) {
+      auto stores = OpenStores(ctx);
+      if (!stores.IsOk()) {
+        *exit_code = Fail(ctx, stores.GetStatus());
+        return;
+      }
+      if (!ResolveDataOption(ctx, *stores, &st->opts.data, &data_info, exit_code)) return;
+    }
     InstallStopHandlers();
     train::TrainHooks hooks;
     hooks.stop = &g_stop_requested;
@@ -381,7 +391,9 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
                        ", mAP50-95 " + std::to_string(sum.best_map5095) + "\n" +
                        "weights: " + sum.run_dir + "/weights/best.safetensors, " + sum.run_dir +
                        "/weights/last.safetensors (resume: " + sum.run_dir + "/weights/last.ckpt)\n";
-    Emit(ctx, text, SummaryJson(sum));
+    nlohmann::json doc = SummaryJson(sum);
+    if (!data_info.is_null()) doc["data"] = data_info;
+    Emit(ctx, text, doc);
     *exit_code = sum.ExitCode();
   });
 }
