@@ -40,6 +40,7 @@ struct ValOptions {
   int max_det = 300;
   int imgsz = 640;
   int batch = 16;
+  bool rect = true;
   std::string image_ids = "auto";
   std::string project = "runs/val";
   std::string name;
@@ -58,6 +59,9 @@ struct ValOptions {
     s.Int("max_det", &max_det, "at most this many predictions per image", 1, 100000);
     s.Int("imgsz", &imgsz, "network input side (model=)", 32, 4096);
     s.Int("batch", &batch, "images per forward (model=)", 1, 1024);
+    s.Bool("rect", &rect,
+           "model=: batches by aspect ratio, each letterboxed to its own shape plus half a stride "
+           "(the reference validator); false: every image letterboxed into imgsz x imgsz");
     s.Choice("image_ids", &image_ids, {"auto", "stem", "export"},
              "how COCO results image_id names images (read with predictions=, written with save_json=)");
     s.String("project", &project, "parent folder of the run folder");
@@ -124,6 +128,8 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
     *exit_code = Fail(ctx, stores.GetStatus());
     return;
   }
+  // data= may be a dataset path: imported (or its version reused) first.
+  if (!ResolveDataOption(ctx, *stores, &o.data, nullptr, exit_code)) return;
   auto loaded = LoadSplit(*stores, o.data, o.split);
   if (!loaded.IsOk()) {
     *exit_code = Fail(ctx, loaded.GetStatus());
@@ -157,6 +163,7 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   } else {
 #ifdef KESTREL_CLI_WITH_TORCH
     ModelRunOptions mo{o.imgsz, o.batch, o.conf, o.iou, o.max_det};
+    mo.rect = o.rect;
     auto scored = ScoreModelOnSplit(*stores->blobs, o.model, split, mo);
     if (!scored.IsOk()) {
       *exit_code = Fail(ctx, scored.GetStatus());

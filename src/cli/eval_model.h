@@ -20,6 +20,8 @@ struct ModelRunOptions {
   double conf = 0.001;  // validator settings (multi-label NMS)
   double iou = 0.7;
   int max_det = 300;
+  bool rect = true;  // eval/val_shapes.h: batches by aspect ratio (false: imgsz x imgsz)
+  double pad = 0.5;  // rect border in strides
 };
 
 struct ModelRun {

@@ -283,7 +283,10 @@ void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std
     *exit_code = Fail(ctx, stores.GetStatus());
     return;
   }
-  auto loaded = LoadSplit(*stores, o.data, o.split);
+  // data= may be a dataset path: imported (or its version reused) first.
+  std::string data = o.data;
+  if (!ResolveDataOption(ctx, *stores, &data, nullptr, exit_code)) return;
+  auto loaded = LoadSplit(*stores, data, o.split);
   if (!loaded.IsOk()) {
     *exit_code = Fail(ctx, loaded.GetStatus());
     return;
@@ -407,6 +410,17 @@ void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std
 
 }  // namespace
 
+namespace {
+eval::ValShapeOptions ValShapes(const ModelRunOptions& opts) {
+  eval::ValShapeOptions s;
+  s.imgsz = opts.imgsz;
+  s.batch = opts.batch;
+  s.rect = opts.rect;
+  s.pad = opts.pad;
+  return s;
+}
+}  // namespace
+
 Result<ScoredModel> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
                                       const eval::EvalSplit& split, const ModelRunOptions& opts) {
   ScoredModel out;
@@ -415,7 +429,9 @@ Result<ScoredModel> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::st
   eo.conf = opts.conf;
   eo.iou = opts.iou;
   eo.max_det = opts.max_det;
-  KESTREL_ASSIGN_OR_RETURN(out.result, eval::EvaluateSplit(split, out.run.per_image, eo));
+  // Labels as the reference validator scores them after its letterbox.
+  const eval::EvalSplit scored = eval::ValScoredSplit(split, ValShapes(opts));
+  KESTREL_ASSIGN_OR_RETURN(out.result, eval::EvaluateSplit(scored, out.run.per_image, eo));
   return out;
 }
 
@@ -434,7 +450,9 @@ Result<ModelRun> RunModelOnSplit(store::ArtifactStore& blobs, const std::string&
                                        " classes, the dataset has " + std::to_string(split.names.size()),
                                    {weights, 0, "nc"});
   }
-  KESTREL_ASSIGN_OR_RETURN(auto preds, PredictAll(*pred, split.images.size(), [&](size_t i) -> Result<cv::Mat> {
+  std::vector<eval::ImageSize> sizes;
+  for (const auto& im : split.images) sizes.push_back({im.width, im.height});
+  KESTREL_ASSIGN_OR_RETURN(auto preds, pred->PredictVal(sizes, ValShapes(opts), [&](size_t i) -> Result<cv::Mat> {
                              KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
                              return DecodeBytes(bytes, split.images[i].path);
                            }));
@@ -442,7 +460,7 @@ Result<ModelRun> RunModelOnSplit(store::ArtifactStore& blobs, const std::string&
   for (auto& p : preds) run.per_image.push_back(std::move(p.detections));
   run.info = {{"model", pred->Spec().Name()}, {"nc", pred->NumClasses()}, {"imgsz", opts.imgsz},
               {"batch", opts.batch},          {"nms_conf", opts.conf},    {"nms_iou", opts.iou},
-              {"multi_label", true}};
+              {"multi_label", true},          {"rect", opts.rect},        {"pad", opts.pad}};
   run.speed = SpeedJson(pred->Timing());
   run.speed_text = SpeedText(pred->Timing(), opts.imgsz);
   return run;

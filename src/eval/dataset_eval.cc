@@ -145,6 +145,22 @@ Result<SplitPredictions> ReadSplitPredictions(Env& env, const std::string& path,
       "predictions must be a folder of YOLO txt files or a COCO results .json file", {path, 0, "predictions"});
 }
 
+EvalSplit ValScoredSplit(const EvalSplit& split, const ValShapeOptions& shapes) {
+  EvalSplit out = split;
+  std::vector<ImageSize> sizes;
+  sizes.reserve(split.images.size());
+  for (const SplitImage& im : split.images) sizes.push_back({im.width, im.height});
+  for (const ValBatchShape& b : PlanValBatches(sizes, shapes)) {
+    for (size_t i : b.images) {
+      SplitImage& im = out.images[i];
+      if (im.width <= 0 || im.height <= 0) continue;
+      const ValGeometry g = ComputeValGeometry(im.width, im.height, shapes.imgsz, b.width, b.height);
+      for (GroundTruth& gt : im.labels) gt.box = ValLabelRoundTrip(gt.box, g, im.width, im.height);
+    }
+  }
+  return out;
+}
+
 Result<EvalResult> EvaluateSplit(const EvalSplit& split, const std::vector<std::vector<Detection>>& per_image,
                                  EvalOptions opts) {
   const int nc = static_cast<int>(split.names.size());

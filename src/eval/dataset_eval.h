@@ -22,6 +22,7 @@
 #include "data/manifest.h"
 #include "eval/detection.h"
 #include "eval/metrics.h"
+#include "eval/val_shapes.h"
 
 namespace kestrel::eval {
 
@@ -74,6 +75,13 @@ struct SplitPredictions {
 Result<SplitPredictions> ReadSplitPredictions(Env& env, const std::string& path,
                                               const EvalSplit& split,
                                               const PredictionReadOptions& opts = {});
+
+// The split with its labels as the reference validator scores them when the
+// images are letterboxed by `shapes` (each label through ValLabelRoundTrip
+// with its image's ValGeometry): what a model run with those shapes is
+// scored against (`val model=`, `compare`), so the numbers match the
+// reference's. REQUIRES: shapes.Validate() is OK.
+EvalSplit ValScoredSplit(const EvalSplit& split, const ValShapeOptions& shapes);
 
 // Runs DetectionEvaluator over the split. `per_image` parallel to
 // split.images. opts.num_classes and class_names are filled from the split

@@ -64,6 +64,35 @@ struct Predictor::Impl {
   double all_pre_us = 0, all_inf_us = 0, all_post_us = 0;
   int64_t all_images = 0;
 
+  // Forward of a filled input batch, detections mapped back to original
+  // pixels with each prediction's letterbox, stage times (preprocessing
+  // began at t0). Throws what LibTorch throws.
+  void ForwardBatch(const at::Tensor& batch, const std::vector<ImagePrediction*>& preds, int64_t t0) {
+    Env& env = Env::Default();
+    const size_t n = preds.size();
+    const int64_t t1 = env.NowMicros();
+    YoloOutput y = model->forward(batch);
+    at::Tensor decoded = y.decoded.to(at::kCPU).contiguous();
+    const int64_t t2 = env.NowMicros();
+    auto dets = Postprocess(decoded);
+    for (size_t i = 0; i < n; ++i) {
+      ImagePrediction& p = *preds[i];
+      p.detections = std::move(dets[i]);
+      eval::ScaleToOriginal(p.detections, p.letterbox, p.width, p.height);
+    }
+    const int64_t t3 = env.NowMicros();
+    all_pre_us += double(t1 - t0);
+    all_inf_us += double(t2 - t1);
+    all_post_us += double(t3 - t2);
+    all_images += int64_t(n);
+    if (batches_seen++ >= opts.warmup_batches) {
+      pre_us += double(t1 - t0);
+      inf_us += double(t2 - t1);
+      post_us += double(t3 - t2);
+      timed_images += int64_t(n);
+    }
+  }
+
   // [B, 4+nc, A] eval output -> per-image detections in input pixels.
   std::vector<std::vector<eval::Detection>> Postprocess(const at::Tensor& decoded) const {
     at::Tensor d = decoded.to(at::kCPU, at::kFloat).contiguous();
@@ -144,27 +173,56 @@ Result<std::vector<ImagePrediction>> Predictor::Predict(const std::vector<cv::Ma
           }
         }
       }
-      const int64_t t1 = env.NowMicros();
-      YoloOutput y = m.model->forward(batch);
-      at::Tensor decoded = y.decoded.to(at::kCPU).contiguous();
-      const int64_t t2 = env.NowMicros();
-      auto dets = m.Postprocess(decoded);
-      for (size_t i = 0; i < n; ++i) {
-        ImagePrediction& p = out[start + i];
-        p.detections = std::move(dets[i]);
-        eval::ScaleToOriginal(p.detections, p.letterbox, p.width, p.height);
+      std::vector<ImagePrediction*> preds;
+      for (size_t i = 0; i < n; ++i) preds.push_back(&out[start + i]);
+      m.ForwardBatch(batch, preds, t0);
+    }
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());
+  } catch (const cv::Exception& e) {
+    return Status::InvalidArgument(std::string("OpenCV: ") + e.what());
+  }
+  return out;
+}
+
+Result<std::vector<ImagePrediction>> Predictor::PredictVal(const std::vector<eval::ImageSize>& sizes,
+                                                       const eval::ValShapeOptions& shapes,
+                                                       const std::function<Result<cv::Mat>(size_t index)>& load) {
+  Status valid = shapes.Validate();
+  if (!valid.IsOk()) return valid.WithLocation({"command line", 0, valid.Where().field});
+  if (shapes.stride % kMaxStride != 0) {
+    return Status::InvalidArgument("stride must be a multiple of " + std::to_string(kMaxStride),
+                                   {"command line", 0, "stride"});
+  }
+  Impl& m = *impl_;
+  std::vector<ImagePrediction> out(sizes.size());
+  Env& env = Env::Default();
+  try {
+    torch::NoGradGuard no_grad;
+    for (const eval::ValBatchShape& shape : eval::PlanValBatches(sizes, shapes)) {
+      const int64_t t0 = env.NowMicros();
+      const int64_t n = int64_t(shape.images.size());
+      const int64_t plane = int64_t(shape.height) * shape.width;
+      at::Tensor batch = at::empty({n, 3, shape.height, shape.width}, at::kFloat);
+      float* dst = batch.data_ptr<float>();
+      std::vector<ImagePrediction*> preds;
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t idx = shape.images[size_t(i)];
+        KESTREL_ASSIGN_OR_RETURN(cv::Mat img, load(idx));
+        if (img.empty() || img.type() != CV_8UC3) {
+          return Status::InvalidArgument("image " + std::to_string(idx) + " is not 8-bit 3-channel");
+        }
+        const eval::ValGeometry g =
+            eval::ComputeValGeometry(img.cols, img.rows, shapes.imgsz, shape.width, shape.height);
+        KESTREL_RETURN_IF_ERROR(eval::ValLetterboxToChw(img.data, img.rows, img.cols, img.step[0], g,
+                                                        dst + i * 3 * plane));
+        ImagePrediction& p = out[idx];
+        p.width = img.cols;
+        p.height = img.rows;
+        p.letterbox = g.letterbox;
+        preds.push_back(&p);
       }
-      const int64_t t3 = env.NowMicros();
-      m.all_pre_us += double(t1 - t0);
-      m.all_inf_us += double(t2 - t1);
-      m.all_post_us += double(t3 - t2);
-      m.all_images += int64_t(n);
-      if (m.batches_seen++ >= m.opts.warmup_batches) {
-        m.pre_us += double(t1 - t0);
-        m.inf_us += double(t2 - t1);
-        m.post_us += double(t3 - t2);
-        m.timed_images += int64_t(n);
-      }
+      m.ForwardBatch(batch, preds, t0);
     }
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <opencv2/core/mat.hpp>
 #include <string>
@@ -22,6 +23,7 @@
 #include "core/status.h"
 #include "eval/detection.h"
 #include "eval/postprocess.h"
+#include "eval/val_shapes.h"
 #include "model/spec.h"
 
 namespace kestrel::model {
@@ -78,6 +80,18 @@ class Predictor {
   // Predicts `images` (CV_8UC3, RGB as DecodeImage returns; any sizes) in
   // batches of Options().batch. One ImagePrediction per image, same order.
   Result<std::vector<ImagePrediction>> Predict(const std::vector<cv::Mat>& images);
+
+  // Validation preprocessing (eval/val_shapes.h, what `val model=` uses):
+  // the images are grouped by eval::PlanValBatches(sizes, shapes) and each is
+  // placed into its batch's shape by eval::ComputeValGeometry with
+  // shapes.imgsz. `load(i)` returns image i (CV_8UC3 RGB of sizes[i]) when its
+  // batch runs, so one batch is held at a time. Options().imgsz and batch are
+  // not used. Predictions are parallel to `sizes`, in original pixels;
+  // ImagePrediction::letterbox is the mapping used. Errors of `load` are
+  // returned as they are. Timed like Predict.
+  Result<std::vector<ImagePrediction>> PredictVal(const std::vector<eval::ImageSize>& sizes,
+                                                  const eval::ValShapeOptions& shapes,
+                                                  const std::function<Result<cv::Mat>(size_t index)>& load);
 
   // Forward + decode + NMS on an already letterboxed input: `input` F32
   // [B, 3, H, W] in [0, 1] (H, W multiples of 32). Detections per image in

@@ -4,34 +4,110 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <opencv2/core/mat.hpp>
 
+#include "data/image.h"
 #include "eval/postprocess.h"
+#include "model/spec.h"
 
 namespace kestrel::train {
 
 Result<std::unique_ptr<Validator>> Validator::Create(const data::Manifest& manifest, data::ImageSource source,
                                                      data::LoaderOptions loader,
-                                                     const std::vector<std::string>& names, torch::Device device) {
-  loader.augment = false;
-  loader.shuffle = false;
-  loader.drop_last = false;
-  loader.rect = false;  // square letterbox: one input size for every batch
-  std::unique_ptr<Validator> v(new Validator());
-  KESTREL_ASSIGN_OR_RETURN(v->loader_, data::Loader::Create(manifest, data::Split::kVal, std::move(source), loader));
-  for (const auto& e : manifest.entries) {
-    if (e.split == data::Split::kVal) v->by_path_[e.path] = &e;
+                                                     const std::vector<std::string>& names, torch::Device device,
+                                                     const ValidatorOptions& options) {
+  if (!source) return Status::InvalidArgument("validation needs an image source");
+  if (!(loader.max_bad_fraction >= 0 && loader.max_bad_fraction <= 1)) {
+    return Status::InvalidArgument("must be in [0, 1]", {"", 0, "max_bad_fraction"});
   }
-  v->manifest_ = &manifest;
+  if (options.batch < 0) {
+    return Status::InvalidArgument("val batch must be >= 0 (0 = twice the training batch)", {"", 0, "batch"});
+  }
+  eval::ValShapeOptions so;
+  so.imgsz = loader.imgsz;
+  so.batch = options.batch > 0 ? options.batch : 2 * std::max(1, loader.batch);
+  so.rect = options.rect;
+  so.pad = options.pad;
+  so.stride = model::kMaxStride;
+  KESTREL_RETURN_IF_ERROR(so.Validate());
+  std::unique_ptr<Validator> v(new Validator());
+  std::vector<eval::ImageSize> sizes;
+  for (const auto& e : manifest.entries) {
+    if (e.split != data::Split::kVal) continue;
+    v->entries_.push_back(&e);
+    sizes.push_back({e.width, e.height});
+  }
+  if (v->entries_.empty()) return Status::FailedPrecondition("data: the val split has no images")
+                                     .WithReason(FailureReason::kDatasetErrors);
+  v->plan_ = eval::PlanValBatches(sizes, so);
+  v->source_ = std::move(source);
+  v->imgsz_ = so.imgsz;
+  v->max_bad_fraction_ = loader.max_bad_fraction;
   v->names_ = names;
   v->device_ = device;
   return v;
 }
 
-int64_t Validator::NumImages() const { return loader_->NumSamples(); }
+int64_t Validator::NumImages() const { return static_cast<int64_t>(entries_.size()); }
+
+namespace {
+
+// One val batch, built on the calling thread: the letterboxed images, the
+// loss targets and, per image, what is needed to score it.
+struct ValBatch {
+  int height = 0, width = 0;
+  std::vector<float> images;   // [B, 3, H, W]
+  std::vector<float> targets;  // [N, 6] batch_idx, cls, cx, cy, w, h normalized to W, H
+  std::vector<const data::ManifestEntry*> entries;
+  std::vector<eval::ValGeometry> geometry;
+  int Size() const { return static_cast<int>(entries.size()); }
+};
+
+// Reads, decodes and letterboxes the images of `shape`; unreadable ones are
+// left out and counted in `bad`.
+Status BuildValBatch(const eval::ValBatchShape& shape, const std::vector<const data::ManifestEntry*>& entries,
+                     const data::ImageSource& source, int imgsz, ValBatch& out, int64_t& bad) {
+  out.height = shape.height;
+  out.width = shape.width;
+  const int64_t plane = int64_t(shape.height) * shape.width;
+  out.images.assign(size_t(3 * plane) * shape.images.size(), 0.0f);
+  for (size_t idx : shape.images) {
+    const data::ManifestEntry& e = *entries[idx];
+    auto bytes = source(e);
+    if (!bytes.IsOk()) {
+      ++bad;
+      continue;
+    }
+    auto img = data::DecodeImage(*bytes, e.path);
+    if (!img.IsOk()) {
+      ++bad;
+      continue;
+    }
+    const cv::Mat& m = *img;
+    const eval::ValGeometry g = eval::ComputeValGeometry(m.cols, m.rows, imgsz, shape.width, shape.height);
+    const int b = out.Size();
+    KESTREL_RETURN_IF_ERROR(eval::ValLetterboxToChw(m.data, m.rows, m.cols, m.step[0], g, out.images.data() + b * 3 * plane)
+                                .WithContext(e.path));
+    // Labels as the letterbox moves them (normalized by the resized size).
+    const double sx = double(g.placed_width) / shape.width, sy = double(g.placed_height) / shape.height;
+    const double ox = g.letterbox.pad_x / shape.width, oy = g.letterbox.pad_y / shape.height;
+    for (const auto& box : e.boxes) {
+      out.targets.insert(out.targets.end(), {float(b), float(box.cls), float(box.cx * sx + ox),
+                                             float(box.cy * sy + oy), float(box.w * sx), float(box.h * sy)});
+    }
+    out.entries.push_back(&e);
+    out.geometry.push_back(g);
+  }
+  out.images.resize(size_t(3 * plane) * out.entries.size());
+  return {};
+}
+
+}  // namespace
 
 Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* loss,
                                         const std::function<void(int64_t done, int64_t total)>& on_progress) {
   last_loss_ = {0, 0, 0};
+  bad_images_ = 0;
   const int64_t total = NumImages();
   int64_t done = 0;
   int64_t loss_batches = 0;
@@ -45,66 +121,66 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
   nms.iou = static_cast<float>(eo.iou);
   nms.max_det = eo.max_det;
   nms.multi_label = true;
+  const int64_t max_bad = static_cast<int64_t>(max_bad_fraction_ * static_cast<double>(total));
 
   const bool was_training = model.is_training();
   model.eval();
-  KESTREL_RETURN_IF_ERROR(loader_->StartEpoch(0));
   if (on_progress) on_progress(0, total);
   Status status;
   try {
     torch::NoGradGuard no_grad;
-    for (;;) {
-      auto next = loader_->Next();
-      if (!next.IsOk()) {
-        status = next.GetStatus();
-        break;
+    ValBatch batch;
+    for (const eval::ValBatchShape& shape : plan_) {
+      batch = ValBatch{};
+      status = BuildValBatch(shape, entries_, source_, imgsz_, batch, bad_images_);
+      if (status.IsOk() && bad_images_ > max_bad) {
+        status = Status::FailedPrecondition("data: " + std::to_string(bad_images_) +
+                                            " val images could not be read (max_bad_fraction " +
+                                            std::to_string(max_bad_fraction_) + ")")
+                     .WithReason(FailureReason::kDatasetErrors);
       }
-      if (!next->has_value()) break;
-      data::Batch batch = std::move(**next);
-      auto images = torch::from_blob(batch.images.data(), {batch.size, 3, batch.height, batch.width}, torch::kFloat)
-                        .to(device_);
-      auto out = model.forward(images);
-      if (loss != nullptr) {
-        const int64_t n = batch.NumTargets();
-        auto targets = n > 0 ? torch::from_blob(batch.targets.data(), {n, 6}, torch::kFloat).to(device_)
-                             : torch::zeros({0, 6}, torch::TensorOptions().device(device_));
-        DetectionTargets t{targets.select(1, 0), targets.select(1, 1), targets.slice(1, 2, 6)};
-        auto l = loss->Compute(out.maps, t, ImageSize{batch.height, batch.width});
-        if (!l.IsOk()) {
-          status = l.GetStatus();
-          loader_->Recycle(std::move(batch));
-          break;
-        }
-        auto items = l->items.to(torch::kCPU, torch::kDouble);
-        for (int k = 0; k < 3; ++k) last_loss_[k] += items[k].item<double>();
-        ++loss_batches;
-      }
-      // [B, 4+nc, A] on the CPU, contiguous, for the torch-free postprocess.
-      auto decoded = out.decoded.to(torch::kCPU, torch::kFloat).contiguous();
-      const int nc = model.NumClasses();
-      const int anchors = static_cast<int>(decoded.size(2));
-      const float* base = decoded.data_ptr<float>();
-      for (int i = 0; i < batch.size && status.IsOk(); ++i) {
-        auto dets = eval::PostprocessYolo(base + static_cast<int64_t>(i) * (4 + nc) * anchors, nc, anchors, nms);
-        const auto& lb = batch.letterbox[i];
-        const int oh = batch.orig_hw[i][0], ow = batch.orig_hw[i][1];
-        eval::ScaleToOriginal(dets, eval::Letterbox{lb[0], lb[1], lb[2]}, ow, oh);
-        std::vector<eval::GroundTruth> gt;
-        auto it = by_path_.find(batch.paths[i]);
-        if (it != by_path_.end()) {
-          const auto& e = *it->second;
-          for (const auto& b : e.boxes) {
-            gt.push_back({eval::BoxFromCxCyWh(b.cx * e.width, b.cy * e.height, b.w * e.width, b.h * e.height), b.cls});
-          }
-        }
-        status = evaluator.AddImage(gt, dets);
-      }
-      const int size = batch.size;
-      loader_->Recycle(std::move(batch));
       if (!status.IsOk()) break;
-      // Bad samples are replaced by good ones, so the batch sizes add up to
-      // the split; min() only guards the contract.
-      done = std::min(total, done + size);
+      const int size = batch.Size();
+      if (size > 0) {
+        auto images = torch::from_blob(batch.images.data(), {size, 3, batch.height, batch.width}, torch::kFloat)
+                          .to(device_);
+        auto out = model.forward(images);
+        if (loss != nullptr) {
+          const int64_t n = static_cast<int64_t>(batch.targets.size() / 6);
+          auto targets = n > 0 ? torch::from_blob(batch.targets.data(), {n, 6}, torch::kFloat).to(device_)
+                               : torch::zeros({0, 6}, torch::TensorOptions().device(device_));
+          DetectionTargets t{targets.select(1, 0), targets.select(1, 1), targets.slice(1, 2, 6)};
+          auto l = loss->Compute(out.maps, t, ImageSize{batch.height, batch.width});
+          if (!l.IsOk()) {
+            status = l.GetStatus();
+            break;
+          }
+          auto items = l->items.to(torch::kCPU, torch::kDouble);
+          for (int k = 0; k < 3; ++k) last_loss_[k] += items[k].item<double>();
+          ++loss_batches;
+        }
+        // [B, 4+nc, A] on the CPU, contiguous, for the torch-free postprocess.
+        auto decoded = out.decoded.to(torch::kCPU, torch::kFloat).contiguous();
+        const int nc = model.NumClasses();
+        const int anchors = static_cast<int>(decoded.size(2));
+        const float* base = decoded.data_ptr<float>();
+        for (int i = 0; i < size && status.IsOk(); ++i) {
+          const data::ManifestEntry& e = *batch.entries[size_t(i)];
+          const eval::ValGeometry& g = batch.geometry[size_t(i)];
+          auto dets = eval::PostprocessYolo(base + static_cast<int64_t>(i) * (4 + nc) * anchors, nc, anchors, nms);
+          eval::ScaleToOriginal(dets, g.letterbox, e.width, e.height);
+          std::vector<eval::GroundTruth> gt;
+          gt.reserve(e.boxes.size());
+          for (const auto& b : e.boxes) {
+            const eval::Box px =
+                eval::BoxFromCxCyWh(b.cx * e.width, b.cy * e.height, b.w * e.width, b.h * e.height);
+            gt.push_back({std::getenv("KESTREL_VAL_NO_RT") ? px : eval::ValLabelRoundTrip(px, g, e.width, e.height), b.cls});
+          }
+          status = evaluator.AddImage(gt, dets);
+        }
+        if (!status.IsOk()) break;
+      }
+      done = std::min(total, done + static_cast<int64_t>(shape.images.size()));
       if (on_progress) on_progress(done, total);
     }
   } catch (const c10::Error& e) {

@@ -1,7 +1,10 @@
-// Per-epoch validation: the val split through a letterbox-only loader, the
-// model in eval mode, eval's decode + NMS (conf 0.001, IoU 0.7, max_det 300,
-// multi-label, as the reference validator), boxes mapped back from the
-// letterbox to original pixels, and the reference mAP (eval/metrics.h).
+// Per-epoch validation: the val split in the reference validator's batches
+// (eval/val_shapes.h: by default images grouped by aspect ratio, each batch
+// letterboxed to its own shape with half a stride of border; rect=false:
+// imgsz x imgsz), the model in eval mode, eval's decode + NMS (conf 0.001,
+// IoU 0.7, max_det 300, multi-label, as the reference validator), boxes
+// mapped back to original pixels, and the reference mAP (eval/metrics.h).
+// Images are decoded on the calling thread, one batch at a time.
 // Not thread-safe; one per run.
 #pragma once
 #include <torch/types.h>
@@ -9,7 +12,6 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,18 +20,31 @@
 #include "data/loader.h"
 #include "data/manifest.h"
 #include "eval/metrics.h"
+#include "eval/val_shapes.h"
 #include "model/yolo.h"
 #include "train/loss.h"
 
 namespace kestrel::train {
 
+struct ValidatorOptions {
+  bool rect = true;  // eval::ValShapeOptions::rect: batches by aspect ratio (false: imgsz x imgsz)
+  double pad = 0.5;  // eval::ValShapeOptions::pad, in strides, >= 0
+  // Images per val batch; 0 = twice the training batch (what the reference
+  // trainer validates with). With rect, the batch size changes the shapes
+  // and so the numbers on non-square data.
+  int batch = 0;
+};
+
 class Validator {
  public:
-  // Uses the kVal split of `manifest` (kFailedPrecondition when empty).
-  // `loader` gives imgsz/batch/workers; augment and shuffle are forced off.
+  // Uses the kVal split of `manifest` (kFailedPrecondition when empty;
+  // kInvalidArgument for bad options). From `loader`: imgsz, batch (see
+  // ValidatorOptions::batch) and max_bad_fraction (share of val images that
+  // may be unreadable; they are left out of the metrics and counted in
+  // BadImages()). `manifest` must outlive the Validator.
   static Result<std::unique_ptr<Validator>> Create(const data::Manifest& manifest, data::ImageSource source,
                                                    data::LoaderOptions loader, const std::vector<std::string>& names,
-                                                   torch::Device device);
+                                                   torch::Device device, const ValidatorOptions& options = {});
   // Runs `model` (switched to eval mode, restored to train mode after) over
   // the whole val split. With `loss`, also the mean loss items (box, cls,
   // dfl) over the val batches, in LastLoss(). `on_progress(done, total)`,
@@ -40,15 +55,21 @@ class Validator {
                                const std::function<void(int64_t done, int64_t total)>& on_progress = {});
   int64_t NumImages() const;  // images in the val split
   const std::array<double, 3>& LastLoss() const { return last_loss_; }
+  int64_t BadImages() const { return bad_images_; }  // unreadable images in the last Run()
+  // The batches Run() goes through (indices into the val entries in manifest order).
+  const std::vector<eval::ValBatchShape>& Batches() const { return plan_; }
 
  private:
   Validator() = default;
-  std::unique_ptr<data::Loader> loader_;
-  std::map<std::string, const data::ManifestEntry*> by_path_;
-  const data::Manifest* manifest_ = nullptr;
+  std::vector<const data::ManifestEntry*> entries_;  // the val split, manifest order
+  std::vector<eval::ValBatchShape> plan_;
+  data::ImageSource source_;
+  int imgsz_ = 640;
+  double max_bad_fraction_ = 0.01;
   std::vector<std::string> names_;
   torch::Device device_ = torch::kCPU;
   std::array<double, 3> last_loss_{};
+  int64_t bad_images_ = 0;
 };
 
 // The per-class table printed after each epoch: all, then one row per class

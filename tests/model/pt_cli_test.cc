@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -34,6 +35,27 @@ TEST_F(PtCliTest, ValOfPtEqualsValOfSafetensors) {
   ASSERT_TRUE(a.contains("result") && a["result"].contains("metrics")) << pt.out;
   EXPECT_EQ(a["result"]["metrics"], b["result"]["metrics"]);  // every metric, exactly
   EXPECT_EQ(a["result"]["settings"], b["result"]["settings"]);
+}
+
+// Issue 11 check: `kestrel val` on the reference checkpoint reproduces the
+// reference validator's numbers (rect batches, pad 0.5) on the non-square
+// split at both batch sizes, through the CLI (ScoreModelOnSplit's path, not
+// only the trainer's Validator).
+TEST_F(PtCliTest, ValMatchesTheReferenceValidatorOnNonSquareImages) {
+  std::ifstream in(kParity + "/expected.json");
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  ASSERT_EQ(Kestrel("dataset import " + kParity + "/nonsquare --name ns").code, 0);
+  for (const int batch : {16, 1}) {
+    CliRun r = Kestrel("--json val model=" + kParity + "/yolov8n_shapes_p.pt data=ns split=val imgsz=320 batch=" +
+                       std::to_string(batch));
+    ASSERT_EQ(r.code, 0) << r.out;
+    const nlohmann::json m = Json(r)["result"]["metrics"];
+    const nlohmann::json& e = expected["nonsquare"]["batch" + std::to_string(batch)];
+    for (const char* key : {"map50", "map5095", "precision", "recall"}) {
+      ASSERT_TRUE(m.contains(key)) << m.dump();
+      EXPECT_NEAR(m[key].get<double>(), e[key].get<double>(), 1e-4) << key << " at batch " << batch;
+    }
+  }
 }
 
 TEST_F(PtCliTest, NonCheckpointsAreClearErrors) {

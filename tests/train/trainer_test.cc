@@ -294,7 +294,7 @@ TEST_F(TrainerTest, SetupValidationAndPlotsReportProgressUpToTheirTotal) {
     EXPECT_EQ(val.front().phase, Phase::kVal);
     EXPECT_EQ(val.front().epoch, epoch);
     EXPECT_EQ(val.back().total, 3);  // the val images
-    EXPECT_EQ(val.size(), 3u);       // start, then batches of 2 and 1
+    EXPECT_EQ(val.size(), 2u);       // start, then one batch of 3 (val batch = 2 x train batch 2, as the reference)
   }
   EXPECT_EQ(fresh[3].front().phase, Phase::kPlots);
 
