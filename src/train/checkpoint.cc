@@ -62,6 +62,10 @@ Status CopyInto(torch::Tensor& dst, const SafeTensorFile& f, const std::string& 
 
 }  // namespace
 
+bool IsNewBest(const CheckpointState& s, double fitness) {
+  return s.best_epoch == 0 || fitness > s.best_fitness;
+}
+
 std::string CheckpointStateToJson(const CheckpointState& s) {
   nlohmann::json j = {
       {"format_version", s.format_version},

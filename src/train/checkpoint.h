@@ -60,6 +60,13 @@ struct CheckpointState {
   EpochAccum accum;
 };
 
+// Whether an epoch with `fitness` becomes the run's best: the first recorded
+// epoch (best_epoch == 0) always does, a later one only when strictly better.
+// Fitness is negative without a val split (minus the train loss), so its
+// sign never means "no best yet" -- that reading made every such epoch the
+// best and `patience` never stopped the run.
+bool IsNewBest(const CheckpointState& s, double fitness);
+
 std::string CheckpointStateToJson(const CheckpointState& s);
 Result<CheckpointState> CheckpointStateFromJson(const std::string& text, const std::string& origin);
 

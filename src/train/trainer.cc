@@ -355,7 +355,7 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
   } else {
     rec.fitness = -(rec.box + rec.cls + rec.dfl);  // no val split: lower train loss is better
   }
-  const bool is_best = r.state.best_fitness < 0 || rec.fitness > r.state.best_fitness || r.state.best_epoch == 0;
+  const bool is_best = IsNewBest(r.state, rec.fitness);
   if (is_best) {
     r.state.best_fitness = rec.fitness;
     r.state.best_epoch = rec.epoch;
