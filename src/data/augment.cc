@@ -12,48 +12,26 @@ namespace kestrel::data {
 // Options
 
 void AugmentOptions::Bind(OptionSet& s) {
-  s.Float("hsv_h", &hsv_h, "image HSV-Hue augmentation (fraction)", 0, 1);
-  s.Float("hsv_s", &hsv_s, "image HSV-Saturation augmentation (fraction)", 0, 1);
-  s.Float("hsv_v", &hsv_v, "image HSV-Value augmentation (fraction)", 0, 1);
-  s.Float("degrees", &degrees, "image rotation (+/- deg)", 0, 180);
-  s.Float("translate", &translate, "image translation (+/- fraction)", 0, 0.5);
-  s.Float("scale", &scale, "image scale (+/- gain)", 0, 1);
-  s.Float("shear", &shear, "image shear (+/- deg)", 0, 89.9);
-  s.Float("perspective", &perspective, "image perspective (+/- fraction), 0-0.001", 0, 0.001);
-  s.Float("flipud", &flipud, "image flip up-down (probability)", 0, 1);
-  s.Float("fliplr", &fliplr, "image flip left-right (probability)", 0, 1);
-  s.Float("mosaic", &mosaic, "image mosaic (probability)", 0, 1);
-  s.Float("mixup", &mixup, "image mixup (probability)", 0, 1);
+  s.Float("hsv_h", &hsv_h, "image HSV-Hue augmentation (fraction)", Range::Closed(0, 1));
+  s.Float("hsv_s", &hsv_s, "image HSV-Saturation augmentation (fraction)", Range::Closed(0, 1));
+  s.Float("hsv_v", &hsv_v, "image HSV-Value augmentation (fraction)", Range::Closed(0, 1));
+  s.Float("degrees", &degrees, "image rotation (+/- deg)", Range::Closed(0, 180));
+  // Open ends: a translation of half the image or a zoom of 1 +- 1 can move
+  // every box out of (or shrink it to nothing in) the output; tan(90 deg)
+  // is infinite.
+  s.Float("translate", &translate, "image translation (+/- fraction)", Range::ClosedOpen(0, 0.5));
+  s.Float("scale", &scale, "image scale (+/- gain)", Range::ClosedOpen(0, 1));
+  s.Float("shear", &shear, "image shear (+/- deg)", Range::ClosedOpen(0, 90));
+  s.Float("perspective", &perspective, "image perspective (+/- fraction)", Range::Closed(0, 0.001));
+  s.Float("flipud", &flipud, "image flip up-down (probability)", Range::Closed(0, 1));
+  s.Float("fliplr", &fliplr, "image flip left-right (probability)", Range::Closed(0, 1));
+  s.Float("mosaic", &mosaic, "image mosaic (probability)", Range::Closed(0, 1));
+  s.Float("mixup", &mixup, "image mixup (probability)", Range::Closed(0, 1));
   s.Int("close_mosaic", &close_mosaic, "disable mosaic for the final N epochs", 0);
   s.Bool("multi_scale", &multi_scale, "vary the train image size +/- 50% per batch");
 }
 
-namespace {
-Status CheckRange(const char* field, double v, double lo, double hi, bool hi_open = false) {
-  bool ok = std::isfinite(v) && v >= lo && (hi_open ? v < hi : v <= hi);
-  if (ok) return {};
-  return Status::InvalidArgument("value " + std::to_string(v) + " out of range [" + std::to_string(lo) +
-                                     ", " + std::to_string(hi) + (hi_open ? ")" : "]"),
-                                 {"", 0, field});
-}
-}  // namespace
-
-Status AugmentOptions::Validate() const {
-  KESTREL_RETURN_IF_ERROR(CheckRange("hsv_h", hsv_h, 0, 1));
-  KESTREL_RETURN_IF_ERROR(CheckRange("hsv_s", hsv_s, 0, 1));
-  KESTREL_RETURN_IF_ERROR(CheckRange("hsv_v", hsv_v, 0, 1));
-  KESTREL_RETURN_IF_ERROR(CheckRange("degrees", degrees, 0, 180));
-  KESTREL_RETURN_IF_ERROR(CheckRange("translate", translate, 0, 0.5, true));
-  KESTREL_RETURN_IF_ERROR(CheckRange("scale", scale, 0, 1, true));
-  KESTREL_RETURN_IF_ERROR(CheckRange("shear", shear, 0, 90, true));
-  KESTREL_RETURN_IF_ERROR(CheckRange("perspective", perspective, 0, 0.001));
-  KESTREL_RETURN_IF_ERROR(CheckRange("flipud", flipud, 0, 1));
-  KESTREL_RETURN_IF_ERROR(CheckRange("fliplr", fliplr, 0, 1));
-  KESTREL_RETURN_IF_ERROR(CheckRange("mosaic", mosaic, 0, 1));
-  KESTREL_RETURN_IF_ERROR(CheckRange("mixup", mixup, 0, 1));
-  if (close_mosaic < 0) return Status::InvalidArgument("must be >= 0", {"", 0, "close_mosaic"});
-  return {};
-}
+Status AugmentOptions::Validate() const { return CheckBoundValues(*this); }
 
 // ---------------------------------------------------------------------------
 // Randomness

@@ -24,13 +24,13 @@ ImageSource ArtifactImageSource(store::ArtifactStore& store) {
   return [&store](const ManifestEntry& e) { return store.Get(e.image_sha); };
 }
 
-void LoaderOptions::Bind(OptionSet& s) {
-  s.Int("imgsz", &imgsz, "train/val input size in pixels (multiple of the stride)", 1);
+void LoaderOptions::Bind(OptionSet& s, int min_imgsz, int max_imgsz) {
+  s.Int("imgsz", &imgsz, "train/val input size in pixels (multiple of the stride)", min_imgsz, max_imgsz);
   s.Int("batch", &batch, "images per batch", 1);
   s.Int("workers", &workers, "data loader threads", 1, 256);
   s.Int("prefetch", &prefetch, "batches built ahead of the trainer", 1, 1024);
-  s.Float("max_bad_fraction", &max_bad_fraction, "fail when more than this share of images is unreadable", 0,
-          1);
+  s.Float("max_bad_fraction", &max_bad_fraction, "fail when more than this share of images is unreadable",
+          Range::Closed(0, 1));
   s.Bool("rect", &rect, "rectangular val batches (letterbox per batch aspect ratio)");
 }
 
@@ -38,16 +38,13 @@ Status LoaderOptions::Validate() const {
   auto bad = [](const char* field, const std::string& msg) {
     return Status::InvalidArgument(msg, {"", 0, field});
   };
+  KESTREL_RETURN_IF_ERROR(CheckBoundValues(*this));
   if (stride < 1) return bad("stride", "must be >= 1");
   if (imgsz < stride || imgsz % stride != 0) {
     int up = std::max(stride, (imgsz + stride - 1) / stride * stride);
     return bad("imgsz", std::to_string(imgsz) + " is not a positive multiple of the stride " +
                             std::to_string(stride) + " (try " + std::to_string(up) + ")");
   }
-  if (batch < 1) return bad("batch", "must be >= 1");
-  if (workers < 1 || workers > 256) return bad("workers", "must be in [1, 256]");
-  if (prefetch < 1 || prefetch > 1024) return bad("prefetch", "must be in [1, 1024]");
-  if (!(max_bad_fraction >= 0 && max_bad_fraction <= 1)) return bad("max_bad_fraction", "must be in [0, 1]");
   if (epochs < 1) return bad("epochs", "must be >= 1");
   if (rect && (augment || shuffle))
     return bad("rect", "rect batches need augment=false and shuffle=false (val)");

@@ -64,38 +64,40 @@ ImageSource ArtifactImageSource(store::ArtifactStore& store);
 // Augmentation hyperparameters: Ultralytics names and defaults (default.yaml).
 // The functions that apply them are in data/augment.h.
 struct AugmentOptions {
-  double hsv_h = 0.015;      // hue gain: hue scaled by U(1-h, 1+h) (fraction), [0, 1]
-  double hsv_s = 0.7;        // saturation gain: scaled by U(1-s, 1+s), [0, 1]
-  double hsv_v = 0.4;        // value gain: scaled by U(1-v, 1+v), [0, 1]
-  double degrees = 0.0;      // rotation, uniform in +-degrees, [0, 180]
-  double translate = 0.1;    // translation, +-fraction of the output size, [0, 0.5)
-  double scale = 0.5;        // zoom factor uniform in [1-scale, 1+scale], [0, 1)
-  double shear = 0.0;        // shear, uniform in +-degrees per axis, [0, 90)
-  double perspective = 0.0;  // perspective coefficient, +-value, [0, 0.001]
-  double flipud = 0.0;       // probability of a vertical flip, [0, 1]
-  double fliplr = 0.5;       // probability of a horizontal flip, [0, 1]
-  double mosaic = 1.0;       // probability of a 4-image mosaic, [0, 1]
-  double mixup = 0.0;        // probability of blending with a second sample, [0, 1]
-  int close_mosaic = 10;     // no mosaic (nor mixup) in the last N epochs, >= 0
+  double hsv_h = 0.015;      // hue gain: hue scaled by U(1-h, 1+h) (fraction)
+  double hsv_s = 0.7;        // saturation gain: scaled by U(1-s, 1+s)
+  double hsv_v = 0.4;        // value gain: scaled by U(1-v, 1+v)
+  double degrees = 0.0;      // rotation, uniform in +-degrees
+  double translate = 0.1;    // translation, +-fraction of the output size
+  double scale = 0.5;        // zoom factor uniform in [1-scale, 1+scale]
+  double shear = 0.0;        // shear, uniform in +-degrees per axis
+  double perspective = 0.0;  // perspective coefficient, +-value
+  double flipud = 0.0;       // probability of a vertical flip
+  double fliplr = 0.5;       // probability of a horizontal flip
+  double mosaic = 1.0;       // probability of a 4-image mosaic
+  double mixup = 0.0;        // probability of blending with a second sample
+  int close_mosaic = 10;     // no mosaic (nor mixup) in the last N epochs
   // Each train batch is resized to a random multiple of the loader stride in
   // [0.5, 1.5] * imgsz (decided per batch, deterministically).
   bool multi_scale = false;
 
-  // Binds every field above under its own name.
+  // Binds every field above under its own name, with its range: the one
+  // place the ranges are written.
   void Bind(OptionSet& s);
-  // kInvalidArgument naming the field when a value is out of range.
+  // The bound ranges applied to values set in code (CheckBoundValues):
+  // kInvalidArgument naming the field.
   Status Validate() const;
 };
 
 struct LoaderOptions {
   int imgsz = 640;                 // square input side in pixels (train), multiple of stride
-  int batch = 16;                  // images per batch, >= 1
-  int workers = 2;                 // worker threads, >= 1 (each builds whole batches)
-  int prefetch = 4;                // batches built ahead of the consumer, >= 1
+  int batch = 16;                  // images per batch
+  int workers = 2;                 // worker threads (each builds whole batches)
+  int prefetch = 4;                // batches built ahead of the consumer
   bool shuffle = true;             // shuffle the order every epoch (train)
   bool augment = true;             // train augmentations; false: letterbox only (val)
   uint64_t seed = 0;               // root of all randomness, see the file comment
-  double max_bad_fraction = 0.01;  // tolerated share of unreadable images, [0, 1]
+  double max_bad_fraction = 0.01;  // tolerated share of unreadable images
   // Val only (augment=false): batches ordered by aspect ratio, each batch
   // letterboxed to its own H x W (multiples of stride) instead of imgsz^2.
   bool rect = false;
@@ -104,10 +106,14 @@ struct LoaderOptions {
   bool drop_last = false;  // drop the last partial batch of an epoch
 
   // Binds imgsz, batch, workers, prefetch, max_bad_fraction, rect under those
-  // names. Not bound (the trainer owns and copies them): shuffle, augment,
+  // names, imgsz within [min_imgsz, max_imgsz] (train binds the model's
+  // limits). Not bound (the trainer owns and copies them): shuffle, augment,
   // seed, epochs, stride, drop_last.
-  void Bind(OptionSet& s);
-  Status Validate() const;  // kInvalidArgument naming the field
+  void Bind(OptionSet& s, int min_imgsz = 1, int max_imgsz = std::numeric_limits<int>::max());
+  // The bound ranges (CheckBoundValues) plus the rules between fields: imgsz
+  // a multiple of stride, rect only without augment/shuffle. kInvalidArgument
+  // naming the field.
+  Status Validate() const;
 };
 
 // One batch. All buffers are row-major and contiguous.

@@ -16,6 +16,7 @@
 
 #include "core/status.h"
 #include "store/job_types.h"
+#include "store/model_types.h"
 
 namespace kestrel::store {
 
@@ -124,6 +125,29 @@ class MetadataStore {
   // backends, so webhook dispatchers can share cursors and a lease.
   virtual Result<bool> CompareAndSetSetting(const std::string& name, const std::optional<std::string>& expected,
                                             const std::string& value, int64_t now_ms) = 0;
+
+  // ---- model registry (docs/models.md; records in model_types.h). The
+  // application layer (app/models.h) builds the records; the store numbers
+  // versions and keeps the tag rules, each change one transaction.
+
+  // Adds `rec` as the next version of rec.name (seq assigned; tags ignored).
+  // Idempotent: when rec.job_id > 0 and that job already registered a model,
+  // or (job_id 0) the name already has a hand registration of the same
+  // weights_sha, nothing is written and that record is returned with
+  // *created = false. Concurrent registrations of a name get distinct seqs.
+  virtual Result<ModelRecord> AddModel(const ModelRecord& rec, bool* created) = 0;
+  // Oldest first, with their tags.
+  virtual Result<std::vector<ModelRecord>> ListModels(const ModelFilter& filter) = 0;
+  // Adds `tag` to the model with exactly this id (kNotFound otherwise;
+  // kInvalidArgument for a malformed tag). kProductionTag moves: the
+  // dataset's previous holder loses it in the same transaction, and its id is
+  // returned ("" when there was none or it was this model already).
+  virtual Result<std::string> TagModel(const std::string& model_id, const std::string& tag, int64_t now_ms) = 0;
+  // Whether the tag was there.
+  virtual Result<bool> UntagModel(const std::string& model_id, const std::string& tag) = 0;
+  // Removes the model and its tags (not its blobs). The production holder is
+  // refused (kFailedPrecondition) unless even_production.
+  virtual Status DeleteModel(const std::string& model_id, bool even_production) = 0;
 };
 
 // sha256 of the dataset version and the canonical form (sorted keys, no

@@ -147,6 +147,43 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "ALTER TABLE attempts ADD COLUMN detected_at BIGINT NOT NULL DEFAULT 0",
           "UPDATE attempts SET detected_at = ended_at",
       },
+      // 8: model registry (docs/models.md). Versions count per name through
+      // a `counters` row "model:<name>"; metrics are text like every value
+      // crossing SqlConn. A job registers at most one model; a dataset has at
+      // most one `production` model (moved in one transaction by TagModel).
+      {
+          "CREATE TABLE models ("
+          "  id TEXT PRIMARY KEY,"
+          "  name TEXT NOT NULL,"
+          "  seq BIGINT NOT NULL,"
+          "  created_at BIGINT NOT NULL,"
+          "  weights_sha TEXT NOT NULL,"
+          "  weights_bytes BIGINT NOT NULL,"
+          "  format TEXT NOT NULL,"
+          "  dataset TEXT NOT NULL,"
+          "  dataset_version TEXT NOT NULL,"
+          "  config_hash TEXT NOT NULL,"
+          "  job_id BIGINT NOT NULL,"
+          "  attempt BIGINT NOT NULL,"
+          "  host TEXT NOT NULL,"
+          "  kestrel_version TEXT NOT NULL,"
+          "  map50 TEXT NOT NULL,"
+          "  map50_95 TEXT NOT NULL,"
+          "  lineage_json TEXT NOT NULL,"
+          "  eval_json TEXT NOT NULL,"
+          "  comparison_json TEXT NOT NULL,"
+          "  UNIQUE (name, seq))",
+          "CREATE UNIQUE INDEX models_by_job ON models(job_id) WHERE job_id > 0",
+          "CREATE INDEX models_by_dataset_version ON models(dataset_version)",
+          "CREATE INDEX models_by_weights ON models(weights_sha)",
+          "CREATE TABLE model_tags ("
+          "  model_id TEXT NOT NULL REFERENCES models(id),"
+          "  tag TEXT NOT NULL,"
+          "  dataset TEXT NOT NULL,"
+          "  created_at BIGINT NOT NULL,"
+          "  PRIMARY KEY (model_id, tag))",
+          "CREATE UNIQUE INDEX model_tags_one_production ON model_tags(dataset) WHERE tag = 'production'",
+      },
   };
   return kMigrations;
 }

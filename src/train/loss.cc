@@ -82,12 +82,7 @@ Result<PaddedTargets> PadTargets(const DetectionTargets& targets, int64_t batch,
 
 }  // namespace
 
-void LossOptions::Bind(OptionSet& set) {
-  set.Float("box", &box_gain, "box (CIoU) loss gain", 0.0, 1e4);
-  set.Float("cls", &cls_gain, "classification (BCE) loss gain", 0.0, 1e4);
-  set.Float("dfl", &dfl_gain, "distribution focal loss gain", 0.0, 1e4);
-  set.Float("label_smoothing", &label_smoothing, "BCE label smoothing epsilon, [0, 1)", 0.0, 1.0);
-}
+void LossOptions::Bind(OptionSet& set) { BindLossKeys(set, &box_gain, &cls_gain, &dfl_gain, &label_smoothing); }
 
 Status LossOptions::Validate() const {
   if (num_classes <= 0) return Field("nc", "must be > 0");
@@ -96,13 +91,7 @@ Status LossOptions::Validate() const {
   for (double s : strides) {
     if (!(s > 0) || !std::isfinite(s)) return Field("strides", "must be positive");
   }
-  for (auto [name, v] : {std::pair<const char*, double>{"box", box_gain}, {"cls", cls_gain},
-                         {"dfl", dfl_gain}}) {
-    if (!(v >= 0) || !std::isfinite(v)) return Field(name, "must be a finite gain >= 0");
-  }
-  if (!(label_smoothing >= 0 && label_smoothing < 1)) {
-    return Field("label_smoothing", "must be in [0, 1)");
-  }
+  KESTREL_RETURN_IF_ERROR(CheckBoundValues(*this));  // box, cls, dfl, label_smoothing
   if (!class_weights.empty()) {
     if (class_weights.size() != static_cast<size_t>(num_classes)) {
       return Field("class_weights", "needs one weight per class (" + std::to_string(num_classes) +

@@ -45,39 +45,27 @@ const char* OptimizerKindName(OptimizerKind kind) {
 void OptimizerOptions::Bind(OptionSet& set) {
   set.Choice("optimizer", &optimizer, {"auto", "SGD", "Adam", "AdamW"},
              "optimizer; auto picks SGD or AdamW from the run length and classes");
-  set.Float("lr0", &lr0, "initial learning rate (optimizer=auto chooses its own)", 0.0, 10.0);
-  set.Float("lrf", &lrf, "final learning rate as a fraction of lr0", 0.0, 1.0);
-  set.Float("momentum", &momentum, "SGD momentum / Adam beta1", 0.0, 1.0);
-  set.Float("weight_decay", &weight_decay, "weight decay before batch scaling", 0.0, 1.0);
-  set.Float("warmup_epochs", &warmup_epochs, "warmup length in epochs (0 = none)", 0.0, 1e6);
-  set.Float("warmup_momentum", &warmup_momentum, "SGD momentum at the start of warmup", 0.0, 1.0);
-  set.Float("warmup_bias_lr", &warmup_bias_lr, "bias learning rate at the start of warmup", 0.0,
-            10.0);
+  set.Float("lr0", &lr0, "initial learning rate (optimizer=auto chooses its own)", Range::OpenClosed(0, 10));
+  set.Float("lrf", &lrf, "final learning rate as a fraction of lr0", Range::Closed(0, 1));
+  // momentum 1 would never forget a gradient (and Adam's beta1 must be < 1).
+  set.Float("momentum", &momentum, "SGD momentum / Adam beta1", Range::ClosedOpen(0, 1));
+  set.Float("weight_decay", &weight_decay, "weight decay before batch scaling", Range::Closed(0, 1));
+  set.Float("warmup_epochs", &warmup_epochs, "warmup length in epochs (0 = none)", Range::Closed(0, 1e6));
+  set.Float("warmup_momentum", &warmup_momentum, "SGD momentum at the start of warmup", Range::ClosedOpen(0, 1));
+  set.Float("warmup_bias_lr", &warmup_bias_lr, "bias learning rate at the start of warmup", Range::Closed(0, 10));
   set.Int("nbs", &nbs, "nominal batch size for gradient accumulation", 1, 1 << 20);
   set.Bool("cos_lr", &cos_lr, "cosine learning-rate factor instead of linear");
 }
 
 Status OptimizerOptions::Validate() const {
+  // Code may spell the optimizer in any case ("sgd"); the binding's choices
+  // are the canonical spellings, so check a copy with the name canonicalized.
+  OptimizerOptions canonical = *this;
   const std::string name = Lower(optimizer);
-  if (name != "auto" && name != "sgd" && name != "adam" && name != "adamw") {
-    return Field("optimizer", "unknown optimizer '" + optimizer + "' (auto, SGD, Adam, AdamW)");
+  for (const char* c : {"auto", "SGD", "Adam", "AdamW"}) {
+    if (name == Lower(c)) canonical.optimizer = c;
   }
-  auto finite_in = [](double v, double lo, double hi) {
-    return std::isfinite(v) && v >= lo && v <= hi;
-  };
-  if (!finite_in(lr0, 0.0, 10.0) || lr0 <= 0.0) return Field("lr0", "must be in (0, 10]");
-  if (!finite_in(lrf, 0.0, 1.0)) return Field("lrf", "must be in [0, 1]");
-  if (!finite_in(momentum, 0.0, 1.0) || momentum >= 1.0) {
-    return Field("momentum", "must be in [0, 1)");
-  }
-  if (!finite_in(weight_decay, 0.0, 1.0)) return Field("weight_decay", "must be in [0, 1]");
-  if (!finite_in(warmup_epochs, 0.0, 1e6)) return Field("warmup_epochs", "must be >= 0");
-  if (!finite_in(warmup_momentum, 0.0, 1.0) || warmup_momentum >= 1.0) {
-    return Field("warmup_momentum", "must be in [0, 1)");
-  }
-  if (!finite_in(warmup_bias_lr, 0.0, 10.0)) return Field("warmup_bias_lr", "must be in [0, 10]");
-  if (nbs < 1) return Field("nbs", "must be >= 1");
-  return Status();
+  return CheckBoundValues(canonical);
 }
 
 Result<ResolvedOptimizer> ResolveOptimizer(const OptimizerOptions& options,

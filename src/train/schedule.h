@@ -39,7 +39,8 @@ struct OptimizerOptions {
   // Binds the fields above under their Ultralytics key names (`optimizer`
   // takes the canonical spellings auto/SGD/Adam/AdamW; Validate accepts any case).
   void Bind(OptionSet& set);
-  // Range checks; errors name the field.
+  // The bound ranges applied to values set in code (the optimizer name in
+  // any case); errors name the field.
   Status Validate() const;
 };
 

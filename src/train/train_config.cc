@@ -1,6 +1,5 @@
 #include "train/train_config.h"
 
-#include <cmath>
 
 #include "core/parse.h"
 #include "core/safetensors.h"
@@ -9,6 +8,14 @@
 #include "model/spec.h"
 
 namespace kestrel::train {
+
+void BindLossKeys(OptionSet& s, double* box, double* cls, double* dfl, double* label_smoothing) {
+  s.Float("box", box, "box (CIoU) loss gain", Range::Closed(0, 1e4));
+  s.Float("cls", cls, "classification (BCE) loss gain", Range::Closed(0, 1e4));
+  s.Float("dfl", dfl, "distribution focal loss gain", Range::Closed(0, 1e4));
+  // 1 would turn every target into 0.5.
+  s.Float("label_smoothing", label_smoothing, "BCE label smoothing epsilon", Range::ClosedOpen(0, 1));
+}
 
 void TrainConfig::Bind(OptionSet& s) {
   s.String("data", &data, "dataset in the registry: NAME, NAME@vN or NAME@<version id prefix>");
@@ -29,13 +36,10 @@ void TrainConfig::Bind(OptionSet& s) {
   s.String("run_dir", &run_dir, "explicit run directory (overrides project/name)");
   s.Bool("val", &val, "validate every epoch");
   s.Bool("plots", &plots, "write evaluation plots and train_batch0.jpg");
-  loader.Bind(s);
+  loader.Bind(s, kMinImgsz, kMaxImgsz);
   augment.Bind(s);
   optimizer.Bind(s);
-  s.Float("box", &box, "box (CIoU) loss gain", 0.0, 1e4);
-  s.Float("cls", &cls, "classification (BCE) loss gain", 0.0, 1e4);
-  s.Float("dfl", &dfl, "distribution focal loss gain", 0.0, 1e4);
-  s.Float("label_smoothing", &label_smoothing, "BCE label smoothing epsilon, [0, 1)", 0.0, 1.0);
+  BindLossKeys(s, &box, &cls, &dfl, &label_smoothing);
 }
 
 Status TrainConfig::Validate() const {
@@ -68,20 +72,13 @@ Status TrainConfig::Validate() const {
   } else if (auto spec = model::ParseModelSpec(model, 1); !spec.IsOk()) {
     return spec.GetStatus();
   }
-  if (loader.imgsz < kMinImgsz || loader.imgsz > kMaxImgsz) {
-    return Status::InvalidArgument("imgsz " + std::to_string(loader.imgsz) + " is outside [" +
-                                       std::to_string(kMinImgsz) + ", " + std::to_string(kMaxImgsz) + "]",
-                                   {"", 0, "imgsz"});
-  }
-  KESTREL_RETURN_IF_ERROR(loader.Validate());
-  KESTREL_RETURN_IF_ERROR(augment.Validate());
+  // Every bound range (incl. imgsz within [kMinImgsz, kMaxImgsz]), then the
+  // components' rules between fields (imgsz a multiple of the stride).
+  TrainConfig copy = *this;
+  copy.optimizer = OptimizerOptions();  // checked below, where any case of the name is accepted
+  KESTREL_RETURN_IF_ERROR(CheckBoundValues(copy));
   KESTREL_RETURN_IF_ERROR(optimizer.Validate());
-  for (auto [name, v] : {std::pair<const char*, double>{"box", box}, {"cls", cls}, {"dfl", dfl}}) {
-    if (!(v >= 0) || !std::isfinite(v)) return Status::InvalidArgument("must be a finite gain >= 0", {"", 0, name});
-  }
-  if (!(label_smoothing >= 0 && label_smoothing < 1)) {
-    return Status::InvalidArgument("must be in [0, 1)", {"", 0, "label_smoothing"});
-  }
+  KESTREL_RETURN_IF_ERROR(loader.Validate());
   return {};
 }
 

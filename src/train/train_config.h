@@ -19,13 +19,18 @@ namespace kestrel::train {
 // compare): a multiple of the model stride 32 in [32, 4096].
 inline constexpr int kMinImgsz = 32;
 inline constexpr int kMaxImgsz = 4096;
+
+// Binds the loss keys box, cls, dfl and label_smoothing with their ranges:
+// TrainConfig's fields and LossOptions' (loss.h) bind through this one
+// function, so the two cannot disagree.
+void BindLossKeys(OptionSet& s, double* box, double* cls, double* dfl, double* label_smoothing);
 // The `format` metadata of a training checkpoint (train/checkpoint.cc).
 inline constexpr const char* kCheckpointFormat = "kestrel-checkpoint";
 
 struct TrainConfig {
   std::string data;              // registry spec NAME[@vN|@idprefix]
   std::string model = "n";       // n|s|m|l|x|t|yolov8n.yaml ...
-  int epochs = 100;              // total epochs, >= 1
+  int epochs = 100;              // total epochs
   std::string device = "cpu";    // cpu | 0 (CUDA device index)
   int64_t seed = 0;              // torch init + loader randomness
   bool deterministic = true;     // torch deterministic algorithms
@@ -47,10 +52,14 @@ struct TrainConfig {
   // The loss keys (LossOptions' gains and smoothing; TrainOptions::EffectiveLoss).
   double box = 7.5, cls = 0.5, dfl = 1.5, label_smoothing = 0.0;
 
+  // Every key with its type, range and default: the only place they are
+  // written (`kestrel help keys` and docs/training.md's table print them).
   void Bind(OptionSet& s);
-  // Every check that needs no dataset, model or file: ranges, the model spec
-  // name (n|s|m|l|x|t|yolov8n.yaml...), the device index, and that every text
-  // key is valid UTF-8 (it is stored as JSON). kInvalidArgument naming the key.
+  // Every check that needs no dataset, model or file: the bound ranges
+  // (CheckBoundValues), and the rules a range cannot say: data= or resume=
+  // given, the model spec name (n|s|m|l|x|t|yolov8n.yaml...), the device
+  // index, imgsz a multiple of the stride, and that every text key is valid
+  // UTF-8 (it is stored as JSON). kInvalidArgument naming the key.
   Status Validate() const;
   // The files the run will read: pretrained= must be a readable safetensors
   // file and resume= a readable Kestrel checkpoint (headers only are read).
