@@ -465,6 +465,10 @@ void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job, 
       spdlog::info("worker {}: job {} attempt {} -> {}{}{}", options_.id, job.id, job.attempt,
                    store::JobStateName(r->state), outcome.success ? "" : " (" + outcome.reason + ") ",
                    outcome.success ? "" : outcome.message);
+      if (r->state == store::JobState::kSucceeded && options_.on_job_succeeded) {
+        l.unlock();  // the hook talks to the store and the disk; never under mu_
+        options_.on_job_succeeded(store, *r, NowMs());
+      }
       return;
     }
     if (IsFenced(r.GetStatus())) {

@@ -70,6 +70,10 @@ struct WorkerOptions {
   // Unix ms at construction; 0 = env.UnixSeconds() * 1000. Store times are
   // this anchor plus the Env's monotonic clock since construction.
   int64_t wall_anchor_ms = 0;
+  // Called on the slot's thread, with its store, after a job's success was
+  // committed (the CLI registers the job's model: app/models.h). Its errors
+  // are its own to log; it must not throw. Unset = nothing.
+  std::function<void(store::MetadataStore& store, const store::JobRecord& job, int64_t now_ms)> on_job_succeeded;
 };
 
 Status ValidateWorkerOptions(const WorkerOptions& o);

@@ -1,7 +1,7 @@
 // SqlStore: the one implementation of MetadataStore, written against the
 // SqlConn adapter so SQLite and PostgreSQL run the same logic and the same
 // migrations. Dataset operations live in sql_store.cc, job operations in
-// job_store.cc. Private to the store module.
+// job_store.cc, the model registry in model_store.cc. Private to the store module.
 #pragma once
 
 #include <memory>
@@ -51,7 +51,17 @@ class SqlStore final : public MetadataStore {
   Result<bool> CompareAndSetSetting(const std::string& name, const std::optional<std::string>& expected,
                                     const std::string& value, int64_t now_ms) override;
 
+  // Model registry (model_store.cc).
+  Result<ModelRecord> AddModel(const ModelRecord& rec, bool* created) override;
+  Result<std::vector<ModelRecord>> ListModels(const ModelFilter& filter) override;
+  Result<std::string> TagModel(const std::string& model_id, const std::string& tag, int64_t now_ms) override;
+  Result<bool> UntagModel(const std::string& model_id, const std::string& tag) override;
+  Status DeleteModel(const std::string& model_id, bool even_production) override;
+
  private:
+  // Models matching `filter` with their tags, oldest first; `lock` adds
+  // FOR UPDATE on PostgreSQL (inside a transaction).
+  Result<std::vector<ModelRecord>> SelectModels(const ModelFilter& filter, bool lock);
   // Runs `body` in a write transaction; rolls back on error and retries the
   // whole transaction a few times on lock conflicts. `body` must assign its
   // outputs afresh on every run.

@@ -84,6 +84,19 @@ class HookedStore final : public store::MetadataStore {
                                     const std::string& v, int64_t now) override {
     return in_->CompareAndSetSetting(n, expected, v, now);
   }
+  Result<store::ModelRecord> AddModel(const store::ModelRecord& m, bool* created) override {
+    return in_->AddModel(m, created);
+  }
+  Result<std::vector<store::ModelRecord>> ListModels(const store::ModelFilter& f) override {
+    return in_->ListModels(f);
+  }
+  Result<std::string> TagModel(const std::string& id, const std::string& tag, int64_t now) override {
+    return in_->TagModel(id, tag, now);
+  }
+  Result<bool> UntagModel(const std::string& id, const std::string& tag) override { return in_->UntagModel(id, tag); }
+  Status DeleteModel(const std::string& id, bool even_production) override {
+    return in_->DeleteModel(id, even_production);
+  }
 
  private:
   std::unique_ptr<store::MetadataStore> in_;

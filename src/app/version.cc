@@ -1,0 +1,9 @@
+// The build's version for lineage records; the header is generated each build.
+#include "app/models.h"
+#include "app/version.h"
+
+namespace kestrel::app {
+
+const char* KestrelVersion() { return KESTREL_BUILD_VERSION; }
+
+}  // namespace kestrel::app

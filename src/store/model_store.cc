@@ -1,0 +1,250 @@
+// Model-registry operations of SqlStore (docs/models.md; migration 8).
+// Versions are numbered per name under a `counters` row ("model:<name>")
+// locked by the registering transaction, so concurrent registrations of one
+// name (in any process, either backend) get v1, v2, ... without gaps or
+// duplicates. Promotion to `production` locks a per-dataset counters row
+// ("production:<dataset>") and moves the tag in the same transaction; the
+// partial unique index model_tags_one_production is the last line of defence.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "store/sql_store.h"
+
+namespace kestrel::store {
+namespace {
+
+constexpr const char* kModelColumns =
+    "id, name, seq, created_at, weights_sha, weights_bytes, format, dataset, dataset_version, config_hash, job_id, "
+    "attempt, host, kestrel_version, map50, map50_95, lineage_json, eval_json, comparison_json";
+
+// Metrics cross as text (values are text in SqlConn); 17 digits round-trip a double.
+std::string DoubleText(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+ModelRecord ReadModel(const SqlRow& r) {
+  ModelRecord m;
+  m.id = r.Text(0);
+  m.name = r.Text(1);
+  m.seq = r.Int(2);
+  m.created_ms = r.Int(3);
+  m.weights_sha = r.Text(4);
+  m.weights_bytes = r.Int(5);
+  m.format = r.Text(6);
+  m.dataset = r.Text(7);
+  m.dataset_version = r.Text(8);
+  m.config_hash = r.Text(9);
+  m.job_id = r.Int(10);
+  m.attempt = r.Int(11);
+  m.host = r.Text(12);
+  m.kestrel_version = r.Text(13);
+  m.map50 = std::strtod(r.Text(14).c_str(), nullptr);
+  m.map50_95 = std::strtod(r.Text(15).c_str(), nullptr);
+  m.lineage_json = r.Text(16);
+  m.eval_json = r.Text(17);
+  m.comparison_json = r.Text(18);
+  return m;
+}
+
+bool NameChar(unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; }
+
+}  // namespace
+
+bool IsValidModelTag(const std::string& tag) {
+  if (tag.empty() || tag.size() > 64 || !std::islower(static_cast<unsigned char>(tag[0]))) return false;
+  return std::all_of(tag.begin(), tag.end(), [](unsigned char c) {
+    return std::islower(c) || std::isdigit(c) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+bool IsValidModelName(const std::string& name) {
+  if (name.empty() || name.size() > 128 || name[0] == '.' || name[0] == '-') return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) { return NameChar(c); });
+}
+
+Result<std::vector<ModelRecord>> SqlStore::SelectModels(const ModelFilter& f, bool lock) {
+  std::string sql = std::string("SELECT ") + kModelColumns + " FROM models WHERE 1 = 1";
+  SqlParams params;
+  auto add = [&](const std::string& cond, SqlValue v) {
+    params.push_back(std::move(v));
+    sql += " AND " + cond + "$" + std::to_string(params.size());
+  };
+  if (!f.id_prefix.empty()) {
+    params.push_back(f.id_prefix);
+    sql += " AND substr(id, 1, " + std::to_string(f.id_prefix.size()) + ") = $" + std::to_string(params.size());
+  }
+  if (!f.name.empty()) add("name = ", f.name);
+  if (f.seq > 0) add("seq = ", f.seq);
+  if (!f.dataset.empty()) add("dataset = ", f.dataset);
+  if (!f.dataset_version.empty()) add("dataset_version = ", f.dataset_version);
+  if (f.job_id > 0) add("job_id = ", f.job_id);
+  if (!f.weights_sha.empty()) add("weights_sha = ", f.weights_sha);
+  if (!f.tag.empty()) {
+    add("id IN (SELECT model_id FROM model_tags WHERE tag = ", f.tag);
+    sql += ")";
+  }
+  sql += " ORDER BY created_at, name, seq";
+  if (lock) sql += conn_->ForUpdate();
+  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(sql, params));
+  std::vector<ModelRecord> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back(ReadModel(r));
+  if (out.empty()) return out;
+  // Tags of the selected models (a second small query: no aggregate
+  // functions that differ between the engines).
+  std::map<std::string, ModelRecord*> by_id;
+  for (auto& m : out) by_id[m.id] = &m;
+  KESTREL_ASSIGN_OR_RETURN(auto tags, conn_->Query("SELECT model_id, tag FROM model_tags ORDER BY tag", {}));
+  for (const auto& t : tags) {
+    auto it = by_id.find(t.Text(0));
+    if (it != by_id.end()) it->second->tags.push_back(t.Text(1));
+  }
+  return out;
+}
+
+Result<ModelRecord> SqlStore::AddModel(const ModelRecord& rec, bool* created) {
+  if (!IsValidModelName(rec.name)) {
+    return Status::InvalidArgument("invalid model name '" + rec.name +
+                                       "' (letters, digits, '-', '_', '.'; no '@' or '/')",
+                                   {"", 0, "name"});
+  }
+  if (rec.id.size() != 64) return Status::InvalidArgument("model id must be 64 hex chars", {"", 0, "id"});
+  ModelRecord out;
+  bool made = false;
+  const std::string counter = "model:" + rec.name;
+  Status st = InTransaction([&]() -> Status {
+    made = false;
+    // The name's counter row first: it serializes registrations of this
+    // name, so the existence checks below see every earlier commit.
+    KESTREL_RETURN_IF_ERROR(
+        conn_->Exec("INSERT INTO counters(name, value) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING", {counter})
+            .GetStatus());
+    KESTREL_RETURN_IF_ERROR(
+        conn_->Query(std::string("SELECT value FROM counters WHERE name = $1") + conn_->ForUpdate(), {counter})
+            .GetStatus());
+    // Idempotent: a job registers one model (a worker that retries after a
+    // lost reply gets the same record); hand registrations of the same
+    // weights under the same name are one version.
+    ModelFilter same;
+    if (rec.job_id > 0) {
+      same.job_id = rec.job_id;
+    } else {
+      same.name = rec.name;
+    }
+    KESTREL_ASSIGN_OR_RETURN(auto existing, SelectModels(same, false));
+    for (const auto& m : existing) {
+      if (rec.job_id > 0 || (m.job_id == 0 && m.weights_sha == rec.weights_sha)) {
+        out = m;
+        return {};
+      }
+    }
+    KESTREL_ASSIGN_OR_RETURN(int64_t seq, NextId(counter.c_str()));
+    out = rec;
+    out.seq = seq;
+    out.tags.clear();
+    KESTREL_RETURN_IF_ERROR(
+        conn_
+            ->Exec(std::string("INSERT INTO models(") + kModelColumns +
+                       ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, "
+                       "$19)",
+                   {out.id, out.name, out.seq, out.created_ms, out.weights_sha, out.weights_bytes, out.format,
+                    out.dataset, out.dataset_version, out.config_hash, out.job_id, out.attempt, out.host,
+                    out.kestrel_version, DoubleText(out.map50), DoubleText(out.map50_95), out.lineage_json,
+                    out.eval_json, out.comparison_json})
+            .GetStatus());
+    made = true;
+    return {};
+  });
+  if (!st.IsOk()) return st;
+  if (created != nullptr) *created = made;
+  return out;
+}
+
+Result<std::vector<ModelRecord>> SqlStore::ListModels(const ModelFilter& filter) {
+  return SelectModels(filter, false);
+}
+
+Result<std::string> SqlStore::TagModel(const std::string& model_id, const std::string& tag, int64_t now_ms) {
+  if (!IsValidModelTag(tag)) {
+    return Status::InvalidArgument("invalid tag '" + tag + "' (lowercase letters, digits, '-', '_', '.'; a letter first)",
+                                   {"", 0, "tag"});
+  }
+  std::string previous;
+  Status st = InTransaction([&]() -> Status {
+    previous.clear();
+    ModelFilter f;
+    f.id_prefix = model_id;
+    KESTREL_ASSIGN_OR_RETURN(auto found, SelectModels(f, true));
+    if (found.size() != 1 || found[0].id != model_id) {
+      return Status::NotFound("no model with id " + model_id, {"", 0, "model"});
+    }
+    const ModelRecord& m = found[0];
+    if (tag == kProductionTag) {
+      // One holder per dataset: serialize promotions of this dataset, then
+      // move the tag (delete the old holder's, insert ours) in this transaction.
+      const std::string lock = std::string("production:") + m.dataset;
+      KESTREL_RETURN_IF_ERROR(
+          conn_->Exec("INSERT INTO counters(name, value) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING", {lock})
+              .GetStatus());
+      KESTREL_RETURN_IF_ERROR(
+          conn_->Query(std::string("SELECT value FROM counters WHERE name = $1") + conn_->ForUpdate(), {lock})
+              .GetStatus());
+      KESTREL_ASSIGN_OR_RETURN(
+          auto holders,
+          conn_->Query("SELECT model_id FROM model_tags WHERE tag = $1 AND dataset = $2", {tag, m.dataset}));
+      for (const auto& h : holders) {
+        if (h.Text(0) != model_id) previous = h.Text(0);
+      }
+      KESTREL_RETURN_IF_ERROR(conn_
+                                  ->Exec("DELETE FROM model_tags WHERE tag = $1 AND dataset = $2 AND model_id <> $3",
+                                         {tag, m.dataset, model_id})
+                                  .GetStatus());
+    }
+    return conn_
+        ->Exec("INSERT INTO model_tags(model_id, tag, dataset, created_at) VALUES ($1, $2, $3, $4) "
+               "ON CONFLICT (model_id, tag) DO NOTHING",
+               {model_id, tag, m.dataset, now_ms})
+        .GetStatus();
+  });
+  if (!st.IsOk()) return st;
+  return previous;
+}
+
+Result<bool> SqlStore::UntagModel(const std::string& model_id, const std::string& tag) {
+  bool removed = false;
+  Status st = InTransaction([&]() -> Status {
+    KESTREL_ASSIGN_OR_RETURN(int64_t n, conn_->Exec("DELETE FROM model_tags WHERE model_id = $1 AND tag = $2",
+                                                    {model_id, tag}));
+    removed = n > 0;
+    return {};
+  });
+  if (!st.IsOk()) return st;
+  return removed;
+}
+
+Status SqlStore::DeleteModel(const std::string& model_id, bool even_production) {
+  return InTransaction([&]() -> Status {
+    ModelFilter f;
+    f.id_prefix = model_id;
+    KESTREL_ASSIGN_OR_RETURN(auto found, SelectModels(f, true));
+    if (found.size() != 1 || found[0].id != model_id) {
+      return Status::NotFound("no model with id " + model_id, {"", 0, "model"});
+    }
+    const auto& tags = found[0].tags;
+    if (!even_production && std::find(tags.begin(), tags.end(), kProductionTag) != tags.end()) {
+      return Status::FailedPrecondition("model " + found[0].name + "@v" + std::to_string(found[0].seq) +
+                                            " holds 'production' for dataset '" + found[0].dataset +
+                                            "'; promote another model or untag it first (or --force)",
+                                        {"", 0, "model"});
+    }
+    KESTREL_RETURN_IF_ERROR(conn_->Exec("DELETE FROM model_tags WHERE model_id = $1", {model_id}).GetStatus());
+    return conn_->Exec("DELETE FROM models WHERE id = $1", {model_id}).GetStatus();
+  });
+}
+
+}  // namespace kestrel::store
