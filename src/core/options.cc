@@ -15,7 +15,7 @@ namespace kestrel {
 struct OptionSet::Entry {
   std::string key;
   std::string help;
-  std::variant<int64_t*, int*, double*, bool*, std::string*> dst;
+  std::variant<int64_t*, int*, double*, bool*, std::string*, std::vector<double>*> dst;
   Range range;              // float keys
   int64_t imin = 0, imax = 0;  // int keys, inclusive
   std::vector<std::string> choices;
@@ -61,6 +61,12 @@ std::string IntRangeText(int64_t lo, int64_t hi) {
   if (no_hi) return ">= " + std::to_string(lo);
   if (no_lo) return "<= " + std::to_string(hi);
   return "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+}
+
+std::string JoinDoubles(const std::vector<double>& v) {
+  std::string out;
+  for (double d : v) out += (out.empty() ? "" : ",") + FormatDouble(d);
+  return out;
 }
 
 Status RangeError(const std::string& shown, const std::string& range, const ErrorLocation& where) {
@@ -124,6 +130,11 @@ OptionSet& OptionSet::Int(std::string key, int* dst, std::string help, int min, 
 }
 OptionSet& OptionSet::Float(std::string key, double* dst, std::string help, Range range) {
   Entry e{std::move(key), std::move(help), dst, range, 0, 0, {}, FormatDouble(*dst)};
+  entries_.push_back(std::move(e));
+  return *this;
+}
+OptionSet& OptionSet::FloatList(std::string key, std::vector<double>* dst, std::string help, Range range) {
+  Entry e{std::move(key), std::move(help), dst, range, 0, 0, {}, JoinDoubles(*dst)};
   entries_.push_back(std::move(e));
   return *this;
 }
@@ -200,6 +211,25 @@ Status OptionSet::Set(std::string_view key_in, std::string_view value_in, const 
     }
     if (!e->range.Contains(v)) return RangeError(value, e->range.ToString(), where);
     **p = v;
+  } else if (auto* p = std::get_if<std::vector<double>*>(&e->dst)) {
+    std::vector<double> list;
+    size_t begin = 0;
+    while (true) {
+      const size_t comma = value.find(',', begin);
+      const std::string item = Trim(std::string_view(value).substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+      double v = 0;
+      auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+      if (ec != std::errc() || ptr != item.data() + item.size() || !std::isfinite(v)) {
+        return Status::InvalidArgument("expected a comma-separated list of finite numbers like 300,900,1800, got '" +
+                                           value + "'",
+                                       where);
+      }
+      if (!e->range.Contains(v)) return RangeError(item, e->range.ToString(), where);
+      list.push_back(v);
+      if (comma == std::string::npos) break;
+      begin = comma + 1;
+    }
+    **p = std::move(list);
   } else if (auto* p = std::get_if<bool*>(&e->dst)) {
     bool v = false;
     if (!ParseBool(value, &v)) {
@@ -272,6 +302,7 @@ nlohmann::json OptionSet::ToJson() const {
     else if (auto* p = std::get_if<int*>(&e.dst)) j[e.key] = **p;
     else if (auto* p = std::get_if<double*>(&e.dst)) j[e.key] = **p;
     else if (auto* p = std::get_if<bool*>(&e.dst)) j[e.key] = **p;
+    else if (auto* p = std::get_if<std::vector<double>*>(&e.dst)) j[e.key] = **p;
     else j[e.key] = *std::get<std::string*>(e.dst);
   }
   return j;
@@ -285,6 +316,12 @@ Status OptionSet::ApplyJson(const nlohmann::json& obj, const std::string& origin
     else if (it.value().is_boolean()) text = it.value().get<bool>() ? "true" : "false";
     else if (it.value().is_number_integer()) text = std::to_string(it.value().get<int64_t>());
     else if (it.value().is_number()) text = FormatDouble(it.value().get<double>());
+    else if (it.value().is_array()) {
+      for (const auto& item : it.value()) {
+        if (!item.is_number()) return Status::InvalidArgument("expected a list of numbers", {origin, 0, it.key()});
+        text += (text.empty() ? "" : ",") + FormatDouble(item.get<double>());
+      }
+    }
     else return Status::InvalidArgument("unsupported value type", {origin, 0, it.key()});
     KESTREL_RETURN_IF_ERROR(Set(it.key(), text, {origin, 0, ""}));
   }
@@ -300,6 +337,11 @@ Status OptionSet::CheckValues() const {
       if (**p < e.imin || **p > e.imax) return RangeError(std::to_string(**p), IntRangeText<int>(e.imin, e.imax), where);
     } else if (auto* p = std::get_if<double*>(&e.dst)) {
       if (!e.range.Contains(**p)) return RangeError(FormatDouble(**p), e.range.ToString(), where);
+    } else if (auto* p = std::get_if<std::vector<double>*>(&e.dst)) {
+      if ((*p)->empty()) return Status::InvalidArgument("needs at least one value", where);
+      for (double v : **p) {
+        if (!e.range.Contains(v)) return RangeError(FormatDouble(v), e.range.ToString(), where);
+      }
     } else if (auto* p = std::get_if<std::string*>(&e.dst)) {
       if (!e.choices.empty() && std::find(e.choices.begin(), e.choices.end(), **p) == e.choices.end()) {
         std::string list;
@@ -323,6 +365,9 @@ std::vector<OptionInfo> OptionSet::Describe() const {
       info.range = IntRangeText<int>(e.imin, e.imax);
     } else if (std::holds_alternative<double*>(e.dst)) {
       info.type = "float";
+      info.range = e.range.ToString();
+    } else if (std::holds_alternative<std::vector<double>*>(e.dst)) {
+      info.type = "floats";
       info.range = e.range.ToString();
     } else if (std::holds_alternative<bool*>(e.dst)) {
       info.type = "bool";

@@ -57,7 +57,7 @@ struct Range {
 // One key as documented: what --help and the docs tables print.
 struct OptionInfo {
   std::string key;
-  std::string type;     // int | float | bool | string | choice
+  std::string type;     // int | float | floats (a comma-separated list) | bool | string | choice
   std::string range;    // "[0, 0.5)", ">= 1", "auto|SGD|Adam|AdamW", "" when any
   std::string default_text;
   std::string help;
@@ -84,6 +84,9 @@ class OptionSet {
   OptionSet& Float(std::string key, double* dst, std::string help, double min, double max) {
     return Float(std::move(key), dst, std::move(help), Range::Closed(min, max));
   }
+  // A non-empty comma-separated list of finite numbers, each within `range`
+  // ("300,900,1800"); a JSON array in ToJson/ApplyJson.
+  OptionSet& FloatList(std::string key, std::vector<double>* dst, std::string help, Range range = Range::Any());
   OptionSet& Bool(std::string key, bool* dst, std::string help);
   OptionSet& String(std::string key, std::string* dst, std::string help);
   // A string restricted to `choices`.

@@ -200,5 +200,25 @@ TEST(OptionsTest, DescribeAndTablesListEachKeyOnceWithTypeRangeDefault) {
   EXPECT_NE(s.HelpText().find("translate=0.1  (float [0, 0.5))"), std::string::npos) << s.HelpText();
 }
 
+TEST(OptionsTest, FloatListIsCheckedItemByItem) {
+  std::vector<double> backoff = {300, 900};
+  OptionSet s;
+  s.FloatList("backoff", &backoff, "b", Range::Closed(0, 1e9));
+  EXPECT_EQ(s.Describe()[0].default_text, "300,900");
+  EXPECT_EQ(s.Describe()[0].type, "floats");
+  ASSERT_TRUE(s.Set("backoff", "0.5, 1").IsOk());
+  EXPECT_EQ(backoff, (std::vector<double>{0.5, 1}));
+  for (const char* bad : {"", "1,,2", "1,", "abc", "1,-1", "1,nan", "1,inf", "1e10"}) {
+    Status st = s.Set("backoff", bad);
+    EXPECT_FALSE(st.IsOk()) << bad;
+    EXPECT_EQ(st.Where().field, "backoff");
+  }
+  EXPECT_EQ(backoff, (std::vector<double>{0.5, 1}));
+  EXPECT_TRUE(s.ApplyJson(nlohmann::json{{"backoff", {1, 2, 3}}}, "stored").IsOk());
+  EXPECT_EQ(backoff.size(), 3u);
+  backoff.clear();
+  EXPECT_EQ(s.CheckValues().Where().field, "backoff");
+}
+
 }  // namespace
 }  // namespace kestrel
