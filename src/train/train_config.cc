@@ -9,6 +9,21 @@
 
 namespace kestrel::train {
 
+void BindInferenceKeys(OptionSet& s, double* conf, double* iou, int* imgsz, int* max_det, int* batch) {
+  // conf < 1: scores are kept when strictly greater than conf.
+  s.Float("conf", conf, "minimum confidence of kept predictions", Range::ClosedOpen(0, 1));
+  s.Float("iou", iou, "NMS IoU: a box overlapping a kept one by more is suppressed", Range::Closed(0, 1));
+  s.Int("imgsz", imgsz, "network input side in pixels, a multiple of 32", kMinImgsz, kMaxImgsz);
+  s.Int("max_det", max_det, "at most this many predictions per image", 1, 100000);
+  if (batch != nullptr) s.Int("batch", batch, "images per forward", 1, 1024);
+}
+
+void BindRunFolderKeys(OptionSet& s, std::string* project, std::string* name, bool* exist_ok) {
+  s.String("project", project, "parent folder of the run folders");
+  s.String("name", name, "run folder name (project/name; taken: name2, name3, ...)");
+  s.Bool("exist_ok", exist_ok, "reuse project/name instead of creating name2, name3, ...");
+}
+
 void BindLossKeys(OptionSet& s, double* box, double* cls, double* dfl, double* label_smoothing) {
   s.Float("box", box, "box (CIoU) loss gain", Range::Closed(0, 1e4));
   s.Float("cls", cls, "classification (BCE) loss gain", Range::Closed(0, 1e4));
@@ -30,9 +45,7 @@ void TrainConfig::Bind(OptionSet& s) {
   s.String("resume", &resume, "checkpoint to continue exactly (runs/train/NAME/weights/last.ckpt)");
   s.Int("threads", &threads, "torch intra-op threads (0 = all cores)", 0, 4096);
   s.Int("freeze", &freeze, "freeze the first N model layers", 0, 23);
-  s.String("project", &project, "parent folder of run directories");
-  s.String("name", &name, "run name (project/name)");
-  s.Bool("exist_ok", &exist_ok, "reuse project/name instead of creating name2, name3, ...");
+  BindRunFolderKeys(s, &project, &name, &exist_ok);
   s.String("run_dir", &run_dir, "explicit run directory (overrides project/name)");
   s.Bool("val", &val, "validate every epoch");
   s.Bool("plots", &plots, "write evaluation plots and train_batch0.jpg");

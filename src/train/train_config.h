@@ -20,6 +20,17 @@ namespace kestrel::train {
 inline constexpr int kMinImgsz = 32;
 inline constexpr int kMaxImgsz = 4096;
 
+// The key groups shared by several commands, each bound by one function so
+// a key's type, range and default text are written once; each command keeps
+// its own fields and defaults (set before binding; the help prints them).
+//
+// Inference: conf, iou, imgsz, max_det and (when `batch` is non-null) batch,
+// for every command that runs a model on images (val model=, predict,
+// compare). The ranges agree with eval::NmsOptions::Validate.
+void BindInferenceKeys(OptionSet& s, double* conf, double* iou, int* imgsz, int* max_det, int* batch);
+// Run folders: project, name, exist_ok (train, val, predict, compare).
+void BindRunFolderKeys(OptionSet& s, std::string* project, std::string* name, bool* exist_ok);
+
 // Binds the loss keys box, cls, dfl and label_smoothing with their ranges:
 // TrainConfig's fields and LossOptions' (loss.h) bind through this one
 // function, so the two cannot disagree.
