@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/cli.h"
+#include "train/train_config.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/registry.h"
@@ -54,19 +55,14 @@ struct ValOptions {
     s.String("model", &model, "weights file (.safetensors) to run on the split");
     s.String("data", &data, "dataset NAME or NAME@VERSION");
     s.Choice("split", &split, {"train", "val", "test"}, "split to evaluate");
-    s.Float("conf", &conf, "minimum confidence of scored predictions", 0, 1);
-    s.Float("iou", &iou, "NMS IoU (model=); recorded for predictions=", 0, 1);
-    s.Int("max_det", &max_det, "at most this many predictions per image", 1, 100000);
-    s.Int("imgsz", &imgsz, "network input side (model=)", 32, 4096);
-    s.Int("batch", &batch, "images per forward (model=)", 1, 1024);
+    // iou, imgsz and batch apply to model=; iou is recorded for predictions=.
+    train::BindInferenceKeys(s, &conf, &iou, &imgsz, &max_det, &batch);
     s.Bool("rect", &rect,
            "model=: batches by aspect ratio, each letterboxed to its own shape plus half a stride "
            "(the reference validator); false: every image letterboxed into imgsz x imgsz");
     s.Choice("image_ids", &image_ids, {"auto", "stem", "export"},
              "how COCO results image_id names images (read with predictions=, written with save_json=)");
-    s.String("project", &project, "parent folder of the run folder");
-    s.String("name", &name, "run folder name (default val, val2, ...)");
-    s.Bool("exist_ok", &exist_ok, "reuse an existing run folder");
+    train::BindRunFolderKeys(s, &project, &name, &exist_ok);  // name "" = val, val2, ...
     s.Bool("plots", &plots, "write the PNG plots and the val_batch0 image grids into the run folder");
     s.Bool("save_json", &save_json, "write the scored predictions as COCO results JSON (predictions.json)");
     s.Bool("coco_metrics", &coco_metrics, "also compute COCO-style AP/AR (pycocotools conventions)");

@@ -23,6 +23,7 @@
 #include "core/parse.h"
 #include "core/utf8.h"
 #include "jobs/breaker.h"
+#include "jobs/job_keys.h"
 #include "jobs/retry.h"
 #include "jobs/webhook.h"
 #include "jobs/worker.h"
@@ -44,75 +45,10 @@ Status Usage(const std::string& field, const std::string& msg) {
 // conversion to milliseconds cannot overflow).
 constexpr double kMaxSeconds = 1e9;
 
-bool ParseSeconds(const std::string& v, double* out) {
-  auto d = ParseFiniteDouble(v, {}, 0, kMaxSeconds);
-  if (!d.IsOk()) return false;
-  *out = *d;
-  return true;
-}
-
 int64_t SecondsToMs(double s) { return static_cast<int64_t>(std::llround(s * 1000.0)); }
 
 // ---- submit
 
-// Keys of the job itself (not of the trainer).
-struct JobKeys {
-  std::string priority = "normal";
-  std::string device = "cpu";
-  int64_t gpu_mem = -1;
-  store::RetryPolicy retry;
-  int64_t time_limit_ms = 0;
-  double min_map50 = 0;
-};
-
-// The trainer keys a job may not set: the job system decides where each
-// attempt runs and what it resumes from.
-bool JobOwnedKey(const std::string& k) {
-  return k == "resume" || k == "run_dir" || k == "project" || k == "name" || k == "exist_ok";
-}
-
-Status ApplyJobKey(const std::string& k, const std::string& v, JobKeys* j, bool* handled) {
-  *handled = true;
-  if (k == "priority") {
-    store::JobPriority p;
-    if (!store::ParseJobPriority(v, &p)) return Usage(k, "priority must be high, normal or low, not '" + v + "'");
-    j->priority = v;
-  } else if (k == "device") {
-    if (v != "cpu" && !ParseInt64(v, {}, 0, 1023).IsOk()) {
-      return Usage(k, "device must be 'cpu' or a CUDA index in [0, 1023] like 0, not '" + v + "'");
-    }
-    j->device = v;
-  } else if (k == "gpu_mem") {
-    double mb = 0;
-    if (!ParseSeconds(v, &mb) || mb < 1 || mb != std::floor(mb)) return Usage(k, "gpu_mem must be a whole number of MB >= 1");
-    j->gpu_mem = static_cast<int64_t>(mb);
-  } else if (k == "max_retries") {
-    double n = 0;
-    if (!ParseSeconds(v, &n) || n != std::floor(n) || n > 1000) return Usage(k, "max_retries must be 0..1000");
-    j->retry.max_retries = static_cast<int>(n);
-  } else if (k == "backoff") {
-    j->retry.backoff_ms.clear();
-    std::stringstream ss(v);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      double s = 0;
-      if (!ParseSeconds(item, &s)) return Usage(k, "backoff is a list of seconds like 300,900,1800, not '" + v + "'");
-      j->retry.backoff_ms.push_back(SecondsToMs(s));
-    }
-    if (j->retry.backoff_ms.empty()) return Usage(k, "backoff needs at least one delay");
-  } else if (k == "time_limit") {
-    double s = 0;
-    if (!ParseSeconds(v, &s)) return Usage(k, "time_limit must be seconds >= 0 (0 = none)");
-    j->time_limit_ms = SecondsToMs(s);
-  } else if (k == "min_map50") {
-    auto m = ParseFiniteDouble(v, {}, 0, 1);
-    if (!m.IsOk()) return Usage(k, "min_map50 must be in [0, 1]");
-    j->min_map50 = *m;
-  } else {
-    *handled = false;
-  }
-  return {};
-}
 
 nlohmann::json JobJson(const store::JobRecord& j) {
   nlohmann::json result = nullptr;
@@ -177,13 +113,21 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
   auto args = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand("submit", "Queue a training job (kestrel train keys + job keys; docs/jobs.md)");
   cmd->add_option("key=value", *args,
-                  "train keys (data=NAME[@ref] model= epochs= imgsz= batch= ...) and job keys: priority=high|normal|low "
-                  "device=cpu|0 gpu_mem=MB max_retries=3 backoff=300,900,1800 time_limit=S min_map50=F");
+                  "train keys (data=NAME[@ref] model= epochs= imgsz= batch= ...; `kestrel train --help`) and the job "
+                  "keys below");
+  {
+    jobs::JobKeys defaults;
+    OptionSet keys;
+    defaults.Bind(keys);
+    cmd->footer("Job keys (key=default  (type range)):\n" + keys.HelpText());
+  }
   cmd->callback([&ctx, exit_code, args] {
     train::TrainConfig cfg;
     OptionSet set;
     cfg.Bind(set);
-    JobKeys jk;
+    jobs::JobKeys jk;
+    OptionSet job_set;
+    jk.Bind(job_set);
     nlohmann::json typed = nlohmann::json::object();
     for (const auto& token : *args) {
       std::string k, v;
@@ -199,10 +143,11 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
         return;
       }
       typed[k] = v;
-      bool handled = false;
-      Status s = ApplyJobKey(k, v, &jk, &handled);
-      if (s.IsOk() && !handled) {
-        if (JobOwnedKey(k)) {
+      Status s;
+      if (job_set.Has(k)) {
+        s = job_set.Set(k, v, {"command line", 0, ""});
+      } else {
+        if (jobs::IsJobOwnedTrainKey(k)) {
           s = Usage(k, "'" + k + "' is decided by the job system (each attempt runs in $KESTREL_HOME/jobs/<id>/attempt-<n> "
                           "and resumes from the previous attempt's checkpoint)");
         } else {
@@ -214,29 +159,18 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
         return;
       }
     }
-    store::JobSpec spec;
-    if (jk.device == "cpu") {
-      if (jk.gpu_mem >= 0) {
-        *exit_code = Fail(ctx, Usage("gpu_mem", "gpu_mem is for GPU jobs (device=0)"), kExitUsage);
-        return;
-      }
-      cfg.device = "cpu";
-    } else {
-      if (jk.gpu_mem < 0) {
-        *exit_code = Fail(ctx, Usage("gpu_mem", "a GPU job needs gpu_mem=MB (the memory it may use)"), kExitUsage);
-        return;
-      }
-      // The worker picks the GPU and shows it to the child as CUDA device 0.
-      cfg.device = "0";
-      spec.device_kind = "gpu";
-      spec.device_memory_mb = jk.gpu_mem;
+    if (Status s = jk.Validate(); !s.IsOk()) {
+      *exit_code = Fail(ctx, Usage(s.Where().field, s.Message()), kExitUsage);
+      return;
     }
+    store::JobSpec spec;
+    jk.ApplyTo(&spec);
+    cfg.device = jk.TrainerDevice();
     if (!cfg.pretrained.empty()) cfg.pretrained = std::filesystem::absolute(cfg.pretrained).string();
     // What `kestrel train` checks before it starts, with the same messages:
     // a job that cannot run is refused here, not on a worker.
     Status s = cfg.Validate();
     if (s.IsOk()) s = cfg.ValidateFiles();
-    if (s.IsOk()) s = jobs::ValidateRetryPolicy(jk.retry);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field}), kExitUsage);
       return;
@@ -268,9 +202,6 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     spec.dataset_version = version->version_id;
     spec.config_json = DumpJson(config);
     spec.spec_json = DumpJson(typed);
-    store::ParseJobPriority(jk.priority, &spec.priority);
-    spec.retry = jk.retry;
-    spec.wall_clock_limit_ms = jk.time_limit_ms;
     bool created = false;
     auto job = stores->meta->SubmitJob(spec, WallMs(), &created);
     if (!job.IsOk()) {

@@ -7,6 +7,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "cli/eval_model.h"
+#include "train/train_config.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
@@ -113,17 +114,11 @@ struct PredictOptions {
   void Bind(OptionSet& s) {
     s.String("model", &model, "weights file (.safetensors)");
     s.String("source", &source, "an image file or a folder of images");
-    s.Float("conf", &conf, "minimum confidence", 0, 1);
-    s.Float("iou", &iou, "NMS IoU", 0, 1);
-    s.Int("imgsz", &imgsz, "network input side, multiple of 32", 32, 4096);
-    s.Int("batch", &batch, "images per forward", 1, 1024);
-    s.Int("max_det", &max_det, "at most this many boxes per image", 1, 100000);
+    train::BindInferenceKeys(s, &conf, &iou, &imgsz, &max_det, &batch);
     s.Bool("save", &save, "write annotated images");
     s.Bool("save_txt", &save_txt, "write YOLO txt (class cx cy w h conf, normalized) per image");
     s.Bool("save_json", &save_json, "write a JSON file per image");
-    s.String("project", &project, "parent folder of the run folder");
-    s.String("name", &name, "run folder name (default predict, predict2, ...)");
-    s.Bool("exist_ok", &exist_ok, "reuse an existing run folder");
+    train::BindRunFolderKeys(s, &project, &name, &exist_ok);  // name "" = predict, predict2, ...
   }
 };
 
@@ -242,14 +237,8 @@ struct CompareOptions {
   void Bind(OptionSet& s) {
     s.String("data", &data, "dataset NAME or NAME@VERSION");
     s.Choice("split", &split, {"train", "val", "test"}, "split to evaluate");
-    s.Float("conf", &conf, "minimum confidence of scored predictions", 0, 1);
-    s.Float("iou", &iou, "NMS IoU", 0, 1);
-    s.Int("max_det", &max_det, "at most this many predictions per image", 1, 100000);
-    s.Int("imgsz", &imgsz, "network input side, multiple of 32", 32, 4096);
-    s.Int("batch", &batch, "images per forward", 1, 1024);
-    s.String("project", &project, "parent folder of the run folder");
-    s.String("name", &name, "run folder name (default compare, compare2, ...)");
-    s.Bool("exist_ok", &exist_ok, "reuse an existing run folder");
+    train::BindInferenceKeys(s, &conf, &iou, &imgsz, &max_det, &batch);
+    train::BindRunFolderKeys(s, &project, &name, &exist_ok);  // name "" = compare, compare2, ...
   }
 };
 
