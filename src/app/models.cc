@@ -294,7 +294,8 @@ Result<store::ModelRecord> ModelRegistry::RegisterJobModel(int64_t job_id, int64
   const json config = ParseObject(job.spec.config_json);
   std::string ref;
   store::SplitDatasetRef(config.value("data", ""), &req.dataset, &ref);
-  if (config.contains("name") && config["name"].is_string()) req.name = config["name"].get<std::string>();
+  // The model is named after its dataset (the config's `name` is the run
+  // folder's, which the job system sets itself).
   const std::string pretrained = config.value("pretrained", "");
   const std::string model = config.value("model", "");
   if (!pretrained.empty()) {

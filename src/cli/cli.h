@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -104,5 +105,14 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddJobCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel webhooks add|list|remove|test` (docs/webhooks.md).
 void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel models list|show|tag|untag|promote|delete|register` (docs/models.md).
+void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code);
+// The worker's success hook: registers the job's model (app/models.h) with
+// blobs under `home`; failures are logged, never fatal to the worker.
+std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> JobModelRegistrar(const std::string& home);
+// A weights argument (model=, pretrained=, compare's models): an existing
+// file stays a path; a model reference (NAME@vN, NAME@TAG, id prefix)
+// becomes its hash-verified blob path, with one line saying which model.
+Status ResolveWeightsOption(const Context& ctx, std::string* weights);
 
 }  // namespace kestrel::cli

@@ -126,6 +126,11 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   }
   // data= may be a dataset path: imported (or its version reused) first.
   if (!ResolveDataOption(ctx, *stores, &o.data, nullptr, exit_code)) return;
+  // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
+  if (Status w = ResolveWeightsOption(ctx, &o.model); !w.IsOk()) {
+    *exit_code = Fail(ctx, w);
+    return;
+  }
   auto loaded = LoadSplit(*stores, o.data, o.split);
   if (!loaded.IsOk()) {
     *exit_code = Fail(ctx, loaded.GetStatus());

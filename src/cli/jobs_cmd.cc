@@ -166,6 +166,11 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     store::JobSpec spec;
     jk.ApplyTo(&spec);
     cfg.device = jk.TrainerDevice();
+    // pretrained= may name a registered model: the job stores its blob's path.
+    if (Status w = ResolveWeightsOption(ctx, &cfg.pretrained); !w.IsOk()) {
+      *exit_code = Fail(ctx, w);
+      return;
+    }
     if (!cfg.pretrained.empty()) cfg.pretrained = std::filesystem::absolute(cfg.pretrained).string();
     // What `kestrel train` checks before it starts, with the same messages:
     // a job that cannot run is refused here, not on a worker.
@@ -290,6 +295,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.poll_ms = std::max<int64_t>(1, SecondsToMs(a->poll_s));
     o.max_jobs = a->max_jobs;
     o.exit_when_idle = a->exit_when_idle;
+    o.on_job_succeeded = JobModelRegistrar(o.home);  // every succeeded job registers its model
     o.webhooks = !a->no_webhooks;  // the worker runs the dispatcher and drains it on exit
     o.wall_anchor_ms = WallMs();
     if (!a->devices.empty()) {

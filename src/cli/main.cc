@@ -108,6 +108,7 @@ int Run(Context& ctx, int argc, char** argv) {
   AddEvalCommands(app, ctx, &exit_code);
   AddJobCommands(app, ctx, &exit_code);
   AddWebhookCommands(app, ctx, &exit_code);
+  AddModelRegistryCommands(app, ctx, &exit_code);
 
   app.parse_complete_callback([&] {
     Status s = InitLogging(ctx.log_level);

@@ -158,7 +158,13 @@ void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
   po.nms.conf = static_cast<float>(o.conf);
   po.nms.iou = static_cast<float>(o.iou);
   po.nms.max_det = o.max_det;
-  auto pred = model::Predictor::Load(o.model, po);
+  // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
+  std::string weights = o.model;
+  if (Status w = ResolveWeightsOption(ctx, &weights); !w.IsOk()) {
+    *exit_code = Fail(ctx, w);
+    return;
+  }
+  auto pred = model::Predictor::Load(weights, po);
   if (!pred.IsOk()) {
     *exit_code = Fail(ctx, pred.GetStatus());
     return;
@@ -283,7 +289,11 @@ void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std
   const eval::EvalSplit& split = loaded->split;
   const ModelRunOptions mo{o.imgsz, o.batch, o.conf, o.iou, o.max_det};
   std::vector<ScoredModel> scored;
-  for (const std::string& m : models) {
+  for (std::string m : models) {
+    if (Status w = ResolveWeightsOption(ctx, &m); !w.IsOk()) {  // a registered model's reference
+      *exit_code = Fail(ctx, w);
+      return;
+    }
     auto s = ScoreModelOnSplit(*stores->blobs, m, split, mo);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s.GetStatus());

@@ -348,6 +348,12 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, s);
       return;
     }
+    // pretrained= may name a registered model (NAME@vN, NAME@TAG, id prefix).
+    s = ResolveWeightsOption(ctx, &st->opts.pretrained);
+    if (!s.IsOk()) {
+      *exit_code = Fail(ctx, s);
+      return;
+    }
     // The checks `kestrel submit` makes, with the same messages and exit 2.
     // With resume= the checkpoint's stored config wins: only the file counts.
     if (st->opts.resume.empty()) {
