@@ -23,7 +23,7 @@ OUT="${DEMO_DIR:-$PWD/out/demo}"
 SEED="${DEMO_SEED:-1}"
 IMAGES="${DEMO_IMAGES:-400}"
 IMGSZ="${DEMO_IMGSZ:-128}"
-EPOCHS="${DEMO_EPOCHS:-15}"
+EPOCHS="${DEMO_EPOCHS:-25}"
 rm -rf "$OUT"
 mkdir -p "$OUT"
 START=$(date +%s)
