@@ -294,6 +294,11 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"webhooks", "add", X}, {"webhooks", "add", ""}, {"webhooks", "list", "extra"}, {"webhooks", "remove", X},
       {"webhooks", "test", X}, {"webhooks", "test", "http://127.0.0.1:9/", "--secret", "s", "--timeout-ms", H},
       {"webhooks", "test", "http://127.0.0.1:9/", "--secret", "s", "--timeout-ms", "300"},
+      // models (the registry is empty: every reference is unknown)
+      {"models"}, {"models", "list", "extra"}, {"models", "show", "d@v" + H}, {"models", "show", X},
+      {"models", "show", ""}, {"models", "tag", "x@v1", X}, {"models", "untag", "nosuch@v1", "candidate"},
+      {"models", "promote", "d@v" + H}, {"models", "delete", X}, {"models", "register", "/etc/passwd", "--data", "d"},
+      {"models", "register", "--job", H}, {"models", "register", "--job", "5"},
   };
 #ifdef KESTREL_CLI_WITH_TORCH
   const std::vector<std::vector<std::string>> torch_cases = {
@@ -316,6 +321,7 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
   auto jobs = Json(Kestrel("--json jobs list"));
   EXPECT_EQ(jobs["jobs"].size(), 0u) << jobs.dump();
   EXPECT_EQ(Json(Kestrel("--json dataset list"))["datasets"].size(), 1u);
+  EXPECT_EQ(Json(Kestrel("--json models list"))["models"].size(), 0u);
   for (const char* p : {"s", "o", "p.jpg", "runs", "runs/val", "runs/predict"}) {
     EXPECT_FALSE(fs::exists(dir_ / p)) << p << " was written by a failing command";
   }
