@@ -596,50 +596,65 @@ class Soak:
         breaker_open_since = None
         pruned = set()
         while not self.stop_evt.is_set():
-            self.workers.supervise_once()
             try:
-                doc = self.k.json(["jobs", "list", "--limit", "100000000"], deadline_s=5)
-                new = {j["id"]: j for j in doc.get("jobs", [])}
-                with self.snap_lock:
-                    old = self.snapshot
-                    self.snapshot = new
-                    self.snapshot_ms = now_ms()
-                if any(j not in old or old[j]["state"] != v["state"] or old[j]["attempt"] != v["attempt"]
-                       for j, v in new.items()):
-                    self.last_progress = time.time()
-                if self.o.prune != "none":
-                    for j in doc.get("jobs", []):
-                        if j["state"] in FINAL and j["id"] not in pruned:
-                            pruned.add(j["id"])
-                            self.prune(j)
-            except RuntimeError:
-                pass
+                self.monitor_once(pruned)
+            except Exception as e:  # a dead monitor restarts no worker and the soak hangs
+                self.rec.event("monitor_error", error=repr(e)[:300])
+                log("monitor: %r (continuing)" % (e,))
             if time.time() - last_stats > self.o.stats_every_s:
                 last_stats = time.time()
                 try:
-                    st = self.k.json(["stats"], deadline_s=5)
-                    br = st.get("breaker") or {}
-                    if br.get("open"):
-                        if breaker_open_since is None:
-                            breaker_open_since = time.time()
-                            with self.rec.lock:
-                                self.rec.breaker_opened += 1
-                                self.rec.breaker_reasons[str(br.get("reason"))[:120]] += 1
-                            self.rec.event("breaker_open", reason=br.get("reason"))
-                            log("breaker open: %s" % br.get("reason"))
-                        if (self.o.breaker == "reset"
-                                and time.time() - breaker_open_since >= self.o.breaker_reset_after_s):
-                            rc, _, _ = self.k.run(["breaker", "reset"])
-                            if rc == 0:
-                                with self.rec.lock:
-                                    self.rec.breaker_resets += 1
-                                self.rec.event("breaker_reset")
-                                breaker_open_since = None
-                    else:
-                        breaker_open_since = None
-                except RuntimeError:
-                    pass
+                    breaker_open_since = self.check_breaker(breaker_open_since)
+                except Exception as e:
+                    self.rec.event("monitor_error", error=repr(e)[:300])
+                    log("monitor (stats): %r (continuing)" % (e,))
             self.stop_evt.wait(self.o.monitor_every_s)
+
+    def monitor_once(self, pruned):
+        self.workers.supervise_once()
+        try:
+            doc = self.k.json(["jobs", "list", "--limit", "100000000"], deadline_s=5)
+            new = {j["id"]: j for j in doc.get("jobs", [])}
+            with self.snap_lock:
+                old = self.snapshot
+                self.snapshot = new
+                self.snapshot_ms = now_ms()
+            if any(j not in old or old[j]["state"] != v["state"] or old[j]["attempt"] != v["attempt"]
+                   for j, v in new.items()):
+                self.last_progress = time.time()
+            if self.o.prune != "none":
+                for j in doc.get("jobs", []):
+                    if j["state"] in FINAL and j["id"] not in pruned:
+                        pruned.add(j["id"])
+                        self.prune(j)
+        except RuntimeError:
+            pass
+
+    def check_breaker(self, breaker_open_since):
+        try:
+            st = self.k.json(["stats"], deadline_s=5)
+            br = st.get("breaker") or {}
+            if br.get("open"):
+                if breaker_open_since is None:
+                    breaker_open_since = time.time()
+                    with self.rec.lock:
+                        self.rec.breaker_opened += 1
+                        self.rec.breaker_reasons[str(br.get("reason"))[:120]] += 1
+                    self.rec.event("breaker_open", reason=br.get("reason"))
+                    log("breaker open: %s" % br.get("reason"))
+                if (self.o.breaker == "reset"
+                        and time.time() - breaker_open_since >= self.o.breaker_reset_after_s):
+                    rc, _, _ = self.k.run(["breaker", "reset"])
+                    if rc == 0:
+                        with self.rec.lock:
+                            self.rec.breaker_resets += 1
+                        self.rec.event("breaker_reset")
+                        breaker_open_since = None
+            else:
+                breaker_open_since = None
+        except RuntimeError:
+            pass
+        return breaker_open_since
 
     # ---- victims
 
@@ -944,6 +959,7 @@ class Soak:
         counts = collections.Counter()   # injected
         attempted = collections.Counter()  # tried, skipped ones included
         extra_jobs = 0
+        topping_since = None
         while not self.stop_evt.is_set():
             wait = self.rng.uniform(o.fault_every_min_s, o.fault_every_max_s)
             if self.submit_done.is_set():
@@ -953,7 +969,16 @@ class Soak:
                 return
             if self.submit_done.is_set():
                 # all jobs are in: top up the types injected fewer than --min-each
-                # times; those that need a running attempt only while jobs are live
+                # times; those that need a running attempt only while jobs are live.
+                # Never longer than the drain timeout: a fault that can find no
+                # victim then shows up as missing in the report, not as a hang.
+                if topping_since is None:
+                    topping_since = time.time()
+                if time.time() - topping_since > o.drain_timeout_s:
+                    short = [f for f in o.faults if counts[f] < o.min_each]
+                    self.rec.event("injector_gave_up", missing=short)
+                    log("injector: no victim for %s within %d s; giving up" % (short, o.drain_timeout_s))
+                    return
                 live = self.live_count()
                 starved = [f for f in o.faults if counts[f] < o.min_each and f in VICTIM_FAULTS and live == 0]
                 if starved and extra_jobs < 2 * len(o.faults):
