@@ -14,38 +14,27 @@ namespace {
 // below 17 elements, heapsort past the depth limit) on doubles, step for
 // step, so that images with equal aspect ratios fall into the same batches
 // as in the reference, which cuts `ar.argsort()` into batches.
+// Moves `tmp` down from heap position i of the 1-based max-heap a[1..n]
+// (ordered by v[a[k]]), as numpy's heapsort does.
+void SiftDown(const std::vector<double>& v, int64_t* a, int64_t i, int64_t n, int64_t tmp) {
+  for (int64_t j = i << 1; j <= n;) {
+    if (j < n && v[a[j]] < v[a[j + 1]]) j += 1;
+    if (!(v[tmp] < v[a[j]])) break;
+    a[i] = a[j];
+    i = j;
+    j += j;
+  }
+  a[i] = tmp;
+}
+
 void NumpyHeapArgsort(const std::vector<double>& v, int64_t* tosort, int64_t n) {
   int64_t* a = tosort - 1;  // 1-based heap indexing
-  int64_t i, j, l, tmp;
-  for (l = n >> 1; l > 0; --l) {
-    tmp = a[l];
-    for (i = l, j = l << 1; j <= n;) {
-      if (j < n && v[a[j]] < v[a[j + 1]]) j += 1;
-      if (v[tmp] < v[a[j]]) {
-        a[i] = a[j];
-        i = j;
-        j += j;
-      } else {
-        break;
-      }
-    }
-    a[i] = tmp;
-  }
+  for (int64_t l = n >> 1; l > 0; --l) SiftDown(v, a, l, n, a[l]);
   for (; n > 1;) {
-    tmp = a[n];
+    const int64_t tmp = a[n];
     a[n] = a[1];
     n -= 1;
-    for (i = 1, j = 2; j <= n;) {
-      if (j < n && v[a[j]] < v[a[j + 1]]) j++;
-      if (v[tmp] < v[a[j]]) {
-        a[i] = a[j];
-        i = j;
-        j += j;
-      } else {
-        break;
-      }
-    }
-    a[i] = tmp;
+    SiftDown(v, a, 1, n, tmp);
   }
 }
 
