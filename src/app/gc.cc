@@ -1,0 +1,391 @@
+#include "app/gc.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+
+#include "core/hash.h"
+#include "core/json.h"
+
+namespace kestrel::app {
+namespace {
+
+using nlohmann::json;
+
+// Record blobs larger than this are not JSON records (images, weights).
+constexpr uint64_t kMaxRecordBlobBytes = uint64_t{64} << 20;
+
+void CollectShas(const json& j, std::set<std::string>* out) {
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    if (IsSha256Hex(s)) out->insert(s);
+  } else if (j.is_structured()) {
+    for (const auto& v : j) CollectShas(v, out);
+    if (j.is_object()) {
+      for (const auto& [k, v] : j.items()) {
+        if (IsSha256Hex(k)) out->insert(k);
+        (void)v;
+      }
+    }
+  }
+}
+
+void CollectShasFromText(const std::string& text, std::set<std::string>* out) {
+  if (text.empty()) return;
+  const json j = json::parse(text, nullptr, false);
+  if (!j.is_discarded()) CollectShas(j, out);
+}
+
+std::string ModelRef(const store::ModelRecord& m) { return m.name + "@v" + std::to_string(m.seq); }
+
+// The candidate blobs that are val/compare records, and what they name.
+Result<std::set<std::string>> RecordRoots(store::ArtifactStore& blobs,
+                                          const std::vector<store::ArtifactStore::BlobInfo>& candidates) {
+  std::set<std::string> roots;
+  for (const auto& b : candidates) {
+    if (b.bytes > kMaxRecordBlobBytes || b.bytes < 2) continue;
+    auto bytes = blobs.Get(b.sha);
+    if (!bytes.IsOk()) {
+      if (bytes.GetStatus().Code() == StatusCode::kNotFound) continue;  // removed meanwhile
+      return bytes.GetStatus();
+    }
+    if (!IsRecordBlob(*bytes)) continue;
+    roots.insert(b.sha);
+    CollectShasFromText(*bytes, &roots);
+  }
+  return roots;
+}
+
+}  // namespace
+
+bool IsRecordBlob(const std::string& bytes) {
+  if (bytes.empty() || bytes[0] != '{') return false;
+  const json j = json::parse(bytes, nullptr, false);
+  if (!j.is_object()) return false;
+  const auto it = j.find("kind");
+  return it != j.end() && it->is_string() && (*it == "kestrel.eval_result" || *it == "kestrel.compare");
+}
+
+Result<References> CollectReferences(store::MetadataStore& meta, store::ArtifactStore& blobs) {
+  References refs;
+  KESTREL_ASSIGN_OR_RETURN(auto datasets, meta.ListDatasets());
+  for (const auto& d : datasets) {
+    KESTREL_ASSIGN_OR_RETURN(auto versions, meta.ListVersions(d.name));
+    for (auto& v : versions) {
+      References::Version rv;
+      rv.shas.insert(v.manifest_sha);
+      rv.shas.insert(v.report_sha);
+      CollectShasFromText(v.summary_json, &rv.shas);
+      // The manifest lists the image blobs; unknown images = no gc.
+      auto manifest = blobs.Get(v.manifest_sha);
+      if (!manifest.IsOk()) {
+        Status s = manifest.GetStatus();
+        return Status(
+            s.Code(),
+            "dataset " + v.dataset + "@v" + std::to_string(v.seq) +
+                ": its manifest cannot be read, so its image references are unknown: " + s.Message(),
+            s.Where());
+      }
+      CollectShasFromText(*manifest, &rv.shas);
+      rv.record = std::move(v);
+      refs.all.insert(rv.shas.begin(), rv.shas.end());
+      refs.versions.push_back(std::move(rv));
+    }
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto models, meta.ListModels(store::ModelFilter{}));
+  for (auto& m : models) {
+    References::Model rm;
+    rm.shas.insert(m.weights_sha);
+    CollectShasFromText(m.lineage_json, &rm.shas);
+    CollectShasFromText(m.eval_json, &rm.shas);
+    CollectShasFromText(m.comparison_json, &rm.shas);
+    rm.record = std::move(m);
+    refs.all.insert(rm.shas.begin(), rm.shas.end());
+    refs.models.push_back(std::move(rm));
+  }
+  store::JobFilter jf;
+  jf.limit = std::numeric_limits<int32_t>::max();
+  KESTREL_ASSIGN_OR_RETURN(auto jobs, meta.ListJobs(jf));
+  for (const auto& j : jobs) {
+    CollectShasFromText(j.spec.config_json, &refs.jobs);
+    CollectShasFromText(j.spec.spec_json, &refs.jobs);
+    CollectShasFromText(j.result_json, &refs.jobs);
+  }
+  refs.all.insert(refs.jobs.begin(), refs.jobs.end());
+  return refs;
+}
+
+Status ValidateGcOptions(const GcOptions& o) {
+  if (o.grace_s < 0 || o.grace_s > int64_t{100} * 365 * 86400) {
+    return Status::InvalidArgument("the grace period must be in [0, 100 years] seconds",
+                                   {"command line", 0, "grace-s"});
+  }
+  return {};
+}
+
+Result<GcReport> CollectGarbage(store::MetadataStore& meta, store::ArtifactStore& blobs,
+                                const GcOptions& options, int64_t now_s) {
+  KESTREL_RETURN_IF_ERROR(ValidateGcOptions(options));
+  GcReport r;
+  r.dry_run = options.dry_run;
+  r.grace_s = options.grace_s;
+  const int64_t keep_since = now_s - options.grace_s;
+  // 1. List first: a blob written after this point is not considered at all.
+  KESTREL_ASSIGN_OR_RETURN(auto listed, blobs.List());
+  // 2. Then the references: every record committed before this read is seen;
+  //    one committed later Put (wrote or touched) its blobs within the grace.
+  KESTREL_ASSIGN_OR_RETURN(References refs, CollectReferences(meta, blobs));
+  std::vector<store::ArtifactStore::BlobInfo> unreferenced;
+  for (const auto& b : listed) {
+    ++r.blobs;
+    r.blob_bytes += b.bytes;
+    if (refs.all.count(b.sha) != 0) {
+      ++r.referenced;
+      r.referenced_bytes += b.bytes;
+    } else {
+      unreferenced.push_back(b);
+    }
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto roots, RecordRoots(blobs, unreferenced));
+  for (const auto& b : unreferenced) {
+    if (roots.count(b.sha) != 0) {
+      ++r.records;
+      r.records_bytes += b.bytes;
+      continue;
+    }
+    if (b.mtime_s >= keep_since) {
+      ++r.recent;
+      r.recent_bytes += b.bytes;
+      continue;
+    }
+    // 3. Remove; the store re-checks the mtime after moving the blob aside.
+    bool removed = true;
+    if (!options.dry_run) {
+      KESTREL_ASSIGN_OR_RETURN(removed, blobs.RemoveIfUntouchedSince(b.sha, keep_since));
+    }
+    if (!removed) {
+      ++r.raced;
+      continue;
+    }
+    ++r.deleted;
+    r.freed_bytes += b.bytes;
+    r.deleted_shas.push_back(b.sha);
+  }
+  return r;
+}
+
+json GcReportJson(const GcReport& r) {
+  return {{"ok", true},
+          {"dry_run", r.dry_run},
+          {"grace_s", r.grace_s},
+          {"blobs", r.blobs},
+          {"blob_bytes", r.blob_bytes},
+          {"referenced", r.referenced},
+          {"referenced_bytes", r.referenced_bytes},
+          {"records", r.records},
+          {"records_bytes", r.records_bytes},
+          {"recent", r.recent},
+          {"recent_bytes", r.recent_bytes},
+          {"deleted", r.deleted},
+          {"freed_bytes", r.freed_bytes},
+          {"raced", r.raced},
+          {"deleted_shas", r.deleted_shas}};
+}
+
+Result<DuReport> DiskUsage(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env) {
+  DuReport r;
+  KESTREL_ASSIGN_OR_RETURN(auto listed, blobs.List());
+  KESTREL_ASSIGN_OR_RETURN(References refs, CollectReferences(meta, blobs));
+  std::map<std::string, uint64_t> size;
+  for (const auto& b : listed) {
+    size[b.sha] = b.bytes;
+    ++r.blobs;
+    r.blob_bytes += b.bytes;
+  }
+  for (const auto& v : refs.versions) {
+    DuReport::VersionUsage u;
+    u.dataset = v.record.dataset;
+    u.version_id = v.record.version_id;
+    u.seq = v.record.seq;
+    for (const auto& sha : v.shas) {
+      auto it = size.find(sha);
+      if (it == size.end()) {
+        ++u.missing;
+      } else {
+        ++u.blobs;
+        u.bytes += it->second;
+      }
+    }
+    r.versions.push_back(std::move(u));
+  }
+  for (const auto& m : refs.models) {
+    DuReport::ModelUsage u;
+    u.id = m.record.id;
+    u.ref = ModelRef(m.record);
+    u.dataset = m.record.dataset;
+    for (const auto& sha : m.shas) {
+      auto it = size.find(sha);
+      if (it == size.end()) continue;  // lineage may name files that were never stored
+      ++u.blobs;
+      u.bytes += it->second;
+    }
+    r.models.push_back(std::move(u));
+  }
+  std::vector<store::ArtifactStore::BlobInfo> unreferenced;
+  for (const auto& b : listed) {
+    if (refs.all.count(b.sha) == 0) unreferenced.push_back(b);
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto roots, RecordRoots(blobs, unreferenced));
+  for (const auto& b : unreferenced) {
+    if (roots.count(b.sha) != 0) {
+      ++r.records;
+      r.records_bytes += b.bytes;
+    } else {
+      ++r.unreferenced;
+      r.unreferenced_bytes += b.bytes;
+    }
+  }
+  // Job folders: home/jobs/<id>/attempt-<n>/... and the attempt logs.
+  std::map<int64_t, std::string> states;
+  store::JobFilter jf;
+  jf.limit = std::numeric_limits<int32_t>::max();
+  KESTREL_ASSIGN_OR_RETURN(auto jobs, meta.ListJobs(jf));
+  for (const auto& j : jobs) states[j.id] = store::JobStateName(j.state);
+  const std::string jobs_dir = JoinPath(blobs.Root(), "jobs");
+  if (env.Stat(jobs_dir).is_dir) {
+    KESTREL_ASSIGN_OR_RETURN(auto names, env.ListDir(jobs_dir));
+    for (const auto& n : names) {
+      if (n.empty() || n.size() > 18 ||
+          !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        continue;
+      }
+      DuReport::JobUsage u;
+      u.job_id = std::stoll(n);
+      auto st = states.find(u.job_id);
+      if (st != states.end()) u.state = st->second;
+      std::error_code ec;
+      for (auto it = std::filesystem::recursive_directory_iterator(JoinPath(jobs_dir, n), ec);
+           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        std::error_code fe;
+        if (!it->is_regular_file(fe) || fe) continue;
+        const uint64_t bytes = it->file_size(fe);
+        if (fe) continue;  // removed while walking
+        u.bytes += bytes;
+        if (it->path().extension() == ".ckpt") {
+          ++u.checkpoints;
+          u.checkpoint_bytes += bytes;
+        }
+      }
+      r.job_bytes += u.bytes;
+      r.jobs.push_back(std::move(u));
+    }
+    std::sort(r.jobs.begin(), r.jobs.end(),
+              [](const DuReport::JobUsage& a, const DuReport::JobUsage& b) { return a.job_id < b.job_id; });
+  }
+  return r;
+}
+
+json DuReportJson(const DuReport& r) {
+  json datasets = json::array(), models = json::array(), jobs = json::array();
+  for (const auto& v : r.versions) {
+    datasets.push_back({{"dataset", v.dataset},
+                        {"version", "v" + std::to_string(v.seq)},
+                        {"version_id", v.version_id},
+                        {"blobs", v.blobs},
+                        {"bytes", v.bytes},
+                        {"missing", v.missing}});
+  }
+  for (const auto& m : r.models) {
+    models.push_back(
+        {{"id", m.id}, {"ref", m.ref}, {"dataset", m.dataset}, {"blobs", m.blobs}, {"bytes", m.bytes}});
+  }
+  for (const auto& j : r.jobs) {
+    jobs.push_back({{"job_id", j.job_id},
+                    {"state", j.state.empty() ? json(nullptr) : json(j.state)},
+                    {"bytes", j.bytes},
+                    {"checkpoints", j.checkpoints},
+                    {"checkpoint_bytes", j.checkpoint_bytes}});
+  }
+  return {{"ok", true},
+          {"datasets", datasets},
+          {"models", models},
+          {"jobs", jobs},
+          {"records", {{"count", r.records}, {"bytes", r.records_bytes}}},
+          {"unreferenced", {{"count", r.unreferenced}, {"bytes", r.unreferenced_bytes}}},
+          {"total", {{"blobs", r.blobs}, {"blob_bytes", r.blob_bytes}, {"job_bytes", r.job_bytes}}}};
+}
+
+namespace {
+
+// "epoch<N>.ckpt" -> N, else -1.
+int64_t EpochCheckpointNumber(const std::string& name) {
+  constexpr std::string_view kPrefix = "epoch", kSuffix = ".ckpt";
+  if (name.size() <= kPrefix.size() + kSuffix.size() || name.compare(0, kPrefix.size(), kPrefix) != 0 ||
+      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+    return -1;
+  }
+  const std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+Status RemoveCounted(Env& env, const std::string& path, RetentionResult* out) {
+  const FileInfo info = env.Stat(path);
+  if (!info.is_regular) return {};
+  KESTREL_RETURN_IF_ERROR(env.RemoveFile(path));
+  out->deleted.push_back(path);
+  out->freed_bytes += info.size;
+  return {};
+}
+
+}  // namespace
+
+Result<RetentionResult> ApplyRetention(Env& env, const std::string& weights_dir, int keep) {
+  if (keep < 0) return Status::InvalidArgument("keep_ckpts must be >= 0", {"", 0, "keep_ckpts"});
+  RetentionResult out;
+  if (!env.Stat(weights_dir).is_dir) return out;
+  KESTREL_ASSIGN_OR_RETURN(auto names, env.ListDir(weights_dir));
+  std::vector<std::pair<int64_t, std::string>> epochs;
+  for (const auto& n : names) {
+    const int64_t e = EpochCheckpointNumber(n);
+    if (e >= 0) epochs.emplace_back(e, n);
+  }
+  std::sort(epochs.begin(), epochs.end());
+  const size_t drop = epochs.size() > static_cast<size_t>(keep) ? epochs.size() - keep : 0;
+  for (size_t i = 0; i < drop; ++i) {
+    KESTREL_RETURN_IF_ERROR(RemoveCounted(env, JoinPath(weights_dir, epochs[i].second), &out));
+  }
+  return out;
+}
+
+Result<RetentionResult> ApplyJobRetention(Env& env, const std::string& home, const store::JobRecord& job,
+                                          int keep) {
+  if (job.state != store::JobState::kSucceeded) {
+    return Status::FailedPrecondition("job " + std::to_string(job.id) +
+                                      " has not succeeded: its checkpoints stay");
+  }
+  const json result = json::parse(job.result_json.empty() ? "{}" : job.result_json, nullptr, false);
+  const std::string run_dir = result.is_object() ? result.value("run_dir", "") : "";
+  if (run_dir.empty()) {
+    return Status::FailedPrecondition("job " + std::to_string(job.id) + " result names no run_dir");
+  }
+  KESTREL_ASSIGN_OR_RETURN(RetentionResult out, ApplyRetention(env, JoinPath(run_dir, "weights"), keep));
+  const std::string job_dir = JoinPath(JoinPath(home, "jobs"), std::to_string(job.id));
+  for (int64_t k = 1; k < job.attempt; ++k) {
+    const std::string weights = JoinPath(JoinPath(job_dir, "attempt-" + std::to_string(k)), "weights");
+    if (!env.Stat(weights).is_dir || JoinPath(run_dir, "weights") == weights) continue;
+    KESTREL_ASSIGN_OR_RETURN(auto names, env.ListDir(weights));
+    for (const auto& n : names) {
+      if (n.size() > 5 && n.compare(n.size() - 5, 5, ".ckpt") == 0) {
+        KESTREL_RETURN_IF_ERROR(RemoveCounted(env, JoinPath(weights, n), &out));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace kestrel::app
