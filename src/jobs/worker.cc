@@ -169,6 +169,11 @@ WorkerCounters Worker::Counters() const {
   return counters_;
 }
 
+bool Worker::LowDisk() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return low_disk_;
+}
+
 bool Worker::BreakerOpen() const {
   std::lock_guard<std::mutex> l(mu_);
   return breaker_.IsOpen();
@@ -238,6 +243,12 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     heartbeat();
   }
   for (auto& t : threads) t.join();
+  if (store && LowDisk()) {
+    // A stopped worker holds nothing back: `kestrel stats` must not list it.
+    const nlohmann::json v = {{"low", false}, {"stopped", true}, {"changed_ms", NowMs()}};
+    Status s = store->PutSetting(kLowDiskSettingPrefix + options_.id, v.dump(), NowMs());
+    if (!s.IsOk()) spdlog::warn("worker {}: clearing the low-disk state failed: {}", options_.id, s.ToString());
+  }
   if (webhooks) {
     Status d = webhooks->Drain(options_.webhook_drain_ms);
     if (!d.IsOk()) spdlog::warn("worker {}: {}", options_.id, d.ToString());
@@ -306,6 +317,7 @@ Result<bool> Worker::TryClaim(store::MetadataStore& store, Claim* out) {
                    breaker_.Reason());
     }
   }
+  if (DiskTooFull(store, now)) return false;
   store::ClaimRequest req;
   req.worker = options_.id;
   req.host = options_.host;
@@ -325,6 +337,50 @@ Result<bool> Worker::TryClaim(store::MetadataStore& store, Claim* out) {
   ++busy_;
   ++counters_.claimed;
   return true;
+}
+
+bool Worker::DiskTooFull(store::MetadataStore& store, int64_t now_ms) {
+  if (options_.min_free_bytes <= 0) return false;
+  auto space = options_.disk_space ? options_.disk_space() : StatDiskSpace(options_.home.empty() ? "." : options_.home);
+  if (!space.IsOk()) {
+    // Unknown free space: keep the last state (a probe error is no reason
+    // to stop or to start claiming).
+    if (!disk_probe_failing_) {
+      spdlog::warn("worker {}: cannot measure free disk space: {}", options_.id, space.GetStatus().ToString());
+    }
+    disk_probe_failing_ = true;
+    return low_disk_;
+  }
+  disk_probe_failing_ = false;
+  last_disk_ = *space;
+  const bool low = space->free_bytes < options_.min_free_bytes;
+  if (low != low_disk_) {
+    low_disk_ = low;
+    low_disk_unpublished_ = true;
+    const std::string where = options_.home.empty() ? "." : options_.home;
+    if (low) {
+      spdlog::warn("worker {}: low disk: {} bytes free on the filesystem of {} (watermark {}): not claiming new "
+                   "jobs until space is freed (kestrel du, kestrel gc)",
+                   options_.id, space->free_bytes, where, options_.min_free_bytes);
+    } else {
+      spdlog::info("worker {}: disk space recovered: {} bytes free on the filesystem of {} (watermark {}): "
+                   "claiming again",
+                   options_.id, space->free_bytes, where, options_.min_free_bytes);
+    }
+  }
+  if (low_disk_unpublished_) {
+    const nlohmann::json v = {{"low", low_disk_},
+                              {"free_bytes", space->free_bytes},
+                              {"min_free_bytes", options_.min_free_bytes},
+                              {"changed_ms", now_ms}};
+    Status s = store.PutSetting(kLowDiskSettingPrefix + options_.id, v.dump(), now_ms);
+    if (s.IsOk()) {
+      low_disk_unpublished_ = false;
+    } else {
+      spdlog::warn("worker {}: publishing the low-disk state failed (will retry): {}", options_.id, s.ToString());
+    }
+  }
+  return low_disk_;
 }
 
 Result<bool> Worker::IdleDone(store::MetadataStore& store) {

@@ -36,6 +36,7 @@
 #include "core/status.h"
 #include "jobs/breaker.h"
 #include "jobs/device_pool.h"
+#include "jobs/disk_space.h"
 #include "jobs/process_runner.h"
 #include "jobs/supervisor.h"
 #include "jobs/webhook.h"
@@ -70,6 +71,13 @@ struct WorkerOptions {
   // Unix ms at construction; 0 = env.UnixSeconds() * 1000. Store times are
   // this anchor plus the Env's monotonic clock since construction.
   int64_t wall_anchor_ms = 0;
+  // Low-disk watermark (docs/disk.md): no new claims while the filesystem of
+  // `home` has less than this many bytes available (0 = off); running
+  // attempts go on. The state is logged once per change and published as the
+  // store setting kLowDiskSettingPrefix + id (`kestrel stats`).
+  int64_t min_free_bytes = 0;
+  // Free-space probe; unset = StatDiskSpace(home). Tests fake it.
+  std::function<Result<DiskSpace>()> disk_space;
   // Called on the slot's thread, with its store, after a job's success was
   // committed (the CLI registers the job's model: app/models.h). Its errors
   // are its own to log; it must not throw. Unset = nothing.
@@ -105,6 +113,8 @@ class Worker {
   WorkerCounters Counters() const;
   bool BreakerOpen() const;
   std::string BreakerReason() const;
+  // Whether the low-disk watermark holds claims back now.
+  bool LowDisk() const;
   // Memory reserved on GPU `index` right now.
   int64_t GpuUsedMb(int index) const;
 
@@ -113,6 +123,8 @@ class Worker {
   void SlotLoop();
   Result<bool> TryClaim(store::MetadataStore& store, Claim* out);
   Result<bool> IdleDone(store::MetadataStore& store);
+  // The watermark check before a claim (mu_ held): true = do not claim.
+  bool DiskTooFull(store::MetadataStore& store, int64_t now_ms);
   void RunAttempt(store::MetadataStore& store, const Claim& claim);
   // `reason` is the outcome's reason as a type (kNone on success).
   void Complete(store::MetadataStore& store, const store::JobRecord& job, const store::AttemptOutcome& outcome,
@@ -135,6 +147,10 @@ class Worker {
   CircuitBreaker breaker_;
   bool breaker_fresh_ = false;
   int64_t breaker_refreshed_ms_ = 0;
+  bool low_disk_ = false;
+  bool low_disk_unpublished_ = false;  // the last change is not in the store yet
+  bool disk_probe_failing_ = false;
+  DiskSpace last_disk_;
   int64_t claims_ = 0;
   int busy_ = 0;
   int slots_running_ = 0;
