@@ -9,6 +9,7 @@
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/safetensors.h"
+#include "jobs/job_keys.h"
 
 namespace kestrel::app {
 namespace {
@@ -279,6 +280,12 @@ Result<store::ModelRecord> ModelRegistry::RegisterJobModel(int64_t job_id, int64
   if (job.state != store::JobState::kSucceeded) {
     return Status::FailedPrecondition("job " + std::to_string(job_id) + " is " + store::JobStateName(job.state) +
                                       ", not succeeded: it has no model to register");
+  }
+  // Only training makes weights (a val job's result names the model it scored).
+  KESTREL_ASSIGN_OR_RETURN(jobs::JobKind kind, jobs::JobKindOf(job));
+  if (kind != jobs::JobKind::kTrain) {
+    return Status::FailedPrecondition("job " + std::to_string(job_id) + " is a " + jobs::JobKindName(kind) +
+                                      " job: only training jobs make a model to register");
   }
   const json result = ParseObject(job.result_json);
   RegisterRequest req;

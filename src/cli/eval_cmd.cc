@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/val_keys.h"
 #include "cli/cli.h"
-#include "train/train_config.h"
+#include "cli/job_child.h"
+#include "jobs/job_keys.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/registry.h"
@@ -31,43 +33,8 @@ Result<LoadedSplit> LoadSplit(Stores& stores, const std::string& spec, const std
 
 namespace {
 
-struct ValOptions {
-  std::string predictions;  // folder of YOLO txt or COCO results JSON
-  std::string model;        // weights (.safetensors)
-  std::string data;         // NAME[@VERSION]
-  std::string split = "val";
-  double conf = 0.001;
-  double iou = 0.7;
-  int max_det = 300;
-  int imgsz = 640;
-  int batch = 16;
-  bool rect = true;
-  std::string image_ids = "auto";
-  std::string project = "runs/val";
-  std::string name;
-  bool exist_ok = false;
-  bool plots = true;
-  bool save_json = false;
-  bool coco_metrics = false;
-
-  void Bind(OptionSet& s) {
-    s.String("predictions", &predictions, "predictions to score: folder of YOLO txt files or COCO results JSON");
-    s.String("model", &model, "weights file (.safetensors) to run on the split");
-    s.String("data", &data, "dataset NAME or NAME@VERSION");
-    s.Choice("split", &split, {"train", "val", "test"}, "split to evaluate");
-    // iou, imgsz and batch apply to model=; iou is recorded for predictions=.
-    train::BindInferenceKeys(s, &conf, &iou, &imgsz, &max_det, &batch);
-    s.Bool("rect", &rect,
-           "model=: batches by aspect ratio, each letterboxed to its own shape plus half a stride "
-           "(the reference validator); false: every image letterboxed into imgsz x imgsz");
-    s.Choice("image_ids", &image_ids, {"auto", "stem", "export"},
-             "how COCO results image_id names images (read with predictions=, written with save_json=)");
-    train::BindRunFolderKeys(s, &project, &name, &exist_ok);  // name "" = val, val2, ...
-    s.Bool("plots", &plots, "write the PNG plots and the val_batch0 image grids into the run folder");
-    s.Bool("save_json", &save_json, "write the scored predictions as COCO results JSON (predictions.json)");
-    s.Bool("coco_metrics", &coco_metrics, "also compute COCO-style AP/AR (pycocotools conventions)");
-  }
-};
+// `kestrel val`'s keys: the same binding val jobs are validated with.
+using ValOptions = app::ValKeys;
 
 Status Usage(const std::string& msg, const std::string& field) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
@@ -102,6 +69,104 @@ Result<WrittenOutputs> WriteEvalOutputs(Stores& stores, const eval::EvalResult& 
   return w;
 }
 
+// What one evaluation computed and wrote.
+struct ValRun {
+  nlohmann::json record;  // result.json (eval::EvalRecordJson plus speed, coco, predictions_json)
+  eval::EvalResult result;
+  WrittenOutputs written;
+  std::string text;       // the human summary `kestrel val` prints
+};
+
+// Scores o.predictions or o.model (both already resolved: data= a registry
+// reference, model= a file) on o.data's split and writes the run folder:
+// `dir`, or with "" the next free project/name. `kestrel val` and `kestrel
+// val --job` both run it.
+Result<ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std::string& dir_or_empty) {
+  KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(stores, o.data, o.split));
+  const eval::EvalSplit& split = loaded.split;
+  const auto& rec = loaded.version.record;
+  eval::EvalProvenance prov{rec.dataset, "v" + std::to_string(rec.seq), rec.version_id, split.split, "", "", {}};
+  std::string speed_text;
+  nlohmann::json speed_json;
+  eval::EvalOptions eo;
+  eo.conf = o.conf;
+  eo.iou = o.iou;
+  eo.max_det = o.max_det;
+  Result<eval::EvalResult> result = Status::Internal("not evaluated");
+  std::vector<std::vector<eval::Detection>> per_image;  // what was scored, parallel to split.images
+  if (!o.predictions.empty()) {
+    eval::PredictionReadOptions ro;
+    ro.image_ids = o.image_ids;
+    KESTREL_ASSIGN_OR_RETURN(auto preds, eval::ReadSplitPredictions(Env::Default(), o.predictions, split, ro));
+    per_image = std::move(preds.per_image);
+    result = eval::EvaluateSplit(split, per_image, eo);
+    prov.source_kind = "predictions";
+    prov.source = o.predictions;
+    prov.extra = {{"format", preds.format}};
+    if (!preds.image_ids.empty()) prov.extra["image_ids"] = preds.image_ids;
+  } else {
+#ifdef KESTREL_CLI_WITH_TORCH
+    ModelRunOptions mo{o.imgsz, o.batch, o.conf, o.iou, o.max_det};
+    mo.rect = o.rect;
+    KESTREL_ASSIGN_OR_RETURN(auto scored, ScoreModelOnSplit(*stores.blobs, o.model, split, mo));
+    result = std::move(scored.result);
+    per_image = std::move(scored.run.per_image);
+    prov.source_kind = "model";
+    prov.source = o.model;
+    prov.extra = scored.run.info;
+    speed_json = scored.run.speed;
+    speed_text = scored.run.speed_text;
+#else
+    return Status::FailedPrecondition("this kestrel was built without LibTorch: val model= is unavailable",
+                                      {"", 0, "model"});
+#endif
+  }
+  if (!result.IsOk()) return result.GetStatus();
+  ValRun out;
+  out.result = std::move(result).Value();
+  nlohmann::json& record = out.record;
+  record = eval::EvalRecordJson(out.result, prov, Env::Default().UnixSeconds());
+  if (!speed_json.is_null()) record["speed"] = speed_json;
+  // Everything optional is computed and rendered here, before anything is
+  // written: a failure (undecodable image, impossible image_ids) writes nothing.
+  std::vector<std::pair<std::string, std::string>> files;  // name, bytes
+  std::string coco_text;
+  if (o.coco_metrics) {
+    KESTREL_ASSIGN_OR_RETURN(auto coco, eval::CocoEvaluateSplit(split, per_image));
+    record["coco"] = eval::CocoMetricsToJson(coco);
+    coco_text = "COCO-style metrics (pycocotools bbox conventions; area = box area):\n" + eval::CocoSummaryText(coco);
+  }
+  if (o.save_json) {
+    KESTREL_ASSIGN_OR_RETURN(auto cj, eval::SplitPredictionsCocoJson(split, per_image, o.image_ids));
+    record["predictions_json"] = {{"file", "predictions.json"},
+                                  {"image_ids", cj.image_ids},
+                                  {"category_id", "class_id + 1"},
+                                  {"detections", cj.detections}};
+    files.emplace_back("predictions.json", std::move(cj.text));
+  }
+  if (o.plots) {
+    store::ArtifactStore& blobs = *stores.blobs;
+    auto grids = eval::RenderValBatch(split, per_image,
+                                      [&blobs](const eval::SplitImage& im) { return blobs.Get(im.image_sha); });
+    if (!grids.IsOk()) return grids.GetStatus().WithContext("val_batch0 grid");
+    files.emplace_back("val_batch0_labels.jpg", std::move(grids->labels_jpg));
+    files.emplace_back("val_batch0_pred.jpg", std::move(grids->pred_jpg));
+  }
+  const std::string dir =
+      dir_or_empty.empty() ? eval::NextRunDir(Env::Default(), o.project, o.name, "val", o.exist_ok) : dir_or_empty;
+  KESTREL_ASSIGN_OR_RETURN(out.written, WriteEvalOutputs(stores, out.result, record, dir, o.plots, files));
+  out.text = rec.dataset + "@v" + std::to_string(rec.seq) + " split " + split.split + " (" +
+             std::to_string(split.images.size()) + " images), " + prov.source_kind + " " + prov.source + "\n" +
+             eval::EvalSummaryText(out.result) + coco_text + speed_text + "results saved to " + out.written.dir +
+             "\n";
+  if (o.save_json) {
+    out.text += "predictions saved to " + JoinPath(out.written.dir, "predictions.json") +
+                " (COCO results, image_ids=" + record["predictions_json"]["image_ids"].get<std::string>() + ")\n";
+  }
+  out.text += "result record " + out.written.record_sha + " (" + out.written.record_path + ")\n";
+  return out;
+}
+
 void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   if (o.data.empty()) {
     *exit_code = Fail(ctx, Usage("data=NAME[@VERSION] is required", "data"));
@@ -131,118 +196,77 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
     *exit_code = Fail(ctx, w);
     return;
   }
-  auto loaded = LoadSplit(*stores, o.data, o.split);
-  if (!loaded.IsOk()) {
-    *exit_code = Fail(ctx, loaded.GetStatus());
+  auto run = ScoreAndWrite(*stores, o, "");
+  if (!run.IsOk()) {
+    *exit_code = Fail(ctx, run.GetStatus());
     return;
   }
-  const eval::EvalSplit& split = loaded->split;
-  const auto& rec = loaded->version.record;
-  eval::EvalProvenance prov{rec.dataset, "v" + std::to_string(rec.seq), rec.version_id, split.split, "", "", {}};
-  std::string speed_text;
-  nlohmann::json speed_json;
-  eval::EvalOptions eo;
-  eo.conf = o.conf;
-  eo.iou = o.iou;
-  eo.max_det = o.max_det;
-  Result<eval::EvalResult> result = Status::Internal("not evaluated");
-  std::vector<std::vector<eval::Detection>> per_image;  // what was scored, parallel to split.images
-  if (!o.predictions.empty()) {
-    eval::PredictionReadOptions ro;
-    ro.image_ids = o.image_ids;
-    auto preds = eval::ReadSplitPredictions(Env::Default(), o.predictions, split, ro);
-    if (!preds.IsOk()) {
-      *exit_code = Fail(ctx, preds.GetStatus());
-      return;
-    }
-    per_image = std::move(preds->per_image);
-    result = eval::EvaluateSplit(split, per_image, eo);
-    prov.source_kind = "predictions";
-    prov.source = o.predictions;
-    prov.extra = {{"format", preds->format}};
-    if (!preds->image_ids.empty()) prov.extra["image_ids"] = preds->image_ids;
-  } else {
-#ifdef KESTREL_CLI_WITH_TORCH
-    ModelRunOptions mo{o.imgsz, o.batch, o.conf, o.iou, o.max_det};
-    mo.rect = o.rect;
-    auto scored = ScoreModelOnSplit(*stores->blobs, o.model, split, mo);
-    if (!scored.IsOk()) {
-      *exit_code = Fail(ctx, scored.GetStatus());
-      return;
-    }
-    result = std::move(scored->result);
-    per_image = std::move(scored->run.per_image);
-    prov.source_kind = "model";
-    prov.source = o.model;
-    prov.extra = scored->run.info;
-    speed_json = scored->run.speed;
-    speed_text = scored->run.speed_text;
-#endif
-  }
-  if (!result.IsOk()) {
-    *exit_code = Fail(ctx, result.GetStatus());
-    return;
-  }
-  nlohmann::json record = eval::EvalRecordJson(*result, prov, Env::Default().UnixSeconds());
-  if (!speed_json.is_null()) record["speed"] = speed_json;
-  // Everything optional is computed and rendered here, before anything is
-  // written: a failure (undecodable image, impossible image_ids) writes nothing.
-  std::vector<std::pair<std::string, std::string>> files;  // name, bytes
-  std::string coco_text;
-  if (o.coco_metrics) {
-    auto coco = eval::CocoEvaluateSplit(split, per_image);
-    if (!coco.IsOk()) {
-      *exit_code = Fail(ctx, coco.GetStatus());
-      return;
-    }
-    record["coco"] = eval::CocoMetricsToJson(*coco);
-    coco_text = "COCO-style metrics (pycocotools bbox conventions; area = box area):\n" + eval::CocoSummaryText(*coco);
-  }
-  if (o.save_json) {
-    auto cj = eval::SplitPredictionsCocoJson(split, per_image, o.image_ids);
-    if (!cj.IsOk()) {
-      *exit_code = Fail(ctx, cj.GetStatus());
-      return;
-    }
-    record["predictions_json"] = {{"file", "predictions.json"},
-                                  {"image_ids", cj->image_ids},
-                                  {"category_id", "class_id + 1"},
-                                  {"detections", cj->detections}};
-    files.emplace_back("predictions.json", std::move(cj->text));
-  }
-  if (o.plots) {
-    store::ArtifactStore& blobs = *stores->blobs;
-    auto grids = eval::RenderValBatch(split, per_image,
-                                      [&blobs](const eval::SplitImage& im) { return blobs.Get(im.image_sha); });
-    if (!grids.IsOk()) {
-      *exit_code = Fail(ctx, grids.GetStatus().WithContext("val_batch0 grid"));
-      return;
-    }
-    files.emplace_back("val_batch0_labels.jpg", std::move(grids->labels_jpg));
-    files.emplace_back("val_batch0_pred.jpg", std::move(grids->pred_jpg));
-  }
-  const std::string dir = eval::NextRunDir(Env::Default(), o.project, o.name, "val", o.exist_ok);
-  auto written = WriteEvalOutputs(*stores, *result, record, dir, o.plots, files);
-  if (!written.IsOk()) {
-    *exit_code = Fail(ctx, written.GetStatus());
-    return;
-  }
-  std::string text = rec.dataset + "@v" + std::to_string(rec.seq) + " split " + split.split + " (" +
-                     std::to_string(split.images.size()) + " images), " + prov.source_kind + " " + prov.source +
-                     "\n" + eval::EvalSummaryText(*result) + coco_text + speed_text + "results saved to " +
-                     written->dir + "\n";
-  if (o.save_json) {
-    text += "predictions saved to " + JoinPath(written->dir, "predictions.json") + " (COCO results, image_ids=" +
-            record["predictions_json"]["image_ids"].get<std::string>() + ")\n";
-  }
-  text += "result record " + written->record_sha + " (" + written->record_path + ")\n";
   nlohmann::json j = {{"ok", true},
-                      {"dir", written->dir},
-                      {"record_sha", written->record_sha},
-                      {"record_path", written->record_path},
-                      {"result", record}};
-  if (o.save_json) j["predictions_json"] = JoinPath(written->dir, "predictions.json");
-  *exit_code = Emit(ctx, text, j);
+                      {"dir", run->written.dir},
+                      {"record_sha", run->written.record_sha},
+                      {"record_path", run->written.record_path},
+                      {"result", run->record}};
+  if (o.save_json) j["predictions_json"] = JoinPath(run->written.dir, "predictions.json");
+  *exit_code = Emit(ctx, run->text, j);
+}
+
+// `kestrel val --job ID --attempt N`: the child a worker runs for a val job
+// (docs/jobs.md "Job kinds"). It evaluates the job's model on its dataset
+// version into $KESTREL_HOME/jobs/<id>/attempt-<n>/ and reports like `train
+// --job`: progress lines, `reason=` and the exit code of core/failure.h on
+// failure, `result {json}` at the end (the quality gate reads its map50).
+int RunValJob(Context& ctx, int64_t job_id, int64_t attempt) {
+  JobChild child(ctx, job_id, attempt);
+  Stores stores;
+  store::JobRecord job;
+  int code = 0;
+  if (!child.Begin(&stores, &job, &code)) return code;
+  auto kind = jobs::JobKindOf(job);
+  if (!kind.IsOk()) return child.Fail(FailureReason::kBadConfig, kind.GetStatus());
+  if (*kind != jobs::JobKind::kVal) {
+    return child.Fail(FailureReason::kBadConfig,
+                      Status::InvalidArgument("job " + std::to_string(job_id) + " is a " + jobs::JobKindName(*kind) +
+                                              " job, not a val job (`kestrel " + jobs::JobKindName(*kind) +
+                                              " --job` runs it)"));
+  }
+  ValOptions o;
+  {
+    OptionSet set;
+    o.Bind(set);
+    auto cfg = nlohmann::json::parse(job.spec.config_json, nullptr, false);
+    if (!cfg.is_object()) {
+      return child.Fail(FailureReason::kBadConfig, Status::InvalidArgument("stored config is not a JSON object"));
+    }
+    // The job's own keys travel in the config; the rest are the val keys.
+    cfg.erase(jobs::kJobKindKey);
+    cfg.erase("min_map50");
+    Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
+    if (!s.IsOk()) return child.Fail(FailureReason::kBadConfig, s);
+  }
+  // Runs a model, never files of the submitting machine; the run folder is the attempt's.
+  o.predictions.clear();
+  if (o.model.empty()) return child.Fail(FailureReason::kBadConfig, Status::InvalidArgument("the job names no model="));
+  child.Progress().Line("stage=eval model=" + o.model);
+  auto run = ScoreAndWrite(stores, o, child.AttemptDir());
+  if (!run.IsOk()) return child.Fail(ReasonOfError(run.GetStatus()), run.GetStatus());
+  const eval::EvalResult& r = run->result;
+  nlohmann::json result = {{"kind", jobs::JobKindName(jobs::JobKind::kVal)},
+                           {"model", o.model},
+                           {"data", o.data},
+                           {"split", o.split},
+                           {"images", r.images},
+                           {"instances", r.instances},
+                           {"map50", r.map50},
+                           {"map50_95", r.map5095},
+                           {"precision", r.precision},
+                           {"recall", r.recall},
+                           {"fitness", r.fitness},
+                           {"run_dir", run->written.dir},
+                           {"record_sha", run->written.record_sha},
+                           {"record_path", run->written.record_path},
+                           {"attempt", attempt}};
+  (ctx.json ? std::cerr : std::cout) << run->text;
+  return child.Succeed(result);
 }
 
 }  // namespace
@@ -253,6 +277,8 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;
+    int64_t job = 0;
+    int64_t attempt = 0;
   };
   auto st = std::make_shared<ValState>();
   st->opts.Bind(st->set);
@@ -260,7 +286,19 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
       "val", "Score a model or predictions made elsewhere on a dataset version (mAP, P, R, errors, plots)");
   val->add_option("key=value", st->extras, "e.g. predictions=DIR data=coco128 split=val conf=0.001");
   AddOptionFlags(val, st->set, &st->flags);
+  val->add_option("--job", st->job, "run this queued val job's attempt (what `kestrel worker` starts; docs/jobs.md)")
+      ->check(IntArg(1));
+  val->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)")->check(IntArg(1));
   val->callback([&ctx, exit_code, st] {
+    if (st->job > 0 || st->attempt > 0) {
+      if (st->job <= 0 || st->attempt <= 0 || !st->extras.empty() || !st->flags.empty()) {
+        *exit_code = Fail(ctx, Status::InvalidArgument("--job ID --attempt N go together and take no other options",
+                                                       {"command line", 0, "job"}));
+        return;
+      }
+      *exit_code = RunValJob(ctx, st->job, st->attempt);
+      return;
+    }
     Status s = ApplyOptions(st->set, st->flags, st->extras);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);

@@ -18,16 +18,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/jobs.h"
 #include "cli/cli.h"
 #include "core/json.h"
 #include "core/parse.h"
-#include "core/utf8.h"
 #include "jobs/breaker.h"
 #include "jobs/job_keys.h"
 #include "jobs/retry.h"
 #include "jobs/webhook.h"
 #include "jobs/worker.h"
-#include "train/train_config.h"
 
 namespace kestrel::cli {
 namespace {
@@ -49,50 +48,11 @@ int64_t SecondsToMs(double s) { return static_cast<int64_t>(std::llround(s * 100
 
 // ---- submit
 
-
-nlohmann::json JobJson(const store::JobRecord& j) {
-  nlohmann::json result = nullptr;
-  if (!j.result_json.empty()) {
-    auto r = nlohmann::json::parse(j.result_json, nullptr, false);
-    if (!r.is_discarded()) result = r;
-  }
-  return {{"id", j.id},
-          {"state", store::JobStateName(j.state)},
-          {"attempt", j.attempt},
-          {"priority", store::JobPriorityName(j.spec.priority)},
-          {"retries_used", j.retries_used},
-          {"infra_retries_used", j.infra_retries_used},
-          {"max_retries", j.spec.retry.max_retries},
-          {"last_reason", j.last_reason},
-          {"created_ms", j.created_ms},
-          {"updated_ms", j.updated_ms},
-          {"finished_ms", j.finished_ms},
-          {"not_before_ms", j.not_before_ms},
-          {"lease_owner", j.lease_owner},
-          {"lease_until_ms", j.lease_until_ms},
-          {"device", j.spec.device_kind},
-          {"gpu_mem", j.spec.device_memory_mb},
-          {"dataset_version", j.spec.dataset_version},
-          {"dedup_key", j.dedup_key},
-          {"result", result}};
-}
-
-nlohmann::json AttemptJson(const store::AttemptRecord& a) {
-  return {{"attempt", a.attempt},
-          {"worker", a.worker},
-          {"host", a.host},
-          {"pid", a.pid},
-          {"started_ms", a.started_ms},
-          {"ended_ms", a.ended_ms},
-          {"detected_ms", a.detected_ms},
-          {"exit_code", a.exit_code},
-          {"signal", a.signal},
-          {"succeeded", a.succeeded},
-          {"stage", store::FailureStageName(a.stage)},
-          {"failure_class", store::FailureClassName(a.failure_class)},
-          {"infra", a.infrastructure},
-          {"reason", a.reason},
-          {"message", a.message}};
+// The app layer locates errors in a request's keys at app::kRequestFile;
+// here the request is the command line (exit 2).
+Status OnCommandLine(const Status& s) {
+  if (s.Code() != StatusCode::kInvalidArgument || s.Where().file != app::kRequestFile) return s;
+  return Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field});
 }
 
 std::string FormatMs(int64_t ms) {
@@ -111,9 +71,11 @@ Result<int64_t> ParseJobId(const std::string& s) {
 
 void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
   auto args = std::make_shared<std::vector<std::string>>();
-  CLI::App* cmd = app.add_subcommand("submit", "Queue a training job (kestrel train keys + job keys; docs/jobs.md)");
+  CLI::App* cmd = app.add_subcommand(
+      "submit", "Queue a job: training (kind=train, the default) or validation (kind=val); docs/jobs.md");
   cmd->add_option("key=value", *args,
-                  "train keys (data=NAME[@ref] model= epochs= imgsz= batch= ...; `kestrel train --help`) and the job "
+                  "train keys (data=NAME[@ref] model= epochs= imgsz= batch= ...; `kestrel train --help`), or with "
+                  "kind=val the val keys (model=WEIGHTS data= split= conf= ...; `kestrel val --help`), and the job "
                   "keys below");
   {
     jobs::JobKeys defaults;
@@ -122,62 +84,10 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     cmd->footer("Job keys (key=default  (type range)):\n" + keys.HelpText());
   }
   cmd->callback([&ctx, exit_code, args] {
-    train::TrainConfig cfg;
-    OptionSet set;
-    cfg.Bind(set);
-    jobs::JobKeys jk;
-    OptionSet job_set;
-    jk.Bind(job_set);
-    nlohmann::json typed = nlohmann::json::object();
-    for (const auto& token : *args) {
-      std::string k, v;
-      // The job is stored as JSON: every key and value must be UTF-8 text.
-      if (const size_t bad = FirstInvalidUtf8(token); bad != std::string::npos) {
-        const std::string shown = EscapeInvalidUtf8(token);
-        *exit_code = Fail(ctx, Usage(SplitKeyValue(shown, &k, &v) ? k : "",
-                                     "argument '" + shown + "' is not valid UTF-8 (byte " + std::to_string(bad) + ")"));
-        return;
-      }
-      if (!SplitKeyValue(token, &k, &v)) {
-        *exit_code = Fail(ctx, Usage("", "unexpected argument '" + token + "' (submit takes key=value)"));
-        return;
-      }
-      typed[k] = v;
-      Status s;
-      if (job_set.Has(k)) {
-        s = job_set.Set(k, v, {"command line", 0, ""});
-      } else {
-        if (jobs::IsJobOwnedTrainKey(k)) {
-          s = Usage(k, "'" + k + "' is decided by the job system (each attempt runs in $KESTREL_HOME/jobs/<id>/attempt-<n> "
-                          "and resumes from the previous attempt's checkpoint)");
-        } else {
-          s = set.Set(k, v, {"command line", 0, ""});
-        }
-      }
-      if (!s.IsOk()) {
-        *exit_code = Fail(ctx, s, kExitUsage);
-        return;
-      }
-    }
-    if (Status s = jk.Validate(); !s.IsOk()) {
-      *exit_code = Fail(ctx, Usage(s.Where().field, s.Message()), kExitUsage);
-      return;
-    }
-    store::JobSpec spec;
-    jk.ApplyTo(&spec);
-    cfg.device = jk.TrainerDevice();
-    // pretrained= may name a registered model: the job stores its blob's path.
-    if (Status w = ResolveWeightsOption(ctx, &cfg.pretrained); !w.IsOk()) {
-      *exit_code = Fail(ctx, w);
-      return;
-    }
-    if (!cfg.pretrained.empty()) cfg.pretrained = std::filesystem::absolute(cfg.pretrained).string();
-    // What `kestrel train` checks before it starts, with the same messages:
-    // a job that cannot run is refused here, not on a worker.
-    Status s = cfg.Validate();
-    if (s.IsOk()) s = cfg.ValidateFiles();
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field}), kExitUsage);
+    // pretrained= / model= may name a registered model: the job stores its blob's path.
+    auto draft = app::DraftJob(*args, [&ctx](std::string* w) { return ResolveWeightsOption(ctx, w); });
+    if (!draft.IsOk()) {
+      *exit_code = Fail(ctx, OnCommandLine(draft.GetStatus()));
       return;
     }
     auto stores = OpenStores(ctx);
@@ -187,36 +97,17 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     }
     // data= may be a dataset path: imported (or its version reused) here, so
     // the job stores the version, never the path.
-    const std::string data_arg = cfg.data;
-    if (!ResolveDataOption(ctx, *stores, &cfg.data, nullptr, exit_code)) return;
-    const bool data_was_path = cfg.data != data_arg;
-    std::string name, ref;
-    store::SplitDatasetRef(cfg.data, &name, &ref);
-    auto version = stores->meta->GetVersion(name, ref);
-    if (!version.IsOk()) {
-      const Status& vs = version.GetStatus();
-      *exit_code = Fail(ctx, Status::InvalidArgument("data=" + cfg.data + ": " + vs.Message(), {"command line", 0, "data"}),
-                        vs.Code() == StatusCode::kNotFound || vs.Code() == StatusCode::kInvalidArgument ? kExitUsage
-                                                                                                       : kExitFailure);
+    if (!ResolveDataOption(ctx, *stores, &draft->data, nullptr, exit_code)) return;
+    auto r = app::SubmitJob(*stores->meta, std::move(draft).Value(), WallMs());
+    if (!r.IsOk()) {
+      *exit_code = Fail(ctx, OnCommandLine(r.GetStatus()));
       return;
     }
-    cfg.data = name + "@" + version->version_id;
-    if (data_was_path) typed["data"] = cfg.data;  // the version, not the path
-    nlohmann::json config = set.ToJson();
-    config["min_map50"] = jk.min_map50;
-    spec.dataset_version = version->version_id;
-    spec.config_json = DumpJson(config);
-    spec.spec_json = DumpJson(typed);
-    bool created = false;
-    auto job = stores->meta->SubmitJob(spec, WallMs(), &created);
-    if (!job.IsOk()) {
-      *exit_code = Fail(ctx, job.GetStatus());
-      return;
-    }
-    std::string text = std::string(created ? "submitted" : "already queued:") + " job " + std::to_string(job->id) +
-                       " (" + store::JobStateName(job->state) + ", data " + name + "@" +
-                       version->version_id.substr(0, 12) + ")";
-    Emit(ctx, text, {{"ok", true}, {"job_id", job->id}, {"created", created}, {"dedup_key", job->dedup_key}});
+    std::string text = std::string(r->created ? "submitted" : "already queued:") + " job " +
+                       std::to_string(r->job.id) + " (" + store::JobStateName(r->job.state) + ", data " + r->dataset +
+                       "@" + r->version_id.substr(0, 12) + ")";
+    if (const std::string kind = app::JobKindText(r->job); kind != "train") text += ", kind " + kind;
+    Emit(ctx, text, app::SubmitResultJson(*r));
   });
 }
 
@@ -245,6 +136,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     int64_t max_jobs = 0;
     bool exit_when_idle = false;
     bool no_webhooks = false;
+    std::string min_free_gb;  // "" = KESTREL_MIN_FREE_GB or the default
     double heartbeat_s = 30, hang_timeout_s = 90, lease_s = 90, grace_s = 10, poll_s = 1;
   };
   auto a = std::make_shared<Args>();
@@ -256,6 +148,9 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_flag("--exit-when-idle", a->exit_when_idle, "exit when no waiting job fits this worker");
   cmd->add_flag("--no-webhooks", a->no_webhooks,
                 "do not deliver webhooks from this worker (by default one worker at a time delivers them, docs/webhooks.md)");
+  cmd->add_option("--min-free-gb", a->min_free_gb,
+                  "claim no new jobs while the Kestrel home's filesystem has less free space, GB (0 = off; "
+                  "default: KESTREL_MIN_FREE_GB, else 1; docs/disk.md)");
   const CLI::Validator seconds = NumberArg(0, kMaxSeconds);
   cmd->add_option("--heartbeat-s", a->heartbeat_s, "lease renewal interval, seconds")->capture_default_str()->check(seconds);
   cmd->add_option("--hang-timeout-s", a->hang_timeout_s, "no progress for this long -> hung")
@@ -296,6 +191,14 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.max_jobs = a->max_jobs;
     o.exit_when_idle = a->exit_when_idle;
     o.on_job_succeeded = JobModelRegistrar(o.home);  // every succeeded job registers its model
+    o.on_job_succeeded = WithCheckpointRetention(std::move(o.on_job_succeeded), o.home);  // then keep_ckpts
+    auto min_free = a->min_free_gb.empty() ? jobs::MinFreeBytesFromEnv()
+                                           : jobs::ParseMinFreeGb(a->min_free_gb, "command line");
+    if (!min_free.IsOk()) {
+      *exit_code = Fail(ctx, min_free.GetStatus());
+      return;
+    }
+    o.min_free_bytes = *min_free;
     o.webhooks = !a->no_webhooks;  // the worker runs the dispatcher and drains it on exit
     o.wall_anchor_ms = WallMs();
     if (!a->devices.empty()) {
@@ -362,24 +265,19 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   list->add_option("--state", *state, "only this state (queued, running, succeeded, failed_retryable, ...)");
   list->add_option("--limit", *limit, "at most this many")->capture_default_str()->check(IntArg(1, 1000000000));
   list->callback([&ctx, exit_code, state, limit] {
-    store::JobFilter f;
-    f.limit = *limit;
-    if (!state->empty()) {
-      store::JobState s;
-      if (!store::ParseJobState(*state, &s)) {
-        *exit_code = Fail(ctx, Usage("state", "unknown state '" + *state + "'"));
-        return;
-      }
-      f.states.push_back(s);
+    const app::JobListRequest req{*state, *limit};
+    if (auto f = app::JobListFilter(req); !f.IsOk()) {
+      *exit_code = Fail(ctx, OnCommandLine(f.GetStatus()));
+      return;
     }
     auto stores = OpenStores(ctx);
     if (!stores.IsOk()) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    auto list = stores->meta->ListJobs(f);
+    auto list = app::ListJobs(*stores->meta, req);
     if (!list.IsOk()) {
-      *exit_code = Fail(ctx, list.GetStatus());
+      *exit_code = Fail(ctx, OnCommandLine(list.GetStatus()));
       return;
     }
     nlohmann::json arr = nlohmann::json::array();
@@ -387,7 +285,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
     t << std::left << std::setw(6) << "ID" << std::setw(18) << "STATE" << std::setw(8) << "ATTEMPT" << std::setw(8)
       << "PRIO" << std::setw(9) << "RETRIES" << std::setw(21) << "CREATED" << "LAST REASON\n";
     for (const auto& j : *list) {
-      arr.push_back(JobJson(j));
+      arr.push_back(app::JobJson(j, false));
       t << std::left << std::setw(6) << j.id << std::setw(18) << store::JobStateName(j.state) << std::setw(8)
         << j.attempt << std::setw(8) << store::JobPriorityName(j.spec.priority) << std::setw(9)
         << (std::to_string(j.retries_used) + "+" + std::to_string(j.infra_retries_used)) << std::setw(21)
@@ -407,17 +305,12 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    auto job = stores->meta->GetJob(*id);
-    auto attempts = job.IsOk() ? stores->meta->ListAttempts(*id) : Result<std::vector<store::AttemptRecord>>(job.GetStatus());
-    if (!attempts.IsOk()) {
-      *exit_code = Fail(ctx, attempts.GetStatus());
+    auto detail = app::ShowJob(*stores->meta, *id);
+    if (!detail.IsOk()) {
+      *exit_code = Fail(ctx, detail.GetStatus());
       return;
     }
-    nlohmann::json jj = JobJson(*job);
-    auto config = nlohmann::json::parse(job->spec.config_json, nullptr, false);
-    jj["config"] = config.is_discarded() ? nlohmann::json(job->spec.config_json) : config;
-    jj["wall_clock_limit_ms"] = job->spec.wall_clock_limit_ms;
-    nlohmann::json arr = nlohmann::json::array();
+    const store::JobRecord* job = &detail->job;
     std::ostringstream t;
     t << "job " << job->id << ": " << store::JobStateName(job->state) << ", attempt " << job->attempt << ", priority "
       << store::JobPriorityName(job->spec.priority) << ", retries " << job->retries_used << "/"
@@ -425,8 +318,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
     t << "created " << FormatMs(job->created_ms) << ", finished " << FormatMs(job->finished_ms) << "\n";
     if (!job->last_reason.empty()) t << "last reason: " << job->last_reason << "\n";
     if (!job->result_json.empty()) t << "result: " << job->result_json << "\n";
-    for (const auto& a : *attempts) {
-      arr.push_back(AttemptJson(a));
+    for (const auto& a : detail->attempts) {
       t << "  attempt " << a.attempt << " on " << a.worker << " pid " << a.pid << ": ";
       if (a.ended_ms == 0) {
         t << "running since " << FormatMs(a.started_ms) << "\n";
@@ -442,7 +334,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
         }
       }
     }
-    Emit(ctx, t.str(), {{"job", jj}, {"attempts", arr}});
+    Emit(ctx, t.str(), app::JobDetailJson(*detail));
   });
 
   auto logs_id = std::make_shared<std::string>();
@@ -490,13 +382,13 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    auto job = is_cancel ? stores->meta->CancelJob(*id, WallMs()) : stores->meta->RetryJob(*id, WallMs());
+    auto job = is_cancel ? app::CancelJob(*stores->meta, *id, WallMs()) : app::RetryJob(*stores->meta, *id, WallMs());
     if (!job.IsOk()) {
       *exit_code = Fail(ctx, job.GetStatus());
       return;
     }
     Emit(ctx, "job " + std::to_string(job->id) + ": " + store::JobStateName(job->state),
-         {{"ok", true}, {"job", JobJson(*job)}});
+         {{"ok", true}, {"job", app::JobJson(*job, false)}});
   };
   cancel->callback([change, cancel_id] { change(*cancel_id, true); });
   retry->callback([change, retry_id] { change(*retry_id, false); });
@@ -519,6 +411,13 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, bs);
       return;
     }
+    auto min_free = jobs::MinFreeBytesFromEnv();
+    auto disk = min_free.IsOk() ? jobs::DiskStatusJson(*stores->meta, ctx.home, *min_free)
+                                : Result<nlohmann::json>(min_free.GetStatus());
+    if (!disk.IsOk()) {
+      *exit_code = Fail(ctx, disk.GetStatus());
+      return;
+    }
     const store::JobStats& s = *st;
     nlohmann::json j = {{"jobs", s.jobs},
                         {"succeeded", s.succeeded},
@@ -537,7 +436,8 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
                         {"recovered_jobs", s.recovered_jobs},
                         {"mean_time_to_restart_ms", s.mean_time_to_restart_ms},
                         {"restarted_attempts", s.restarted_attempts},
-                        {"breaker", {{"open", breaker.IsOpen()}, {"reason", breaker.Reason()}}}};
+                        {"breaker", {{"open", breaker.IsOpen()}, {"reason", breaker.Reason()}}},
+                        {"disk", *disk}};
     std::ostringstream t;
     t << "jobs " << s.jobs << ": " << s.succeeded << " succeeded, " << s.failed_permanent << " failed, "
       << s.cancelled << " cancelled, " << s.live << " live\n";
@@ -558,6 +458,14 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
     t << "mean time to restart " << s.mean_time_to_restart_ms / 1000.0 << " s over " << s.restarted_attempts
       << " restarts (failure detected -> next attempt started)\n";
     t << "circuit breaker: " << (breaker.IsOpen() ? "OPEN, " + breaker.Reason() : std::string("closed"));
+    const nlohmann::json& d = *disk;
+    t << "\ndisk: " << (d["free_bytes"].is_number() ? std::to_string(d["free_bytes"].get<int64_t>() / 1'000'000) : "?")
+      << " MB free on the filesystem of " << ctx.home << " (watermark " << *min_free / 1'000'000 << " MB"
+      << (*min_free > 0 ? "" : ", off") << ")" << (d["low"].get<bool>() ? ": LOW, workers claim no new jobs" : "");
+    for (const auto& w : d["paused_workers"]) {
+      t << "\nworker " << w["worker"].get<std::string>() << " is not claiming (low disk: "
+        << w["free_bytes"].get<int64_t>() / 1'000'000 << " MB free)";
+    }
     Emit(ctx, t.str(), j);
   });
 

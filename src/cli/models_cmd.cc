@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "core/utf8.h"
 #include "data/dataset_ref.h"
+#include "jobs/job_keys.h"
 
 namespace kestrel::cli {
 namespace {
@@ -131,6 +132,8 @@ std::string ShowText(const store::ModelRecord& m, const json& view) {
 std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> JobModelRegistrar(
     const std::string& home) {
   return [home](store::MetadataStore& meta, const store::JobRecord& job, int64_t now_ms) {
+    // Only training jobs make a model (docs/jobs.md "Job kinds").
+    if (auto kind = jobs::JobKindOf(job); kind.IsOk() && *kind != jobs::JobKind::kTrain) return;
     store::ArtifactStore blobs(home);
     app::ModelRegistry reg(meta, blobs, Env::Default());
     bool created = false;

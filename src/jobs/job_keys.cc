@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/parse.h"
 
 namespace kestrel::jobs {
@@ -13,7 +15,42 @@ constexpr double kMaxSeconds = 1e9;
 int64_t SecondsToMs(double s) { return static_cast<int64_t>(std::llround(s * 1000.0)); }
 }  // namespace
 
+const char* JobKindName(JobKind k) {
+  switch (k) {
+    case JobKind::kTrain:
+      return "train";
+    case JobKind::kVal:
+      return "val";
+  }
+  return "train";
+}
+
+bool ParseJobKind(const std::string& s, JobKind* out) {
+  for (JobKind k : {JobKind::kTrain, JobKind::kVal}) {
+    if (s == JobKindName(k)) {
+      *out = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+Result<JobKind> JobKindOf(const store::JobRecord& job) {
+  auto cfg = nlohmann::json::parse(job.spec.config_json, nullptr, false);
+  if (!cfg.is_object() || !cfg.contains(kJobKindKey)) return JobKind::kTrain;
+  const auto& v = cfg[kJobKindKey];
+  JobKind k = JobKind::kTrain;
+  if (!v.is_string() || !ParseJobKind(v.get<std::string>(), &k)) {
+    return Status::InvalidArgument("job " + std::to_string(job.id) + " has kind " + v.dump() +
+                                       ", which this kestrel does not run (it knows train, val)",
+                                   {"", 0, kJobKindKey});
+  }
+  return k;
+}
+
 void JobKeys::Bind(OptionSet& s) {
+  s.Choice("kind", &kind, {"train", "val"},
+           "what the job runs: train (the train keys) or val (the val keys: model=, data=, split= ...)");
   s.Choice("priority", &priority, {"high", "normal", "low"}, "claim order among queued jobs");
   s.String("device", &device, "cpu, or a CUDA device index (the worker picks a free GPU)");
   s.Int("gpu_mem", &gpu_mem, "MB of GPU memory the job may use (required by GPU jobs; 0 = not given)", 0,
@@ -47,6 +84,12 @@ void JobKeys::ApplyTo(store::JobSpec* spec) const {
   spec->wall_clock_limit_ms = SecondsToMs(time_limit);
   spec->device_kind = device == "cpu" ? "cpu" : "gpu";
   spec->device_memory_mb = device == "cpu" ? 0 : gpu_mem;
+}
+
+JobKind JobKeys::Kind() const {
+  JobKind k = JobKind::kTrain;
+  ParseJobKind(kind, &k);
+  return k;
 }
 
 std::string JobKeys::TrainerDevice() const { return device == "cpu" ? "cpu" : "0"; }

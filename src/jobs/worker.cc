@@ -412,16 +412,23 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
                claim.job.device.index);
   store::AttemptOutcome outcome;
   FailureReason reason = FailureReason::kNone;
+  const Result<JobKind> kind = JobKindOf(job);
   if (claim.token < 0) {
     // Cannot happen while claims hold mu_ (the offer was computed under it);
     // hand the job back rather than oversubscribe a device.
     reason = FailureReason::kWorkerLost;
     outcome = FailedOutcome(reason, "device accounting refused the placement on " + claim.job.device.kind + ":" +
                                         std::to_string(claim.job.device.index));
+  } else if (!kind.IsOk()) {
+    // A kind this worker does not know (a newer kestrel submitted it): no
+    // child could run it.
+    reason = FailureReason::kBadConfig;
+    outcome = FailedOutcome(reason, kind.GetStatus().Message());
   } else {
     ProcessSpec spec;
     spec.argv = options_.child_command;
-    for (const char* a : {"train", "--job"}) spec.argv.push_back(a);
+    // The kind's command: `train --job ID --attempt N`, `val --job ...`.
+    for (const char* a : {JobKindName(*kind), "--job"}) spec.argv.push_back(a);
     spec.argv.push_back(ids);
     spec.argv.push_back("--attempt");
     spec.argv.push_back(attempt);
@@ -483,7 +490,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
       reason = FailureReason::kWorkerLost;
       outcome = FailedOutcome(reason, "cannot start the child: " + run.GetStatus().ToString());
     } else {
-      outcome = GateOutcome(*run, JobMinMap50(job), env_);
+      outcome = GateOutcome(*run, JobMinMap50(job), env_, *kind);
       if (stopped_by_worker && !outcome.success) {
         reason = FailureReason::kWorkerStopped;
         store::AttemptOutcome stopped =
@@ -547,7 +554,20 @@ void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job, 
   }
 }
 
-store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env) {
+namespace {
+template <class Fail>
+store::AttemptOutcome GateMap50(const nlohmann::json& result, double min_map50, const Fail& fail,
+                                const store::AttemptOutcome& ok) {
+  if (!result.contains("map50") || !result["map50"].is_number()) return fail("the result has no map50");
+  const double map50 = result["map50"].get<double>();
+  if (!(map50 >= min_map50)) {
+    return fail("mAP50 " + std::to_string(map50) + " is below the job's min_map50 " + std::to_string(min_map50));
+  }
+  return ok;
+}
+}  // namespace
+
+store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env, JobKind kind) {
   store::AttemptOutcome o = ToOutcome(run);
   if (!o.success) return o;
   auto fail = [&](const std::string& why) {
@@ -560,6 +580,9 @@ store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, En
   };
   auto j = nlohmann::json::parse(run.result_json, nullptr, false);
   if (run.result_json.empty() || !j.is_object()) return fail("the child exited 0 without a result line");
+  // Only training makes weights; every kind's result carries the map50 the
+  // job's min_map50 judges.
+  if (kind != JobKind::kTrain) return GateMap50(j, min_map50, fail, o);
   std::string best = j.contains("best") && j["best"].is_string() ? j["best"].get<std::string>() : "";
   if (best.empty()) return fail("the result names no best weights file");
   if (!env.Stat(best).is_regular) return fail("best weights " + best + " do not exist");
@@ -568,12 +591,7 @@ store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, En
   auto parsed = ParseSafeTensors(*bytes, best);
   if (!parsed.IsOk()) return fail("best weights do not load: " + parsed.GetStatus().ToString());
   if (parsed->tensors.empty()) return fail("best weights " + best + " hold no tensors");
-  if (!j.contains("map50") || !j["map50"].is_number()) return fail("the result has no map50");
-  const double map50 = j["map50"].get<double>();
-  if (!(map50 >= min_map50)) {
-    return fail("mAP50 " + std::to_string(map50) + " is below the job's min_map50 " + std::to_string(min_map50));
-  }
-  return o;
+  return GateMap50(j, min_map50, fail, o);
 }
 
 double JobMinMap50(const store::JobRecord& job) {

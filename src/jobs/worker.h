@@ -2,7 +2,7 @@
 // (`kestrel worker`). It registers itself, then each of its `slots` threads
 // loops: refresh the circuit breaker (honouring a shared `kestrel breaker
 // reset`), claim a job that fits the devices still free, run the attempt as
-// a supervised child (`kestrel train --job ID --attempt N`) whose heartbeat
+// a supervised child (`kestrel <kind> --job ID --attempt N`: train, val) whose heartbeat
 // renews the lease, and complete the attempt with the quality gate applied.
 //
 // Failure handling (docs/jobs.md "Worker"):
@@ -37,6 +37,7 @@
 #include "jobs/breaker.h"
 #include "jobs/device_pool.h"
 #include "jobs/disk_space.h"
+#include "jobs/job_keys.h"
 #include "jobs/process_runner.h"
 #include "jobs/supervisor.h"
 #include "jobs/webhook.h"
@@ -48,8 +49,9 @@ struct WorkerOptions {
   std::string id;    // unique worker id (the CLI uses host:pid unless --id)
   std::string host;  // recorded with attempts
   std::string home;  // attempt logs go to home/jobs/<job>/attempt-<n>.log
-  // argv of the child without the attempt part; the worker appends
-  // "train --job ID --attempt N". argv[0] must be an absolute path.
+  // argv of the child without the attempt part; the worker appends the job
+  // kind's command: "train --job ID --attempt N", "val --job ...". argv[0]
+  // must be an absolute path.
   std::vector<std::string> child_command;
   int slots = 1;                 // concurrent attempts (threads), >= 1
   std::vector<Device> devices;   // empty = `slots` CPU slots
@@ -160,10 +162,12 @@ class Worker {
 };
 
 // The quality gate: what to commit for a finished run. Success only when the
-// child exited 0 by itself, its result names a `best` weights file that
-// exists and parses as safetensors, and its `map50` reaches `min_map50`;
-// otherwise a permanent `quality_gate` failure saying which check failed.
-store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env);
+// child exited 0 by itself, its result (train: names a `best` weights file
+// that exists and parses as safetensors, and) has a `map50` that reaches
+// `min_map50`; otherwise a permanent `quality_gate` failure saying which
+// check failed.
+store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env,
+                                  JobKind kind = JobKind::kTrain);
 // The job's `min_map50` (from its config JSON; 0 when absent).
 double JobMinMap50(const store::JobRecord& job);
 

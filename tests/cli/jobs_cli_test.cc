@@ -11,8 +11,10 @@
 #include <iterator>
 #include <thread>
 
+#include "app/jobs.h"
 #include "cli_fixture.h"
 #include "freeze_when.h"
+#include "store/artifact_store.h"
 
 
 namespace kestrel::testing {
@@ -40,6 +42,12 @@ class JobsCliTest : public KestrelCliTest {
     return j.value("job_id", int64_t{0});
   }
   nlohmann::json Show(int64_t id) { return Json(Kestrel("--json jobs show " + std::to_string(id))); }
+  // The store the CLI wrote, opened by the test (what a server would call).
+  std::unique_ptr<store::MetadataStore> Meta() {
+    auto m = store::MetadataStore::Open(store::MetadataUrl((dir_ / "home").string()));
+    EXPECT_TRUE(m.IsOk()) << m.GetStatus().ToString();
+    return m.IsOk() ? std::move(m).Value() : nullptr;
+  }
   fs::path JobDir(int64_t id) { return dir_ / "home" / "jobs" / std::to_string(id); }
 };
 
@@ -122,6 +130,84 @@ TEST_F(JobsCliTest, ListShowCancelRetryStatsAndBreakerReset) {
   EXPECT_EQ(Kestrel("stats").code, 0);
 }
 
+// Every job command's --json document is the application layer's JSON view
+// of the same record (app/jobs.h), so another front end calling the same
+// functions cannot drift from the CLI.
+TEST_F(JobsCliTest, JsonOutputIsTheAppLayersViewOfTheSameRecords) {
+  using nlohmann::json;
+  auto meta = Meta();
+  ASSERT_NE(meta, nullptr);
+  // submit
+  const json submitted = Json(Kestrel("--json " + TinyJob("epochs=1 min_map50=0.2")));
+  const int64_t id = submitted.value("job_id", int64_t{0});
+  ASSERT_GT(id, 0) << submitted.dump();
+  auto job = meta->GetJob(id);
+  ASSERT_TRUE(job.IsOk()) << job.GetStatus().ToString();
+  EXPECT_EQ(submitted, app::SubmitResultJson({*job, true, "", ""}));
+  const json again = Json(Kestrel("--json " + TinyJob("epochs=1 min_map50=0.2")));
+  EXPECT_EQ(again, app::SubmitResultJson({*job, false, "", ""}));
+  const int64_t other = SubmitId(TinyJob("epochs=2"));
+  // list (newest first), with and without a filter
+  auto all = app::ListJobs(*meta, {});
+  ASSERT_TRUE(all.IsOk());
+  ASSERT_EQ(all->size(), 2u);
+  json views = json::array();
+  for (const auto& j : *all) views.push_back(app::JobJson(j, false));
+  EXPECT_EQ(Json(Kestrel("--json jobs list")), json({{"jobs", views}}));
+  EXPECT_EQ(Json(Kestrel("--json jobs list --state queued --limit 1")), json({{"jobs", json::array({views[0]})}}));
+  EXPECT_EQ(views[0]["id"], other);
+  EXPECT_EQ(views[0]["kind"], "train");
+  // attempts: a worker's steps through the store (claim, pid, a retryable
+  // failure), so `jobs show` has an attempt to show.
+  store::ClaimRequest req;
+  req.worker = "w-test";
+  req.host = "host-test";
+  req.devices = {store::DeviceOffer{}};
+  req.now_ms = job->created_ms + 1;
+  auto claimed = meta->ClaimJob(req);
+  ASSERT_TRUE(claimed.IsOk()) << claimed.GetStatus().ToString();
+  ASSERT_EQ(claimed->job.id, id) << "FIFO within a priority";
+  ASSERT_TRUE(meta->RecordAttemptPid(id, 1, "w-test", 4242).IsOk());
+  store::AttemptOutcome failed;
+  failed.exit_code = 6;
+  failed.stage = store::FailureStage::kTrain;
+  failed.reason = "io_error";
+  failed.message = "disk full";
+  ASSERT_TRUE(meta->CompleteAttempt(id, 1, "w-test", failed, req.now_ms + 5).IsOk());
+  auto detail = app::ShowJob(*meta, id);
+  ASSERT_TRUE(detail.IsOk());
+  ASSERT_EQ(detail->attempts.size(), 1u);
+  const json shown = Show(id);
+  EXPECT_EQ(shown, app::JobDetailJson(*detail));
+  EXPECT_EQ(shown["attempts"][0], app::AttemptJson(detail->attempts[0]));
+  EXPECT_EQ(shown["attempts"][0]["pid"], 4242);
+  EXPECT_EQ(shown["attempts"][0]["reason"], "io_error");
+  EXPECT_EQ(shown["job"]["config"]["min_map50"], 0.2);
+  // cancel and retry print the changed record's view
+  const json cancelled = Json(Kestrel("--json jobs cancel " + std::to_string(id)));
+  EXPECT_EQ(cancelled, json({{"ok", true}, {"job", app::JobJson(*meta->GetJob(id), false)}}));
+  EXPECT_EQ(cancelled["job"]["state"], "cancelled");
+  const json retried = Json(Kestrel("--json jobs retry " + std::to_string(id)));
+  EXPECT_EQ(retried, json({{"ok", true}, {"job", app::JobJson(*meta->GetJob(id), false)}}));
+  EXPECT_EQ(retried["job"]["state"], "queued");
+}
+
+TEST_F(JobsCliTest, ValJobsAreValidatedAtSubmitAndShowTheirKind) {
+  // A val job names the weights it scores; they must be a readable weights file.
+  Write("weights.safetensors", "not safetensors");
+  for (const char* bad : {"kind=val data=tiny", "kind=val model=weights.safetensors", "kind=val data=tiny model=none.safetensors",
+                          "kind=val data=tiny model=weights.safetensors", "kind=val data=tiny model=x epochs=3",
+                          "kind=val data=tiny model=x predictions=p", "kind=val data=tiny model=x project=p",
+                          "kind=tune data=tiny"}) {
+    CliRun r = Kestrel(std::string("--json submit ") + bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_EQ(Json(r)["ok"], false) << bad;
+  }
+  CliRun typo = Kestrel("--json submit kind=val data=tiny model=x epochs=3");
+  EXPECT_NE(typo.out.find("epochs"), std::string::npos) << typo.out;
+  EXPECT_EQ(Json(Kestrel("--json jobs list"))["jobs"].size(), 0u) << "a rejected submission stored a job";
+}
+
 #ifdef KESTREL_CLI_WITH_TORCH
 
 TEST_F(JobsCliTest, WorkerRunsATinyJobPastTheQualityGate) {
@@ -165,6 +251,48 @@ TEST_F(JobsCliTest, WorkerRunsATinyJobPastTheQualityGate) {
   EXPECT_EQ(s2["attempts"][0]["exit_code"], 0) << "exit code 0 is not success";
   // A stale attempt number is refused by the child itself.
   EXPECT_EQ(Kestrel("train --job " + std::to_string(id) + " --attempt 7").code, 1);
+}
+
+// A val job runs `kestrel val --job ID --attempt N` under the same worker,
+// lease and gate as a training job; its result is the evaluation, readable
+// in `jobs show`, and it registers no model.
+TEST_F(JobsCliTest, WorkerRunsAValJobAndShowsItsResult) {
+  const int64_t train = SubmitId(TinyJob("epochs=1"));
+  ASSERT_EQ(Kestrel("worker --exit-when-idle --poll-s 0.1").code, 0);
+  const auto trained = Show(train);
+  ASSERT_EQ(trained["job"]["state"], "succeeded") << trained.dump(2);
+  const std::string weights = trained["job"]["result"]["best"];
+  auto sub = Json(Kestrel("--json submit kind=val model=" + weights + " data=tiny split=val imgsz=64 batch=4"));
+  ASSERT_EQ(sub["ok"], true) << sub.dump();
+  const int64_t id = sub["job_id"];
+  CliRun w = Kestrel("--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10 --id wv");
+  ASSERT_EQ(w.code, 0) << w.out;
+  EXPECT_EQ(Json(w)["succeeded"], 1);
+  const auto show = Show(id);
+  EXPECT_EQ(show["job"]["kind"], "val");
+  EXPECT_EQ(show["job"]["config"]["kind"], "val");
+  EXPECT_EQ(show["job"]["config"]["model"], weights);
+  ASSERT_EQ(show["job"]["state"], "succeeded") << show.dump(2);
+  const auto& result = show["job"]["result"];
+  const std::string attempt_dir = (JobDir(id) / "attempt-1").string();
+  EXPECT_EQ(result["kind"], "val");
+  EXPECT_EQ(result["model"], weights);
+  EXPECT_EQ(result["run_dir"], attempt_dir);
+  EXPECT_TRUE(result["map50"].is_number());
+  EXPECT_GT(result["images"].get<int64_t>(), 0);
+  EXPECT_TRUE(fs::exists(attempt_dir + "/result.json"));
+  EXPECT_EQ(show["attempts"][0]["worker"], "wv");
+  EXPECT_EQ(show["attempts"][0]["exit_code"], 0);
+  // Only the training job made a model.
+  EXPECT_EQ(Json(Kestrel("--json models list"))["models"].size(), 1u);
+  // The gate judges a val job's map50 too; the child refuses a job of another kind.
+  const int64_t strict =
+      SubmitId("submit kind=val model=" + weights + " data=tiny imgsz=64 batch=4 plots=false min_map50=1");
+  ASSERT_EQ(Kestrel("worker --exit-when-idle --poll-s 0.1").code, 0);
+  const auto s2 = Show(strict);
+  EXPECT_EQ(s2["job"]["state"], "failed_permanent") << s2.dump(2);
+  EXPECT_EQ(s2["attempts"][0]["reason"], "quality_gate");
+  EXPECT_EQ(Kestrel("val --job " + std::to_string(train) + " --attempt 1").code, 1) << "not running: lease_lost";
 }
 
 TEST_F(JobsCliTest, TooManyUnreadableImagesFailPermanentlyAsDatasetErrors) {

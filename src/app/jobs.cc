@@ -1,0 +1,255 @@
+#include "app/jobs.h"
+
+#include <filesystem>
+
+#include "app/val_keys.h"
+#include "core/json.h"
+#include "core/options.h"
+#include "core/safetensors.h"
+#include "core/utf8.h"
+#include "model/pt_checkpoint.h"
+#include "model/spec.h"
+#include "train/train_config.h"
+
+namespace kestrel::app {
+namespace {
+
+using nlohmann::json;
+
+Status Bad(const std::string& field, const std::string& msg) {
+  return Status::InvalidArgument(msg, {kRequestFile, 0, field});
+}
+
+// An error of a key's value, located in the request under its field.
+Status InRequest(const Status& s) {
+  if (s.IsOk() || (s.Code() == StatusCode::kInvalidArgument && s.Where().file == kRequestFile)) return s;
+  return Status::InvalidArgument(s.Message(), {kRequestFile, 0, s.Where().field});
+}
+
+json ParsedOrText(const std::string& text) {
+  auto j = json::parse(text, nullptr, false);
+  return j.is_discarded() ? json(text) : j;
+}
+
+// What `kestrel val model=` needs before it starts: a readable weights file
+// (safetensors, or a .pt checkpoint), checked without LibTorch.
+Status CheckValWeights(const std::string& model) {
+  Status h = model::FileLooksLikeZip(model) ? model::ReadWeightsInfo(model).GetStatus()
+                                            : ReadSafeTensorsHeader(model).GetStatus();
+  if (h.IsOk()) return h;
+  const std::string why = h.Code() == StatusCode::kCorruption && !model::FileLooksLikeZip(model)
+                              ? "not a safetensors weights file (" + h.Message() + ")"
+                              : h.Message();
+  return Bad("model", "model=" + EscapeInvalidUtf8(model) + ": " + why);
+}
+
+}  // namespace
+
+Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsResolver& resolve_weights) {
+  jobs::JobKeys jk;
+  OptionSet job_set;
+  jk.Bind(job_set);
+  // The kind decides which command keys exist, so it is read first; a bad
+  // kind= is reported where it stands, like every other key.
+  jobs::JobKind kind = jobs::JobKind::kTrain;
+  for (const auto& token : tokens) {
+    std::string k, v;
+    if (FirstInvalidUtf8(token) == std::string::npos && SplitKeyValue(token, &k, &v) &&
+        k == jobs::kJobKindKey) {
+      if (!jobs::ParseJobKind(v, &kind)) kind = jobs::JobKind::kTrain;
+    }
+  }
+  train::TrainConfig cfg;
+  ValKeys vk;
+  OptionSet set;
+  if (kind == jobs::JobKind::kTrain) {
+    cfg.Bind(set);
+  } else {
+    vk.Bind(set);
+  }
+  JobDraft d;
+  d.kind = kind;
+  d.typed = json::object();
+  for (const auto& token : tokens) {
+    std::string k, v;
+    // The job is stored as JSON: every key and value must be UTF-8 text.
+    if (const size_t bad = FirstInvalidUtf8(token); bad != std::string::npos) {
+      const std::string shown = EscapeInvalidUtf8(token);
+      return Bad(SplitKeyValue(shown, &k, &v) ? k : "",
+                 "argument '" + shown + "' is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    }
+    if (!SplitKeyValue(token, &k, &v))
+      return Bad("", "unexpected argument '" + token + "' (submit takes key=value)");
+    d.typed[k] = v;
+    Status s;
+    if (job_set.Has(k)) {
+      s = job_set.Set(k, v, {kRequestFile, 0, ""});
+    } else if (kind == jobs::JobKind::kTrain && jobs::IsJobOwnedTrainKey(k)) {
+      s = Bad(k,
+              "'" + k +
+                  "' is decided by the job system (each attempt runs in $KESTREL_HOME/jobs/<id>/attempt-<n> "
+                  "and resumes from the previous attempt's checkpoint)");
+    } else if (kind == jobs::JobKind::kVal && IsJobOwnedValKey(k)) {
+      s = Bad(k, "'" + k +
+                     "' is not a val job key (a val job runs model= on data=, in "
+                     "$KESTREL_HOME/jobs/<id>/attempt-<n>)");
+    } else {
+      s = set.Set(k, v, {kRequestFile, 0, ""});
+    }
+    KESTREL_RETURN_IF_ERROR(InRequest(s));
+  }
+  KESTREL_RETURN_IF_ERROR(InRequest(jk.Validate()));
+  jk.ApplyTo(&d.spec);
+  if (kind == jobs::JobKind::kTrain) {
+    cfg.device = jk.TrainerDevice();
+    // pretrained= may name a registered model: the job stores its blob's path.
+    if (resolve_weights && !cfg.pretrained.empty()) KESTREL_RETURN_IF_ERROR(resolve_weights(&cfg.pretrained));
+    if (!cfg.pretrained.empty()) cfg.pretrained = std::filesystem::absolute(cfg.pretrained).string();
+    // What `kestrel train` checks before it starts, with the same messages.
+    KESTREL_RETURN_IF_ERROR(InRequest(cfg.Validate()));
+    KESTREL_RETURN_IF_ERROR(InRequest(cfg.ValidateFiles()));
+    d.data = cfg.data;
+    d.config = set.ToJson();
+  } else {
+    if (jk.device != "cpu") return Bad("device", "a val job runs on the CPU (device=cpu)");
+    if (vk.data.empty()) return Bad("data", "data=NAME[@VERSION] is required");
+    if (vk.model.empty()) return Bad("model", "model=WEIGHTS is required (the weights the val job scores)");
+    if (resolve_weights) KESTREL_RETURN_IF_ERROR(resolve_weights(&vk.model));
+    vk.model = std::filesystem::absolute(vk.model).string();
+    KESTREL_RETURN_IF_ERROR(InRequest(CheckBoundValues(vk)));
+    KESTREL_RETURN_IF_ERROR(CheckValWeights(vk.model));
+    d.data = vk.data;
+    d.config = set.ToJson();
+    d.config[jobs::kJobKindKey] = jobs::JobKindName(kind);
+  }
+  d.config["min_map50"] = jk.min_map50;
+  d.data_as_given = d.data;
+  return d;
+}
+
+Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64_t now_ms) {
+  SubmitResult r;
+  std::string ref;
+  store::SplitDatasetRef(draft.data, &r.dataset, &ref);
+  auto version = meta.GetVersion(r.dataset, ref);
+  if (!version.IsOk()) {
+    const Status& vs = version.GetStatus();
+    const std::string msg = "data=" + draft.data + ": " + vs.Message();
+    if (vs.Code() == StatusCode::kNotFound || vs.Code() == StatusCode::kInvalidArgument)
+      return Bad("data", msg);
+    return Status(vs.Code(), msg, {"", 0, "data"});
+  }
+  r.version_id = version->version_id;
+  const std::string data = r.dataset + "@" + r.version_id;
+  // A dataset path the front end imported is stored as the version, not the path.
+  if (draft.data != draft.data_as_given) draft.typed["data"] = data;
+  draft.config["data"] = data;
+  store::JobSpec spec = draft.spec;
+  spec.dataset_version = r.version_id;
+  spec.config_json = DumpJson(draft.config);
+  spec.spec_json = DumpJson(draft.typed);
+  KESTREL_ASSIGN_OR_RETURN(r.job, meta.SubmitJob(spec, now_ms, &r.created));
+  return r;
+}
+
+Result<store::JobFilter> JobListFilter(const JobListRequest& req) {
+  store::JobFilter f;
+  f.limit = req.limit;
+  if (!req.state.empty()) {
+    store::JobState s;
+    if (!store::ParseJobState(req.state, &s)) return Bad("state", "unknown state '" + req.state + "'");
+    f.states.push_back(s);
+  }
+  if (f.limit < 1) return Bad("limit", "limit must be at least 1");
+  return f;
+}
+
+Result<std::vector<store::JobRecord>> ListJobs(store::MetadataStore& meta, const JobListRequest& req) {
+  KESTREL_ASSIGN_OR_RETURN(store::JobFilter f, JobListFilter(req));
+  return meta.ListJobs(f);
+}
+
+Result<JobDetail> ShowJob(store::MetadataStore& meta, int64_t job_id) {
+  JobDetail d;
+  KESTREL_ASSIGN_OR_RETURN(d.job, meta.GetJob(job_id));
+  KESTREL_ASSIGN_OR_RETURN(d.attempts, meta.ListAttempts(job_id));
+  return d;
+}
+
+Result<store::JobRecord> CancelJob(store::MetadataStore& meta, int64_t job_id, int64_t now_ms) {
+  return meta.CancelJob(job_id, now_ms);
+}
+
+Result<store::JobRecord> RetryJob(store::MetadataStore& meta, int64_t job_id, int64_t now_ms) {
+  return meta.RetryJob(job_id, now_ms);
+}
+
+std::string JobKindText(const store::JobRecord& job) {
+  auto cfg = json::parse(job.spec.config_json, nullptr, false);
+  if (!cfg.is_object() || !cfg.contains(jobs::kJobKindKey)) return jobs::JobKindName(jobs::JobKind::kTrain);
+  const json& k = cfg[jobs::kJobKindKey];
+  return k.is_string() ? k.get<std::string>() : k.dump();
+}
+
+json JobJson(const store::JobRecord& j, bool detail) {
+  json result = nullptr;
+  if (!j.result_json.empty()) {
+    auto r = json::parse(j.result_json, nullptr, false);
+    if (!r.is_discarded()) result = r;
+  }
+  json v = {{"id", j.id},
+            {"kind", JobKindText(j)},
+            {"state", store::JobStateName(j.state)},
+            {"attempt", j.attempt},
+            {"priority", store::JobPriorityName(j.spec.priority)},
+            {"retries_used", j.retries_used},
+            {"infra_retries_used", j.infra_retries_used},
+            {"max_retries", j.spec.retry.max_retries},
+            {"last_reason", j.last_reason},
+            {"created_ms", j.created_ms},
+            {"updated_ms", j.updated_ms},
+            {"finished_ms", j.finished_ms},
+            {"not_before_ms", j.not_before_ms},
+            {"lease_owner", j.lease_owner},
+            {"lease_until_ms", j.lease_until_ms},
+            {"device", j.spec.device_kind},
+            {"gpu_mem", j.spec.device_memory_mb},
+            {"dataset_version", j.spec.dataset_version},
+            {"dedup_key", j.dedup_key},
+            {"result", result}};
+  if (detail) {
+    v["config"] = ParsedOrText(j.spec.config_json);
+    v["wall_clock_limit_ms"] = j.spec.wall_clock_limit_ms;
+  }
+  return v;
+}
+
+json AttemptJson(const store::AttemptRecord& a) {
+  return {{"attempt", a.attempt},
+          {"worker", a.worker},
+          {"host", a.host},
+          {"pid", a.pid},
+          {"started_ms", a.started_ms},
+          {"ended_ms", a.ended_ms},
+          {"detected_ms", a.detected_ms},
+          {"exit_code", a.exit_code},
+          {"signal", a.signal},
+          {"succeeded", a.succeeded},
+          {"stage", store::FailureStageName(a.stage)},
+          {"failure_class", store::FailureClassName(a.failure_class)},
+          {"infra", a.infrastructure},
+          {"reason", a.reason},
+          {"message", a.message}};
+}
+
+json JobDetailJson(const JobDetail& d) {
+  json attempts = json::array();
+  for (const auto& a : d.attempts) attempts.push_back(AttemptJson(a));
+  return {{"job", JobJson(d.job, true)}, {"attempts", attempts}};
+}
+
+json SubmitResultJson(const SubmitResult& r) {
+  return {{"ok", true}, {"job_id", r.job.id}, {"created", r.created}, {"dedup_key", r.job.dedup_key}};
+}
+
+}  // namespace kestrel::app

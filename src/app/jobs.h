@@ -1,0 +1,116 @@
+// The job use cases (docs/jobs.md), called by every front end: the CLI's
+// `kestrel submit` and `kestrel jobs list|show|cancel|retry` today, the HTTP
+// server later. Each operation takes plain inputs and returns records or a
+// Status; JobJson and AttemptJson are the one JSON view of each record, which
+// `kestrel … --json` embeds unchanged (so two front ends cannot drift).
+//
+// Submission is two steps so that a front end can resolve what only it
+// can (the CLI imports a dataset path given as data= and reports it) between
+// them: DraftJob binds and validates every key without the store, SubmitJob
+// resolves the dataset version and queues the job.
+//
+// Errors about the request itself are kInvalidArgument located at
+// {kRequestFile, 0, key}; a front end relocates them (the CLI to "command
+// line", exit 2). Thread-safety: the functions borrow one MetadataStore (one
+// per thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "jobs/job_keys.h"
+#include "store/job_types.h"
+#include "store/metadata_store.h"
+
+namespace kestrel::app {
+
+// ErrorLocation::file of an error in a request's keys.
+inline constexpr const char* kRequestFile = "request";
+
+// A weights argument (pretrained= of a train job, model= of a val job) may
+// name a registered model; the front end resolves it in place (the CLI
+// prints which model it named). Unset: taken as a path.
+using WeightsResolver = std::function<Status(std::string* weights)>;
+
+// A submission with every key bound and validated, not yet stored.
+struct JobDraft {
+  jobs::JobKind kind = jobs::JobKind::kTrain;
+  store::JobSpec spec;    // the job keys' fields; dataset and config come with SubmitJob
+  nlohmann::json config;  // the effective config: every key of the kind (train: every train key),
+                          // "kind" for kinds other than train, and min_map50
+  nlohmann::json typed;   // the keys as given (the job's spec_json)
+  std::string data;       // data= as given; a front end may replace it with NAME@<version id>
+  std::string data_as_given;
+};
+
+// Binds `tokens` ("key=value", as typed) for a job: `kind=` (default train)
+// decides the command keys (train: the train keys, `kestrel train --help`;
+// val: the val keys, model= and data= required), the job keys
+// (jobs::JobKeys) apply to every kind. Keys the job system owns are refused
+// (train: resume, run_dir, project, name, exist_ok; val: predictions,
+// project, name, exist_ok), and so is every check the command itself would
+// make before it starts, with the same messages: a job that cannot run is
+// refused here, not on a worker. No store access (except `resolve_weights`).
+Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsResolver& resolve_weights);
+
+struct SubmitResult {
+  store::JobRecord job;
+  bool created = false;    // false: an identical live job existed (dedup), `job` is it
+  std::string dataset;     // the dataset's name
+  std::string version_id;  // the version the job runs on
+};
+// Resolves draft.data (NAME[@ref]) to its version (the job stores the
+// version, never a path or "latest"), completes the config and queues the
+// job, deduplicated against live jobs. kInvalidArgument at the request's
+// `data` when the dataset or version does not exist.
+Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64_t now_ms);
+
+// Newest first. `state` "" = every state; kInvalidArgument (field `state`)
+// for an unknown state name.
+struct JobListRequest {
+  std::string state;
+  int64_t limit = 100;
+};
+// The store filter of a list request (no store needed: a front end can
+// refuse a bad request before it opens one).
+Result<store::JobFilter> JobListFilter(const JobListRequest& req);
+Result<std::vector<store::JobRecord>> ListJobs(store::MetadataStore& meta, const JobListRequest& req);
+
+// A job and its attempts (oldest first).
+struct JobDetail {
+  store::JobRecord job;
+  std::vector<store::AttemptRecord> attempts;
+};
+Result<JobDetail> ShowJob(store::MetadataStore& meta, int64_t job_id);
+
+// Cancels a live job (its worker stops a running attempt on its next lease
+// renewal); kFailedPrecondition when it already finished.
+Result<store::JobRecord> CancelJob(store::MetadataStore& meta, int64_t job_id, int64_t now_ms);
+// Requeues a failed or cancelled job with a fresh retry budget.
+Result<store::JobRecord> RetryJob(store::MetadataStore& meta, int64_t job_id, int64_t now_ms);
+
+// The kind as stored ("train" when the config names none; an unknown kind
+// from a newer kestrel as written).
+std::string JobKindText(const store::JobRecord& job);
+
+// The one JSON view of a job: id, kind, state, attempt, priority,
+// retries_used, infra_retries_used, max_retries, last_reason, created_ms,
+// updated_ms, finished_ms, not_before_ms, lease_owner, lease_until_ms,
+// device, gpu_mem, dataset_version, dedup_key, result (object or null), and
+// with `detail` also config (the effective config object) and
+// wall_clock_limit_ms.
+nlohmann::json JobJson(const store::JobRecord& job, bool detail);
+// The one JSON view of an attempt: attempt, worker, host, pid, started_ms,
+// ended_ms, detected_ms, exit_code, signal, succeeded, stage,
+// failure_class, infra, reason, message.
+nlohmann::json AttemptJson(const store::AttemptRecord& a);
+// {"job": JobJson(detail), "attempts": [AttemptJson...]} (`jobs show`).
+nlohmann::json JobDetailJson(const JobDetail& d);
+// {"ok": true, "job_id", "created", "dedup_key"} (`submit`).
+nlohmann::json SubmitResultJson(const SubmitResult& r);
+
+}  // namespace kestrel::app
