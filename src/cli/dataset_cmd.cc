@@ -345,21 +345,22 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
     std::string out;
     data::SynthOptions opts;
     int64_t seed = 0;
+    OptionSet set;
+    FlagValues flags;
+    std::vector<std::string> extras;  // key=value tokens
   };
   auto sy = std::make_shared<SynthState>();
+  sy->opts.Bind(sy->set);
+  sy->set.Int("seed", &sy->seed, "random seed");
   CLI::App* syn = ds->add_subcommand("synth", "Write a deterministic synthetic detection dataset (YOLO layout)");
   syn->add_option("out", sy->out, "output folder")->required();
-  const CLI::Validator int_range = IntArg(std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
-  syn->add_option("--images", sy->opts.images, "number of images")->capture_default_str()->check(int_range);
-  syn->add_option("--classes", sy->opts.classes, "number of classes (shapes)")->capture_default_str()->check(int_range);
-  syn->add_option("--imgsz", sy->opts.imgsz, "image side in pixels")->capture_default_str()->check(int_range);
-  syn->add_option("--seed", sy->seed, "random seed")->capture_default_str()->check(IntArg());
-  syn->add_option("--val-fraction", sy->opts.val_fraction, "share of images in val")
-      ->capture_default_str()
-      ->check(NumberArg(0, 1));
+  syn->add_option("key=value", sy->extras, "options Ultralytics-style, e.g. min_side=180 max_side=1400");
+  AddOptionFlags(syn, sy->set, &sy->flags);
+  syn->footer("Keys (--flag VALUE or key=value; key=default  (type range)):\n" + sy->set.HelpText());
   syn->callback([&ctx, exit_code, sy] {
+    Status v = ApplyOptions(sy->set, sy->flags, sy->extras);
     sy->opts.seed = static_cast<uint64_t>(sy->seed);
-    Status v = sy->opts.Validate();
+    if (v.IsOk()) v = sy->opts.Validate();
     if (!v.IsOk()) {
       *exit_code = Fail(ctx, v, kExitUsage);
       return;
@@ -369,11 +370,15 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, s);
       return;
     }
-    *exit_code = Emit(ctx,
-                      "wrote " + std::to_string(sy->opts.images) + " synthetic images (" +
-                          std::to_string(sy->opts.classes) + " classes, " + std::to_string(sy->opts.imgsz) +
-                          " px) to " + sy->out + "\n",
-                      {{"ok", true}, {"out", sy->out}, {"images", sy->opts.images}, {"classes", sy->opts.classes}});
+    *exit_code = Emit(
+        ctx,
+        "wrote " + std::to_string(sy->opts.images) + " synthetic images (" +
+            std::to_string(sy->opts.classes) + " classes, " +
+            (sy->opts.min_side > 0
+                 ? std::to_string(sy->opts.min_side) + ".." + std::to_string(sy->opts.max_side) + " px sides"
+                 : std::to_string(sy->opts.imgsz) + " px") +
+            ") to " + sy->out + "\n",
+        {{"ok", true}, {"out", sy->out}, {"images", sy->opts.images}, {"classes", sy->opts.classes}});
   });
 }
 

@@ -21,10 +21,8 @@ namespace {
 constexpr const char* kShapeNames[kSynthShapeCount] = {
     "circle", "rectangle", "triangle", "ellipse", "star", "cross", "ring", "diamond"};
 constexpr int kMaxClasses = 64;
-constexpr int kMinObjects = 1;
-constexpr int kMaxObjects = 6;
-constexpr double kMinSizeFraction = 0.08;  // of imgsz, shape extent
-constexpr double kMaxSizeFraction = 0.50;
+constexpr int kMaxObjects = 32;
+constexpr int kMaxSide = 4096;
 constexpr double kMinVisibleFraction = 0.70;
 constexpr int kPlacementAttempts = 30;
 constexpr int kJpegQuality = 90;
@@ -137,7 +135,7 @@ class ValueNoise {
 };
 
 void PaintBackground(Rng& rng, cv::Mat& img) {
-  const int n = img.rows;
+  const int rows = img.rows, cols = img.cols;
   const cv::Vec3d base = HsvToBgr(rng.Uniform(0, 360), rng.Uniform(0.05, 0.35),
                                   rng.Uniform(0.35, 0.8));
   const double angle = rng.Uniform(0, 2 * std::numbers::pi);
@@ -149,12 +147,12 @@ void PaintBackground(Rng& rng, cv::Mat& img) {
     fine.emplace_back(rng.Int(8, 14), rng);
   }
   const double coarse_amp = rng.Uniform(10, 35), fine_amp = rng.Uniform(4, 14);
-  const double inv = 1.0 / (n - 1);
-  for (int y = 0; y < n; ++y) {
+  const double inv_x = 1.0 / (cols - 1), inv_y = 1.0 / (rows - 1);
+  for (int y = 0; y < rows; ++y) {
     auto* row = img.ptr<cv::Vec3b>(y);
-    const double v = y * inv;
-    for (int x = 0; x < n; ++x) {
-      const double u = x * inv;
+    const double v = y * inv_y;
+    for (int x = 0; x < cols; ++x) {
+      const double u = x * inv_x;
       const double shade = gx * (u - 0.5) + gy * (v - 0.5);
       for (int c = 0; c < 3; ++c) {
         row[x][c] = ToByte(base[c] + shade + coarse_amp * coarse[c].At(u, v) +
@@ -164,8 +162,19 @@ void PaintBackground(Rng& rng, cv::Mat& img) {
   }
   const int lines = rng.Int(2, 8);
   for (int k = 0; k < lines; ++k) {
-    auto coord = [&] { return static_cast<int>(std::lround(rng.Uniform(-0.1, 1.1) * n)); };
-    const cv::Point a(coord(), coord()), b(coord(), coord());
+    cv::Point a, b;
+    if (rows == cols) {
+      // The original square code, kept as it was: its argument evaluation
+      // order is the compiler's, and existing datasets depend on it.
+      const int n = rows;
+      auto coord = [&] { return static_cast<int>(std::lround(rng.Uniform(-0.1, 1.1) * n)); };
+      a = cv::Point(coord(), coord()), b = cv::Point(coord(), coord());
+    } else {
+      double t[4];
+      for (double& v : t) v = rng.Uniform(-0.1, 1.1);
+      a = cv::Point(static_cast<int>(std::lround(t[0] * cols)), static_cast<int>(std::lround(t[1] * rows)));
+      b = cv::Point(static_cast<int>(std::lround(t[2] * cols)), static_cast<int>(std::lround(t[3] * rows)));
+    }
     const cv::Vec3d col = HsvToBgr(rng.Uniform(0, 360), rng.Uniform(0, 0.5), rng.Uniform(0.2, 0.95));
     cv::line(img, a, b, cv::Scalar(col[0], col[1], col[2]), rng.Int(1, 3), cv::LINE_AA);
   }
@@ -252,23 +261,51 @@ struct Object {
   int visible_area = 0;
 };
 
+// Draws shape `shape` stretched to sx x sy pixels centred at (cx, cy) into
+// `mask`: rendered in a square of the larger extent, then resized (nearest)
+// to the box, so every shape keeps its look at any aspect ratio.
+void DrawStretchedShape(int shape, double cx, double cy, double sx, double sy, Rng& rng, cv::Mat& mask) {
+  const double s = std::max(sx, sy);
+  const int side = static_cast<int>(std::ceil(s)) + 4;  // room for rounding at the edges
+  cv::Mat square = cv::Mat::zeros(side, side, CV_8U);
+  DrawShape(shape, side / 2.0, side / 2.0, s, rng, square);
+  const int tw = std::max(1, static_cast<int>(std::lround(side * sx / s)));
+  const int th = std::max(1, static_cast<int>(std::lround(side * sy / s)));
+  cv::Mat stretched;
+  cv::resize(square, stretched, cv::Size(tw, th), 0, 0, cv::INTER_NEAREST);
+  const int x0 = static_cast<int>(std::lround(cx - tw / 2.0));
+  const int y0 = static_cast<int>(std::lround(cy - th / 2.0));
+  const cv::Rect dst = cv::Rect(x0, y0, tw, th) & cv::Rect(0, 0, mask.cols, mask.rows);
+  if (dst.area() == 0) return;
+  stretched(cv::Rect(dst.x - x0, dst.y - y0, dst.width, dst.height)).copyTo(mask(dst));
+}
+
 // Places up to `count` objects; each new one is drawn on top and accepted
 // only if every earlier object keeps kMinVisibleFraction of its pixels.
-std::vector<Object> PlaceObjects(const SynthOptions& o, int count, Rng& rng) {
+std::vector<Object> PlaceObjects(const SynthOptions& o, int width, int height, int count, Rng& rng) {
   std::vector<Object> objects;
   const int n = o.imgsz;
+  const bool sized = o.min_side > 0;  // else the original square layout, draw for draw
   cv::Mat overlap;
   for (int k = 0; k < count; ++k) {
     const int cls = rng.Int(0, o.classes - 1);
     for (int attempt = 0; attempt < kPlacementAttempts; ++attempt) {
-      const double s =
-          std::max(4.0, n * rng.Uniform(kMinSizeFraction, kMaxSizeFraction));
-      const double cx = rng.Uniform(s / 2, n - s / 2);
-      const double cy = rng.Uniform(s / 2, n - s / 2);
       Object obj;
       obj.cls = cls;
-      obj.mask = cv::Mat::zeros(n, n, CV_8U);
-      DrawShape(cls % kSynthShapeCount, cx, cy, s, rng, obj.mask);
+      if (!sized) {
+        const double s = std::max(4.0, n * rng.Uniform(o.min_object, o.max_object));
+        const double cx = rng.Uniform(s / 2, n - s / 2);
+        const double cy = rng.Uniform(s / 2, n - s / 2);
+        obj.mask = cv::Mat::zeros(n, n, CV_8U);
+        DrawShape(cls % kSynthShapeCount, cx, cy, s, rng, obj.mask);
+      } else {
+        const double sx = std::max(4.0, width * rng.Uniform(o.min_object, o.max_object));
+        const double sy = std::max(4.0, height * rng.Uniform(o.min_object, o.max_object));
+        const double cx = rng.Uniform(sx / 2, width - sx / 2);
+        const double cy = rng.Uniform(sy / 2, height - sy / 2);
+        obj.mask = cv::Mat::zeros(height, width, CV_8U);
+        DrawStretchedShape(cls % kSynthShapeCount, cx, cy, sx, sy, rng, obj.mask);
+      }
       obj.area = cv::countNonZero(obj.mask);
       if (obj.area == 0) continue;
       bool ok = true;
@@ -340,17 +377,22 @@ SynthSample Render(const SynthOptions& o, const Layout& layout, int index) {
   std::snprintf(stem, sizeof(stem), "synth_%05d", index);
   out.stem = stem;
   out.split = layout.split[index];
-  out.image.create(o.imgsz, o.imgsz, CV_8UC3);
+  int width = o.imgsz, height = o.imgsz;
+  if (o.min_side > 0) {
+    width = rng.Int(o.min_side, o.max_side);
+    height = rng.Int(o.min_side, o.max_side);
+  }
+  out.image.create(height, width, CV_8UC3);
   PaintBackground(rng, out.image);
-  const int count = layout.background[index] ? 0 : rng.Int(kMinObjects, kMaxObjects);
-  const std::vector<Object> objects = PlaceObjects(o, count, rng);
-  const double inv = 1.0 / o.imgsz;
+  const int count = layout.background[index] ? 0 : rng.Int(o.min_objects, o.max_objects);
+  const std::vector<Object> objects = PlaceObjects(o, width, height, count, rng);
+  const double inv_x = 1.0 / width, inv_y = 1.0 / height;
   for (const Object& obj : objects) {
     const cv::Rect box = cv::boundingRect(obj.mask);
     PaintObject(o, obj, box, rng, out.image);
-    out.boxes.push_back(Box{obj.cls, (box.x + box.width / 2.0) * inv,
-                            (box.y + box.height / 2.0) * inv, box.width * inv,
-                            box.height * inv});
+    out.boxes.push_back(Box{obj.cls, (box.x + box.width / 2.0) * inv_x,
+                            (box.y + box.height / 2.0) * inv_y, box.width * inv_x,
+                            box.height * inv_y});
   }
   AddGrain(rng, out.image);
   return out;
@@ -376,9 +418,11 @@ std::string LabelText(const std::vector<Box>& boxes) {
 }
 
 std::string DataYaml(const SynthOptions& o) {
+  const std::string size = o.min_side > 0 ? "sides " + std::to_string(o.min_side) + ".." +
+                                                std::to_string(o.max_side)
+                                          : "imgsz " + std::to_string(o.imgsz);
   std::string s = "# Kestrel synthetic detection dataset: seed " + std::to_string(o.seed) +
-                  ", " + std::to_string(o.images) + " images, imgsz " +
-                  std::to_string(o.imgsz) + "\npath: .\ntrain: images/train\nval: images/val\nnc: " +
+                  ", " + std::to_string(o.images) + " images, " + size + "\npath: .\ntrain: images/train\nval: images/val\nnc: " +
                   std::to_string(o.classes) + "\nnames:\n";
   for (const std::string& name : SynthClassNames(o.classes)) s += "  - " + name + "\n";
   return s;
@@ -427,22 +471,42 @@ Status Field(const std::string& field, const std::string& msg) {
 
 }  // namespace
 
+void SynthOptions::Bind(OptionSet& s) {
+  s.Int("images", &images, "number of images (train + val)", 1, 1'000'000)
+      .Int("classes", &classes, "number of classes (shapes)", 1, kMaxClasses)
+      .Int("imgsz", &imgsz, "square image side in pixels (when min_side = 0)", 32, kMaxSide)
+      .Float("val_fraction", &val_fraction, "share of images in val", Range::Closed(0, 1))
+      .Float("background_fraction", &background_fraction, "share of images without objects",
+             Range::Closed(0, 1))
+      .Int("min_objects", &min_objects, "fewest objects per non-background image", 1, kMaxObjects)
+      .Int("max_objects", &max_objects, "most objects per non-background image", 1, kMaxObjects)
+      .Float("min_object", &min_object, "smallest object extent, fraction of the image side",
+             Range::Closed(0.01, 1))
+      .Float("max_object", &max_object, "largest object extent, fraction of the image side",
+             Range::Closed(0.01, 1))
+      .Int("min_side", &min_side,
+           "0 = square imgsz images; else the smallest image width/height in pixels (>= 32)", 0, kMaxSide)
+      .Int("max_side", &max_side, "largest image width/height in pixels (with min_side)", 0, kMaxSide);
+}
+
 Status SynthOptions::Validate() const {
-  if (images < 1 || images > 1'000'000) {
-    return Field("images", "must be in [1, 1000000], got " + std::to_string(images));
+  KESTREL_RETURN_IF_ERROR(CheckBoundValues(*this));
+  if (min_objects > max_objects) {
+    return Field("max_objects", "must be >= min_objects (" + std::to_string(min_objects) + "), got " +
+                                    std::to_string(max_objects));
   }
-  if (classes < 1 || classes > kMaxClasses) {
-    return Field("classes", "must be in [1, 64], got " + std::to_string(classes));
+  if (min_object > max_object) {
+    return Field("max_object", "must be >= min_object (" + std::to_string(min_object) + "), got " +
+                                   std::to_string(max_object));
   }
-  if (imgsz < 32 || imgsz > 4096) {
-    return Field("imgsz", "must be in [32, 4096], got " + std::to_string(imgsz));
+  if (min_side != 0 && min_side < 32) {
+    return Field("min_side", "must be 0 or in [32, 4096], got " + std::to_string(min_side));
   }
-  if (!(val_fraction >= 0 && val_fraction <= 1)) {
-    return Field("val_fraction", "must be in [0, 1], got " + std::to_string(val_fraction));
+  if (min_side == 0 && max_side != 0) {
+    return Field("max_side", "needs min_side > 0 (or 0 for square imgsz images), got " + std::to_string(max_side));
   }
-  if (!(background_fraction >= 0 && background_fraction <= 1)) {
-    return Field("background_fraction",
-                 "must be in [0, 1], got " + std::to_string(background_fraction));
+  if (max_side < min_side) {
+    return Field("max_side", "must be >= min_side (" + std::to_string(min_side) + "), got " + std::to_string(max_side));
   }
   if (write_threads < 1 || write_threads > 64) {
     return Field("write_threads", "must be in [1, 64], got " + std::to_string(write_threads));

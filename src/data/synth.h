@@ -6,12 +6,23 @@
 // background images. Class k is shape k % 8 (circle, rectangle, triangle,
 // ellipse, star, cross, ring, diamond); when classes > 8, class k also owns
 // hue band k / 8 of ceil(classes / 8) bands, so shapes that repeat differ by
-// colour. Objects are 8%-50% of imgsz across, fully inside the image, may
-// overlap, but every object keeps >= 70% of its pixels visible.
+// colour. By default images are imgsz x imgsz with 1-6 objects of 8%-50% of
+// imgsz across; objects are fully inside the image, may overlap, but every
+// object keeps >= 70% of its pixels visible (so with large objects fewer than
+// the drawn count may fit: after 30 rejected placements an object is dropped).
+//
+// Photo-like sets (issue 11: one or two large objects on large, non-square
+// images of widely varying resolution): min_side/max_side > 0 draw each
+// image's width and height independently from [min_side, max_side], and each
+// object's width and height independently as a fraction in
+// [min_object, max_object] of the image's width and height (the shape is
+// stretched to that box). With min_side = max_side = 0 nothing changes: every
+// existing option set gives the same bytes as before these keys existed.
 //
 // Layout written under out_dir (YOLO):
 //   data.yaml                         path: ., train/val folders, nc, names
 //   images/{train,val}/synth_NNNNN.jpg  BGR JPEG, quality 90, imgsz x imgsz
+//                                       (or its drawn width x height)
 //   labels/{train,val}/synth_NNNNN.txt  "cls cx cy w h\n", normalized to
 //                                       [0, 1], 6 decimals; empty file for a
 //                                       background image
@@ -30,6 +41,7 @@
 #include <opencv2/core/mat.hpp>
 
 #include "core/env.h"
+#include "core/options.h"
 #include "core/status.h"
 #include "data/dataset.h"
 
@@ -45,11 +57,29 @@ struct SynthOptions {
   double val_fraction = 0.25;  // llround(images * val_fraction) go to val, [0, 1]
   // llround(images * background_fraction) images have no objects, [0, 1].
   double background_fraction = 0.0625;
+  // Objects per non-background image, drawn uniformly in [min, max], 1..32.
+  int min_objects = 1;
+  int max_objects = 6;
+  // Object extent as a fraction of the image side (per axis with min_side > 0).
+  double min_object = 0.08;  // [0.01, 1]
+  double max_object = 0.50;  // [min_object, 1]
+  // 0 = square imgsz images. Otherwise each image is W x H with W and H drawn
+  // independently in [min_side, max_side] (32..4096; both 0 or both set).
+  int min_side = 0;
+  int max_side = 0;
   // Concurrent env.WriteFileAtomic calls, 1..64. Each write fsyncs, so
   // latency, not CPU, dominates; the files are identical for any value.
   int write_threads = 8;
 
-  Status Validate() const;  // kInvalidArgument naming the field
+  // images, classes, imgsz, val_fraction, background_fraction, min_objects,
+  // max_objects, min_object, max_object, min_side, max_side with their ranges
+  // (seed and write_threads are not keys: seed is unsigned, threads are not
+  // part of the data).
+  void Bind(OptionSet& s);
+  // The bound ranges, write_threads, and the rules between fields
+  // (min <= max; min_side and max_side both 0 or both >= 32);
+  // kInvalidArgument naming the field.
+  Status Validate() const;
 };
 
 // "circle", "rectangle", ..., then "circle_1", "rectangle_1", ... for
@@ -58,7 +88,7 @@ std::vector<std::string> SynthClassNames(int classes);
 
 // One rendered image and its labels.
 struct SynthSample {
-  cv::Mat image;           // CV_8UC3, BGR, imgsz x imgsz (before JPEG)
+  cv::Mat image;           // CV_8UC3, BGR, imgsz x imgsz or W x H (before JPEG)
   std::vector<Box> boxes;  // normalized cx, cy, w, h; empty for background
   Split split = Split::kTrain;
   std::string stem;        // "synth_00012"

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <opencv2/imgcodecs.hpp>
@@ -206,13 +207,21 @@ TEST_F(SynthTest, RejectsBadOptionsNamingTheField) {
     SynthOptions o;
     const char* field;
   };
-  std::vector<Case> cases(6);
+  std::vector<Case> cases(14);
   cases[0].o.images = 0, cases[0].field = "images";
   cases[1].o.classes = 0, cases[1].field = "classes";
   cases[2].o.classes = 65, cases[2].field = "classes";
   cases[3].o.imgsz = 16, cases[3].field = "imgsz";
   cases[4].o.val_fraction = 1.5, cases[4].field = "val_fraction";
   cases[5].o.background_fraction = std::nan(""), cases[5].field = "background_fraction";
+  cases[6].o.min_objects = 3, cases[6].o.max_objects = 2, cases[6].field = "max_objects";
+  cases[7].o.max_objects = 33, cases[7].field = "max_objects";
+  cases[8].o.min_object = 0.6, cases[8].o.max_object = 0.5, cases[8].field = "max_object";
+  cases[9].o.max_object = 1.5, cases[9].field = "max_object";
+  cases[10].o.min_side = 31, cases[10].o.max_side = 100, cases[10].field = "min_side";
+  cases[11].o.max_side = 100, cases[11].field = "max_side";  // without min_side
+  cases[12].o.min_side = 200, cases[12].o.max_side = 100, cases[12].field = "max_side";
+  cases[13].o.min_side = 64, cases[13].o.max_side = 4097, cases[13].field = "max_side";
   for (const Case& c : cases) {
     const Status s = WriteSynthDataset(c.o, Out("x"));
     EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument) << c.field;
@@ -251,6 +260,97 @@ TEST_F(SynthTest, ManyClassesCycleShapesWithColourBands) {
   }
   EXPECT_GE(max_cls, 16);
   EXPECT_LT(max_cls, 20);
+}
+
+// The original options draw exactly what they drew before min_side, the
+// object-count and the object-size keys existed (existing datasets, demos and
+// recorded curves depend on it). Labels depend only on this code and OpenCV's
+// rasterizer, not on the JPEG encoder, so their digest is pinned here; the
+// digest is of the label files of the default options concatenated in path
+// order, taken before those keys were added.
+TEST_F(SynthTest, DefaultLabelsAreUnchangedByTheNewKeys) {
+  SynthOptions o;
+  ASSERT_TRUE(WriteSynthDataset(o, Out("d")).IsOk());
+  std::string all;
+  for (const auto& [path, digest] : Digests(Out("d"))) {
+    if (!path.starts_with("labels/")) continue;
+    auto text = Env::Default().ReadFile(Out("d/" + path));
+    ASSERT_TRUE(text.IsOk());
+    all += *text;
+  }
+  EXPECT_EQ(Sha256Hex(all), "1c40a186ea8d890246d38e584f986b2b08b362188c207fa7d097765a7462c7b3");
+}
+
+// Photo-like sets (issue 11): W x H drawn per image in [min_side, max_side],
+// 1..max_objects objects of min_object..max_object of each side.
+TEST_F(SynthTest, VariedSidesWithLargeObjects) {
+  SynthOptions o;
+  o.images = 24;
+  o.classes = 1;  // circles stretched to ellipses: their box spans the drawn extent
+  o.background_fraction = 0;
+  o.min_objects = 1;
+  o.max_objects = 2;
+  o.min_object = 0.3;
+  o.max_object = 0.9;
+  o.min_side = 180;
+  o.max_side = 700;
+  ASSERT_TRUE(WriteSynthDataset(o, Out("d")).IsOk());
+  std::set<int> widths, heights;
+  int non_square = 0, two = 0;
+  for (int i = 0; i < o.images; ++i) {
+    auto s = RenderSynthSample(o, i);
+    ASSERT_TRUE(s.IsOk()) << s.GetStatus().ToString();
+    const int w = s->image.cols, h = s->image.rows;
+    EXPECT_GE(w, o.min_side);
+    EXPECT_LE(w, o.max_side);
+    EXPECT_GE(h, o.min_side);
+    EXPECT_LE(h, o.max_side);
+    widths.insert(w), heights.insert(h);
+    if (w != h) ++non_square;
+    ASSERT_GE(s->boxes.size(), 1u) << i;
+    ASSERT_LE(s->boxes.size(), 2u) << i;
+    if (s->boxes.size() == 2) ++two;
+    for (const Box& b : s->boxes) {
+      // Extent 30-90% of each side, +-2 px of rasterization.
+      EXPECT_GE(b.w, 0.3 - 2.0 / w) << i;
+      EXPECT_LE(b.w, 0.9 + 2.0 / w) << i;
+      EXPECT_GE(b.h, 0.3 - 2.0 / h) << i;
+      EXPECT_LE(b.h, 0.9 + 2.0 / h) << i;
+      EXPECT_GE(b.cx - b.w / 2, -1e-9) << i;
+      EXPECT_LE(b.cx + b.w / 2, 1 + 1e-9) << i;
+      EXPECT_GE(b.cy - b.h / 2, -1e-9) << i;
+      EXPECT_LE(b.cy + b.h / 2, 1 + 1e-9) << i;
+    }
+    // The written JPEG has the rendered size.
+    const std::string img = Out("d/images/" + std::string(SplitName(s->split)) + "/" + s->stem + ".jpg");
+    const cv::Mat decoded = cv::imread(img, cv::IMREAD_COLOR);
+    ASSERT_FALSE(decoded.empty()) << img;
+    EXPECT_EQ(decoded.cols, w);
+    EXPECT_EQ(decoded.rows, h);
+  }
+  EXPECT_GE(non_square, o.images - 2);
+  EXPECT_GE(widths.size(), 12u);
+  EXPECT_GE(heights.size(), 12u);
+  EXPECT_GE(two, 1);  // sometimes two
+  // Deterministic like the square sets.
+  ASSERT_TRUE(WriteSynthDataset(o, Out("e")).IsOk());
+  EXPECT_EQ(Digests(Out("d")), Digests(Out("e")));
+}
+
+TEST_F(SynthTest, BindExposesEveryKeyWithItsRange) {
+  SynthOptions o;
+  OptionSet set;
+  o.Bind(set);
+  ASSERT_TRUE(set.ApplyArgs({"min_side=180", "max_side=1400", "min_object=0.3", "max_object=0.9",
+                             "max_objects=2", "classes=1", "background_fraction=0"})
+                  .IsOk());
+  EXPECT_EQ(o.min_side, 180);
+  EXPECT_EQ(o.max_side, 1400);
+  EXPECT_EQ(o.max_objects, 2);
+  EXPECT_TRUE(o.Validate().IsOk());
+  const Status bad = set.ApplyArgs({"max_side=5000"});
+  EXPECT_EQ(bad.Code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.ToString().find("max_side"), std::string::npos) << bad.ToString();
 }
 
 }  // namespace
