@@ -7,8 +7,8 @@
 
 #include "app/val_keys.h"
 #include "cli/cli.h"
+#include "cli/eval_model.h"  // torch-free; LoadSplit (model functions only with LibTorch)
 #include "cli/job_child.h"
-#include "jobs/job_keys.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/registry.h"
@@ -16,7 +16,7 @@
 #include "eval/plots.h"
 #include "eval/split_coco.h"
 #include "eval/val_batch.h"
-#include "cli/eval_model.h"  // torch-free; LoadSplit (model functions only with LibTorch)
+#include "jobs/job_keys.h"
 
 namespace kestrel::cli {
 
@@ -74,7 +74,7 @@ struct ValRun {
   nlohmann::json record;  // result.json (eval::EvalRecordJson plus speed, coco, predictions_json)
   eval::EvalResult result;
   WrittenOutputs written;
-  std::string text;       // the human summary `kestrel val` prints
+  std::string text;  // the human summary `kestrel val` prints
 };
 
 // Scores o.predictions or o.model (both already resolved: data= a registry
@@ -97,7 +97,8 @@ Result<ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std::str
   if (!o.predictions.empty()) {
     eval::PredictionReadOptions ro;
     ro.image_ids = o.image_ids;
-    KESTREL_ASSIGN_OR_RETURN(auto preds, eval::ReadSplitPredictions(Env::Default(), o.predictions, split, ro));
+    KESTREL_ASSIGN_OR_RETURN(auto preds,
+                             eval::ReadSplitPredictions(Env::Default(), o.predictions, split, ro));
     per_image = std::move(preds.per_image);
     result = eval::EvaluateSplit(split, per_image, eo);
     prov.source_kind = "predictions";
@@ -134,7 +135,8 @@ Result<ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std::str
   if (o.coco_metrics) {
     KESTREL_ASSIGN_OR_RETURN(auto coco, eval::CocoEvaluateSplit(split, per_image));
     record["coco"] = eval::CocoMetricsToJson(coco);
-    coco_text = "COCO-style metrics (pycocotools bbox conventions; area = box area):\n" + eval::CocoSummaryText(coco);
+    coco_text =
+        "COCO-style metrics (pycocotools bbox conventions; area = box area):\n" + eval::CocoSummaryText(coco);
   }
   if (o.save_json) {
     KESTREL_ASSIGN_OR_RETURN(auto cj, eval::SplitPredictionsCocoJson(split, per_image, o.image_ids));
@@ -152,16 +154,18 @@ Result<ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std::str
     files.emplace_back("val_batch0_labels.jpg", std::move(grids->labels_jpg));
     files.emplace_back("val_batch0_pred.jpg", std::move(grids->pred_jpg));
   }
-  const std::string dir =
-      dir_or_empty.empty() ? eval::NextRunDir(Env::Default(), o.project, o.name, "val", o.exist_ok) : dir_or_empty;
+  const std::string dir = dir_or_empty.empty()
+                              ? eval::NextRunDir(Env::Default(), o.project, o.name, "val", o.exist_ok)
+                              : dir_or_empty;
   KESTREL_ASSIGN_OR_RETURN(out.written, WriteEvalOutputs(stores, out.result, record, dir, o.plots, files));
   out.text = rec.dataset + "@v" + std::to_string(rec.seq) + " split " + split.split + " (" +
-             std::to_string(split.images.size()) + " images), " + prov.source_kind + " " + prov.source + "\n" +
-             eval::EvalSummaryText(out.result) + coco_text + speed_text + "results saved to " + out.written.dir +
-             "\n";
+             std::to_string(split.images.size()) + " images), " + prov.source_kind + " " + prov.source +
+             "\n" + eval::EvalSummaryText(out.result) + coco_text + speed_text + "results saved to " +
+             out.written.dir + "\n";
   if (o.save_json) {
     out.text += "predictions saved to " + JoinPath(out.written.dir, "predictions.json") +
-                " (COCO results, image_ids=" + record["predictions_json"]["image_ids"].get<std::string>() + ")\n";
+                " (COCO results, image_ids=" + record["predictions_json"]["image_ids"].get<std::string>() +
+                ")\n";
   }
   out.text += "result record " + out.written.record_sha + " (" + out.written.record_path + ")\n";
   return out;
@@ -178,9 +182,10 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   }
 #ifndef KESTREL_CLI_WITH_TORCH
   if (!o.model.empty()) {
-    *exit_code = Fail(ctx, Status::FailedPrecondition("this kestrel was built without LibTorch: val model= is "
-                                                      "unavailable (val predictions= works)",
-                                                      {"", 0, "model"}));
+    *exit_code =
+        Fail(ctx, Status::FailedPrecondition("this kestrel was built without LibTorch: val model= is "
+                                             "unavailable (val predictions= works)",
+                                             {"", 0, "model"}));
     return;
   }
 #endif
@@ -225,9 +230,9 @@ int RunValJob(Context& ctx, int64_t job_id, int64_t attempt) {
   if (!kind.IsOk()) return child.Fail(FailureReason::kBadConfig, kind.GetStatus());
   if (*kind != jobs::JobKind::kVal) {
     return child.Fail(FailureReason::kBadConfig,
-                      Status::InvalidArgument("job " + std::to_string(job_id) + " is a " + jobs::JobKindName(*kind) +
-                                              " job, not a val job (`kestrel " + jobs::JobKindName(*kind) +
-                                              " --job` runs it)"));
+                      Status::InvalidArgument("job " + std::to_string(job_id) + " is a " +
+                                              jobs::JobKindName(*kind) + " job, not a val job (`kestrel " +
+                                              jobs::JobKindName(*kind) + " --job` runs it)"));
   }
   ValOptions o;
   {
@@ -235,7 +240,8 @@ int RunValJob(Context& ctx, int64_t job_id, int64_t attempt) {
     o.Bind(set);
     auto cfg = nlohmann::json::parse(job.spec.config_json, nullptr, false);
     if (!cfg.is_object()) {
-      return child.Fail(FailureReason::kBadConfig, Status::InvalidArgument("stored config is not a JSON object"));
+      return child.Fail(FailureReason::kBadConfig,
+                        Status::InvalidArgument("stored config is not a JSON object"));
     }
     // The job's own keys travel in the config; the rest are the val keys.
     cfg.erase(jobs::kJobKindKey);
@@ -245,7 +251,8 @@ int RunValJob(Context& ctx, int64_t job_id, int64_t attempt) {
   }
   // Runs a model, never files of the submitting machine; the run folder is the attempt's.
   o.predictions.clear();
-  if (o.model.empty()) return child.Fail(FailureReason::kBadConfig, Status::InvalidArgument("the job names no model="));
+  if (o.model.empty())
+    return child.Fail(FailureReason::kBadConfig, Status::InvalidArgument("the job names no model="));
   child.Progress().Line("stage=eval model=" + o.model);
   auto run = ScoreAndWrite(stores, o, child.AttemptDir());
   if (!run.IsOk()) return child.Fail(ReasonOfError(run.GetStatus()), run.GetStatus());
@@ -286,14 +293,17 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
       "val", "Score a model or predictions made elsewhere on a dataset version (mAP, P, R, errors, plots)");
   val->add_option("key=value", st->extras, "e.g. predictions=DIR data=coco128 split=val conf=0.001");
   AddOptionFlags(val, st->set, &st->flags);
-  val->add_option("--job", st->job, "run this queued val job's attempt (what `kestrel worker` starts; docs/jobs.md)")
+  val->add_option("--job", st->job,
+                  "run this queued val job's attempt (what `kestrel worker` starts; docs/jobs.md)")
       ->check(IntArg(1));
-  val->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)")->check(IntArg(1));
+  val->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)")
+      ->check(IntArg(1));
   val->callback([&ctx, exit_code, st] {
     if (st->job > 0 || st->attempt > 0) {
       if (st->job <= 0 || st->attempt <= 0 || !st->extras.empty() || !st->flags.empty()) {
-        *exit_code = Fail(ctx, Status::InvalidArgument("--job ID --attempt N go together and take no other options",
-                                                       {"command line", 0, "job"}));
+        *exit_code =
+            Fail(ctx, Status::InvalidArgument("--job ID --attempt N go together and take no other options",
+                                              {"command line", 0, "job"}));
         return;
       }
       *exit_code = RunValJob(ctx, st->job, st->attempt);

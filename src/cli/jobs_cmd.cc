@@ -73,10 +73,11 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
   auto args = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand(
       "submit", "Queue a job: training (kind=train, the default) or validation (kind=val); docs/jobs.md");
-  cmd->add_option("key=value", *args,
-                  "train keys (data=NAME[@ref] model= epochs= imgsz= batch= ...; `kestrel train --help`), or with "
-                  "kind=val the val keys (model=WEIGHTS data= split= conf= ...; `kestrel val --help`), and the job "
-                  "keys below");
+  cmd->add_option(
+      "key=value", *args,
+      "train keys (data=NAME[@ref] model= epochs= imgsz= batch= ...; `kestrel train --help`), or with "
+      "kind=val the val keys (model=WEIGHTS data= split= conf= ...; `kestrel val --help`), and the job "
+      "keys below");
   {
     jobs::JobKeys defaults;
     OptionSet keys;
@@ -104,8 +105,8 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
       return;
     }
     std::string text = std::string(r->created ? "submitted" : "already queued:") + " job " +
-                       std::to_string(r->job.id) + " (" + store::JobStateName(r->job.state) + ", data " + r->dataset +
-                       "@" + r->version_id.substr(0, 12) + ")";
+                       std::to_string(r->job.id) + " (" + store::JobStateName(r->job.state) + ", data " +
+                       r->dataset + "@" + r->version_id.substr(0, 12) + ")";
     if (const std::string kind = app::JobKindText(r->job); kind != "train") text += ", kind " + kind;
     Emit(ctx, text, app::SubmitResultJson(*r));
   });
@@ -382,7 +383,8 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    auto job = is_cancel ? app::CancelJob(*stores->meta, *id, WallMs()) : app::RetryJob(*stores->meta, *id, WallMs());
+    auto job = is_cancel ? app::CancelJob(*stores->meta, *id, WallMs())
+                         : app::RetryJob(*stores->meta, *id, WallMs());
     if (!job.IsOk()) {
       *exit_code = Fail(ctx, job.GetStatus());
       return;

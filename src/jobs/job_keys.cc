@@ -1,7 +1,6 @@
 #include "jobs/job_keys.h"
 
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
 #include "core/parse.h"

@@ -561,7 +561,8 @@ store::AttemptOutcome GateMap50(const nlohmann::json& result, double min_map50, 
   if (!result.contains("map50") || !result["map50"].is_number()) return fail("the result has no map50");
   const double map50 = result["map50"].get<double>();
   if (!(map50 >= min_map50)) {
-    return fail("mAP50 " + std::to_string(map50) + " is below the job's min_map50 " + std::to_string(min_map50));
+    return fail("mAP50 " + std::to_string(map50) + " is below the job's min_map50 " +
+                std::to_string(min_map50));
   }
   return ok;
 }

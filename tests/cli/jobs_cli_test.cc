@@ -16,7 +16,6 @@
 #include "freeze_when.h"
 #include "store/artifact_store.h"
 
-
 namespace kestrel::testing {
 namespace {
 
@@ -154,7 +153,8 @@ TEST_F(JobsCliTest, JsonOutputIsTheAppLayersViewOfTheSameRecords) {
   json views = json::array();
   for (const auto& j : *all) views.push_back(app::JobJson(j, false));
   EXPECT_EQ(Json(Kestrel("--json jobs list")), json({{"jobs", views}}));
-  EXPECT_EQ(Json(Kestrel("--json jobs list --state queued --limit 1")), json({{"jobs", json::array({views[0]})}}));
+  EXPECT_EQ(Json(Kestrel("--json jobs list --state queued --limit 1")),
+            json({{"jobs", json::array({views[0]})}}));
   EXPECT_EQ(views[0]["id"], other);
   EXPECT_EQ(views[0]["kind"], "train");
   // attempts: a worker's steps through the store (claim, pid, a retryable
@@ -195,10 +195,11 @@ TEST_F(JobsCliTest, JsonOutputIsTheAppLayersViewOfTheSameRecords) {
 TEST_F(JobsCliTest, ValJobsAreValidatedAtSubmitAndShowTheirKind) {
   // A val job names the weights it scores; they must be a readable weights file.
   Write("weights.safetensors", "not safetensors");
-  for (const char* bad : {"kind=val data=tiny", "kind=val model=weights.safetensors", "kind=val data=tiny model=none.safetensors",
-                          "kind=val data=tiny model=weights.safetensors", "kind=val data=tiny model=x epochs=3",
-                          "kind=val data=tiny model=x predictions=p", "kind=val data=tiny model=x project=p",
-                          "kind=tune data=tiny"}) {
+  for (const char* bad :
+       {"kind=val data=tiny", "kind=val model=weights.safetensors",
+        "kind=val data=tiny model=none.safetensors", "kind=val data=tiny model=weights.safetensors",
+        "kind=val data=tiny model=x epochs=3", "kind=val data=tiny model=x predictions=p",
+        "kind=val data=tiny model=x project=p", "kind=tune data=tiny"}) {
     CliRun r = Kestrel(std::string("--json submit ") + bad);
     EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
     EXPECT_EQ(Json(r)["ok"], false) << bad;
@@ -262,7 +263,8 @@ TEST_F(JobsCliTest, WorkerRunsAValJobAndShowsItsResult) {
   const auto trained = Show(train);
   ASSERT_EQ(trained["job"]["state"], "succeeded") << trained.dump(2);
   const std::string weights = trained["job"]["result"]["best"];
-  auto sub = Json(Kestrel("--json submit kind=val model=" + weights + " data=tiny split=val imgsz=64 batch=4"));
+  auto sub =
+      Json(Kestrel("--json submit kind=val model=" + weights + " data=tiny split=val imgsz=64 batch=4"));
   ASSERT_EQ(sub["ok"], true) << sub.dump();
   const int64_t id = sub["job_id"];
   CliRun w = Kestrel("--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10 --id wv");
@@ -292,7 +294,8 @@ TEST_F(JobsCliTest, WorkerRunsAValJobAndShowsItsResult) {
   const auto s2 = Show(strict);
   EXPECT_EQ(s2["job"]["state"], "failed_permanent") << s2.dump(2);
   EXPECT_EQ(s2["attempts"][0]["reason"], "quality_gate");
-  EXPECT_EQ(Kestrel("val --job " + std::to_string(train) + " --attempt 1").code, 1) << "not running: lease_lost";
+  EXPECT_EQ(Kestrel("val --job " + std::to_string(train) + " --attempt 1").code, 1)
+      << "not running: lease_lost";
 }
 
 TEST_F(JobsCliTest, TooManyUnreadableImagesFailPermanentlyAsDatasetErrors) {
