@@ -16,6 +16,7 @@ PACKAGES=(
   python3                            # test tooling only (tools/soak), never the product
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev           # libFuzzer + sanitizers for tools/fuzz.sh (run by test.sh)
+  clang-format clang-tidy            # scripts/lint.sh (CI): formatting and static analysis
 )
 
 missing=()

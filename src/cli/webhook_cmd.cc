@@ -1,14 +1,12 @@
 // `kestrel webhooks add|list|remove|test`: the URLs that receive signed job
 // state changes (docs/webhooks.md). The list lives in the store's settings,
 // so every worker's dispatcher picks a change up within its poll interval.
-#include <openssl/rand.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
 
 #include "cli/cli.h"
 #include "core/env.h"
+#include "core/hash.h"
 #include "core/json.h"
 #include "core/parse.h"
 #include "jobs/webhook.h"
@@ -17,18 +15,6 @@ namespace kestrel::cli {
 namespace {
 
 int64_t NowMs() { return Env::Default().UnixSeconds() * 1000; }
-
-std::string RandomHex(int bytes) {
-  std::vector<unsigned char> buf(static_cast<size_t>(bytes));
-  if (RAND_bytes(buf.data(), bytes) != 1) return "";
-  std::string out;
-  char hex[3];
-  for (unsigned char b : buf) {
-    std::snprintf(hex, sizeof(hex), "%02x", b);
-    out += hex;
-  }
-  return out;
-}
 
 // The metadata store, or nullptr after reporting the error.
 std::unique_ptr<store::MetadataStore> OpenMeta(const Context& ctx, int* exit_code) {

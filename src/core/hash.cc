@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include <cerrno>
 #include <cstring>
@@ -65,6 +66,20 @@ Result<std::string> Sha256File(const std::string& path) {
   }
   if (in.bad()) return Status::IoError("read failed", {path});
   return h.HexDigest();
+}
+
+std::string RandomHex(int bytes) {
+  if (bytes <= 0) return "";
+  std::vector<unsigned char> buf(static_cast<size_t>(bytes));
+  if (RAND_bytes(buf.data(), bytes) != 1) return "";
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(buf.size() * 2);
+  for (unsigned char b : buf) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
 }
 
 std::string HmacSha256Hex(std::string_view key, std::string_view data) {

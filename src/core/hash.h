@@ -34,6 +34,9 @@ std::string Sha256Hex(std::string_view data);
 Result<std::string> Sha256File(const std::string& path);
 // HMAC-SHA256 of `data` keyed by `key`, lowercase hex.
 std::string HmacSha256Hex(std::string_view key, std::string_view data);
+// `bytes` random bytes from OpenSSL's CSPRNG as lowercase hex (secrets,
+// tokens, ids); "" when the generator fails (callers treat that as an error).
+std::string RandomHex(int bytes);
 // True for a 64-char lowercase hex string.
 bool IsSha256Hex(std::string_view s);
 

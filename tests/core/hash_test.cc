@@ -22,5 +22,15 @@ TEST(HashTest, IncrementalEqualsOneShot) {
   EXPECT_FALSE(IsSha256Hex("ABC"));
 }
 
+TEST(HashTest, RandomHexHasTheLengthAndAlphabetAndDiffers) {
+  const std::string a = RandomHex(32);
+  const std::string b = RandomHex(32);
+  ASSERT_EQ(a.size(), 64u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, b);  // 2^-256 chance of a false failure
+  EXPECT_EQ(RandomHex(8).size(), 16u);
+  EXPECT_EQ(RandomHex(0), "");
+}
+
 }  // namespace
 }  // namespace kestrel

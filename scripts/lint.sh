@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Source checks CI runs after the test suite (docs/ARCHITECTURE.md "Checks"):
+#   1. include rules: every #include under src/ against its module README
+#      (tools/check-includes.py; also a CTest, lint.include_rules);
+#   2. formatting: every tracked C++ file matches .clang-format
+#      (fix with: clang-format -i FILE);
+#   3. clang-tidy (.clang-tidy) on the torch-free modules (core, store, data,
+#      eval, jobs, app), any finding fails; needs the build's
+#      compile_commands.json (run scripts/build.sh first).
+#   ./scripts/lint.sh               # all three
+#   ./scripts/lint.sh format        # one of: includes, format, tidy
+# Prints the seconds each step took (CI's time budget is tracked in README).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${BUILD_DIR:-build}"
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(includes format tidy)
+fail=0
+for step in "${steps[@]}"; do
+  start=$(date +%s)
+  case "$step" in
+    includes)
+      python3 tools/check-includes.py . || fail=1
+      ;;
+    format)
+      mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cpp' '*.hpp' | grep -v '^tests/lint/include_fixture/')
+      if clang-format --dry-run --Werror "${files[@]}" 2>/tmp/kestrel-format.$$; then
+        echo "format: ${#files[@]} files match .clang-format"
+      else
+        grep 'warning:' /tmp/kestrel-format.$$ | sed 's/: warning: .*//' | cut -d: -f1 | sort | uniq -c |
+          awk '{print "format: " $2 " (" $1 " places); fix with clang-format -i " $2}'
+        fail=1
+      fi
+      rm -f /tmp/kestrel-format.$$
+      ;;
+    tidy)
+      if [[ ! -f "$BUILD_DIR/compile_commands.json" ]]; then
+        echo "tidy: no $BUILD_DIR/compile_commands.json (build first: scripts/build.sh)"; exit 2
+      fi
+      log=$(mktemp)
+      # -quiet: findings only; the regex selects the torch-free modules' sources.
+      run-clang-tidy -p "$BUILD_DIR" -j "$(nproc)" -quiet '/src/(core|store|data|eval|jobs|app)/[^/]*\.cc$' >"$log" 2>&1 || true
+      findings=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^/.*: (warning|error): ' | sort -u || true)
+      if [[ -n "$findings" ]]; then
+        echo "$findings"
+        echo "tidy: $(wc -l <<<"$findings") finding(s); fix them or suppress one with // NOLINT(check) and a reason"
+        fail=1
+      else
+        echo "tidy: clean ($(grep -c '^\[' "$log" || true) files)"
+      fi
+      rm -f "$log"
+      ;;
+    *) echo "lint: unknown step '$step' (includes, format, tidy)"; exit 2 ;;
+  esac
+  echo "lint: $step took $(( $(date +%s) - start )) s"
+done
+exit $fail

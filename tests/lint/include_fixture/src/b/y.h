@@ -1,0 +1,3 @@
+#pragma once
+#include "a/clean.h"
+#include "a/internal/p.h"
