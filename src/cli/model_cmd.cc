@@ -7,14 +7,15 @@
 #include <opencv2/imgproc.hpp>
 
 #include "cli/eval_model.h"
-#include "train/train_config.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/image.h"
+#include "data/text_render.h"
 #include "eval/compare_plots.h"
 #include "eval/plots.h"
 #include "model/predictor.h"
+#include "train/train_config.h"
 
 namespace kestrel::cli {
 namespace {
@@ -70,13 +71,7 @@ void DrawDetections(cv::Mat& bgr, const std::vector<eval::Detection>& dets, cons
                                                                           : std::to_string(d.class_id);
     char label[160];
     std::snprintf(label, sizeof(label), "%s %.2f", name.c_str(), d.score);
-    const double scale = std::max(0.4, thick / 3.0);
-    int base = 0;
-    const cv::Size ts = cv::getTextSize(label, cv::FONT_HERSHEY_SIMPLEX, scale, 1, &base);
-    const int top = p1.y - ts.height - 4 >= 0 ? p1.y - ts.height - 4 : p1.y;
-    cv::rectangle(bgr, cv::Point(p1.x, top), cv::Point(p1.x + ts.width + 2, top + ts.height + 4), color, cv::FILLED);
-    cv::putText(bgr, label, cv::Point(p1.x + 1, top + ts.height + 1), cv::FONT_HERSHEY_SIMPLEX, scale,
-                cv::Scalar(255, 255, 255), 1, cv::LINE_AA);
+    data::DrawBoxLabel(bgr, label, p1, std::max(12.0, thick * 8.0), color);
   }
 }
 

@@ -6,10 +6,13 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/env.h"
+#include "data/text_render.h"
 
 namespace kestrel::data {
 
 namespace {
+constexpr double kPreviewTextPx = 11;  // file names and box captions (text_render.h px)
+
 // A stable, well-separated colour per class (BGR for OpenCV drawing).
 cv::Scalar ClassColor(int cls) {
   static const int kPalette[][3] = {{56, 56, 255},  {151, 157, 255}, {31, 112, 255}, {29, 178, 255},
@@ -57,8 +60,8 @@ Status WriteAugmentedPreview(const Manifest& manifest, const ImageSource& source
           }
         }
       }
-      cv::putText(cell, b->paths[i], {2, H - 4}, cv::FONT_HERSHEY_SIMPLEX, 0.3, {255, 255, 255}, 1,
-                  cv::LINE_AA);
+      PutText(cell, b->paths[i], {3, H - 3}, kPreviewTextPx, {255, 255, 255}, FontWeight::kRegular,
+              HAlign::kLeft, VAlign::kBottom);
     }
     for (int64_t t = 0; t < b->NumTargets(); ++t) {
       const float* r = b->targets.data() + t * 6;
@@ -72,8 +75,7 @@ Status WriteAugmentedPreview(const Manifest& manifest, const ImageSource& source
       cv::rectangle(grid, p1, p2, color, 1);
       const std::string label =
           cls >= 0 && static_cast<size_t>(cls) < names.size() ? names[cls] : std::to_string(cls);
-      cv::putText(grid, label, {p1.x + 1, std::max(p1.y - 2, oy + 8)}, cv::FONT_HERSHEY_SIMPLEX, 0.35, color,
-                  1, cv::LINE_AA);
+      DrawBoxLabel(grid, label, p1, kPreviewTextPx, color, oy);
     }
     if (!cv::imencode(".png", grid, png)) return Status::Internal("data: PNG encoding failed for " + out_png);
   } catch (const cv::Exception& e) {

@@ -10,16 +10,16 @@
 
 namespace kestrel::eval {
 
+using data::FontWeight;
+using data::HAlign;
+using data::LineHeight;
+using data::PutText;
+using data::PutTextVertical;
+using data::TextSize;
+using data::VAlign;
 using internal::Axes;
-using internal::FontWeight;
-using internal::HAlign;
-using internal::LineHeight;
 using internal::Margins;
-using internal::PutText;
-using internal::PutTextVertical;
 using internal::SeriesColor;
-using internal::TextSize;
-using internal::VAlign;
 
 namespace {
 

@@ -11,16 +11,16 @@
 
 namespace kestrel::eval {
 
+using data::FontWeight;
+using data::HAlign;
+using data::PutText;
+using data::PutTextVertical;
+using data::TextSize;
+using data::VAlign;
 using internal::Axes;
 using internal::Fixed;
-using internal::FontWeight;
-using internal::HAlign;
 using internal::LegendEntry;
-using internal::PutText;
-using internal::PutTextVertical;
 using internal::SeriesColor;
-using internal::TextSize;
-using internal::VAlign;
 
 namespace {
 
@@ -141,7 +141,7 @@ Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm,
       labels.push_back(c == n - 1 ? "background" : ClassName(names, size_t(c)));
       label_w = std::max(label_w, TextSize(labels.back(), px).width);
     }
-    const int axis_h = internal::LineHeight(internal::kLabelPx);
+    const int axis_h = data::LineHeight(internal::kLabelPx);
     const int left = label_w + axis_h + 24, top = 60, bottom = label_w + axis_h + 24, right = 30;
     const std::string title = normalize ? "Confusion Matrix Normalized" : "Confusion Matrix";
     const int title_w = TextSize(title, internal::kTitlePx, FontWeight::kBold).width + 40;
@@ -227,13 +227,7 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
         const cv::Scalar color = SeriesColor(size_t(std::max(0, class_id)));
         const cv::Rect rc = to_rect(b);
         cv::rectangle(grid, rc, color, 2, cv::LINE_AA);
-        const cv::Size sz = TextSize(label, kCaptionPx);
-        const cv::Rect bg(rc.x, std::max(oy, rc.y - sz.height), sz.width + 6, sz.height);
-        cv::rectangle(grid, bg, color, cv::FILLED);
-        // Dark text on light class colours, white on dark ones (BT.601 luma).
-        const double luma = 0.114 * color[0] + 0.587 * color[1] + 0.299 * color[2];
-        PutText(grid, label, cv::Point(bg.x + 3, bg.y), kCaptionPx,
-                luma > 160 ? kBlack : cv::Scalar::all(255));
+        data::DrawBoxLabel(grid, label, rc.tl(), kCaptionPx, color, oy);
       };
       for (const GroundTruth& g : t.labels) {
         if (opts.label_names) {

@@ -9,10 +9,10 @@
 
 namespace kestrel::eval {
 
+using data::FontWeight;
+using data::HAlign;
+using data::VAlign;
 using internal::Axes;
-using internal::FontWeight;
-using internal::HAlign;
-using internal::VAlign;
 
 namespace {
 
@@ -120,15 +120,15 @@ Result<std::string> RenderResultsPlot(const ResultsTable& t) {
     cv::line(img, cv::Point(x0, y), cv::Point(x0 + 30, y), kRaw, 2, cv::LINE_AA);
     cv::circle(img, cv::Point(x0 + 15, y), 3, kRaw, cv::FILLED, cv::LINE_AA);
     x0 += 38;
-    internal::PutText(img, "recorded", cv::Point(x0, y), px, cv::Scalar::all(0), FontWeight::kRegular,
-                      HAlign::kLeft, VAlign::kMiddle);
-    x0 += internal::TextSize("recorded", px).width + 30;
+    data::PutText(img, "recorded", cv::Point(x0, y), px, cv::Scalar::all(0), FontWeight::kRegular,
+                  HAlign::kLeft, VAlign::kMiddle);
+    x0 += data::TextSize("recorded", px).width + 30;
     for (int k = 0; k < 5; ++k) cv::circle(img, cv::Point(x0 + 3 + 6 * k, y), 2, kSmooth, cv::FILLED, cv::LINE_AA);
     x0 += 38;
-    internal::PutText(img, smooth_label, cv::Point(x0, y), px, cv::Scalar::all(0), FontWeight::kRegular,
-                      HAlign::kLeft, VAlign::kMiddle);
-    internal::PutText(img, count, cv::Point(img.cols - 20, y), px, cv::Scalar::all(0), FontWeight::kBold,
-                      HAlign::kRight, VAlign::kMiddle);
+    data::PutText(img, smooth_label, cv::Point(x0, y), px, cv::Scalar::all(0), FontWeight::kRegular,
+                  HAlign::kLeft, VAlign::kMiddle);
+    data::PutText(img, count, cv::Point(img.cols - 20, y), px, cv::Scalar::all(0), FontWeight::kBold,
+                  HAlign::kRight, VAlign::kMiddle);
     return img;
   });
 }

@@ -1,14 +1,15 @@
 #include "train/progress.h"
-#include "core/json.h"
-
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "core/json.h"
+#include "data/text_render.h"
 
 namespace kestrel::train {
 
@@ -115,7 +116,7 @@ Status WriteBatchPreview(Env& env, const std::string& path, const data::Batch& b
     const cv::Scalar color((cls * 67) % 256, (cls * 151 + 80) % 256, (cls * 29 + 160) % 256);
     cv::rectangle(grid, p1, p2, color, 1);
     const std::string label = cls >= 0 && cls < static_cast<int>(names.size()) ? names[cls] : std::to_string(cls);
-    cv::putText(grid, label, p1 + cv::Point(1, 9), cv::FONT_HERSHEY_SIMPLEX, 0.3, color, 1);
+    data::DrawBoxLabel(grid, label, p1, 11, color, static_cast<int>(oy));
   }
   std::vector<uint8_t> buf;
   try {

@@ -1,3 +1,5 @@
+#include "eval/plots.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,8 +10,7 @@
 #include <set>
 
 #include "core/env.h"
-#include "eval/internal/text_render.h"
-#include "eval/plots.h"
+#include "data/text_render.h"
 #include "eval/results_plot.h"
 
 namespace kestrel::eval {
@@ -108,15 +109,13 @@ TEST(Plots, DetectionGrid) {
   EXPECT_FALSE(RenderDetectionGrid(tiles, {}, GridOptions{}).IsOk());
 }
 
-using internal::FontWeight;
-using internal::HAlign;
-using internal::VAlign;
+using data::FontWeight;
+using data::HAlign;
+using data::VAlign;
 
 // Restores the default fonts after a test that changed them.
 struct DefaultFonts {
-  ~DefaultFonts() {
-    internal::SetFontFilesForTesting(internal::kDefaultFontFile, internal::kDefaultBoldFontFile);
-  }
+  ~DefaultFonts() { data::SetFontFilesForTesting(data::kDefaultFontFile, data::kDefaultBoldFontFile); }
 };
 
 // Distinct gray levels and ink pixels in a text crop.
@@ -135,72 +134,72 @@ std::pair<size_t, int> TextPixels(const cv::Mat& img) {
 
 TEST(TextRender, TrueTypeTextIsAntiAliased) {
   DefaultFonts restore;
-  internal::SetFontFilesForTesting(internal::kDefaultFontFile, internal::kDefaultBoldFontFile);
-  if (!internal::TrueTypeBuiltIn() || !FileExists(internal::kDefaultFontFile)) {
-    GTEST_SKIP() << "no freetype module or no " << internal::kDefaultFontFile;
+  data::SetFontFilesForTesting(data::kDefaultFontFile, data::kDefaultBoldFontFile);
+  if (!data::TrueTypeBuiltIn() || !FileExists(data::kDefaultFontFile)) {
+    GTEST_SKIP() << "no freetype module or no " << data::kDefaultFontFile;
   }
-  ASSERT_TRUE(internal::UsingTrueTypeFont());
-  EXPECT_EQ(internal::FontWarningCount(), 0);
+  ASSERT_TRUE(data::UsingTrueTypeFont());
+  EXPECT_EQ(data::FontWarningCount(), 0);
   cv::Mat img(40, 300, CV_8UC3, cv::Scalar::all(255));
-  internal::PutText(img, "mAP50-95 Agy", cv::Point(4, 4), 20, cv::Scalar::all(0));
+  data::PutText(img, "mAP50-95 Agy", cv::Point(4, 4), 20, cv::Scalar::all(0));
   const auto [levels, ink] = TextPixels(img);
   EXPECT_GT(levels, 2u);  // black, white and the anti-aliased edges
   EXPECT_GT(ink, 100);
   // The text box is where the ink is: nothing above its top or past its width.
-  const cv::Size box = internal::TextSize("mAP50-95 Agy", 20);
-  EXPECT_EQ(box.height, internal::LineHeight(20));
+  const cv::Size box = data::TextSize("mAP50-95 Agy", 20);
+  EXPECT_EQ(box.height, data::LineHeight(20));
   EXPECT_GT(box.width, 80);
   EXPECT_LT(box.width, 200);
   EXPECT_EQ(TextPixels(img(cv::Rect(0, 0, 300, 4))).second, 0);
   EXPECT_EQ(TextPixels(img(cv::Rect(box.width + 8, 0, 300 - box.width - 8, 40))).second, 0);
   // Bold is wider; centring and right alignment move the box.
-  EXPECT_GT(internal::TextSize("mAP50-95 Agy", 20, FontWeight::kBold).width, box.width);
+  EXPECT_GT(data::TextSize("mAP50-95 Agy", 20, FontWeight::kBold).width, box.width);
   cv::Mat right(40, 300, CV_8UC3, cv::Scalar::all(255));
-  internal::PutText(right, "x", cv::Point(299, 20), 20, cv::Scalar::all(0), FontWeight::kRegular,
-                    HAlign::kRight, VAlign::kMiddle);
+  data::PutText(right, "x", cv::Point(299, 20), 20, cv::Scalar::all(0), FontWeight::kRegular, HAlign::kRight,
+                VAlign::kMiddle);
   EXPECT_EQ(TextPixels(right(cv::Rect(0, 0, 270, 40))).second, 0);
   EXPECT_GT(TextPixels(right(cv::Rect(270, 0, 30, 40))).second, 10);
 }
 
 TEST(TextRender, VerticalAndGrayAndClippedText) {
   cv::Mat v(200, 40, CV_8UC3, cv::Scalar::all(255));
-  internal::PutTextVertical(v, "instances", cv::Point(20, 100), 16, cv::Scalar(0, 0, 255),
-                            FontWeight::kRegular, HAlign::kCenter, VAlign::kMiddle);
+  data::PutTextVertical(v, "instances", cv::Point(20, 100), 16, cv::Scalar(0, 0, 255), FontWeight::kRegular,
+                        HAlign::kCenter, VAlign::kMiddle);
   EXPECT_GT(Colored(v, cv::Rect(0, 0, 40, 200)), 30);  // red, reads bottom to top
   cv::Mat g(40, 200, CV_8UC1, cv::Scalar(255));
-  internal::PutText(g, "gray canvas", cv::Point(2, 2), 16, cv::Scalar(0));
+  data::PutText(g, "gray canvas", cv::Point(2, 2), 16, cv::Scalar(0));
   EXPECT_GT(TextPixels(g).second, 30);
   // Partly or wholly outside the image: clipped, no crash.
-  internal::PutText(g, "outside", cv::Point(-30, -8), 16, cv::Scalar(0));
-  internal::PutText(g, "far away", cv::Point(5000, 5000), 16, cv::Scalar(0));
-  internal::PutTextVertical(g, "outside", cv::Point(190, 30), 16, cv::Scalar(0));
-  internal::PutText(g, "", cv::Point(2, 2), 16, cv::Scalar(0));
+  data::PutText(g, "outside", cv::Point(-30, -8), 16, cv::Scalar(0));
+  data::PutText(g, "far away", cv::Point(5000, 5000), 16, cv::Scalar(0));
+  data::PutTextVertical(g, "outside", cv::Point(190, 30), 16, cv::Scalar(0));
+  data::PutText(g, "", cv::Point(2, 2), 16, cv::Scalar(0));
 }
 
 TEST(TextRender, MissingFontFallsBackToHersheyWithOneWarning) {
   DefaultFonts restore;
-  internal::SetFontFilesForTesting("/nonexistent/kestrel/NoSuchFont.ttf", "");
-  EXPECT_FALSE(internal::UsingTrueTypeFont());
+  data::SetFontFilesForTesting("/nonexistent/kestrel/NoSuchFont.ttf", "");
+  EXPECT_FALSE(data::UsingTrueTypeFont());
   cv::Mat img(40, 300, CV_8UC3, cv::Scalar::all(255));
   for (int i = 0; i < 3; ++i) {
-    internal::PutText(img, "fallback text", cv::Point(4, 4), 20, cv::Scalar::all(0));
+    data::PutText(img, "fallback text", cv::Point(4, 4), 20, cv::Scalar::all(0));
   }
   EXPECT_GT(TextPixels(img).second, 50);
-  EXPECT_EQ(internal::FontWarningCount(), 1);
-  EXPECT_GT(internal::TextSize("fallback text", 20).width, 60);
+  EXPECT_EQ(data::FontWarningCount(), 1);
+  EXPECT_GT(data::TextSize("fallback text", 20).width, 60);
   // Whole plots still render.
   auto png = RenderLabelHistogram({3, 5}, {"cat", "dog"});
   ASSERT_TRUE(png.IsOk()) << png.GetStatus().ToString();
   EXPECT_GT(Ink(Decode(*png)), 0.01);
-  EXPECT_EQ(internal::FontWarningCount(), 1);
+  EXPECT_EQ(data::FontWarningCount(), 1);
 
   // A file that is not a font: the same fallback, never an exception.
   const std::string bad = std::string(KESTREL_BINARY_DIR) + "/not_a_font.ttf";
   ASSERT_TRUE(Env::Default().WriteFileAtomic(bad, "this is not a TrueType font").IsOk());
-  internal::SetFontFilesForTesting(bad, bad);
-  EXPECT_FALSE(internal::UsingTrueTypeFont());
-  internal::PutText(img, "still fine", cv::Point(4, 4), 20, cv::Scalar::all(0));
-  EXPECT_EQ(internal::FontWarningCount(), 1);
+  data::SetFontFilesForTesting(bad, bad);
+  EXPECT_FALSE(data::UsingTrueTypeFont());
+  data::PutText(img, "still fine", cv::Point(4, 4), 20, cv::Scalar::all(0));
+  EXPECT_EQ(data::FontWarningCount(), 1);
 }
 
 LabelStats SomeLabels() {

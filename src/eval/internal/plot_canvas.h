@@ -1,6 +1,6 @@
 // Private to src/eval (plots.cc, compare_plots.cc, results_plot.cc,
 // labels_plot.cc): a minimal OpenCV line/bar plot canvas with axes, ticks,
-// labels, title and legend. Text goes through text_render.h. Not for other
+// labels, title and legend. Text goes through data/text_render.h. Not for other
 // modules (it exposes cv::Mat).
 #pragma once
 
@@ -9,9 +9,18 @@
 #include <vector>
 
 #include "core/status.h"
-#include "eval/internal/text_render.h"
+#include "data/text_render.h"
 
 namespace kestrel::eval::internal {
+
+// The shared renderer's names, as the canvas code uses them unqualified.
+using data::FontWeight;
+using data::HAlign;
+using data::LineHeight;
+using data::PutText;
+using data::PutTextVertical;
+using data::TextSize;
+using data::VAlign;
 
 // Text sizes in pixels shared by the plots (text_render.h `px`).
 inline constexpr double kTitlePx = 20;  // canvas titles (bold)

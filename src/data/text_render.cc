@@ -1,4 +1,4 @@
-#include "eval/internal/text_render.h"
+#include "data/text_render.h"
 
 #include <spdlog/spdlog.h>
 
@@ -14,7 +14,7 @@
 #include <opencv2/freetype.hpp>
 #endif
 
-namespace kestrel::eval::internal {
+namespace kestrel::data {
 
 namespace {
 
@@ -32,7 +32,7 @@ struct FontConfig {
 };
 
 std::mutex g_mu;
-FontConfig g_config;  // guarded by g_mu
+FontConfig g_config;    // guarded by g_mu
 bool g_warned = false;  // guarded by g_mu
 std::atomic<int> g_warnings{0};
 
@@ -48,7 +48,7 @@ void WarnOnce(const std::string& why) {
     g_warned = true;
   }
   g_warnings.fetch_add(1);
-  spdlog::warn("plots: {}; text falls back to OpenCV's Hershey font (install fonts-dejavu-core)", why);
+  spdlog::warn("text: {}; text falls back to OpenCV's Hershey font (install fonts-dejavu-core)", why);
 }
 
 bool Readable(const std::string& path) {
@@ -112,8 +112,8 @@ cv::Point AlignedTopLeft(cv::Point anchor, cv::Size box, HAlign h, VAlign v) {
 }
 
 // Draws with the baseline at top_left.y + Ascent(px); `img` is 8-bit BGR.
-void DrawBgr(cv::Mat& img, const std::string& text, cv::Point top_left, double px,
-             const cv::Scalar& color, FontWeight weight) {
+void DrawBgr(cv::Mat& img, const std::string& text, cv::Point top_left, double px, const cv::Scalar& color,
+             FontWeight weight) {
   ThreadFonts& f = Fonts();
   const cv::Point baseline(top_left.x, top_left.y + Ascent(px));
 #ifdef KESTREL_HAVE_FREETYPE
@@ -178,8 +178,8 @@ cv::Size TextSize(const std::string& text, double px, FontWeight weight) {
   return cv::Size(width, LineHeight(px));
 }
 
-void PutText(cv::Mat& img, const std::string& text, cv::Point anchor, double px,
-             const cv::Scalar& color, FontWeight weight, HAlign h, VAlign v) {
+void PutText(cv::Mat& img, const std::string& text, cv::Point anchor, double px, const cv::Scalar& color,
+             FontWeight weight, HAlign h, VAlign v) {
   if (text.empty() || img.empty()) return;
   const cv::Size box = TextSize(text, px, weight);
   const cv::Point tl = AlignedTopLeft(anchor, box, h, v);
@@ -203,6 +203,16 @@ void PutTextVertical(cv::Mat& img, const std::string& text, cv::Point anchor, do
   BlendMask(img, rotated, tl - cv::Point(0, 1), color);
 }
 
+cv::Rect DrawBoxLabel(cv::Mat& img, const std::string& text, cv::Point corner, double px,
+                      const cv::Scalar& color, int min_top) {
+  const cv::Size sz = TextSize(text, px);
+  const cv::Rect tab(corner.x, std::max(min_top, corner.y - sz.height), sz.width + 6, sz.height);
+  cv::rectangle(img, tab, color, cv::FILLED);
+  const double luma = 0.114 * color[0] + 0.587 * color[1] + 0.299 * color[2];
+  PutText(img, text, cv::Point(tab.x + 3, tab.y), px, luma > 160 ? cv::Scalar::all(0) : cv::Scalar::all(255));
+  return tab;
+}
+
 bool UsingTrueTypeFont() { return Fonts().truetype; }
 
 bool TrueTypeBuiltIn() {
@@ -224,4 +234,4 @@ void SetFontFilesForTesting(const std::string& regular, const std::string& bold)
 
 int FontWarningCount() { return g_warnings.load(); }
 
-}  // namespace kestrel::eval::internal
+}  // namespace kestrel::data
