@@ -103,6 +103,12 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
 // submit, worker, jobs list|show|logs|cancel|retry, stats, breaker reset
 // (torch-free; docs/jobs.md).
 void AddJobCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel gc` and `kestrel du` (torch-free; docs/disk.md).
+void AddDiskCommands(CLI::App& app, Context& ctx, int* exit_code);
+// The worker's success hook `then`, followed by the job's checkpoint
+// retention (its keep_ckpts, app::ApplyJobRetention); failures are logged.
+std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> WithCheckpointRetention(
+    std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> then, const std::string& home);
 // `kestrel webhooks add|list|remove|test` (docs/webhooks.md).
 void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel models list|show|tag|untag|promote|delete|register` (docs/models.md).

@@ -107,6 +107,7 @@ int Run(Context& ctx, int argc, char** argv) {
 #endif
   AddEvalCommands(app, ctx, &exit_code);
   AddJobCommands(app, ctx, &exit_code);
+  AddDiskCommands(app, ctx, &exit_code);
   AddWebhookCommands(app, ctx, &exit_code);
   AddModelRegistryCommands(app, ctx, &exit_code);
 

@@ -41,6 +41,9 @@ void TrainConfig::Bind(OptionSet& s) {
   s.Bool("deterministic", &deterministic, "use deterministic torch algorithms");
   s.Int("patience", &patience, "epochs without fitness improvement before early stopping", 1, 1000000);
   s.Float("save_period_min", &save_period_min, "also checkpoint mid-epoch every N minutes (0 = off)", 0, 1e9);
+  s.Int("save_period", &save_period, "also keep weights/epochN.ckpt every N epochs (0 = off)", 0, 100000);
+  s.Int("keep_ckpts", &keep_ckpts, "epoch checkpoints a succeeded job keeps, newest first (best/last always stay)", 0,
+        100000);
   s.String("pretrained", &pretrained, "safetensors weights to start from (class count may differ)");
   s.String("resume", &resume, "checkpoint to continue exactly (runs/train/NAME/weights/last.ckpt)");
   s.Int("threads", &threads, "torch intra-op threads (0 = all cores)", 0, 4096);

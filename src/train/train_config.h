@@ -47,6 +47,8 @@ struct TrainConfig {
   bool deterministic = true;     // torch deterministic algorithms
   int patience = 100;            // epochs without fitness improvement before stopping
   double save_period_min = 0;    // also checkpoint mid-epoch every N minutes (0 = off)
+  int save_period = 0;           // also keep weights/epoch<N>.ckpt every N epochs (0 = off)
+  int keep_ckpts = 3;            // epoch checkpoints a succeeded job keeps (newest; docs/disk.md)
   std::string pretrained;        // safetensors weights to start from (fine-tune load)
   std::string resume;            // checkpoint (weights/last.ckpt) to continue exactly
   int threads = 0;               // torch intra-op threads, 0 = all cores

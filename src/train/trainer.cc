@@ -363,6 +363,10 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
   r.history.push_back(rec);
   r.state.accum = EpochAccum{};
   KESTREL_RETURN_IF_ERROR(WriteCheckpoint(r, is_best));
+  if (r.opt.save_period > 0 && rec.epoch % r.opt.save_period == 0) {  // kept per keep_ckpts (docs/disk.md)
+    const std::string name = "epoch" + std::to_string(rec.epoch) + ".ckpt";
+    KESTREL_RETURN_IF_ERROR(r.env->WriteFileAtomic(JoinPath(r.weights_dir, name), r.good_checkpoint));
+  }
   KESTREL_RETURN_IF_ERROR(WriteResultsCsv(*r.env, JoinPath(r.run_dir, "results.csv"), r.history));
   if (r.opt.plots) {
     KESTREL_RETURN_IF_ERROR(WriteResultsPng(*r.env, JoinPath(r.run_dir, "results.png"), r.history, r.validator != nullptr));

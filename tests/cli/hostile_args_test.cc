@@ -290,6 +290,9 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"jobs", "cancel", H}, {"jobs", "retry", X},
       // stats, breaker
       {"stats", X}, {"breaker"}, {"breaker", "reset", "extra"},
+      // gc, du, the worker's watermark
+      {"gc", X}, {"gc", "--grace-s", H}, {"gc", "--grace-s", "-1"}, {"du", "extra"},
+      {"worker", "--min-free-gb", "nan", "--exit-when-idle"}, {"worker", "--min-free-gb", "-1", "--exit-when-idle"},
       // webhooks
       {"webhooks", "add", X}, {"webhooks", "add", ""}, {"webhooks", "list", "extra"}, {"webhooks", "remove", X},
       {"webhooks", "test", X}, {"webhooks", "test", "http://127.0.0.1:9/", "--secret", "s", "--timeout-ms", H},

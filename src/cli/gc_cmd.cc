@@ -1,0 +1,156 @@
+// `kestrel gc [--dry-run] [--grace-s S]` and `kestrel du` (docs/disk.md):
+// parse, call the application layer (app/gc.h), print. `--json` prints the
+// app layer's view unchanged.
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "app/gc.h"
+#include "cli/cli.h"
+#include "core/env.h"
+#include "train/train_config.h"
+
+namespace kestrel::cli {
+namespace {
+
+std::string Bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::ostringstream o;
+  if (u == 0) {
+    o << b << " B";
+  } else {
+    o << std::fixed << std::setprecision(1) << v << " " << units[u];
+  }
+  return o.str();
+}
+
+std::string GcText(const app::GcReport& r) {
+  std::ostringstream t;
+  t << r.blobs << " blobs (" << Bytes(r.blob_bytes) << "): " << r.referenced << " referenced ("
+    << Bytes(r.referenced_bytes) << "), " << r.records << " val/compare records (" << Bytes(r.records_bytes)
+    << "), " << r.recent << " unreferenced but younger than " << r.grace_s << " s (" << Bytes(r.recent_bytes)
+    << ", kept)\n";
+  if (r.dry_run) {
+    t << "dry run: would delete " << r.deleted << " blobs, would free " << Bytes(r.freed_bytes) << " ("
+      << r.freed_bytes << " bytes)";
+  } else {
+    t << "deleted " << r.deleted << " blobs, freed " << Bytes(r.freed_bytes) << " (" << r.freed_bytes
+      << " bytes)";
+    if (r.raced > 0) t << "; " << r.raced << " kept: a writer re-used them meanwhile";
+  }
+  return t.str();
+}
+
+std::string DuText(const app::DuReport& r) {
+  std::ostringstream t;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-24s %-8s %-14s %8s %12s\n", "DATASET", "VERSION", "ID", "BLOBS",
+                "SIZE");
+  t << "datasets\n" << line;
+  for (const auto& v : r.versions) {
+    std::snprintf(line, sizeof line, "%-24s %-8s %-14s %8lld %12s%s\n", v.dataset.c_str(),
+                  ("v" + std::to_string(v.seq)).c_str(), v.version_id.substr(0, 12).c_str(),
+                  static_cast<long long>(v.blobs), Bytes(v.bytes).c_str(),
+                  v.missing > 0 ? ("  (" + std::to_string(v.missing) + " missing)").c_str() : "");
+    t << line;
+  }
+  std::snprintf(line, sizeof line, "%-24s %-14s %-14s %8s %12s\n", "MODEL", "ID", "DATASET", "BLOBS", "SIZE");
+  t << "models\n" << line;
+  for (const auto& m : r.models) {
+    std::snprintf(line, sizeof line, "%-24s %-14s %-14s %8lld %12s\n", m.ref.c_str(),
+                  m.id.substr(0, 12).c_str(), m.dataset.c_str(), static_cast<long long>(m.blobs),
+                  Bytes(m.bytes).c_str());
+    t << line;
+  }
+  std::snprintf(line, sizeof line, "%-8s %-18s %12s %6s %12s\n", "JOB", "STATE", "SIZE", "CKPTS",
+                "CKPT SIZE");
+  t << "jobs ("
+    << "home/jobs/<id>)\n"
+    << line;
+  for (const auto& j : r.jobs) {
+    std::snprintf(line, sizeof line, "%-8lld %-18s %12s %6lld %12s\n", static_cast<long long>(j.job_id),
+                  j.state.empty() ? "(no record)" : j.state.c_str(), Bytes(j.bytes).c_str(),
+                  static_cast<long long>(j.checkpoints), Bytes(j.checkpoint_bytes).c_str());
+    t << line;
+  }
+  t << "val/compare records: " << r.records << " blobs, " << Bytes(r.records_bytes) << "\n";
+  t << "unreferenced: " << r.unreferenced << " blobs, " << Bytes(r.unreferenced_bytes)
+    << " (kestrel gc deletes those older than its grace period)\n";
+  t << "total: " << r.blobs << " blobs, " << Bytes(r.blob_bytes) << "; job folders " << Bytes(r.job_bytes);
+  return t.str();
+}
+
+}  // namespace
+
+std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> WithCheckpointRetention(
+    std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> then,
+    const std::string& home) {
+  return [then = std::move(then), home](store::MetadataStore& meta, const store::JobRecord& job,
+                                        int64_t now_ms) {
+    if (then) then(meta, job, now_ms);
+    // The job's keep_ckpts (its stored effective config; the key's default
+    // for jobs submitted before the key existed).
+    int keep = train::TrainConfig{}.keep_ckpts;
+    const auto cfg = nlohmann::json::parse(job.spec.config_json, nullptr, false);
+    if (cfg.is_object() && cfg.contains("keep_ckpts") && cfg["keep_ckpts"].is_number_integer() &&
+        cfg["keep_ckpts"].get<int64_t>() >= 0 && cfg["keep_ckpts"].get<int64_t>() <= 100000) {
+      keep = cfg["keep_ckpts"].get<int>();
+    }
+    auto r = app::ApplyJobRetention(Env::Default(), home, job, keep);
+    if (!r.IsOk()) {
+      std::cerr << "warning: job " << job.id << ": checkpoint retention failed: " << r.GetStatus().ToString()
+                << std::endl;
+    } else if (!r->deleted.empty()) {
+      std::cerr << "job " << job.id << ": retention deleted " << r->deleted.size() << " checkpoints ("
+                << r->freed_bytes << " bytes; keep_ckpts=" << keep << ")" << std::endl;
+    }
+  };
+}
+
+void AddDiskCommands(CLI::App& app, Context& ctx, int* exit_code) {
+  auto opts = std::make_shared<app::GcOptions>();
+  CLI::App* gc = app.add_subcommand("gc", "Delete artifact-store blobs no record references (docs/disk.md)");
+  gc->add_flag("--dry-run", opts->dry_run, "only report what would be deleted and freed");
+  gc->add_option("--grace-s", opts->grace_s,
+                 "keep unreferenced blobs written or re-used this recently (an import or job in flight)")
+      ->capture_default_str()
+      ->check(IntArg(0, int64_t{100} * 365 * 86400));
+  gc->callback([&ctx, exit_code, opts] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto r = app::CollectGarbage(*stores->meta, *stores->blobs, *opts, Env::Default().UnixSeconds());
+    if (!r.IsOk()) {
+      *exit_code = Fail(ctx, r.GetStatus());
+      return;
+    }
+    *exit_code = Emit(ctx, GcText(*r), app::GcReportJson(*r));
+  });
+
+  CLI::App* du =
+      app.add_subcommand("du", "Disk usage per dataset version, model, job and unreferenced (docs/disk.md)");
+  du->callback([&ctx, exit_code] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto r = app::DiskUsage(*stores->meta, *stores->blobs, Env::Default());
+    if (!r.IsOk()) {
+      *exit_code = Fail(ctx, r.GetStatus());
+      return;
+    }
+    *exit_code = Emit(ctx, DuText(*r), app::DuReportJson(*r));
+  });
+}
+
+}  // namespace kestrel::cli
