@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "store/job_types.h"
 #include "store/model_types.h"
+#include "store/template_types.h"
 
 namespace kestrel::store {
 
@@ -148,6 +149,18 @@ class MetadataStore {
   // Removes the model and its tags (not its blobs). The production holder is
   // refused (kFailedPrecondition) unless even_production.
   virtual Status DeleteModel(const std::string& model_id, bool even_production) = 0;
+
+  // ---- config templates (docs/templates.md; records in template_types.h).
+  // The application layer (app/templates.h) validates the keys.
+
+  // Adds rec.keys_json as the next version of rec.name (seq assigned), in
+  // one transaction. When the name's newest version has the same
+  // content_sha, nothing is written and that version is returned with
+  // *created = false. Concurrent saves of a name get distinct seqs.
+  // kInvalidArgument for a malformed name.
+  virtual Result<TemplateRecord> AddTemplate(const TemplateRecord& rec, bool* created) = 0;
+  // Ordered by name, then version (oldest first).
+  virtual Result<std::vector<TemplateRecord>> ListTemplates(const TemplateFilter& filter) = 0;
 };
 
 // sha256 of the dataset version and the canonical form (sorted keys, no

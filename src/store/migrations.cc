@@ -184,6 +184,19 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "  PRIMARY KEY (model_id, tag))",
           "CREATE UNIQUE INDEX model_tags_one_production ON model_tags(dataset) WHERE tag = 'production'",
       },
+      // 9: config templates (docs/templates.md): named, versioned sets of
+      // submit keys. Versions count per name through a `counters` row
+      // "template:<name>" (as models do); keys_json is the canonical JSON
+      // object of key -> value text, content_sha its sha256.
+      {
+          "CREATE TABLE config_templates ("
+          "  name TEXT NOT NULL,"
+          "  seq BIGINT NOT NULL,"
+          "  created_at BIGINT NOT NULL,"
+          "  keys_json TEXT NOT NULL,"
+          "  content_sha TEXT NOT NULL,"
+          "  PRIMARY KEY (name, seq))",
+      },
   };
   return kMigrations;
 }

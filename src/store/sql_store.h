@@ -1,7 +1,8 @@
 // SqlStore: the one implementation of MetadataStore, written against the
 // SqlConn adapter so SQLite and PostgreSQL run the same logic and the same
 // migrations. Dataset operations live in sql_store.cc, job operations in
-// job_store.cc, the model registry in model_store.cc. Private to the store module.
+// job_store.cc, the model registry in model_store.cc, config templates in
+// template_store.cc. Private to the store module.
 #pragma once
 
 #include <memory>
@@ -57,6 +58,10 @@ class SqlStore final : public MetadataStore {
   Result<std::string> TagModel(const std::string& model_id, const std::string& tag, int64_t now_ms) override;
   Result<bool> UntagModel(const std::string& model_id, const std::string& tag) override;
   Status DeleteModel(const std::string& model_id, bool even_production) override;
+
+  // Config templates (template_store.cc).
+  Result<TemplateRecord> AddTemplate(const TemplateRecord& rec, bool* created) override;
+  Result<std::vector<TemplateRecord>> ListTemplates(const TemplateFilter& filter) override;
 
  private:
   // Models matching `filter` with their tags, oldest first; `lock` adds

@@ -97,6 +97,12 @@ class HookedStore final : public store::MetadataStore {
   Status DeleteModel(const std::string& id, bool even_production) override {
     return in_->DeleteModel(id, even_production);
   }
+  Result<store::TemplateRecord> AddTemplate(const store::TemplateRecord& t, bool* created) override {
+    return in_->AddTemplate(t, created);
+  }
+  Result<std::vector<store::TemplateRecord>> ListTemplates(const store::TemplateFilter& f) override {
+    return in_->ListTemplates(f);
+  }
 
  private:
   std::unique_ptr<store::MetadataStore> in_;
