@@ -1,12 +1,16 @@
-// `kestrel dataset ...`: import, validate, list, show, diff, export, synth.
+// `kestrel dataset ...`: import, validate, list, show, diff, export,
+// preview, synth. A thin adapter: the use cases and their JSON views are the
+// application layer's (app/datasets.h); this file parses, calls, and prints
+// (the text renderings are here, the --json documents are the app's views
+// plus "ok"). synth touches no store and stays here.
 #include <cstdio>
 #include <ctime>
 #include <iostream>
 #include <limits>
 
+#include "app/datasets.h"
 #include "cli/cli.h"
 #include "data/loader.h"
-#include "data/preview.h"
 #include "data/registry.h"
 #include "data/synth.h"
 
@@ -22,28 +26,16 @@ std::string FormatTime(int64_t unix_seconds) {
   return buf;
 }
 
-nlohmann::json RecordJson(const store::DatasetVersionRecord& r) {
-  return {{"dataset", r.dataset},
-          {"version", "v" + std::to_string(r.seq)},
-          {"version_id", r.version_id},
-          {"created_at", r.created_at},
-          {"num_images", r.num_images},
-          {"num_boxes", r.num_boxes},
-          {"num_classes", r.num_classes},
-          {"source", r.source},
-          {"manifest_sha", r.manifest_sha},
-          {"report_sha", r.report_sha}};
-}
-
 std::string ShowText(const data::VersionView& v) {
   const auto& r = v.record;
   auto summary = nlohmann::json::parse(r.summary_json, nullptr, false);
   std::string out;
   char buf[512];
-  std::snprintf(buf, sizeof(buf), "%s@v%lld  %s\n  created %s from %s\n  %lld images, %lld boxes, %d classes\n",
-                r.dataset.c_str(), static_cast<long long>(r.seq), r.version_id.c_str(), FormatTime(r.created_at).c_str(),
-                r.source.c_str(), static_cast<long long>(r.num_images), static_cast<long long>(r.num_boxes),
-                r.num_classes);
+  std::snprintf(buf, sizeof(buf),
+                "%s@v%lld  %s\n  created %s from %s\n  %lld images, %lld boxes, %d classes\n",
+                r.dataset.c_str(), static_cast<long long>(r.seq), r.version_id.c_str(),
+                FormatTime(r.created_at).c_str(), r.source.c_str(), static_cast<long long>(r.num_images),
+                static_cast<long long>(r.num_boxes), r.num_classes);
   out += buf;
   if (summary.is_discarded()) return out;
   out += "\n  split    images   boxes  backgrounds\n";
@@ -58,7 +50,8 @@ std::string ShowText(const data::VersionView& v) {
   for (const auto& c : summary["classes"]) {
     std::snprintf(buf, sizeof(buf), "  %-3d %-24s %7lld  %7lld  %7lld\n", c["id"].get<int>(),
                   c["name"].get<std::string>().c_str(), static_cast<long long>(c["train"].get<int64_t>()),
-                  static_cast<long long>(c["val"].get<int64_t>()), static_cast<long long>(c["test"].get<int64_t>()));
+                  static_cast<long long>(c["val"].get<int64_t>()),
+                  static_cast<long long>(c["test"].get<int64_t>()));
     out += buf;
   }
   out += "\n  image size (max side):";
@@ -74,10 +67,11 @@ std::string ShowText(const data::VersionView& v) {
     }
   }
   const auto& f = summary["findings"];
-  std::snprintf(buf, sizeof(buf), "\n\n  findings: %lld errors, %lld warnings, %lld info; %lld images excluded\n",
-                static_cast<long long>(f["errors"].get<int64_t>()), static_cast<long long>(f["warnings"].get<int64_t>()),
-                static_cast<long long>(f["infos"].get<int64_t>()),
-                static_cast<long long>(summary["images_excluded"].get<int64_t>()));
+  std::snprintf(
+      buf, sizeof(buf), "\n\n  findings: %lld errors, %lld warnings, %lld info; %lld images excluded\n",
+      static_cast<long long>(f["errors"].get<int64_t>()),
+      static_cast<long long>(f["warnings"].get<int64_t>()), static_cast<long long>(f["infos"].get<int64_t>()),
+      static_cast<long long>(summary["images_excluded"].get<int64_t>()));
   out += buf;
   for (auto it = f["by_check"].begin(); it != f["by_check"].end(); ++it) {
     out += "    " + it.key() + ": " + std::to_string(it.value().get<int64_t>()) + "\n";
@@ -89,7 +83,8 @@ std::string DiffText(const std::string& a, const std::string& b, const data::Man
   std::string out = "diff " + a + " -> " + b + "\n";
   auto section = [&](const char* title, const std::vector<std::string>& items, char mark) {
     out += "  " + std::string(title) + ": " + std::to_string(items.size()) + "\n";
-    for (size_t i = 0; i < items.size() && i < 50; ++i) out += std::string("    ") + mark + " " + items[i] + "\n";
+    for (size_t i = 0; i < items.size() && i < 50; ++i)
+      out += std::string("    ") + mark + " " + items[i] + "\n";
     if (items.size() > 50) out += "    ... " + std::to_string(items.size() - 50) + " more (see --json)\n";
   };
   section("images added", d.added, '+');
@@ -101,24 +96,30 @@ std::string DiffText(const std::string& a, const std::string& b, const data::Man
   return out;
 }
 
-// The user's stores and a registry over them.
-struct OpenedRegistry {
+// The user's stores and the dataset use cases over them.
+struct OpenedDatasets {
   Stores stores;
-  std::unique_ptr<data::Registry> reg;
+  std::unique_ptr<app::Datasets> ds;
 };
 
 // nullptr (after reporting the error and setting *exit_code) when the stores
 // cannot be opened.
-std::unique_ptr<OpenedRegistry> OpenRegistry(const Context& ctx, int* exit_code) {
+std::unique_ptr<OpenedDatasets> OpenDatasets(const Context& ctx, int* exit_code) {
   auto stores = OpenStores(ctx);
   if (!stores.IsOk()) {
     *exit_code = Fail(ctx, stores.GetStatus());
     return nullptr;
   }
-  auto out = std::make_unique<OpenedRegistry>();
+  auto out = std::make_unique<OpenedDatasets>();
   out->stores = std::move(stores).Value();
-  out->reg = std::make_unique<data::Registry>(*out->stores.meta, *out->stores.blobs);
+  out->ds = std::make_unique<app::Datasets>(*out->stores.meta, *out->stores.blobs);
   return out;
+}
+
+// The --json document of a successful command: the app's view plus "ok".
+nlohmann::json Ok(nlohmann::json view) {
+  view["ok"] = true;
+  return view;
 }
 
 }  // namespace
@@ -138,7 +139,8 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   auto st = std::make_shared<ImportState>();
   st->opts.Bind(st->set);
 
-  CLI::App* imp = ds->add_subcommand("import", "Validate a YOLO/COCO/VOC dataset and store it as a new version");
+  CLI::App* imp =
+      ds->add_subcommand("import", "Validate a YOLO/COCO/VOC dataset and store it as a new version");
   imp->add_option("path", st->path, "dataset folder or data.yaml / instances JSON")->required();
   imp->add_option("--name", st->name, "registry name")->required();
   imp->add_option("key=value", st->extras, "options Ultralytics-style, e.g. val_ratio=0.1");
@@ -149,11 +151,10 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, s);
       return;
     }
-    auto opened = OpenRegistry(ctx, exit_code);
+    auto opened = OpenDatasets(ctx, exit_code);
     if (!opened) return;
-    data::Registry& reg = *opened->reg;
     data::ValidationReport report;
-    auto r = reg.Import(st->path, st->name, st->opts, &report);
+    auto r = opened->ds->Import(st->path, st->name, st->opts, &report);
     if (!r.IsOk()) {
       const nlohmann::json rj = report.source.empty() ? nlohmann::json() : report.ToJson();
       *exit_code = FailWithReport(ctx, r.GetStatus(), report.source.empty() ? nullptr : &rj);
@@ -161,16 +162,15 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
     }
     const auto& rec = r->record;
     std::string text = r->analysis.report.ToText() + "\n" +
-                       (r->created ? "imported " : "unchanged: identical content is already ") + rec.dataset + "@v" +
-                       std::to_string(rec.seq) + " (version " + rec.version_id + ")\n";
-    nlohmann::json j = {{"ok", true}, {"created", r->created}, {"version", RecordJson(rec)},
-                        {"report", r->analysis.report.ToJson()}};
-    *exit_code = Emit(ctx, text, j);
+                       (r->created ? "imported " : "unchanged: identical content is already ") + rec.dataset +
+                       "@v" + std::to_string(rec.seq) + " (version " + rec.version_id + ")\n";
+    *exit_code = Emit(ctx, text, Ok(app::DatasetImportJson(*r)));
   });
 
   auto vst = std::make_shared<ImportState>();
   vst->opts.Bind(vst->set);
-  CLI::App* val = ds->add_subcommand("validate", "Dry run: print the validation report; exit 1 when errors exist");
+  CLI::App* val =
+      ds->add_subcommand("validate", "Dry run: print the validation report; exit 1 when errors exist");
   val->add_option("path", vst->path, "dataset folder or data.yaml / instances JSON")->required();
   val->add_option("key=value", vst->extras, "options Ultralytics-style, e.g. imgsz=320");
   AddOptionFlags(val, vst->set, &vst->flags);
@@ -180,33 +180,30 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, s);
       return;
     }
-    auto a = data::AnalyzeDataset(vst->path, vst->opts);
+    // A dry run: no store is opened.
+    auto a = app::ValidateDataset(vst->path, vst->opts);
     if (!a.IsOk()) {
       *exit_code = Fail(ctx, a.GetStatus());
       return;
     }
-    const auto& rep = a->report;
-    std::string text = rep.ToText() + "\nversion id would be " + data::VersionId(a->manifest) + "\n";
-    nlohmann::json j = {{"ok", rep.Count(data::Severity::kError) == 0},
-                        {"version_id", data::VersionId(a->manifest)},
-                        {"report", rep.ToJson()}};
-    Emit(ctx, text, j);
-    *exit_code = rep.Count(data::Severity::kError) == 0 ? kExitOk : kExitFailure;
+    std::string text = a->report.ToText() + "\nversion id would be " + a->version_id + "\n";
+    Emit(ctx, text, app::DatasetValidationJson(*a));
+    *exit_code = a->ok() ? kExitOk : kExitFailure;
   });
 
   CLI::App* list = ds->add_subcommand("list", "List datasets and their latest versions");
   list->callback([&ctx, exit_code] {
-    auto opened = OpenRegistry(ctx, exit_code);
+    auto opened = OpenDatasets(ctx, exit_code);
     if (!opened) return;
-    auto all = opened->stores.meta->ListDatasets();
+    auto all = opened->ds->List();
     if (!all.IsOk()) {
       *exit_code = Fail(ctx, all.GetStatus());
       return;
     }
     std::string text;
     char buf[512];
-    std::snprintf(buf, sizeof(buf), "%-20s %-8s %-14s %8s %8s %-20s\n", "name", "latest", "version id", "images",
-                  "versions", "created");
+    std::snprintf(buf, sizeof(buf), "%-20s %-8s %-14s %8s %8s %-20s\n", "name", "latest", "version id",
+                  "images", "versions", "created");
     text += buf;
     nlohmann::json j = nlohmann::json::array();
     for (const auto& d : *all) {
@@ -215,58 +212,41 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
                     static_cast<long long>(d.latest.num_images), static_cast<long long>(d.num_versions),
                     FormatTime(d.latest.created_at).c_str());
       text += buf;
-      auto rj = RecordJson(d.latest);
-      rj["num_versions"] = d.num_versions;
-      j.push_back(rj);
+      j.push_back(app::DatasetSummaryJson(d));
     }
     if (all->empty()) text = "no datasets yet: kestrel dataset import PATH --name NAME\n";
     *exit_code = Emit(ctx, text, {{"ok", true}, {"datasets", j}});
   });
 
   auto show_spec = std::make_shared<std::string>();
-  CLI::App* show = ds->add_subcommand("show", "Counts per split and class, size histograms, findings of a version");
+  CLI::App* show =
+      ds->add_subcommand("show", "Counts per split and class, size histograms, findings of a version");
   show->add_option("dataset", *show_spec, "NAME or NAME@VERSION (vN or id prefix)")->required();
   show->callback([&ctx, exit_code, show_spec] {
-    auto opened = OpenRegistry(ctx, exit_code);
+    auto opened = OpenDatasets(ctx, exit_code);
     if (!opened) return;
-    data::Registry& reg = *opened->reg;
-    auto v = reg.Load(*show_spec);
+    auto v = opened->ds->Show(*show_spec);
     if (!v.IsOk()) {
       *exit_code = Fail(ctx, v.GetStatus());
       return;
     }
-    nlohmann::json j = {{"ok", true},
-                        {"version", RecordJson(v->record)},
-                        {"names", v->manifest.names},
-                        {"summary", nlohmann::json::parse(v->record.summary_json, nullptr, false)},
-                        {"report", v->report}};
-    *exit_code = Emit(ctx, ShowText(*v), j);
+    *exit_code = Emit(ctx, ShowText(*v), Ok(app::DatasetShowJson(*v)));
   });
 
   auto diff_a = std::make_shared<std::string>(), diff_b = std::make_shared<std::string>();
-  CLI::App* diff = ds->add_subcommand("diff", "Images and labels added, removed or changed between two versions");
+  CLI::App* diff =
+      ds->add_subcommand("diff", "Images and labels added, removed or changed between two versions");
   diff->add_option("a", *diff_a, "NAME@VERSION")->required();
   diff->add_option("b", *diff_b, "NAME@VERSION")->required();
   diff->callback([&ctx, exit_code, diff_a, diff_b] {
-    auto opened = OpenRegistry(ctx, exit_code);
+    auto opened = OpenDatasets(ctx, exit_code);
     if (!opened) return;
-    data::Registry& reg = *opened->reg;
-    auto a = reg.Load(*diff_a);
-    if (!a.IsOk()) {
-      *exit_code = Fail(ctx, a.GetStatus());
+    auto d = opened->ds->Diff(*diff_a, *diff_b);
+    if (!d.IsOk()) {
+      *exit_code = Fail(ctx, d.GetStatus());
       return;
     }
-    auto b = reg.Load(*diff_b);
-    if (!b.IsOk()) {
-      *exit_code = Fail(ctx, b.GetStatus());
-      return;
-    }
-    auto d = data::DiffManifests(a->manifest, b->manifest);
-    nlohmann::json j = d.ToJson();
-    j["ok"] = true;
-    j["a"] = RecordJson(a->record);
-    j["b"] = RecordJson(b->record);
-    *exit_code = Emit(ctx, DiffText(*diff_a, *diff_b, d), j);
+    *exit_code = Emit(ctx, DiffText(*diff_a, *diff_b, d->diff), Ok(app::DatasetDiffJson(*d)));
   });
 
   struct ExportState {
@@ -278,67 +258,53 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   exp->add_option("out", ex->out, "output folder (must be empty or absent)")->required();
   exp->add_option("--format", ex->format, "yolo or coco")->check(CLI::IsMember({"yolo", "coco"}));
   exp->callback([&ctx, exit_code, ex] {
-    auto opened = OpenRegistry(ctx, exit_code);
+    auto opened = OpenDatasets(ctx, exit_code);
     if (!opened) return;
-    data::Registry& reg = *opened->reg;
-    Status s = reg.Export(ex->spec, ex->format, ex->out);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
+    auto e = opened->ds->Export(ex->spec, ex->format, ex->out);
+    if (!e.IsOk()) {
+      *exit_code = Fail(ctx, e.GetStatus());
       return;
     }
-    *exit_code = Emit(ctx, "exported " + ex->spec + " as " + ex->format + " to " + ex->out + "\n",
-                      {{"ok", true}, {"out", ex->out}, {"format", ex->format}});
+    *exit_code = Emit(ctx, "exported " + e->spec + " as " + e->format + " to " + e->out + "\n",
+                      Ok(app::DatasetExportJson(*e)));
   });
 
   // preview: what the trainer will see, boxes drawn, so a user can check the
   // labels survive augmentation before spending hours on a run.
   struct PreviewState {
-    std::string spec, out = "preview.jpg";
-    bool aug = true;
-    int images = 16;
-    data::AugmentOptions augment;
-    data::LoaderOptions loader;
+    app::PreviewRequest req;
     OptionSet set;
     std::vector<std::string> extras;
   };
   auto pv = std::make_shared<PreviewState>();
-  pv->loader.imgsz = 320;
-  pv->set.Bool("aug", &pv->aug, "apply training augmentation (false: letterboxed val view)")
-      .String("out", &pv->out, "output image (PNG or JPEG)")
-      .Int("images", &pv->images, "images in the grid", 1, 64);
-  pv->augment.Bind(pv->set);
-  pv->loader.Bind(pv->set);
-  CLI::App* prev = ds->add_subcommand("preview", "Write a grid of (augmented) training images with boxes drawn");
-  prev->add_option("dataset", pv->spec, "NAME or NAME@VERSION")->required();
+  pv->req.loader.imgsz = 320;
+  pv->set.Bool("aug", &pv->req.aug, "apply training augmentation (false: letterboxed val view)")
+      .String("out", &pv->req.out, "output image (PNG or JPEG)")
+      .Int("images", &pv->req.images, "images in the grid", 1, 64);
+  pv->req.augment.Bind(pv->set);
+  pv->req.loader.Bind(pv->set);
+  CLI::App* prev =
+      ds->add_subcommand("preview", "Write a grid of (augmented) training images with boxes drawn");
+  prev->add_option("dataset", pv->req.spec, "NAME or NAME@VERSION")->required();
   prev->add_option("key=value", pv->extras, "aug=true out=preview.jpg imgsz=320 mosaic=1.0 ...");
   prev->callback([&ctx, exit_code, pv] {
     Status s = ApplyOptions(pv->set, {}, pv->extras);
-    if (s.IsOk()) s = pv->augment.Validate();
+    if (s.IsOk()) s = pv->req.augment.Validate();
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s, kExitUsage);
       return;
     }
-    auto opened = OpenRegistry(ctx, exit_code);
+    auto opened = OpenDatasets(ctx, exit_code);
     if (!opened) return;
-    data::Registry& reg = *opened->reg;
-    auto v = reg.Load(pv->spec);
-    if (!v.IsOk()) {
-      *exit_code = Fail(ctx, v.GetStatus());
+    auto p = opened->ds->Preview(pv->req);
+    if (!p.IsOk()) {
+      *exit_code = Fail(ctx, p.GetStatus());
       return;
     }
-    data::LoaderOptions lo = pv->loader;
-    lo.augment = pv->aug;
-    lo.shuffle = pv->aug;
-    lo.batch = pv->images;
-    Status w = data::WriteAugmentedPreview(v->manifest, data::ArtifactImageSource(*opened->stores.blobs), pv->augment, lo,
-                                           v->manifest.names, pv->out, pv->images);
-    if (!w.IsOk()) {
-      *exit_code = Fail(ctx, w);
-      return;
-    }
-    *exit_code = Emit(ctx, "wrote " + pv->out + " (" + std::to_string(pv->images) + " images of " + pv->spec +
-                               (pv->aug ? ", augmented" : "") + ")\n",
-                      {{"ok", true}, {"out", pv->out}, {"augmented", pv->aug}});
+    *exit_code = Emit(ctx,
+                      "wrote " + p->out + " (" + std::to_string(p->images) + " images of " + p->spec +
+                          (p->augmented ? ", augmented" : "") + ")\n",
+                      Ok(app::DatasetPreviewJson(*p)));
   });
 
   struct SynthState {
@@ -352,7 +318,8 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   auto sy = std::make_shared<SynthState>();
   sy->opts.Bind(sy->set);
   sy->set.Int("seed", &sy->seed, "random seed");
-  CLI::App* syn = ds->add_subcommand("synth", "Write a deterministic synthetic detection dataset (YOLO layout)");
+  CLI::App* syn =
+      ds->add_subcommand("synth", "Write a deterministic synthetic detection dataset (YOLO layout)");
   syn->add_option("out", sy->out, "output folder")->required();
   syn->add_option("key=value", sy->extras, "options Ultralytics-style, e.g. min_side=180 max_side=1400");
   AddOptionFlags(syn, sy->set, &sy->flags);

@@ -302,6 +302,11 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"models", "show", ""}, {"models", "tag", "x@v1", X}, {"models", "untag", "nosuch@v1", "candidate"},
       {"models", "promote", "d@v" + H}, {"models", "delete", X}, {"models", "register", "/etc/passwd", "--data", "d"},
       {"models", "register", "--job", H}, {"models", "register", "--job", "5"},
+      // template (none saved: every reference is unknown; invalid keys are refused as submit refuses them)
+      {"template"}, {"template", "save", X, "epochs=1"}, {"template", "save", "t", "epochs=" + H},
+      {"template", "save", "t", X + "=1"}, {"template", "save", "t", "lr0=nan"}, {"template", "save", "t"},
+      {"template", "show", "t@v" + H}, {"template", "show", X}, {"template", "show", ""}, {"template", "list", X},
+      {"template", "diff", "job:" + H, "t"}, {"template", "diff", "t", X},
   };
 #ifdef KESTREL_CLI_WITH_TORCH
   const std::vector<std::vector<std::string>> torch_cases = {
@@ -325,6 +330,7 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
   EXPECT_EQ(jobs["jobs"].size(), 0u) << jobs.dump();
   EXPECT_EQ(Json(Kestrel("--json dataset list"))["datasets"].size(), 1u);
   EXPECT_EQ(Json(Kestrel("--json models list"))["models"].size(), 0u);
+  EXPECT_EQ(Json(Kestrel("--json template list"))["templates"].size(), 0u);
   for (const char* p : {"s", "o", "p.jpg", "runs", "runs/val", "runs/predict"}) {
     EXPECT_FALSE(fs::exists(dir_ / p)) << p << " was written by a failing command";
   }
