@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -14,11 +15,13 @@
 #include <iomanip>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
 
 #include "app/jobs.h"
+#include "app/templates.h"
 #include "cli/cli.h"
 #include "core/json.h"
 #include "core/parse.h"
@@ -85,17 +88,41 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     cmd->footer("Job keys (key=default  (type range)):\n" + keys.HelpText());
   }
   cmd->callback([&ctx, exit_code, args] {
+    // template=NAME[@vN] expands to the template's keys, the command line
+    // winning (app::ExpandTemplate); that needs the store before the draft.
+    std::vector<std::string> tokens = *args;
+    const bool templated = std::any_of(tokens.begin(), tokens.end(),
+                                       [](const std::string& t) { return t.rfind("template=", 0) == 0; });
+    std::optional<Stores> opened;
+    if (templated) {
+      auto stores = OpenStores(ctx);
+      if (!stores.IsOk()) {
+        *exit_code = Fail(ctx, stores.GetStatus());
+        return;
+      }
+      auto expanded = app::TemplateLibrary(*stores->meta).ExpandArgs(tokens);
+      if (!expanded.IsOk()) {
+        *exit_code = Fail(ctx, OnCommandLine(expanded.GetStatus()));
+        return;
+      }
+      tokens = std::move(expanded).Value();
+      opened = std::move(stores).Value();
+    }
     // pretrained= / model= may name a registered model: the job stores its blob's path.
-    auto draft = app::DraftJob(*args, [&ctx](std::string* w) { return ResolveWeightsOption(ctx, w); });
+    auto draft = app::DraftJob(tokens, [&ctx](std::string* w) { return ResolveWeightsOption(ctx, w); });
     if (!draft.IsOk()) {
       *exit_code = Fail(ctx, OnCommandLine(draft.GetStatus()));
       return;
     }
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
+    if (!opened) {
+      auto stores = OpenStores(ctx);
+      if (!stores.IsOk()) {
+        *exit_code = Fail(ctx, stores.GetStatus());
+        return;
+      }
+      opened = std::move(stores).Value();
     }
+    Stores* stores = &*opened;
     // data= may be a dataset path: imported (or its version reused) here, so
     // the job stores the version, never the path.
     if (!ResolveDataOption(ctx, *stores, &draft->data, nullptr, exit_code)) return;

@@ -149,6 +149,23 @@ TEST_F(AppViewsCliTest, TemplateCommandsPrintTheAppViewsAndRejectLikeSubmit) {
   EXPECT_EQ(dj->differences[0].key, "data");
   EXPECT_NE(Kestrel("template diff " + job_ref + " fast@v1").out.find("data: tiny@"), std::string::npos);
 
+  // submit template=: the template's keys, the command line winning; the
+  // same template and overrides again is the same job (submit's dedup).
+  auto t1 = Json(Kestrel("--json submit template=fast@v1 data=tiny epochs=12"));
+  ASSERT_EQ(t1["ok"], true) << t1.dump();
+  const std::string t1_ref = "job:" + std::to_string(t1["job_id"].get<int64_t>());
+  auto tj = lib.Diff(t1_ref, "fast@v1");
+  ASSERT_TRUE(tj.IsOk()) << tj.GetStatus().ToString();
+  std::vector<std::string> differing;
+  for (const auto& d : tj->differences) differing.push_back(d.key);
+  EXPECT_EQ(differing, (std::vector<std::string>{"data", "epochs"}))
+      << Json(Kestrel("--json template diff " + t1_ref + " fast@v1")).dump();
+  auto t2 = Json(Kestrel("--json submit data=tiny template=fast@v1 epochs=12"));
+  EXPECT_EQ(t2["job_id"], t1["job_id"]) << t2.dump();
+  EXPECT_EQ(Kestrel("submit template=nosuch data=tiny").code, 1);
+  EXPECT_EQ(Kestrel("submit template=fast template=slow data=tiny").code, 2);
+  EXPECT_EQ(Kestrel("submit template=fast data=tiny epochs=0").code, 2);
+
   // Invalid keys: the error submit gives (same message, exit 2), nothing saved.
   for (const std::string bad : {"epochs=0", "epoch=10", "priority=urgent", "resume=x.ckpt", "imgsz=100"}) {
     CliRun t = Kestrel("--json template save bad " + bad);
