@@ -11,7 +11,7 @@
 #include "core/hash.h"
 #include "core/json.h"
 #include "store/retry_decision.h"
-#include "store/sql_store.h"
+#include "store/internal/sql_store.h"
 
 namespace kestrel::store {
 namespace {

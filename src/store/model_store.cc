@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "store/sql_store.h"
+#include "store/internal/sql_store.h"
 
 namespace kestrel::store {
 namespace {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "store/sql_store.h"
+#include "store/internal/sql_store.h"
 
 namespace kestrel::store {
 namespace {

@@ -9,9 +9,10 @@
 #include <string>
 
 #include "store/metadata_store.h"
-#include "store/sql_conn.h"
 
 namespace kestrel::store {
+
+class SqlConn;  // store/internal/sql_conn.h (private to the store module and its tests)
 
 // url: any libpq URL, "postgresql://user@host:port/db?options=...".
 Result<std::unique_ptr<MetadataStore>> OpenPostgresStore(const std::string& url);

@@ -1,6 +1,6 @@
 // Backend-independent half of SqlStore: migrations, the dataset registry, and
 // MetadataStore::Open. Job operations are in job_store.cc.
-#include "store/sql_store.h"
+#include "store/internal/sql_store.h"
 
 #include <algorithm>
 #include <cctype>

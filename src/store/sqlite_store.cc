@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/env.h"
-#include "store/sql_store.h"
+#include "store/internal/sql_store.h"
 
 namespace kestrel::store {
 namespace {

@@ -7,9 +7,10 @@
 #include <string>
 
 #include "store/metadata_store.h"
-#include "store/sql_conn.h"
 
 namespace kestrel::store {
+
+class SqlConn;  // store/internal/sql_conn.h (private to the store module and its tests)
 
 // Opens (creating folders and file) and migrates.
 Result<std::unique_ptr<MetadataStore>> OpenSqliteStore(const std::string& path);

@@ -3,7 +3,7 @@
 // locked by the saving transaction, so concurrent saves of one name (any
 // process, either backend) get v1, v2, ... without gaps or duplicates, and
 // the "same content as the newest version" check sees every earlier commit.
-#include "store/sql_store.h"
+#include "store/internal/sql_store.h"
 
 namespace kestrel::store {
 namespace {

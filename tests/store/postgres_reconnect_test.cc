@@ -10,7 +10,7 @@
 #include <string>
 
 #include "store/postgres_store.h"
-#include "store/sql_conn.h"
+#include "store/internal/sql_conn.h"
 
 namespace kestrel::store {
 namespace {

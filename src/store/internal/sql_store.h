@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "store/metadata_store.h"
-#include "store/sql_conn.h"
+#include "store/internal/sql_conn.h"
 
 namespace kestrel::store {
 
