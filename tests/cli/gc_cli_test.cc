@@ -175,7 +175,8 @@ TEST_F(GcCliTest, GcInALoopNeverDeletesWhatConcurrentImportsAndRegistrationsRefe
     must.insert(v.record.report_sha);
     auto manifest = blobs.Get(v.record.manifest_sha);
     ASSERT_TRUE(manifest.IsOk()) << manifest.GetStatus().ToString();
-    for (const auto& e : json::parse(*manifest)["entries"]) must.insert(e["image_sha"].get<std::string>());
+    const json entries = json::parse(*manifest)["entries"];
+    for (const auto& e : entries) must.insert(e["image_sha"].get<std::string>());
   }
   for (const auto& m : refs->models) {
     must.insert(m.record.weights_sha);
