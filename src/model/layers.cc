@@ -1,4 +1,4 @@
-#include "model/layers.h"
+#include "model/internal/layers.h"
 
 #include <torch/nn/functional/upsampling.h>
 #include <torch/nn/init.h>

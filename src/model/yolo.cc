@@ -4,7 +4,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/utils.h>
 
-#include "model/layers.h"
+#include "model/internal/layers.h"
 
 namespace kestrel::model {
 
