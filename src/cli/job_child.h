@@ -2,8 +2,9 @@
 // "Job attempts"): the progress pipe to its supervisor, the check that the
 // attempt is the job's current one, and the failure report (a `reason=`
 // line, the exit code from core/failure.h, the JSON error document). `val
-// --job` uses it; `train --job` (train_cmd.cc) still has its own copy of the
-// pipe and the reason mapping.
+// --job` uses it; `train --job` (train_cmd.cc) uses only ProgressPipe: its
+// attempt, reason mapping and JSON views are app::RunJobAttempt's
+// (app_run/train_job.h).
 #pragma once
 
 #include <cstdint>

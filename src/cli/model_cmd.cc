@@ -1,17 +1,17 @@
 // `val model=` (RunModelOnSplit), `kestrel predict` and `kestrel compare`: the
 // commands that run a model through model::Predictor. Built only with LibTorch; this file
-// includes no torch header.
+// includes no torch header. `predict` is app::Predict (app_run/predict.h).
 #include <algorithm>
 #include <cstdio>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "app_run/predict.h"
 #include "cli/eval_model.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/image.h"
-#include "data/text_render.h"
 #include "eval/compare_plots.h"
 #include "eval/plots.h"
 #include "model/predictor.h"
@@ -20,19 +20,8 @@
 namespace kestrel::cli {
 namespace {
 
-nlohmann::json SpeedJson(const model::StageTimes& t) {
-  return {{"preprocess_ms", t.preprocess_ms}, {"inference_ms", t.inference_ms},
-          {"postprocess_ms", t.postprocess_ms}, {"images", t.images}, {"fps", t.Fps()}};
-}
-
-std::string SpeedText(const model::StageTimes& t, int imgsz) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at %dx%d "
-                "(%.1f FPS, %lld images after warm-up)\n",
-                t.preprocess_ms, t.inference_ms, t.postprocess_ms, imgsz, imgsz, t.Fps(),
-                static_cast<long long>(t.images));
-  return buf;
+app::PredictSpeed Speed(const model::StageTimes& t, int imgsz) {
+  return {t.preprocess_ms, t.inference_ms, t.postprocess_ms, t.images, t.Fps(), imgsz};
 }
 
 // Decodes through the single decode entry point; `origin` names errors.
@@ -40,193 +29,36 @@ Result<cv::Mat> DecodeBytes(const std::string& bytes, const std::string& origin)
   return data::DecodeImage(bytes, origin);
 }
 
-// Runs the predictor over `count` images produced by `load(i)`, `batch` at a
-// time, so at most one batch of decoded images is held.
-template <typename LoadFn>
-Result<std::vector<model::ImagePrediction>> PredictAll(model::Predictor& p, size_t count, LoadFn load) {
-  std::vector<model::ImagePrediction> out;
-  out.reserve(count);
-  const size_t batch = size_t(p.Options().batch);
-  for (size_t start = 0; start < count; start += batch) {
-    std::vector<cv::Mat> images;
-    for (size_t i = start; i < std::min(count, start + batch); ++i) {
-      KESTREL_ASSIGN_OR_RETURN(cv::Mat img, load(i));
-      images.push_back(std::move(img));
-    }
-    KESTREL_ASSIGN_OR_RETURN(auto preds, p.Predict(images));
-    for (auto& pr : preds) out.push_back(std::move(pr));
-  }
-  return out;
-}
-
-// Draws boxes and "name 0.87" labels on a BGR image.
-void DrawDetections(cv::Mat& bgr, const std::vector<eval::Detection>& dets, const std::vector<std::string>& names) {
-  const int thick = std::max(1, static_cast<int>(std::lround((bgr.cols + bgr.rows) / 2.0 * 0.003)));
-  for (const auto& d : dets) {
-    const cv::Scalar color((d.class_id * 67 + 40) % 256, (d.class_id * 131 + 90) % 256, (d.class_id * 29 + 160) % 256);
-    const cv::Point p1(static_cast<int>(d.box.x1), static_cast<int>(d.box.y1));
-    const cv::Point p2(static_cast<int>(d.box.x2), static_cast<int>(d.box.y2));
-    cv::rectangle(bgr, p1, p2, color, thick, cv::LINE_AA);
-    const std::string name = d.class_id < static_cast<int>(names.size()) ? names[size_t(d.class_id)]
-                                                                          : std::to_string(d.class_id);
-    char label[160];
-    std::snprintf(label, sizeof(label), "%s %.2f", name.c_str(), d.score);
-    data::DrawBoxLabel(bgr, label, p1, std::max(12.0, thick * 8.0), color);
-  }
-}
-
-// "class cx cy w h conf" normalized to the original image, 6 decimals.
-std::string YoloTxt(const model::ImagePrediction& p) {
-  std::string out;
-  char line[160];
-  for (const auto& d : p.detections) {
-    const double w = p.width, h = p.height;
-    std::snprintf(line, sizeof(line), "%d %.6f %.6f %.6f %.6f %.6f\n", d.class_id, (d.box.x1 + d.box.x2) / 2.0 / w,
-                  (d.box.y1 + d.box.y2) / 2.0 / h, (d.box.x2 - d.box.x1) / w, (d.box.y2 - d.box.y1) / h, d.score);
-    out += line;
-  }
-  return out;
-}
-
-nlohmann::json DetectionsJson(const model::ImagePrediction& p, const std::vector<std::string>& names) {
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& d : p.detections) {
-    arr.push_back({{"class_id", d.class_id},
-                   {"name", d.class_id < static_cast<int>(names.size()) ? names[size_t(d.class_id)] : ""},
-                   {"confidence", d.score},
-                   {"box_xyxy", {d.box.x1, d.box.y1, d.box.x2, d.box.y2}}});
-  }
-  return arr;
-}
-
 struct PredictOptions {
-  std::string model, source;
-  double conf = 0.25, iou = 0.7;
-  int imgsz = 640, batch = 1, max_det = 300;
-  bool save = true, save_txt = true, save_json = true;
-  std::string project = "runs/predict", name;
-  bool exist_ok = false;
+  app::PredictRequest r;
   void Bind(OptionSet& s) {
-    s.String("model", &model, "weights file (.safetensors)");
-    s.String("source", &source, "an image file or a folder of images");
-    train::BindInferenceKeys(s, &conf, &iou, &imgsz, &max_det, &batch);
-    s.Bool("save", &save, "write annotated images");
-    s.Bool("save_txt", &save_txt, "write YOLO txt (class cx cy w h conf, normalized) per image");
-    s.Bool("save_json", &save_json, "write a JSON file per image");
-    train::BindRunFolderKeys(s, &project, &name, &exist_ok);  // name "" = predict, predict2, ...
+    s.String("model", &r.model, "weights file (.safetensors)");
+    s.String("source", &r.source, "an image file or a folder of images");
+    train::BindInferenceKeys(s, &r.conf, &r.iou, &r.imgsz, &r.max_det, &r.batch);
+    s.Bool("save", &r.save, "write annotated images");
+    s.Bool("save_txt", &r.save_txt, "write YOLO txt (class cx cy w h conf, normalized) per image");
+    s.Bool("save_json", &r.save_json, "write a JSON file per image");
+    train::BindRunFolderKeys(s, &r.project, &r.name, &r.exist_ok);  // name "" = predict, predict2, ...
   }
 };
 
+// The use case is app::Predict (app_run/predict.h); --json prints its one
+// JSON view unchanged.
 void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
-  Env& env = Env::Default();
-  if (o.model.empty() || o.source.empty()) {
-    *exit_code = Fail(ctx, Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
-                                                   {"command line", 0, o.model.empty() ? "model" : "source"}));
+  if (o.r.model.empty() || o.r.source.empty()) {
+    *exit_code =
+        Fail(ctx, Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
+                                          {"command line", 0, o.r.model.empty() ? "model" : "source"}));
     return;
   }
-  // Inputs first: nothing is written for a bad source or model.
-  std::vector<std::string> files;
-  const FileInfo info = env.Stat(o.source);
-  if (!info.exists) {
-    *exit_code = Fail(ctx, Status::NotFound("source not found", {o.source, 0, "source"}));
-    return;
-  }
-  if (info.is_dir) {
-    auto names = env.ListDir(o.source);
-    if (!names.IsOk()) {
-      *exit_code = Fail(ctx, names.GetStatus());
-      return;
-    }
-    for (const auto& n : *names) {
-      if (data::IsImageExtension(Extension(n))) files.push_back(JoinPath(o.source, n));
-    }
-    if (files.empty()) {
-      *exit_code = Fail(ctx, Status::NotFound("no images (jpg, png, bmp, webp, tif) in folder", {o.source, 0, "source"}));
-      return;
-    }
-  } else {
-    files.push_back(o.source);
-  }
-  model::PredictorOptions po;
-  po.imgsz = o.imgsz;
-  po.batch = o.batch;
-  po.nms.conf = static_cast<float>(o.conf);
-  po.nms.iou = static_cast<float>(o.iou);
-  po.nms.max_det = o.max_det;
   // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
-  std::string weights = o.model;
-  if (Status w = ResolveWeightsOption(ctx, &weights); !w.IsOk()) {
-    *exit_code = Fail(ctx, w);
+  auto r = app::Predict(Env::Default(), o.r,
+                        [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); });
+  if (!r.IsOk()) {
+    *exit_code = Fail(ctx, r.GetStatus());
     return;
   }
-  auto pred = model::Predictor::Load(weights, po);
-  if (!pred.IsOk()) {
-    *exit_code = Fail(ctx, pred.GetStatus());
-    return;
-  }
-  model::Predictor& p = **pred;
-  std::vector<cv::Mat> decoded(files.size());
-  auto results = PredictAll(p, files.size(), [&](size_t i) -> Result<cv::Mat> {
-    KESTREL_ASSIGN_OR_RETURN(std::string bytes, env.ReadFile(files[i]));
-    KESTREL_ASSIGN_OR_RETURN(cv::Mat img, DecodeBytes(bytes, files[i]));
-    if (o.save) decoded[i] = img;
-    return img;
-  });
-  if (!results.IsOk()) {
-    *exit_code = Fail(ctx, results.GetStatus());
-    return;
-  }
-  const std::string dir = eval::NextRunDir(env, o.project, o.name, "predict", o.exist_ok);
-  const model::StageTimes t = p.Timing();
-  nlohmann::json images = nlohmann::json::array();
-  std::string text;
-  // Written beside the run folder and moved in when every image is done: a
-  // failure halfway leaves no folder that looks like a complete prediction.
-  auto staged = StagedDir::Create(env, dir);
-  if (!staged.IsOk()) {
-    *exit_code = Fail(ctx, staged.GetStatus());
-    return;
-  }
-  const std::string& out = staged->Path();
-  Status s;
-  if (o.save_txt) s = env.CreateDirs(JoinPath(out, "labels"));
-  for (size_t i = 0; i < files.size() && s.IsOk(); ++i) {
-    const model::ImagePrediction& r = (*results)[i];
-    const std::string stem = Stem(files[i]);
-    nlohmann::json dets = DetectionsJson(r, p.Names());
-    nlohmann::json ij = {{"source", files[i]}, {"width", r.width}, {"height", r.height}, {"detections", dets}};
-    if (o.save) {
-      try {
-        cv::Mat bgr;
-        cv::cvtColor(decoded[i], bgr, cv::COLOR_RGB2BGR);
-        DrawDetections(bgr, r.detections, p.Names());
-        std::vector<uint8_t> png;
-        cv::imencode(".jpg", bgr, png);
-        s = env.WriteFileAtomic(JoinPath(out, stem + ".jpg"), std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
-      } catch (const cv::Exception& e) {
-        s = Status::Internal(std::string("OpenCV: ") + e.what(), {files[i]});
-      }
-      decoded[i].release();
-    }
-    if (s.IsOk() && o.save_txt) s = env.WriteFileAtomic(JoinPath(out, "labels/" + stem + ".txt"), YoloTxt(r));
-    if (s.IsOk() && o.save_json) s = env.WriteFileAtomic(JoinPath(out, stem + ".json"), DumpJson(ij, 1));
-    images.push_back(ij);
-    std::map<std::string, int> counts;
-    for (const auto& d : r.detections) {
-      ++counts[d.class_id < static_cast<int>(p.Names().size()) ? p.Names()[size_t(d.class_id)] : "?"];
-    }
-    text += files[i] + ": " + std::to_string(r.width) + "x" + std::to_string(r.height) + ", ";
-    if (counts.empty()) text += "(no detections)";
-    for (const auto& [n, c] : counts) text += std::to_string(c) + " " + n + ", ";
-    text += "\n";
-  }
-  if (s.IsOk()) s = staged->Commit();
-  if (!s.IsOk()) {
-    *exit_code = Fail(ctx, s);
-    return;
-  }
-  text += SpeedText(t, o.imgsz) + "results saved to " + dir + "\n";
-  *exit_code = Emit(ctx, text, {{"ok", true}, {"dir", dir}, {"speed", SpeedJson(t)}, {"images", images}});
+  *exit_code = Emit(ctx, app::PredictResultText(*r), app::PredictResultJson(*r));
 }
 
 struct CompareOptions {
@@ -262,10 +94,12 @@ Result<std::string> RenderSideBySide(store::ArtifactStore& blobs, const eval::Ev
   return eval::RenderDetectionGrid(tiles, split.names, go);
 }
 
-void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std::vector<std::string>& models) {
+void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o,
+                const std::vector<std::string>& models) {
   if (models.size() != 2 || o.data.empty()) {
-    *exit_code = Fail(ctx, Status::InvalidArgument("usage: compare A.safetensors B.safetensors data=NAME[@VERSION]",
-                                                   {"command line", 0, models.size() != 2 ? "model" : "data"}));
+    *exit_code =
+        Fail(ctx, Status::InvalidArgument("usage: compare A.safetensors B.safetensors data=NAME[@VERSION]",
+                                          {"command line", 0, models.size() != 2 ? "model" : "data"}));
     return;
   }
   auto stores = OpenStores(ctx);
@@ -326,7 +160,8 @@ void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std
   add("confusion_matrix_B.png", "Confusion matrix B: " + models[1],
       eval::RenderConfusionMatrix(b.result.confusion, split.names, true));
   nlohmann::json lists = nlohmann::json::object();
-  for (const auto& [key, idx] : {std::pair{"a_right_b_wrong", &a_only}, std::pair{"b_right_a_wrong", &b_only}}) {
+  for (const auto& [key, idx] :
+       {std::pair{"a_right_b_wrong", &a_only}, std::pair{"b_right_a_wrong", &b_only}}) {
     nlohmann::json arr = nlohmann::json::array();
     for (size_t k = 0; k < idx->size(); ++k) {
       const size_t i = (*idx)[k];
@@ -356,8 +191,9 @@ void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std
       {"a", {{"model", models[0]}, {"info", a.run.info}, {"metrics", eval::EvalResultToJson(a.result)}}},
       {"b", {{"model", models[1]}, {"info", b.run.info}, {"metrics", eval::EvalResultToJson(b.result)}}},
       {"delta", metrics},
-      {"right_rule", "every label matched one-to-one by a same-class prediction with IoU >= 0.5 and conf >= 0.25, "
-                     "and no prediction with conf >= 0.25 unmatched"},
+      {"right_rule",
+       "every label matched one-to-one by a same-class prediction with IoU >= 0.5 and conf >= 0.25, "
+       "and no prediction with conf >= 0.25 unmatched"},
       {"differing_images", lists}};
   const std::string title = "kestrel compare: A " + models[0] + " vs B " + models[1] + " on " + rec.dataset +
                             "@v" + std::to_string(rec.seq) + " " + split.split;
@@ -387,11 +223,11 @@ void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o, const std
   const std::string report_path = stores->blobs->PathFor(*report_sha);
   const std::string html_path = stores->blobs->PathFor(*html_sha);
   const std::string text = title + " (" + std::to_string(split.images.size()) + " images)\n" +
-                           eval::CompareMetricsText(a.result, b.result) + "A right, B wrong: " +
-                           std::to_string(a_only.size()) + " images; B right, A wrong: " +
-                           std::to_string(b_only.size()) + " images\nresults saved to " + dir +
-                           "\ncompare report " + *report_sha + " (" + report_path + ")\ncompare html " +
-                           *html_sha + " (" + html_path + ")\n";
+                           eval::CompareMetricsText(a.result, b.result) +
+                           "A right, B wrong: " + std::to_string(a_only.size()) +
+                           " images; B right, A wrong: " + std::to_string(b_only.size()) +
+                           " images\nresults saved to " + dir + "\ncompare report " + *report_sha + " (" +
+                           report_path + ")\ncompare html " + *html_sha + " (" + html_path + ")\n";
   *exit_code = Emit(ctx, text,
                     {{"ok", true},
                      {"dir", dir},
@@ -440,23 +276,25 @@ Result<ModelRun> RunModelOnSplit(store::ArtifactStore& blobs, const std::string&
   po.nms.multi_label = true;  // the validator's setting for mAP
   KESTREL_ASSIGN_OR_RETURN(auto pred, model::Predictor::Load(weights, po));
   if (pred->NumClasses() != static_cast<int>(split.names.size())) {
-    return Status::InvalidArgument("class count mismatch: the model has " + std::to_string(pred->NumClasses()) +
-                                       " classes, the dataset has " + std::to_string(split.names.size()),
+    return Status::InvalidArgument("class count mismatch: the model has " +
+                                       std::to_string(pred->NumClasses()) + " classes, the dataset has " +
+                                       std::to_string(split.names.size()),
                                    {weights, 0, "nc"});
   }
   std::vector<eval::ImageSize> sizes;
   for (const auto& im : split.images) sizes.push_back({im.width, im.height});
-  KESTREL_ASSIGN_OR_RETURN(auto preds, pred->PredictVal(sizes, ValShapes(opts), [&](size_t i) -> Result<cv::Mat> {
-                             KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
-                             return DecodeBytes(bytes, split.images[i].path);
-                           }));
+  KESTREL_ASSIGN_OR_RETURN(
+      auto preds, pred->PredictVal(sizes, ValShapes(opts), [&](size_t i) -> Result<cv::Mat> {
+        KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
+        return DecodeBytes(bytes, split.images[i].path);
+      }));
   ModelRun run;
   for (auto& p : preds) run.per_image.push_back(std::move(p.detections));
   run.info = {{"model", pred->Spec().Name()}, {"nc", pred->NumClasses()}, {"imgsz", opts.imgsz},
               {"batch", opts.batch},          {"nms_conf", opts.conf},    {"nms_iou", opts.iou},
               {"multi_label", true},          {"rect", opts.rect},        {"pad", opts.pad}};
-  run.speed = SpeedJson(pred->Timing());
-  run.speed_text = SpeedText(pred->Timing(), opts.imgsz);
+  run.speed = app::PredictSpeedJson(Speed(pred->Timing(), opts.imgsz));
+  run.speed_text = app::PredictSpeedText(Speed(pred->Timing(), opts.imgsz));
   return run;
 }
 
@@ -469,7 +307,8 @@ void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
   };
   auto st = std::make_shared<PredictState>();
   st->opts.Bind(st->set);
-  CLI::App* cmd = app.add_subcommand("predict", "Run a model on images: annotated images, YOLO txt, JSON, speed");
+  CLI::App* cmd =
+      app.add_subcommand("predict", "Run a model on images: annotated images, YOLO txt, JSON, speed");
   cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors source=images/ conf=0.25");
   AddOptionFlags(cmd, st->set, &st->flags);
   cmd->callback([&ctx, exit_code, st] {
@@ -490,7 +329,8 @@ void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
   auto cs = std::make_shared<CompareState>();
   cs->opts.Bind(cs->set);
   CLI::App* cmp = app.add_subcommand(
-      "compare", "Two models on one dataset split: metric deltas, PR curves, confusion matrices, HTML report");
+      "compare",
+      "Two models on one dataset split: metric deltas, PR curves, confusion matrices, HTML report");
   cmp->add_option("args", cs->extras, "A.safetensors B.safetensors data=NAME[@VERSION] key=value...");
   AddOptionFlags(cmp, cs->set, &cs->flags);
   cmp->callback([&ctx, exit_code, cs] {

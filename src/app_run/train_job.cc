@@ -1,0 +1,278 @@
+#include "app_run/train_job.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <vector>
+
+#include "core/env.h"
+#include "core/json.h"
+#include "core/options.h"
+#include "store/artifact_store.h"
+#include "store/metadata_store.h"
+#include "train/trainer.h"
+
+namespace kestrel::app {
+
+FailureReason TrainErrorReason(const Status& s) {
+  if (s.Reason() != FailureReason::kNone) return s.Reason();
+  switch (s.Code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+      return FailureReason::kBadConfig;
+    case StatusCode::kCorruption:
+      // A corrupted resume checkpoint never gets here (RunJobAttempt falls
+      // back to an older one, then to scratch): this is a stored dataset blob.
+      return FailureReason::kDatasetErrors;
+    case StatusCode::kIoError:
+    case StatusCode::kResourceExhausted:
+      return FailureReason::kIoError;
+    default:
+      return FailureReason::kError;
+  }
+}
+
+nlohmann::json TrainSummaryJson(const train::TrainSummary& s) {
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : s.history) {
+    epochs.push_back({{"epoch", e.epoch},
+                      {"box", e.box},
+                      {"cls", e.cls},
+                      {"dfl", e.dfl},
+                      {"precision", e.precision},
+                      {"recall", e.recall},
+                      {"map50", e.map50},
+                      {"map50_95", e.map5095},
+                      {"seconds", e.seconds}});
+  }
+  return {{"ok", s.ExitCode() == 0},
+          {"exit_reason", train::ExitReasonName(s.reason)},
+          {"message", s.message},
+          {"run_dir", s.run_dir},
+          {"epochs_completed", s.epochs_completed},
+          {"best",
+           {{"epoch", s.best_epoch},
+            {"fitness", s.best_fitness},
+            {"map50", s.best_map50},
+            {"map50_95", s.best_map5095}}},
+          {"weights",
+           {{"best", s.run_dir + "/weights/best.safetensors"},
+            {"last", s.run_dir + "/weights/last.safetensors"},
+            {"checkpoint", s.run_dir + "/weights/last.ckpt"}}},
+          {"rollbacks", s.rollbacks},
+          {"nonfinite_iterations", s.nonfinite_iterations},
+          {"images_per_second", s.images_per_second},
+          {"epochs", epochs}};
+}
+
+nlohmann::json AttemptOutcomeJson(int64_t job_id, int64_t attempt, const AttemptOutcome& o) {
+  if (o.failure == FailureReason::kNone) return {{"ok", true}, {"job_id", job_id}, {"result", o.result}};
+  const auto& w = o.error.Where();
+  return {{"ok", false},
+          {"job_id", job_id},
+          {"attempt", attempt},
+          {"reason", FailureReasonToken(o.failure)},
+          {"error",
+           {{"code", o.exit_code == kTrainExitBadConfig ? "usage" : StatusCodeName(o.error.Code())},
+            {"message", o.error.Message()},
+            {"file", w.file},
+            {"line", w.line},
+            {"field", w.field}}}};
+}
+
+AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_t attempt,
+                             const AttemptIo& io) {
+  auto progress = [&](const std::string& line) {
+    if (io.progress) io.progress(line);
+  };
+  std::ostream null_out(nullptr);
+  std::ostream& out = io.out != nullptr ? *io.out : null_out;
+  auto fail = [&](FailureReason failure, const Status& why) {
+    progress(std::string("reason=") + FailureReasonToken(failure));
+    AttemptOutcome o;
+    o.exit_code = ExitCodeFor(failure);
+    o.failure = failure;
+    o.error = why;
+    return o;
+  };
+  progress("stage=data job=" + std::to_string(job_id) + " attempt=" + std::to_string(attempt));
+  const std::string home = std::filesystem::absolute(home_arg).lexically_normal().string();
+  auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
+  if (!meta.IsOk()) return fail(FailureReason::kStoreUnavailable, meta.GetStatus());
+  auto job = (*meta)->GetJob(job_id);
+  if (!job.IsOk()) {
+    if (job.GetStatus().Code() == StatusCode::kNotFound)
+      return fail(FailureReason::kBadConfig, job.GetStatus());
+    return fail(FailureReason::kStoreUnavailable, job.GetStatus());
+  }
+  if (job->attempt != attempt || job->state != store::JobState::kRunning) {
+    return fail(FailureReason::kLeaseLost,
+                Status::Aborted("attempt " + std::to_string(attempt) + " is not current (job is " +
+                                store::JobStateName(job->state) + " at attempt " +
+                                std::to_string(job->attempt) + ")"));
+  }
+  meta->reset();  // the trainer opens its own; nothing else needs it
+
+  // Options from the stored effective config (job-level keys removed).
+  train::TrainOptions opts;
+  {
+    OptionSet set;
+    opts.Bind(set);
+    auto cfg = nlohmann::json::parse(job->spec.config_json, nullptr, false);
+    if (!cfg.is_object()) {
+      return fail(FailureReason::kBadConfig, Status::InvalidArgument("stored config is not a JSON object"));
+    }
+    cfg.erase("min_map50");
+    Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
+    if (!s.IsOk()) return fail(FailureReason::kBadConfig, s);
+  }
+  opts.home = home;
+  // Each attempt runs in its own folder, which is the process's working
+  // directory: run_dir "." is what the checkpoint stores, so a later attempt
+  // that resumes from it writes into *its* folder, never an older one
+  // (fencing: a stale attempt and the current one never share files).
+  const std::string job_dir = JoinPath(JoinPath(home, "jobs"), std::to_string(job_id));
+  const std::string run_dir = JoinPath(job_dir, "attempt-" + std::to_string(attempt));
+  Env& env = Env::Default();
+  Status made = env.CreateDirs(run_dir);
+  if (!made.IsOk()) return fail(FailureReason::kIoError, made);
+  if (::chdir(run_dir.c_str()) != 0)
+    return fail(FailureReason::kIoError, Status::IoError("cannot enter " + run_dir));
+  opts.run_dir = ".";
+  opts.exist_ok = true;
+  opts.resume.clear();
+  // Earlier attempts' checkpoints, newest first.
+  std::vector<std::string> checkpoints;
+  for (int64_t k = attempt - 1; k >= 1; --k) {
+    std::string c = JoinPath(JoinPath(job_dir, "attempt-" + std::to_string(k)), "weights/last.ckpt");
+    if (env.Stat(c).is_regular) checkpoints.push_back(c);
+  }
+
+  if (io.before_training) io.before_training();
+  train::TrainHooks hooks;
+  hooks.stop = io.stop;
+  hooks.out = &out;
+  // Every line resets the supervisor's hang timer, so each phase that can
+  // outlast it reports as it advances; at most 4 lines a second, plus the
+  // first and last of each phase and every setup step (few, and the step a
+  // hung child was in is what `last progress:` should name).
+  auto last_line = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+  auto due = [&](bool always) {
+    auto now = std::chrono::steady_clock::now();
+    if (!always && now - last_line < std::chrono::milliseconds(250)) return false;
+    last_line = now;
+    return true;
+  };
+  hooks.on_iteration = [&](int epoch, int64_t it, int64_t total) {
+    const int64_t per_epoch = opts.epochs > 0 ? std::max<int64_t>(1, total / opts.epochs) : total;
+    const bool epoch_end = (it + 1) % per_epoch == 0;
+    if (due(epoch_end)) {
+      progress("stage=train epoch=" + std::to_string(epoch) + " iter=" + std::to_string(it + 1) +
+               " total=" + std::to_string(total));
+    }
+  };
+  hooks.on_phase_progress = [&](const train::PhaseProgress& p) {
+    if (!due(p.phase == train::Phase::kSetup || p.done == 0 || p.done == p.total)) return;
+    const std::string count = std::to_string(p.done) + "/" + std::to_string(p.total);
+    switch (p.phase) {
+      case train::Phase::kSetup:
+        progress("stage=data setup=" + count + (p.step.empty() ? "" : " step=" + std::string(p.step)));
+        break;
+      case train::Phase::kVal:
+        progress("stage=eval epoch=" + std::to_string(p.epoch) + " val=" + count);
+        break;
+      case train::Phase::kPlots:
+        progress("stage=eval plots=" + count);
+        break;
+    }
+  };
+  hooks.on_epoch = [&](const train::EpochRecord& e) {
+    progress("stage=train epoch=" + std::to_string(e.epoch) + " done map50=" + std::to_string(e.map50) +
+             " map50_95=" + std::to_string(e.map5095));
+  };
+
+  Result<train::TrainSummary> r = Status::Internal("not run");
+  bool tried = false;
+  for (const auto& c : checkpoints) {
+    opts.resume = c;
+    out << "job " << job_id << " attempt " << attempt << ": resuming from " << c << std::endl;
+    progress("stage=data resume=" + c);
+    r = train::Train(opts, hooks);
+    tried = true;
+    // A corrupted checkpoint is refused before anything runs: fall back to
+    // the next older one rather than to scratch.
+    if (r.IsOk() || r.GetStatus().Code() != StatusCode::kCorruption) break;
+    out << "checkpoint " << c << " refused: " << r.GetStatus().ToString() << std::endl;
+  }
+  if (!tried || (!r.IsOk() && r.GetStatus().Code() == StatusCode::kCorruption && !checkpoints.empty())) {
+    if (tried) out << "no usable checkpoint left; starting from scratch" << std::endl;
+    opts.resume.clear();
+    // Checked at submit too; the file may have gone or changed since. A bad
+    // weights file is the job's config, named by its key, not a dataset error.
+    Status files = opts.ValidateFiles();
+    if (!files.IsOk()) return fail(FailureReason::kBadConfig, files);
+    progress("stage=data");
+    r = train::Train(opts, hooks);
+  }
+  if (!r.IsOk()) return fail(TrainErrorReason(r.GetStatus()), r.GetStatus());
+  const train::TrainSummary& sum = *r;
+  // diverged (4), stopped (8: checkpoint written), halted (error, 1).
+  if (sum.Failure() != FailureReason::kNone) return fail(sum.Failure(), Status::Aborted(sum.message));
+  // A resumed attempt that never improved on the best epoch has no best.*
+  // of its own: carry the newest earlier one over, so the result's files
+  // all live under this attempt.
+  const std::string weights = JoinPath(run_dir, "weights");
+  const std::string best = JoinPath(weights, "best.safetensors");
+  double map50 = sum.best_map50, map5095 = sum.best_map5095;
+  int best_epoch = sum.best_epoch;
+  std::string note;
+  auto copy = [&](const std::string& from) {
+    auto bytes = env.ReadFile(from);
+    return bytes.IsOk() ? env.WriteFileAtomic(best, *bytes) : bytes.GetStatus();
+  };
+  if (!env.Stat(best).is_regular) {
+    bool found = false;
+    for (int64_t k = attempt - 1; k >= 1 && !found; --k) {
+      std::string b = JoinPath(JoinPath(job_dir, "attempt-" + std::to_string(k)), "weights/best.safetensors");
+      if (!env.Stat(b).is_regular) continue;
+      Status w = copy(b);
+      if (!w.IsOk()) return fail(FailureReason::kIoError, w);
+      found = true;
+    }
+    // The trainer writes last.ckpt before best.*: a kill in between leaves a
+    // checkpoint that names a best epoch whose weights were never written.
+    // Commit the last epoch's weights with the last epoch's metrics instead
+    // (the gate then judges the model that is actually there).
+    if (!found && env.Stat(JoinPath(weights, "last.safetensors")).is_regular) {
+      Status w = copy(JoinPath(weights, "last.safetensors"));
+      if (!w.IsOk()) return fail(FailureReason::kIoError, w);
+      if (!sum.history.empty()) {
+        map50 = sum.history.back().map50;
+        map5095 = sum.history.back().map5095;
+        best_epoch = sum.history.back().epoch;
+      }
+      note = "the best epoch's weights were lost in a crash; best = the last epoch";
+      out << "job " << job_id << " attempt " << attempt << ": " << note << std::endl;
+    }
+  }
+  AttemptOutcome o;
+  o.result = {{"best", best},
+              {"last", JoinPath(weights, "last.safetensors")},
+              {"checkpoint", JoinPath(weights, "last.ckpt")},
+              {"map50", map50},
+              {"map50_95", map5095},
+              {"best_epoch", best_epoch},
+              {"epochs", sum.epochs_completed},
+              {"run_dir", run_dir},
+              {"attempt", attempt},
+              {"exit_reason", train::ExitReasonName(sum.reason)}};
+  if (!note.empty()) o.result["note"] = note;
+  progress("result " + DumpJson(o.result));
+  out << "job " << job_id << " attempt " << attempt << ": " << sum.message << "; best mAP50 "
+      << sum.best_map50 << std::endl;
+  return o;
+}
+
+}  // namespace kestrel::app
