@@ -57,6 +57,7 @@ class FindingList {
       : max_per_check_(max_per_check), max_per_file_check_(max_per_file_check) {}
 
   void Add(Finding f);
+  // NOLINTNEXTLINE(readability-identifier-naming): std::back_inserter needs this name
   void push_back(Finding f) { Add(std::move(f)); }
   // True when a finding of this check from this file would be stored as an
   // example; when false, CountOnly() is enough (saves building the message).
@@ -66,10 +67,13 @@ class FindingList {
   void Merge(const FindingList& other);
 
   const std::vector<Finding>& Examples() const { return examples_; }
+  // The container interface (range-for, gtest matchers) needs these names.
+  // NOLINTBEGIN(readability-identifier-naming)
   std::vector<Finding>::const_iterator begin() const { return examples_.begin(); }
   std::vector<Finding>::const_iterator end() const { return examples_.end(); }
   size_t size() const { return examples_.size(); }  // stored examples
   bool empty() const { return total_ == 0; }
+  // NOLINTEND(readability-identifier-naming)
   const Finding& operator[](size_t i) const { return examples_[i]; }
 
   int64_t Total() const { return total_; }
@@ -97,8 +101,8 @@ class FindingList {
   };
   // The `n` files with the most findings (ties by path).
   std::vector<FileCount> TopFiles(size_t n) const;
-  size_t max_per_check() const { return max_per_check_; }
-  size_t max_per_file_check() const { return max_per_file_check_; }
+  size_t MaxPerCheck() const { return max_per_check_; }
+  size_t MaxPerFileCheck() const { return max_per_file_check_; }
 
  private:
   struct PairLess {

@@ -251,7 +251,7 @@ Status Loader::Impl::BuildBatch(int ep, bool mosaic, int64_t k, const std::vecto
     Rng r(SeedFrom({opts.seed, static_cast<uint64_t>(ep), static_cast<uint64_t>(k), kTagScale}));
     const int lo = std::max(opts.stride, opts.imgsz / 2 / opts.stride * opts.stride);
     const int hi = std::max(lo, opts.imgsz * 3 / 2 / opts.stride * opts.stride);
-    H = W = lo + opts.stride * static_cast<int>(r.Below(static_cast<uint64_t>((hi - lo) / opts.stride + 1)));
+    H = W = lo + opts.stride * static_cast<int>(r.Below(static_cast<uint64_t>((hi - lo) / opts.stride) + 1));
   }
   out.epoch = ep;
   out.index = k;
@@ -284,7 +284,7 @@ Status Loader::Impl::BuildBatch(int ep, bool mosaic, int64_t k, const std::vecto
       float* r = dst + static_cast<size_t>(y) * W;
       float* g = r + plane;
       float* b = g + plane;
-      for (int x = 0; x < W; ++x) {
+      for (ptrdiff_t x = 0; x < W; ++x) {
         r[x] = to_unit[p[3 * x]];
         g[x] = to_unit[p[3 * x + 1]];
         b[x] = to_unit[p[3 * x + 2]];

@@ -47,7 +47,7 @@ uint64_t PerceptualHash(const cv::Mat& image) {
   cv::Mat freq;
   cv::dct(small, freq);
 
-  std::array<float, kHashSide * kHashSide> coef{};
+  std::array<float, size_t{kHashSide} * kHashSide> coef{};
   for (int u = 0; u < kHashSide; ++u) {
     for (int v = 0; v < kHashSide; ++v) coef[u * kHashSide + v] = freq.at<float>(u, v);
   }

@@ -60,8 +60,8 @@ nlohmann::json ValidationReport::ToJson() const {
   j["findings_by_check"] = bc;
   j["findings_total"] = findings.Total();
   j["findings_omitted"] = findings.Omitted();
-  j["findings_limits"] = {{"per_check", findings.max_per_check()},
-                          {"per_file_and_check", findings.max_per_file_check()}};
+  j["findings_limits"] = {{"per_check", findings.MaxPerCheck()},
+                          {"per_file_and_check", findings.MaxPerFileCheck()}};
   nlohmann::json top = nlohmann::json::array();
   for (const auto& f : findings.TopFiles(10)) {
     top.push_back({{"file", EscapeInvalidUtf8(f.file)},

@@ -72,7 +72,7 @@ void ConfusionMatrix::Merge(const ConfusionMatrix& other) {
 }
 
 std::vector<double> ConfusionMatrix::ColumnNormalized() const {
-  const size_t n = size_t(nc_ + 1);
+  const size_t n = size_t(nc_) + 1;
   std::vector<double> out(m_.size(), 0.0);
   for (size_t g = 0; g < n; ++g) {
     int64_t sum = 0;
@@ -85,7 +85,7 @@ std::vector<double> ConfusionMatrix::ColumnNormalized() const {
 
 void ConfusionMatrix::TpFpFn(std::vector<int64_t>* tp, std::vector<int64_t>* fp,
                              std::vector<int64_t>* fn) const {
-  const size_t n = size_t(nc_ + 1);
+  const size_t n = size_t(nc_) + 1;
   tp->assign(size_t(nc_), 0);
   fp->assign(size_t(nc_), 0);
   fn->assign(size_t(nc_), 0);
@@ -100,7 +100,7 @@ void ConfusionMatrix::TpFpFn(std::vector<int64_t>* tp, std::vector<int64_t>* fp,
 }
 
 nlohmann::json ConfusionMatrix::ToJson() const {
-  const size_t n = size_t(nc_ + 1);
+  const size_t n = size_t(nc_) + 1;
   nlohmann::json rows = nlohmann::json::array();
   for (size_t p = 0; p < n; ++p) {
     rows.push_back(std::vector<int64_t>(m_.begin() + long(p * n), m_.begin() + long((p + 1) * n)));

@@ -61,7 +61,7 @@ cv::Mat Panel(const std::vector<double>& x, const ResultsSeries& s, double sigma
 std::vector<double> GaussianSmooth(const std::vector<double>& y, double sigma) {
   if (!(sigma > 0) || y.empty()) return y;
   const long n = long(y.size());
-  const long radius = long(4.0 * sigma + 0.5);
+  const long radius = std::lround(4.0 * sigma);
   std::vector<double> w(size_t(2 * radius + 1));
   for (long k = -radius; k <= radius; ++k) {
     w[size_t(k + radius)] = std::exp(-0.5 * double(k * k) / (sigma * sigma));

@@ -167,6 +167,7 @@ Result<std::vector<DatasetVersionRecord>> SqlStore::ListVersions(const std::stri
                                             " FROM dataset_versions WHERE dataset = $1 ORDER BY seq",
                                         {dataset}));
   std::vector<DatasetVersionRecord> out;
+  out.reserve(rows.size());
   for (const auto& r : rows) out.push_back(ReadVersion(r));
   return out;
 }
