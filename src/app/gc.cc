@@ -88,6 +88,15 @@ Result<References> CollectReferences(store::MetadataStore& meta, store::Artifact
             s.Where());
       }
       CollectShasFromText(*manifest, &rv.shas);
+      rv.stored = {v.manifest_sha, v.report_sha};
+      const json mj = json::parse(*manifest, nullptr, false);
+      if (mj.is_object() && mj.contains("entries") && mj["entries"].is_array()) {
+        for (const auto& e : mj["entries"]) {
+          if (e.is_object() && e.contains("image_sha") && e["image_sha"].is_string()) {
+            rv.stored.insert(e["image_sha"].get<std::string>());
+          }
+        }
+      }
       rv.record = std::move(v);
       refs.all.insert(rv.shas.begin(), rv.shas.end());
       refs.versions.push_back(std::move(rv));
@@ -208,7 +217,7 @@ Result<DuReport> DiskUsage(store::MetadataStore& meta, store::ArtifactStore& blo
     u.dataset = v.record.dataset;
     u.version_id = v.record.version_id;
     u.seq = v.record.seq;
-    for (const auto& sha : v.shas) {
+    for (const auto& sha : v.stored) {
       auto it = size.find(sha);
       if (it == size.end()) {
         ++u.missing;

@@ -39,7 +39,8 @@ namespace kestrel::app {
 struct References {
   struct Version {
     store::DatasetVersionRecord record;
-    std::set<std::string> shas;  // manifest, report, images
+    std::set<std::string> shas;    // everything it names (what gc keeps)
+    std::set<std::string> stored;  // the blobs it stores: manifest, report, images (not label hashes)
   };
   struct Model {
     store::ModelRecord record;
@@ -101,7 +102,7 @@ struct DuReport {
   struct VersionUsage {
     std::string dataset, version_id;
     int64_t seq = 0;
-    int64_t blobs = 0;  // manifest, report, images present in the store
+    int64_t blobs = 0;  // manifest, report, images (References::Version::stored) present in the store
     uint64_t bytes = 0;
     int64_t missing = 0;  // named but absent (gc never does this; a damaged store may)
   };

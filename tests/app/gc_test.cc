@@ -60,7 +60,9 @@ class GcTest : public ::testing::Test {
   // A dataset version whose manifest names two image blobs.
   store::DatasetVersionRecord Version(const std::string& img1, const std::string& img2) {
     json manifest = {
-        {"entries", {{{"path", "a.jpg"}, {"image_sha", img1}}, {{"path", "b.jpg"}, {"image_sha", img2}}}}};
+        {"entries",
+         {{{"path", "a.jpg"}, {"image_sha", img1}, {"label_hash", Sha256Hex("a label file, no blob")}},
+          {{"path", "b.jpg"}, {"image_sha", img2}}}}};
     store::DatasetVersionRecord rec;
     rec.dataset = "birds";
     rec.manifest_sha = Old(manifest.dump());
@@ -203,6 +205,7 @@ TEST_F(GcTest, DuAttributesBytesToVersionsModelsJobsAndUnreferenced) {
   ASSERT_TRUE(du.IsOk()) << du.GetStatus().ToString();
   ASSERT_EQ(du->versions.size(), 1u);
   EXPECT_EQ(du->versions[0].blobs, 4);  // manifest, report, two images
+  EXPECT_EQ(du->versions[0].missing, 0);
   EXPECT_EQ(du->versions[0].bytes,
             150 + blobs_->Get(v.manifest_sha)->size() + blobs_->Get(v.report_sha)->size());
   ASSERT_EQ(du->models.size(), 1u);
