@@ -102,8 +102,8 @@ SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env,
   ImageInfo info;
   auto img = DecodeImage(*bytes, s.image_path, dopt, &info);
   if (!img.IsOk()) {
-    const Status st = img.GetStatus();
-    const std::string msg = st.Message();
+    const Status& st = img.GetStatus();
+    const std::string& msg = st.Message();
     std::string check = "image.decode";
     if (msg.find("bomb") != std::string::npos) check = "image.too_large";
     else if (msg.find("truncated") != std::string::npos) check = "image.truncated";

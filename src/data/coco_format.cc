@@ -371,7 +371,7 @@ void DropBadSamples(CocoParsed* part) {
 }
 
 // Remaps categories to 0..K-1 by original id, sorts samples, flattens findings.
-SourceDataset Finalize(std::vector<CocoParsed> parts, std::map<int64_t, std::string> categories,
+SourceDataset Finalize(std::vector<CocoParsed> parts, const std::map<int64_t, std::string>& categories,
                        const std::string& root) {
   SourceDataset ds;
   ds.root = root;
@@ -469,7 +469,7 @@ Result<SourceDataset> ReadCocoJson(std::string_view text, const std::string& ori
         SanitizeStatus(ParseCocoDoc(*doc, origin, image_root, split, kDefaultMaxBoxesPerImage, &parts[0])));
     DropBadSamples(&parts[0]);
     std::map<int64_t, std::string> cats = parts[0].categories;
-    return Finalize(std::move(parts), std::move(cats), image_root);
+    return Finalize(std::move(parts), cats, image_root);
   } catch (const json::exception& e) {
     return SanitizeStatus(Status::InvalidArgument(std::string("unexpected JSON structure: ") + e.what(), {origin}));
   }
@@ -552,7 +552,7 @@ Result<SourceDataset> ReadCocoDataset(const std::string& path, const ReadOptions
     part.samples = std::move(kept);
     parts.push_back(std::move(part));
   }
-  SourceDataset ds = Finalize(std::move(parts), std::move(categories), root);
+  SourceDataset ds = Finalize(std::move(parts), categories, root);
   ds.has_splits = has_splits;
   if (ds.samples.empty()) return Status::NotFound("no images found on disk for this COCO dataset", {path});
   return ds;

@@ -247,7 +247,7 @@ Status ProbePng(std::string_view b, const std::string& origin, ImageInfo* info) 
       info->channels = 1;
       info->is_gray = true;
       break;
-    case 2:
+    case 2:  // NOLINT(bugprone-branch-clone): one case per PNG colour type
       info->channels = 3;
       break;
     case 3:

@@ -99,7 +99,7 @@ struct ImportResult {
   Analysis analysis;
 };
 
-struct VersionView {
+struct VersionView {  // NOLINT(bugprone-exception-escape): an aggregate; the check misreads its implicit members
   store::DatasetVersionRecord record;
   Manifest manifest;
   nlohmann::json report;  // the stored validation report

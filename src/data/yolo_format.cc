@@ -105,7 +105,7 @@ struct PendingSample {
   FindingList findings;
 };
 
-Result<SourceDataset> BuildYolo(std::string root, std::vector<SplitSource> sources,
+Result<SourceDataset> BuildYolo(const std::string& root, const std::vector<SplitSource>& sources,
                                 std::vector<std::string> names, bool names_known, bool has_splits, Env& env,
                                 const ReadOptions& opts, FindingList structure = {}) {
   SourceDataset ds;
@@ -422,7 +422,7 @@ Result<SourceDataset> ReadFromYaml(const std::string& yaml_file, Env& env, const
       return Status::InvalidArgument("no train/val/test entries", {yaml_file, 1, "train"});
     }
     if (names_known) CheckClassNames(names, {}, yaml_file, &structure);
-    return BuildYolo(root, std::move(sources), std::move(names), names_known, true, env, opts,
+    return BuildYolo(root, sources, std::move(names), names_known, true, env, opts,
                      std::move(structure));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("malformed YAML: " + e.msg, {yaml_file, e.mark.line + 1});
@@ -497,7 +497,7 @@ Result<SourceDataset> ReadBareTree(const std::string& dir, Env& env, const ReadO
       break;
     }
   }
-  return BuildYolo(root, std::move(sources), std::move(names), names_known, has_splits, env, opts,
+  return BuildYolo(root, sources, std::move(names), names_known, has_splits, env, opts,
                    std::move(structure));
 }
 

@@ -43,7 +43,7 @@ std::string Ellipsize(const std::string& text, double px, int max_w) {
       s.pop_back();
     } while (!s.empty() && (static_cast<unsigned char>(s.back()) & 0xC0) == 0x80);
     if (!s.empty()) {
-      const std::string cand = s.substr(0, s.size() - 1) + "...";
+      std::string cand = s.substr(0, s.size() - 1) + "...";
       if (TextSize(cand, px).width <= max_w) return cand;
     }
   }

@@ -210,7 +210,7 @@ Status ValLetterboxToChw(const uint8_t* pixels, int rows, int cols, size_t row_b
     for (int y = 0; y < h; ++y) {
       const uint8_t* row = placed.ptr<uint8_t>(y);
       const int64_t o = int64_t(y + top) * W + left;
-      for (int x = 0; x < w; ++x) {
+      for (ptrdiff_t x = 0; x < w; ++x) {
         chw[o + x] = row[3 * x] * (1.0f / 255.0f);
         chw[plane + o + x] = row[3 * x + 1] * (1.0f / 255.0f);
         chw[2 * plane + o + x] = row[3 * x + 2] * (1.0f / 255.0f);

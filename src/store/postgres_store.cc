@@ -29,7 +29,7 @@ class PgResult {
   }
   PgResult(const PgResult&) = delete;
   PgResult& operator=(const PgResult&) = delete;
-  PGresult* get() const { return r_; }
+  PGresult* get() const { return r_; }  // NOLINT(readability-identifier-naming): smart-pointer interface
 
  private:
   PGresult* r_;
