@@ -74,7 +74,7 @@ nlohmann::json DatasetImportJson(const data::ImportResult& r) {
 }
 
 nlohmann::json DatasetValidationJson(const DatasetValidation& v) {
-  return {{"ok", v.ok()}, {"version_id", v.version_id}, {"report", v.report.ToJson()}};
+  return {{"ok", v.Ok()}, {"version_id", v.version_id}, {"report", v.report.ToJson()}};
 }
 
 nlohmann::json DatasetShowJson(const data::VersionView& v) {

@@ -28,7 +28,7 @@ namespace kestrel::app {
 struct DatasetValidation {
   std::string version_id;  // the version id the import would get
   data::ValidationReport report;
-  bool ok() const { return report.Count(data::Severity::kError) == 0; }
+  bool Ok() const { return report.Count(data::Severity::kError) == 0; }
 };
 
 // `dataset diff`.

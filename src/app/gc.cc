@@ -80,7 +80,7 @@ Result<References> CollectReferences(store::MetadataStore& meta, store::Artifact
       // The manifest lists the image blobs; unknown images = no gc.
       auto manifest = blobs.Get(v.manifest_sha);
       if (!manifest.IsOk()) {
-        Status s = manifest.GetStatus();
+        const Status& s = manifest.GetStatus();
         return Status(
             s.Code(),
             "dataset " + v.dataset + "@v" + std::to_string(v.seq) +

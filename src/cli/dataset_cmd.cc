@@ -188,7 +188,7 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
     }
     std::string text = a->report.ToText() + "\nversion id would be " + a->version_id + "\n";
     Emit(ctx, text, app::DatasetValidationJson(*a));
-    *exit_code = a->ok() ? kExitOk : kExitFailure;
+    *exit_code = a->Ok() ? kExitOk : kExitFailure;
   });
 
   CLI::App* list = ds->add_subcommand("list", "List datasets and their latest versions");

@@ -137,6 +137,9 @@ class Result {
 #define KESTREL_CONCAT_INNER(a, b) a##b
 #define KESTREL_CONCAT(a, b) KESTREL_CONCAT_INNER(a, b)
 
+// `lhs` is a declaration or an lvalue and `tmp` a name, so neither can be
+// parenthesized: bugprone-macro-parentheses is off for these macros.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 // Returns the Status from the enclosing function when `expr` is not OK.
 #define KESTREL_RETURN_IF_ERROR(expr)                  \
   do {                                                 \
@@ -151,3 +154,4 @@ class Result {
   auto tmp = (rexpr);                                  \
   if (!tmp.IsOk()) return tmp.GetStatus();             \
   lhs = std::move(tmp).Value()
+// NOLINTEND(bugprone-macro-parentheses)
