@@ -23,7 +23,8 @@
 // Every connection is warmed before the clock starts by one claim that no
 // job fits: on PostgreSQL a fresh server backend's first claim loads its
 // catalogs and plans the statements (100-250 ms each when 32 arrive together
-// on 2 cores), a cost a long-lived worker pays once. Its time is printed. The overhead goal (< 50 ms) is judged on its p99.
+// on 2 cores), a cost a long-lived worker pays once. Its time is printed. The overhead goal (< 50 ms) is
+// judged on its p99.
 //
 // Usage: kestrel_bench_claim_throughput [jobs=4000] [workers=32] [sqlite|postgres|all] [job_ms=100]
 // PostgreSQL runs when KESTREL_TEST_PG holds a libpq URL
@@ -53,7 +54,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -90,8 +92,8 @@ std::unique_ptr<Db> FreshDb(const std::string& backend, int run) {
       std::fprintf(stderr, "create schema: %s\n", s.ToString().c_str());
       std::exit(1);
     }
-    db->url = db->admin + (db->admin.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" +
-              db->schema;
+    db->url = db->admin + (db->admin.find('?') == std::string::npos ? "?" : "&") +
+              "options=-csearch_path%3D" + db->schema;
   }
   return db;
 }
@@ -109,7 +111,7 @@ struct RunResult {
   double seconds = 0;
   int64_t claims = 0;
   std::vector<double> claim_ms, overhead_ms;  // per job
-  std::vector<double> warm_ms;  // per connection: the untimed warm-up claim
+  std::vector<double> warm_ms;                // per connection: the untimed warm-up claim
   int64_t errors = 0, double_claims = 0, bad_final = 0;
   std::string first_error;
   double ClaimsPerSec() const { return seconds > 0 ? static_cast<double>(claims) / seconds : 0; }
@@ -119,7 +121,8 @@ struct RunResult {
 // path alone; every job must end running at attempt 1.
 // job_ms > 0: each job is held that long between claim and renew (not
 // counted in its overhead).
-RunResult Run(const std::string& backend, int run, int jobs, int workers, bool claim_only = false, int job_ms = 0) {
+RunResult Run(const std::string& backend, int run, int jobs, int workers, bool claim_only = false,
+              int job_ms = 0) {
   auto db = FreshDb(backend, run);
   auto main_store = OpenOrDie(db->url);
   for (int i = 0; i < jobs; ++i) {
@@ -164,13 +167,15 @@ RunResult Run(const std::string& backend, int run, int jobs, int workers, bool c
       const double warm = Ms(Clock::now() - w0);
       if (warm_claim.IsOk() || warm_claim.GetStatus().Code() != StatusCode::kNotFound) {
         ++errors;
-        first_error = "warm-up claim: " + (warm_claim.IsOk() ? std::string("took a job") : warm_claim.GetStatus().ToString());
+        first_error = "warm-up claim: " +
+                      (warm_claim.IsOk() ? std::string("took a job") : warm_claim.GetStatus().ToString());
       }
       ++ready;
       while (!go) std::this_thread::yield();
       // Paced workers start spread over one job length, as they drift apart
       // in steady state (in lockstep, the first wave is a stampede).
-      if (job_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds(int64_t{1000} * job_ms * w / workers));
+      if (job_ms > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(int64_t{1000} * job_ms * w / workers));
       while (true) {
         store::ClaimRequest req;
         req.worker = worker;
@@ -204,7 +209,8 @@ RunResult Run(const std::string& backend, int run, int jobs, int workers, bool c
         auto done = st.CompleteAttempt(id, attempt, worker, ok, NowMs());
         auto t3 = Clock::now();
         if (!renew.IsOk() || !done.IsOk()) {
-          if (errors++ == 0) first_error = "renew/complete: " + (renew.IsOk() ? done.GetStatus() : renew).ToString();
+          if (errors++ == 0)
+            first_error = "renew/complete: " + (renew.IsOk() ? done.GetStatus() : renew).ToString();
         }
         claim_ms.push_back(Ms(t1 - t0));
         overhead_ms.push_back(Ms(t3 - t0 - held));
@@ -259,7 +265,9 @@ int main(int argc, char** argv) {
   const int jobs = argc > 1 ? std::atoi(argv[1]) : 4000;
   const int workers = argc > 2 ? std::atoi(argv[2]) : 32;
   if (jobs < 1 || workers < 1) {
-    std::fprintf(stderr, "usage: kestrel_bench_claim_throughput [jobs>=1] [workers>=1] [sqlite|postgres|all] [job_ms>=1]\n");
+    std::fprintf(
+        stderr,
+        "usage: kestrel_bench_claim_throughput [jobs>=1] [workers>=1] [sqlite|postgres|all] [job_ms>=1]\n");
     return 2;
   }
   const std::string which = argc > 3 ? argv[3] : "all";
@@ -277,12 +285,14 @@ int main(int argc, char** argv) {
   } else {
     std::printf("(PostgreSQL skipped: set KESTREL_TEST_PG, see scripts/pg-test-server.sh)\n");
   }
-  std::printf("claim -> renew -> complete (and claim only) on %d fake jobs, %u cores\n", jobs, std::thread::hardware_concurrency());
+  std::printf("claim -> renew -> complete (and claim only) on %d fake jobs, %u cores\n", jobs,
+              std::thread::hardware_concurrency());
   bool ok = true;
   int run = 0;
   for (const auto& b : backends) {
     const double goal = b == "sqlite" ? 500 : 2000;
-    std::printf("%s (goals with %d workers: >= %.0f claims/s; overhead p99 < 50 ms/job)\n", b.c_str(), workers, goal);
+    std::printf("%s (goals with %d workers: >= %.0f claims/s; overhead p99 < 50 ms/job)\n", b.c_str(),
+                workers, goal);
     RunResult base = Run(b, run++, std::max(1, jobs / 4), 1);
     Print("baseline", 1, base);
     RunResult r = Run(b, run++, jobs, workers);
@@ -294,19 +304,23 @@ int main(int argc, char** argv) {
     std::printf("  %-9s each connection's untimed warm-up claim (32 at once): p50 %.2f ms, max %.2f ms\n", "",
                 Pct(c.warm_ms, 0.5), Pct(c.warm_ms, 1.0));
     const double p99 = Pct(paced.overhead_ms, 0.99);
-    std::printf("  ratio %d workers / 1 worker: %.2fx   claims/s: full cycle %.0f, claim only %.0f: goal %s   "
-                "overhead p99 with %d ms jobs %.2f ms: %s\n",
-                workers, r.ClaimsPerSec() / std::max(1e-9, base.ClaimsPerSec()), r.ClaimsPerSec(), c.ClaimsPerSec(),
-                c.ClaimsPerSec() >= goal ? "met" : "MISSED", job_ms, p99, p99 < 50 ? "< 50 ms (met)" : ">= 50 ms (MISSED)");
+    std::printf(
+        "  ratio %d workers / 1 worker: %.2fx   claims/s: full cycle %.0f, claim only %.0f: goal %s   "
+        "overhead p99 with %d ms jobs %.2f ms: %s\n",
+        workers, r.ClaimsPerSec() / std::max(1e-9, base.ClaimsPerSec()), r.ClaimsPerSec(), c.ClaimsPerSec(),
+        c.ClaimsPerSec() >= goal ? "met" : "MISSED", job_ms, p99,
+        p99 < 50 ? "< 50 ms (met)" : ">= 50 ms (MISSED)");
     for (const RunResult* x : {&base, &r, &c, &paced}) {
       if (x->errors > 0 || x->double_claims > 0 || x->bad_final > 0) {
-        std::printf("  FAILED: %lld errors (%s), %lld jobs claimed twice, %lld jobs not succeeded at attempt 1\n",
-                    static_cast<long long>(x->errors), x->first_error.c_str(),
-                    static_cast<long long>(x->double_claims), static_cast<long long>(x->bad_final));
+        std::printf(
+            "  FAILED: %lld errors (%s), %lld jobs claimed twice, %lld jobs not succeeded at attempt 1\n",
+            static_cast<long long>(x->errors), x->first_error.c_str(),
+            static_cast<long long>(x->double_claims), static_cast<long long>(x->bad_final));
         ok = false;
       }
     }
   }
-  std::printf(ok ? "checks: every job claimed exactly once; succeeded (claim only: running) at attempt 1\n" : "checks FAILED\n");
+  std::printf(ok ? "checks: every job claimed exactly once; succeeded (claim only: running) at attempt 1\n"
+                 : "checks FAILED\n");
   return ok ? 0 : 1;
 }

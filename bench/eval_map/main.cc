@@ -61,8 +61,7 @@ std::vector<Image> Workload(int images, int nc) {
     while (im.preds.size() < 100) {
       const float w = 8 + 150 * u(rng), h = 8 + 150 * u(rng);
       const float x = (640 - w) * u(rng), y = (480 - h) * u(rng);
-      im.preds.push_back({{x, y, x + w, y + h}, 0.0011f + 0.3f * u(rng) * u(rng),
-                          int(rng() % unsigned(nc))});
+      im.preds.push_back({{x, y, x + w, y + h}, 0.0011f + 0.3f * u(rng) * u(rng), int(rng() % unsigned(nc))});
     }
   }
   return out;
@@ -79,8 +78,7 @@ int main(int argc, char** argv) {
     labels += im.gt.size();
     preds += im.preds.size();
   }
-  std::printf("workload: %d images, %zu labels, %zu predictions, %d classes\n", images, labels,
-              preds, nc);
+  std::printf("workload: %d images, %zu labels, %zu predictions, %d classes\n", images, labels, preds, nc);
 
   double best_fast = 1e30, best_finalize = 1e30;
   kestrel::eval::EvalResult fast;
@@ -105,9 +103,10 @@ int main(int argc, char** argv) {
 
   double diff = std::max({std::abs(fast.map50 - slow.map50), std::abs(fast.map5095 - slow.map5095),
                           std::abs(fast.precision - slow.p), std::abs(fast.recall - slow.r)});
-  std::printf("fast  (AddImage x %d + Finalize, best of 3, thread CPU): %.3f s  "
-              "(incl. confusion matrix + error counts)\n",
-              images, best_fast);
+  std::printf(
+      "fast  (AddImage x %d + Finalize, best of 3, thread CPU): %.3f s  "
+      "(incl. confusion matrix + error counts)\n",
+      images, best_fast);
   std::printf("      of which Finalize (sort, AP, curves): %.3f s\n", best_finalize);
   std::printf("naive (reference transcription, metrics only): %.3f s\n", naive_s);
   std::printf("speedup: %.1fx\n", naive_s / best_fast);

@@ -4,9 +4,9 @@
 // one core, measured in the same run. Also checks both keep the same boxes.
 //
 // Usage: kestrel_bench_eval_nms [iterations=300]
-#include <algorithm>
 #include <time.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -79,8 +79,8 @@ std::vector<Detection> NaiveNms(std::vector<Detection> c, const NmsOptions& o) {
     if (removed[i]) continue;
     out.push_back(c[i]);
     for (size_t j = i + 1; j < c.size(); ++j) {
-      if (kestrel::eval::IouF(s[i], kestrel::eval::BoxAreaF(s[i]), s[j],
-                              kestrel::eval::BoxAreaF(s[j])) > o.iou) {
+      if (kestrel::eval::IouF(s[i], kestrel::eval::BoxAreaF(s[i]), s[j], kestrel::eval::BoxAreaF(s[j])) >
+          o.iou) {
         removed[j] = 1;
       }
     }
@@ -116,13 +116,11 @@ void Scenario(const char* name, bool uniform, const NmsOptions& o, int iters) {
   const double full = MicrosPerCall(iters, [&](int i) {
     sink += kestrel::eval::PostprocessYolo(raws[size_t(i) % 8].data(), kClasses, kAnchors, o).size();
   });
-  const double nms = MicrosPerCall(iters, [&](int i) {
-    sink += kestrel::eval::Nms(cands[size_t(i) % 8], o).size();
-  });
+  const double nms =
+      MicrosPerCall(iters, [&](int i) { sink += kestrel::eval::Nms(cands[size_t(i) % 8], o).size(); });
   const int naive_iters = std::max(1, iters / 50);
-  const double naive = MicrosPerCall(naive_iters, [&](int i) {
-    sink += NaiveNms(cands[size_t(i) % 8], o).size();
-  });
+  const double naive =
+      MicrosPerCall(naive_iters, [&](int i) { sink += NaiveNms(cands[size_t(i) % 8], o).size(); });
   bool same = true;
   for (const auto& c : cands) {
     const auto a = kestrel::eval::Nms(c, o), b = NaiveNms(c, o);
@@ -131,17 +129,19 @@ void Scenario(const char* name, bool uniform, const NmsOptions& o, int iters) {
       same = a[k].score == b[k].score && a[k].class_id == b[k].class_id;
     }
   }
-  std::printf("%-34s conf %-5g multi_label %d: %6zu candidates, %3zu kept | decode+NMS %7.1f us | "
-              "NMS %7.1f us | naive NMS %9.1f us | NMS speedup %6.1fx | same kept set: %s%s\n",
-              name, double(o.conf), int(o.multi_label), n_cand / 8, n_kept / 8, full, nms, naive,
-              naive / nms, same ? "yes" : "NO", sink == 0 ? " " : "");
+  std::printf(
+      "%-34s conf %-5g multi_label %d: %6zu candidates, %3zu kept | decode+NMS %7.1f us | "
+      "NMS %7.1f us | naive NMS %9.1f us | NMS speedup %6.1fx | same kept set: %s%s\n",
+      name, double(o.conf), int(o.multi_label), n_cand / 8, n_kept / 8, full, nms, naive, naive / nms,
+      same ? "yes" : "NO", sink == 0 ? " " : "");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 300;
-  std::printf("raw output [%d, %d] per image, one core, thread CPU time, best of 3 runs\n", 4 + kClasses, kAnchors);
+  std::printf("raw output [%d, %d] per image, one core, thread CPU time, best of 3 runs\n", 4 + kClasses,
+              kAnchors);
   NmsOptions predict;  // conf 0.25, iou 0.7, max_det 300
   NmsOptions val;
   val.conf = 0.001f;

@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   double n = static_cast<double>(files.size());
   std::printf("dataset            %s (%zu images, %u threads)\n", src.c_str(), files.size(), threads);
   std::printf("decode only        %8.1f images/s  (cv::imread, best of %d)\n", n / best_decode, rounds);
-  std::printf("import + validate  %8.1f images/s  (kestrel, best of %d, fresh store)\n", n / best_import, rounds);
+  std::printf("import + validate  %8.1f images/s  (kestrel, best of %d, fresh store)\n", n / best_import,
+              rounds);
   std::printf("ratio              %8.2f  (goal >= 0.8)\n", best_decode / best_import);
   fs::remove_all(tmp);
   return 0;

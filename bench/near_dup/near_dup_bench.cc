@@ -4,9 +4,9 @@
 //
 // Usage: near_dup_bench [large_n=100000] [small_n=10000]
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -73,25 +73,24 @@ NearDupResult Run(bool brute, const std::vector<uint64_t>& h, int k) {
 int main(int argc, char** argv) {
   const int large = argc > 1 ? std::atoi(argv[1]) : 100'000;
   const int small = argc > 2 ? std::atoi(argv[2]) : 10'000;
-  std::printf("%-8s %3s %8s %10s %10s %10s %9s %s\n", "n", "k", "pairs", "index_s", "index_cpu",
-              "brute_s", "speedup", "same");
+  std::printf("%-8s %3s %8s %10s %10s %10s %9s %s\n", "n", "k", "pairs", "index_s", "index_cpu", "brute_s",
+              "speedup", "same");
   for (int k : {6, 10}) {
     const std::vector<uint64_t> h = Hashes(small, k, 1);
     NearDupResult fast, slow;
     const double t_index = BestSeconds(3, [&] { fast = Run(false, h, k); });
     const double cpu_index = CpuSeconds([&] { fast = Run(false, h, k); });
     const double t_brute = BestSeconds(1, [&] { slow = Run(true, h, k); });
-    std::printf("%-8d %3d %8zu %10.4f %10.4f %10.4f %8.1fx %s\n", small, k, fast.pairs.size(),
-                t_index, cpu_index, t_brute, t_brute / t_index,
-                fast.pairs == slow.pairs ? "yes" : "NO");
+    std::printf("%-8d %3d %8zu %10.4f %10.4f %10.4f %8.1fx %s\n", small, k, fast.pairs.size(), t_index,
+                cpu_index, t_brute, t_brute / t_index, fast.pairs == slow.pairs ? "yes" : "NO");
   }
   for (int k : {6, 10}) {
     const std::vector<uint64_t> h = Hashes(large, k, 2);
     NearDupResult fast;
     const double t_index = BestSeconds(1, [&] { fast = Run(false, h, k); });
     const double cpu_index = CpuSeconds([&] { fast = Run(false, h, k); });
-    std::printf("%-8d %3d %8zu %10.4f %10.4f %10s %9s %s\n", large, k, fast.pairs.size(), t_index,
-                cpu_index, "-", "-", "-");
+    std::printf("%-8d %3d %8zu %10.4f %10.4f %10s %9s %s\n", large, k, fast.pairs.size(), t_index, cpu_index,
+                "-", "-", "-");
   }
   return 0;
 }

@@ -14,11 +14,10 @@
 //          trainer's step without the loader: the compute limit.
 // Both skip `warmup` iterations before timing; raw runs before and after
 // full and counts their mean (both are printed: a large spread means the
-// machine's load changed). Prints images/s of both and full/raw (goal >= 0.9: the loader is fully hidden). "full (summary)" is
-// TrainSummary::images_per_second, which also counts the warm-up batches
-// (loader start-up) and the end-of-epoch checkpoint write. "cpu" compares
-// process CPU time per image (all threads; whole Train call incl. set-up vs
-// all raw iterations): on a machine shared with other work, wall-clock
+// machine's load changed). Prints images/s of both and full/raw (goal >= 0.9: the loader is fully hidden).
+// "full (summary)" is TrainSummary::images_per_second, which also counts the warm-up batches (loader
+// start-up) and the end-of-epoch checkpoint write. "cpu" compares process CPU time per image (all threads;
+// whole Train call incl. set-up vs all raw iterations): on a machine shared with other work, wall-clock
 // images/s swing with the load, CPU time much less; raw/full CPU < 1 is the
 // loader's (and trainer's) extra work, which on a saturated machine costs
 // throughput even when it overlaps.
@@ -26,8 +25,8 @@
 // `threads` is torch's intra-op thread count (set here in main, and by the
 // trainer from the same option); the loader's `workers` come on top of it.
 #include <ATen/Parallel.h>
-#include <torch/torch.h>
 #include <sys/resource.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -54,13 +53,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // User + system CPU seconds of the whole process (all threads).
 double CpuSeconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 [[noreturn]] void Die(const std::string& what, const Status& s) {
@@ -81,17 +83,18 @@ struct Args {
 
 Args Parse(int argc, char** argv) {
   Args a;
-  std::map<std::string, int*> ints = {{"imgsz", &a.imgsz},         {"batch", &a.batch},   {"workers", &a.workers},
-                                      {"iterations", &a.iterations}, {"warmup", &a.warmup}, {"threads", &a.threads},
-                                      {"src_px", &a.src_px}};
+  std::map<std::string, int*> ints = {
+      {"imgsz", &a.imgsz},   {"batch", &a.batch},     {"workers", &a.workers}, {"iterations", &a.iterations},
+      {"warmup", &a.warmup}, {"threads", &a.threads}, {"src_px", &a.src_px}};
   for (int i = 1; i < argc; ++i) {
     const std::string kv = argv[i];
     const auto eq = kv.find('=');
     const std::string k = kv.substr(0, eq);
     if (eq == std::string::npos || (k != "model" && !ints.count(k))) {
-      std::fprintf(stderr,
-                   "usage: train_throughput_bench [model=n] [imgsz=128] [batch=8] [workers=2] [iterations=12] "
-                   "[warmup=2] [threads=2] [src_px=IMGSZ]\n");
+      std::fprintf(
+          stderr,
+          "usage: train_throughput_bench [model=n] [imgsz=128] [batch=8] [workers=2] [iterations=12] "
+          "[warmup=2] [threads=2] [src_px=IMGSZ]\n");
       std::exit(2);
     }
     if (k == "model") {
@@ -133,9 +136,9 @@ std::string MakeHome(const Args& a, const std::string& root, int classes) {
 }
 
 struct FullResult {
-  double steady_ips = 0;      // batches warmup..end, timed between on_iteration calls
-  double summary_ips = 0;     // TrainSummary::images_per_second
-  double cpu_per_image = 0;   // process CPU seconds of the whole Train call / all images
+  double steady_ips = 0;     // batches warmup..end, timed between on_iteration calls
+  double summary_ips = 0;    // TrainSummary::images_per_second
+  double cpu_per_image = 0;  // process CPU seconds of the whole Train call / all images
 };
 struct RawResult {
   double ips = 0;            // timed iterations
@@ -202,7 +205,8 @@ RawResult RunRaw(const Args& a, int nc) {
   train::DetectionTargets targets;
   targets.batch_idx = torch::arange(a.batch, torch::kFloat).repeat_interleave(per);
   targets.cls = torch::randint(0, nc, {a.batch * per, 1}).to(torch::kFloat);
-  targets.bboxes = torch::cat({torch::rand({a.batch * per, 2}) * 0.6 + 0.2, torch::rand({a.batch * per, 2}) * 0.25 + 0.05}, 1);
+  targets.bboxes = torch::cat(
+      {torch::rand({a.batch * per, 2}) * 0.6 + 0.2, torch::rand({a.batch * per, 2}) * 0.25 + 0.05}, 1);
   const train::ImageSize size{a.imgsz, a.imgsz};
 
   Clock::time_point t_start = Clock::now();
@@ -237,8 +241,10 @@ int main(int argc, char** argv) {
       (std::filesystem::temp_directory_path() / ("kestrel_train_bench_" + std::to_string(getpid()))).string();
   std::filesystem::remove_all(root);
   const std::string home = MakeHome(a, root, classes);
-  std::printf("model %s, imgsz %d (src %dx%d JPEG), batch %d, workers %d, torch threads %d, %d iterations after %d warm-up\n",
-              a.model.c_str(), a.imgsz, a.src_px, a.src_px, a.batch, a.workers, a.threads, a.iterations, a.warmup);
+  std::printf(
+      "model %s, imgsz %d (src %dx%d JPEG), batch %d, workers %d, torch threads %d, %d iterations after %d "
+      "warm-up\n",
+      a.model.c_str(), a.imgsz, a.src_px, a.src_px, a.batch, a.workers, a.threads, a.iterations, a.warmup);
   std::fflush(stdout);
   // raw before and after full, so a change of machine load during the run
   // shows up as a spread instead of skewing the ratio.
@@ -248,14 +254,19 @@ int main(int argc, char** argv) {
   const double raw = (raw_before.ips + raw_after.ips) / 2;
   const double raw_cpu = (raw_before.cpu_per_image + raw_after.cpu_per_image) / 2;
   std::filesystem::remove_all(root);
-  std::printf("%-16s %8.2f images/s  (forward+backward+step on fixed tensors: the compute limit; before %.2f, after %.2f)\n",
-              "raw", raw, raw_before.ips, raw_after.ips);
-  std::printf("%-16s %8.2f images/s  %.2fx raw  (train::Train: loader + augmentation + step)\n", "full", full.steady_ips,
-              full.steady_ips / raw);
-  std::printf("%-16s %8.2f images/s  %.2fx raw  (TrainSummary::images_per_second, incl. warm-up and checkpoint)\n",
-              "full (summary)", full.summary_ips, full.summary_ips / raw);
-  std::printf("%-16s raw %.0f ms, full %.0f ms per image: %.2fx raw  (CPU time of all threads; not skewed by other load)\n",
-              "cpu", 1e3 * raw_cpu, 1e3 * full.cpu_per_image, raw_cpu / full.cpu_per_image);
+  std::printf(
+      "%-16s %8.2f images/s  (forward+backward+step on fixed tensors: the compute limit; before %.2f, after "
+      "%.2f)\n",
+      "raw", raw, raw_before.ips, raw_after.ips);
+  std::printf("%-16s %8.2f images/s  %.2fx raw  (train::Train: loader + augmentation + step)\n", "full",
+              full.steady_ips, full.steady_ips / raw);
+  std::printf(
+      "%-16s %8.2f images/s  %.2fx raw  (TrainSummary::images_per_second, incl. warm-up and checkpoint)\n",
+      "full (summary)", full.summary_ips, full.summary_ips / raw);
+  std::printf(
+      "%-16s raw %.0f ms, full %.0f ms per image: %.2fx raw  (CPU time of all threads; not skewed by other "
+      "load)\n",
+      "cpu", 1e3 * raw_cpu, 1e3 * full.cpu_per_image, raw_cpu / full.cpu_per_image);
   std::printf("ratio full/raw %.2f (goal >= 0.9: loader fully hidden)\n", full.steady_ips / raw);
   return 0;
 }

@@ -18,9 +18,9 @@ using nlohmann::json;
 
 // Files of a run folder (docs/training.md "Run directory") kept with the
 // evaluation record, as blobs: they outlive the job folder.
-constexpr const char* kPlotFiles[] = {"results.png",  "PR_curve.png", "F1_curve.png",
-                                      "P_curve.png",  "R_curve.png",  "confusion_matrix_normalized.png",
-                                      "labels.png",   "train_batch0.jpg"};
+constexpr const char* kPlotFiles[] = {"results.png", "PR_curve.png",    "F1_curve.png",
+                                      "P_curve.png", "R_curve.png",     "confusion_matrix_normalized.png",
+                                      "labels.png",  "train_batch0.jpg"};
 
 // Per-class table written by the trainer for its best epoch (optional: older
 // runs have none), in eval::EvalResultToJson's shape.
@@ -32,9 +32,8 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
 }
 
 bool IsHex(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isdigit(c) || (c >= 'a' && c <= 'f');
-  });
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](unsigned char c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); });
 }
 
 std::string VersionRef(const store::ModelRecord& m) { return m.name + "@v" + std::to_string(m.seq); }
@@ -93,12 +92,14 @@ json Delta(double now, double base) { return {{"new", now}, {"baseline", base}, 
 
 Result<std::string> ConfigHash(const std::string& config_json) {
   json config = json::parse(config_json, nullptr, false);
-  if (config.is_discarded()) return Status::InvalidArgument("effective config is not valid JSON", {"", 0, "config"});
+  if (config.is_discarded())
+    return Status::InvalidArgument("effective config is not valid JSON", {"", 0, "config"});
   // nlohmann objects keep keys sorted; compact dump = the canonical form.
   return Sha256Hex(DumpJson(config));
 }
 
-Result<store::ModelRecord> ModelRegistry::Register(const RegisterRequest& req, int64_t now_ms, bool* created) {
+Result<store::ModelRecord> ModelRegistry::Register(const RegisterRequest& req, int64_t now_ms,
+                                                   bool* created) {
   store::ModelRecord m;
   m.name = req.name.empty() ? req.dataset : req.name;
   if (m.name.empty()) {
@@ -106,9 +107,9 @@ Result<store::ModelRecord> ModelRegistry::Register(const RegisterRequest& req, i
                                    {"command line", 0, "name"});
   }
   if (!store::IsValidModelName(m.name)) {
-    return Status::InvalidArgument("invalid model name '" + m.name +
-                                       "': letters, digits, '-', '_', '.', not starting with '.' or '-'",
-                                   {"command line", 0, "name"});
+    return Status::InvalidArgument(
+        "invalid model name '" + m.name + "': letters, digits, '-', '_', '.', not starting with '.' or '-'",
+        {"command line", 0, "name"});
   }
   auto bytes = env_.ReadFile(req.weights_path);
   if (!bytes.IsOk()) return bytes.GetStatus();
@@ -147,7 +148,8 @@ Result<store::ModelRecord> ModelRegistry::Register(const RegisterRequest& req, i
       if (!plot.IsOk()) continue;  // a plot is a convenience; never fail a registration for it
       auto sha = blobs_.Put(*plot);
       if (!sha.IsOk()) return sha.GetStatus();
-      plots.push_back({{"file", f}, {"sha256", *sha}, {"bytes", plot->size()}, {"path", blobs_.PathFor(*sha)}});
+      plots.push_back(
+          {{"file", f}, {"sha256", *sha}, {"bytes", plot->size()}, {"path", blobs_.PathFor(*sha)}});
     }
     eval["plots"] = std::move(plots);
   }
@@ -164,7 +166,8 @@ Result<store::ModelRecord> ModelRegistry::Register(const RegisterRequest& req, i
       store::ModelFilter pf;
       pf.weights_sha = psha;
       auto reg = meta_.ListModels(pf);
-      if (reg.IsOk() && !reg->empty()) parent["model"] = {{"id", reg->front().id}, {"ref", VersionRef(reg->front())}};
+      if (reg.IsOk() && !reg->empty())
+        parent["model"] = {{"id", reg->front().id}, {"ref", VersionRef(reg->front())}};
     } else {
       parent["sha256"] = nullptr;
       parent["note"] = "the file could not be read at registration: " + pbytes.GetStatus().Message();
@@ -183,8 +186,8 @@ Result<store::ModelRecord> ModelRegistry::Register(const RegisterRequest& req, i
                   {"source", req.weights_path}};
   if (!req.run_dir.empty()) lineage["run_dir"] = req.run_dir;
   m.lineage_json = DumpJson(lineage);
-  m.id = Sha256Hex("kestrel.model\n" + m.name + "\n" + m.weights_sha + "\n" + std::to_string(m.job_id) + "\n" +
-                   std::to_string(now_ms) + "\n" + std::to_string(env_.NowMicros()));
+  m.id = Sha256Hex("kestrel.model\n" + m.name + "\n" + m.weights_sha + "\n" + std::to_string(m.job_id) +
+                   "\n" + std::to_string(now_ms) + "\n" + std::to_string(env_.NowMicros()));
 
   if (req.compare && !m.dataset_version.empty()) {
     store::ModelFilter same;
@@ -278,7 +281,8 @@ json ModelRegistry::Compare(const store::ModelRecord& model, const std::vector<s
 Result<store::ModelRecord> ModelRegistry::RegisterJobModel(int64_t job_id, int64_t now_ms, bool* created) {
   KESTREL_ASSIGN_OR_RETURN(auto job, meta_.GetJob(job_id));
   if (job.state != store::JobState::kSucceeded) {
-    return Status::FailedPrecondition("job " + std::to_string(job_id) + " is " + store::JobStateName(job.state) +
+    return Status::FailedPrecondition("job " + std::to_string(job_id) + " is " +
+                                      store::JobStateName(job.state) +
                                       ", not succeeded: it has no model to register");
   }
   // Only training makes weights (a val job's result names the model it scored).
@@ -373,8 +377,8 @@ Result<store::ModelRecord> ModelRegistry::Resolve(const std::string& ref) {
       f.id_prefix = ref;
       KESTREL_ASSIGN_OR_RETURN(auto found, meta_.ListModels(f));
       if (found.size() > 1) {
-        return Status::InvalidArgument("model id prefix '" + ref + "' is ambiguous (" + std::to_string(found.size()) +
-                                           " models); give more characters",
+        return Status::InvalidArgument("model id prefix '" + ref + "' is ambiguous (" +
+                                           std::to_string(found.size()) + " models); give more characters",
                                        where);
       }
       if (found.size() == 1) return found[0];
@@ -382,14 +386,15 @@ Result<store::ModelRecord> ModelRegistry::Resolve(const std::string& ref) {
     store::ModelFilter f;
     f.name = ref;
     KESTREL_ASSIGN_OR_RETURN(auto found, meta_.ListModels(f));
-    if (found.empty()) return Status::NotFound("no model named '" + ref + "' and no model id starting so", where);
+    if (found.empty())
+      return Status::NotFound("no model named '" + ref + "' and no model id starting so", where);
     return *std::max_element(found.begin(), found.end(),
                              [](const auto& a, const auto& b) { return a.seq < b.seq; });
   }
   const std::string name = ref.substr(0, at), version = ref.substr(at + 1);
   if (name.empty() || version.empty()) {
-    return Status::InvalidArgument("model reference '" + ref + "': write NAME@vN, NAME@TAG, NAME or an id prefix",
-                                   where);
+    return Status::InvalidArgument(
+        "model reference '" + ref + "': write NAME@vN, NAME@TAG, NAME or an id prefix", where);
   }
   store::ModelFilter f;
   f.name = name;
@@ -410,7 +415,8 @@ Result<store::ModelRecord> ModelRegistry::Resolve(const std::string& ref) {
                                 std::to_string(named.back().seq) + ")",
                             where);
   }
-  return *std::max_element(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+  return *std::max_element(found.begin(), found.end(),
+                           [](const auto& a, const auto& b) { return a.seq < b.seq; });
 }
 
 Result<TagResult> ModelRegistry::Tag(const std::string& ref, const std::string& tag, int64_t now_ms) {
@@ -434,7 +440,8 @@ Result<store::ModelRecord> ModelRegistry::Untag(const std::string& ref, const st
   KESTREL_ASSIGN_OR_RETURN(auto m, Resolve(ref));
   KESTREL_ASSIGN_OR_RETURN(bool removed, meta_.UntagModel(m.id, tag));
   if (!removed) {
-    return Status::NotFound("model " + VersionRef(m) + " has no tag '" + tag + "'", {"command line", 0, "tag"});
+    return Status::NotFound("model " + VersionRef(m) + " has no tag '" + tag + "'",
+                            {"command line", 0, "tag"});
   }
   m.tags.erase(std::remove(m.tags.begin(), m.tags.end(), tag), m.tags.end());
   return m;
@@ -460,8 +467,8 @@ Result<ResolvedWeights> ModelRegistry::ResolveWeights(const std::string& text) {
   // Verify the whole blob before anyone loads it.
   auto bytes = blobs_.Get(m->weights_sha);
   if (!bytes.IsOk()) {
-    return Status(bytes.GetStatus().Code(), "model " + VersionRef(*m) + " weights blob " + m->weights_sha + ": " +
-                                                bytes.GetStatus().Message());
+    return Status(bytes.GetStatus().Code(), "model " + VersionRef(*m) + " weights blob " + m->weights_sha +
+                                                ": " + bytes.GetStatus().Message());
   }
   out.path = blobs_.PathFor(m->weights_sha);
   out.model = *m;
@@ -476,7 +483,9 @@ json ModelJson(const store::ModelRecord& m, const store::ArtifactStore& blobs, b
             {"created_ms", m.created_ms},
             {"tags", m.tags},
             {"weights",
-             {{"sha256", m.weights_sha}, {"bytes", m.weights_bytes}, {"format", m.format},
+             {{"sha256", m.weights_sha},
+              {"bytes", m.weights_bytes},
+              {"format", m.format},
               {"path", blobs.PathFor(m.weights_sha)}}},
             {"dataset", m.dataset},
             {"dataset_version", m.dataset_version},

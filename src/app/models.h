@@ -34,23 +34,23 @@ namespace kestrel::app {
 
 // What a registration is made of (RegisterJobModel fills it from a job).
 struct RegisterRequest {
-  std::string weights_path;          // the file; copied into the artifact store
-  std::string name;                  // "" = the dataset's name
-  std::string dataset;               // dataset name ("" when unknown)
-  std::string dataset_version;       // version id ("" when unknown)
-  std::string config_json = "{}";    // the effective config (a JSON object)
-  std::string parent_path;           // pretrained=/resume= as given ("" = none)
-  std::string parent_kind;           // "pretrained" or "resume"
-  int64_t job_id = 0;                // 0 = registered by hand
+  std::string weights_path;        // the file; copied into the artifact store
+  std::string name;                // "" = the dataset's name
+  std::string dataset;             // dataset name ("" when unknown)
+  std::string dataset_version;     // version id ("" when unknown)
+  std::string config_json = "{}";  // the effective config (a JSON object)
+  std::string parent_path;         // pretrained=/resume= as given ("" = none)
+  std::string parent_kind;         // "pretrained" or "resume"
+  int64_t job_id = 0;              // 0 = registered by hand
   int64_t attempt = 0;
   std::string worker;
   std::string host;
-  std::string run_dir;               // where the plots and results.csv are ("" = none)
+  std::string run_dir;  // where the plots and results.csv are ("" = none)
   // Evaluation record: {"metrics": {"map50", "map50_95", "precision",
   // "recall", "fitness", ...}, "per_class": [...], ...}; plots are added
   // from run_dir. Missing metrics count as 0.
   nlohmann::json eval = nlohmann::json::object();
-  bool compare = true;               // store the comparison with the baseline
+  bool compare = true;  // store the comparison with the baseline
 };
 
 // Outcome of TagModel / PromoteModel.
@@ -107,8 +107,8 @@ class ModelRegistry {
 
   // The comparison of `model` with the baseline among `others` (see
   // docs/models.md); null when there is no baseline on the same version.
-  static nlohmann::json Compare(const store::ModelRecord& model, const std::vector<store::ModelRecord>& others,
-                                int64_t now_ms);
+  static nlohmann::json Compare(const store::ModelRecord& model,
+                                const std::vector<store::ModelRecord>& others, int64_t now_ms);
 
  private:
   store::MetadataStore& meta_;

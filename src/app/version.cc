@@ -1,6 +1,7 @@
 // The build's version for lineage records; the header is generated each build.
-#include "app/models.h"
 #include "app/version.h"
+
+#include "app/models.h"
 
 namespace kestrel::app {
 

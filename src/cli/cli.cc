@@ -5,8 +5,8 @@
 
 #include "core/json.h"
 #include "core/parse.h"
-#include "core/utf8.h"
 #include "core/terminate.h"
+#include "core/utf8.h"
 #include "data/dataset_ref.h"
 
 namespace kestrel::cli {
@@ -36,7 +36,8 @@ void AddOptionFlags(CLI::App* cmd, const OptionSet& set, FlagValues* values) {
       if (c == '_') c = '-';
     }
     if (set.IsBool(key)) {
-      cmd->add_flag_callback(flag, [values, key] { (*values)[key] = "true"; }, set.Help(key));
+      cmd->add_flag_callback(
+          flag, [values, key] { (*values)[key] = "true"; }, set.Help(key));
     } else {
       cmd->add_option_function<std::string>(
              flag, [values, key](const std::string& v) { (*values)[key] = v; }, set.Help(key))
@@ -52,8 +53,9 @@ Status ApplyOptions(OptionSet& set, const FlagValues& values, const std::vector<
   for (const auto& token : extras) {
     std::string k, v;
     if (!SplitKeyValue(token, &k, &v)) {
-      return Status::InvalidArgument("unexpected argument '" + token + "' (options are --flag VALUE or key=value)",
-                                     {"command line", 0, ""});
+      return Status::InvalidArgument(
+          "unexpected argument '" + token + "' (options are --flag VALUE or key=value)",
+          {"command line", 0, ""});
     }
     KESTREL_RETURN_IF_ERROR(set.Set(k, v, {"command line", 0, ""}));
   }
@@ -75,7 +77,12 @@ std::atomic<bool> g_terminate_json{false};
 nlohmann::json ErrorJson(const Status& status, const std::string& code) {
   const auto& w = status.Where();
   return {{"ok", false},
-          {"error", {{"code", code}, {"message", status.Message()}, {"file", w.file}, {"line", w.line}, {"field", w.field}}}};
+          {"error",
+           {{"code", code},
+            {"message", status.Message()},
+            {"file", w.file},
+            {"line", w.line},
+            {"field", w.field}}}};
 }
 
 // The terminate handler's report: like FailInternal, in the --json mode
@@ -113,7 +120,8 @@ int Fail(const Context& ctx, const Status& status, int exit_code) {
                     : kExitFailure;
   }
   std::cerr << "error: " << status.ToString() << std::endl;
-  if (ctx.json) PrintJsonDocument(ErrorJson(status, exit_code == kExitUsage ? "usage" : StatusCodeName(status.Code())));
+  if (ctx.json)
+    PrintJsonDocument(ErrorJson(status, exit_code == kExitUsage ? "usage" : StatusCodeName(status.Code())));
   return exit_code;
 }
 
@@ -127,7 +135,8 @@ int FailWithReport(const Context& ctx, const Status& status, const nlohmann::jso
   return kExitFailure;
 }
 
-bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data, nlohmann::json* info, int* exit_code) {
+bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data, nlohmann::json* info,
+                       int* exit_code) {
   data::Registry registry(*stores.meta, *stores.blobs);
   data::ValidationReport report;
   auto r = data::ResolveDataset(registry, *stores.meta, *data, &report);

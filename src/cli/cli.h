@@ -5,15 +5,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/options.h"
 #include "core/status.h"
@@ -28,8 +26,8 @@ inline constexpr int kExitFailure = 1;  // the operation failed (bad data, I/O, 
 inline constexpr int kExitUsage = 2;    // bad command line or options
 
 struct Context {
-  bool json = false;           // print one JSON document on stdout
-  std::string home;            // Kestrel home (KESTREL_HOME or ./.kestrel)
+  bool json = false;  // print one JSON document on stdout
+  std::string home;   // Kestrel home (KESTREL_HOME or ./.kestrel)
   std::string log_level = "info";
 };
 
@@ -76,7 +74,8 @@ int FailWithReport(const Context& ctx, const Status& status, const nlohmann::jso
 // {"source", "dataset", "version", "version_id", "created"} for the JSON
 // document. On error reports it as `dataset import` does, sets *exit_code
 // and returns false.
-bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data, nlohmann::json* info, int* exit_code);
+bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data, nlohmann::json* info,
+                       int* exit_code);
 // Prints `doc` as the process's JSON document on stdout (core DumpJson: never
 // throws on invalid UTF-8). Emit and Fail print through it; a command that
 // builds its own document (an error with a report) calls it directly.
@@ -108,7 +107,8 @@ void AddDiskCommands(CLI::App& app, Context& ctx, int* exit_code);
 // The worker's success hook `then`, followed by the job's checkpoint
 // retention (its keep_ckpts, app::ApplyJobRetention); failures are logged.
 std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> WithCheckpointRetention(
-    std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> then, const std::string& home);
+    std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> then,
+    const std::string& home);
 // `kestrel webhooks add|list|remove|test` (docs/webhooks.md).
 void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel models list|show|tag|untag|promote|delete|register` (docs/models.md).
@@ -117,7 +117,8 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code);
 // The worker's success hook: registers the job's model (app/models.h) with
 // blobs under `home`; failures are logged, never fatal to the worker.
-std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> JobModelRegistrar(const std::string& home);
+std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> JobModelRegistrar(
+    const std::string& home);
 // A weights argument (model=, pretrained=, compare's models): an existing
 // file stays a path; a model reference (NAME@vN, NAME@TAG, id prefix)
 // becomes its hash-verified blob path, with one line saying which model.

@@ -48,8 +48,8 @@ struct WrittenOutputs {
   std::string record_sha;
   std::string record_path;
 };
-Result<WrittenOutputs> WriteEvalOutputs(Stores& stores, const eval::EvalResult& r, const nlohmann::json& record,
-                                        const std::string& dir, bool plots,
+Result<WrittenOutputs> WriteEvalOutputs(Stores& stores, const eval::EvalResult& r,
+                                        const nlohmann::json& record, const std::string& dir, bool plots,
                                         const std::vector<std::pair<std::string, std::string>>& files) {
   Env& env = Env::Default();
   WrittenOutputs w;
@@ -85,7 +85,8 @@ Result<ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std::str
   KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(stores, o.data, o.split));
   const eval::EvalSplit& split = loaded.split;
   const auto& rec = loaded.version.record;
-  eval::EvalProvenance prov{rec.dataset, "v" + std::to_string(rec.seq), rec.version_id, split.split, "", "", {}};
+  eval::EvalProvenance prov{rec.dataset, "v" + std::to_string(rec.seq), rec.version_id, split.split, "", "",
+                            {}};
   std::string speed_text;
   nlohmann::json speed_json;
   eval::EvalOptions eo;
@@ -148,8 +149,8 @@ Result<ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std::str
   }
   if (o.plots) {
     store::ArtifactStore& blobs = *stores.blobs;
-    auto grids = eval::RenderValBatch(split, per_image,
-                                      [&blobs](const eval::SplitImage& im) { return blobs.Get(im.image_sha); });
+    auto grids = eval::RenderValBatch(
+        split, per_image, [&blobs](const eval::SplitImage& im) { return blobs.Get(im.image_sha); });
     if (!grids.IsOk()) return grids.GetStatus().WithContext("val_batch0 grid");
     files.emplace_back("val_batch0_labels.jpg", std::move(grids->labels_jpg));
     files.emplace_back("val_batch0_pred.jpg", std::move(grids->pred_jpg));

@@ -26,7 +26,7 @@ struct ModelRunOptions {
 
 struct ModelRun {
   std::vector<std::vector<eval::Detection>> per_image;  // parallel to split.images, original pixels
-  nlohmann::json info;   // model spec, imgsz, batch, NMS settings
+  nlohmann::json info;                                  // model spec, imgsz, batch, NMS settings
   nlohmann::json speed;  // {"preprocess_ms", "inference_ms", "postprocess_ms", "images"} per image
   std::string speed_text;
 };

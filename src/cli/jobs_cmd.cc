@@ -3,6 +3,7 @@
 // `kestrel breaker reset`. Semantics in docs/jobs.md; the JSON shapes are
 // what tools/soak reads, so keep them.
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,8 +18,6 @@
 #include <limits>
 #include <optional>
 #include <sstream>
-
-#include <spdlog/spdlog.h>
 
 #include "app/jobs.h"
 #include "app/templates.h"
@@ -35,7 +34,8 @@ namespace kestrel::cli {
 namespace {
 
 int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -69,7 +69,8 @@ std::string FormatMs(int64_t ms) {
 }
 
 Result<int64_t> ParseJobId(const std::string& s) {
-  return ParseInt64(s, {"command line", 0, "id"}, 1, std::numeric_limits<int64_t>::max(), "a job id (a positive number)");
+  return ParseInt64(s, {"command line", 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
+                    "a job id (a positive number)");
 }
 
 void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
@@ -170,27 +171,37 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("worker", "Run queued jobs on this machine's devices (docs/jobs.md)");
   cmd->add_option("--slots", a->slots, "concurrent attempts")->capture_default_str()->check(IntArg(1, 256));
-  cmd->add_option("--devices", a->devices, "devices: cpu, cpu:N, gpu:IDX:MB, comma-separated (default: one cpu per slot)");
+  cmd->add_option("--devices", a->devices,
+                  "devices: cpu, cpu:N, gpu:IDX:MB, comma-separated (default: one cpu per slot)");
   cmd->add_option("--id", a->id, "worker id (default host:pid)");
-  cmd->add_option("--max-jobs", a->max_jobs, "exit after this many attempts (0 = no limit)")->check(IntArg(0));
+  cmd->add_option("--max-jobs", a->max_jobs, "exit after this many attempts (0 = no limit)")
+      ->check(IntArg(0));
   cmd->add_flag("--exit-when-idle", a->exit_when_idle, "exit when no waiting job fits this worker");
   cmd->add_flag("--no-webhooks", a->no_webhooks,
-                "do not deliver webhooks from this worker (by default one worker at a time delivers them, docs/webhooks.md)");
+                "do not deliver webhooks from this worker (by default one worker at a time delivers them, "
+                "docs/webhooks.md)");
   cmd->add_option("--min-free-gb", a->min_free_gb,
                   "claim no new jobs while the Kestrel home's filesystem has less free space, GB (0 = off; "
                   "default: KESTREL_MIN_FREE_GB, else 1; docs/disk.md)");
   const CLI::Validator seconds = NumberArg(0, kMaxSeconds);
-  cmd->add_option("--heartbeat-s", a->heartbeat_s, "lease renewal interval, seconds")->capture_default_str()->check(seconds);
+  cmd->add_option("--heartbeat-s", a->heartbeat_s, "lease renewal interval, seconds")
+      ->capture_default_str()
+      ->check(seconds);
   cmd->add_option("--hang-timeout-s", a->hang_timeout_s, "no progress for this long -> hung")
       ->capture_default_str()
       ->check(seconds);
   cmd->add_option("--lease-s", a->lease_s, "lease length, seconds")->capture_default_str()->check(seconds);
-  cmd->add_option("--grace-s", a->grace_s, "SIGTERM -> SIGKILL, seconds")->capture_default_str()->check(seconds);
-  cmd->add_option("--poll-s", a->poll_s, "idle claim polling interval, seconds")->capture_default_str()->check(seconds);
+  cmd->add_option("--grace-s", a->grace_s, "SIGTERM -> SIGKILL, seconds")
+      ->capture_default_str()
+      ->check(seconds);
+  cmd->add_option("--poll-s", a->poll_s, "idle claim polling interval, seconds")
+      ->capture_default_str()
+      ->check(seconds);
   cmd->callback([&ctx, exit_code, a] {
 #ifndef KESTREL_WITH_TORCH
-    *exit_code = Fail(ctx, Status::FailedPrecondition("this kestrel was built without LibTorch and cannot train; run "
-                                                      "`kestrel worker` from a build with it"));
+    *exit_code =
+        Fail(ctx, Status::FailedPrecondition("this kestrel was built without LibTorch and cannot train; run "
+                                             "`kestrel worker` from a build with it"));
     return;
 #endif
     jobs::WorkerOptions o;
@@ -202,7 +213,8 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.slots = a->slots;
     for (double v : {a->heartbeat_s, a->hang_timeout_s, a->lease_s, a->poll_s}) {
       if (!(v > 0) || !(v <= kMaxSeconds)) {
-        *exit_code = Fail(ctx, Usage("", "--heartbeat-s, --hang-timeout-s, --lease-s and --poll-s must be in (0, 1e9]"));
+        *exit_code = Fail(
+            ctx, Usage("", "--heartbeat-s, --hang-timeout-s, --lease-s and --poll-s must be in (0, 1e9]"));
         return;
       }
     }
@@ -266,9 +278,9 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     }
     auto c = worker.Counters();
     std::ostringstream text;
-    text << "worker " << o.id << ": " << c.claimed << " attempts, " << c.succeeded << " succeeded, " << c.failed
-         << " failed, " << c.fenced << " fenced, " << c.stopped << " handed back, " << c.store_errors
-         << " store errors";
+    text << "worker " << o.id << ": " << c.claimed << " attempts, " << c.succeeded << " succeeded, "
+         << c.failed << " failed, " << c.fenced << " fenced, " << c.stopped << " handed back, "
+         << c.store_errors << " store errors";
     Emit(ctx, text.str(),
          {{"ok", true},
           {"worker", o.id},
@@ -291,7 +303,9 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   auto limit = std::make_shared<int64_t>(100);
   CLI::App* list = jobs->add_subcommand("list", "Jobs, newest first");
   list->add_option("--state", *state, "only this state (queued, running, succeeded, failed_retryable, ...)");
-  list->add_option("--limit", *limit, "at most this many")->capture_default_str()->check(IntArg(1, 1000000000));
+  list->add_option("--limit", *limit, "at most this many")
+      ->capture_default_str()
+      ->check(IntArg(1, 1000000000));
   list->callback([&ctx, exit_code, state, limit] {
     const app::JobListRequest req{*state, *limit};
     if (auto f = app::JobListFilter(req); !f.IsOk()) {
@@ -310,8 +324,9 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
     }
     nlohmann::json arr = nlohmann::json::array();
     std::ostringstream t;
-    t << std::left << std::setw(6) << "ID" << std::setw(18) << "STATE" << std::setw(8) << "ATTEMPT" << std::setw(8)
-      << "PRIO" << std::setw(9) << "RETRIES" << std::setw(21) << "CREATED" << "LAST REASON\n";
+    t << std::left << std::setw(6) << "ID" << std::setw(18) << "STATE" << std::setw(8) << "ATTEMPT"
+      << std::setw(8) << "PRIO" << std::setw(9) << "RETRIES" << std::setw(21) << "CREATED"
+      << "LAST REASON\n";
     for (const auto& j : *list) {
       arr.push_back(app::JobJson(j, false));
       t << std::left << std::setw(6) << j.id << std::setw(18) << store::JobStateName(j.state) << std::setw(8)
@@ -340,9 +355,9 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
     }
     const store::JobRecord* job = &detail->job;
     std::ostringstream t;
-    t << "job " << job->id << ": " << store::JobStateName(job->state) << ", attempt " << job->attempt << ", priority "
-      << store::JobPriorityName(job->spec.priority) << ", retries " << job->retries_used << "/"
-      << job->spec.retry.max_retries << " (+" << job->infra_retries_used << " infra)\n";
+    t << "job " << job->id << ": " << store::JobStateName(job->state) << ", attempt " << job->attempt
+      << ", priority " << store::JobPriorityName(job->spec.priority) << ", retries " << job->retries_used
+      << "/" << job->spec.retry.max_retries << " (+" << job->infra_retries_used << " infra)\n";
     t << "created " << FormatMs(job->created_ms) << ", finished " << FormatMs(job->finished_ms) << "\n";
     if (!job->last_reason.empty()) t << "last reason: " << job->last_reason << "\n";
     if (!job->result_json.empty()) t << "result: " << job->result_json << "\n";
@@ -353,12 +368,14 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
       } else if (a.succeeded) {
         t << "succeeded\n";
       } else {
-        t << a.reason << " (" << store::FailureClassName(a.failure_class) << (a.infrastructure ? ", infra" : "")
-          << ", stage " << store::FailureStageName(a.stage) << ", exit " << a.exit_code << ", signal " << a.signal
-          << ")" << (a.message.empty() ? "" : ": " + a.message) << "\n";
+        t << a.reason << " (" << store::FailureClassName(a.failure_class)
+          << (a.infrastructure ? ", infra" : "") << ", stage " << store::FailureStageName(a.stage)
+          << ", exit " << a.exit_code << ", signal " << a.signal << ")"
+          << (a.message.empty() ? "" : ": " + a.message) << "\n";
         if (a.detected_ms > a.ended_ms) {
           // A lost attempt: it ended (last lease renewal) before anyone could know.
-          t << "    ended " << FormatMs(a.ended_ms) << ", detected " << FormatMs(a.detected_ms) << " (lease expiry)\n";
+          t << "    ended " << FormatMs(a.ended_ms) << ", detected " << FormatMs(a.detected_ms)
+            << " (lease expiry)\n";
         }
       }
     }
@@ -384,7 +401,8 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
     }
     int64_t n = *logs_attempt > 0 ? *logs_attempt : job->attempt;
     if (n <= 0 || n > job->attempt) {
-      *exit_code = Fail(ctx, Status::NotFound("job " + std::to_string(*id) + " has no attempt " + std::to_string(n)));
+      *exit_code =
+          Fail(ctx, Status::NotFound("job " + std::to_string(*id) + " has no attempt " + std::to_string(n)));
       return;
     }
     const std::string path = JoinPath(JoinPath(JoinPath(ctx.home, "jobs"), std::to_string(*id)),
@@ -398,10 +416,12 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   });
 
   auto cancel_id = std::make_shared<std::string>();
-  CLI::App* cancel = jobs->add_subcommand("cancel", "Cancel a job (a running attempt is stopped by its worker)");
+  CLI::App* cancel =
+      jobs->add_subcommand("cancel", "Cancel a job (a running attempt is stopped by its worker)");
   cancel->add_option("id", *cancel_id, "job id")->required();
   auto retry_id = std::make_shared<std::string>();
-  CLI::App* retry = jobs->add_subcommand("retry", "Requeue a failed or cancelled job with a fresh retry budget");
+  CLI::App* retry =
+      jobs->add_subcommand("retry", "Requeue a failed or cancelled job with a fresh retry budget");
   retry->add_option("id", *retry_id, "job id")->required();
   auto change = [&ctx, exit_code](const std::string& raw, bool is_cancel) {
     auto id = ParseJobId(raw);
@@ -426,7 +446,8 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
 // ---- stats, breaker
 
 void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
-  CLI::App* stats = app.add_subcommand("stats", "Job availability, failures, retries, MTTR and the circuit breaker");
+  CLI::App* stats =
+      app.add_subcommand("stats", "Job availability, failures, retries, MTTR and the circuit breaker");
   stats->callback([&ctx, exit_code] {
     auto stores = OpenStores(ctx);
     if (!stores.IsOk()) {
@@ -470,7 +491,8 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
     std::ostringstream t;
     t << "jobs " << s.jobs << ": " << s.succeeded << " succeeded, " << s.failed_permanent << " failed, "
       << s.cancelled << " cancelled, " << s.live << " live\n";
-    t << "availability " << std::fixed << std::setprecision(1) << s.availability * 100 << "% (succeeded / finished)\n";
+    t << "availability " << std::fixed << std::setprecision(1) << s.availability * 100
+      << "% (succeeded / finished)\n";
     t << "attempts " << s.attempts << ", failed " << s.failed_attempts << "; retries " << s.retries << " + "
       << s.infra_retries << " infra\n";
     auto line = [&t](const char* what, const std::map<std::string, int64_t>& m) {
@@ -488,19 +510,22 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
       << " restarts (failure detected -> next attempt started)\n";
     t << "circuit breaker: " << (breaker.IsOpen() ? "OPEN, " + breaker.Reason() : std::string("closed"));
     const nlohmann::json& d = *disk;
-    t << "\ndisk: " << (d["free_bytes"].is_number() ? std::to_string(d["free_bytes"].get<int64_t>() / 1'000'000) : "?")
+    t << "\ndisk: "
+      << (d["free_bytes"].is_number() ? std::to_string(d["free_bytes"].get<int64_t>() / 1'000'000) : "?")
       << " MB free on the filesystem of " << ctx.home << " (watermark " << *min_free / 1'000'000 << " MB"
-      << (*min_free > 0 ? "" : ", off") << ")" << (d["low"].get<bool>() ? ": LOW, workers claim no new jobs" : "");
+      << (*min_free > 0 ? "" : ", off") << ")"
+      << (d["low"].get<bool>() ? ": LOW, workers claim no new jobs" : "");
     for (const auto& w : d["paused_workers"]) {
-      t << "\nworker " << w["worker"].get<std::string>() << " is not claiming (low disk: "
-        << w["free_bytes"].get<int64_t>() / 1'000'000 << " MB free)";
+      t << "\nworker " << w["worker"].get<std::string>()
+        << " is not claiming (low disk: " << w["free_bytes"].get<int64_t>() / 1'000'000 << " MB free)";
     }
     Emit(ctx, t.str(), j);
   });
 
   CLI::App* breaker = app.add_subcommand("breaker", "The circuit breaker that pauses automatic retries");
   breaker->require_subcommand(1);
-  CLI::App* reset = breaker->add_subcommand("reset", "Close the breaker for every worker (ignores earlier failures)");
+  CLI::App* reset =
+      breaker->add_subcommand("reset", "Close the breaker for every worker (ignores earlier failures)");
   reset->callback([&ctx, exit_code] {
     auto stores = OpenStores(ctx);
     if (!stores.IsOk()) {

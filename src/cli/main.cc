@@ -8,10 +8,9 @@
 // {"code": "usage", ...}} with exit 2; an exception that escapes a command is
 // an internal error with exit 1 (cli::FailInternal), and one that escapes a
 // thread ends the process through the terminate handler with exit 1.
-#include <CLI/CLI.hpp>
-
 #include <malloc.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -66,7 +65,8 @@ Status CheckCommandWords(const CLI::App& app, int argc, char** argv) {
     if (!tok.empty() && tok[0] == '-') continue;
     const std::vector<std::string> names = CommandNames(*group);
     if (names.empty()) return {};  // a command: the rest are its arguments
-    for (const CLI::App* sub : group->get_subcommands([&](const CLI::App* a) { return a->get_name() == tok; })) {
+    for (const CLI::App* sub :
+         group->get_subcommands([&](const CLI::App* a) { return a->get_name() == tok; })) {
       group = sub;
     }
     if (group->get_name() == tok) {

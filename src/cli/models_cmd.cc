@@ -48,17 +48,19 @@ void WithRegistry(Context& ctx, int* exit_code, F&& body) {
 }
 
 std::string ListText(const std::vector<store::ModelRecord>& models) {
-  if (models.empty()) return "no models registered (a successful job registers one; or `kestrel models register`)";
+  if (models.empty())
+    return "no models registered (a successful job registers one; or `kestrel models register`)";
   std::ostringstream t;
   char line[256];
-  std::snprintf(line, sizeof(line), "%-24s %-12s %-22s %-20s %8s %9s %6s\n", "MODEL", "ID", "TAGS", "DATASET", "mAP50",
-                "mAP50-95", "JOB");
+  std::snprintf(line, sizeof(line), "%-24s %-12s %-22s %-20s %8s %9s %6s\n", "MODEL", "ID", "TAGS", "DATASET",
+                "mAP50", "mAP50-95", "JOB");
   t << line;
   for (const auto& m : models) {
     const std::string ds = m.dataset.empty() ? "-" : m.dataset + "@" + m.dataset_version.substr(0, 8);
-    std::snprintf(line, sizeof(line), "%-24s %-12s %-22s %-20s %8s %9s %6s\n", EscapeInvalidUtf8(Ref(m)).c_str(),
-                  Short(m.id).c_str(), Tags(m.tags).c_str(), EscapeInvalidUtf8(ds).c_str(), Fixed(m.map50).c_str(),
-                  Fixed(m.map50_95).c_str(), m.job_id > 0 ? std::to_string(m.job_id).c_str() : "-");
+    std::snprintf(line, sizeof(line), "%-24s %-12s %-22s %-20s %8s %9s %6s\n",
+                  EscapeInvalidUtf8(Ref(m)).c_str(), Short(m.id).c_str(), Tags(m.tags).c_str(),
+                  EscapeInvalidUtf8(ds).c_str(), Fixed(m.map50).c_str(), Fixed(m.map50_95).c_str(),
+                  m.job_id > 0 ? std::to_string(m.job_id).c_str() : "-");
     t << line;
   }
   return t.str();
@@ -91,8 +93,8 @@ std::string ShowText(const store::ModelRecord& m, const json& view) {
   t << "weights: " << m.weights_sha << " (" << m.weights_bytes << " bytes, " << m.format << ")\n";
   t << "metrics: mAP50 " << Fixed(m.map50, 4) << "  mAP50-95 " << Fixed(m.map50_95, 4) << "\n";
   t << "lineage:\n";
-  t << "  dataset: " << (m.dataset.empty() ? "-" : m.dataset) << " version " << (m.dataset_version.empty() ? "-" : m.dataset_version)
-    << "\n";
+  t << "  dataset: " << (m.dataset.empty() ? "-" : m.dataset) << " version "
+    << (m.dataset_version.empty() ? "-" : m.dataset_version) << "\n";
   t << "  config hash: " << m.config_hash << "\n";
   t << "  kestrel: " << m.kestrel_version << "\n";
   if (l.contains("parent") && l["parent"].is_object()) {
@@ -139,12 +141,14 @@ std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> Job
     bool created = false;
     auto m = reg.RegisterJobModel(job.id, now_ms, &created);
     if (!m.IsOk()) {
-      std::cerr << "warning: job " << job.id << " succeeded but its model was not registered: "
-                << m.GetStatus().ToString() << " (retry: kestrel models register --job " << job.id << ")" << std::endl;
+      std::cerr << "warning: job " << job.id
+                << " succeeded but its model was not registered: " << m.GetStatus().ToString()
+                << " (retry: kestrel models register --job " << job.id << ")" << std::endl;
       return;
     }
     if (created) {
-      std::cerr << "job " << job.id << ": registered model " << Ref(*m) << " (" << Short(m->id) << ")" << std::endl;
+      std::cerr << "job " << job.id << ": registered model " << Ref(*m) << " (" << Short(m->id) << ")"
+                << std::endl;
     }
   };
 }
@@ -156,15 +160,16 @@ Status ResolveWeightsOption(const Context& ctx, std::string* weights) {
   app::ModelRegistry reg(*stores->meta, *stores->blobs, Env::Default());
   KESTREL_ASSIGN_OR_RETURN(auto r, reg.ResolveWeights(*weights));
   if (r.model) {
-    (ctx.json ? std::cerr : std::cout) << "model " << Ref(*r.model) << " (" << Short(r.model->id) << "): " << r.path
-                                       << std::endl;
+    (ctx.json ? std::cerr : std::cout)
+        << "model " << Ref(*r.model) << " (" << Short(r.model->id) << "): " << r.path << std::endl;
   }
   *weights = r.path;
   return {};
 }
 
 void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
-  CLI::App* models = app.add_subcommand("models", "The model registry: versions, lineage, tags (docs/models.md)");
+  CLI::App* models =
+      app.add_subcommand("models", "The model registry: versions, lineage, tags (docs/models.md)");
   models->require_subcommand(1);
 
   struct State {
@@ -242,12 +247,14 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
         *exit_code = Fail(ctx, r.GetStatus());
         return;
       }
-      *exit_code = Emit(ctx, "removed tag " + st->tag + " from " + Ref(*r),
-                        {{"ok", true}, {"model", app::ModelJson(*r, *stores.blobs, false)}, {"tag", st->tag}});
+      *exit_code =
+          Emit(ctx, "removed tag " + st->tag + " from " + Ref(*r),
+               {{"ok", true}, {"model", app::ModelJson(*r, *stores.blobs, false)}, {"tag", st->tag}});
     });
   });
 
-  CLI::App* del = models->add_subcommand("delete", "Remove a model version from the registry (its blobs stay)");
+  CLI::App* del =
+      models->add_subcommand("delete", "Remove a model version from the registry (its blobs stay)");
   del->add_option("model", st->ref, "model reference")->required();
   del->add_flag("--force", st->force, "also the dataset's production model");
   del->callback([&ctx, exit_code, st] {
@@ -257,13 +264,15 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
         *exit_code = Fail(ctx, r.GetStatus());
         return;
       }
-      *exit_code = Emit(ctx, "deleted " + Ref(*r), {{"ok", true}, {"deleted", app::ModelJson(*r, *stores.blobs, false)}});
+      *exit_code = Emit(ctx, "deleted " + Ref(*r),
+                        {{"ok", true}, {"deleted", app::ModelJson(*r, *stores.blobs, false)}});
     });
   });
 
   CLI::App* reg_cmd = models->add_subcommand(
       "register", "Register weights trained elsewhere (or a succeeded job's model: --job ID)");
-  reg_cmd->add_option("args", st->args, "WEIGHTS (.safetensors or Ultralytics .pt) [data=D] [name=N] [pretrained=P]");
+  reg_cmd->add_option("args", st->args,
+                      "WEIGHTS (.safetensors or Ultralytics .pt) [data=D] [name=N] [pretrained=P]");
   reg_cmd->add_option("--name", st->name, "model name (default: the dataset's name)");
   reg_cmd->add_option("--data", st->dataset, "dataset it was trained on: NAME[@vN|@id] (or data=...)");
   reg_cmd->add_option("--pretrained", st->pretrained, "weights it started from (recorded with their sha256)");
@@ -274,23 +283,24 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
       const size_t eq = extra.find('=');
       if (eq == std::string::npos || Env::Default().Stat(extra).exists) {
         if (!st->weights.empty()) {
-          *exit_code = Fail(ctx, Status::InvalidArgument("one weights file at a time ('" + st->weights + "', '" +
-                                                             extra + "')",
-                                                         {"command line", 0, "weights"}));
+          *exit_code = Fail(ctx, Status::InvalidArgument(
+                                     "one weights file at a time ('" + st->weights + "', '" + extra + "')",
+                                     {"command line", 0, "weights"}));
           return;
         }
         st->weights = extra;
         continue;
       }
       const std::string key = extra.substr(0, eq == std::string::npos ? 0 : eq);
-      std::string* target = key == "data" ? &st->dataset
-                            : key == "name" ? &st->name
+      std::string* target = key == "data"         ? &st->dataset
+                            : key == "name"       ? &st->name
                             : key == "pretrained" ? &st->pretrained
                                                   : nullptr;
       if (target == nullptr) {
-        *exit_code = Fail(ctx, Status::InvalidArgument("unexpected argument '" + extra +
-                                                           "' (models register WEIGHTS [data=D] [name=N] [pretrained=P])",
-                                                       {"command line", 0, ""}));
+        *exit_code = Fail(
+            ctx, Status::InvalidArgument("unexpected argument '" + extra +
+                                             "' (models register WEIGHTS [data=D] [name=N] [pretrained=P])",
+                                         {"command line", 0, ""}));
         return;
       }
       *target = extra.substr(eq + 1);
@@ -300,15 +310,16 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
       Result<store::ModelRecord> r = Status::Internal("unset");
       if (st->job > 0) {
         if (!st->weights.empty()) {
-          *exit_code = Fail(ctx, Status::InvalidArgument("--job registers the job's own weights; drop the file",
-                                                         {"command line", 0, "weights"}));
+          *exit_code =
+              Fail(ctx, Status::InvalidArgument("--job registers the job's own weights; drop the file",
+                                                {"command line", 0, "weights"}));
           return;
         }
         r = reg.RegisterJobModel(st->job, NowMs(), &created);
       } else {
         if (st->weights.empty()) {
-          *exit_code =
-              Fail(ctx, Status::InvalidArgument("give a weights file (or --job ID)", {"command line", 0, "weights"}));
+          *exit_code = Fail(ctx, Status::InvalidArgument("give a weights file (or --job ID)",
+                                                         {"command line", 0, "weights"}));
           return;
         }
         app::RegisterRequest req;
@@ -335,8 +346,9 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
         *exit_code = Fail(ctx, r.GetStatus());
         return;
       }
-      *exit_code = Emit(ctx, std::string(created ? "registered " : "already registered: ") + Ref(*r) + " (" + r->id + ")",
-                        {{"ok", true}, {"created", created}, {"model", app::ModelJson(*r, *stores.blobs, true)}});
+      *exit_code = Emit(
+          ctx, std::string(created ? "registered " : "already registered: ") + Ref(*r) + " (" + r->id + ")",
+          {{"ok", true}, {"created", created}, {"model", app::ModelJson(*r, *stores.blobs, true)}});
     });
   });
 }

@@ -41,7 +41,8 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
 
   CLI::App* add = wh->add_subcommand("add", "Add a URL (or replace its secret); it gets changes from now on");
   add->add_option("url", st->url, "http:// or https:// URL")->required();
-  add->add_option("--secret", st->secret, "HMAC-SHA256 key (default: a new random 32-byte hex secret, printed)");
+  add->add_option("--secret", st->secret,
+                  "HMAC-SHA256 key (default: a new random 32-byte hex secret, printed)");
   add->add_flag("--no-secret", st->no_secret, "send unsigned requests");
   add->callback([&ctx, exit_code, st] {
     if (st->no_secret && !st->secret.empty()) {
@@ -64,13 +65,15 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
       return;
     }
     std::string text = "added webhook " + hook.url + (hook.secret.empty() ? " (unsigned)" : "");
-    if (generated) text += "\nsecret: " + hook.secret + "\n(verify X-Kestrel-Signature with it; it is not shown again)";
+    if (generated)
+      text += "\nsecret: " + hook.secret + "\n(verify X-Kestrel-Signature with it; it is not shown again)";
     nlohmann::json j = {{"ok", true}, {"url", hook.url}, {"signed", !hook.secret.empty()}};
     if (generated) j["secret"] = hook.secret;
     *exit_code = Emit(ctx, text, j);
   });
 
-  CLI::App* list = wh->add_subcommand("list", "List URLs (secrets are never shown) and their delivery cursors");
+  CLI::App* list =
+      wh->add_subcommand("list", "List URLs (secrets are never shown) and their delivery cursors");
   list->callback([&ctx, exit_code] {
     auto meta = OpenMeta(ctx, exit_code);
     if (meta == nullptr) return;
@@ -99,7 +102,8 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
               std::to_string(cursor) + " of " + std::to_string(*latest) + "\n";
     }
     if (!hooks->empty()) text += "dispatcher lease: " + lease + "\n";
-    *exit_code = Emit(ctx, text, {{"ok", true}, {"webhooks", arr}, {"latest_event", *latest}, {"lease", lease}});
+    *exit_code =
+        Emit(ctx, text, {{"ok", true}, {"webhooks", arr}, {"latest_event", *latest}, {"lease", lease}});
   });
 
   CLI::App* rm = wh->add_subcommand("remove", "Stop sending to a URL");
@@ -139,35 +143,44 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
         }
       }
       if (!found) {
-        *exit_code = Fail(ctx, Status::NotFound("no webhook '" + st->url +
-                                                    "' is configured (add it, or pass --secret to sign a ping)",
-                                                {"command line", 0, "url"}));
+        *exit_code =
+            Fail(ctx, Status::NotFound("no webhook '" + st->url +
+                                           "' is configured (add it, or pass --secret to sign a ping)",
+                                       {"command line", 0, "url"}));
         return;
       }
     }
     if (st->timeout_ms <= 0) {
-      *exit_code = Fail(ctx, Status::InvalidArgument("--timeout-ms must be > 0", {"command line", 0, "timeout-ms"}));
+      *exit_code =
+          Fail(ctx, Status::InvalidArgument("--timeout-ms must be > 0", {"command line", 0, "timeout-ms"}));
       return;
     }
     jobs::WebhookOptions opt;
     opt.timeout_ms = st->timeout_ms;
     opt.connect_timeout_ms = std::min<int64_t>(opt.connect_timeout_ms, st->timeout_ms);
     const std::string id = "ping-" + RandomHex(8);
-    nlohmann::json body = {{"type", "ping"}, {"event_id", id}, {"time_ms", NowMs()},
-                           {"message", "kestrel webhook test"}};
+    nlohmann::json body = {
+        {"type", "ping"}, {"event_id", id}, {"time_ms", NowMs()}, {"message", "kestrel webhook test"}};
     jobs::DeliveryResult r = jobs::PostWebhook(hook, id, "ping", DumpJson(body), opt);
-    nlohmann::json j = {{"ok", r.ok}, {"url", hook.url}, {"event", id}, {"http_status", r.http_status},
+    nlohmann::json j = {{"ok", r.ok},
+                        {"url", hook.url},
+                        {"event", id},
+                        {"http_status", r.http_status},
                         {"signed", !hook.secret.empty()}};
     if (!r.ok) {
       // Fail()'s error document plus what the ping got back.
       std::cerr << "error: ping to " << hook.url << " failed: " << r.error << std::endl;
-      j["error"] = {{"code", "unavailable"}, {"message", "ping to " + hook.url + " failed: " + r.error},
-                    {"file", ""}, {"line", 0}, {"field", "url"}};
+      j["error"] = {{"code", "unavailable"},
+                    {"message", "ping to " + hook.url + " failed: " + r.error},
+                    {"file", ""},
+                    {"line", 0},
+                    {"field", "url"}};
       if (ctx.json) PrintJsonDocument(j);
       *exit_code = kExitFailure;
       return;
     }
-    *exit_code = Emit(ctx, "ping " + id + " delivered to " + hook.url + ": HTTP " + std::to_string(r.http_status), j);
+    *exit_code =
+        Emit(ctx, "ping " + id + " delivered to " + hook.url + ": HTTP " + std::to_string(r.http_status), j);
   });
 }
 

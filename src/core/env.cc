@@ -40,10 +40,9 @@ class PosixEnv final : public Env {
     }
     if (static_cast<uint64_t>(st.st_size) > max_bytes) {
       ::close(fd);
-      return Status::ResourceExhausted("file is " + std::to_string(st.st_size) +
-                                           " bytes, over the limit of " +
-                                           std::to_string(max_bytes),
-                                       {path});
+      return Status::ResourceExhausted(
+          "file is " + std::to_string(st.st_size) + " bytes, over the limit of " + std::to_string(max_bytes),
+          {path});
     }
     std::string out;
     out.resize(static_cast<size_t>(st.st_size));
@@ -84,8 +83,8 @@ class PosixEnv final : public Env {
 
   Status WriteByRename(const std::string& path, std::string_view data, bool sync) {
     static std::atomic<uint64_t> counter{0};
-    std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
-                      std::to_string(counter.fetch_add(1));
+    std::string tmp =
+        path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoStatus("cannot create", tmp, errno);
     size_t off = 0;
@@ -248,8 +247,7 @@ Result<std::string> SafeRelativePath(std::string_view path) {
   if (path.empty()) return Status::InvalidArgument("empty path");
   if (path.front() == '/' || path.find('\\') != std::string_view::npos ||
       (path.size() > 1 && path[1] == ':')) {
-    return Status::InvalidArgument("path '" + std::string(path) +
-                                   "' must be relative to the dataset root");
+    return Status::InvalidArgument("path '" + std::string(path) + "' must be relative to the dataset root");
   }
   std::vector<std::string> parts;
   size_t i = 0;
@@ -261,8 +259,7 @@ Result<std::string> SafeRelativePath(std::string_view path) {
       // skip
     } else if (part == "..") {
       if (parts.empty()) {
-        return Status::InvalidArgument("path '" + std::string(path) +
-                                       "' escapes the dataset root");
+        return Status::InvalidArgument("path '" + std::string(path) + "' escapes the dataset root");
       }
       parts.pop_back();
     } else {

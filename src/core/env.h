@@ -32,8 +32,7 @@ class Env {
   // ---- files ----
   // Whole file. Fails with kResourceExhausted (naming the path and the limit)
   // when the file is larger than `max_bytes`, before reading it.
-  virtual Result<std::string> ReadFile(const std::string& path,
-                                       uint64_t max_bytes = UINT64_MAX) = 0;
+  virtual Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes = UINT64_MAX) = 0;
   // Crash-safe replace: writes `path.tmp-<unique>` in the same folder, fsyncs
   // it, renames it over `path`, fsyncs the folder. After a crash `path` holds
   // either the old or the new content, never a mix.
@@ -87,14 +86,10 @@ class EnvWrapper : public Env {
   Status SyncFilesystem(const std::string& path) override { return target_.SyncFilesystem(path); }
   FileInfo Stat(const std::string& path) override { return target_.Stat(path); }
   Status CreateDirs(const std::string& path) override { return target_.CreateDirs(path); }
-  Result<std::vector<std::string>> ListDir(const std::string& path) override {
-    return target_.ListDir(path);
-  }
+  Result<std::vector<std::string>> ListDir(const std::string& path) override { return target_.ListDir(path); }
   Status RemoveFile(const std::string& path) override { return target_.RemoveFile(path); }
   Status RemoveAll(const std::string& path) override { return target_.RemoveAll(path); }
-  Status Rename(const std::string& from, const std::string& to) override {
-    return target_.Rename(from, to);
-  }
+  Status Rename(const std::string& from, const std::string& to) override { return target_.Rename(from, to); }
   Status SyncDir(const std::string& path) override { return target_.SyncDir(path); }
   int64_t NowMicros() override { return target_.NowMicros(); }
   int64_t UnixSeconds() override { return target_.UnixSeconds(); }

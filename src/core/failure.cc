@@ -42,7 +42,8 @@ constexpr std::array<FailureInfo, 22> kTable = {{
      "worker: the child could not be started or placed"},
     {R::kWorkerStopped, "worker_stopped", -1, K::kInfrastructure,
      "worker: the worker was stopped and stopped the child (checkpoint written); another worker resumes"},
-    {R::kHostLost, "host_lost", -1, K::kInfrastructure, "the host went away (reserved, read from older stores)"},
+    {R::kHostLost, "host_lost", -1, K::kInfrastructure,
+     "the host went away (reserved, read from older stores)"},
     {R::kCancelled, "cancelled", -1, K::kNone, "the user cancelled the job"},
 }};
 

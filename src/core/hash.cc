@@ -37,9 +37,7 @@ Sha256::~Sha256() { EVP_MD_CTX_free(impl_->ctx); }
 
 void Sha256::Update(std::string_view data) { Update(data.data(), data.size()); }
 
-void Sha256::Update(const void* data, size_t size) {
-  EVP_DigestUpdate(impl_->ctx, data, size);
-}
+void Sha256::Update(const void* data, size_t size) { EVP_DigestUpdate(impl_->ctx, data, size); }
 
 std::string Sha256::HexDigest() {
   unsigned char md[EVP_MAX_MD_SIZE];

@@ -15,7 +15,8 @@ nlohmann::json EscapeInvalidUtf8InJson(const nlohmann::json& j) {
   }
   if (j.is_object()) {
     nlohmann::json out = nlohmann::json::object();
-    for (auto it = j.begin(); it != j.end(); ++it) out[EscapeInvalidUtf8(it.key())] = EscapeInvalidUtf8InJson(it.value());
+    for (auto it = j.begin(); it != j.end(); ++it)
+      out[EscapeInvalidUtf8(it.key())] = EscapeInvalidUtf8InJson(it.value());
     return out;
   }
   return j;

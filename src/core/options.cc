@@ -16,7 +16,7 @@ struct OptionSet::Entry {
   std::string key;
   std::string help;
   std::variant<int64_t*, int*, double*, bool*, std::string*, std::vector<double>*> dst;
-  Range range;              // float keys
+  Range range;                 // float keys
   int64_t imin = 0, imax = 0;  // int keys, inclusive
   std::vector<std::string> choices;
   std::string default_text;
@@ -203,8 +203,8 @@ Status OptionSet::Set(std::string_view key_in, std::string_view value_in, const 
     double v = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     if (ec == std::errc::result_out_of_range) {
-      return Status::InvalidArgument("'" + value + "' does not fit a double (allowed: " + e->range.ToString() + ")",
-                                     where);
+      return Status::InvalidArgument(
+          "'" + value + "' does not fit a double (allowed: " + e->range.ToString() + ")", where);
     }
     if (ec != std::errc() || ptr != value.data() + value.size() || !std::isfinite(v)) {
       return Status::InvalidArgument("expected a finite number, got '" + value + "'", where);
@@ -216,13 +216,14 @@ Status OptionSet::Set(std::string_view key_in, std::string_view value_in, const 
     size_t begin = 0;
     while (true) {
       const size_t comma = value.find(',', begin);
-      const std::string item = Trim(std::string_view(value).substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+      const std::string item = Trim(std::string_view(value).substr(
+          begin, comma == std::string::npos ? std::string::npos : comma - begin));
       double v = 0;
       auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
       if (ec != std::errc() || ptr != item.data() + item.size() || !std::isfinite(v)) {
-        return Status::InvalidArgument("expected a comma-separated list of finite numbers like 300,900,1800, got '" +
-                                           value + "'",
-                                       where);
+        return Status::InvalidArgument(
+            "expected a comma-separated list of finite numbers like 300,900,1800, got '" + value + "'",
+            where);
       }
       if (!e->range.Contains(v)) return RangeError(item, e->range.ToString(), where);
       list.push_back(v);
@@ -237,8 +238,7 @@ Status OptionSet::Set(std::string_view key_in, std::string_view value_in, const 
     }
     **p = v;
   } else if (auto* p = std::get_if<std::string*>(&e->dst)) {
-    if (!e->choices.empty() &&
-        std::find(e->choices.begin(), e->choices.end(), value) == e->choices.end()) {
+    if (!e->choices.empty() && std::find(e->choices.begin(), e->choices.end(), value) == e->choices.end()) {
       std::string list;
       for (const auto& c : e->choices) list += (list.empty() ? "" : ", ") + c;
       std::string msg = "'" + value + "' is not one of: " + list;
@@ -294,16 +294,21 @@ Status OptionSet::ApplyArgs(const std::vector<std::string>& args) {
   return {};
 }
 
-
 nlohmann::json OptionSet::ToJson() const {
   nlohmann::json j = nlohmann::json::object();  // std::map-backed: keys sorted
   for (const auto& e : entries_) {
-    if (auto* p = std::get_if<int64_t*>(&e.dst)) j[e.key] = **p;
-    else if (auto* p = std::get_if<int*>(&e.dst)) j[e.key] = **p;
-    else if (auto* p = std::get_if<double*>(&e.dst)) j[e.key] = **p;
-    else if (auto* p = std::get_if<bool*>(&e.dst)) j[e.key] = **p;
-    else if (auto* p = std::get_if<std::vector<double>*>(&e.dst)) j[e.key] = **p;
-    else j[e.key] = *std::get<std::string*>(e.dst);
+    if (auto* p = std::get_if<int64_t*>(&e.dst))
+      j[e.key] = **p;
+    else if (auto* p = std::get_if<int*>(&e.dst))
+      j[e.key] = **p;
+    else if (auto* p = std::get_if<double*>(&e.dst))
+      j[e.key] = **p;
+    else if (auto* p = std::get_if<bool*>(&e.dst))
+      j[e.key] = **p;
+    else if (auto* p = std::get_if<std::vector<double>*>(&e.dst))
+      j[e.key] = **p;
+    else
+      j[e.key] = *std::get<std::string*>(e.dst);
   }
   return j;
 }
@@ -312,17 +317,22 @@ Status OptionSet::ApplyJson(const nlohmann::json& obj, const std::string& origin
   if (!obj.is_object()) return Status::InvalidArgument("expected a JSON object", {origin});
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     std::string text;
-    if (it.value().is_string()) text = it.value().get<std::string>();
-    else if (it.value().is_boolean()) text = it.value().get<bool>() ? "true" : "false";
-    else if (it.value().is_number_integer()) text = std::to_string(it.value().get<int64_t>());
-    else if (it.value().is_number()) text = FormatDouble(it.value().get<double>());
+    if (it.value().is_string())
+      text = it.value().get<std::string>();
+    else if (it.value().is_boolean())
+      text = it.value().get<bool>() ? "true" : "false";
+    else if (it.value().is_number_integer())
+      text = std::to_string(it.value().get<int64_t>());
+    else if (it.value().is_number())
+      text = FormatDouble(it.value().get<double>());
     else if (it.value().is_array()) {
       for (const auto& item : it.value()) {
-        if (!item.is_number()) return Status::InvalidArgument("expected a list of numbers", {origin, 0, it.key()});
+        if (!item.is_number())
+          return Status::InvalidArgument("expected a list of numbers", {origin, 0, it.key()});
         text += (text.empty() ? "" : ",") + FormatDouble(item.get<double>());
       }
-    }
-    else return Status::InvalidArgument("unsupported value type", {origin, 0, it.key()});
+    } else
+      return Status::InvalidArgument("unsupported value type", {origin, 0, it.key()});
     KESTREL_RETURN_IF_ERROR(Set(it.key(), text, {origin, 0, ""}));
   }
   return {};
@@ -332,9 +342,11 @@ Status OptionSet::CheckValues() const {
   for (const auto& e : entries_) {
     const ErrorLocation where{"", 0, e.key};
     if (auto* p = std::get_if<int64_t*>(&e.dst)) {
-      if (**p < e.imin || **p > e.imax) return RangeError(std::to_string(**p), IntRangeText<int64_t>(e.imin, e.imax), where);
+      if (**p < e.imin || **p > e.imax)
+        return RangeError(std::to_string(**p), IntRangeText<int64_t>(e.imin, e.imax), where);
     } else if (auto* p = std::get_if<int*>(&e.dst)) {
-      if (**p < e.imin || **p > e.imax) return RangeError(std::to_string(**p), IntRangeText<int>(e.imin, e.imax), where);
+      if (**p < e.imin || **p > e.imax)
+        return RangeError(std::to_string(**p), IntRangeText<int>(e.imin, e.imax), where);
     } else if (auto* p = std::get_if<double*>(&e.dst)) {
       if (!e.range.Contains(**p)) return RangeError(FormatDouble(**p), e.range.ToString(), where);
     } else if (auto* p = std::get_if<std::vector<double>*>(&e.dst)) {
@@ -385,7 +397,8 @@ std::vector<OptionInfo> OptionSet::Describe() const {
 std::string OptionSet::HelpText() const {
   std::string out;
   for (const auto& k : Describe()) {
-    out += "  " + k.key + "=" + k.default_text + "  (" + k.type + (k.range.empty() ? "" : " " + k.range) + ")\n";
+    out +=
+        "  " + k.key + "=" + k.default_text + "  (" + k.type + (k.range.empty() ? "" : " " + k.range) + ")\n";
     out += "      " + k.help + "\n";
   }
   return out;
@@ -395,16 +408,18 @@ std::string MarkdownKeyTable(const std::vector<OptionInfo>& keys) {
   auto cell = [](const std::string& text) {
     std::string out;
     for (char c : text) {
-      if (c == '|') out += "\\|";
-      else out += c;
+      if (c == '|')
+        out += "\\|";
+      else
+        out += c;
     }
     return out;
   };
   auto code = [&](const std::string& text) { return text.empty() ? std::string() : "`" + cell(text) + "`"; };
   std::string out = "| key | type | range | default | description |\n|---|---|---|---|---|\n";
   for (const auto& k : keys) {
-    out += "| `" + cell(k.key) + "` | " + k.type + " | " + code(k.range) + " | " + code(k.default_text) + " | " +
-           cell(k.help) + " |\n";
+    out += "| `" + cell(k.key) + "` | " + k.type + " | " + code(k.range) + " | " + code(k.default_text) +
+           " | " + cell(k.help) + " |\n";
   }
   return out;
 }

@@ -40,10 +40,10 @@ struct Range {
   bool lo_open = false;
   bool hi_open = false;
 
-  static Range Closed(double lo, double hi) { return {lo, hi, false, false}; }      // [lo, hi]
-  static Range ClosedOpen(double lo, double hi) { return {lo, hi, false, true}; }   // [lo, hi)
-  static Range OpenClosed(double lo, double hi) { return {lo, hi, true, false}; }   // (lo, hi]
-  static Range Open(double lo, double hi) { return {lo, hi, true, true}; }          // (lo, hi)
+  static Range Closed(double lo, double hi) { return {lo, hi, false, false}; }     // [lo, hi]
+  static Range ClosedOpen(double lo, double hi) { return {lo, hi, false, true}; }  // [lo, hi)
+  static Range OpenClosed(double lo, double hi) { return {lo, hi, true, false}; }  // (lo, hi]
+  static Range Open(double lo, double hi) { return {lo, hi, true, true}; }         // (lo, hi)
   static Range AtLeast(double lo) { return Closed(lo, std::numeric_limits<double>::infinity()); }
   static Range Above(double lo) { return Open(lo, std::numeric_limits<double>::infinity()); }
   static Range Any() { return {}; }
@@ -57,8 +57,8 @@ struct Range {
 // One key as documented: what --help and the docs tables print.
 struct OptionInfo {
   std::string key;
-  std::string type;     // int | float | floats (a comma-separated list) | bool | string | choice
-  std::string range;    // "[0, 0.5)", ">= 1", "auto|SGD|Adam|AdamW", "" when any
+  std::string type;   // int | float | floats (a comma-separated list) | bool | string | choice
+  std::string range;  // "[0, 0.5)", ">= 1", "auto|SGD|Adam|AdamW", "" when any
   std::string default_text;
   std::string help;
 };
@@ -75,8 +75,7 @@ class OptionSet {
   OptionSet& Int(std::string key, int64_t* dst, std::string help,
                  int64_t min = std::numeric_limits<int64_t>::min(),
                  int64_t max = std::numeric_limits<int64_t>::max());
-  OptionSet& Int(std::string key, int* dst, std::string help,
-                 int min = std::numeric_limits<int>::min(),
+  OptionSet& Int(std::string key, int* dst, std::string help, int min = std::numeric_limits<int>::min(),
                  int max = std::numeric_limits<int>::max());
   // Finite numbers within `range` (NaN, inf and overflowing text rejected).
   OptionSet& Float(std::string key, double* dst, std::string help, Range range = Range::Any());
@@ -86,12 +85,12 @@ class OptionSet {
   }
   // A non-empty comma-separated list of finite numbers, each within `range`
   // ("300,900,1800"); a JSON array in ToJson/ApplyJson.
-  OptionSet& FloatList(std::string key, std::vector<double>* dst, std::string help, Range range = Range::Any());
+  OptionSet& FloatList(std::string key, std::vector<double>* dst, std::string help,
+                       Range range = Range::Any());
   OptionSet& Bool(std::string key, bool* dst, std::string help);
   OptionSet& String(std::string key, std::string* dst, std::string help);
   // A string restricted to `choices`.
-  OptionSet& Choice(std::string key, std::string* dst, std::vector<std::string> choices,
-                    std::string help);
+  OptionSet& Choice(std::string key, std::string* dst, std::vector<std::string> choices, std::string help);
 
   bool Has(std::string_view key) const;
   // True when `key` is bound to a bool (a CLI flag without a value).

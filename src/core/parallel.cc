@@ -9,8 +9,8 @@
 namespace kestrel {
 
 Status ParallelFor(size_t n, int threads, const std::function<Status(size_t)>& fn) {
-  size_t workers = threads > 0 ? static_cast<size_t>(threads)
-                               : std::max<size_t>(1, std::thread::hardware_concurrency());
+  size_t workers =
+      threads > 0 ? static_cast<size_t>(threads) : std::max<size_t>(1, std::thread::hardware_concurrency());
   workers = std::min(workers, std::max<size_t>(n, 1));
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};

@@ -35,7 +35,8 @@ Result<int64_t> ParseInt64(std::string_view text, const ErrorLocation& where, in
     return Status::InvalidArgument(Shown(text) + " is out of range " + range, where);
   }
   if (text.empty() || ec != std::errc() || ptr != last) {
-    return Status::InvalidArgument("expected " + std::string(what) + " in " + range + ", got " + Shown(text), where);
+    return Status::InvalidArgument("expected " + std::string(what) + " in " + range + ", got " + Shown(text),
+                                   where);
   }
   if (v < min || v > max) {
     return Status::InvalidArgument(Shown(text) + " is out of range " + range, where);

@@ -18,11 +18,13 @@ namespace kestrel {
 // got '<text>'" (`what`: "an integer", "a version number", ...).
 Result<int64_t> ParseInt64(std::string_view text, const ErrorLocation& where,
                            int64_t min = std::numeric_limits<int64_t>::min(),
-                           int64_t max = std::numeric_limits<int64_t>::max(), std::string_view what = "an integer");
+                           int64_t max = std::numeric_limits<int64_t>::max(),
+                           std::string_view what = "an integer");
 
 // A finite decimal number (no inf/nan) in [min, max].
 Result<double> ParseFiniteDouble(std::string_view text, const ErrorLocation& where,
                                  double min = -std::numeric_limits<double>::max(),
-                                 double max = std::numeric_limits<double>::max(), std::string_view what = "a finite number");
+                                 double max = std::numeric_limits<double>::max(),
+                                 std::string_view what = "a finite number");
 
 }  // namespace kestrel

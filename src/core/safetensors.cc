@@ -4,8 +4,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <string_view>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "core/env.h"
 #include "core/json.h"
@@ -61,7 +61,8 @@ Result<SafeTensorFile> ParseHeader(std::string_view header_text, uint64_t data_s
       uint64_t numel = 1;
       for (int64_t d : t.shape) {
         if (d < 0) return Status::Corruption("negative dimension", where);
-        if (d > 0 && numel > UINT64_MAX / static_cast<uint64_t>(d)) return Status::Corruption("shape too large", where);
+        if (d > 0 && numel > UINT64_MAX / static_cast<uint64_t>(d))
+          return Status::Corruption("shape too large", where);
         numel *= static_cast<uint64_t>(d);
       }
       if (numel > UINT64_MAX / static_cast<uint64_t>(item) ||
@@ -91,7 +92,8 @@ Result<SafeTensorFile> ParseSafeTensors(const std::string& bytes, const std::str
   if (n > bytes.size() - 8) {
     return Status::Corruption("header length " + std::to_string(n) + " exceeds file size", {origin});
   }
-  return ParseHeader(std::string_view(bytes).substr(8, n), bytes.size() - 8 - n, bytes.data() + 8 + n, origin);
+  return ParseHeader(std::string_view(bytes).substr(8, n), bytes.size() - 8 - n, bytes.data() + 8 + n,
+                     origin);
 }
 
 Result<SafeTensorFile> ReadSafeTensorsHeader(const std::string& path) {
@@ -100,9 +102,9 @@ Result<SafeTensorFile> ReadSafeTensorsHeader(const std::string& path) {
   std::error_code ec;
   // Stat does not follow a final symlink; the file it points to must be regular.
   if (!std::filesystem::is_regular_file(path, ec)) {
-    return Status::InvalidArgument(std::filesystem::is_directory(path, ec) ? "is a folder, not a weights file"
-                                                                             : "is not a regular file",
-                                   {path});
+    return Status::InvalidArgument(
+        std::filesystem::is_directory(path, ec) ? "is a folder, not a weights file" : "is not a regular file",
+        {path});
   }
   const uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) return Status::IoError("cannot read the file size: " + ec.message(), {path});
@@ -112,12 +114,15 @@ Result<SafeTensorFile> ReadSafeTensorsHeader(const std::string& path) {
   char len[8];
   if (!in.read(len, 8)) return Status::IoError("cannot read the header length", {path});
   const uint64_t n = HeaderLength(len);
-  if (n > size - 8) return Status::Corruption("header length " + std::to_string(n) + " exceeds file size", {path});
+  if (n > size - 8)
+    return Status::Corruption("header length " + std::to_string(n) + " exceeds file size", {path});
   if (n > kMaxSafeTensorsHeaderBytes) {
-    return Status::Corruption("header length " + std::to_string(n) + " is over the 100 MB safetensors limit", {path});
+    return Status::Corruption("header length " + std::to_string(n) + " is over the 100 MB safetensors limit",
+                              {path});
   }
   std::string header(n, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return Status::IoError("cannot read the header", {path});
+  if (!in.read(header.data(), static_cast<std::streamsize>(n)))
+    return Status::IoError("cannot read the header", {path});
   return ParseHeader(header, size - 8 - n, nullptr, path);
 }
 
@@ -134,7 +139,7 @@ std::string SerializeSafeTensors(const SafeTensorFile& file) {
     header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.data.size()}}};
     off += t.data.size();
   }
-  std::string h = DumpJson(header);  // metadata may carry class names with stray bytes
+  std::string h = DumpJson(header);          // metadata may carry class names with stray bytes
   while ((h.size() + 8) % 8 != 0) h += ' ';  // keep data 8-byte aligned
   std::string out;
   out.reserve(8 + h.size() + off);

@@ -11,7 +11,8 @@ namespace {
 // Moves every entry of `from` into `to` (an existing folder): files and
 // links by rename (replacing), folders merged recursively. `last` names
 // (top level only) go after the others.
-Status MergeInto(Env& env, const std::string& from, const std::string& to, const std::vector<std::string>& last) {
+Status MergeInto(Env& env, const std::string& from, const std::string& to,
+                 const std::vector<std::string>& last) {
   KESTREL_ASSIGN_OR_RETURN(std::vector<std::string> names, env.ListDir(from));
   std::stable_partition(names.begin(), names.end(), [&](const std::string& n) {
     return std::find(last.begin(), last.end(), n) == last.end();
@@ -55,7 +56,10 @@ StagedDir::StagedDir(Env& env, std::string final_path, std::string staging)
     : env_(&env), final_(std::move(final_path)), staging_(std::move(staging)), open_(true) {}
 
 StagedDir::StagedDir(StagedDir&& other) noexcept
-    : env_(other.env_), final_(std::move(other.final_)), staging_(std::move(other.staging_)), open_(other.open_) {
+    : env_(other.env_),
+      final_(std::move(other.final_)),
+      staging_(std::move(other.staging_)),
+      open_(other.open_) {
   other.open_ = false;
 }
 

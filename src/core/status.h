@@ -108,7 +108,7 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).IsOk() && "Result from an OK status");
   }
@@ -141,9 +141,9 @@ class Result {
 // parenthesized: bugprone-macro-parentheses is off for these macros.
 // NOLINTBEGIN(bugprone-macro-parentheses)
 // Returns the Status from the enclosing function when `expr` is not OK.
-#define KESTREL_RETURN_IF_ERROR(expr)                  \
-  do {                                                 \
-    ::kestrel::Status kestrel_status_ = (expr);        \
+#define KESTREL_RETURN_IF_ERROR(expr)                    \
+  do {                                                   \
+    ::kestrel::Status kestrel_status_ = (expr);          \
     if (!kestrel_status_.IsOk()) return kestrel_status_; \
   } while (0)
 

@@ -17,7 +17,8 @@ size_t ValidSequenceLength(std::string_view text, size_t i) {
     len = 2;
   } else if (b0 == 0xE0) {
     len = 3, lo = 0xA0;  // no overlong 3-byte forms
-  } else if (b0 >= 0xE1 && b0 <= 0xEC) {  // NOLINT(bugprone-branch-clone): one branch per row of the UTF-8 table
+  } else if (b0 >= 0xE1 &&
+             b0 <= 0xEC) {  // NOLINT(bugprone-branch-clone): one branch per row of the UTF-8 table
     len = 3;
   } else if (b0 == 0xED) {
     len = 3, hi = 0x9F;  // no surrogates

@@ -1,13 +1,13 @@
 // Phase 1 of import: read the source, decode and validate every sample in
 // parallel, find near duplicates, freeze the split and build the manifest.
 // No writes happen here.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <functional>
 #include <map>
-
-#include <spdlog/spdlog.h>
 
 #include "core/hash.h"
 #include "core/parallel.h"
@@ -83,7 +83,8 @@ std::vector<Box> NormalizePixelBoxes(const Sample& s, int w, int h, FindingList*
 
 constexpr int64_t kKeepBytesBudget = int64_t{512} << 20;
 
-SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env, std::atomic<int64_t>& kept_bytes) {
+SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env,
+                           std::atomic<int64_t>& kept_bytes) {
   SampleResult r;
   auto bytes = env.ReadFile(s.image_path, uint64_t{2} << 30);
   if (!bytes.IsOk()) {
@@ -92,8 +93,8 @@ SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env,
     return r;
   }
   if (bytes->empty()) {
-    r.findings.push_back(
-        MakeFinding(Severity::kError, "image.empty", s.image_path, "", "image file is empty (0 bytes)", "sample excluded"));
+    r.findings.push_back(MakeFinding(Severity::kError, "image.empty", s.image_path, "",
+                                     "image file is empty (0 bytes)", "sample excluded"));
     return r;
   }
   r.image_sha = Sha256Hex(*bytes);
@@ -105,9 +106,12 @@ SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env,
     const Status& st = img.GetStatus();
     const std::string& msg = st.Message();
     std::string check = "image.decode";
-    if (msg.find("bomb") != std::string::npos) check = "image.too_large";
-    else if (msg.find("truncated") != std::string::npos) check = "image.truncated";
-    else if (msg.find("zero") != std::string::npos) check = "image.zero_size";
+    if (msg.find("bomb") != std::string::npos)
+      check = "image.too_large";
+    else if (msg.find("truncated") != std::string::npos)
+      check = "image.truncated";
+    else if (msg.find("zero") != std::string::npos)
+      check = "image.zero_size";
     r.findings.push_back(MakeFinding(Severity::kError, check, s.image_path, "", msg, "sample excluded"));
     return r;
   }
@@ -118,12 +122,13 @@ SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env,
   if (s.boxes_in_pixels) {
     if (s.declared_width > 0 && s.declared_height > 0 &&
         (s.declared_width != r.width || s.declared_height != r.height)) {
-      r.findings.push_back(MakeFinding(
-          Severity::kWarning, "label.size_mismatch", s.label_path.empty() ? s.image_path : s.label_path, "width",
-          "annotation says " + std::to_string(s.declared_width) + "x" + std::to_string(s.declared_height) +
-              " for " + s.rel_path + " but the decoded image is " + std::to_string(r.width) + "x" +
-              std::to_string(r.height),
-          "decoded size used"));
+      r.findings.push_back(MakeFinding(Severity::kWarning, "label.size_mismatch",
+                                       s.label_path.empty() ? s.image_path : s.label_path, "width",
+                                       "annotation says " + std::to_string(s.declared_width) + "x" +
+                                           std::to_string(s.declared_height) + " for " + s.rel_path +
+                                           " but the decoded image is " + std::to_string(r.width) + "x" +
+                                           std::to_string(r.height),
+                                       "decoded size used"));
     }
     r.boxes = NormalizePixelBoxes(s, r.width, r.height, &r.findings);
   } else {
@@ -175,7 +180,9 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
   // background). COCO annotations live in one shared file, so only image
   // errors exclude there.
   // Exact per-file error counts (the stored examples are capped).
-  auto file_has_error = [&](const std::string& file) { return !file.empty() && src.findings.ErrorsIn(file) > 0; };
+  auto file_has_error = [&](const std::string& file) {
+    return !file.empty() && src.findings.ErrorsIn(file) > 0;
+  };
   const bool per_sample_labels = src.format != "coco";
   const int nc = static_cast<int>(src.names.size());
   rep.class_counts.assign(static_cast<size_t>(nc), 0);
@@ -218,9 +225,9 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
     disk_path[{src.samples[i].rel_path, static_cast<int>(src.samples[i].split)}] = src.samples[i].image_path;
   }
   Canonicalize(m);
-  bool needs_split = !src.has_splits ||
-                     std::any_of(m.entries.begin(), m.entries.end(),
-                                 [](const ManifestEntry& e) { return e.split == Split::kUnassigned; });
+  bool needs_split =
+      !src.has_splits || std::any_of(m.entries.begin(), m.entries.end(),
+                                     [](const ManifestEntry& e) { return e.split == Split::kUnassigned; });
   if (needs_split) {
     std::map<std::pair<std::string, int>, std::string> moved;
     std::vector<std::string> paths_in_order;
@@ -231,10 +238,11 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
     }
     disk_path = std::move(moved);
     Canonicalize(m);
-    rep.findings.push_back(MakeFinding(Severity::kInfo, "split.assigned", "", "split",
-                                       "source has no train/val split: assigned deterministically (val_ratio " +
-                                           std::to_string(opts.val_ratio) + ", seed " + std::to_string(opts.seed) + ")",
-                                       "split frozen in the version"));
+    rep.findings.push_back(
+        MakeFinding(Severity::kInfo, "split.assigned", "", "split",
+                    "source has no train/val split: assigned deterministically (val_ratio " +
+                        std::to_string(opts.val_ratio) + ", seed " + std::to_string(opts.seed) + ")",
+                    "split frozen in the version"));
   }
   for (const auto& e : m.entries) a.image_paths.push_back(disk_path[{e.path, static_cast<int>(e.split)}]);
   // The readers turn file names and class names that JSON cannot carry into
@@ -267,13 +275,14 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
   }
   for (int c = 0; c < nc; ++c) {
     if (rep.tiny_counts[static_cast<size_t>(c)] > 0) {
-      rep.findings.push_back(MakeFinding(
-          Severity::kInfo, "class.tiny_objects", "", src.names[static_cast<size_t>(c)],
-          std::to_string(rep.tiny_counts[static_cast<size_t>(c)]) + " of " +
-              std::to_string(rep.class_counts[static_cast<size_t>(c)]) + " '" + src.names[static_cast<size_t>(c)] +
-              "' objects are smaller than " + std::to_string(static_cast<int>(opts.tiny_object_px)) + " px at imgsz " +
-              std::to_string(opts.imgsz),
-          "kept"));
+      rep.findings.push_back(
+          MakeFinding(Severity::kInfo, "class.tiny_objects", "", src.names[static_cast<size_t>(c)],
+                      std::to_string(rep.tiny_counts[static_cast<size_t>(c)]) + " of " +
+                          std::to_string(rep.class_counts[static_cast<size_t>(c)]) + " '" +
+                          src.names[static_cast<size_t>(c)] + "' objects are smaller than " +
+                          std::to_string(static_cast<int>(opts.tiny_object_px)) + " px at imgsz " +
+                          std::to_string(opts.imgsz),
+                      "kept"));
     }
   }
   if (nc > 0 && rep.boxes > 0) {
@@ -289,7 +298,8 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
             Severity::kWarning, "class.imbalance", "", name,
             "class '" + name + "' has " + std::to_string(n) + " instances, " +
                 std::to_string(static_cast<int64_t>(static_cast<double>(mx) / static_cast<double>(n))) +
-                "x fewer than the largest class (limit " + std::to_string(static_cast<int>(opts.imbalance_ratio)) + "x)",
+                "x fewer than the largest class (limit " +
+                std::to_string(static_cast<int>(opts.imbalance_ratio)) + "x)",
             "kept"));
       }
     }
@@ -316,14 +326,14 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
       for (const auto& p : *classified) {
         const auto& ei = m.entries[static_cast<size_t>(p.pair.i)];
         const auto& ej = m.entries[static_cast<size_t>(p.pair.j)];
-        std::string desc = a.image_paths[static_cast<size_t>(p.pair.i)] + " (" + SplitName(ei.split) + ") and " +
-                           a.image_paths[static_cast<size_t>(p.pair.j)] + " (" + SplitName(ej.split) +
-                           "), pHash distance " + std::to_string(p.pair.distance);
+        std::string desc = a.image_paths[static_cast<size_t>(p.pair.i)] + " (" + SplitName(ei.split) +
+                           ") and " + a.image_paths[static_cast<size_t>(p.pair.j)] + " (" +
+                           SplitName(ej.split) + "), pHash distance " + std::to_string(p.pair.distance);
         if (p.cross_split) {
           ++rep.leakage_pairs;
-          rep.findings.push_back(MakeFinding(Severity::kWarning, "split.leakage",
-                                             a.image_paths[static_cast<size_t>(p.pair.i)], "split",
-                                             "near-duplicate images across splits: " + desc, "kept; consider removing one"));
+          rep.findings.push_back(MakeFinding(
+              Severity::kWarning, "split.leakage", a.image_paths[static_cast<size_t>(p.pair.i)], "split",
+              "near-duplicate images across splits: " + desc, "kept; consider removing one"));
         } else {
           ++rep.near_duplicate_pairs;
           rep.findings.push_back(MakeFinding(Severity::kWarning, "image.near_duplicate",

@@ -10,9 +10,9 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/json.h"
 #include "data/formats.h"
 #include "data/text.h"
-#include "core/json.h"
 
 namespace kestrel::data {
 namespace {
@@ -73,7 +73,9 @@ class DuplicateKeyScanner : public nlohmann::json_sax<json> {
     if (!fresh) Report();
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
 
  private:
   struct Frame {
@@ -114,12 +116,11 @@ class DuplicateKeyScanner : public nlohmann::json_sax<json> {
       const Frame& f = stack_[i];
       path += f.is_array ? "[" + std::to_string(f.index) + "]" : (path.empty() ? "" : ".") + f.key;
     }
-    out_->Add(data::MakeFinding(Severity::kError, "coco.duplicate_key", origin_, 0,
-                                path.empty() ? key : path + "." + key,
-                                "key '" + key + "' appears more than once in " +
-                                    (path.empty() ? std::string("the top-level object") : path) +
-                                    "; the last value is used",
-                                "last value used"));
+    out_->Add(data::MakeFinding(
+        Severity::kError, "coco.duplicate_key", origin_, 0, path.empty() ? key : path + "." + key,
+        "key '" + key + "' appears more than once in " +
+            (path.empty() ? std::string("the top-level object") : path) + "; the last value is used",
+        "last value used"));
   }
 
   const std::string& origin_;
@@ -228,8 +229,8 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     if (auto bad = CheckManifestPath(*rel)) {
       // Kept in by_id so its annotations are not "unknown image" noise.
       cs.dropped = true;
-      cs.findings.Add(MakeFinding(Severity::kError, bad->check.c_str(), JoinPath(image_root, *rel), "file_name",
-                                  "image id " + id_text + " (" + where + "): " + bad->message,
+      cs.findings.Add(MakeFinding(Severity::kError, bad->check.c_str(), JoinPath(image_root, *rel),
+                                  "file_name", "image id " + id_text + " (" + where + "): " + bad->message,
                                   "sample excluded"));
     }
     s.rel_path = *rel;
@@ -268,8 +269,9 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
         if (!fresh) {
           // Usually two files merged without renumbering: which one is meant?
           out->findings.Add(MakeFinding(Severity::kError, "coco.duplicate_annotation_id", origin, "id",
-                                        where + ": annotation id " + DumpJson(a["id"]) + " is also used by annotations[" +
-                                            std::to_string(first->second) + "]",
+                                        where + ": annotation id " + DumpJson(a["id"]) +
+                                            " is also used by annotations[" + std::to_string(first->second) +
+                                            "]",
                                         "both kept"));
         }
       }
@@ -322,8 +324,9 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     constexpr double kEps = 1e-3;  // sub-pixel float noise is not worth a warning
     if (iw > 0 && ih > 0 && (x1 < -kEps || y1 < -kEps || x2 > iw + kEps || y2 > ih + kEps)) {
       find(Severity::kWarning, "label.out_of_bounds", "bbox",
-           "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " + FormatNumber(y2) +
-               "] extends outside the " + FormatNumber(iw) + "x" + FormatNumber(ih) + " image",
+           "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " +
+               FormatNumber(y2) + "] extends outside the " + FormatNumber(iw) + "x" + FormatNumber(ih) +
+               " image",
            "clipped");
     }
     // Clip only real overshoot (beyond 1e-6 of the side), as the YOLO parser
@@ -336,7 +339,8 @@ Status ParseCocoDoc(const json& doc, const std::string& origin, const std::strin
     }
     if (x2 - x1 <= 0 || y2 - y1 <= 0) {
       find(Severity::kWarning, "label.degenerate", "bbox",
-           "box has zero or negative size (w=" + FormatNumber(x2 - x1) + ", h=" + FormatNumber(y2 - y1) + ")", "box dropped");
+           "box has zero or negative size (w=" + FormatNumber(x2 - x1) + ", h=" + FormatNumber(y2 - y1) + ")",
+           "box dropped");
       continue;
     }
     if (cs.sample.pixel_boxes.size() >= max_boxes) {
@@ -471,7 +475,8 @@ Result<SourceDataset> ReadCocoJson(std::string_view text, const std::string& ori
     std::map<int64_t, std::string> cats = parts[0].categories;
     return Finalize(std::move(parts), cats, image_root);
   } catch (const json::exception& e) {
-    return SanitizeStatus(Status::InvalidArgument(std::string("unexpected JSON structure: ") + e.what(), {origin}));
+    return SanitizeStatus(
+        Status::InvalidArgument(std::string("unexpected JSON structure: ") + e.what(), {origin}));
   }
 }
 

@@ -86,8 +86,9 @@ void FindingList::Merge(const FindingList& other) {
   total_ += other.total_;
   for (size_t i = 0; i < 3; ++i) by_severity_[i] += other.by_severity_[i];
   for (const CheckCount& c : other.by_check_) {
-    auto it = std::find_if(by_check_.begin(), by_check_.end(),
-                           [&](const CheckCount& m) { return m.severity == c.severity && m.check == c.check; });
+    auto it = std::find_if(by_check_.begin(), by_check_.end(), [&](const CheckCount& m) {
+      return m.severity == c.severity && m.check == c.check;
+    });
     if (it == by_check_.end()) {
       by_check_.push_back({c.severity, c.check, 0, 0});
       it = by_check_.end() - 1;
@@ -115,7 +116,8 @@ int64_t FindingList::ErrorsIn(std::string_view file) const {
 
 bool FindingList::HasErrorWithPrefix(std::string_view prefix) const {
   for (const CheckCount& c : by_check_) {
-    if (c.severity == Severity::kError && c.count > 0 && c.check.substr(0, prefix.size()) == prefix) return true;
+    if (c.severity == Severity::kError && c.count > 0 && c.check.substr(0, prefix.size()) == prefix)
+      return true;
   }
   return false;
 }

@@ -95,7 +95,7 @@ class FindingList {
   // Sorted by severity (errors first), then check id.
   std::vector<CheckCount> ByCheck() const;
   struct FileCount {
-    std::string file;  // as given (may be invalid UTF-8; escape before printing)
+    std::string file;                      // as given (may be invalid UTF-8; escape before printing)
     std::array<int64_t, 3> by_severity{};  // indexed by Severity
     int64_t Total() const { return by_severity[0] + by_severity[1] + by_severity[2]; }
   };
@@ -164,13 +164,13 @@ struct Sample {
   std::vector<Box> boxes;
   std::vector<PixelBox> pixel_boxes;
   bool boxes_in_pixels = false;
-  int declared_width = 0;   // from the annotation, 0 if unknown
+  int declared_width = 0;  // from the annotation, 0 if unknown
   int declared_height = 0;
 };
 
 struct SourceDataset {
-  std::string root;    // folder the dataset was read from
-  std::string format;  // "yolo", "coco", "voc"
+  std::string root;                // folder the dataset was read from
+  std::string format;              // "yolo", "coco", "voc"
   std::vector<std::string> names;  // class names, index = class id
   std::vector<Sample> samples;     // sorted by (rel_path, split)
   FindingList findings;            // label/structure findings found while reading

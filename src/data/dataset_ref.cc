@@ -80,8 +80,8 @@ std::string DatasetNameForPath(const std::string& path) {
   return parts.empty() ? Sanitize(stem) : Sanitize(parts.back());
 }
 
-Result<ResolvedDataset> ResolveDataset(Registry& registry, store::MetadataStore& meta, const std::string& data,
-                                       ValidationReport* report_out, Env& env) {
+Result<ResolvedDataset> ResolveDataset(Registry& registry, store::MetadataStore& meta,
+                                       const std::string& data, ValidationReport* report_out, Env& env) {
   ResolvedDataset out;
   if (!IsDatasetPath(data)) {
     out.spec = data;
@@ -92,8 +92,8 @@ Result<ResolvedDataset> ResolveDataset(Registry& registry, store::MetadataStore&
     auto v = meta.GetVersion(name, ref);
     if (!v.IsOk() && v.GetStatus().Code() == StatusCode::kNotFound && ref.empty() && env.Stat(data).exists) {
       out.hint = "no dataset named '" + EscapeForDisplay(data) + "' in the registry; to import the " +
-                 (env.Stat(data).is_dir ? "folder" : "file") + " '" + EscapeForDisplay(data) + "', write data=./" +
-                 EscapeForDisplay(data);
+                 (env.Stat(data).is_dir ? "folder" : "file") + " '" + EscapeForDisplay(data) +
+                 "', write data=./" + EscapeForDisplay(data);
     }
     return out;
   }
@@ -136,8 +136,9 @@ Result<ResolvedDataset> ResolveDataset(Registry& registry, store::MetadataStore&
   const auto& rec = out.record;
   const std::string version = rec.dataset + "@v" + std::to_string(rec.seq);
   out.spec = rec.dataset + "@" + rec.version_id;
-  out.message = "data: " + EscapeForDisplay(data) + " -> " + (out.created ? "imported as " : "reused ") + version +
-                " (version " + rec.version_id.substr(0, 12) + ", " + std::to_string(rec.num_images) + " images" +
+  out.message = "data: " + EscapeForDisplay(data) + " -> " + (out.created ? "imported as " : "reused ") +
+                version + " (version " + rec.version_id.substr(0, 12) + ", " +
+                std::to_string(rec.num_images) + " images" +
                 (out.created ? "" : ", identical content already stored") + ")";
   return out;
 }

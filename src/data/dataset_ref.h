@@ -45,8 +45,8 @@ struct ResolvedDataset {
   // What to hand to Registry::Load / the trainer: the user's reference
   // unchanged for a registry reference, "NAME@<version id>" for a path.
   std::string spec;
-  bool from_path = false;   // `data` was a path (imported or reused)
-  bool created = false;     // a new version was stored (from_path only)
+  bool from_path = false;              // `data` was a path (imported or reused)
+  bool created = false;                // a new version was stored (from_path only)
   store::DatasetVersionRecord record;  // the version (from_path only)
   // One line for the user (from_path only), e.g.
   // "data: ds/data.yaml -> imported as shapes@v3 (version 1a2b3c4d5e6f, 96 images)".
@@ -63,7 +63,8 @@ struct ResolvedDataset {
 // `report_out`, when given, receives the validation report (empty `source`
 // when the source could not be read at all), exactly as for
 // `dataset import`.
-Result<ResolvedDataset> ResolveDataset(Registry& registry, store::MetadataStore& meta, const std::string& data,
-                                       ValidationReport* report_out = nullptr, Env& env = Env::Default());
+Result<ResolvedDataset> ResolveDataset(Registry& registry, store::MetadataStore& meta,
+                                       const std::string& data, ValidationReport* report_out = nullptr,
+                                       Env& env = Env::Default());
 
 }  // namespace kestrel::data

@@ -168,7 +168,8 @@ Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad,
       spdlog::warn("data: skipping unreadable image '{}': {}", entries[c].path, s.GetStatus().ToString());
     }
   }
-  return Status::FailedPrecondition("data: all " + std::to_string(N()) + " images of the split are unreadable")
+  return Status::FailedPrecondition("data: all " + std::to_string(N()) +
+                                    " images of the split are unreadable")
       .WithReason(FailureReason::kDatasetErrors);
 }
 
@@ -481,10 +482,11 @@ Result<std::optional<Batch>> Loader::Next() {
     std::string names;
     for (size_t i = 0; i < m.bad_paths.size() && i < 5; ++i) names += (i ? ", " : "") + m.bad_paths[i];
     if (m.bad_paths.size() > 5) names += ", ...";
-    m.failure = Status::FailedPrecondition(
-        "data: " + std::to_string(m.bad_seen.size()) + " of " + std::to_string(m.N()) +
-        " images are unreadable, more than max_bad_fraction=" + std::to_string(m.opts.max_bad_fraction) +
-        " (" + names + ")").WithReason(FailureReason::kDatasetErrors);
+    m.failure = Status::FailedPrecondition("data: " + std::to_string(m.bad_seen.size()) + " of " +
+                                           std::to_string(m.N()) +
+                                           " images are unreadable, more than max_bad_fraction=" +
+                                           std::to_string(m.opts.max_bad_fraction) + " (" + names + ")")
+                    .WithReason(FailureReason::kDatasetErrors);
     return m.failure;
   }
   ++m.batches_out;

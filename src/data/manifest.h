@@ -9,10 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "core/status.h"
 #include "data/dataset.h"
@@ -20,7 +19,7 @@
 namespace kestrel::data {
 
 struct ManifestEntry {
-  std::string path;        // manifest key (Sample::rel_path)
+  std::string path;  // manifest key (Sample::rel_path)
   Split split = Split::kTrain;
   std::string image_sha;   // sha256 of the image file bytes
   std::string label_hash;  // sha256 of CanonicalLabelText(boxes)

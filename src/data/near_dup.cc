@@ -21,9 +21,9 @@ struct ValuePair {
 };
 
 struct Chunk {
-  int shift = 0;      // lowest bit of the chunk within the hash
-  int bits = 0;       // width, 1..kMaxChunkBits
-  uint64_t mask = 0;  // chunk bits in place (for per-chunk distances)
+  int shift = 0;                  // lowest bit of the chunk within the hash
+  int bits = 0;                   // width, 1..kMaxChunkBits
+  uint64_t mask = 0;              // chunk bits in place (for per-chunk distances)
   std::vector<uint32_t> offsets;  // [2^bits + 1] bucket starts into vals/ids
   std::vector<uint64_t> vals;     // distinct values grouped by chunk value
   std::vector<uint32_t> ids;      // their ids, parallel to vals
@@ -238,9 +238,8 @@ Groups GroupIdentical(const std::vector<uint64_t>& hashes) {
   Groups g;
   g.order.resize(n);
   std::iota(g.order.begin(), g.order.end(), 0);
-  std::sort(g.order.begin(), g.order.end(), [&](int32_t a, int32_t b) {
-    return hashes[a] != hashes[b] ? hashes[a] < hashes[b] : a < b;
-  });
+  std::sort(g.order.begin(), g.order.end(),
+            [&](int32_t a, int32_t b) { return hashes[a] != hashes[b] ? hashes[a] < hashes[b] : a < b; });
   g.group_of.resize(n);
   for (int32_t p = 0; p < n; ++p) {
     if (p == 0 || hashes[g.order[p]] != hashes[g.order[p - 1]]) {
@@ -305,8 +304,7 @@ Status NearDupOptions::Validate() const {
   return Status();
 }
 
-Result<NearDupResult> FindNearDuplicates(const std::vector<uint64_t>& hashes,
-                                         const NearDupOptions& options) {
+Result<NearDupResult> FindNearDuplicates(const std::vector<uint64_t>& hashes, const NearDupOptions& options) {
   KESTREL_RETURN_IF_ERROR(CheckInput(hashes, options));
   const Groups g = GroupIdentical(hashes);
   const MultiIndex index(g.values, options.max_distance,
@@ -368,15 +366,14 @@ Result<std::vector<SplitNearDupPair>> ClassifyBySplit(const std::vector<NearDupP
     if (p.i < 0 || p.j < 0 || static_cast<size_t>(p.i) >= splits.size() ||
         static_cast<size_t>(p.j) >= splits.size()) {
       return Status::InvalidArgument("pair (" + std::to_string(p.i) + ", " + std::to_string(p.j) +
-                                     ") indexes past " + std::to_string(splits.size()) +
-                                     " split labels");
+                                     ") indexes past " + std::to_string(splits.size()) + " split labels");
     }
     SplitNearDupPair s;
     s.pair = p;
     s.split_i = splits[p.i];
     s.split_j = splits[p.j];
-    s.cross_split = s.split_i != Split::kUnassigned && s.split_j != Split::kUnassigned &&
-                    s.split_i != s.split_j;
+    s.cross_split =
+        s.split_i != Split::kUnassigned && s.split_j != Split::kUnassigned && s.split_i != s.split_j;
     out.push_back(s);
   }
   return out;

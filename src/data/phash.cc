@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <array>
-#include <vector>
-
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
+#include <vector>
 
 namespace kestrel::data {
 namespace {

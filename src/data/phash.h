@@ -26,7 +26,6 @@
 #pragma once
 
 #include <cstdint>
-
 #include <opencv2/core/mat.hpp>
 
 namespace kestrel::data {

@@ -5,10 +5,10 @@
 #include <utility>
 
 #include "core/hash.h"
-#include "core/parallel.h"
-#include "data/text.h"
 #include "core/json.h"
+#include "core/parallel.h"
 #include "core/staged_dir.h"
+#include "data/text.h"
 
 namespace kestrel::data {
 namespace {
@@ -41,9 +41,10 @@ std::string StripExtension(const std::string& path) {
 Status CheckDatasetName(const std::string& name) {
   if (name.empty() || name.find_first_of("@/ \t") != std::string::npos || !IsValidUtf8(name) ||
       EscapeForDisplay(name) != name) {
-    return Status::InvalidArgument("dataset name '" + EscapeForDisplay(name) +
-                                       "' must be non-empty UTF-8 without '@', '/', spaces or control characters",
-                                   {"", 0, "name"});
+    return Status::InvalidArgument(
+        "dataset name '" + EscapeForDisplay(name) +
+            "' must be non-empty UTF-8 without '@', '/', spaces or control characters",
+        {"", 0, "name"});
   }
   return {};
 }
@@ -97,7 +98,8 @@ Result<ImportResult> Registry::ImportAnalyzed(const std::string& path, const std
     report_json = DumpJson(a.report.ToJson());
     summary_json = DumpJson(SummarizeVersion(a.manifest, a.report));
   } catch (const nlohmann::json::exception& e) {
-    return Status::Internal(std::string("cannot serialize the version: ") + e.what(), {EscapeInvalidUtf8(path)});
+    return Status::Internal(std::string("cannot serialize the version: ") + e.what(),
+                            {EscapeInvalidUtf8(path)});
   }
 
   // Phase 2: blobs first.
@@ -168,7 +170,8 @@ Result<VersionView> Registry::Load(const std::string& spec) {
 
 Status Registry::Export(const std::string& spec, const std::string& format, const std::string& out_dir) {
   if (format != "yolo" && format != "coco") {
-    return Status::InvalidArgument("export format must be yolo or coco, got '" + format + "'", {"", 0, "format"});
+    return Status::InvalidArgument("export format must be yolo or coco, got '" + format + "'",
+                                   {"", 0, "format"});
   }
   KESTREL_RETURN_IF_ERROR(RequireEmptyOrAbsent(env_, out_dir));
   KESTREL_ASSIGN_OR_RETURN(VersionView v, Load(spec));
@@ -180,7 +183,8 @@ Status Registry::Export(const std::string& spec, const std::string& format, cons
   return out.CommitFresh();
 }
 
-Status Registry::WriteExportTree(const VersionView& v, const std::string& format, const std::string& out_dir) {
+Status Registry::WriteExportTree(const VersionView& v, const std::string& format,
+                                 const std::string& out_dir) {
   const Manifest& m = v.manifest;
   std::map<Split, std::vector<const ManifestEntry*>> by_split;
   for (const auto& e : m.entries) by_split[e.split].push_back(&e);
@@ -201,8 +205,8 @@ Status Registry::WriteExportTree(const VersionView& v, const std::string& format
     }
   }
   if (format == "yolo") {
-    std::string yaml = "# Exported by kestrel from " + v.record.dataset + "@v" + std::to_string(v.record.seq) +
-                       " (version " + v.record.version_id + ")\npath: .\n";
+    std::string yaml = "# Exported by kestrel from " + v.record.dataset + "@v" +
+                       std::to_string(v.record.seq) + " (version " + v.record.version_id + ")\npath: .\n";
     for (Split s : {Split::kTrain, Split::kVal, Split::kTest}) {
       if (by_split.count(s)) yaml += std::string(SplitName(s)) + ": images/" + SplitName(s) + "\n";
     }
@@ -213,7 +217,8 @@ Status Registry::WriteExportTree(const VersionView& v, const std::string& format
   KESTREL_RETURN_IF_ERROR(env_.CreateDirs(JoinPath(out_dir, "annotations")));
   for (const auto& [split, list] : by_split) {
     nlohmann::json j;
-    j["info"] = {{"description", "exported by kestrel from " + v.record.dataset}, {"version", v.record.version_id}};
+    j["info"] = {{"description", "exported by kestrel from " + v.record.dataset},
+                 {"version", v.record.version_id}};
     nlohmann::json cats = nlohmann::json::array();
     for (size_t c = 0; c < m.names.size(); ++c) cats.push_back({{"id", c + 1}, {"name", m.names[c]}});
     nlohmann::json images = nlohmann::json::array(), anns = nlohmann::json::array();

@@ -13,10 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/env.h"
 #include "core/options.h"
@@ -29,18 +28,18 @@
 namespace kestrel::data {
 
 struct ImportOptions {
-  std::string format = "auto";          // auto|yolo|coco|voc
-  double val_ratio = 0.2;               // val share when the source has no split
-  int64_t seed = 0;                     // split seed
-  bool allow_errors = false;            // import anyway, excluding bad samples
-  int64_t max_pixels = 100'000'000;     // decompression-bomb limit (stored w*h)
-  int64_t max_label_bytes = 64 << 20;   // larger label/annotation files are refused
+  std::string format = "auto";           // auto|yolo|coco|voc
+  double val_ratio = 0.2;                // val share when the source has no split
+  int64_t seed = 0;                      // split seed
+  bool allow_errors = false;             // import anyway, excluding bad samples
+  int64_t max_pixels = 100'000'000;      // decompression-bomb limit (stored w*h)
+  int64_t max_label_bytes = 64 << 20;    // larger label/annotation files are refused
   int64_t max_boxes_per_image = 10'000;  // more: "label.too_many_boxes", sample excluded
-  int near_dup_distance = 6;            // pHash Hamming distance for near duplicates
-  int imgsz = 640;                      // training size used for tiny-object stats
-  double tiny_object_px = 8.0;          // min side below this (at imgsz) = tiny
-  double imbalance_ratio = 20.0;        // warn when max/min class count exceeds it
-  int threads = 0;                      // 0 = all cores
+  int near_dup_distance = 6;             // pHash Hamming distance for near duplicates
+  int imgsz = 640;                       // training size used for tiny-object stats
+  double tiny_object_px = 8.0;           // min side below this (at imgsz) = tiny
+  double imbalance_ratio = 20.0;         // warn when max/min class count exceeds it
+  int threads = 0;                       // 0 = all cores
 
   void Bind(OptionSet& s);
 };
@@ -53,12 +52,12 @@ struct ValidationReport {
   // Source paths listed in ToJson()'s "excluded" (the count is exact).
   static constexpr size_t kMaxExcludedListed = 1000;
 
-  std::string source;   // path given by the user (invalid UTF-8 escaped)
-  std::string format;   // detected format
+  std::string source;  // path given by the user (invalid UTF-8 escaped)
+  std::string format;  // detected format
   std::vector<std::string> names;
   FindingList findings;
-  int64_t images_total = 0;     // images found in the source
-  int64_t images_excluded = 0;  // dropped because of errors
+  int64_t images_total = 0;           // images found in the source
+  int64_t images_excluded = 0;        // dropped because of errors
   std::vector<std::string> excluded;  // their source paths
   int64_t boxes = 0;
   std::vector<int64_t> class_counts;  // instances per class (kept samples)
@@ -75,7 +74,7 @@ struct ValidationReport {
 };
 
 struct Analysis {
-  Manifest manifest;           // canonical, version id = VersionId(manifest)
+  Manifest manifest;  // canonical, version id = VersionId(manifest)
   ValidationReport report;
   std::vector<std::string> image_paths;  // disk path per manifest entry
   // The bytes that were hashed, per manifest entry, kept while their total
@@ -99,7 +98,8 @@ struct ImportResult {
   Analysis analysis;
 };
 
-struct VersionView {  // NOLINT(bugprone-exception-escape): an aggregate; the check misreads its implicit members
+struct VersionView {  // NOLINT(bugprone-exception-escape): an aggregate; the check misreads its implicit
+                      // members
   store::DatasetVersionRecord record;
   Manifest manifest;
   nlohmann::json report;  // the stored validation report
@@ -121,8 +121,8 @@ class Registry {
 
   // Fails (and stores nothing) when the report has errors and
   // !opts.allow_errors; the error message carries the report text.
-  Result<ImportResult> Import(const std::string& path, const std::string& name,
-                              const ImportOptions& opts, ValidationReport* report_out = nullptr);
+  Result<ImportResult> Import(const std::string& path, const std::string& name, const ImportOptions& opts,
+                              ValidationReport* report_out = nullptr);
   // Import's commit half for a source the caller analyzed already
   // (`a` = AnalyzeDataset(path, opts)): the same checks, messages and writes
   // as Import, without reading the source a second time.

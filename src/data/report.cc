@@ -17,11 +17,13 @@ void ImportOptions::Bind(OptionSet& s) {
       .Bool("allow_errors", &allow_errors, "import anyway, excluding (and listing) bad samples")
       .Int("max_pixels", &max_pixels, "largest width*height accepted (decompression-bomb guard)", 1)
       .Int("max_label_bytes", &max_label_bytes, "largest label/annotation file accepted, bytes", 1)
-      .Int("max_boxes_per_image", &max_boxes_per_image, "most boxes one image may have (more: sample excluded)", 1)
+      .Int("max_boxes_per_image", &max_boxes_per_image,
+           "most boxes one image may have (more: sample excluded)", 1)
       .Int("near_dup_distance", &near_dup_distance, "pHash Hamming distance counted as near duplicate", 0, 64)
       .Int("imgsz", &imgsz, "training image size used for tiny-object statistics", 32, 8192)
       .Float("tiny_object_px", &tiny_object_px, "objects with a side below this at imgsz are tiny", 0.0, 1e6)
-      .Float("imbalance_ratio", &imbalance_ratio, "warn when the largest class exceeds a class by this factor", 1.0, 1e9)
+      .Float("imbalance_ratio", &imbalance_ratio,
+             "warn when the largest class exceeds a class by this factor", 1.0, 1e9)
       .Int("threads", &threads, "worker threads, 0 = all cores", 0, 1024);
 }
 
@@ -37,7 +39,8 @@ nlohmann::json ValidationReport::ToJson() const {
   j["images_total"] = images_total;
   j["images_excluded"] = images_excluded;
   nlohmann::json ex = nlohmann::json::array();
-  for (size_t i = 0; i < excluded.size() && i < kMaxExcludedListed; ++i) ex.push_back(EscapeInvalidUtf8(excluded[i]));
+  for (size_t i = 0; i < excluded.size() && i < kMaxExcludedListed; ++i)
+    ex.push_back(EscapeInvalidUtf8(excluded[i]));
   j["excluded"] = ex;
   j["excluded_omitted"] = excluded.size() > kMaxExcludedListed ? excluded.size() - kMaxExcludedListed : 0;
   j["boxes"] = boxes;
@@ -88,11 +91,12 @@ std::string ValidationReport::ToText(size_t max_per_check) const {
   std::string out;
   char buf[512];
   std::snprintf(buf, sizeof(buf), "Validation of %s (%s): %lld images, %lld excluded, %lld boxes\n",
-                EscapeInvalidUtf8(source).c_str(), format.c_str(), static_cast<long long>(images_total), static_cast<long long>(images_excluded),
-                static_cast<long long>(boxes));
+                EscapeInvalidUtf8(source).c_str(), format.c_str(), static_cast<long long>(images_total),
+                static_cast<long long>(images_excluded), static_cast<long long>(boxes));
   out += buf;
   std::snprintf(buf, sizeof(buf), "  %lld errors, %lld warnings, %lld info\n",
-                static_cast<long long>(Count(Severity::kError)), static_cast<long long>(Count(Severity::kWarning)),
+                static_cast<long long>(Count(Severity::kError)),
+                static_cast<long long>(Count(Severity::kWarning)),
                 static_cast<long long>(Count(Severity::kInfo)));
   out += buf;
   if (!names.empty()) {
@@ -135,7 +139,8 @@ std::string ValidationReport::ToText(size_t max_per_check) const {
   const auto top = findings.TopFiles(3);
   if (!top.empty() && top[0].Total() > static_cast<int64_t>(max_per_check)) {
     out += "\nfiles with the most findings:\n";
-    for (const auto& f : top) out += "  " + EscapeInvalidUtf8(f.file) + ": " + std::to_string(f.Total()) + "\n";
+    for (const auto& f : top)
+      out += "  " + EscapeInvalidUtf8(f.file) + ": " + std::to_string(f.Total()) + "\n";
   }
   return out;
 }
@@ -144,7 +149,8 @@ nlohmann::json SummarizeVersion(const Manifest& m, const ValidationReport& r) {
   nlohmann::json j;
   std::map<std::string, std::array<int64_t, 3>> splits;  // images, boxes, backgrounds
   std::map<std::string, std::vector<int64_t>> per_class;
-  for (Split s : {Split::kTrain, Split::kVal, Split::kTest}) per_class[SplitName(s)].assign(m.names.size(), 0);
+  for (Split s : {Split::kTrain, Split::kVal, Split::kTest})
+    per_class[SplitName(s)].assign(m.names.size(), 0);
   static const std::vector<std::pair<int, std::string>> kSize = {
       {160, "<=160"}, {320, "<=320"}, {640, "<=640"}, {1280, "<=1280"}, {2560, "<=2560"}, {1 << 30, ">2560"}};
   static const std::vector<std::pair<int, std::string>> kObjects = {
@@ -192,7 +198,8 @@ nlohmann::json SummarizeVersion(const Manifest& m, const ValidationReport& r) {
   j["image_size_histogram"] = sh;
   j["objects_per_image"] = oh;
   std::map<std::string, int64_t> by_check;
-  for (const auto& c : r.findings.ByCheck()) by_check[std::string(SeverityName(c.severity)) + " " + c.check] += c.count;
+  for (const auto& c : r.findings.ByCheck())
+    by_check[std::string(SeverityName(c.severity)) + " " + c.check] += c.count;
   j["findings"] = {{"errors", r.Count(Severity::kError)},
                    {"warnings", r.Count(Severity::kWarning)},
                    {"infos", r.Count(Severity::kInfo)},

@@ -6,20 +6,19 @@
 #include <cmath>
 #include <cstdio>
 #include <numbers>
-#include <thread>
-#include <utility>
-
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <thread>
+#include <utility>
 
 #include "core/staged_dir.h"
 
 namespace kestrel::data {
 namespace {
 
-constexpr const char* kShapeNames[kSynthShapeCount] = {
-    "circle", "rectangle", "triangle", "ellipse", "star", "cross", "ring", "diamond"};
+constexpr const char* kShapeNames[kSynthShapeCount] = {"circle", "rectangle", "triangle", "ellipse",
+                                                       "star",   "cross",     "ring",     "diamond"};
 constexpr int kMaxClasses = 64;
 constexpr int kMaxObjects = 32;
 constexpr int kMaxSide = 4096;
@@ -42,9 +41,7 @@ class Rng {
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
   double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
   // Inclusive range; modulo bias is irrelevant at these sizes.
-  int Int(int lo, int hi) {
-    return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1));
-  }
+  int Int(int lo, int hi) { return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1)); }
 
  private:
   uint64_t state_;
@@ -95,12 +92,30 @@ cv::Vec3d HsvToBgr(double h, double s, double v) {
   const double x = c * (1 - std::fabs(std::fmod(hp, 2.0) - 1));
   double r = 0, g = 0, b = 0;
   switch (static_cast<int>(hp)) {
-    case 0: r = c; g = x; break;
-    case 1: r = x; g = c; break;
-    case 2: g = c; b = x; break;
-    case 3: g = x; b = c; break;
-    case 4: r = x; b = c; break;
-    default: r = c; b = x; break;
+    case 0:
+      r = c;
+      g = x;
+      break;
+    case 1:
+      r = x;
+      g = c;
+      break;
+    case 2:
+      g = c;
+      b = x;
+      break;
+    case 3:
+      g = x;
+      b = c;
+      break;
+    case 4:
+      r = x;
+      b = c;
+      break;
+    default:
+      r = c;
+      b = x;
+      break;
   }
   const double m = v - c;
   return {255 * (b + m), 255 * (g + m), 255 * (r + m)};
@@ -136,8 +151,7 @@ class ValueNoise {
 
 void PaintBackground(Rng& rng, cv::Mat& img) {
   const int rows = img.rows, cols = img.cols;
-  const cv::Vec3d base = HsvToBgr(rng.Uniform(0, 360), rng.Uniform(0.05, 0.35),
-                                  rng.Uniform(0.35, 0.8));
+  const cv::Vec3d base = HsvToBgr(rng.Uniform(0, 360), rng.Uniform(0.05, 0.35), rng.Uniform(0.35, 0.8));
   const double angle = rng.Uniform(0, 2 * std::numbers::pi);
   const double grad = rng.Uniform(-50, 50);
   const double gx = std::cos(angle) * grad, gy = std::sin(angle) * grad;
@@ -155,8 +169,7 @@ void PaintBackground(Rng& rng, cv::Mat& img) {
       const double u = x * inv_x;
       const double shade = gx * (u - 0.5) + gy * (v - 0.5);
       for (int c = 0; c < 3; ++c) {
-        row[x][c] = ToByte(base[c] + shade + coarse_amp * coarse[c].At(u, v) +
-                           fine_amp * fine[c].At(u, v));
+        row[x][c] = ToByte(base[c] + shade + coarse_amp * coarse[c].At(u, v) + fine_amp * fine[c].At(u, v));
       }
     }
   }
@@ -186,8 +199,7 @@ cv::Point Pt(double x, double y) {
 
 // Regular polygon / star outline: `points` vertices alternating between
 // radius r_outer and r_inner (equal for a polygon), starting at `rot`.
-std::vector<cv::Point> Radial(double cx, double cy, int points, double r_outer, double r_inner,
-                              double rot) {
+std::vector<cv::Point> Radial(double cx, double cy, int points, double r_outer, double r_inner, double rot) {
   std::vector<cv::Point> p;
   for (int k = 0; k < points; ++k) {
     const double r = k % 2 == 0 ? r_outer : r_inner;
@@ -209,8 +221,7 @@ void DrawShape(int shape, double cx, double cy, double s, Rng& rng, cv::Mat& mas
     case 1: {  // rectangle, axis-aligned, aspect 0.45-1
       double w = s, h = s * rng.Uniform(0.45, 1.0);
       if (rng.Int(0, 1) == 1) std::swap(w, h);
-      cv::rectangle(mask, Pt(cx - w / 2, cy - h / 2), Pt(cx + w / 2, cy + h / 2), on, cv::FILLED,
-                    cv::LINE_8);
+      cv::rectangle(mask, Pt(cx - w / 2, cy - h / 2), Pt(cx + w / 2, cy + h / 2), on, cv::FILLED, cv::LINE_8);
       break;
     }
     case 2: {  // triangle, equilateral, any rotation
@@ -226,8 +237,8 @@ void DrawShape(int shape, double cx, double cy, double s, Rng& rng, cv::Mat& mas
       break;
     }
     case 4: {  // five-pointed star
-      const std::vector<std::vector<cv::Point>> poly = {Radial(
-          cx, cy, 10, r, r * rng.Uniform(0.38, 0.5), rng.Uniform(0, 2 * std::numbers::pi))};
+      const std::vector<std::vector<cv::Point>> poly = {
+          Radial(cx, cy, 10, r, r * rng.Uniform(0.38, 0.5), rng.Uniform(0, 2 * std::numbers::pi))};
       cv::fillPoly(mask, poly, on, cv::LINE_8);
       break;
     }
@@ -239,8 +250,8 @@ void DrawShape(int shape, double cx, double cy, double s, Rng& rng, cv::Mat& mas
     }
     case 6: {  // ring, inner radius 45-70% of outer
       cv::circle(mask, Pt(cx, cy), static_cast<int>(std::lround(r)), on, cv::FILLED, cv::LINE_8);
-      cv::circle(mask, Pt(cx, cy), static_cast<int>(std::lround(r * rng.Uniform(0.45, 0.7))),
-                 cv::Scalar(0), cv::FILLED, cv::LINE_8);
+      cv::circle(mask, Pt(cx, cy), static_cast<int>(std::lround(r * rng.Uniform(0.45, 0.7))), cv::Scalar(0),
+                 cv::FILLED, cv::LINE_8);
       break;
     }
     default: {  // diamond: rhombus with vertical extent s, width 55-100% of s
@@ -255,8 +266,8 @@ void DrawShape(int shape, double cx, double cy, double s, Rng& rng, cv::Mat& mas
 
 struct Object {
   int cls = 0;
-  cv::Mat mask;      // CV_8U, full image, 255 = shape pixels
-  cv::Mat visible;   // mask minus objects drawn later
+  cv::Mat mask;     // CV_8U, full image, 255 = shape pixels
+  cv::Mat visible;  // mask minus objects drawn later
   int area = 0;
   int visible_area = 0;
 };
@@ -331,8 +342,7 @@ std::vector<Object> PlaceObjects(const SynthOptions& o, int width, int height, i
 }
 
 // Fills the object's mask with its class colour and a linear shading.
-void PaintObject(const SynthOptions& o, const Object& obj, const cv::Rect& box, Rng& rng,
-                 cv::Mat& img) {
+void PaintObject(const SynthOptions& o, const Object& obj, const cv::Rect& box, Rng& rng, cv::Mat& img) {
   const int bands = (o.classes + kSynthShapeCount - 1) / kSynthShapeCount;
   const int band = obj.cls / kSynthShapeCount;
   const double band_width = 360.0 / bands;
@@ -390,9 +400,8 @@ SynthSample Render(const SynthOptions& o, const Layout& layout, int index) {
   for (const Object& obj : objects) {
     const cv::Rect box = cv::boundingRect(obj.mask);
     PaintObject(o, obj, box, rng, out.image);
-    out.boxes.push_back(Box{obj.cls, (box.x + box.width / 2.0) * inv_x,
-                            (box.y + box.height / 2.0) * inv_y, box.width * inv_x,
-                            box.height * inv_y});
+    out.boxes.push_back(Box{obj.cls, (box.x + box.width / 2.0) * inv_x, (box.y + box.height / 2.0) * inv_y,
+                            box.width * inv_x, box.height * inv_y});
   }
   AddGrain(rng, out.image);
   return out;
@@ -418,12 +427,13 @@ std::string LabelText(const std::vector<Box>& boxes) {
 }
 
 std::string DataYaml(const SynthOptions& o) {
-  const std::string size = o.min_side > 0 ? "sides " + std::to_string(o.min_side) + ".." +
-                                                std::to_string(o.max_side)
-                                          : "imgsz " + std::to_string(o.imgsz);
-  std::string s = "# Kestrel synthetic detection dataset: seed " + std::to_string(o.seed) +
-                  ", " + std::to_string(o.images) + " images, " + size + "\npath: .\ntrain: images/train\nval: images/val\nnc: " +
-                  std::to_string(o.classes) + "\nnames:\n";
+  const std::string size = o.min_side > 0
+                               ? "sides " + std::to_string(o.min_side) + ".." + std::to_string(o.max_side)
+                               : "imgsz " + std::to_string(o.imgsz);
+  std::string s = "# Kestrel synthetic detection dataset: seed " + std::to_string(o.seed) + ", " +
+                  std::to_string(o.images) + " images, " + size +
+                  "\npath: .\ntrain: images/train\nval: images/val\nnc: " + std::to_string(o.classes) +
+                  "\nnames:\n";
   for (const std::string& name : SynthClassNames(o.classes)) s += "  - " + name + "\n";
   return s;
 }
@@ -503,10 +513,12 @@ Status SynthOptions::Validate() const {
     return Field("min_side", "must be 0 or in [32, 4096], got " + std::to_string(min_side));
   }
   if (min_side == 0 && max_side != 0) {
-    return Field("max_side", "needs min_side > 0 (or 0 for square imgsz images), got " + std::to_string(max_side));
+    return Field("max_side",
+                 "needs min_side > 0 (or 0 for square imgsz images), got " + std::to_string(max_side));
   }
   if (max_side < min_side) {
-    return Field("max_side", "must be >= min_side (" + std::to_string(min_side) + "), got " + std::to_string(max_side));
+    return Field("max_side",
+                 "must be >= min_side (" + std::to_string(min_side) + "), got " + std::to_string(max_side));
   }
   if (write_threads < 1 || write_threads > 64) {
     return Field("write_threads", "must be in [1, 64], got " + std::to_string(write_threads));
@@ -527,8 +539,7 @@ std::vector<std::string> SynthClassNames(int classes) {
 Result<SynthSample> RenderSynthSample(const SynthOptions& options, int index) {
   KESTREL_RETURN_IF_ERROR(options.Validate());
   if (index < 0 || index >= options.images) {
-    return Status::InvalidArgument("must be in [0, images), got " + std::to_string(index),
-                                   {"", 0, "index"});
+    return Status::InvalidArgument("must be in [0, images), got " + std::to_string(index), {"", 0, "index"});
   }
   try {
     return Render(options, MakeLayout(options), index);
@@ -567,16 +578,14 @@ Status WriteSynthTree(const SynthOptions& options, const std::string& out_dir, E
     try {
       sample = Render(options, layout, i);
     } catch (const cv::Exception& e) {
-      return Status::Internal(std::string("rendering image ") + std::to_string(i) +
-                              " failed: " + e.what());
+      return Status::Internal(std::string("rendering image ") + std::to_string(i) + " failed: " + e.what());
     }
     const std::string split = SplitName(sample.split);
-    const std::string image_path =
-        JoinPath(out_dir, "images/" + split + "/" + sample.stem + ".jpg");
+    const std::string image_path = JoinPath(out_dir, "images/" + split + "/" + sample.stem + ".jpg");
     KESTREL_ASSIGN_OR_RETURN(std::string jpeg, EncodeJpeg(sample.image, image_path));
     batch.push_back({image_path, std::move(jpeg)});
-    batch.push_back({JoinPath(out_dir, "labels/" + split + "/" + sample.stem + ".txt"),
-                     LabelText(sample.boxes)});
+    batch.push_back(
+        {JoinPath(out_dir, "labels/" + split + "/" + sample.stem + ".txt"), LabelText(sample.boxes)});
     if (static_cast<int>(batch.size()) >= kWriteBatchFiles || i + 1 == options.images) {
       KESTREL_RETURN_IF_ERROR(WriteAll(batch, options.write_threads, env));
       batch.clear();

@@ -35,10 +35,9 @@
 #pragma once
 
 #include <cstdint>
+#include <opencv2/core/mat.hpp>
 #include <string>
 #include <vector>
-
-#include <opencv2/core/mat.hpp>
 
 #include "core/env.h"
 #include "core/options.h"
@@ -91,7 +90,7 @@ struct SynthSample {
   cv::Mat image;           // CV_8UC3, BGR, imgsz x imgsz or W x H (before JPEG)
   std::vector<Box> boxes;  // normalized cx, cy, w, h; empty for background
   Split split = Split::kTrain;
-  std::string stem;        // "synth_00012"
+  std::string stem;  // "synth_00012"
 };
 
 // Renders image `index` (0-based, < options.images) exactly as
@@ -103,7 +102,6 @@ Result<SynthSample> RenderSynthSample(const SynthOptions& options, int index);
 // with env.WriteFileAtomic (from options.write_threads threads, so `env` must
 // be thread-safe); data.yaml is written last, so a folder without it is an
 // interrupted run. 64 images at 160 px: ~0.25 s of CPU plus the fsyncs.
-Status WriteSynthDataset(const SynthOptions& options, const std::string& out_dir,
-                         Env& env = Env::Default());
+Status WriteSynthDataset(const SynthOptions& options, const std::string& out_dir, Env& env = Env::Default());
 
 }  // namespace kestrel::data

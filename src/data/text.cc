@@ -24,13 +24,12 @@ const char* WideEncodingOf(std::string_view t) {
 Status RequireNarrowEncoding(std::string_view text, const std::string& file, const char* what) {
   const char* enc = WideEncodingOf(text);
   if (enc == nullptr) return {};
-  const bool bom = (text.size() >= 2 && (static_cast<unsigned char>(text[0]) == 0xFF ||
-                                         static_cast<unsigned char>(text[0]) == 0xFE)) ||
-                   (text.size() >= 4 && text[0] == 0 && text[1] == 0 &&
-                    static_cast<unsigned char>(text[2]) == 0xFE);
+  const bool bom =
+      (text.size() >= 2 &&
+       (static_cast<unsigned char>(text[0]) == 0xFF || static_cast<unsigned char>(text[0]) == 0xFE)) ||
+      (text.size() >= 4 && text[0] == 0 && text[1] == 0 && static_cast<unsigned char>(text[2]) == 0xFE);
   std::string how = bom ? " (byte-order mark)" : " (NUL bytes between the characters, no byte-order mark)";
-  return Status::InvalidArgument(std::string(what) + " is " + enc + " encoded" + how +
-                                     "; save it as UTF-8",
+  return Status::InvalidArgument(std::string(what) + " is " + enc + " encoded" + how + "; save it as UTF-8",
                                  {EscapeInvalidUtf8(file)});
 }
 
@@ -43,7 +42,10 @@ std::optional<PathProblem> CheckManifestPath(std::string_view rel) {
     if (c < 0x20 || c == 0x7F) {
       char code[8];
       std::snprintf(code, sizeof(code), "\\x%02X", c);
-      std::string what = c == 0 ? "a NUL byte" : c == '\t' ? "a tab" : c == '\n' ? "a newline" : "a control character";
+      std::string what = c == 0      ? "a NUL byte"
+                         : c == '\t' ? "a tab"
+                         : c == '\n' ? "a newline"
+                                     : "a control character";
       return PathProblem{"path.control_char",
                          "file name contains " + what + " (" + code + "): '" + EscapeForDisplay(rel) + "'"};
     }

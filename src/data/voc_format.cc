@@ -159,8 +159,9 @@ Status ParseVocXml(std::string_view text, const std::string& xml, const std::str
     if (iw > 0 && ih > 0) {
       if (x1 < 0 || y1 < 0 || x2 > iw || y2 > ih) {
         add(Severity::kWarning, "label.out_of_bounds", line, "bndbox",
-            "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " + FormatNumber(y2) +
-                "] extends outside the " + FormatNumber(iw) + "x" + FormatNumber(ih) + " image",
+            "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " +
+                FormatNumber(y2) + "] extends outside the " + FormatNumber(iw) + "x" + FormatNumber(ih) +
+                " image",
             "clipped");
       }
       x1 = std::clamp(x1, 0.0, iw), x2 = std::clamp(x2, 0.0, iw);
@@ -168,7 +169,8 @@ Status ParseVocXml(std::string_view text, const std::string& xml, const std::str
     }
     if (x2 - x1 <= 0 || y2 - y1 <= 0) {
       add(Severity::kWarning, "label.degenerate", line, "bndbox",
-          "box has zero or negative size (w=" + FormatNumber(x2 - x1) + ", h=" + FormatNumber(y2 - y1) + ")", "box dropped");
+          "box has zero or negative size (w=" + FormatNumber(x2 - x1) + ", h=" + FormatNumber(y2 - y1) + ")",
+          "box dropped");
       continue;
     }
     PixelBox pb;
@@ -308,8 +310,8 @@ Result<SourceDataset> ReadVocDataset(const std::string& path, const ReadOptions&
     vs.sample.image_path = img;
     vs.sample.rel_path = img.substr(img_dir.size() + 1);
     if (auto bad = CheckManifestPath(vs.sample.rel_path)) {
-      ds.findings.Add(MakeFinding(Severity::kError, bad->check, img, 0, "file_name", bad->message,
-                                  "sample excluded"));
+      ds.findings.Add(
+          MakeFinding(Severity::kError, bad->check, img, 0, "file_name", bad->message, "sample excluded"));
       ds.excluded_paths.push_back(img);
       continue;
     }

@@ -147,8 +147,8 @@ Result<SourceDataset> BuildYolo(const std::string& root, const std::vector<Split
       std::string label = LabelPathFor(img);
       expected_labels.insert(label);
       if (auto bad = CheckManifestPath(s.rel_path)) {
-        dropped.Add(MakeFinding(Severity::kError, bad->check, img, 0, "file_name", bad->message,
-                                "sample excluded"));
+        dropped.Add(
+            MakeFinding(Severity::kError, bad->check, img, 0, "file_name", bad->message, "sample excluded"));
         ds.excluded_paths.push_back(img);
         continue;
       }
@@ -226,7 +226,8 @@ Status RequireUtf8Name(const std::string& file, const YAML::Node& node, const st
                        "'; save the file as UTF-8");
 }
 
-Result<std::vector<std::string>> ParseNames(const YAML::Node& n, const std::string& file, FindingList* findings) {
+Result<std::vector<std::string>> ParseNames(const YAML::Node& n, const std::string& file,
+                                            FindingList* findings) {
   std::vector<std::string> names;
   if (n.IsSequence()) {
     for (const YAML::Node& v : n) {
@@ -257,11 +258,11 @@ Result<std::vector<std::string>> ParseNames(const YAML::Node& n, const std::stri
     auto [it, fresh] = by_id.emplace(id, kv.second.Scalar());
     if (!fresh) {
       // YAML keeps both entries; picking one silently would hide a merge error.
-      findings->Add(MakeFinding(Severity::kError, "yaml.duplicate_key", file, line, "names." + std::to_string(id),
-                                "class id " + std::to_string(id) + " is defined twice (lines " +
-                                    std::to_string(line_of[id]) + " and " + std::to_string(line) + "): '" +
-                                    it->second + "' and '" + kv.second.Scalar() + "'",
-                                "first used"));
+      findings->Add(MakeFinding(
+          Severity::kError, "yaml.duplicate_key", file, line, "names." + std::to_string(id),
+          "class id " + std::to_string(id) + " is defined twice (lines " + std::to_string(line_of[id]) +
+              " and " + std::to_string(line) + "): '" + it->second + "' and '" + kv.second.Scalar() + "'",
+          "first used"));
       continue;
     }
     line_of[id] = line;
@@ -337,8 +338,9 @@ Result<SourceDataset> ReadFromYaml(const std::string& yaml_file, Env& env, const
   // one it would parse the NUL-interleaved bytes as garbage.
   {
     const unsigned char c0 = text->empty() ? 0 : static_cast<unsigned char>((*text)[0]);
-    const bool bom = c0 == 0xFF || c0 == 0xFE || (text->size() >= 4 && (*text)[0] == 0 && (*text)[1] == 0 &&
-                                                  static_cast<unsigned char>((*text)[2]) == 0xFE);
+    const bool bom = c0 == 0xFF || c0 == 0xFE ||
+                     (text->size() >= 4 && (*text)[0] == 0 && (*text)[1] == 0 &&
+                      static_cast<unsigned char>((*text)[2]) == 0xFE);
     if (!bom) KESTREL_RETURN_IF_ERROR(RequireNarrowEncoding(*text, yaml_file, "YAML file"));
   }
   FindingList structure;
@@ -356,7 +358,8 @@ Result<SourceDataset> ReadFromYaml(const std::string& yaml_file, Env& env, const
         const int line = kv.first.Mark().line + 1;
         auto [it, fresh] = first_line.emplace(kv.first.Scalar(), line);
         if (!fresh) {
-          structure.Add(MakeFinding(Severity::kError, "yaml.duplicate_key", yaml_file, line, kv.first.Scalar(),
+          structure.Add(MakeFinding(Severity::kError, "yaml.duplicate_key", yaml_file, line,
+                                    kv.first.Scalar(),
                                     "key '" + kv.first.Scalar() + "' is defined twice (lines " +
                                         std::to_string(it->second) + " and " + std::to_string(line) + ")",
                                     "first used"));
@@ -422,8 +425,7 @@ Result<SourceDataset> ReadFromYaml(const std::string& yaml_file, Env& env, const
       return Status::InvalidArgument("no train/val/test entries", {yaml_file, 1, "train"});
     }
     if (names_known) CheckClassNames(names, {}, yaml_file, &structure);
-    return BuildYolo(root, sources, std::move(names), names_known, true, env, opts,
-                     std::move(structure));
+    return BuildYolo(root, sources, std::move(names), names_known, true, env, opts, std::move(structure));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("malformed YAML: " + e.msg, {yaml_file, e.mark.line + 1});
   }
@@ -497,8 +499,7 @@ Result<SourceDataset> ReadBareTree(const std::string& dir, Env& env, const ReadO
       break;
     }
   }
-  return BuildYolo(root, sources, std::move(names), names_known, has_splits, env, opts,
-                   std::move(structure));
+  return BuildYolo(root, sources, std::move(names), names_known, has_splits, env, opts, std::move(structure));
 }
 
 struct Walker {
@@ -570,7 +571,8 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
   std::map<std::tuple<int, double, double, double, double>, int> seen;  // box -> line
   // `msg` is a string or a callable making one: a file of millions of bad
   // lines only counts most of them, so their messages are never built.
-  auto add = [&](Severity sev, const char* check, int line, std::string field, auto&& msg, const char* action) {
+  auto add = [&](Severity sev, const char* check, int line, std::string field, auto&& msg,
+                 const char* action) {
     if (!findings->WouldKeep(check, file)) {
       findings->CountOnly(sev, check, file);
       return;
@@ -627,30 +629,38 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
         if (t.data() + t.size() > l.data() + bad) break;
         ++field;
       }
-      add(Severity::kError, "label.syntax", line, field < 5 ? kFieldNames[field] : "", [&] {
-        char code[40];
-        std::snprintf(code, sizeof(code), "U+%04X", cp);
-        size_t column = 1;
-        for (size_t i = 0; i < bad; ++i) column += (static_cast<unsigned char>(l[i]) & 0xC0) != 0x80;
-        std::string shown = cp < 0x20 ? std::string(code) : std::string(l.substr(bad, len));
-        if (!IsValidUtf8(l.substr(bad, len))) {
-          // A stray byte (Latin-1 text, a binary file): show it, never copy it.
-          shown = EscapeInvalidUtf8(l.substr(bad, 1));
-          std::snprintf(code, sizeof(code), "byte 0x%02X, not valid UTF-8", static_cast<unsigned char>(l[bad]));
-        }
-        return "unexpected character '" + shown + "' (" + code + ") at column " + std::to_string(column) +
-               ": fields must be ASCII numbers with '.' as the decimal point, separated by spaces";
-      }, "line dropped");
+      add(
+          Severity::kError, "label.syntax", line, field < 5 ? kFieldNames[field] : "",
+          [&] {
+            char code[40];
+            std::snprintf(code, sizeof(code), "U+%04X", cp);
+            size_t column = 1;
+            for (size_t i = 0; i < bad; ++i) column += (static_cast<unsigned char>(l[i]) & 0xC0) != 0x80;
+            std::string shown = cp < 0x20 ? std::string(code) : std::string(l.substr(bad, len));
+            if (!IsValidUtf8(l.substr(bad, len))) {
+              // A stray byte (Latin-1 text, a binary file): show it, never copy it.
+              shown = EscapeInvalidUtf8(l.substr(bad, 1));
+              std::snprintf(code, sizeof(code), "byte 0x%02X, not valid UTF-8",
+                            static_cast<unsigned char>(l[bad]));
+            }
+            return "unexpected character '" + shown + "' (" + code + ") at column " + std::to_string(column) +
+                   ": fields must be ASCII numbers with '.' as the decimal point, separated by spaces";
+          },
+          "line dropped");
       continue;
     }
     size_t n = tok.size();
     bool polygon = n >= 7 && (n - 1) % 2 == 0;
     if (n != 5 && !polygon) {
-      add(Severity::kError, "label.syntax", line, "", [&] {
-        std::string msg = "expected 5 fields (class x_center y_center width height), got " + std::to_string(n);
-        if (n == 6) msg += "; a 6th column looks like a confidence score from a prediction file";
-        return msg;
-      }, "line dropped");
+      add(
+          Severity::kError, "label.syntax", line, "",
+          [&] {
+            std::string msg =
+                "expected 5 fields (class x_center y_center width height), got " + std::to_string(n);
+            if (n == 6) msg += "; a 6th column looks like a confidence score from a prediction file";
+            return msg;
+          },
+          "line dropped");
       continue;
     }
     val.assign(n, 0.0);
@@ -659,11 +669,13 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
       const char* fname = i < 5 && !polygon ? kFieldNames[i] : i == 0 ? "class" : i % 2 ? "x" : "y";
       bool range = false;
       if (!ParseNumber(tok[i], &val[i], &range)) {
-        add(Severity::kError, "label.syntax", line, fname,
+        add(
+            Severity::kError, "label.syntax", line, fname,
             [&] { return "'" + std::string(tok[i]) + "' is not a number"; }, "line dropped");
         ok = false;
       } else if (range || !std::isfinite(val[i])) {
-        add(Severity::kError, "label.nonfinite", line, fname,
+        add(
+            Severity::kError, "label.nonfinite", line, fname,
             [&] { return "'" + std::string(tok[i]) + "' is not a finite number"; }, "line dropped");
         ok = false;
       }
@@ -671,15 +683,19 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
     if (!ok) continue;
     double c = val[0];
     if (c != std::floor(c)) {
-      add(Severity::kError, "label.class_range", line, "class",
+      add(
+          Severity::kError, "label.class_range", line, "class",
           [&] { return "class id '" + std::string(tok[0]) + "' is not an integer"; }, "line dropped");
       continue;
     }
     if (c < 0 || c > 1e9 || (num_classes >= 0 && c >= num_classes)) {
-      add(Severity::kError, "label.class_range", line, "class", [&] {
-        return "class id " + FormatNumber(c) + " is out of range [0, " +
-               (num_classes >= 0 ? std::to_string(num_classes) : std::string("inf")) + ")";
-      }, "line dropped");
+      add(
+          Severity::kError, "label.class_range", line, "class",
+          [&] {
+            return "class id " + FormatNumber(c) + " is out of range [0, " +
+                   (num_classes >= 0 ? std::to_string(num_classes) : std::string("inf")) + ")";
+          },
+          "line dropped");
       continue;
     }
     double cx = val[1], cy = val[2], w = val[3], h = val[4];
@@ -692,8 +708,10 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
         y2 = std::max(y2, val[i + 1]);
       }
       cx = (x1 + x2) / 2, cy = (y1 + y2) / 2, w = x2 - x1, h = y2 - y1;
-      add(Severity::kInfo, "label.polygon", line, "",
-          [&] { return "polygon with " + std::to_string((n - 1) / 2) + " points"; }, "converted to its bounding box");
+      add(
+          Severity::kInfo, "label.polygon", line, "",
+          [&] { return "polygon with " + std::to_string((n - 1) / 2) + " points"; },
+          "converted to its bounding box");
     }
     double x1 = cx - w / 2, x2 = cx + w / 2, y1 = cy - h / 2, y2 = cy + h / 2;
     constexpr double kEps = 1e-6;  // float noise from exporters is not worth a warning
@@ -708,10 +726,13 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
       oob = "height";
     }
     if (oob != nullptr) {
-      add(Severity::kWarning, "label.out_of_bounds", line, oob, [&] {
-        return "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) + ", " +
-               FormatNumber(y2) + "] extends outside [0, 1]";
-      }, "clipped");
+      add(
+          Severity::kWarning, "label.out_of_bounds", line, oob,
+          [&] {
+            return "box xyxy [" + FormatNumber(x1) + ", " + FormatNumber(y1) + ", " + FormatNumber(x2) +
+                   ", " + FormatNumber(y2) + "] extends outside [0, 1]";
+          },
+          "clipped");
     }
     // Values that need no clipping are kept bit-for-bit (a cxcywh -> xyxy ->
     // cxcywh round trip would change the last digit and the manifest hash).
@@ -726,9 +747,13 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
       cy = (y1 + y2) / 2, h = y2 - y1;
     }
     if (w <= 0 || h <= 0) {
-      add(Severity::kWarning, "label.degenerate", line, w <= 0 ? "width" : "height", [&] {
-        return "box has zero or negative size (w=" + FormatNumber(w) + ", h=" + FormatNumber(h) + ") after clipping";
-      }, "box dropped");
+      add(
+          Severity::kWarning, "label.degenerate", line, w <= 0 ? "width" : "height",
+          [&] {
+            return "box has zero or negative size (w=" + FormatNumber(w) + ", h=" + FormatNumber(h) +
+                   ") after clipping";
+          },
+          "box dropped");
       continue;
     }
     Box b{static_cast<int>(c), cx, cy, w, h};
@@ -736,17 +761,21 @@ std::vector<Box> ParseYoloLabels(std::string_view text, const std::string& file,
     if (!fresh) {
       // clang 14 (the fuzz build) cannot capture a structured binding.
       const int first_line = it->second;
-      add(Severity::kWarning, "label.duplicate", line, "",
+      add(
+          Severity::kWarning, "label.duplicate", line, "",
           [&] { return "duplicate of line " + std::to_string(first_line); }, "duplicate dropped");
       continue;
     }
     if (boxes.size() >= max_boxes) {
       // Millions of boxes for one image are a generator bug, and each costs
       // memory all the way to the manifest: stop here.
-      add(Severity::kError, "label.too_many_boxes", line, "", [&] {
-        return "more than " + std::to_string(max_boxes) +
-               " boxes for one image (max_boxes_per_image); lines from here on are not read";
-      }, "sample excluded");
+      add(
+          Severity::kError, "label.too_many_boxes", line, "",
+          [&] {
+            return "more than " + std::to_string(max_boxes) +
+                   " boxes for one image (max_boxes_per_image); lines from here on are not read";
+          },
+          "sample excluded");
       break;
     }
     boxes.push_back(b);

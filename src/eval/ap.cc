@@ -5,8 +5,8 @@
 
 namespace kestrel::eval {
 
-void InterpAscending(const double* queries, size_t num_queries, const double* xp,
-                     const double* fp, size_t n, double left, double right, double* out) {
+void InterpAscending(const double* queries, size_t num_queries, const double* xp, const double* fp, size_t n,
+                     double left, double right, double* out) {
   size_t j = 0;  // candidate: last index with xp[j] <= q
   for (size_t k = 0; k < num_queries; ++k) {
     const double q = queries[k];
@@ -70,22 +70,20 @@ double ComputeAp(const std::vector<double>& recall, const std::vector<double>& p
   Envelope(recall, precision, mrec, mpre);
   const std::vector<double>& x = Grid101();
   double y[101];
-  InterpAscending(x.data(), x.size(), mrec.data(), mpre.data(), mrec.size(), mpre.front(),
-                  mpre.back(), y);
+  InterpAscending(x.data(), x.size(), mrec.data(), mpre.data(), mrec.size(), mpre.front(), mpre.back(), y);
   double ap = 0.0;
   for (size_t i = 0; i + 1 < x.size(); ++i) ap += (x[i + 1] - x[i]) * (y[i] + y[i + 1]) / 2.0;
   return ap;
 }
 
 std::vector<double> PrecisionEnvelopeAt(const std::vector<double>& recall,
-                                        const std::vector<double>& precision,
-                                        size_t num_points) {
+                                        const std::vector<double>& precision, size_t num_points) {
   std::vector<double> mrec, mpre;
   Envelope(recall, precision, mrec, mpre);
   const std::vector<double> x = Linspace01(num_points);
   std::vector<double> y(num_points);
-  InterpAscending(x.data(), x.size(), mrec.data(), mpre.data(), mrec.size(), mpre.front(),
-                  mpre.back(), y.data());
+  InterpAscending(x.data(), x.size(), mrec.data(), mpre.data(), mrec.size(), mpre.front(), mpre.back(),
+                  y.data());
   return y;
 }
 

@@ -13,8 +13,8 @@ namespace kestrel::eval {
 // xp[j] <= q, and the value is fp[j] when xp[j] == q or j == n-1, else
 // fp[j] + (fp[j+1]-fp[j])/(xp[j+1]-xp[j]) * (q - xp[j]). One merged pass,
 // O(n + queries). REQUIRES: n >= 1, queries ascending, out has queries.size().
-void InterpAscending(const double* queries, size_t num_queries, const double* xp,
-                     const double* fp, size_t n, double left, double right, double* out);
+void InterpAscending(const double* queries, size_t num_queries, const double* xp, const double* fp, size_t n,
+                     double left, double right, double* out);
 
 // Average precision of one precision/recall curve (points in descending
 // confidence order): prepend (recall 0, precision 1), append (1, 0), make
@@ -27,8 +27,7 @@ double ComputeAp(const std::vector<double>& recall, const std::vector<double>& p
 
 // Same curve (envelope) sampled at `num_points` recalls 0..1, for PR plots.
 std::vector<double> PrecisionEnvelopeAt(const std::vector<double>& recall,
-                                        const std::vector<double>& precision,
-                                        size_t num_points);
+                                        const std::vector<double>& precision, size_t num_points);
 
 // `n` evenly spaced values from 0 to 1 inclusive (numpy.linspace(0, 1, n)).
 std::vector<double> Linspace01(size_t n);

@@ -56,9 +56,7 @@ inline float IouF(const Box& a, float area_a, const Box& b, float area_b) {
   const float uni = area_a + area_b - inter;
   return uni > 0.f ? inter / uni : 0.f;
 }
-inline float BoxAreaF(const Box& b) {
-  return std::max(0.f, b.x2 - b.x1) * std::max(0.f, b.y2 - b.y1);
-}
+inline float BoxAreaF(const Box& b) { return std::max(0.f, b.x2 - b.x1) * std::max(0.f, b.y2 - b.y1); }
 
 // Row-major [a.size(), b.size()] matrix: out[i * b.size() + j] = Iou(a[i], b[j]).
 std::vector<double> IouMatrix(const std::vector<Box>& a, const std::vector<Box>& b);

@@ -57,8 +57,7 @@ struct CocoEvaluator::State {
   std::vector<Cell> cells;  // [class * kA + area]
   std::array<double, kT> thr = CocoIouThresholds();
 
-  void EvaluateImageClass(int c, const std::vector<const GroundTruth*>& gt,
-                          std::vector<const Detection*> dt);
+  void EvaluateImageClass(int c, const std::vector<const GroundTruth*>& gt, std::vector<const Detection*> dt);
 };
 
 void CocoEvaluator::State::EvaluateImageClass(int c, const std::vector<const GroundTruth*>& gt,
@@ -81,8 +80,7 @@ void CocoEvaluator::State::EvaluateImageClass(int c, const std::vector<const Gro
       gig[g] = ar < kAreaLo[a] || ar > kAreaHi[a];
     }
     std::iota(gorder.begin(), gorder.end(), 0u);
-    std::stable_sort(gorder.begin(), gorder.end(),
-                     [&](uint32_t x, uint32_t y) { return gig[x] < gig[y]; });
+    std::stable_sort(gorder.begin(), gorder.end(), [&](uint32_t x, uint32_t y) { return gig[x] < gig[y]; });
     for (size_t g = 0; g < gt.size(); ++g) cell.npig += gig[g] ? 0 : 1;
 
     std::vector<State::Rec> recs(nd);
@@ -125,8 +123,7 @@ CocoEvaluator::~CocoEvaluator() = default;
 CocoEvaluator::CocoEvaluator(CocoEvaluator&&) noexcept = default;
 CocoEvaluator& CocoEvaluator::operator=(CocoEvaluator&&) noexcept = default;
 
-Status CocoEvaluator::AddImage(const std::vector<GroundTruth>& gt,
-                               const std::vector<Detection>& preds) {
+Status CocoEvaluator::AddImage(const std::vector<GroundTruth>& gt, const std::vector<Detection>& preds) {
   const int nc = s_->nc;
   std::vector<std::vector<const GroundTruth*>> g_by(static_cast<size_t>(nc));
   std::vector<std::vector<const Detection*>> d_by(static_cast<size_t>(nc));
@@ -136,8 +133,7 @@ Status CocoEvaluator::AddImage(const std::vector<GroundTruth>& gt,
                                      {"", 0, "labels[" + std::to_string(i) + "].class_id"});
     }
     if (!Finite(gt[i].box)) {
-      return Status::InvalidArgument("non-finite box",
-                                     {"", 0, "labels[" + std::to_string(i) + "].box"});
+      return Status::InvalidArgument("non-finite box", {"", 0, "labels[" + std::to_string(i) + "].box"});
     }
     g_by[size_t(gt[i].class_id)].push_back(&gt[i]);
   }
@@ -179,9 +175,8 @@ CocoMetrics CocoEvaluator::Evaluate() const {
           const uint32_t n = std::min<uint32_t>(b.count, uint32_t(kMaxDets[m]));
           sel.insert(sel.end(), cell.recs.begin() + b.offset, cell.recs.begin() + b.offset + n);
         }
-        std::stable_sort(sel.begin(), sel.end(), [](const State::Rec& x, const State::Rec& y) {
-          return x.score > y.score;
-        });
+        std::stable_sort(sel.begin(), sel.end(),
+                         [](const State::Rec& x, const State::Rec& y) { return x.score > y.score; });
         const size_t nd = sel.size();
         std::vector<double> rc(nd), pr(nd);
         for (int t = 0; t < kT; ++t) {
@@ -227,12 +222,10 @@ CocoMetrics CocoEvaluator::Evaluate() const {
     return n ? sum / double(n) : -1.0;
   };
   CocoMetrics out;
-  out.stats = {summarize(ap_mean, 0, 2, -1), summarize(ap_mean, 0, 2, 0),
-               summarize(ap_mean, 0, 2, 5),  summarize(ap_mean, 1, 2, -1),
-               summarize(ap_mean, 2, 2, -1), summarize(ap_mean, 3, 2, -1),
-               summarize(recall, 0, 0, -1),  summarize(recall, 0, 1, -1),
-               summarize(recall, 0, 2, -1),  summarize(recall, 1, 2, -1),
-               summarize(recall, 2, 2, -1),  summarize(recall, 3, 2, -1)};
+  out.stats = {summarize(ap_mean, 0, 2, -1), summarize(ap_mean, 0, 2, 0),  summarize(ap_mean, 0, 2, 5),
+               summarize(ap_mean, 1, 2, -1), summarize(ap_mean, 2, 2, -1), summarize(ap_mean, 3, 2, -1),
+               summarize(recall, 0, 0, -1),  summarize(recall, 0, 1, -1),  summarize(recall, 0, 2, -1),
+               summarize(recall, 1, 2, -1),  summarize(recall, 2, 2, -1),  summarize(recall, 3, 2, -1)};
   out.per_class_ap.assign(nc, -1.0);
   for (size_t c = 0; c < nc; ++c) {
     if (ap_mean[idx(c, 0, 2, 0)] < 0) continue;
@@ -244,9 +237,8 @@ CocoMetrics CocoEvaluator::Evaluate() const {
 }
 
 namespace {
-constexpr const char* kStatNames[12] = {"AP",    "AP50",  "AP75",   "AP_small",
-                                        "AP_medium", "AP_large", "AR_1", "AR_10",
-                                        "AR_100", "AR_small", "AR_medium", "AR_large"};
+constexpr const char* kStatNames[12] = {"AP",   "AP50",  "AP75",   "AP_small", "AP_medium", "AP_large",
+                                        "AR_1", "AR_10", "AR_100", "AR_small", "AR_medium", "AR_large"};
 }  // namespace
 
 nlohmann::json CocoMetricsToJson(const CocoMetrics& m) {
@@ -263,24 +255,23 @@ std::string CocoSummaryText(const CocoMetrics& m) {
     const char* area;
     int dets;
   };
-  static const Line kLines[12] = {
-      {"Average Precision  (AP)", "0.50:0.95", "   all", 100},
-      {"Average Precision  (AP)", "0.50     ", "   all", 100},
-      {"Average Precision  (AP)", "0.75     ", "   all", 100},
-      {"Average Precision  (AP)", "0.50:0.95", " small", 100},
-      {"Average Precision  (AP)", "0.50:0.95", "medium", 100},
-      {"Average Precision  (AP)", "0.50:0.95", " large", 100},
-      {"Average Recall     (AR)", "0.50:0.95", "   all", 1},
-      {"Average Recall     (AR)", "0.50:0.95", "   all", 10},
-      {"Average Recall     (AR)", "0.50:0.95", "   all", 100},
-      {"Average Recall     (AR)", "0.50:0.95", " small", 100},
-      {"Average Recall     (AR)", "0.50:0.95", "medium", 100},
-      {"Average Recall     (AR)", "0.50:0.95", " large", 100}};
+  static const Line kLines[12] = {{"Average Precision  (AP)", "0.50:0.95", "   all", 100},
+                                  {"Average Precision  (AP)", "0.50     ", "   all", 100},
+                                  {"Average Precision  (AP)", "0.75     ", "   all", 100},
+                                  {"Average Precision  (AP)", "0.50:0.95", " small", 100},
+                                  {"Average Precision  (AP)", "0.50:0.95", "medium", 100},
+                                  {"Average Precision  (AP)", "0.50:0.95", " large", 100},
+                                  {"Average Recall     (AR)", "0.50:0.95", "   all", 1},
+                                  {"Average Recall     (AR)", "0.50:0.95", "   all", 10},
+                                  {"Average Recall     (AR)", "0.50:0.95", "   all", 100},
+                                  {"Average Recall     (AR)", "0.50:0.95", " small", 100},
+                                  {"Average Recall     (AR)", "0.50:0.95", "medium", 100},
+                                  {"Average Recall     (AR)", "0.50:0.95", " large", 100}};
   std::string out;
   char buf[160];
   for (size_t i = 0; i < 12; ++i) {
-    std::snprintf(buf, sizeof(buf), " %s @[ IoU=%s | area=%s | maxDets=%3d ] = %.3f\n",
-                  kLines[i].kind, kLines[i].iou, kLines[i].area, kLines[i].dets, m.stats[i]);
+    std::snprintf(buf, sizeof(buf), " %s @[ IoU=%s | area=%s | maxDets=%3d ] = %.3f\n", kLines[i].kind,
+                  kLines[i].iou, kLines[i].area, kLines[i].dets, m.stats[i]);
     out += buf;
   }
   return out;

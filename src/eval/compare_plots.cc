@@ -50,11 +50,20 @@ std::string HtmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -68,13 +77,14 @@ std::string Num(double v, const char* fmt = "%.4f") {
 
 }  // namespace
 
-bool ImageIsRight(const std::vector<GroundTruth>& labels, const std::vector<Detection>& preds, double min_conf,
-                  double min_iou) {
+bool ImageIsRight(const std::vector<GroundTruth>& labels, const std::vector<Detection>& preds,
+                  double min_conf, double min_iou) {
   std::vector<size_t> order;
   for (size_t i = 0; i < preds.size(); ++i) {
     if (preds[i].score >= min_conf) order.push_back(i);
   }
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return preds[x].score > preds[y].score; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return preds[x].score > preds[y].score; });
   std::vector<bool> used(labels.size(), false);
   for (size_t pi : order) {
     const Detection& p = preds[pi];
@@ -119,15 +129,19 @@ std::string CompareMetricsText(const EvalResult& a, const EvalResult& b) {
   auto rows = [&](const std::string& name, auto get_a, auto get_b) {
     for (const auto& f : kFields) {
       const double va = get_a(f), vb = get_b(f);
-      std::snprintf(line, sizeof(line), "%-20s %-10s %9.4f %9.4f %+9.4f\n", name.c_str(), f.key, va, vb, vb - va);
+      std::snprintf(line, sizeof(line), "%-20s %-10s %9.4f %9.4f %+9.4f\n", name.c_str(), f.key, va, vb,
+                    vb - va);
       out += line;
     }
   };
-  rows("all", [&](const MetricField& f) { return a.*(f.all); }, [&](const MetricField& f) { return b.*(f.all); });
+  rows(
+      "all", [&](const MetricField& f) { return a.*(f.all); },
+      [&](const MetricField& f) { return b.*(f.all); });
   for (const auto& ca : a.classes) {
     const ClassMetrics* cb = FindClass(b, ca.class_id);
-    rows(ca.name, [&](const MetricField& f) { return ca.*(f.cls); },
-         [&](const MetricField& f) { return cb != nullptr ? (*cb).*(f.cls) : 0.0; });
+    rows(
+        ca.name, [&](const MetricField& f) { return ca.*(f.cls); },
+        [&](const MetricField& f) { return cb != nullptr ? (*cb).*(f.cls) : 0.0; });
   }
   return out;
 }
@@ -177,18 +191,20 @@ std::string Base64(std::string_view bytes) {
 
 std::string CompareHtml(const std::string& title, const nlohmann::json& metrics,
                         const std::vector<HtmlFigure>& figures) {
-  std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + HtmlEscape(title) +
-                  "</title>\n<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse}"
-                  "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}.neg{color:#b00}.pos{color:#070}"
-                  "img{max-width:100%}</style></head><body>\n<h1>" +
-                  HtmlEscape(title) + "</h1>\n<table><tr><th>Class</th><th>Metric</th><th>A</th><th>B</th>"
-                                      "<th>B &minus; A</th></tr>\n";
+  std::string h =
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + HtmlEscape(title) +
+      "</title>\n<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse}"
+      "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}.neg{color:#b00}.pos{color:#070}"
+      "img{max-width:100%}</style></head><body>\n<h1>" +
+      HtmlEscape(title) +
+      "</h1>\n<table><tr><th>Class</th><th>Metric</th><th>A</th><th>B</th>"
+      "<th>B &minus; A</th></tr>\n";
   auto rows = [&](const std::string& name, const nlohmann::json& m) {
     for (const char* k : {"precision", "recall", "map50", "map5095"}) {
       const double d = m[k]["delta"].get<double>();
       h += "<tr><td>" + HtmlEscape(name) + "</td><td>" + k + "</td><td>" + Num(m[k]["a"].get<double>()) +
-           "</td><td>" + Num(m[k]["b"].get<double>()) + "</td><td class=\"" + (d < 0 ? "neg" : "pos") + "\">" +
-           Num(d, "%+.4f") + "</td></tr>\n";
+           "</td><td>" + Num(m[k]["b"].get<double>()) + "</td><td class=\"" + (d < 0 ? "neg" : "pos") +
+           "\">" + Num(d, "%+.4f") + "</td></tr>\n";
     }
   };
   rows("all", metrics["overall"]);

@@ -6,13 +6,9 @@
 namespace kestrel::eval {
 
 ConfusionMatrix::ConfusionMatrix(int num_classes, double conf, double iou)
-    : nc_(std::max(0, num_classes)),
-      conf_(conf),
-      iou_(iou),
-      m_(size_t(nc_ + 1) * size_t(nc_ + 1), 0) {}
+    : nc_(std::max(0, num_classes)), conf_(conf), iou_(iou), m_(size_t(nc_ + 1) * size_t(nc_ + 1), 0) {}
 
-void ConfusionMatrix::ProcessImage(const std::vector<GroundTruth>& gt,
-                                   const std::vector<Detection>& preds) {
+void ConfusionMatrix::ProcessImage(const std::vector<GroundTruth>& gt, const std::vector<Detection>& preds) {
   const size_t bg = size_t(nc_);
   auto cell = [&](size_t p, size_t g) -> int64_t& { return m_[p * (bg + 1) + g]; };
   std::vector<const Detection*> dets;

@@ -25,8 +25,8 @@ Result<EvalSplit> LoadEvalSplit(const data::Manifest& m, data::Split split) {
     img.export_id = static_cast<int64_t>(out.images.size()) + 1;
     img.labels.reserve(e.boxes.size());
     for (const auto& b : e.boxes) {
-      img.labels.push_back(GroundTruth{
-          BoxFromCxCyWh(b.cx * e.width, b.cy * e.height, b.w * e.width, b.h * e.height), b.cls});
+      img.labels.push_back(
+          GroundTruth{BoxFromCxCyWh(b.cx * e.width, b.cy * e.height, b.w * e.width, b.h * e.height), b.cls});
     }
     out.images.push_back(std::move(img));
   }
@@ -60,10 +60,11 @@ Result<SplitPredictions> ReadYoloDir(Env& env, const std::string& dir, const Eva
   for (size_t i = 0; i < split.images.size(); ++i) {
     const SplitImage& img = split.images[i];
     if (!index.emplace(img.stem, i).second) {
-      return Status::InvalidArgument("two images of split '" + split.split + "' share the stem '" + img.stem +
-                                         "' (" + split.images[index[img.stem]].path + ", " + img.path +
-                                         "): YOLO txt predictions cannot tell them apart; use a COCO results JSON",
-                                     {dir, 0, ""});
+      return Status::InvalidArgument(
+          "two images of split '" + split.split + "' share the stem '" + img.stem + "' (" +
+              split.images[index[img.stem]].path + ", " + img.path +
+              "): YOLO txt predictions cannot tell them apart; use a COCO results JSON",
+          {dir, 0, ""});
     }
     sizes[img.stem] = ImageSize{img.width, img.height};
   }
@@ -97,9 +98,9 @@ Result<SplitPredictions> ReadCocoJson(Env& env, const std::string& path, const E
   }
   if (mode == "auto") mode = stems_ok ? "stem" : "export";
   if (mode == "stem" && !stems_ok) {
-    return Status::InvalidArgument("image_ids=stem needs every image stem of split '" + split.split +
-                                       "' to be a distinct integer",
-                                   {"command line", 0, "image_ids"});
+    return Status::InvalidArgument(
+        "image_ids=stem needs every image stem of split '" + split.split + "' to be a distinct integer",
+        {"command line", 0, "image_ids"});
   }
   std::vector<int> category_ids(split.names.size());
   for (size_t c = 0; c < category_ids.size(); ++c) category_ids[c] = static_cast<int>(c) + 1;
@@ -142,7 +143,8 @@ Result<SplitPredictions> ReadSplitPredictions(Env& env, const std::string& path,
   if (info.is_dir) return ReadYoloDir(env, path, split);
   if (Extension(path) == "json") return ReadCocoJson(env, path, split, opts);
   return Status::InvalidArgument(
-      "predictions must be a folder of YOLO txt files or a COCO results .json file", {path, 0, "predictions"});
+      "predictions must be a folder of YOLO txt files or a COCO results .json file",
+      {path, 0, "predictions"});
 }
 
 EvalSplit ValScoredSplit(const EvalSplit& split, const ValShapeOptions& shapes) {
@@ -201,11 +203,12 @@ std::string EvalSummaryText(const EvalResult& r) {
                   static_cast<long long>(c.instances), c.precision, c.recall, c.ap50, c.ap5095);
     out += buf;
   }
-  std::snprintf(buf, sizeof(buf),
-                "best F1 %.3f at confidence %.3f; fitness %.5f (0.1 mAP50 + 0.9 mAP50-95)\n"
-                "settings: conf %g, iou %g, max_det %d; %lld predictions scored, %lld dropped by conf/max_det\n",
-                r.best_f1, r.best_conf, r.fitness, r.settings.conf, r.settings.iou, r.settings.max_det,
-                static_cast<long long>(r.predictions), static_cast<long long>(r.predictions_dropped));
+  std::snprintf(
+      buf, sizeof(buf),
+      "best F1 %.3f at confidence %.3f; fitness %.5f (0.1 mAP50 + 0.9 mAP50-95)\n"
+      "settings: conf %g, iou %g, max_det %d; %lld predictions scored, %lld dropped by conf/max_det\n",
+      r.best_f1, r.best_conf, r.fitness, r.settings.conf, r.settings.iou, r.settings.max_det,
+      static_cast<long long>(r.predictions), static_cast<long long>(r.predictions_dropped));
   out += buf;
   const ErrorCounts t = r.errors.Total();
   const ErrorAnalysisOptions& eo = r.errors.Options();

@@ -62,7 +62,7 @@ struct PredictionReadOptions {
 };
 
 struct SplitPredictions {
-  std::string format;  // "yolo_txt" or "coco_json"
+  std::string format;     // "yolo_txt" or "coco_json"
   std::string image_ids;  // resolved mapping for coco_json ("stem"/"export"), "" for yolo_txt
   std::vector<std::vector<Detection>> per_image;  // parallel to EvalSplit::images
 };
@@ -72,8 +72,7 @@ struct SplitPredictions {
 // a COCO results JSON file. Errors (prediction_io.h) name file, line and
 // field; NaN/inf coordinates, unknown classes, files for images that are not
 // in the split and duplicate stems are errors. Nothing partial is returned.
-Result<SplitPredictions> ReadSplitPredictions(Env& env, const std::string& path,
-                                              const EvalSplit& split,
+Result<SplitPredictions> ReadSplitPredictions(Env& env, const std::string& path, const EvalSplit& split,
                                               const PredictionReadOptions& opts = {});
 
 // The split with its labels as the reference validator scores them when the
@@ -86,8 +85,7 @@ EvalSplit ValScoredSplit(const EvalSplit& split, const ValShapeOptions& shapes);
 // Runs DetectionEvaluator over the split. `per_image` parallel to
 // split.images. opts.num_classes and class_names are filled from the split
 // when 0/empty; a different non-zero class count is InvalidArgument.
-Result<EvalResult> EvaluateSplit(const EvalSplit& split,
-                                 const std::vector<std::vector<Detection>>& per_image,
+Result<EvalResult> EvaluateSplit(const EvalSplit& split, const std::vector<std::vector<Detection>>& per_image,
                                  EvalOptions opts);
 
 // The validator's table: a header, an "all" row, then one row per class with
@@ -102,8 +100,8 @@ struct EvalProvenance {
   std::string version;     // "v3"
   std::string version_id;  // content id of the dataset version
   std::string split;
-  std::string source_kind;  // "predictions" or "model"
-  std::string source;       // the predictions path or weights path
+  std::string source_kind;                          // "predictions" or "model"
+  std::string source;                               // the predictions path or weights path
   nlohmann::json extra = nlohmann::json::object();  // e.g. source format, model spec, imgsz
 };
 

@@ -19,8 +19,7 @@ void ErrorCounts::Add(const ErrorCounts& o) {
 ErrorAnalyzer::ErrorAnalyzer(int num_classes, ErrorAnalysisOptions opts)
     : opts_(opts), per_class_(size_t(std::max(0, num_classes))) {}
 
-void ErrorAnalyzer::ProcessImage(const std::vector<GroundTruth>& gt,
-                                 const std::vector<Detection>& preds) {
+void ErrorAnalyzer::ProcessImage(const std::vector<GroundTruth>& gt, const std::vector<Detection>& preds) {
   std::vector<uint32_t> order;
   for (size_t i = 0; i < preds.size(); ++i) {
     if (preds[i].score > opts_.conf) order.push_back(uint32_t(i));
@@ -73,17 +72,23 @@ ErrorCounts ErrorAnalyzer::Total() const {
 }
 
 nlohmann::json ErrorCountsToJson(const ErrorCounts& c) {
-  return nlohmann::json{{"true_positive", c.true_positive}, {"localization", c.localization},
-                        {"classification", c.classification}, {"both", c.both},
-                        {"duplicate", c.duplicate}, {"background", c.background},
-                        {"missed", c.missed}, {"false_positive", c.FalsePositives()}};
+  return nlohmann::json{{"true_positive", c.true_positive},
+                        {"localization", c.localization},
+                        {"classification", c.classification},
+                        {"both", c.both},
+                        {"duplicate", c.duplicate},
+                        {"background", c.background},
+                        {"missed", c.missed},
+                        {"false_positive", c.FalsePositives()}};
 }
 
 nlohmann::json ErrorAnalyzer::ToJson() const {
   nlohmann::json per = nlohmann::json::array();
   for (const ErrorCounts& c : per_class_) per.push_back(ErrorCountsToJson(c));
-  return nlohmann::json{{"conf", opts_.conf},   {"fg_iou", opts_.fg_iou},
-                        {"bg_iou", opts_.bg_iou}, {"total", ErrorCountsToJson(Total())},
+  return nlohmann::json{{"conf", opts_.conf},
+                        {"fg_iou", opts_.fg_iou},
+                        {"bg_iou", opts_.bg_iou},
+                        {"total", ErrorCountsToJson(Total())},
                         {"per_class", std::move(per)}};
 }
 

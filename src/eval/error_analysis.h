@@ -41,9 +41,7 @@ struct ErrorCounts {
   int64_t background = 0;
   int64_t missed = 0;  // false negatives
 
-  int64_t FalsePositives() const {
-    return localization + classification + both + duplicate + background;
-  }
+  int64_t FalsePositives() const { return localization + classification + both + duplicate + background; }
   void Add(const ErrorCounts& o);
 };
 

@@ -75,8 +75,8 @@ cv::Mat ClassHistogram(const LabelStats& s, cv::Size size) {
   m.top = 50;
   m.bottom = name_w + 24;
   Axes ax(size, 0, double(std::max<size_t>(1, n)), 0, ymax, m);
-  ax.DrawFrame("Instances per class (" + std::to_string(n) + " classes)", "", "instances", 0,
-               step, -1, internal::kPanelTitlePx);
+  ax.DrawFrame("Instances per class (" + std::to_string(n) + " classes)", "", "instances", 0, step, -1,
+               internal::kPanelTitlePx);
   cv::Mat& img = ax.Image();
   const cv::Rect& plot = ax.PlotRect();
   const bool values = n <= 20;
@@ -86,12 +86,12 @@ cv::Mat ClassHistogram(const LabelStats& s, cv::Size size) {
     const cv::Rect rc(cv::Point(p0.x + gap, p1.y), cv::Point(std::max(p0.x + gap + 1, p1.x - gap), p0.y));
     if (s.counts[c] > 0) cv::rectangle(img, rc, SeriesColor(c), cv::FILLED);
     if (values && s.counts[c] > 0) {
-      PutText(img, std::to_string(s.counts[c]), cv::Point((p0.x + p1.x) / 2, p1.y - 2),
-              internal::kTickPx, kBlack, FontWeight::kRegular, HAlign::kCenter, VAlign::kBottom);
+      PutText(img, std::to_string(s.counts[c]), cv::Point((p0.x + p1.x) / 2, p1.y - 2), internal::kTickPx,
+              kBlack, FontWeight::kRegular, HAlign::kCenter, VAlign::kBottom);
     }
     if (!names[c].empty()) {
-      PutTextVertical(img, names[c], cv::Point((p0.x + p1.x) / 2, plot.y + plot.height + 6), name_px,
-                      kBlack, FontWeight::kRegular, HAlign::kCenter, VAlign::kTop);
+      PutTextVertical(img, names[c], cv::Point((p0.x + p1.x) / 2, plot.y + plot.height + 6), name_px, kBlack,
+                      FontWeight::kRegular, HAlign::kCenter, VAlign::kTop);
     }
   }
   if (n == 0) ax.Message("no classes");
@@ -110,9 +110,9 @@ cv::Mat Shapes(const LabelStats& s, cv::Size size) {
   Axes ax(size, 0, 1, 0, 1, m);
   const size_t k = (s.boxes.size() + kMaxShapes - 1) / kMaxShapes;
   const size_t shown = k ? (s.boxes.size() + k - 1) / k : 0;
-  ax.DrawFrame("Box shapes (" + std::to_string(shown) + " of " + std::to_string(s.boxes.size()) +
-                   ", centred)",
-               "width", "height", 0.2, 0.2, 1, internal::kPanelTitlePx);
+  ax.DrawFrame(
+      "Box shapes (" + std::to_string(shown) + " of " + std::to_string(s.boxes.size()) + ", centred)",
+      "width", "height", 0.2, 0.2, 1, internal::kPanelTitlePx);
   cv::Mat& img = ax.Image();
   // Drawn on a copy and blended, so dense areas get darker instead of flat.
   cv::Mat layer = img.clone();
@@ -130,8 +130,8 @@ cv::Mat Shapes(const LabelStats& s, cv::Size size) {
 
 // 2-D histogram over [0, 1]^2 of (x(b), y(b)).
 template <typename X, typename Y>
-cv::Mat Histogram2d(const LabelStats& s, cv::Size size, const std::string& title,
-                    const std::string& xlabel, const std::string& ylabel, X x_of, Y y_of) {
+cv::Mat Histogram2d(const LabelStats& s, cv::Size size, const std::string& title, const std::string& xlabel,
+                    const std::string& ylabel, X x_of, Y y_of) {
   Margins m;
   m.left = 80;
   m.right = 40;
@@ -185,8 +185,8 @@ LabelStats LabelStatsFromManifest(const data::Manifest& m, data::Split split) {
       s.boxes.push_back({b.cls, float(b.cx), float(b.cy), float(b.w), float(b.h)});
     }
   }
-  s.subtitle = std::string(data::SplitName(split)) + " split: " + std::to_string(images) +
-               " images, " + std::to_string(s.boxes.size()) + " instances";
+  s.subtitle = std::string(data::SplitName(split)) + " split: " + std::to_string(images) + " images, " +
+               std::to_string(s.boxes.size()) + " instances";
   return s;
 }
 
@@ -208,13 +208,13 @@ Result<std::string> RenderLabelsPlot(const LabelStats& s) {
     }
     place(ClassHistogram(s, cv::Size(kPanel, kPanel)), 0, 0);
     place(Shapes(s, cv::Size(kPanel, kPanel)), 1, 0);
-    place(Histogram2d(s, cv::Size(kPanel, kPanel), "Box centres", "x", "y",
-                      [](const LabelBox& b) { return double(b.cx); },
-                      [](const LabelBox& b) { return double(b.cy); }),
+    place(Histogram2d(
+              s, cv::Size(kPanel, kPanel), "Box centres", "x", "y",
+              [](const LabelBox& b) { return double(b.cx); }, [](const LabelBox& b) { return double(b.cy); }),
           0, 1);
-    place(Histogram2d(s, cv::Size(kPanel, kPanel), "Box sizes", "width", "height",
-                      [](const LabelBox& b) { return double(b.w); },
-                      [](const LabelBox& b) { return double(b.h); }),
+    place(Histogram2d(
+              s, cv::Size(kPanel, kPanel), "Box sizes", "width", "height",
+              [](const LabelBox& b) { return double(b.w); }, [](const LabelBox& b) { return double(b.h); }),
           1, 1);
     return img;
   });

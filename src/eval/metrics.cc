@@ -24,23 +24,22 @@ bool FiniteBox(const Box& b) {
 
 ErrorLocation Field(const std::string& f) { return ErrorLocation{"", 0, f}; }
 
-Status CheckInputs(const std::vector<GroundTruth>& gt, const std::vector<Detection>& preds,
-                   int nc) {
+Status CheckInputs(const std::vector<GroundTruth>& gt, const std::vector<Detection>& preds, int nc) {
   for (size_t i = 0; i < gt.size(); ++i) {
     const std::string at = "labels[" + std::to_string(i) + "]";
     if (gt[i].class_id < 0 || gt[i].class_id >= nc) {
-      return Status::InvalidArgument("class id " + std::to_string(gt[i].class_id) +
-                                         " outside [0, " + std::to_string(nc) + ")",
-                                     Field(at + ".class_id"));
+      return Status::InvalidArgument(
+          "class id " + std::to_string(gt[i].class_id) + " outside [0, " + std::to_string(nc) + ")",
+          Field(at + ".class_id"));
     }
     if (!FiniteBox(gt[i].box)) return Status::InvalidArgument("non-finite box", Field(at + ".box"));
   }
   for (size_t i = 0; i < preds.size(); ++i) {
     const std::string at = "predictions[" + std::to_string(i) + "]";
     if (preds[i].class_id < 0 || preds[i].class_id >= nc) {
-      return Status::InvalidArgument("class id " + std::to_string(preds[i].class_id) +
-                                         " outside [0, " + std::to_string(nc) + ")",
-                                     Field(at + ".class_id"));
+      return Status::InvalidArgument(
+          "class id " + std::to_string(preds[i].class_id) + " outside [0, " + std::to_string(nc) + ")",
+          Field(at + ".class_id"));
     }
     if (!FiniteBox(preds[i].box)) {
       return Status::InvalidArgument("non-finite box", Field(at + ".box"));
@@ -65,12 +64,11 @@ std::vector<uint32_t> ScoreOrder(const std::vector<Detection>& preds) {
 
 Status EvalOptions::Validate() const {
   if (num_classes < 1) {
-    return Status::InvalidArgument("must be >= 1, got " + std::to_string(num_classes),
-                                   Field("num_classes"));
+    return Status::InvalidArgument("must be >= 1, got " + std::to_string(num_classes), Field("num_classes"));
   }
   if (!class_names.empty() && class_names.size() != size_t(num_classes)) {
-    return Status::InvalidArgument("has " + std::to_string(class_names.size()) +
-                                       " names for " + std::to_string(num_classes) + " classes",
+    return Status::InvalidArgument("has " + std::to_string(class_names.size()) + " names for " +
+                                       std::to_string(num_classes) + " classes",
                                    Field("class_names"));
   }
   if (!(conf >= 0 && conf < 1)) return Status::InvalidArgument("must be in [0, 1)", Field("conf"));
@@ -168,8 +166,7 @@ DetectionEvaluator& DetectionEvaluator::operator=(DetectionEvaluator&&) noexcept
 
 Status DetectionEvaluator::OptionsStatus() const { return s_->opts_status; }
 
-Status DetectionEvaluator::AddImage(const std::vector<GroundTruth>& gt,
-                                    const std::vector<Detection>& preds) {
+Status DetectionEvaluator::AddImage(const std::vector<GroundTruth>& gt, const std::vector<Detection>& preds) {
   KESTREL_RETURN_IF_ERROR(s_->opts_status);
   KESTREL_RETURN_IF_ERROR(CheckInputs(gt, preds, s_->opts.num_classes));
   const std::vector<uint32_t> order = ScoreOrder(preds);
@@ -204,9 +201,8 @@ namespace {
 // AP per threshold and the confidence curves of one class. `e` sorted by
 // descending confidence.
 template <typename Entry>
-void ScoreClass(const std::vector<Entry>& e, int64_t n_labels, const std::vector<double>& x,
-                ClassMetrics* cm, std::vector<double>* p_curve, std::vector<double>* r_curve,
-                std::vector<double>* pr_curve) {
+void ScoreClass(const std::vector<Entry>& e, int64_t n_labels, const std::vector<double>& x, ClassMetrics* cm,
+                std::vector<double>* p_curve, std::vector<double>* r_curve, std::vector<double>* pr_curve) {
   const size_t n = e.size();
   p_curve->assign(x.size(), 0.0);
   r_curve->assign(x.size(), 0.0);
@@ -229,10 +225,9 @@ void ScoreClass(const std::vector<Entry>& e, int64_t n_labels, const std::vector
     // (ascending) at queries -x, taken in ascending order.
     std::vector<double> q(x.size()), r(x.size()), p(x.size());
     for (size_t k = 0; k < x.size(); ++k) q[k] = -x[x.size() - 1 - k];
-    InterpAscending(q.data(), q.size(), neg_conf.data(), recall.data(), n, 0.0, recall.back(),
-                    r.data());
-    InterpAscending(q.data(), q.size(), neg_conf.data(), precision.data(), n, 1.0,
-                    precision.back(), p.data());
+    InterpAscending(q.data(), q.size(), neg_conf.data(), recall.data(), n, 0.0, recall.back(), r.data());
+    InterpAscending(q.data(), q.size(), neg_conf.data(), precision.data(), n, 1.0, precision.back(),
+                    p.data());
     for (size_t k = 0; k < x.size(); ++k) {
       (*r_curve)[x.size() - 1 - k] = r[k];
       (*p_curve)[x.size() - 1 - k] = p[k];
@@ -319,24 +314,28 @@ Result<EvalResult> DetectionEvaluator::Finalize() const {
 nlohmann::json EvalResultToJson(const EvalResult& r, bool with_curves) {
   using nlohmann::json;
   const EvalOptions& o = r.settings;
-  json settings{{"num_classes", o.num_classes},
-                {"conf", o.conf},
-                {"iou", o.iou},
-                {"max_det", o.max_det},
-                {"iou_thresholds", kIouThresholds},
-                {"confusion_conf", o.confusion_conf},
-                {"confusion_iou", o.confusion_iou},
-                {"errors", {{"conf", o.errors.conf},
-                            {"fg_iou", o.errors.fg_iou},
-                            {"bg_iou", o.errors.bg_iou}}}};
+  json settings{
+      {"num_classes", o.num_classes},
+      {"conf", o.conf},
+      {"iou", o.iou},
+      {"max_det", o.max_det},
+      {"iou_thresholds", kIouThresholds},
+      {"confusion_conf", o.confusion_conf},
+      {"confusion_iou", o.confusion_iou},
+      {"errors", {{"conf", o.errors.conf}, {"fg_iou", o.errors.fg_iou}, {"bg_iou", o.errors.bg_iou}}}};
   if (!o.class_names.empty()) settings["class_names"] = o.class_names;
   json classes = json::array();
   for (const ClassMetrics& c : r.classes) {
-    classes.push_back(json{{"class_id", c.class_id},  {"name", c.name},
-                           {"images", c.images},      {"instances", c.instances},
-                           {"predictions", c.predictions}, {"precision", c.precision},
-                           {"recall", c.recall},      {"f1", c.f1},
-                           {"map50", c.ap50},         {"map5095", c.ap5095},
+    classes.push_back(json{{"class_id", c.class_id},
+                           {"name", c.name},
+                           {"images", c.images},
+                           {"instances", c.instances},
+                           {"predictions", c.predictions},
+                           {"precision", c.precision},
+                           {"recall", c.recall},
+                           {"f1", c.f1},
+                           {"map50", c.ap50},
+                           {"map5095", c.ap5095},
                            {"ap", c.ap}});
   }
   json out{{"settings", std::move(settings)},

@@ -84,9 +84,9 @@ struct EvalResult {
   double recall = 0;
   double map50 = 0;
   double map5095 = 0;
-  double fitness = 0;    // 0.1 * map50 + 0.9 * map5095
-  double best_conf = 0;  // confidence at the max of the smoothed mean F1
-  double best_f1 = 0;    // smoothed mean F1 there
+  double fitness = 0;                 // 0.1 * map50 + 0.9 * map5095
+  double best_conf = 0;               // confidence at the max of the smoothed mean F1
+  double best_f1 = 0;                 // smoothed mean F1 there
   std::vector<ClassMetrics> classes;  // classes with labels, ascending id
   EvalCurves curves;
   ConfusionMatrix confusion;

@@ -91,10 +91,9 @@ Result<std::string> RenderPrCurve(const EvalResult& r) {
 }
 
 Result<std::string> RenderConfidenceCurve(const EvalResult& r, ConfidenceCurve which) {
-  const std::vector<std::vector<double>>& rows = which == ConfidenceCurve::kF1 ? r.curves.f1
-                                                 : which == ConfidenceCurve::kPrecision
-                                                     ? r.curves.precision
-                                                     : r.curves.recall;
+  const std::vector<std::vector<double>>& rows = which == ConfidenceCurve::kF1          ? r.curves.f1
+                                                 : which == ConfidenceCurve::kPrecision ? r.curves.precision
+                                                                                        : r.curves.recall;
   const char* name = which == ConfidenceCurve::kF1          ? "F1"
                      : which == ConfidenceCurve::kPrecision ? "Precision"
                                                             : "Recall";
@@ -114,16 +113,15 @@ Result<std::string> RenderConfidenceCurve(const EvalResult& r, ConfidenceCurve w
     ax.Line(x, mean, kMean, 3);
     if (!mean.empty()) {
       const size_t best = size_t(std::max_element(mean.begin(), mean.end()) - mean.begin());
-      legend.push_back({"all classes " + Fixed(mean[best], 2) + " at " + Fixed(x[best], 3),
-                        kMean, 3});
+      legend.push_back({"all classes " + Fixed(mean[best], 2) + " at " + Fixed(x[best], 3), kMean, 3});
     }
     ax.Legend(legend);
     return ax.Image();
   });
 }
 
-Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm,
-                                          const std::vector<std::string>& names, bool normalize) {
+Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm, const std::vector<std::string>& names,
+                                          bool normalize) {
   return Encode([&] {
     const int n = cm.NumClasses() + 1;
     std::vector<double> v(cm.Counts().size());
@@ -171,8 +169,8 @@ Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm,
       // Row labels (predicted) on the left, column labels (true) below, vertical.
       PutText(img, labels[size_t(c)], cv::Point(left - 6, top + c * cell + cell / 2), px, kBlack,
               FontWeight::kRegular, HAlign::kRight, VAlign::kMiddle);
-      PutTextVertical(img, labels[size_t(c)], cv::Point(left + c * cell + cell / 2, top + n * cell + 6),
-                      px, kBlack, FontWeight::kRegular, HAlign::kCenter, VAlign::kTop);
+      PutTextVertical(img, labels[size_t(c)], cv::Point(left + c * cell + cell / 2, top + n * cell + 6), px,
+                      kBlack, FontWeight::kRegular, HAlign::kCenter, VAlign::kTop);
     }
     PutText(img, "True", cv::Point(left + n * cell / 2, img.rows - 8), internal::kLabelPx, kBlack,
             FontWeight::kRegular, HAlign::kCenter, VAlign::kBottom);
@@ -183,11 +181,9 @@ Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm,
 }
 
 Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
-                                        const std::vector<std::string>& names,
-                                        const GridOptions& opts) {
+                                        const std::vector<std::string>& names, const GridOptions& opts) {
   if (opts.columns < 1 || opts.tile_size < 32) {
-    return Status::InvalidArgument("columns must be >= 1 and tile_size >= 32",
-                                   {"", 0, "GridOptions"});
+    return Status::InvalidArgument("columns must be >= 1 and tile_size >= 32", {"", 0, "GridOptions"});
   }
   for (size_t i = 0; i < tiles.size(); ++i) {
     const ImageView& v = tiles[i].image;
@@ -196,76 +192,78 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
       return Status::InvalidArgument("bad image view", {"", 0, "tiles[" + std::to_string(i) + "]"});
     }
   }
-  return Encode([&] {
-    const int cols = std::max(1, std::min(opts.columns, int(std::max<size_t>(1, tiles.size()))));
-    const int rows = int((tiles.size() + size_t(cols) - 1) / size_t(cols));
-    const int ts = opts.tile_size;
-    cv::Mat grid(std::max(1, rows) * ts, cols * ts, CV_8UC3, cv::Scalar::all(114));
-    for (size_t i = 0; i < tiles.size(); ++i) {
-      const GridTile& t = tiles[i];
-      cv::Mat src(t.image.height, t.image.width, t.image.channels == 3 ? CV_8UC3 : CV_8UC1,
-                  const_cast<uint8_t*>(t.image.data), t.image.stride);
-      cv::Mat bgr;
-      if (t.image.channels == 1) {
-        cv::cvtColor(src, bgr, cv::COLOR_GRAY2BGR);
-      } else {
-        bgr = src;
-      }
-      const double s = std::min(double(ts) / t.image.width, double(ts) / t.image.height);
-      const int w = std::max(1, int(std::lround(t.image.width * s)));
-      const int h = std::max(1, int(std::lround(t.image.height * s)));
-      const int ox = int(i % size_t(cols)) * ts + (ts - w) / 2;
-      const int oy = int(i / size_t(cols)) * ts + (ts - h) / 2;
-      cv::Mat roi = grid(cv::Rect(ox, oy, w, h));
-      cv::resize(bgr, roi, roi.size(), 0, 0, cv::INTER_AREA);
-      auto to_rect = [&](const Box& b) {
-        return cv::Rect(cv::Point(ox + int(std::lround(b.x1 * s)), oy + int(std::lround(b.y1 * s))),
-                        cv::Point(ox + int(std::lround(b.x2 * s)), oy + int(std::lround(b.y2 * s))));
-      };
-      // A class-coloured box with its caption on a filled tab above it.
-      auto draw_named = [&](const Box& b, int class_id, const std::string& label) {
-        const cv::Scalar color = SeriesColor(size_t(std::max(0, class_id)));
-        const cv::Rect rc = to_rect(b);
-        cv::rectangle(grid, rc, color, 2, cv::LINE_AA);
-        data::DrawBoxLabel(grid, label, rc.tl(), kCaptionPx, color, oy);
-      };
-      for (const GroundTruth& g : t.labels) {
-        if (opts.label_names) {
-          draw_named(g.box, g.class_id, ClassName(names, size_t(std::max(0, g.class_id))));
-        } else {
-          cv::rectangle(grid, to_rect(g.box), cv::Scalar::all(255), 1, cv::LINE_AA);
+  return Encode(
+      [&] {
+        const int cols = std::max(1, std::min(opts.columns, int(std::max<size_t>(1, tiles.size()))));
+        const int rows = int((tiles.size() + size_t(cols) - 1) / size_t(cols));
+        const int ts = opts.tile_size;
+        cv::Mat grid(std::max(1, rows) * ts, cols * ts, CV_8UC3, cv::Scalar::all(114));
+        for (size_t i = 0; i < tiles.size(); ++i) {
+          const GridTile& t = tiles[i];
+          cv::Mat src(t.image.height, t.image.width, t.image.channels == 3 ? CV_8UC3 : CV_8UC1,
+                      const_cast<uint8_t*>(t.image.data), t.image.stride);
+          cv::Mat bgr;
+          if (t.image.channels == 1) {
+            cv::cvtColor(src, bgr, cv::COLOR_GRAY2BGR);
+          } else {
+            bgr = src;
+          }
+          const double s = std::min(double(ts) / t.image.width, double(ts) / t.image.height);
+          const int w = std::max(1, int(std::lround(t.image.width * s)));
+          const int h = std::max(1, int(std::lround(t.image.height * s)));
+          const int ox = int(i % size_t(cols)) * ts + (ts - w) / 2;
+          const int oy = int(i / size_t(cols)) * ts + (ts - h) / 2;
+          cv::Mat roi = grid(cv::Rect(ox, oy, w, h));
+          cv::resize(bgr, roi, roi.size(), 0, 0, cv::INTER_AREA);
+          auto to_rect = [&](const Box& b) {
+            return cv::Rect(cv::Point(ox + int(std::lround(b.x1 * s)), oy + int(std::lround(b.y1 * s))),
+                            cv::Point(ox + int(std::lround(b.x2 * s)), oy + int(std::lround(b.y2 * s))));
+          };
+          // A class-coloured box with its caption on a filled tab above it.
+          auto draw_named = [&](const Box& b, int class_id, const std::string& label) {
+            const cv::Scalar color = SeriesColor(size_t(std::max(0, class_id)));
+            const cv::Rect rc = to_rect(b);
+            cv::rectangle(grid, rc, color, 2, cv::LINE_AA);
+            data::DrawBoxLabel(grid, label, rc.tl(), kCaptionPx, color, oy);
+          };
+          for (const GroundTruth& g : t.labels) {
+            if (opts.label_names) {
+              draw_named(g.box, g.class_id, ClassName(names, size_t(std::max(0, g.class_id))));
+            } else {
+              cv::rectangle(grid, to_rect(g.box), cv::Scalar::all(255), 1, cv::LINE_AA);
+            }
+          }
+          for (const Detection& d : t.predictions) {
+            if (d.score < opts.min_score) continue;
+            draw_named(d.box, d.class_id,
+                       ClassName(names, size_t(std::max(0, d.class_id))) + " " + Fixed(d.score, 2));
+          }
+          if (!t.title.empty()) {
+            // Dark text on a light tab, readable over any image.
+            const cv::Point at(int(i % size_t(cols)) * ts + 3, int(i / size_t(cols)) * ts + 3);
+            const cv::Size sz = TextSize(t.title, kCaptionPx);
+            cv::Mat tab = grid(cv::Rect(at, cv::Size(std::min(sz.width + 6, ts - 6), sz.height)));
+            tab = tab * 0.35 + cv::Scalar::all(255 * 0.65);
+            PutText(grid, t.title, at + cv::Point(3, 0), kCaptionPx, kBlack);
+          }
         }
-      }
-      for (const Detection& d : t.predictions) {
-        if (d.score < opts.min_score) continue;
-        draw_named(d.box, d.class_id,
-                   ClassName(names, size_t(std::max(0, d.class_id))) + " " + Fixed(d.score, 2));
-      }
-      if (!t.title.empty()) {
-        // Dark text on a light tab, readable over any image.
-        const cv::Point at(int(i % size_t(cols)) * ts + 3, int(i / size_t(cols)) * ts + 3);
-        const cv::Size sz = TextSize(t.title, kCaptionPx);
-        cv::Mat tab = grid(cv::Rect(at, cv::Size(std::min(sz.width + 6, ts - 6), sz.height)));
-        tab = tab * 0.35 + cv::Scalar::all(255 * 0.65);
-        PutText(grid, t.title, at + cv::Point(3, 0), kCaptionPx, kBlack);
-      }
-    }
-    for (int c = 1; c < cols; ++c) {
-      cv::line(grid, cv::Point(c * ts, 0), cv::Point(c * ts, grid.rows), cv::Scalar::all(255), 2);
-    }
-    for (int r = 1; r < rows; ++r) {
-      cv::line(grid, cv::Point(0, r * ts), cv::Point(grid.cols, r * ts), cv::Scalar::all(255), 2);
-    }
-    return grid;
-  }, opts.format);
+        for (int c = 1; c < cols; ++c) {
+          cv::line(grid, cv::Point(c * ts, 0), cv::Point(c * ts, grid.rows), cv::Scalar::all(255), 2);
+        }
+        for (int r = 1; r < rows; ++r) {
+          cv::line(grid, cv::Point(0, r * ts), cv::Point(grid.cols, r * ts), cv::Scalar::all(255), 2);
+        }
+        return grid;
+      },
+      opts.format);
 }
 
 Status WritePlots(Env& env, const std::string& dir, const EvalResult& r) {
   LabelStats labels;
   labels.names = r.settings.class_names;
   labels.counts = r.label_counts;
-  labels.subtitle = std::to_string(r.images) + " images, " + std::to_string(r.instances) +
-                    " instances (counts only)";
+  labels.subtitle =
+      std::to_string(r.images) + " images, " + std::to_string(r.instances) + " instances (counts only)";
   return WritePlots(env, dir, r, labels);
 }
 
@@ -280,8 +278,8 @@ Status WritePlots(Env& env, const std::string& dir, const EvalResult& r, const L
   outs.push_back({"F1_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kF1)});
   outs.push_back({"P_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kPrecision)});
   outs.push_back({"R_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kRecall)});
-  outs.push_back({"confusion_matrix_normalized.png",
-                  RenderConfusionMatrix(r.confusion, r.settings.class_names, true)});
+  outs.push_back(
+      {"confusion_matrix_normalized.png", RenderConfusionMatrix(r.confusion, r.settings.class_names, true)});
   outs.push_back({"labels.png", RenderLabelsPlot(labels)});
   for (Out& o : outs) {
     if (!o.png.IsOk()) return o.png.GetStatus().WithContext(o.file);

@@ -1,6 +1,6 @@
 // Validation plots as PNG, drawn with OpenCV (no Python, no OpenCV types in
-// this header); text in anti-aliased DejaVu Sans (internal/text_render.h). Render* functions return the encoded PNG bytes; WritePlots
-// writes the standard set crash-safely through an Env.
+// this header); text in anti-aliased DejaVu Sans (internal/text_render.h). Render* functions return the
+// encoded PNG bytes; WritePlots writes the standard set crash-safely through an Env.
 //
 // Thread-safe (no shared state).
 #pragma once
@@ -31,8 +31,8 @@ Result<std::string> RenderConfidenceCurve(const EvalResult& r, ConfidenceCurve w
 // (nc+1) x (nc+1) matrix, columns = true class, rows = predicted class, last
 // = background. `normalize`: each column divided by its sum. Cell values are
 // printed when nc <= 30. `names` empty -> class ids.
-Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm,
-                                          const std::vector<std::string>& names, bool normalize);
+Result<std::string> RenderConfusionMatrix(const ConfusionMatrix& cm, const std::vector<std::string>& names,
+                                          bool normalize);
 
 // One label box normalized to its image: centre and size in [0, 1].
 struct LabelBox {
@@ -93,8 +93,7 @@ struct GridOptions {
 
 // Images in a grid with predicted boxes (class color, "name 0.87") and labels.
 Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
-                                        const std::vector<std::string>& names,
-                                        const GridOptions& opts);
+                                        const std::vector<std::string>& names, const GridOptions& opts);
 
 // Writes PR_curve.png, F1_curve.png, P_curve.png, R_curve.png,
 // confusion_matrix_normalized.png and labels.png into `dir` (created), each

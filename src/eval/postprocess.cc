@@ -29,27 +29,22 @@ Box ScaleToOriginal(const Box& b, const Letterbox& lb, int orig_width, int orig_
   return ClipBox(m, orig_width, orig_height);
 }
 
-void ScaleToOriginal(std::vector<Detection>& dets, const Letterbox& lb, int orig_width,
-                     int orig_height) {
+void ScaleToOriginal(std::vector<Detection>& dets, const Letterbox& lb, int orig_width, int orig_height) {
   for (Detection& d : dets) d.box = ScaleToOriginal(d.box, lb, orig_width, orig_height);
 }
 
 Status NmsOptions::Validate() const {
   if (!(conf >= 0.f && conf < 1.f)) {
-    return Status::InvalidArgument("must be in [0, 1), got " + std::to_string(conf),
-                                   {"", 0, "conf"});
+    return Status::InvalidArgument("must be in [0, 1), got " + std::to_string(conf), {"", 0, "conf"});
   }
   if (!(iou >= 0.f && iou <= 1.f)) {
-    return Status::InvalidArgument("must be in [0, 1], got " + std::to_string(iou),
-                                   {"", 0, "iou"});
+    return Status::InvalidArgument("must be in [0, 1], got " + std::to_string(iou), {"", 0, "iou"});
   }
   if (max_det < 1) {
-    return Status::InvalidArgument("must be >= 1, got " + std::to_string(max_det),
-                                   {"", 0, "max_det"});
+    return Status::InvalidArgument("must be >= 1, got " + std::to_string(max_det), {"", 0, "max_det"});
   }
   if (max_nms < 1) {
-    return Status::InvalidArgument("must be >= 1, got " + std::to_string(max_nms),
-                                   {"", 0, "max_nms"});
+    return Status::InvalidArgument("must be >= 1, got " + std::to_string(max_nms), {"", 0, "max_nms"});
   }
   return Status();
 }
@@ -61,8 +56,8 @@ namespace {
 // branch-free body so GCC vectorizes it (CMakeLists.txt enables the dynamic
 // vectorizer cost model for this file): this loop reads all 672,000 scores
 // of a [84, 8400] output and dominates decode time.
-void UpdateBest(float* __restrict best, int32_t* __restrict arg, const float* __restrict row,
-                size_t n, int32_t c) {
+void UpdateBest(float* __restrict best, int32_t* __restrict arg, const float* __restrict row, size_t n,
+                int32_t c) {
   for (size_t a = 0; a < n; ++a) {
     const float r = row[a], b = best[a];
     const int32_t m = -int32_t(r > b);
@@ -86,9 +81,7 @@ std::vector<Detection> DecodeYoloOutput(const float* raw, int num_classes, int n
   if (num_classes <= 0 || num_anchors <= 0) return out;
   const size_t n = size_t(num_anchors);
   const float* scores = raw + 4 * n;
-  auto box_of = [&](size_t a) {
-    return BoxFromCxCyWh(raw[a], raw[n + a], raw[2 * n + a], raw[3 * n + a]);
-  };
+  auto box_of = [&](size_t a) { return BoxFromCxCyWh(raw[a], raw[n + a], raw[2 * n + a], raw[3 * n + a]); };
   const float conf = opts.conf;
   if (opts.multi_label) {
     // Class-major scan (contiguous rows), then a counting sort by anchor so

@@ -33,16 +33,15 @@ Letterbox ComputeLetterbox(int orig_width, int orig_height, int input_width, int
 // it to [0, orig_width] x [0, orig_height].
 Box ScaleToOriginal(const Box& b, const Letterbox& lb, int orig_width, int orig_height);
 // In place, for every detection.
-void ScaleToOriginal(std::vector<Detection>& dets, const Letterbox& lb, int orig_width,
-                     int orig_height);
+void ScaleToOriginal(std::vector<Detection>& dets, const Letterbox& lb, int orig_width, int orig_height);
 
 struct NmsOptions {
-  float conf = 0.25f;       // keep class scores strictly greater than this
-  float iou = 0.7f;         // suppress a box when IoU with a kept one is > this
-  int max_det = 300;        // keep at most this many boxes per image
-  int max_nms = 30000;      // at most this many candidates (highest scores) enter NMS
-  bool agnostic = false;    // true: one class for suppression; false: per class
-  bool multi_label = false; // true: one candidate per (anchor, class) with score > conf
+  float conf = 0.25f;        // keep class scores strictly greater than this
+  float iou = 0.7f;          // suppress a box when IoU with a kept one is > this
+  int max_det = 300;         // keep at most this many boxes per image
+  int max_nms = 30000;       // at most this many candidates (highest scores) enter NMS
+  bool agnostic = false;     // true: one class for suppression; false: per class
+  bool multi_label = false;  // true: one candidate per (anchor, class) with score > conf
   // Validated by Validate(): conf in [0, 1), iou in [0, 1], max_det >= 1, max_nms >= 1.
   Status Validate() const;
 };

@@ -1,10 +1,11 @@
 #include "eval/prediction_io.h"
-#include "core/json.h"
 
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
+
+#include "core/json.h"
 
 namespace kestrel::eval {
 
@@ -34,14 +35,12 @@ bool ParseDouble(std::string_view s, double* v) {
 
 }  // namespace
 
-Result<std::vector<Detection>> ParseYoloPredictions(const std::string& text,
-                                                    const std::string& origin, ImageSize size,
-                                                    int num_classes) {
+Result<std::vector<Detection>> ParseYoloPredictions(const std::string& text, const std::string& origin,
+                                                    ImageSize size, int num_classes) {
   if (size.width <= 0 || size.height <= 0) {
-    return Status::InvalidArgument("image size must be positive, got " +
-                                       std::to_string(size.width) + "x" +
-                                       std::to_string(size.height),
-                                   {origin, 0, ""});
+    return Status::InvalidArgument(
+        "image size must be positive, got " + std::to_string(size.width) + "x" + std::to_string(size.height),
+        {origin, 0, ""});
   }
   std::vector<Detection> out;
   int line_no = 0;
@@ -62,15 +61,14 @@ Result<std::vector<Detection>> ParseYoloPredictions(const std::string& text,
     double v[6];
     for (int f = 0; f < 6; ++f) {
       if (!ParseDouble(tok[size_t(f)], &v[f]) || !std::isfinite(v[f])) {
-        return Status::InvalidArgument("not a finite number: '" + std::string(tok[size_t(f)]) +
-                                           "'",
+        return Status::InvalidArgument("not a finite number: '" + std::string(tok[size_t(f)]) + "'",
                                        {origin, line_no, kYoloFields[f]});
       }
     }
     if (v[0] != std::floor(v[0]) || v[0] < 0 || v[0] >= num_classes) {
-      return Status::InvalidArgument("unknown class id " + std::string(tok[0]) + " (nc " +
-                                         std::to_string(num_classes) + ")",
-                                     {origin, line_no, "class"});
+      return Status::InvalidArgument(
+          "unknown class id " + std::string(tok[0]) + " (nc " + std::to_string(num_classes) + ")",
+          {origin, line_no, "class"});
     }
     for (int f = 3; f <= 4; ++f) {
       if (v[f] < 0) {
@@ -83,16 +81,14 @@ Result<std::vector<Detection>> ParseYoloPredictions(const std::string& text,
     Detection d;
     d.class_id = int(v[0]);
     d.score = float(v[5]);
-    d.box = BoxFromCxCyWh(v[1] * size.width, v[2] * size.height, v[3] * size.width,
-                          v[4] * size.height);
+    d.box = BoxFromCxCyWh(v[1] * size.width, v[2] * size.height, v[3] * size.width, v[4] * size.height);
     out.push_back(d);
   }
   return out;
 }
 
 Result<std::map<std::string, std::vector<Detection>>> ReadYoloPredictionDir(
-    Env& env, const std::string& dir, const std::map<std::string, ImageSize>& sizes,
-    int num_classes) {
+    Env& env, const std::string& dir, const std::map<std::string, ImageSize>& sizes, int num_classes) {
   KESTREL_ASSIGN_OR_RETURN(std::vector<std::string> names, env.ListDir(dir));
   std::map<std::string, std::vector<Detection>> out;
   for (const auto& [stem, size] : sizes) out[stem];
@@ -104,15 +100,15 @@ Result<std::map<std::string, std::vector<Detection>>> ReadYoloPredictionDir(
       return Status::NotFound("no image size given for this prediction file", {path, 0, ""});
     }
     KESTREL_ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
-    KESTREL_ASSIGN_OR_RETURN(out[it->first],
-                             ParseYoloPredictions(text, path, it->second, num_classes));
+    KESTREL_ASSIGN_OR_RETURN(out[it->first], ParseYoloPredictions(text, path, it->second, num_classes));
   }
   return out;
 }
 
-Result<std::map<int64_t, std::vector<Detection>>> ParseCocoResults(
-    const std::string& json_text, const std::string& origin, const std::vector<int>& category_ids,
-    int num_classes) {
+Result<std::map<int64_t, std::vector<Detection>>> ParseCocoResults(const std::string& json_text,
+                                                                   const std::string& origin,
+                                                                   const std::vector<int>& category_ids,
+                                                                   int num_classes) {
   nlohmann::json doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Status::InvalidArgument("not valid JSON", {origin, 0, ""});
   if (!doc.is_array()) {
@@ -162,8 +158,9 @@ Result<std::map<int64_t, std::vector<Detection>>> ParseCocoResults(
   return out;
 }
 
-Result<std::map<int64_t, std::vector<Detection>>> ReadCocoResults(
-    Env& env, const std::string& path, const std::vector<int>& category_ids, int num_classes) {
+Result<std::map<int64_t, std::vector<Detection>>> ReadCocoResults(Env& env, const std::string& path,
+                                                                  const std::vector<int>& category_ids,
+                                                                  int num_classes) {
   KESTREL_ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
   return ParseCocoResults(text, path, category_ids, num_classes);
 }
@@ -188,8 +185,8 @@ std::string CocoResultsJson(const std::vector<std::pair<int64_t, std::vector<Det
           {"image_id", image_id},
           {"category_id", cat},
           {"bbox",
-           {round_to(d.box.x1, 1e3), round_to(d.box.y1, 1e3),
-            round_to(double(d.box.x2) - d.box.x1, 1e3), round_to(double(d.box.y2) - d.box.y1, 1e3)}},
+           {round_to(d.box.x1, 1e3), round_to(d.box.y1, 1e3), round_to(double(d.box.x2) - d.box.x1, 1e3),
+            round_to(double(d.box.y2) - d.box.y1, 1e3)}},
           {"score", round_to(d.score, 1e5)}});
     }
   }

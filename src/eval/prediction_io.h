@@ -33,24 +33,24 @@ struct ImageSize {
 };
 
 // Parses one YOLO prediction file's text. `origin` names the file in errors.
-Result<std::vector<Detection>> ParseYoloPredictions(const std::string& text,
-                                                    const std::string& origin, ImageSize size,
-                                                    int num_classes);
+Result<std::vector<Detection>> ParseYoloPredictions(const std::string& text, const std::string& origin,
+                                                    ImageSize size, int num_classes);
 
 // Reads <dir>/<stem>.txt for every stem in `sizes` (a missing file means no
 // predictions: an empty vector). Any other *.txt in `dir` whose stem has no
 // size is an error (NotFound, naming the file) so nothing is silently skipped.
 Result<std::map<std::string, std::vector<Detection>>> ReadYoloPredictionDir(
-    Env& env, const std::string& dir, const std::map<std::string, ImageSize>& sizes,
-    int num_classes);
+    Env& env, const std::string& dir, const std::map<std::string, ImageSize>& sizes, int num_classes);
 
 // `category_ids[class_id]` is the COCO category id of each class; empty means
 // category_id == class_id. Unknown category ids are errors.
-Result<std::map<int64_t, std::vector<Detection>>> ParseCocoResults(
-    const std::string& json_text, const std::string& origin, const std::vector<int>& category_ids,
-    int num_classes);
-Result<std::map<int64_t, std::vector<Detection>>> ReadCocoResults(
-    Env& env, const std::string& path, const std::vector<int>& category_ids, int num_classes);
+Result<std::map<int64_t, std::vector<Detection>>> ParseCocoResults(const std::string& json_text,
+                                                                   const std::string& origin,
+                                                                   const std::vector<int>& category_ids,
+                                                                   int num_classes);
+Result<std::map<int64_t, std::vector<Detection>>> ReadCocoResults(Env& env, const std::string& path,
+                                                                  const std::vector<int>& category_ids,
+                                                                  int num_classes);
 
 // COCO results JSON text for (image_id, detections in original-image pixels)
 // pairs, in the given order; bbox rounded to 3 decimals, score to 5.

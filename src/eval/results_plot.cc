@@ -123,7 +123,8 @@ Result<std::string> RenderResultsPlot(const ResultsTable& t) {
     data::PutText(img, "recorded", cv::Point(x0, y), px, cv::Scalar::all(0), FontWeight::kRegular,
                   HAlign::kLeft, VAlign::kMiddle);
     x0 += data::TextSize("recorded", px).width + 30;
-    for (int k = 0; k < 5; ++k) cv::circle(img, cv::Point(x0 + 3 + 6 * k, y), 2, kSmooth, cv::FILLED, cv::LINE_AA);
+    for (int k = 0; k < 5; ++k)
+      cv::circle(img, cv::Point(x0 + 3 + 6 * k, y), 2, kSmooth, cv::FILLED, cv::LINE_AA);
     x0 += 38;
     data::PutText(img, smooth_label, cv::Point(x0, y), px, cv::Scalar::all(0), FontWeight::kRegular,
                   HAlign::kLeft, VAlign::kMiddle);

@@ -23,9 +23,9 @@ Result<SplitImageIds> ResolveSplitImageIds(const EvalSplit& split, const std::st
   }
   out.mode = mode == "auto" ? (stems_ok ? "stem" : "export") : mode;
   if (out.mode == "stem" && !stems_ok) {
-    return Status::InvalidArgument("image_ids=stem needs every image stem of split '" + split.split +
-                                       "' to be a distinct integer",
-                                   {"command line", 0, "image_ids"});
+    return Status::InvalidArgument(
+        "image_ids=stem needs every image stem of split '" + split.split + "' to be a distinct integer",
+        {"command line", 0, "image_ids"});
   }
   if (out.mode == "stem") {
     out.ids = std::move(stems);
@@ -55,9 +55,9 @@ Result<SplitCocoJson> SplitPredictionsCocoJson(const EvalSplit& split,
       // The writer passes unknown classes through unmapped; refuse them here
       // so the file always reads back.
       if (d.class_id < 0 || d.class_id >= nc) {
-        return Status::InvalidArgument("class id " + std::to_string(d.class_id) + " outside 0.." +
-                                           std::to_string(nc - 1),
-                                       {split.images[i].path, 0, "class"});
+        return Status::InvalidArgument(
+            "class id " + std::to_string(d.class_id) + " outside 0.." + std::to_string(nc - 1),
+            {split.images[i].path, 0, "class"});
       }
     }
     out.detections += static_cast<int64_t>(per_image[i].size());

@@ -34,7 +34,8 @@ Result<ValBatchGrids> RenderValBatch(const EvalSplit& split,
     const SplitImage& im = split.images[i];
     KESTREL_ASSIGN_OR_RETURN(std::string bytes, read(im));
     KESTREL_ASSIGN_OR_RETURN(cv::Mat rgb, data::DecodeImage(bytes, im.path));
-    const double s = std::min(1.0, std::min(double(opts.tile_size) / rgb.cols, double(opts.tile_size) / rgb.rows));
+    const double s =
+        std::min(1.0, std::min(double(opts.tile_size) / rgb.cols, double(opts.tile_size) / rgb.rows));
     const int w = std::max(1, int(std::lround(rgb.cols * s)));
     const int h = std::max(1, int(std::lround(rgb.rows * s)));
     try {
@@ -51,16 +52,16 @@ Result<ValBatchGrids> RenderValBatch(const EvalSplit& split,
     // Boxes are in pixels of the oriented image (= the decoded size).
     const double sx = double(w) / rgb.cols, sy = double(h) / rgb.rows;
     const ImageView view{thumbs[i].data, thumbs[i].cols, thumbs[i].rows, 3, thumbs[i].step};
-    const std::string title = im.path.substr(im.path.find_last_of('/') == std::string::npos
-                                                 ? 0
-                                                 : im.path.find_last_of('/') + 1);
+    const std::string title =
+        im.path.substr(im.path.find_last_of('/') == std::string::npos ? 0 : im.path.find_last_of('/') + 1);
     labels[i].image = view;
     labels[i].title = title;
     for (const GroundTruth& g : im.labels) labels[i].labels.push_back({ScaleBox(g.box, sx, sy), g.class_id});
     preds[i].image = view;
     preds[i].title = title;
     for (const Detection& d : per_image[i]) {
-      if (d.score >= opts.min_score) preds[i].predictions.push_back({ScaleBox(d.box, sx, sy), d.score, d.class_id});
+      if (d.score >= opts.min_score)
+        preds[i].predictions.push_back({ScaleBox(d.box, sx, sy), d.score, d.class_id});
     }
   }
   GridOptions go;

@@ -175,7 +175,8 @@ ValGeometry ComputeValGeometry(int width, int height, int imgsz, int input_width
     g.resized_height = std::min(static_cast<int>(std::ceil(height * r)), imgsz);
   }
   // Step 2 never enlarges (the reference's scaleup=False).
-  const double r2 = std::min({double(input_height) / g.resized_height, double(input_width) / g.resized_width, 1.0});
+  const double r2 =
+      std::min({double(input_height) / g.resized_height, double(input_width) / g.resized_width, 1.0});
   g.placed_width = static_cast<int>(std::nearbyint(g.resized_width * r2));
   g.placed_height = static_cast<int>(std::nearbyint(g.resized_height * r2));
   const double dw = (input_width - g.placed_width) / 2.0, dh = (input_height - g.placed_height) / 2.0;

@@ -22,8 +22,8 @@
 namespace kestrel::eval {
 
 struct ValShapeOptions {
-  int imgsz = 640;   // every image is resized so its long side is imgsz; multiple of stride
-  int batch = 16;    // images per batch, >= 1
+  int imgsz = 640;  // every image is resized so its long side is imgsz; multiple of stride
+  int batch = 16;   // images per batch, >= 1
   // true: images sorted by aspect ratio r = height / width and cut into
   // consecutive batches; a batch whose largest r < 1 gets shape (h, w)
   // proportional to (r_max, 1), one whose smallest r > 1 gets (1, 1 / r_min),
@@ -63,7 +63,7 @@ std::vector<ValBatchShape> PlanValBatches(const std::vector<ImageSize>& sizes, c
 struct ValGeometry {
   int resized_width = 0;  // after step 1
   int resized_height = 0;
-  int placed_width = 0;   // after step 2 (== resized unless it had to shrink)
+  int placed_width = 0;  // after step 2 (== resized unless it had to shrink)
   int placed_height = 0;
   int input_width = 0;
   int input_height = 0;

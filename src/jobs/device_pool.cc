@@ -1,7 +1,8 @@
 #include "jobs/device_pool.h"
-#include "core/json.h"
 
 #include <nlohmann/json.hpp>
+
+#include "core/json.h"
 
 namespace kestrel::jobs {
 namespace {
@@ -38,7 +39,8 @@ Result<std::vector<Device>> ParseDevices(const std::string& spec) {
     int64_t a = 0, b = 0;
     if (f[0] == "cpu" && f.size() <= 2) {
       int64_t n = 1;
-      if (f.size() == 2 && (!ParseInt(f[1], &n) || n < 1 || n > 1024)) return bad("slot count must be 1..1024");
+      if (f.size() == 2 && (!ParseInt(f[1], &n) || n < 1 || n > 1024))
+        return bad("slot count must be 1..1024");
       for (int64_t i = 0; i < n; ++i) out.push_back({"cpu", cpu_slots++, 0});
     } else if (f[0] == "gpu" && f.size() == 3) {
       if (!ParseInt(f[1], &a) || a > 1023) return bad("bad GPU index");

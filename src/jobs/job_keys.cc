@@ -57,8 +57,10 @@ void JobKeys::Bind(OptionSet& s) {
   s.Int("max_retries", &max_retries, "retryable failures allowed before the job fails for good", 0, 1000);
   s.FloatList("backoff", &backoff, "seconds to wait before retry 1, 2, ...; the last repeats",
               Range::Closed(0, kMaxSeconds));
-  s.Float("time_limit", &time_limit, "wall-clock seconds per attempt (0 = none)", Range::Closed(0, kMaxSeconds));
-  s.Float("min_map50", &min_map50, "quality gate: a result below this mAP50 fails the attempt", Range::Closed(0, 1));
+  s.Float("time_limit", &time_limit, "wall-clock seconds per attempt (0 = none)",
+          Range::Closed(0, kMaxSeconds));
+  s.Float("min_map50", &min_map50, "quality gate: a result below this mAP50 fails the attempt",
+          Range::Closed(0, 1));
 }
 
 Status JobKeys::Validate() const {
@@ -67,7 +69,8 @@ Status JobKeys::Validate() const {
     auto index = ParseInt64(device, {"", 0, "device"}, 0, 1023, "'cpu' or a CUDA device index");
     if (!index.IsOk()) return index.GetStatus();
     if (gpu_mem == 0) {
-      return Status::InvalidArgument("a GPU job needs gpu_mem=MB (the memory it may use)", {"", 0, "gpu_mem"});
+      return Status::InvalidArgument("a GPU job needs gpu_mem=MB (the memory it may use)",
+                                     {"", 0, "gpu_mem"});
     }
   } else if (gpu_mem != 0) {
     return Status::InvalidArgument("gpu_mem is for GPU jobs (device=0)", {"", 0, "gpu_mem"});

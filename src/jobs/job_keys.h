@@ -33,14 +33,14 @@ inline constexpr const char* kJobKindKey = "kind";
 Result<JobKind> JobKindOf(const store::JobRecord& job);
 
 struct JobKeys {
-  std::string kind = "train";       // what the job runs: train | val (JobKind)
-  std::string priority = "normal";  // claim order: high | normal | low
-  std::string device = "cpu";       // cpu, or a CUDA index: the job runs on some GPU
-  int64_t gpu_mem = 0;              // MB the job may use on its GPU (0 = not given)
-  int max_retries = 3;              // retryable failures allowed
+  std::string kind = "train";                      // what the job runs: train | val (JobKind)
+  std::string priority = "normal";                 // claim order: high | normal | low
+  std::string device = "cpu";                      // cpu, or a CUDA index: the job runs on some GPU
+  int64_t gpu_mem = 0;                             // MB the job may use on its GPU (0 = not given)
+  int max_retries = 3;                             // retryable failures allowed
   std::vector<double> backoff = {300, 900, 1800};  // seconds before retry k; the last repeats
-  double time_limit = 0;            // seconds of wall clock per attempt, 0 = none
-  double min_map50 = 0;             // quality gate on the best epoch's mAP50
+  double time_limit = 0;                           // seconds of wall clock per attempt, 0 = none
+  double min_map50 = 0;                            // quality gate on the best epoch's mAP50
 
   void Bind(OptionSet& s);
   // The bound ranges plus the rules between keys: device is 'cpu' or an

@@ -53,7 +53,8 @@ void CloseFrom(int first, int max_fd) {
 [[noreturn]] void RunGuard(int fd, pid_t pgid, int max_fd) {
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2}) ::sigaction(sig, &ign, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2})
+    ::sigaction(sig, &ign, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -100,7 +101,8 @@ class PosixChild final : public ChildProcess {
     // Look without reaping first: while the child is a zombie its pid (the
     // group id) stays taken, so the guard can kill what is left of the group.
     siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != pid_) {
+    if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        info.si_pid != pid_) {
       return std::nullopt;
     }
     StopGuard();

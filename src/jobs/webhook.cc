@@ -38,7 +38,8 @@ void InitCurlOnce() {
 int64_t WallMs(Env& env) { return env.UnixSeconds() * 1000; }
 
 bool IsHttpUrl(const std::string& url) {
-  return (url.rfind("http://", 0) == 0 && url.size() > 7) || (url.rfind("https://", 0) == 0 && url.size() > 8);
+  return (url.rfind("http://", 0) == 0 && url.size() > 7) ||
+         (url.rfind("https://", 0) == 0 && url.size() > 8);
 }
 
 Result<std::vector<Webhook>> ParseWebhooks(const std::string& text) {
@@ -79,8 +80,8 @@ Status EditWebhooks(MetadataStore& store, int64_t now_ms, F&& edit) {
       return cur.GetStatus();
     }
     KESTREL_RETURN_IF_ERROR(edit(hooks));
-    KESTREL_ASSIGN_OR_RETURN(bool wrote,
-                             store.CompareAndSetSetting(kWebhooksSetting, expected, DumpWebhooks(hooks), now_ms));
+    KESTREL_ASSIGN_OR_RETURN(
+        bool wrote, store.CompareAndSetSetting(kWebhooksSetting, expected, DumpWebhooks(hooks), now_ms));
     if (wrote) return {};
   }
   return Status::Aborted("the webhook list kept changing during the edit; try again");
@@ -120,8 +121,9 @@ struct Transfer {
   }
 };
 
-std::unique_ptr<Transfer> MakeTransfer(const Webhook& hook, const std::string& event_id, const std::string& type,
-                                       const std::string& body, int attempt, const WebhookOptions& o) {
+std::unique_ptr<Transfer> MakeTransfer(const Webhook& hook, const std::string& event_id,
+                                       const std::string& type, const std::string& body, int attempt,
+                                       const WebhookOptions& o) {
   InitCurlOnce();
   auto t = std::make_unique<Transfer>();
   t->easy = curl_easy_init();
@@ -202,7 +204,9 @@ Result<std::vector<Webhook>> LoadWebhooks(MetadataStore& store) {
   return ParseWebhooks(*cur);
 }
 
-std::string WebhookCursorSetting(const std::string& url) { return "webhook.cursor." + Sha256Hex(url).substr(0, 16); }
+std::string WebhookCursorSetting(const std::string& url) {
+  return "webhook.cursor." + Sha256Hex(url).substr(0, 16);
+}
 
 Result<int64_t> LatestEventId(MetadataStore& store) {
   // The largest id M is the smallest x with no event after x: double until
@@ -265,8 +269,8 @@ Result<std::string> BuildWebhookBody(MetadataStore& store, const EventRecord& ev
   if (payload.is_discarded() || !payload.is_object()) payload = json::object();
   const std::string state = payload.value("state", "");
   const int64_t attempt = payload.value("attempt", ev.attempt);
-  json body = {{"type", "job.state"}, {"event_id", ev.id}, {"time_ms", ev.created_ms}, {"job_id", ev.job_id},
-               {"attempt", attempt},  {"state", state}};
+  json body = {{"type", "job.state"}, {"event_id", ev.id},  {"time_ms", ev.created_ms},
+               {"job_id", ev.job_id}, {"attempt", attempt}, {"state", state}};
   if (payload.contains("reason")) body["reason"] = payload["reason"];
   if (payload.contains("not_before_ms")) body["not_before_ms"] = payload["not_before_ms"];
   KESTREL_ASSIGN_OR_RETURN(store::JobRecord job, store.GetJob(ev.job_id));
@@ -297,14 +301,16 @@ Status ValidateWebhookOptions(const WebhookOptions& o) {
   auto bad = [](const std::string& field, const std::string& msg) {
     return Status::InvalidArgument(msg, {"", 0, field});
   };
-  if (o.connect_timeout_ms <= 0 || o.timeout_ms <= 0) return bad("timeout_ms", "webhook timeouts must be > 0 ms");
+  if (o.connect_timeout_ms <= 0 || o.timeout_ms <= 0)
+    return bad("timeout_ms", "webhook timeouts must be > 0 ms");
   if (o.max_attempts < 1) return bad("max_attempts", "max_attempts must be >= 1");
   if (o.initial_backoff_ms < 0 || o.max_backoff_ms < o.initial_backoff_ms) {
     return bad("backoff", "need 0 <= initial_backoff_ms <= max_backoff_ms");
   }
   if (o.poll_interval_ms < 0) return bad("poll_interval_ms", "poll_interval_ms must be >= 0");
   if (o.lease_ms < 3 * o.poll_interval_ms || o.lease_ms <= 0) {
-    return bad("lease_ms", "lease_ms must be > 0 and at least 3 poll intervals (the lease is renewed every poll)");
+    return bad("lease_ms",
+               "lease_ms must be > 0 and at least 3 poll intervals (the lease is renewed every poll)");
   }
   if (o.batch < 1) return bad("batch", "batch must be >= 1");
   return {};
@@ -326,9 +332,9 @@ namespace {
 struct HookState {
   Webhook hook;
   std::string cursor_key;
-  int64_t cursor = -1;   // the stored cursor as we last read or wrote it; -1 = reload
-  int64_t scanned = 0;   // events up to this id are queued or handled
-  bool more = false;     // the last read filled a whole batch
+  int64_t cursor = -1;            // the stored cursor as we last read or wrote it; -1 = reload
+  int64_t scanned = 0;            // events up to this id are queued or handled
+  bool more = false;              // the last read filled a whole batch
   std::deque<EventRecord> queue;  // "state" events after the cursor, oldest first
   std::string body;               // body of queue.front() once built (same bytes on every retry)
   std::unique_ptr<Transfer> transfer;
@@ -655,14 +661,16 @@ Status WebhookDispatcher::Impl::Drain(int64_t timeout_ms) {
       if (!leader) return {};  // the lease holder delivers them
       bool done = true;
       for (auto& [url, h] : hooks) {
-        done = done && h.cursor >= 0 && h.scanned >= target && !h.more && h.queue.empty() && h.transfer == nullptr;
+        done = done && h.cursor >= 0 && h.scanned >= target && !h.more && h.queue.empty() &&
+               h.transfer == nullptr;
       }
       if (done) return {};
     }
     const int64_t now_us = env.NowMicros();
     if (now_us >= deadline_us) {
-      return Status::Unavailable("webhooks: events up to " + std::to_string(target) + " not all delivered within " +
-                                 std::to_string(timeout_ms) + " ms" + (s.IsOk() ? "" : ": " + s.ToString()));
+      return Status::Unavailable("webhooks: events up to " + std::to_string(target) +
+                                 " not all delivered within " + std::to_string(timeout_ms) + " ms" +
+                                 (s.IsOk() ? "" : ": " + s.ToString()));
     }
     // Backing off (or a store error): wait, but not past the deadline.
     const int64_t idle_ms = s.IsOk() ? std::min<int64_t>(IdleMs(), 50) : 50;

@@ -26,8 +26,8 @@ bool IsFenced(const Status& s) {
 // Poll(), so the child object is never touched by two threads.
 class StoppableChild final : public ChildProcess {
  public:
-  StoppableChild(std::unique_ptr<ChildProcess> inner, const std::atomic<bool>& stop, Env& env, int64_t grace_ms,
-                 bool& stopped_by_worker)
+  StoppableChild(std::unique_ptr<ChildProcess> inner, const std::atomic<bool>& stop, Env& env,
+                 int64_t grace_ms, bool& stopped_by_worker)
       : inner_(std::move(inner)), stop_(stop), env_(env), grace_ms_(grace_ms), stopped_(stopped_by_worker) {}
   int64_t Pid() const override { return inner_->Pid(); }
   std::vector<std::string> ReadProgress() override { return inner_->ReadProgress(); }
@@ -117,7 +117,8 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
   if (o.poll_ms <= 0) return bad("poll-s", "poll interval must be > 0");
   if (o.max_jobs < 0) return bad("max-jobs", "max-jobs must be >= 0");
   if (o.supervisor.heartbeat_ms >= o.lease_ms) {
-    return bad("heartbeat-s", "the heartbeat must be shorter than the lease, or the lease expires between renewals");
+    return bad("heartbeat-s",
+               "the heartbeat must be shorter than the lease, or the lease expires between renewals");
   }
   if (o.store_retry_max_ms <= 0) return bad("store_retry_max_ms", "must be > 0");
   if (o.webhook_drain_ms < 0) return bad("webhook_drain_ms", "must be >= 0");
@@ -222,7 +223,8 @@ Status Worker::Run(const std::atomic<bool>& stop) {
       spdlog::warn("worker {}: webhooks disabled: {}", options_.id, s.GetStatus().ToString());
     }
   }
-  spdlog::info("worker {}: {} slot(s), devices {}", options_.id, options_.slots, DevicesJson(options_.devices));
+  spdlog::info("worker {}: {} slot(s), devices {}", options_.id, options_.slots,
+               DevicesJson(options_.devices));
   std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -247,7 +249,8 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     // A stopped worker holds nothing back: `kestrel stats` must not list it.
     const nlohmann::json v = {{"low", false}, {"stopped", true}, {"changed_ms", NowMs()}};
     Status s = store->PutSetting(kLowDiskSettingPrefix + options_.id, v.dump(), NowMs());
-    if (!s.IsOk()) spdlog::warn("worker {}: clearing the low-disk state failed: {}", options_.id, s.ToString());
+    if (!s.IsOk())
+      spdlog::warn("worker {}: clearing the low-disk state failed: {}", options_.id, s.ToString());
   }
   if (webhooks) {
     Status d = webhooks->Drain(options_.webhook_drain_ms);
@@ -341,12 +344,14 @@ Result<bool> Worker::TryClaim(store::MetadataStore& store, Claim* out) {
 
 bool Worker::DiskTooFull(store::MetadataStore& store, int64_t now_ms) {
   if (options_.min_free_bytes <= 0) return false;
-  auto space = options_.disk_space ? options_.disk_space() : StatDiskSpace(options_.home.empty() ? "." : options_.home);
+  auto space = options_.disk_space ? options_.disk_space()
+                                   : StatDiskSpace(options_.home.empty() ? "." : options_.home);
   if (!space.IsOk()) {
     // Unknown free space: keep the last state (a probe error is no reason
     // to stop or to start claiming).
     if (!disk_probe_failing_) {
-      spdlog::warn("worker {}: cannot measure free disk space: {}", options_.id, space.GetStatus().ToString());
+      spdlog::warn("worker {}: cannot measure free disk space: {}", options_.id,
+                   space.GetStatus().ToString());
     }
     disk_probe_failing_ = true;
     return low_disk_;
@@ -359,13 +364,15 @@ bool Worker::DiskTooFull(store::MetadataStore& store, int64_t now_ms) {
     low_disk_unpublished_ = true;
     const std::string where = options_.home.empty() ? "." : options_.home;
     if (low) {
-      spdlog::warn("worker {}: low disk: {} bytes free on the filesystem of {} (watermark {}): not claiming new "
-                   "jobs until space is freed (kestrel du, kestrel gc)",
-                   options_.id, space->free_bytes, where, options_.min_free_bytes);
+      spdlog::warn(
+          "worker {}: low disk: {} bytes free on the filesystem of {} (watermark {}): not claiming new "
+          "jobs until space is freed (kestrel du, kestrel gc)",
+          options_.id, space->free_bytes, where, options_.min_free_bytes);
     } else {
-      spdlog::info("worker {}: disk space recovered: {} bytes free on the filesystem of {} (watermark {}): "
-                   "claiming again",
-                   options_.id, space->free_bytes, where, options_.min_free_bytes);
+      spdlog::info(
+          "worker {}: disk space recovered: {} bytes free on the filesystem of {} (watermark {}): "
+          "claiming again",
+          options_.id, space->free_bytes, where, options_.min_free_bytes);
     }
   }
   if (low_disk_unpublished_) {
@@ -377,7 +384,8 @@ bool Worker::DiskTooFull(store::MetadataStore& store, int64_t now_ms) {
     if (s.IsOk()) {
       low_disk_unpublished_ = false;
     } else {
-      spdlog::warn("worker {}: publishing the low-disk state failed (will retry): {}", options_.id, s.ToString());
+      spdlog::warn("worker {}: publishing the low-disk state failed (will retry): {}", options_.id,
+                   s.ToString());
     }
   }
   return low_disk_;
@@ -417,8 +425,8 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     // Cannot happen while claims hold mu_ (the offer was computed under it);
     // hand the job back rather than oversubscribe a device.
     reason = FailureReason::kWorkerLost;
-    outcome = FailedOutcome(reason, "device accounting refused the placement on " + claim.job.device.kind + ":" +
-                                        std::to_string(claim.job.device.index));
+    outcome = FailedOutcome(reason, "device accounting refused the placement on " + claim.job.device.kind +
+                                        ":" + std::to_string(claim.job.device.index));
   } else if (!kind.IsOk()) {
     // A kind this worker does not know (a newer kestrel submitted it): no
     // child could run it.
@@ -453,8 +461,8 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     auto started = [&](int64_t pid) {
       Status s = store.RecordAttemptPid(job.id, job.attempt, options_.id, pid);
       if (!s.IsOk()) {
-        spdlog::warn("worker {}: job {} attempt {}: recording child pid {} failed: {}", options_.id, ids, attempt,
-                     pid, s.ToString());
+        spdlog::warn("worker {}: job {} attempt {}: recording child pid {} failed: {}", options_.id, ids,
+                     attempt, pid, s.ToString());
       }
     };
     AttemptRunner runner(runner_, start_mu_, stopping_, env_, so.grace_ms, stopped_by_worker, started);
@@ -477,12 +485,14 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
         ++counters_.store_errors;
       }
       if (now < lease_until) {
-        spdlog::warn("worker {}: job {} attempt {}: renewing the lease failed ({}); the lease holds for {} ms more",
-                     options_.id, ids, attempt, s.ToString(), lease_until - now);
+        spdlog::warn(
+            "worker {}: job {} attempt {}: renewing the lease failed ({}); the lease holds for {} ms more",
+            options_.id, ids, attempt, s.ToString(), lease_until - now);
         return {};
       }
-      spdlog::warn("worker {}: job {} attempt {}: lease expired while the store was unreachable; stopping the child",
-                   options_.id, ids, attempt);
+      spdlog::warn(
+          "worker {}: job {} attempt {}: lease expired while the store was unreachable; stopping the child",
+          options_.id, ids, attempt);
       return s;
     };
     auto run = sup.Run(spec, heartbeat);
@@ -512,8 +522,8 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
   --busy_;
 }
 
-void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job, const store::AttemptOutcome& outcome,
-                      FailureReason reason) {
+void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job,
+                      const store::AttemptOutcome& outcome, FailureReason reason) {
   int64_t backoff_ms = options_.poll_ms;
   for (int tries = 1;; ++tries) {
     auto r = store.CompleteAttempt(job.id, job.attempt, options_.id, outcome, NowMs());
@@ -542,8 +552,9 @@ void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job, 
     }
     ++counters_.store_errors;
     if (stopping_.load() && tries >= 3) {
-      spdlog::warn("worker {}: job {} attempt {}: giving up completing while stopping ({}); its lease will expire",
-                   options_.id, job.id, job.attempt, r.GetStatus().ToString());
+      spdlog::warn(
+          "worker {}: job {} attempt {}: giving up completing while stopping ({}); its lease will expire",
+          options_.id, job.id, job.attempt, r.GetStatus().ToString());
       return;
     }
     spdlog::warn("worker {}: completing job {} attempt {} failed, retrying in {} ms: {}", options_.id, job.id,

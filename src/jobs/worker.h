@@ -83,7 +83,8 @@ struct WorkerOptions {
   // Called on the slot's thread, with its store, after a job's success was
   // committed (the CLI registers the job's model: app/models.h). Its errors
   // are its own to log; it must not throw. Unset = nothing.
-  std::function<void(store::MetadataStore& store, const store::JobRecord& job, int64_t now_ms)> on_job_succeeded;
+  std::function<void(store::MetadataStore& store, const store::JobRecord& job, int64_t now_ms)>
+      on_job_succeeded;
 };
 
 Status ValidateWorkerOptions(const WorkerOptions& o);
@@ -129,8 +130,8 @@ class Worker {
   bool DiskTooFull(store::MetadataStore& store, int64_t now_ms);
   void RunAttempt(store::MetadataStore& store, const Claim& claim);
   // `reason` is the outcome's reason as a type (kNone on success).
-  void Complete(store::MetadataStore& store, const store::JobRecord& job, const store::AttemptOutcome& outcome,
-                FailureReason reason);
+  void Complete(store::MetadataStore& store, const store::JobRecord& job,
+                const store::AttemptOutcome& outcome, FailureReason reason);
   int64_t NowMs();
   void SleepMs(int64_t ms);
   bool Finished();

@@ -19,11 +19,13 @@ namespace kestrel::model {
 
 Status PredictorOptions::Validate() const {
   if (imgsz < kMaxStride || imgsz > 4096 || imgsz % kMaxStride != 0) {
-    return Status::InvalidArgument("imgsz must be a multiple of 32 in [32, 4096], got " + std::to_string(imgsz),
-                                   {"command line", 0, "imgsz"});
+    return Status::InvalidArgument(
+        "imgsz must be a multiple of 32 in [32, 4096], got " + std::to_string(imgsz),
+        {"command line", 0, "imgsz"});
   }
   if (batch < 1) {
-    return Status::InvalidArgument("batch must be >= 1, got " + std::to_string(batch), {"command line", 0, "batch"});
+    return Status::InvalidArgument("batch must be >= 1, got " + std::to_string(batch),
+                                   {"command line", 0, "batch"});
   }
   if (warmup_batches < 0) {
     return Status::InvalidArgument("warmup_batches must be >= 0", {"command line", 0, "warmup_batches"});
@@ -100,8 +102,8 @@ struct Predictor::Impl {
     std::vector<std::vector<eval::Detection>> out(static_cast<size_t>(b));
     const float* base = d.data_ptr<float>();
     for (int64_t i = 0; i < b; ++i) {
-      out[static_cast<size_t>(i)] = eval::PostprocessYolo(base + i * rows * anchors, spec.nc,
-                                                          static_cast<int>(anchors), opts.nms);
+      out[static_cast<size_t>(i)] =
+          eval::PostprocessYolo(base + i * rows * anchors, spec.nc, static_cast<int>(anchors), opts.nms);
     }
     return out;
   }
@@ -110,7 +112,8 @@ struct Predictor::Impl {
 Predictor::Predictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Predictor::~Predictor() = default;
 
-Result<std::unique_ptr<Predictor>> Predictor::Load(const std::string& weights_path, const PredictorOptions& opts) {
+Result<std::unique_ptr<Predictor>> Predictor::Load(const std::string& weights_path,
+                                                   const PredictorOptions& opts) {
   KESTREL_RETURN_IF_ERROR(opts.Validate());
   if (!Env::Default().Stat(weights_path).exists) {
     return Status::NotFound("model weights not found", {weights_path, 0, "model"});
@@ -130,7 +133,8 @@ Result<std::unique_ptr<Predictor>> Predictor::Load(const std::string& weights_pa
     impl->model->eval();
     if (opts.fuse) impl->model->Fuse();
   } catch (const c10::Error& e) {
-    return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace(), {weights_path, 0, "model"});
+    return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace(),
+                            {weights_path, 0, "model"});
   }
   return std::unique_ptr<Predictor>(new Predictor(std::move(impl)));
 }
@@ -185,9 +189,9 @@ Result<std::vector<ImagePrediction>> Predictor::Predict(const std::vector<cv::Ma
   return out;
 }
 
-Result<std::vector<ImagePrediction>> Predictor::PredictVal(const std::vector<eval::ImageSize>& sizes,
-                                                       const eval::ValShapeOptions& shapes,
-                                                       const std::function<Result<cv::Mat>(size_t index)>& load) {
+Result<std::vector<ImagePrediction>> Predictor::PredictVal(
+    const std::vector<eval::ImageSize>& sizes, const eval::ValShapeOptions& shapes,
+    const std::function<Result<cv::Mat>(size_t index)>& load) {
   Status valid = shapes.Validate();
   if (!valid.IsOk()) return valid.WithLocation({"command line", 0, valid.Where().field});
   if (shapes.stride % kMaxStride != 0) {
@@ -214,8 +218,8 @@ Result<std::vector<ImagePrediction>> Predictor::PredictVal(const std::vector<eva
         }
         const eval::ValGeometry g =
             eval::ComputeValGeometry(img.cols, img.rows, shapes.imgsz, shape.width, shape.height);
-        KESTREL_RETURN_IF_ERROR(eval::ValLetterboxToChw(img.data, img.rows, img.cols, img.step[0], g,
-                                                        dst + i * 3 * plane));
+        KESTREL_RETURN_IF_ERROR(
+            eval::ValLetterboxToChw(img.data, img.rows, img.cols, img.step[0], g, dst + i * 3 * plane));
         ImagePrediction& p = out[idx];
         p.width = img.cols;
         p.height = img.rows;
@@ -233,9 +237,10 @@ Result<std::vector<ImagePrediction>> Predictor::PredictVal(const std::vector<eva
 }
 
 Result<std::vector<std::vector<eval::Detection>>> Predictor::PredictInput(const SafeTensor& input) {
-  if (input.dtype != "F32" || input.shape.size() != 4 || input.shape[1] != 3 || input.shape[2] % kMaxStride != 0 ||
-      input.shape[3] % kMaxStride != 0) {
-    return Status::InvalidArgument("input must be F32 [B, 3, H, W] with H, W multiples of 32", {"", 0, "input"});
+  if (input.dtype != "F32" || input.shape.size() != 4 || input.shape[1] != 3 ||
+      input.shape[2] % kMaxStride != 0 || input.shape[3] % kMaxStride != 0) {
+    return Status::InvalidArgument("input must be F32 [B, 3, H, W] with H, W multiples of 32",
+                                   {"", 0, "input"});
   }
   try {
     torch::NoGradGuard no_grad;

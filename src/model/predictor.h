@@ -29,11 +29,11 @@
 namespace kestrel::model {
 
 struct PredictorOptions {
-  int imgsz = 640;          // square network input side, multiple of 32, in [32, 4096]
-  int batch = 16;           // images per forward, >= 1
-  eval::NmsOptions nms;     // conf / iou / max_det / agnostic / multi_label
-  bool fuse = true;         // fold BatchNorm into convs (same boxes to ~1e-5)
-  int warmup_batches = 1;   // batches excluded from Timing()
+  int imgsz = 640;         // square network input side, multiple of 32, in [32, 4096]
+  int batch = 16;          // images per forward, >= 1
+  eval::NmsOptions nms;    // conf / iou / max_det / agnostic / multi_label
+  bool fuse = true;        // fold BatchNorm into convs (same boxes to ~1e-5)
+  int warmup_batches = 1;  // batches excluded from Timing()
   Status Validate() const;
 };
 
@@ -49,7 +49,7 @@ struct StageTimes {
 };
 
 struct ImagePrediction {
-  int width = 0;   // original image pixels
+  int width = 0;  // original image pixels
   int height = 0;
   eval::Letterbox letterbox;                // how it was placed in the input
   std::vector<eval::Detection> detections;  // xyxy, original pixels, descending score
@@ -66,7 +66,8 @@ class Predictor {
   // loads the weights strictly, switches to eval mode and fuses when asked.
   // Errors: NotFound for a missing file, InvalidArgument for bad options or
   // weights that do not match their spec; LibTorch exceptions are converted.
-  static Result<std::unique_ptr<Predictor>> Load(const std::string& weights_path, const PredictorOptions& opts);
+  static Result<std::unique_ptr<Predictor>> Load(const std::string& weights_path,
+                                                 const PredictorOptions& opts);
   ~Predictor();
   Predictor(const Predictor&) = delete;
   Predictor& operator=(const Predictor&) = delete;

@@ -61,7 +61,8 @@ struct ZipEntry {
 
 class ZipArchive {
  public:
-  static Result<ZipArchive> Open(std::string_view bytes, const std::string& origin, const PtReadLimits& limits);
+  static Result<ZipArchive> Open(std::string_view bytes, const std::string& origin,
+                                 const PtReadLimits& limits);
   const ZipEntry* Find(const std::string& name) const {
     auto it = index_.find(name);
     return it == index_.end() ? nullptr : &entries_[it->second];
@@ -77,8 +78,11 @@ class ZipArchive {
   std::unordered_map<std::string, size_t> index_;
 };
 
-Result<ZipArchive> ZipArchive::Open(std::string_view b, const std::string& origin, const PtReadLimits& limits) {
-  auto bad = [&](const std::string& why) { return Status::Corruption("damaged or truncated zip archive: " + why, {origin}); };
+Result<ZipArchive> ZipArchive::Open(std::string_view b, const std::string& origin,
+                                    const PtReadLimits& limits) {
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption("damaged or truncated zip archive: " + why, {origin});
+  };
   const uint64_t n = b.size();
   if (n < 22) return bad("shorter than an end-of-central-directory record");
   // The end record is the last 22 bytes plus a comment of at most 65535.
@@ -110,7 +114,8 @@ Result<ZipArchive> ZipArchive::Open(std::string_view b, const std::string& origi
                                          std::to_string(limits.max_zip_entries) + ")",
                                      {origin});
   }
-  if (count > cd_size / 46) return bad("central directory too small for " + std::to_string(count) + " entries");
+  if (count > cd_size / 46)
+    return bad("central directory too small for " + std::to_string(count) + " entries");
   ZipArchive zip;
   zip.bytes_ = b;
   zip.origin_ = origin;
@@ -118,11 +123,13 @@ Result<ZipArchive> ZipArchive::Open(std::string_view b, const std::string& origi
   uint64_t at = cd_offset;
   const uint64_t cd_end = cd_offset + cd_size;
   for (uint64_t i = 0; i < count; ++i) {
-    if (cd_end - at < 46 || Le32(b, at) != 0x02014b50u) return bad("central directory record " + std::to_string(i) + " is damaged");
+    if (cd_end - at < 46 || Le32(b, at) != 0x02014b50u)
+      return bad("central directory record " + std::to_string(i) + " is damaged");
     const uint32_t flags = Le16(b, at + 8), method = Le16(b, at + 10);
     uint64_t csize = Le32(b, at + 20), usize = Le32(b, at + 24), offset = Le32(b, at + 42);
     const uint64_t name_len = Le16(b, at + 28), extra_len = Le16(b, at + 30), comment_len = Le16(b, at + 32);
-    if (cd_end - at - 46 < name_len + extra_len + comment_len) return bad("central directory record " + std::to_string(i) + " overruns");
+    if (cd_end - at - 46 < name_len + extra_len + comment_len)
+      return bad("central directory record " + std::to_string(i) + " overruns");
     ZipEntry e;
     e.name.assign(b.substr(at + 46, name_len));
     e.crc = Le32(b, at + 16);
@@ -141,12 +148,15 @@ Result<ZipArchive> ZipArchive::Open(std::string_view b, const std::string& origi
       }
       x += 4 + len;
     }
-    if (flags & 1) return Status::InvalidArgument("zip entry '" + EscapeInvalidUtf8(e.name) + "' is encrypted", {origin});
-    if (method == 0 && csize != usize) return bad("stored entry '" + EscapeInvalidUtf8(e.name) + "' has two different sizes");
+    if (flags & 1)
+      return Status::InvalidArgument("zip entry '" + EscapeInvalidUtf8(e.name) + "' is encrypted", {origin});
+    if (method == 0 && csize != usize)
+      return bad("stored entry '" + EscapeInvalidUtf8(e.name) + "' has two different sizes");
     e.method = method;
     e.size = csize;  // the bytes in the file; Read refuses compressed entries
     e.header_offset = offset;
-    if (offset > n || n - offset < 30 || e.size > n) return bad("entry '" + EscapeInvalidUtf8(e.name) + "' lies outside the file");
+    if (offset > n || n - offset < 30 || e.size > n)
+      return bad("entry '" + EscapeInvalidUtf8(e.name) + "' lies outside the file");
     if (!zip.index_.emplace(e.name, zip.entries_.size()).second) {
       return bad("duplicate entry '" + EscapeInvalidUtf8(e.name) + "'");
     }
@@ -170,13 +180,14 @@ Result<std::string_view> ZipArchive::Read(const ZipEntry& e) const {
   }
   const uint64_t data = at + 30 + Le16(b, at + 26) + Le16(b, at + 28);
   if (data > b.size() || b.size() - data < e.size) {
-    return Status::Corruption("zip entry '" + EscapeInvalidUtf8(e.name) + "' is truncated (" + std::to_string(e.size) +
-                                  " bytes declared)",
+    return Status::Corruption("zip entry '" + EscapeInvalidUtf8(e.name) + "' is truncated (" +
+                                  std::to_string(e.size) + " bytes declared)",
                               {origin_});
   }
   std::string_view out = b.substr(data, e.size);
   if (Crc32(out) != e.crc) {
-    return Status::Corruption("zip entry '" + EscapeInvalidUtf8(e.name) + "' fails its CRC check (damaged file)", {origin_});
+    return Status::Corruption(
+        "zip entry '" + EscapeInvalidUtf8(e.name) + "' fails its CRC check (damaged file)", {origin_});
   }
   return out;
 }
@@ -186,34 +197,63 @@ Result<std::string_view> ZipArchive::Read(const ZipEntry& e) const {
 // them, lists and dicts are filled after they are memoized, and a hostile
 // pickle may build cycles — none of which needs ownership here.
 
-enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kStr, kBytes, kList, kTuple, kDict, kSet, kGlobal, kObject, kStorage, kTensor };
+enum class Kind : uint8_t {
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kStr,
+  kBytes,
+  kList,
+  kTuple,
+  kDict,
+  kSet,
+  kGlobal,
+  kObject,
+  kStorage,
+  kTensor
+};
 
 const char* KindName(Kind k) {
   switch (k) {
-    case Kind::kNone: return "None";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kStr: return "str";
-    case Kind::kBytes: return "bytes";
-    case Kind::kList: return "list";
-    case Kind::kTuple: return "tuple";
-    case Kind::kDict: return "dict";
-    case Kind::kSet: return "set";
-    case Kind::kGlobal: return "global";
-    case Kind::kObject: return "object";
-    case Kind::kStorage: return "storage";
-    case Kind::kTensor: return "tensor";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kStr:
+      return "str";
+    case Kind::kBytes:
+      return "bytes";
+    case Kind::kList:
+      return "list";
+    case Kind::kTuple:
+      return "tuple";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kSet:
+      return "set";
+    case Kind::kGlobal:
+      return "global";
+    case Kind::kObject:
+      return "object";
+    case Kind::kStorage:
+      return "storage";
+    case Kind::kTensor:
+      return "tensor";
   }
   return "?";
 }
 
 struct Node {
   Kind kind = Kind::kNone;
-  int depth = 0;    // container nesting (an upper bound when filled late)
-  int64_t i = 0;    // int, bool; storage: element count; tensor: storage offset
-  double f = 0;     // float
-  std::string s;    // str, bytes; global and object: "module.Name"; storage: key; tensor: unused
+  int depth = 0;               // container nesting (an upper bound when filled late)
+  int64_t i = 0;               // int, bool; storage: element count; tensor: storage offset
+  double f = 0;                // float
+  std::string s;               // str, bytes; global and object: "module.Name"; storage: key; tensor: unused
   std::vector<int32_t> items;  // list/tuple/set; dict: key, value, key, value...; tensor: storage node
   int32_t state = -1;          // object: BUILD state; storage: unused
   std::string dtype;           // storage: "F32", "F16", ...
@@ -226,9 +266,9 @@ struct StorageType {
   int itemsize;
 };
 constexpr StorageType kStorageTypes[] = {
-    {"torch.FloatStorage", "F32", 4}, {"torch.HalfStorage", "F16", 2},  {"torch.BFloat16Storage", "BF16", 2},
+    {"torch.FloatStorage", "F32", 4},  {"torch.HalfStorage", "F16", 2}, {"torch.BFloat16Storage", "BF16", 2},
     {"torch.DoubleStorage", "F64", 8}, {"torch.LongStorage", "I64", 8}, {"torch.IntStorage", "I32", 4},
-    {"torch.ShortStorage", "I16", 2}, {"torch.CharStorage", "I8", 1},   {"torch.ByteStorage", "U8", 1},
+    {"torch.ShortStorage", "I16", 2},  {"torch.CharStorage", "I8", 1},  {"torch.ByteStorage", "U8", 1},
     {"torch.BoolStorage", "BOOL", 1},
 };
 const StorageType* FindStorageType(const std::string& name) {
@@ -243,9 +283,9 @@ const StorageType* FindStorageType(const std::string& name) {
 bool AllowedGlobal(const std::string& name) {
   static const std::set<std::string> exact = {
       "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter",
-      "torch._utils._rebuild_parameter_with_state", "collections.OrderedDict", "builtins.set", "builtins.frozenset",
-      "builtins.slice", "torch.Size", "torch.device", "_codecs.encode", "copyreg._reconstructor", "builtins.object",
-      "builtins.dict", "builtins.list", "builtins.tuple",
+      "torch._utils._rebuild_parameter_with_state", "collections.OrderedDict", "builtins.set",
+      "builtins.frozenset", "builtins.slice", "torch.Size", "torch.device", "_codecs.encode",
+      "copyreg._reconstructor", "builtins.object", "builtins.dict", "builtins.list", "builtins.tuple",
       // Scalars in train_metrics / train_args of some Ultralytics versions: kept inert.
       "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.dtype",
       "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray",
@@ -299,8 +339,8 @@ class Unpickler {
 
 Result<int32_t> Unpickler::New(Kind k) {
   if (nodes_.size() >= limits_.max_nodes) {
-    return Status::ResourceExhausted("data.pkl holds more than " + std::to_string(limits_.max_nodes) + " values",
-                                     {origin_});
+    return Status::ResourceExhausted(
+        "data.pkl holds more than " + std::to_string(limits_.max_nodes) + " values", {origin_});
   }
   nodes_.emplace_back();
   nodes_.back().kind = k;
@@ -310,15 +350,17 @@ Result<int32_t> Unpickler::New(Kind k) {
 Status Unpickler::Charge(uint64_t n) {
   refs_ += n;
   if (refs_ > 4 * limits_.max_nodes) {
-    return Status::ResourceExhausted("data.pkl makes more than " + std::to_string(4 * limits_.max_nodes) +
-                                         " references to values",
-                                     {origin_});
+    return Status::ResourceExhausted(
+        "data.pkl makes more than " + std::to_string(4 * limits_.max_nodes) + " references to values",
+        {origin_});
   }
   return Status();
 }
 
 Result<std::string_view> Unpickler::Take(uint64_t n) {
-  if (n > b_.size() - pos_) return Bad("truncated: " + std::to_string(n) + " bytes needed, " + std::to_string(b_.size() - pos_) + " left");
+  if (n > b_.size() - pos_)
+    return Bad("truncated: " + std::to_string(n) + " bytes needed, " + std::to_string(b_.size() - pos_) +
+               " left");
   std::string_view out = b_.substr(pos_, n);
   pos_ += n;
   return out;
@@ -350,9 +392,9 @@ Status Unpickler::Nest(int32_t parent, int32_t child) {
   Node& p = nodes_[static_cast<size_t>(parent)];
   p.depth = std::max(p.depth, nodes_[static_cast<size_t>(child)].depth + 1);
   if (p.depth > limits_.max_nesting) {
-    return Status::ResourceExhausted("data.pkl nests containers deeper than " + std::to_string(limits_.max_nesting) +
-                                         " levels",
-                                     {origin_});
+    return Status::ResourceExhausted(
+        "data.pkl nests containers deeper than " + std::to_string(limits_.max_nesting) + " levels",
+        {origin_});
   }
   return Status();
 }
@@ -390,13 +432,13 @@ Status Unpickler::Reduce(int32_t callable, int32_t args, int32_t* out) {
   if (c.kind != Kind::kGlobal) return Bad(std::string("REDUCE on a ") + KindName(c.kind) + ", not a global");
   const Node& a = At(args);
   if (a.kind != Kind::kTuple) return Bad("REDUCE arguments are not a tuple");
-  const std::string fn = c.s;  // a copy: New() may move the nodes
+  const std::string fn = c.s;               // a copy: New() may move the nodes
   const std::vector<int32_t> av = a.items;  // copy: New() may reallocate nodes_
   auto arg_kind = [&](size_t k) { return k < av.size() ? At(av[k]).kind : Kind::kNone; };
   if (fn == "torch._utils._rebuild_tensor_v2") {
     // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
-    if (av.size() < 4 || arg_kind(0) != Kind::kStorage || arg_kind(1) != Kind::kInt || arg_kind(2) != Kind::kTuple ||
-        arg_kind(3) != Kind::kTuple) {
+    if (av.size() < 4 || arg_kind(0) != Kind::kStorage || arg_kind(1) != Kind::kInt ||
+        arg_kind(2) != Kind::kTuple || arg_kind(3) != Kind::kTuple) {
       return Bad("_rebuild_tensor_v2 expects (storage, offset, size, stride, ...)");
     }
     KESTREL_ASSIGN_OR_RETURN(int32_t t, New(Kind::kTensor));
@@ -423,7 +465,8 @@ Status Unpickler::Reduce(int32_t callable, int32_t args, int32_t* out) {
     if (!av.empty() && (arg_kind(0) == Kind::kList || arg_kind(0) == Kind::kTuple)) {
       const std::vector<int32_t> pairs = At(av[0]).items;
       for (int32_t p : pairs) {
-        if (At(p).kind != Kind::kTuple || At(p).items.size() != 2) return Bad("OrderedDict items must be pairs");
+        if (At(p).kind != Kind::kTuple || At(p).items.size() != 2)
+          return Bad("OrderedDict items must be pairs");
         nodes_[static_cast<size_t>(*out)].items.push_back(At(p).items[0]);
         nodes_[static_cast<size_t>(*out)].items.push_back(At(p).items[1]);
         KESTREL_RETURN_IF_ERROR(Nest(*out, At(p).items[1]));
@@ -433,10 +476,11 @@ Status Unpickler::Reduce(int32_t callable, int32_t args, int32_t* out) {
   }
   if (fn == "builtins.set" || fn == "builtins.frozenset" || fn == "builtins.list" || fn == "builtins.tuple" ||
       fn == "torch.Size") {
-    KESTREL_ASSIGN_OR_RETURN(*out, New(fn == "builtins.list" ? Kind::kList
+    KESTREL_ASSIGN_OR_RETURN(*out, New(fn == "builtins.list"                          ? Kind::kList
                                        : fn == "torch.Size" || fn == "builtins.tuple" ? Kind::kTuple
-                                                                                       : Kind::kSet));
-    if (!av.empty() && (arg_kind(0) == Kind::kList || arg_kind(0) == Kind::kTuple || arg_kind(0) == Kind::kSet)) {
+                                                                                      : Kind::kSet));
+    if (!av.empty() &&
+        (arg_kind(0) == Kind::kList || arg_kind(0) == Kind::kTuple || arg_kind(0) == Kind::kSet)) {
       KESTREL_RETURN_IF_ERROR(Charge(At(av[0]).items.size()));
       nodes_[static_cast<size_t>(*out)].items = At(av[0]).items;
       nodes_[static_cast<size_t>(*out)].depth = At(av[0]).depth;
@@ -478,8 +522,8 @@ Result<int32_t> Unpickler::Run() {
   auto memo_put = [&](uint64_t key) -> Status {
     if (stack_.empty()) return Bad("memo store with an empty stack");
     if (memo_.size() >= limits_.max_memo && !memo_.count(key)) {
-      return Status::ResourceExhausted("data.pkl memo exceeds " + std::to_string(limits_.max_memo) + " entries",
-                                       {origin_});
+      return Status::ResourceExhausted(
+          "data.pkl memo exceeds " + std::to_string(limits_.max_memo) + " entries", {origin_});
     }
     memo_[key] = stack_.back();
     return Status();
@@ -529,28 +573,88 @@ Result<int32_t> Unpickler::Run() {
         if (v < 2 || v > 5) return Bad("pickle protocol " + std::to_string(v) + " (2..5 are read)");
         break;
       }
-      case 0x95: KESTREL_RETURN_IF_ERROR(TakeLe(8).GetStatus()); break;  // FRAME: a hint only
+      case 0x95:
+        KESTREL_RETURN_IF_ERROR(TakeLe(8).GetStatus());
+        break;     // FRAME: a hint only
       case '.': {  // STOP
         KESTREL_ASSIGN_OR_RETURN(int32_t top, Pop());
         return top;
       }
-      case '(': marks_.push_back(stack_.size()); break;
-      case '}': { KESTREL_ASSIGN_OR_RETURN(int32_t n, New(Kind::kDict)); push(n); break; }
-      case ']': { KESTREL_ASSIGN_OR_RETURN(int32_t n, New(Kind::kList)); push(n); break; }
-      case 0x8f: { KESTREL_ASSIGN_OR_RETURN(int32_t n, New(Kind::kSet)); push(n); break; }  // EMPTY_SET
-      case ')': KESTREL_RETURN_IF_ERROR(tuple_of({})); break;
-      case 'N': push(none_); break;
-      case 0x88: push(true_); break;
-      case 0x89: push(false_); break;
-      case 'X': { KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(4)); KESTREL_RETURN_IF_ERROR(str_node(Kind::kStr, n)); break; }
-      case 0x8c: { KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(1)); KESTREL_RETURN_IF_ERROR(str_node(Kind::kStr, n)); break; }
-      case 0x8d: { KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(8)); KESTREL_RETURN_IF_ERROR(str_node(Kind::kStr, n)); break; }
-      case 'B': { KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(4)); KESTREL_RETURN_IF_ERROR(str_node(Kind::kBytes, n)); break; }
-      case 'C': { KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(1)); KESTREL_RETURN_IF_ERROR(str_node(Kind::kBytes, n)); break; }
-      case 0x8e: { KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(8)); KESTREL_RETURN_IF_ERROR(str_node(Kind::kBytes, n)); break; }
-      case 'J': { KESTREL_ASSIGN_OR_RETURN(uint64_t v, TakeLe(4)); KESTREL_RETURN_IF_ERROR(int_node(static_cast<int32_t>(static_cast<uint32_t>(v)))); break; }
-      case 'K': { KESTREL_ASSIGN_OR_RETURN(uint64_t v, TakeLe(1)); KESTREL_RETURN_IF_ERROR(int_node(static_cast<int64_t>(v))); break; }
-      case 'M': { KESTREL_ASSIGN_OR_RETURN(uint64_t v, TakeLe(2)); KESTREL_RETURN_IF_ERROR(int_node(static_cast<int64_t>(v))); break; }
+      case '(':
+        marks_.push_back(stack_.size());
+        break;
+      case '}': {
+        KESTREL_ASSIGN_OR_RETURN(int32_t n, New(Kind::kDict));
+        push(n);
+        break;
+      }
+      case ']': {
+        KESTREL_ASSIGN_OR_RETURN(int32_t n, New(Kind::kList));
+        push(n);
+        break;
+      }
+      case 0x8f: {
+        KESTREL_ASSIGN_OR_RETURN(int32_t n, New(Kind::kSet));
+        push(n);
+        break;
+      }  // EMPTY_SET
+      case ')':
+        KESTREL_RETURN_IF_ERROR(tuple_of({}));
+        break;
+      case 'N':
+        push(none_);
+        break;
+      case 0x88:
+        push(true_);
+        break;
+      case 0x89:
+        push(false_);
+        break;
+      case 'X': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(4));
+        KESTREL_RETURN_IF_ERROR(str_node(Kind::kStr, n));
+        break;
+      }
+      case 0x8c: {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(1));
+        KESTREL_RETURN_IF_ERROR(str_node(Kind::kStr, n));
+        break;
+      }
+      case 0x8d: {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(8));
+        KESTREL_RETURN_IF_ERROR(str_node(Kind::kStr, n));
+        break;
+      }
+      case 'B': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(4));
+        KESTREL_RETURN_IF_ERROR(str_node(Kind::kBytes, n));
+        break;
+      }
+      case 'C': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(1));
+        KESTREL_RETURN_IF_ERROR(str_node(Kind::kBytes, n));
+        break;
+      }
+      case 0x8e: {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(8));
+        KESTREL_RETURN_IF_ERROR(str_node(Kind::kBytes, n));
+        break;
+      }
+      case 'J': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t v, TakeLe(4));
+        KESTREL_RETURN_IF_ERROR(int_node(static_cast<int32_t>(static_cast<uint32_t>(v))));
+        break;
+      }
+      case 'K': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t v, TakeLe(1));
+        KESTREL_RETURN_IF_ERROR(int_node(static_cast<int64_t>(v)));
+        break;
+      }
+      case 'M': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t v, TakeLe(2));
+        KESTREL_RETURN_IF_ERROR(int_node(static_cast<int64_t>(v)));
+        break;
+      }
       case 0x8a: {  // LONG1: n-byte little-endian two's complement
         KESTREL_ASSIGN_OR_RETURN(uint64_t n, TakeLe(1));
         if (n > 8) return Bad("integer wider than 64 bits");
@@ -568,7 +672,9 @@ Result<int32_t> Unpickler::Run() {
         push(n);
         break;
       }
-      case 0x85: case 0x86: case 0x87: {  // TUPLE1..3
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1..3
         const size_t k = op - 0x84u;
         std::vector<int32_t> items(k);
         for (size_t j = k; j-- > 0;) {
@@ -577,7 +683,11 @@ Result<int32_t> Unpickler::Run() {
         KESTREL_RETURN_IF_ERROR(tuple_of(std::move(items)));
         break;
       }
-      case 't': { KESTREL_ASSIGN_OR_RETURN(auto items, PopToMark()); KESTREL_RETURN_IF_ERROR(tuple_of(std::move(items))); break; }
+      case 't': {
+        KESTREL_ASSIGN_OR_RETURN(auto items, PopToMark());
+        KESTREL_RETURN_IF_ERROR(tuple_of(std::move(items)));
+        break;
+      }
       case 0x91: {  // FROZENSET
         KESTREL_ASSIGN_OR_RETURN(auto items, PopToMark());
         KESTREL_ASSIGN_OR_RETURN(int32_t n, New(Kind::kSet));
@@ -586,7 +696,9 @@ Result<int32_t> Unpickler::Run() {
         push(n);
         break;
       }
-      case 'a': case 'e': case 0x90: {  // APPEND, APPENDS, ADDITEMS
+      case 'a':
+      case 'e':
+      case 0x90: {  // APPEND, APPENDS, ADDITEMS
         std::vector<int32_t> items;
         if (op == 'a') {
           KESTREL_ASSIGN_OR_RETURN(int32_t v, Pop());
@@ -605,7 +717,8 @@ Result<int32_t> Unpickler::Run() {
         }
         break;
       }
-      case 's': case 'u': {  // SETITEM, SETITEMS
+      case 's':
+      case 'u': {  // SETITEM, SETITEMS
         std::vector<int32_t> kv(2);
         if (op == 's') {
           KESTREL_ASSIGN_OR_RETURN(kv[1], Pop());
@@ -616,21 +729,44 @@ Result<int32_t> Unpickler::Run() {
         }
         if (stack_.empty()) return Bad("SETITEM without a dict");
         const int32_t target = stack_.back();
-        if (At(target).kind != Kind::kDict) return Bad(std::string("SETITEM on a ") + KindName(At(target).kind));
+        if (At(target).kind != Kind::kDict)
+          return Bad(std::string("SETITEM on a ") + KindName(At(target).kind));
         for (size_t j = 0; j < kv.size(); j += 2) KESTREL_RETURN_IF_ERROR(Nest(target, kv[j + 1]));
         KESTREL_RETURN_IF_ERROR(Charge(kv.size()));
         auto& items = nodes_[static_cast<size_t>(target)].items;
         items.insert(items.end(), kv.begin(), kv.end());
         break;
       }
-      case 'q': { KESTREL_ASSIGN_OR_RETURN(uint64_t k, TakeLe(1)); KESTREL_RETURN_IF_ERROR(memo_put(k)); break; }
-      case 'r': { KESTREL_ASSIGN_OR_RETURN(uint64_t k, TakeLe(4)); KESTREL_RETURN_IF_ERROR(memo_put(k)); break; }
-      case 0x94: KESTREL_RETURN_IF_ERROR(memo_put(memo_.size())); break;  // MEMOIZE
-      case 'h': { KESTREL_ASSIGN_OR_RETURN(uint64_t k, TakeLe(1)); KESTREL_RETURN_IF_ERROR(memo_get(k)); break; }
-      case 'j': { KESTREL_ASSIGN_OR_RETURN(uint64_t k, TakeLe(4)); KESTREL_RETURN_IF_ERROR(memo_get(k)); break; }
-      case '0': KESTREL_RETURN_IF_ERROR(Pop().GetStatus()); break;        // POP
-      case '1': KESTREL_RETURN_IF_ERROR(PopToMark().GetStatus()); break;  // POP_MARK
-      case '2': {                                                         // DUP
+      case 'q': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t k, TakeLe(1));
+        KESTREL_RETURN_IF_ERROR(memo_put(k));
+        break;
+      }
+      case 'r': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t k, TakeLe(4));
+        KESTREL_RETURN_IF_ERROR(memo_put(k));
+        break;
+      }
+      case 0x94:
+        KESTREL_RETURN_IF_ERROR(memo_put(memo_.size()));
+        break;  // MEMOIZE
+      case 'h': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t k, TakeLe(1));
+        KESTREL_RETURN_IF_ERROR(memo_get(k));
+        break;
+      }
+      case 'j': {
+        KESTREL_ASSIGN_OR_RETURN(uint64_t k, TakeLe(4));
+        KESTREL_RETURN_IF_ERROR(memo_get(k));
+        break;
+      }
+      case '0':
+        KESTREL_RETURN_IF_ERROR(Pop().GetStatus());
+        break;  // POP
+      case '1':
+        KESTREL_RETURN_IF_ERROR(PopToMark().GetStatus());
+        break;     // POP_MARK
+      case '2': {  // DUP
         if (stack_.empty()) return Bad("DUP on an empty stack");
         push(stack_.back());
         break;
@@ -645,7 +781,8 @@ Result<int32_t> Unpickler::Run() {
       case 0x93: {  // STACK_GLOBAL
         KESTREL_ASSIGN_OR_RETURN(int32_t name, Pop());
         KESTREL_ASSIGN_OR_RETURN(int32_t module, Pop());
-        if (At(name).kind != Kind::kStr || At(module).kind != Kind::kStr) return Bad("STACK_GLOBAL needs two strings");
+        if (At(name).kind != Kind::kStr || At(module).kind != Kind::kStr)
+          return Bad("STACK_GLOBAL needs two strings");
         KESTREL_ASSIGN_OR_RETURN(int32_t g, MakeGlobal(At(module).s, At(name).s));
         push(g);
         break;
@@ -658,17 +795,20 @@ Result<int32_t> Unpickler::Run() {
         push(out);
         break;
       }
-      case 0x81: case 0x92: {  // NEWOBJ (cls, args), NEWOBJ_EX (cls, args, kwargs)
+      case 0x81:
+      case 0x92: {  // NEWOBJ (cls, args), NEWOBJ_EX (cls, args, kwargs)
         if (op == 0x92) KESTREL_RETURN_IF_ERROR(Pop().GetStatus());
         KESTREL_ASSIGN_OR_RETURN(int32_t args, Pop());
         KESTREL_ASSIGN_OR_RETURN(int32_t cls, Pop());
         if (At(cls).kind != Kind::kGlobal) return Bad("NEWOBJ on a non-class");
         const std::string c = At(cls).s;  // a copy: New() may move the nodes
-        if (c.rfind("torch._utils.", 0) == 0 || FindStorageType(c) || c == "_codecs.encode" || c == "copyreg._reconstructor") {
+        if (c.rfind("torch._utils.", 0) == 0 || FindStorageType(c) || c == "_codecs.encode" ||
+            c == "copyreg._reconstructor") {
           return Bad("NEWOBJ of '" + c + "', which is not a class");
         }
         int32_t out = -1;
-        if (c == "collections.OrderedDict" || c == "builtins.dict" || c == "builtins.set" || c == "builtins.list") {
+        if (c == "collections.OrderedDict" || c == "builtins.dict" || c == "builtins.set" ||
+            c == "builtins.list") {
           KESTREL_RETURN_IF_ERROR(Reduce(cls, args, &out));
         } else {
           KESTREL_ASSIGN_OR_RETURN(out, New(Kind::kObject));
@@ -694,14 +834,14 @@ Result<int32_t> Unpickler::Run() {
         KESTREL_ASSIGN_OR_RETURN(int32_t pid, Pop());
         const Node& p = At(pid);
         if (p.kind != Kind::kTuple || p.items.size() != 5 || At(p.items[0]).kind != Kind::kStr ||
-            At(p.items[0]).s != "storage" || At(p.items[1]).kind != Kind::kGlobal || At(p.items[2]).kind != Kind::kStr ||
-            At(p.items[4]).kind != Kind::kInt) {
+            At(p.items[0]).s != "storage" || At(p.items[1]).kind != Kind::kGlobal ||
+            At(p.items[2]).kind != Kind::kStr || At(p.items[4]).kind != Kind::kInt) {
           return Bad("persistent id is not ('storage', type, key, location, numel)");
         }
         const StorageType* type = FindStorageType(At(p.items[1]).s);
         if (!type) {
-          return Status::InvalidArgument("unsupported storage type '" + EscapeInvalidUtf8(At(p.items[1]).s) + "'",
-                                         {origin_});
+          return Status::InvalidArgument(
+              "unsupported storage type '" + EscapeInvalidUtf8(At(p.items[1]).s) + "'", {origin_});
         }
         const int64_t numel = At(p.items[4]).i;
         if (numel < 0) return Bad("negative storage size");
@@ -763,7 +903,8 @@ class Converter {
       : u_(u), zip_(zip), archive_(std::move(archive)), origin_(origin), limits_(limits) {}
 
   Result<SafeTensor> Tensor(int32_t node, const std::string& name);
-  Status CollectModule(int32_t module, const std::string& prefix, int depth, std::vector<std::pair<std::string, int32_t>>* out);
+  Status CollectModule(int32_t module, const std::string& prefix, int depth,
+                       std::vector<std::pair<std::string, int32_t>>* out);
 
  private:
   const Unpickler& u_;
@@ -785,8 +926,8 @@ Result<SafeTensor> Converter::Tensor(int32_t node, const std::string& name) {
   const ZipEntry* e = zip_.Find(archive_ + "/data/" + st.s);
   if (!e) return bad("its storage '" + EscapeInvalidUtf8(st.s) + "' is not in the archive");
   if (static_cast<uint64_t>(st.i) > e->size / static_cast<uint64_t>(itemsize)) {
-    return bad("storage '" + EscapeInvalidUtf8(st.s) + "' declares " + std::to_string(st.i) + " elements but holds " +
-               std::to_string(e->size) + " bytes");
+    return bad("storage '" + EscapeInvalidUtf8(st.s) + "' declares " + std::to_string(st.i) +
+               " elements but holds " + std::to_string(e->size) + " bytes");
   }
   const uint64_t storage_numel = static_cast<uint64_t>(st.i);
   if (t.i < 0) return bad("negative storage offset");
@@ -802,8 +943,8 @@ Result<SafeTensor> Converter::Tensor(int32_t node, const std::string& name) {
   // than it holds: the output stays within a small multiple of the file size.
   uint64_t& used = storage_use_[st.s];
   if (numel > storage_numel - std::min(used, storage_numel)) {
-    return bad("takes " + std::to_string(numel) + " elements from storage '" + EscapeInvalidUtf8(st.s) + "' of " +
-               std::to_string(storage_numel) + ", " + std::to_string(used) +
+    return bad("takes " + std::to_string(numel) + " elements from storage '" + EscapeInvalidUtf8(st.s) +
+               "' of " + std::to_string(storage_numel) + ", " + std::to_string(used) +
                " of them already used by other tensors (expanded or shared views are not model weights)");
   }
   used += numel;
@@ -811,7 +952,8 @@ Result<SafeTensor> Converter::Tensor(int32_t node, const std::string& name) {
     for (size_t d = 0; d < t.shape.size(); ++d) {
       const uint64_t span = static_cast<uint64_t>(t.shape[d] - 1);
       const uint64_t stride = static_cast<uint64_t>(t.stride[d]);
-      if (stride != 0 && span > (storage_numel - last) / stride) return bad("view reaches past the end of its storage");
+      if (stride != 0 && span > (storage_numel - last) / stride)
+        return bad("view reaches past the end of its storage");
       last += span * stride;
     }
     if (last >= storage_numel) return bad("view reaches past the end of its storage");
@@ -819,8 +961,8 @@ Result<SafeTensor> Converter::Tensor(int32_t node, const std::string& name) {
   const bool is_float = st.dtype == "F32" || st.dtype == "F16" || st.dtype == "BF16" || st.dtype == "F64";
   const uint64_t out_item = is_float ? 4 : 8;
   if (numel * out_item > limits_.max_tensor_bytes - std::min(total_bytes_, limits_.max_tensor_bytes)) {
-    return Status::ResourceExhausted("tensors exceed " + std::to_string(limits_.max_tensor_bytes) + " bytes at '" +
-                                         EscapeInvalidUtf8(name) + "'",
+    return Status::ResourceExhausted("tensors exceed " + std::to_string(limits_.max_tensor_bytes) +
+                                         " bytes at '" + EscapeInvalidUtf8(name) + "'",
                                      {origin_});
   }
   total_bytes_ += numel * out_item;
@@ -888,20 +1030,21 @@ Result<SafeTensor> Converter::Tensor(int32_t node, const std::string& name) {
 Status Converter::CollectModule(int32_t module, const std::string& prefix, int depth,
                                 std::vector<std::pair<std::string, int32_t>>* out) {
   if (depth > limits_.max_module_depth) {
-    return Status::InvalidArgument("modules nest deeper than " + std::to_string(limits_.max_module_depth) + " at '" +
-                                       EscapeInvalidUtf8(prefix) + "'",
+    return Status::InvalidArgument("modules nest deeper than " + std::to_string(limits_.max_module_depth) +
+                                       " at '" + EscapeInvalidUtf8(prefix) + "'",
                                    {origin_});
   }
   if (++visits_ > limits_.max_module_visits) {
-    return Status::ResourceExhausted("the module tree is larger than " + std::to_string(limits_.max_module_visits) +
+    return Status::ResourceExhausted("the module tree is larger than " +
+                                         std::to_string(limits_.max_module_visits) +
                                          " visits (modules shared or nested without end?)",
                                      {origin_});
   }
   const Node& m = u_.At(module);
   if (m.kind != Kind::kObject || m.state < 0 || u_.At(m.state).kind != Kind::kDict) {
-    return Status::InvalidArgument("'" + EscapeInvalidUtf8(prefix) + "' is a " + KindName(m.kind) +
-                                       ", not a pickled nn.Module",
-                                   {origin_});
+    return Status::InvalidArgument(
+        "'" + EscapeInvalidUtf8(prefix) + "' is a " + KindName(m.kind) + ", not a pickled nn.Module",
+        {origin_});
   }
   std::set<std::string> non_persistent;
   if (int32_t np = u_.Get(module, "_non_persistent_buffers_set"); np >= 0) {
@@ -920,7 +1063,8 @@ Status Converter::CollectModule(int32_t module, const std::string& prefix, int d
     for (size_t k = 0; k + 1 < items.size(); k += 2) {
       const Node& key = u_.At(items[k]);
       const int32_t value = items[k + 1];
-      if (key.kind != Kind::kStr) return Status::Corruption(prefix + group + " has a non-string key", {origin_});
+      if (key.kind != Kind::kStr)
+        return Status::Corruption(prefix + group + " has a non-string key", {origin_});
       if (u_.At(value).kind == Kind::kNone) continue;  // e.g. a conv without bias
       const bool is_module = std::strcmp(group, "_modules") == 0;
       if (is_module) {
@@ -929,8 +1073,8 @@ Status Converter::CollectModule(int32_t module, const std::string& prefix, int d
       }
       if (std::strcmp(group, "_buffers") == 0 && non_persistent.count(key.s)) continue;
       if (u_.At(value).kind != Kind::kTensor) {
-        return Status::InvalidArgument("'" + EscapeInvalidUtf8(prefix + key.s) + "' is a " + KindName(u_.At(value).kind) +
-                                           ", not a tensor",
+        return Status::InvalidArgument("'" + EscapeInvalidUtf8(prefix + key.s) + "' is a " +
+                                           KindName(u_.At(value).kind) + ", not a tensor",
                                        {origin_});
       }
       out->emplace_back(prefix + key.s, value);
@@ -942,12 +1086,18 @@ Status Converter::CollectModule(int32_t module, const std::string& prefix, int d
 // The torch module class each YOLOv8 layer kind is pickled as.
 const char* UltralyticsClass(LayerKind kind) {
   switch (kind) {
-    case LayerKind::kConv: return "ultralytics.nn.modules.conv.Conv";
-    case LayerKind::kC2f: return "ultralytics.nn.modules.block.C2f";
-    case LayerKind::kSppf: return "ultralytics.nn.modules.block.SPPF";
-    case LayerKind::kUpsample: return "torch.nn.modules.upsampling.Upsample";
-    case LayerKind::kConcat: return "ultralytics.nn.modules.conv.Concat";
-    case LayerKind::kDetect: return "ultralytics.nn.modules.head.Detect";
+    case LayerKind::kConv:
+      return "ultralytics.nn.modules.conv.Conv";
+    case LayerKind::kC2f:
+      return "ultralytics.nn.modules.block.C2f";
+    case LayerKind::kSppf:
+      return "ultralytics.nn.modules.block.SPPF";
+    case LayerKind::kUpsample:
+      return "torch.nn.modules.upsampling.Upsample";
+    case LayerKind::kConcat:
+      return "ultralytics.nn.modules.conv.Concat";
+    case LayerKind::kDetect:
+      return "ultralytics.nn.modules.head.Detect";
   }
   return "?";
 }
@@ -955,14 +1105,16 @@ const char* UltralyticsClass(LayerKind kind) {
 constexpr const char* kDetectionModel = "ultralytics.nn.tasks.DetectionModel";
 constexpr const char* kAccepted =
     "Kestrel reads Ultralytics YOLOv8 detection checkpoints (a dict with 'ema' or 'model' holding an "
-    "ultralytics.nn.tasks.DetectionModel, a pickled DetectionModel, or a YOLOv8 state_dict with model.N.* names)";
+    "ultralytics.nn.tasks.DetectionModel, a pickled DetectionModel, or a YOLOv8 state_dict with model.N.* "
+    "names)";
 
 std::string DescribeDictKeys(const Unpickler& u, int32_t dict) {
   std::string keys;
   const auto& items = u.At(dict).items;
   for (size_t k = 0; k + 1 < items.size() && k < 20; k += 2) {
     const Node& key = u.At(items[k]);
-    keys += (k ? ", " : "") + (key.kind == Kind::kStr ? "'" + EscapeInvalidUtf8(key.s) + "'" : std::string(KindName(key.kind)));
+    keys += (k ? ", " : "") +
+            (key.kind == Kind::kStr ? "'" + EscapeInvalidUtf8(key.s) + "'" : std::string(KindName(key.kind)));
   }
   if (items.size() > 20) keys += ", ...";
   return "{" + keys + "}";
@@ -983,7 +1135,8 @@ Status CheckYolov8Graph(const Unpickler& u, int32_t model, const std::string& or
   const int32_t seq = mods >= 0 ? u.Get(mods, "model") : -1;
   const int32_t children = seq >= 0 ? u.Get(seq, "_modules") : -1;
   if (children < 0 || u.At(children).kind != Kind::kDict) {
-    return Status::InvalidArgument("the DetectionModel has no 'model' Sequential of layers. " + std::string(kAccepted), {origin});
+    return Status::InvalidArgument(
+        "the DetectionModel has no 'model' Sequential of layers. " + std::string(kAccepted), {origin});
   }
   const auto plan = BuildLayerPlan(ModelSpec{KnownScales()[0], 1});
   const auto& items = u.At(children).items;
@@ -995,14 +1148,15 @@ Status CheckYolov8Graph(const Unpickler& u, int32_t model, const std::string& or
     const size_t idx = k / 2;
     if (idx < plan.size() && cls != UltralyticsClass(plan[idx].kind)) ok = false;
     if (!ok && found.empty()) {
-      found = idx < plan.size() ? "layer " + std::to_string(idx) + " is " + EscapeInvalidUtf8(cls) + " (YOLOv8 has " +
-                                      UltralyticsClass(plan[idx].kind) + ")"
+      found = idx < plan.size() ? "layer " + std::to_string(idx) + " is " + EscapeInvalidUtf8(cls) +
+                                      " (YOLOv8 has " + UltralyticsClass(plan[idx].kind) + ")"
                                 : "";
     }
   }
   if (!ok) {
     if (found.empty()) {
-      found = std::to_string(items.size() / 2) + " layers (YOLOv8 detection has " + std::to_string(plan.size()) + ")";
+      found = std::to_string(items.size() / 2) + " layers (YOLOv8 detection has " +
+              std::to_string(plan.size()) + ")";
     }
     return Status::InvalidArgument("not a YOLOv8 detection model: " + found +
                                        ". Kestrel builds the yolov8.yaml detection graph (scales n/s/m/l/x); "
@@ -1014,7 +1168,9 @@ Status CheckYolov8Graph(const Unpickler& u, int32_t model, const std::string& or
 
 }  // namespace
 
-bool LooksLikeZip(std::string_view prefix) { return prefix.substr(0, 4) == std::string_view("PK\x03\x04", 4); }
+bool LooksLikeZip(std::string_view prefix) {
+  return prefix.substr(0, 4) == std::string_view("PK\x03\x04", 4);
+}
 
 bool FileLooksLikeZip(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -1026,14 +1182,16 @@ bool IsWeightsPath(const std::string& model) {
   auto ends = [&](std::string_view suffix) {
     if (model.size() < suffix.size()) return false;
     for (size_t i = 0; i < suffix.size(); ++i) {
-      if (std::tolower(static_cast<unsigned char>(model[model.size() - suffix.size() + i])) != suffix[i]) return false;
+      if (std::tolower(static_cast<unsigned char>(model[model.size() - suffix.size() + i])) != suffix[i])
+        return false;
     }
     return true;
   };
   return ends(".pt") || ends(".safetensors");
 }
 
-Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string& origin, const PtReadLimits& limits) {
+Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string& origin,
+                                       const PtReadLimits& limits) {
   if (bytes.size() > limits.max_file_bytes) {
     return Status::ResourceExhausted("file is " + std::to_string(bytes.size()) + " bytes (limit " +
                                          std::to_string(limits.max_file_bytes) + ")",
@@ -1044,8 +1202,8 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
       return Status::InvalidArgument(
           "a legacy (torch < 1.6) torch.save file; re-save it with a current torch (zip format)", {origin});
     }
-    return Status::InvalidArgument("not a PyTorch .pt checkpoint: it does not start with the zip signature PK\\x03\\x04",
-                                   {origin});
+    return Status::InvalidArgument(
+        "not a PyTorch .pt checkpoint: it does not start with the zip signature PK\\x03\\x04", {origin});
   }
   KESTREL_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::Open(bytes, origin, limits));
   // torch names every entry "<archive>/..."; the archive is the first entry's folder.
@@ -1056,21 +1214,21 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
     return e.name.rfind(archive + "/code/", 0) == 0;
   });
   if (zip.Find(archive + "/constants.pkl") || has_code) {
-    return Status::InvalidArgument("a TorchScript archive (torch.jit.save), not a torch.save checkpoint. " +
-                                       std::string(kAccepted),
-                                   {origin});
+    return Status::InvalidArgument(
+        "a TorchScript archive (torch.jit.save), not a torch.save checkpoint. " + std::string(kAccepted),
+        {origin});
   }
   const ZipEntry* pkl = zip.Find(archive + "/data.pkl");
   if (!pkl) {
-    return Status::InvalidArgument("zip archive without '" + EscapeInvalidUtf8(archive) +
-                                       "/data.pkl': not a torch.save checkpoint",
-                                   {origin});
+    return Status::InvalidArgument(
+        "zip archive without '" + EscapeInvalidUtf8(archive) + "/data.pkl': not a torch.save checkpoint",
+        {origin});
   }
   if (const ZipEntry* bo = zip.Find(archive + "/byteorder")) {
     KESTREL_ASSIGN_OR_RETURN(std::string_view order, zip.Read(*bo));
     if (order != "little") {
-      return Status::InvalidArgument("byteorder '" + EscapeInvalidUtf8(order) + "': only little-endian checkpoints are read",
-                                     {origin});
+      return Status::InvalidArgument(
+          "byteorder '" + EscapeInvalidUtf8(order) + "': only little-endian checkpoints are read", {origin});
     }
   }
   KESTREL_ASSIGN_OR_RETURN(std::string_view pickle, zip.Read(*pkl));
@@ -1081,7 +1239,8 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
   int32_t model = -1, state_dict = -1;
   const Node& r = u.At(root);
   if (r.kind == Kind::kDict) {
-    if (int32_t v = u.Get(root, "version"); v >= 0 && u.At(v).kind == Kind::kStr) out.ultralytics_version = u.At(v).s;
+    if (int32_t v = u.Get(root, "version"); v >= 0 && u.At(v).kind == Kind::kStr)
+      out.ultralytics_version = u.At(v).s;
     for (const char* key : {"ema", "model"}) {
       const int32_t m = u.Get(root, key);
       if (m >= 0 && u.At(m).kind != Kind::kNone) {
@@ -1105,7 +1264,8 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
     model = root;
     out.source = "object";
   } else {
-    return Status::InvalidArgument(std::string("found a pickled ") + KindName(r.kind) + ". " + kAccepted, {origin});
+    return Status::InvalidArgument(std::string("found a pickled ") + KindName(r.kind) + ". " + kAccepted,
+                                   {origin});
   }
 
   std::vector<std::pair<std::string, int32_t>> tensors;
@@ -1113,19 +1273,19 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
   if (state_dict >= 0) {
     const auto& items = u.At(state_dict).items;
     for (size_t k = 0; k + 1 < items.size(); k += 2) tensors.emplace_back(u.At(items[k]).s, items[k + 1]);
-    if (std::none_of(tensors.begin(), tensors.end(), [](const auto& t) { return t.first.rfind("model.0.", 0) == 0; })) {
-      return Status::InvalidArgument("found a state_dict of " + std::to_string(tensors.size()) + " tensors (first: '" +
-                                         EscapeInvalidUtf8(tensors[0].first) + "') without YOLOv8 names (model.0.*). " +
-                                         kAccepted,
+    if (std::none_of(tensors.begin(), tensors.end(),
+                     [](const auto& t) { return t.first.rfind("model.0.", 0) == 0; })) {
+      return Status::InvalidArgument("found a state_dict of " + std::to_string(tensors.size()) +
+                                         " tensors (first: '" + EscapeInvalidUtf8(tensors[0].first) +
+                                         "') without YOLOv8 names (model.0.*). " + kAccepted,
                                      {origin});
     }
   } else {
     const Node& m = u.At(model);
     out.model_class = m.kind == Kind::kObject ? m.s : KindName(m.kind);
     if (out.model_class != kDetectionModel) {
-      return Status::InvalidArgument("found " + EscapeInvalidUtf8(out.model_class) + " in '" + out.source + "'. " +
-                                         kAccepted,
-                                     {origin});
+      return Status::InvalidArgument(
+          "found " + EscapeInvalidUtf8(out.model_class) + " in '" + out.source + "'. " + kAccepted, {origin});
     }
     KESTREL_RETURN_IF_ERROR(CheckYolov8Graph(u, model, origin));
     KESTREL_RETURN_IF_ERROR(conv.CollectModule(model, "", 0, &tensors));
@@ -1136,7 +1296,8 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
     if (nc < 0) nc = u.Get(yaml, "nc");
     if (nc >= 0 && u.At(nc).kind == Kind::kInt) {
       if (u.At(nc).i < 1 || u.At(nc).i > 10000) {
-        return Status::InvalidArgument("nc=" + std::to_string(u.At(nc).i) + " is outside [1, 10000]", {origin});
+        return Status::InvalidArgument("nc=" + std::to_string(u.At(nc).i) + " is outside [1, 10000]",
+                                       {origin});
       }
       out.nc = static_cast<int>(u.At(nc).i);
     }
@@ -1156,8 +1317,8 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
         for (size_t k = 0; ok && k + 1 < n.items.size(); k += 2) {
           const Node& key = u.At(n.items[k]);
           const Node& val = u.At(n.items[k + 1]);
-          ok = key.kind == Kind::kInt && key.i >= 0 && static_cast<uint64_t>(key.i) < count && !seen[static_cast<size_t>(key.i)] &&
-               val.kind == Kind::kStr;
+          ok = key.kind == Kind::kInt && key.i >= 0 && static_cast<uint64_t>(key.i) < count &&
+               !seen[static_cast<size_t>(key.i)] && val.kind == Kind::kStr;
           if (ok) {
             seen[static_cast<size_t>(key.i)] = true;
             by_index[static_cast<size_t>(key.i)] = val.s;
@@ -1166,7 +1327,9 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
       } else {
         ok = false;
       }
-      if (!ok) return Status::InvalidArgument("model names are not a list or an {index: name} dict of strings", {origin});
+      if (!ok)
+        return Status::InvalidArgument("model names are not a list or an {index: name} dict of strings",
+                                       {origin});
       out.names = std::move(by_index);
     }
   }
@@ -1183,13 +1346,13 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
   auto cls = out.weights.tensors.find("model.22.cv3.0.2.bias");
   if (out.nc > 0 && cls != out.weights.tensors.end() &&
       (cls->second.shape.size() != 1 || cls->second.shape[0] != out.nc)) {
-    return Status::InvalidArgument("the model says nc=" + std::to_string(out.nc) +
-                                       " but model.22.cv3.0.2.bias has another shape",
-                                   {origin});
+    return Status::InvalidArgument(
+        "the model says nc=" + std::to_string(out.nc) + " but model.22.cv3.0.2.bias has another shape",
+        {origin});
   }
   if (!out.names.empty() && out.nc > 0 && static_cast<int>(out.names.size()) != out.nc) {
-    return Status::InvalidArgument(std::to_string(out.names.size()) + " class names for nc=" + std::to_string(out.nc),
-                                   {origin});
+    return Status::InvalidArgument(
+        std::to_string(out.names.size()) + " class names for nc=" + std::to_string(out.nc), {origin});
   }
   if (!out.scale.empty()) {
     auto spec = ParseModelSpec(out.scale, out.nc > 0 ? out.nc : 1);
@@ -1198,8 +1361,8 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
     const int want = BuildLayerPlan(*spec)[0].c_out;
     if (stem == out.weights.tensors.end() || stem->second.shape.empty() || stem->second.shape[0] != want) {
       return Status::InvalidArgument("the model yaml says scale '" + EscapeInvalidUtf8(out.scale) +
-                                         "' but model.0.conv.weight does not have its " + std::to_string(want) +
-                                         " output channels",
+                                         "' but model.0.conv.weight does not have its " +
+                                         std::to_string(want) + " output channels",
                                      {origin});
     }
   }
@@ -1217,11 +1380,13 @@ Result<SafeTensorFile> ReadWeightsFile(const std::string& path) {
   auto lower_ends = [&](std::string_view suffix) {
     if (path.size() < suffix.size()) return false;
     for (size_t i = 0; i < suffix.size(); ++i) {
-      if (std::tolower(static_cast<unsigned char>(path[path.size() - suffix.size() + i])) != suffix[i]) return false;
+      if (std::tolower(static_cast<unsigned char>(path[path.size() - suffix.size() + i])) != suffix[i])
+        return false;
     }
     return true;
   };
-  if (!LooksLikeZip(bytes) && !(lower_ends(".pt") || lower_ends(".pth"))) return ParseSafeTensors(bytes, path);
+  if (!LooksLikeZip(bytes) && !(lower_ends(".pt") || lower_ends(".pth")))
+    return ParseSafeTensors(bytes, path);
   KESTREL_ASSIGN_OR_RETURN(PtCheckpoint ckpt, ParsePtCheckpoint(bytes, path, limits));
   SafeTensorFile file = std::move(ckpt.weights);
   file.metadata["format"] = "ultralytics.pt";

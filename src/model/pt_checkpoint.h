@@ -22,15 +22,15 @@ namespace kestrel::model {
 // Bounds for untrusted input; a file over any of them is an error, never a
 // large allocation.
 struct PtReadLimits {
-  uint64_t max_file_bytes = 8ull << 30;     // whole .pt file
+  uint64_t max_file_bytes = 8ull << 30;      // whole .pt file
   uint64_t max_pickle_bytes = 256ull << 20;  // data.pkl
   uint64_t max_zip_entries = 1u << 20;       // central-directory records
   uint64_t max_nodes = 4u << 20;  // pickled values (each opcode makes at most one); 4x this in references
-  uint64_t max_memo = 4u << 20;              // memo entries
-  int max_nesting = 1000;                    // container nesting in the pickle
-  int max_module_depth = 64;                 // nn.Module nesting when collecting the state dict
-  uint64_t max_module_visits = 1u << 17;     // modules + entries walked (a shared child is walked again)
-  uint64_t max_tensor_bytes = 4ull << 30;    // all rebuilt tensors together (after widening to F32/I64)
+  uint64_t max_memo = 4u << 20;   // memo entries
+  int max_nesting = 1000;         // container nesting in the pickle
+  int max_module_depth = 64;      // nn.Module nesting when collecting the state dict
+  uint64_t max_module_visits = 1u << 17;   // modules + entries walked (a shared child is walked again)
+  uint64_t max_tensor_bytes = 4ull << 30;  // all rebuilt tensors together (after widening to F32/I64)
 };
 
 struct PtCheckpoint {
@@ -38,10 +38,10 @@ struct PtCheckpoint {
   // "model.0.conv.weight", ...). Floating tensors are F32 (F16/BF16 widened,
   // F64 narrowed), integer and bool tensors I64; contiguous, row-major.
   SafeTensorFile weights;
-  std::string source;       // "ema", "model", "object" (a pickled model) or "state_dict"
-  std::string model_class;  // "ultralytics.nn.tasks.DetectionModel"; "" for a state_dict
-  std::string scale;        // the model yaml's "scale" (n/s/m/l/x); "" when absent
-  int nc = 0;               // the model's nc; 0 when absent
+  std::string source;               // "ema", "model", "object" (a pickled model) or "state_dict"
+  std::string model_class;          // "ultralytics.nn.tasks.DetectionModel"; "" for a state_dict
+  std::string scale;                // the model yaml's "scale" (n/s/m/l/x); "" when absent
+  int nc = 0;                       // the model's nc; 0 when absent
   std::vector<std::string> names;   // class names by index; empty when absent
   std::string ultralytics_version;  // the checkpoint's "version"; "" when absent
 };

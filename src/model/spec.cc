@@ -314,7 +314,7 @@ Result<WeightsInfo> ReadWeightsInfo(const std::string& path) {
   const auto& md = file.metadata;
   if (md.count("scale") && md.count("nc")) {
     auto nc = ParseInt64(md.at("nc"), {path, 0, "nc"}, std::numeric_limits<int>::min(),
-                        std::numeric_limits<int>::max(), "an integer class count");
+                         std::numeric_limits<int>::max(), "an integer class count");
     if (!nc.IsOk()) return Status::Corruption("metadata nc: " + nc.GetStatus().Message(), {path, 0, "nc"});
     auto spec = ParseModelSpec(md.at("scale"), static_cast<int>(*nc));
     if (!spec.IsOk()) return spec.GetStatus().WithLocation({path, 0, "scale"});

@@ -1,6 +1,4 @@
 #include "model/weights.h"
-#include "core/json.h"
-#include "model/pt_checkpoint.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -9,6 +7,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "core/json.h"
+#include "model/pt_checkpoint.h"
 
 namespace kestrel::model {
 

@@ -32,7 +32,8 @@ Result<std::string> ArtifactStore::PutWithHash(std::string_view bytes, const std
     // Deduplicated: refresh the mtime so a concurrent collector keeps the
     // blob through its grace period. When the collector renamed it aside in
     // between, the touch fails (ENOENT) and the blob is written below.
-    if (existing.IsOk() && Sha256Hex(*existing) == sha && ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) == 0) {
+    if (existing.IsOk() && Sha256Hex(*existing) == sha &&
+        ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) == 0) {
       return sha;
     }
   }
@@ -63,8 +64,7 @@ Result<std::string> ArtifactStore::Get(const std::string& sha) {
   }
   std::string actual = Sha256Hex(*bytes);
   if (actual != sha) {
-    return Status::Corruption("blob " + sha + " is corrupted (content hashes to " + actual + ")",
-                              {path});
+    return Status::Corruption("blob " + sha + " is corrupted (content hashes to " + actual + ")", {path});
   }
   return std::move(bytes).Value();
 }
@@ -115,9 +115,7 @@ Result<bool> ArtifactStore::RemoveIfUntouchedSince(const std::string& sha, int64
   return true;
 }
 
-bool ArtifactStore::Has(const std::string& sha) {
-  return IsSha256Hex(sha) && env_.Stat(PathFor(sha)).exists;
-}
+bool ArtifactStore::Has(const std::string& sha) { return IsSha256Hex(sha) && env_.Stat(PathFor(sha)).exists; }
 
 std::string KestrelHome() {
   const char* h = std::getenv("KESTREL_HOME");

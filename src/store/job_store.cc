@@ -4,14 +4,14 @@
 // event ids (a counter row on SQLite; a sequence plus an advisory lock on
 // PostgreSQL: InsertEvent, ReadEvents).
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <charconv>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/hash.h"
 #include "core/json.h"
-#include "store/retry_decision.h"
 #include "store/internal/sql_store.h"
+#include "store/retry_decision.h"
 
 namespace kestrel::store {
 namespace {
@@ -21,10 +21,10 @@ constexpr int64_t kEventLock = 4242424243;
 
 // PostgreSQL event insert, parameters job, attempt, kind, payload, time.
 const std::string& PgEventInsert() {
-  static const std::string sql =
-      "WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(" + std::to_string(kEventLock) +
-      ")) INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) "
-      "SELECT nextval('event_ids'), $1, $2, $3, $4, $5 FROM l";
+  static const std::string sql = "WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(" +
+                                 std::to_string(kEventLock) +
+                                 ")) INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) "
+                                 "SELECT nextval('event_ids'), $1, $2, $3, $4, $5 FROM l";
   return sql;
 }
 
@@ -157,9 +157,8 @@ Result<int64_t> SqlStore::InsertEvent(int64_t job_id, int64_t attempt, const std
     // it draws its id until it commits, and ReadEvents takes it exclusively:
     // once granted, every id drawn so far belongs to a finished transaction.
     // The MATERIALIZED CTE takes the lock before nextval() runs.
-    KESTREL_ASSIGN_OR_RETURN(
-        auto rows,
-        conn_->Query(PgEventInsert() + " RETURNING id", {job_id, attempt, kind, payload_json, now_ms}));
+    KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(PgEventInsert() + " RETURNING id",
+                                                     {job_id, attempt, kind, payload_json, now_ms}));
     if (rows.empty()) return Status::Internal("event insert returned no id");
     return rows[0].Int(0);
   }
@@ -182,7 +181,8 @@ Status SqlStore::StateEvent(const JobRecord& job, int64_t now_ms) {
   if (conn_->Dialect() == SqlDialect::kPostgres) {
     // InsertEvent's statement without RETURNING: nobody reads the id, so it
     // can ride with the COMMIT (SqlConn::ExecLater).
-    return conn_->ExecLater(PgEventInsert(), {job.id, job.attempt, std::string("state"), DumpJson(p), now_ms});
+    return conn_->ExecLater(PgEventInsert(),
+                            {job.id, job.attempt, std::string("state"), DumpJson(p), now_ms});
   }
   return InsertEvent(job.id, job.attempt, "state", DumpJson(p), now_ms).GetStatus();
 }
@@ -198,12 +198,12 @@ Result<JobRecord> SqlStore::LoadJob(int64_t job_id, bool lock) {
 
 Status SqlStore::SaveJob(const JobRecord& j) {
   return conn_->ExecLater(
-          "UPDATE jobs SET state = $1, attempt = $2, lease_owner = $3, lease_until = $4, not_before = $5, "
-          "retries_used = $6, infra_retries_used = $7, updated_at = $8, finished_at = $9, result_json = $10, "
-          "last_reason = $11 WHERE id = $12",
-          {std::string(JobStateName(j.state)), j.attempt, j.lease_owner, j.lease_until_ms, j.not_before_ms,
-           static_cast<int64_t>(j.retries_used), static_cast<int64_t>(j.infra_retries_used), j.updated_ms,
-           j.finished_ms, j.result_json, j.last_reason, j.id});
+      "UPDATE jobs SET state = $1, attempt = $2, lease_owner = $3, lease_until = $4, not_before = $5, "
+      "retries_used = $6, infra_retries_used = $7, updated_at = $8, finished_at = $9, result_json = $10, "
+      "last_reason = $11 WHERE id = $12",
+      {std::string(JobStateName(j.state)), j.attempt, j.lease_owner, j.lease_until_ms, j.not_before_ms,
+       static_cast<int64_t>(j.retries_used), static_cast<int64_t>(j.infra_retries_used), j.updated_ms,
+       j.finished_ms, j.result_json, j.last_reason, j.id});
 }
 
 Status SqlStore::EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcome& o, int64_t ended_ms,
@@ -357,13 +357,15 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
         " WHERE x.state = 'running' AND x.lease_until <= $1::bigint) ORDER BY priority, id LIMIT 1"
         " FOR UPDATE SKIP LOCKED), u AS (UPDATE jobs SET state = 'running', attempt = attempt + 1,"
         " lease_owner = $4::text, lease_until = $5::bigint, updated_at = $1::bigint FROM c WHERE id = c.cid"
-        " RETURNING " + std::string(kJobColumns) + "), a AS (INSERT INTO attempts (" + kAttemptColumns +
+        " RETURNING " +
+        std::string(kJobColumns) + "), a AS (INSERT INTO attempts (" + kAttemptColumns +
         ") SELECT id, attempt, $4::text, $6::text, 0, $1::bigint, 0, 0, 0, 0, '', '', 0, '', '', 0 FROM u),"
         " e AS (INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) SELECT"
         " nextval('event_ids'), u.id, u.attempt, 'state', '{\"attempt\":' || u.attempt ||"
-        " ',\"state\":\"running\"}', $1::bigint FROM u, l) SELECT " + kJobColumns + " FROM u";
+        " ',\"state\":\"running\"}', $1::bigint FROM u, l) SELECT " +
+        kJobColumns + " FROM u";
     KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(fast_sql, {req.now_ms, cpu_mem, gpu_mem, req.worker,
-                                                                 req.now_ms + req.lease_ms, req.host}));
+                                                                req.now_ms + req.lease_ms, req.host}));
     if (!rows.empty()) {
       place(ReadJob(rows[0]));
       return out;
@@ -393,9 +395,10 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
       job.lease_until_ms = req.now_ms + req.lease_ms;
       job.updated_ms = req.now_ms;
       KESTREL_RETURN_IF_ERROR(SaveJob(job));
-      KESTREL_RETURN_IF_ERROR(conn_->ExecLater(std::string("INSERT INTO attempts (") + kAttemptColumns +
-                                                   ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '', 0)",
-                                               {job.id, job.attempt, req.worker, req.host, req.now_ms}));
+      KESTREL_RETURN_IF_ERROR(
+          conn_->ExecLater(std::string("INSERT INTO attempts (") + kAttemptColumns +
+                               ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '', 0)",
+                           {job.id, job.attempt, req.worker, req.host, req.now_ms}));
       KESTREL_RETURN_IF_ERROR(StateEvent(job, req.now_ms));
       place(std::move(job));
       found = true;
@@ -412,9 +415,10 @@ Status SqlStore::RenewLease(int64_t job_id, int64_t attempt, const std::string& 
   // One conditional UPDATE is atomic on its own (autocommit): no BEGIN/COMMIT
   // round trips on the hot path. The fencing condition is the WHERE clause.
   KESTREL_ASSIGN_OR_RETURN(
-      int64_t n, conn_->Exec("UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND attempt = $4 "
-                             "AND state = 'running' AND lease_owner = $5",
-                             {now_ms + lease_ms, now_ms, job_id, attempt, worker}));
+      int64_t n,
+      conn_->Exec("UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND attempt = $4 "
+                  "AND state = 'running' AND lease_owner = $5",
+                  {now_ms + lease_ms, now_ms, job_id, attempt, worker}));
   if (n == 1) return {};
   KESTREL_ASSIGN_OR_RETURN(JobRecord job, LoadJob(job_id, false));
   return Status::Aborted("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
@@ -426,9 +430,10 @@ Status SqlStore::RecordAttemptPid(int64_t job_id, int64_t attempt, const std::st
   if (pid <= 0) return Status::InvalidArgument("pid must be > 0", {"", 0, "pid"});
   // One autocommit UPDATE; the attempt row says who runs it and whether it
   // ended, which is all the fencing this needs (it moves no job state).
-  KESTREL_ASSIGN_OR_RETURN(int64_t n, conn_->Exec("UPDATE attempts SET pid = $1 WHERE job_id = $2 AND attempt = $3 "
-                                                  "AND worker = $4 AND ended_at = 0",
-                                                  {pid, job_id, attempt, worker}));
+  KESTREL_ASSIGN_OR_RETURN(int64_t n,
+                           conn_->Exec("UPDATE attempts SET pid = $1 WHERE job_id = $2 AND attempt = $3 "
+                                       "AND worker = $4 AND ended_at = 0",
+                                       {pid, job_id, attempt, worker}));
   if (n == 1) return {};
   return Status::Aborted("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
                          " is not running on worker '" + worker + "'; pid not recorded");
@@ -623,14 +628,16 @@ Status SqlStore::PutSetting(const std::string& name, const std::string& value, i
   if (name.empty()) return Status::InvalidArgument("setting name must not be empty");
   return InTransaction([&]() -> Status {
     return conn_
-        ->Exec("INSERT INTO settings(name, value, updated_at) VALUES ($1, $2, $3) "
-               "ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-               {name, value, now_ms})
+        ->Exec(
+            "INSERT INTO settings(name, value, updated_at) VALUES ($1, $2, $3) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            {name, value, now_ms})
         .GetStatus();
   });
 }
 
-Result<bool> SqlStore::CompareAndSetSetting(const std::string& name, const std::optional<std::string>& expected,
+Result<bool> SqlStore::CompareAndSetSetting(const std::string& name,
+                                            const std::optional<std::string>& expected,
                                             const std::string& value, int64_t now_ms) {
   if (name.empty()) return Status::InvalidArgument("setting name must not be empty");
   bool wrote = false;
@@ -646,9 +653,10 @@ Result<bool> SqlStore::CompareAndSetSetting(const std::string& name, const std::
                                               "WHERE name = $3 AND value = $4",
                                               {value, now_ms, name, *expected}));
     } else {
-      KESTREL_ASSIGN_OR_RETURN(n, conn_->Exec("INSERT INTO settings(name, value, updated_at) VALUES ($1, $2, $3) "
-                                              "ON CONFLICT (name) DO NOTHING",
-                                              {name, value, now_ms}));
+      KESTREL_ASSIGN_OR_RETURN(
+          n, conn_->Exec("INSERT INTO settings(name, value, updated_at) VALUES ($1, $2, $3) "
+                         "ON CONFLICT (name) DO NOTHING",
+                         {name, value, now_ms}));
     }
     wrote = n == 1;
     return {};
@@ -697,11 +705,11 @@ Result<JobStats> SqlStore::Stats() {
   // expiry for a lost worker).
   // Time to restart: each failed attempt that was followed by another one,
   // from its detection to the next attempt's start.
-  KESTREL_ASSIGN_OR_RETURN(auto restart,
-                           conn_->Query("SELECT COUNT(*), SUM(n.started_at - f.detected_at) FROM attempts f "
-                                        "JOIN attempts n ON n.job_id = f.job_id AND n.attempt = f.attempt + 1 "
-                                        "WHERE f.succeeded = 0 AND f.ended_at > 0 AND f.reason <> 'cancelled'",
-                                        {}));
+  KESTREL_ASSIGN_OR_RETURN(
+      auto restart, conn_->Query("SELECT COUNT(*), SUM(n.started_at - f.detected_at) FROM attempts f "
+                                 "JOIN attempts n ON n.job_id = f.job_id AND n.attempt = f.attempt + 1 "
+                                 "WHERE f.succeeded = 0 AND f.ended_at > 0 AND f.reason <> 'cancelled'",
+                                 {}));
   if (!restart.empty() && restart[0].Int(0) > 0) {
     s.restarted_attempts = restart[0].Int(0);
     s.mean_time_to_restart_ms =
@@ -709,13 +717,13 @@ Result<JobStats> SqlStore::Stats() {
   }
   // Time to recover: each job that failed at least once and then succeeded,
   // from its first failure to its success.
-  KESTREL_ASSIGN_OR_RETURN(auto rec,
-                           conn_->Query("SELECT COUNT(*), SUM(t.finished_at - t.first_failure) FROM (SELECT "
-                                        "j.finished_at AS finished_at, MIN(a.ended_at) AS first_failure FROM jobs j "
-                                        "JOIN attempts a ON a.job_id = j.id WHERE j.state = 'succeeded' "
-                                        "AND a.succeeded = 0 AND a.ended_at > 0 AND a.reason <> 'cancelled' "
-                                        "GROUP BY j.id, j.finished_at) t",
-                                        {}));
+  KESTREL_ASSIGN_OR_RETURN(
+      auto rec, conn_->Query("SELECT COUNT(*), SUM(t.finished_at - t.first_failure) FROM (SELECT "
+                             "j.finished_at AS finished_at, MIN(a.ended_at) AS first_failure FROM jobs j "
+                             "JOIN attempts a ON a.job_id = j.id WHERE j.state = 'succeeded' "
+                             "AND a.succeeded = 0 AND a.ended_at > 0 AND a.reason <> 'cancelled' "
+                             "GROUP BY j.id, j.finished_at) t",
+                             {}));
   if (!rec.empty() && rec[0].Int(0) > 0) {
     s.recovered_jobs = rec[0].Int(0);
     s.mean_time_to_recovery_ms = static_cast<double>(rec[0].Int(1)) / static_cast<double>(s.recovered_jobs);

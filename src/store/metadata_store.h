@@ -87,7 +87,8 @@ class MetadataStore {
   // host came with the claim), so `jobs show` names the process while it
   // runs and after a lost worker. kAborted, changing nothing, when the
   // attempt is not running on `worker` any more.
-  virtual Status RecordAttemptPid(int64_t job_id, int64_t attempt, const std::string& worker, int64_t pid) = 0;
+  virtual Status RecordAttemptPid(int64_t job_id, int64_t attempt, const std::string& worker,
+                                  int64_t pid) = 0;
   // Ends the attempt and moves the job: succeeded, failed_retryable (with
   // not_before = now + backoff) or failed_permanent (permanent class or budget
   // spent). kAborted, changing nothing, when the attempt is not current.
@@ -124,7 +125,8 @@ class MetadataStore {
   // `expected` (std::nullopt: only when it is unset); returns whether it
   // wrote. Atomic against concurrent writers in any process on both
   // backends, so webhook dispatchers can share cursors and a lease.
-  virtual Result<bool> CompareAndSetSetting(const std::string& name, const std::optional<std::string>& expected,
+  virtual Result<bool> CompareAndSetSetting(const std::string& name,
+                                            const std::optional<std::string>& expected,
                                             const std::string& value, int64_t now_ms) = 0;
 
   // ---- model registry (docs/models.md; records in model_types.h). The
@@ -143,7 +145,8 @@ class MetadataStore {
   // kInvalidArgument for a malformed tag). kProductionTag moves: the
   // dataset's previous holder loses it in the same transaction, and its id is
   // returned ("" when there was none or it was this model already).
-  virtual Result<std::string> TagModel(const std::string& model_id, const std::string& tag, int64_t now_ms) = 0;
+  virtual Result<std::string> TagModel(const std::string& model_id, const std::string& tag,
+                                       int64_t now_ms) = 0;
   // Whether the tag was there.
   virtual Result<bool> UntagModel(const std::string& model_id, const std::string& tag) = 0;
   // Removes the model and its tags (not its blobs). The production holder is

@@ -17,7 +17,8 @@ namespace kestrel::store {
 namespace {
 
 constexpr const char* kModelColumns =
-    "id, name, seq, created_at, weights_sha, weights_bytes, format, dataset, dataset_version, config_hash, job_id, "
+    "id, name, seq, created_at, weights_sha, weights_bytes, format, dataset, dataset_version, config_hash, "
+    "job_id, "
     "attempt, host, kestrel_version, map50, map50_95, lineage_json, eval_json, comparison_json";
 
 // Metrics cross as text (values are text in SqlConn); 17 digits round-trip a double.
@@ -76,7 +77,8 @@ Result<std::vector<ModelRecord>> SqlStore::SelectModels(const ModelFilter& f, bo
   };
   if (!f.id_prefix.empty()) {
     params.push_back(f.id_prefix);
-    sql += " AND substr(id, 1, " + std::to_string(f.id_prefix.size()) + ") = $" + std::to_string(params.size());
+    sql +=
+        " AND substr(id, 1, " + std::to_string(f.id_prefix.size()) + ") = $" + std::to_string(params.size());
   }
   if (!f.name.empty()) add("name = ", f.name);
   if (f.seq > 0) add("seq = ", f.seq);
@@ -109,9 +111,9 @@ Result<std::vector<ModelRecord>> SqlStore::SelectModels(const ModelFilter& f, bo
 
 Result<ModelRecord> SqlStore::AddModel(const ModelRecord& rec, bool* created) {
   if (!IsValidModelName(rec.name)) {
-    return Status::InvalidArgument("invalid model name '" + rec.name +
-                                       "' (letters, digits, '-', '_', '.'; no '@' or '/')",
-                                   {"", 0, "name"});
+    return Status::InvalidArgument(
+        "invalid model name '" + rec.name + "' (letters, digits, '-', '_', '.'; no '@' or '/')",
+        {"", 0, "name"});
   }
   if (rec.id.size() != 64) return Status::InvalidArgument("model id must be 64 hex chars", {"", 0, "id"});
   ModelRecord out;
@@ -122,10 +124,13 @@ Result<ModelRecord> SqlStore::AddModel(const ModelRecord& rec, bool* created) {
     // The name's counter row first: it serializes registrations of this
     // name, so the existence checks below see every earlier commit.
     KESTREL_RETURN_IF_ERROR(
-        conn_->Exec("INSERT INTO counters(name, value) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING", {counter})
+        conn_
+            ->Exec("INSERT INTO counters(name, value) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING",
+                   {counter})
             .GetStatus());
     KESTREL_RETURN_IF_ERROR(
-        conn_->Query(std::string("SELECT value FROM counters WHERE name = $1") + conn_->ForUpdate(), {counter})
+        conn_
+            ->Query(std::string("SELECT value FROM counters WHERE name = $1") + conn_->ForUpdate(), {counter})
             .GetStatus());
     // Idempotent: a job registers one model (a worker that retries after a
     // lost reply gets the same record); hand registrations of the same
@@ -150,7 +155,8 @@ Result<ModelRecord> SqlStore::AddModel(const ModelRecord& rec, bool* created) {
     KESTREL_RETURN_IF_ERROR(
         conn_
             ->Exec(std::string("INSERT INTO models(") + kModelColumns +
-                       ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, "
+                       ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
+                       "$17, $18, "
                        "$19)",
                    {out.id, out.name, out.seq, out.created_ms, out.weights_sha, out.weights_bytes, out.format,
                     out.dataset, out.dataset_version, out.config_hash, out.job_id, out.attempt, out.host,
@@ -171,8 +177,9 @@ Result<std::vector<ModelRecord>> SqlStore::ListModels(const ModelFilter& filter)
 
 Result<std::string> SqlStore::TagModel(const std::string& model_id, const std::string& tag, int64_t now_ms) {
   if (!IsValidModelTag(tag)) {
-    return Status::InvalidArgument("invalid tag '" + tag + "' (lowercase letters, digits, '-', '_', '.'; a letter first)",
-                                   {"", 0, "tag"});
+    return Status::InvalidArgument(
+        "invalid tag '" + tag + "' (lowercase letters, digits, '-', '_', '.'; a letter first)",
+        {"", 0, "tag"});
   }
   std::string previous;
   Status st = InTransaction([&]() -> Status {
@@ -189,7 +196,8 @@ Result<std::string> SqlStore::TagModel(const std::string& model_id, const std::s
       // move the tag (delete the old holder's, insert ours) in this transaction.
       const std::string lock = std::string("production:") + m.dataset;
       KESTREL_RETURN_IF_ERROR(
-          conn_->Exec("INSERT INTO counters(name, value) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING", {lock})
+          conn_
+              ->Exec("INSERT INTO counters(name, value) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING", {lock})
               .GetStatus());
       KESTREL_RETURN_IF_ERROR(
           conn_->Query(std::string("SELECT value FROM counters WHERE name = $1") + conn_->ForUpdate(), {lock})
@@ -200,15 +208,17 @@ Result<std::string> SqlStore::TagModel(const std::string& model_id, const std::s
       for (const auto& h : holders) {
         if (h.Text(0) != model_id) previous = h.Text(0);
       }
-      KESTREL_RETURN_IF_ERROR(conn_
-                                  ->Exec("DELETE FROM model_tags WHERE tag = $1 AND dataset = $2 AND model_id <> $3",
-                                         {tag, m.dataset, model_id})
-                                  .GetStatus());
+      KESTREL_RETURN_IF_ERROR(
+          conn_
+              ->Exec("DELETE FROM model_tags WHERE tag = $1 AND dataset = $2 AND model_id <> $3",
+                     {tag, m.dataset, model_id})
+              .GetStatus());
     }
     return conn_
-        ->Exec("INSERT INTO model_tags(model_id, tag, dataset, created_at) VALUES ($1, $2, $3, $4) "
-               "ON CONFLICT (model_id, tag) DO NOTHING",
-               {model_id, tag, m.dataset, now_ms})
+        ->Exec(
+            "INSERT INTO model_tags(model_id, tag, dataset, created_at) VALUES ($1, $2, $3, $4) "
+            "ON CONFLICT (model_id, tag) DO NOTHING",
+            {model_id, tag, m.dataset, now_ms})
         .GetStatus();
   });
   if (!st.IsOk()) return st;
@@ -218,8 +228,8 @@ Result<std::string> SqlStore::TagModel(const std::string& model_id, const std::s
 Result<bool> SqlStore::UntagModel(const std::string& model_id, const std::string& tag) {
   bool removed = false;
   Status st = InTransaction([&]() -> Status {
-    KESTREL_ASSIGN_OR_RETURN(int64_t n, conn_->Exec("DELETE FROM model_tags WHERE model_id = $1 AND tag = $2",
-                                                    {model_id, tag}));
+    KESTREL_ASSIGN_OR_RETURN(
+        int64_t n, conn_->Exec("DELETE FROM model_tags WHERE model_id = $1 AND tag = $2", {model_id, tag}));
     removed = n > 0;
     return {};
   });
@@ -242,7 +252,8 @@ Status SqlStore::DeleteModel(const std::string& model_id, bool even_production) 
                                             "'; promote another model or untag it first (or --force)",
                                         {"", 0, "model"});
     }
-    KESTREL_RETURN_IF_ERROR(conn_->Exec("DELETE FROM model_tags WHERE model_id = $1", {model_id}).GetStatus());
+    KESTREL_RETURN_IF_ERROR(
+        conn_->Exec("DELETE FROM model_tags WHERE model_id = $1", {model_id}).GetStatus());
     return conn_->Exec("DELETE FROM models WHERE id = $1", {model_id}).GetStatus();
   });
 }

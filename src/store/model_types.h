@@ -16,26 +16,26 @@ namespace kestrel::store {
 inline constexpr const char* kProductionTag = "production";
 
 struct ModelRecord {
-  std::string id;       // 64 hex chars, assigned by the caller; refs may use a prefix
-  std::string name;     // registry name ("birds"); versions count per name
-  int64_t seq = 0;      // 1-based version within `name` ("v3"); assigned by AddModel
-  int64_t created_ms = 0;  // Unix ms; from the caller
-  std::string weights_sha;   // artifact-store blob of the weights file
+  std::string id;           // 64 hex chars, assigned by the caller; refs may use a prefix
+  std::string name;         // registry name ("birds"); versions count per name
+  int64_t seq = 0;          // 1-based version within `name` ("v3"); assigned by AddModel
+  int64_t created_ms = 0;   // Unix ms; from the caller
+  std::string weights_sha;  // artifact-store blob of the weights file
   int64_t weights_bytes = 0;
-  std::string format;        // "safetensors" or "ultralytics.pt"
-  std::string dataset;       // dataset name the model was trained on ("" when unknown)
+  std::string format;           // "safetensors" or "ultralytics.pt"
+  std::string dataset;          // dataset name the model was trained on ("" when unknown)
   std::string dataset_version;  // version id (sha256) of that dataset version ("" when unknown)
-  std::string config_hash;   // sha256 of the canonical effective config ("" when unknown)
-  int64_t job_id = 0;        // 0 = registered by hand (`models register`)
+  std::string config_hash;      // sha256 of the canonical effective config ("" when unknown)
+  int64_t job_id = 0;           // 0 = registered by hand (`models register`)
   int64_t attempt = 0;
-  std::string host;          // worker host that trained it
+  std::string host;  // worker host that trained it
   std::string kestrel_version;
-  double map50 = 0;          // the evaluation record's headline numbers
+  double map50 = 0;  // the evaluation record's headline numbers
   double map50_95 = 0;
-  std::string lineage_json = "{}";     // full lineage: config, parent weights, ...
-  std::string eval_json = "{}";        // evaluation record: metrics, per-class table, plot files
-  std::string comparison_json;         // "" = none; else the stored comparison with the baseline
-  std::vector<std::string> tags;       // sorted; filled on read
+  std::string lineage_json = "{}";  // full lineage: config, parent weights, ...
+  std::string eval_json = "{}";     // evaluation record: metrics, per-class table, plot files
+  std::string comparison_json;      // "" = none; else the stored comparison with the baseline
+  std::vector<std::string> tags;    // sorted; filled on read
 };
 
 struct ModelFilter {

@@ -134,7 +134,8 @@ class PgConn final : public SqlConn {
     PQreset(conn_);
     prepared_.clear();  // prepared statements died with the old session
     if (PQstatus(conn_) != CONNECTION_OK) {
-      return Status::Unavailable(std::string("postgresql: cannot reconnect: ") + PQerrorMessage(conn_), {where_});
+      return Status::Unavailable(std::string("postgresql: cannot reconnect: ") + PQerrorMessage(conn_),
+                                 {where_});
     }
     PgResult r(PQexec(conn_, kSessionSetup));
     return Check(r.get(), kSessionSetup);
@@ -146,11 +147,10 @@ class PgConn final : public SqlConn {
     if (!begin_pending_ && deferred_.empty()) {
       KESTREL_ASSIGN_OR_RETURN(const std::string* name, Prepared(sql, params.size()));
       ParamText p(params);
-      PgResult r(name != nullptr
-                     ? PQexecPrepared(conn_, name->c_str(), static_cast<int>(params.size()), p.values.data(),
-                                      nullptr, nullptr, 0)
-                     : PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr, p.values.data(),
-                                    nullptr, nullptr, 0));
+      PgResult r(name != nullptr ? PQexecPrepared(conn_, name->c_str(), static_cast<int>(params.size()),
+                                                  p.values.data(), nullptr, nullptr, 0)
+                                 : PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr,
+                                                p.values.data(), nullptr, nullptr, 0));
       KESTREL_RETURN_IF_ERROR(Check(r.get(), sql));
       return r;
     }
@@ -230,10 +230,10 @@ class PgConn final : public SqlConn {
       params.emplace_back(st.params);
       const int n = static_cast<int>(st.params.size());
       const int ok = names[i] != nullptr
-                         ? PQsendQueryPrepared(conn_, names[i]->c_str(), n, params.back().values.data(), nullptr,
-                                               nullptr, 0)
-                         : PQsendQueryParams(conn_, st.sql.c_str(), n, nullptr, params.back().values.data(), nullptr,
-                                             nullptr, 0);
+                         ? PQsendQueryPrepared(conn_, names[i]->c_str(), n, params.back().values.data(),
+                                               nullptr, nullptr, 0)
+                         : PQsendQueryParams(conn_, st.sql.c_str(), n, nullptr, params.back().values.data(),
+                                             nullptr, nullptr, 0);
       if (ok != 1) {
         first_error = Lost("cannot send: " + st.sql.substr(0, 80));
         break;
@@ -249,7 +249,7 @@ class PgConn final : public SqlConn {
         if (first_error.IsOk()) first_error = Lost("no result for: " + batch[i].sql.substr(0, 80));
         break;
       }
-      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);  // the NULL that ends this statement
+      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);      // the NULL that ends this statement
       if (PQresultStatus(r.get()) == PGRES_PIPELINE_ABORTED) continue;  // skipped after an earlier error
       Status s = Check(r.get(), batch[i].sql);
       if (!s.IsOk() && first_error.IsOk()) first_error = s;
@@ -262,7 +262,8 @@ class PgConn final : public SqlConn {
         if (r.get() == nullptr || PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) break;
       }
     }
-    if (PQexitPipelineMode(conn_) != 1 && first_error.IsOk()) first_error = Lost("cannot leave pipeline mode");
+    if (PQexitPipelineMode(conn_) != 1 && first_error.IsOk())
+      first_error = Lost("cannot leave pipeline mode");
     if (!first_error.IsOk()) return first_error;
     return last;
   }

@@ -6,7 +6,9 @@
 namespace kestrel::store {
 
 Status ValidateRetryPolicy(const RetryPolicy& p) {
-  auto bad = [](const char* field, const std::string& msg) { return Status::InvalidArgument(msg, {"", 0, field}); };
+  auto bad = [](const char* field, const std::string& msg) {
+    return Status::InvalidArgument(msg, {"", 0, field});
+  };
   if (p.max_retries < 0) return bad("max_retries", "max_retries must be >= 0");
   if (p.max_infra_retries < 0) return bad("max_infra_retries", "max_infra_retries must be >= 0");
   if (p.backoff_ms.empty()) return bad("backoff", "the backoff list must not be empty");
@@ -24,9 +26,12 @@ int64_t BackoffMs(const RetryPolicy& p, int retries_used) {
 
 const char* RetryBudgetName(RetryBudget b) {
   switch (b) {
-    case RetryBudget::kNone: return "none";
-    case RetryBudget::kRetry: return "retry";
-    case RetryBudget::kInfra: return "infra";
+    case RetryBudget::kNone:
+      return "none";
+    case RetryBudget::kRetry:
+      return "retry";
+    case RetryBudget::kInfra:
+      return "infra";
   }
   return "none";
 }
@@ -51,7 +56,8 @@ NextJobState Unchanged(const JobRecord& job) {
 
 // now + delay without signed overflow (a policy may hold huge delays).
 int64_t SaturatingAdd(int64_t now, int64_t delay) {
-  if (delay > 0 && now > std::numeric_limits<int64_t>::max() - delay) return std::numeric_limits<int64_t>::max();
+  if (delay > 0 && now > std::numeric_limits<int64_t>::max() - delay)
+    return std::numeric_limits<int64_t>::max();
   return now + delay;
 }
 
@@ -106,7 +112,8 @@ NextJobState DecideAfterAttempt(const JobRecord& job, const AttemptOutcome& o, c
 
 Result<NextJobState> DecideCancel(const JobRecord& job, int64_t now_ms) {
   if (!IsLive(job.state)) {
-    return Status::FailedPrecondition("job " + std::to_string(job.id) + " is already " + JobStateName(job.state));
+    return Status::FailedPrecondition("job " + std::to_string(job.id) + " is already " +
+                                      JobStateName(job.state));
   }
   NextJobState n = Unchanged(job);
   n.state = JobState::kCancelled;

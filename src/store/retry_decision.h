@@ -11,14 +11,15 @@
 // (core/failure.h table; outcome.failure_class/infrastructure as set by the
 // classifier):
 //
-// | outcome                         | next state        | budget charged | not_before      | last_reason                    |
+// | outcome                         | next state        | budget charged | not_before      | last_reason |
 // |---------------------------------|-------------------|----------------|-----------------|--------------------------------|
-// | success                         | succeeded         | none           | unchanged       | ""                             |
-// | permanent (bad_config, gate...) | failed_permanent  | none           | unchanged       | reason                         |
-// | infrastructure, infra budget left| failed_retryable | infra          | now (no backoff)| reason                         |
-// | infrastructure, infra exhausted | failed_permanent  | infra          | unchanged       | "infra_retries_exhausted: " + r|
-// | retryable, retries left         | failed_retryable  | retry          | now + backoff   | reason                         |
-// | retryable, retries exhausted    | failed_permanent  | none           | unchanged       | "retries_exhausted: " + r      |
+// | success                         | succeeded         | none           | unchanged       | "" | | permanent
+// (bad_config, gate...) | failed_permanent  | none           | unchanged       | reason | | infrastructure,
+// infra budget left| failed_retryable | infra          | now (no backoff)| reason                         |
+// | infrastructure, infra exhausted | failed_permanent  | infra          | unchanged       |
+// "infra_retries_exhausted: " + r| | retryable, retries left         | failed_retryable  | retry          |
+// now + backoff   | reason                         | | retryable, retries exhausted    | failed_permanent  |
+// none           | unchanged       | "retries_exhausted: " + r      |
 //
 // Backoff for retry k (0-based) is backoff_ms[k], the last entry repeating;
 // now + backoff saturates at INT64_MAX instead of overflowing.
@@ -51,7 +52,7 @@ struct NextJobState {
   int infra_retries_used = 0;
   int64_t finished_ms = 0;  // set when the job reaches a final state, else unchanged
   std::string last_reason;
-  std::string result_json;   // the success's result, else unchanged
+  std::string result_json;  // the success's result, else unchanged
   RetryBudget charged = RetryBudget::kNone;
   FailureClass failure_class = FailureClass::kNone;  // the class recorded on the attempt
 };
@@ -65,8 +66,8 @@ bool IsCurrentAttempt(const JobRecord& job, int64_t attempt, const std::string& 
 // The job after its current attempt ended with `outcome` at now_ms, under
 // `policy` (the job's own, job.spec.retry, in the store).
 // REQUIRES: the attempt is current (IsCurrentAttempt).
-NextJobState DecideAfterAttempt(const JobRecord& job, const AttemptOutcome& outcome, const RetryPolicy& policy,
-                                int64_t now_ms);
+NextJobState DecideAfterAttempt(const JobRecord& job, const AttemptOutcome& outcome,
+                                const RetryPolicy& policy, int64_t now_ms);
 
 // The job after a user cancel at now_ms: kFailedPrecondition unless the job
 // is live (queued, running, failed_retryable); else cancelled, final.

@@ -176,8 +176,8 @@ Result<DatasetVersionRecord> SqlStore::GetVersion(const std::string& dataset, co
   KESTREL_ASSIGN_OR_RETURN(auto versions, ListVersions(dataset));
   if (versions.empty()) return Status::NotFound("no dataset named '" + dataset + "'", {"", 0, "data"});
   if (ref == kEmptyVersionRef) {
-    return Status::InvalidArgument("'" + dataset + "@' names no version: write " + dataset + " (the latest), " + dataset +
-                                       "@vN or " + dataset + "@<id prefix>",
+    return Status::InvalidArgument("'" + dataset + "@' names no version: write " + dataset +
+                                       " (the latest), " + dataset + "@vN or " + dataset + "@<id prefix>",
                                    {"", 0, "data"});
   }
   if (ref.empty() || ref == "latest") return versions.back();

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "core/hash.h"
-#include "model/weights.h"
 #include "core/json.h"
+#include "model/weights.h"
 
 namespace kestrel::train {
 namespace {
@@ -98,9 +98,9 @@ Result<CheckpointState> CheckpointStateFromJson(const std::string& text, const s
     CheckpointState s;
     s.format_version = j.at("format_version").get<int>();
     if (s.format_version != kCheckpointFormatVersion) {
-      return Status::InvalidArgument(origin + ": checkpoint format_version " + std::to_string(s.format_version) +
-                                     " is not supported (this build reads " +
-                                     std::to_string(kCheckpointFormatVersion) + ")");
+      return Status::InvalidArgument(
+          origin + ": checkpoint format_version " + std::to_string(s.format_version) +
+          " is not supported (this build reads " + std::to_string(kCheckpointFormatVersion) + ")");
     }
     auto sched = ScheduleStateFromJson(DumpJson(j.at("schedule")));
     if (!sched.IsOk()) return sched.GetStatus().WithContext(origin);
@@ -135,9 +135,11 @@ Result<std::string> SerializeCheckpoint(const CheckpointState& state, model::Yol
     SafeTensorFile f;
     for (const auto& p : model.named_parameters()) {
       KESTREL_RETURN_IF_ERROR(PutTensor(f, "model/" + p.key(), p.value()));
-      if (p.value().grad().defined()) KESTREL_RETURN_IF_ERROR(PutTensor(f, "grad/" + p.key(), p.value().grad()));
+      if (p.value().grad().defined())
+        KESTREL_RETURN_IF_ERROR(PutTensor(f, "grad/" + p.key(), p.value().grad()));
     }
-    for (const auto& b : model.named_buffers()) KESTREL_RETURN_IF_ERROR(PutTensor(f, "model/" + b.key(), b.value()));
+    for (const auto& b : model.named_buffers())
+      KESTREL_RETURN_IF_ERROR(PutTensor(f, "model/" + b.key(), b.value()));
     for (const auto& [name, t] : ema.Entries()) KESTREL_RETURN_IF_ERROR(PutTensor(f, "ema/" + name, t));
 
     torch::serialize::OutputArchive archive;
@@ -161,7 +163,8 @@ Result<std::string> SerializeCheckpoint(const CheckpointState& state, model::Yol
     f.metadata["checksum"] = ChecksumOf(f, state_json);
     return SerializeSafeTensors(f);
   } catch (const c10::Error& e) {
-    return Status::Internal(std::string("checkpoint: torch error while saving: ") + e.what_without_backtrace());
+    return Status::Internal(std::string("checkpoint: torch error while saving: ") +
+                            e.what_without_backtrace());
   }
 }
 
@@ -184,7 +187,8 @@ Result<ParsedCheckpoint> ParseCheckpoint(const std::string& bytes, const std::st
   const std::string state_json = get("state");
   const std::string want = get("checksum");
   if (want.empty() || ChecksumOf(out.file, state_json) != want) {
-    return Status::Corruption(origin + ": checkpoint checksum mismatch: the file is corrupted; refusing to resume from it");
+    return Status::Corruption(
+        origin + ": checkpoint checksum mismatch: the file is corrupted; refusing to resume from it");
   }
   KESTREL_ASSIGN_OR_RETURN(out.state, CheckpointStateFromJson(state_json, origin));
   return out;
@@ -210,9 +214,12 @@ Status ApplyCheckpoint(const ParsedCheckpoint& ckpt, const std::string& origin, 
         p.value().mutable_grad() = torch::Tensor();
       }
     }
-    for (auto& b : model.named_buffers()) KESTREL_RETURN_IF_ERROR(CopyInto(b.value(), f, "model/" + b.key(), origin));
-    for (auto& p : ema_model.named_parameters()) KESTREL_RETURN_IF_ERROR(CopyInto(p.value(), f, "ema/" + p.key(), origin));
-    for (auto& b : ema_model.named_buffers()) KESTREL_RETURN_IF_ERROR(CopyInto(b.value(), f, "ema/" + b.key(), origin));
+    for (auto& b : model.named_buffers())
+      KESTREL_RETURN_IF_ERROR(CopyInto(b.value(), f, "model/" + b.key(), origin));
+    for (auto& p : ema_model.named_parameters())
+      KESTREL_RETURN_IF_ERROR(CopyInto(p.value(), f, "ema/" + p.key(), origin));
+    for (auto& b : ema_model.named_buffers())
+      KESTREL_RETURN_IF_ERROR(CopyInto(b.value(), f, "ema/" + b.key(), origin));
 
     auto opt = f.tensors.find("optimizer");
     if (opt == f.tensors.end()) return Status::Corruption(origin + ": checkpoint lacks the optimizer state");
@@ -230,7 +237,8 @@ Status ApplyCheckpoint(const ParsedCheckpoint& ckpt, const std::string& origin, 
     gen.set_state(*rt);
     return {};
   } catch (const c10::Error& e) {
-    return Status::Corruption(origin + ": checkpoint does not fit this model/optimizer: " + e.what_without_backtrace());
+    return Status::Corruption(
+        origin + ": checkpoint does not fit this model/optimizer: " + e.what_without_backtrace());
   }
 }
 

@@ -45,13 +45,13 @@ struct EpochAccum {
 // The scalar part of a checkpoint (metadata "state", JSON).
 struct CheckpointState {
   int format_version = kCheckpointFormatVersion;
-  ScheduleState schedule;       // next iteration, last step, steps taken
+  ScheduleState schedule;  // next iteration, last step, steps taken
   int64_t batches_per_epoch = 0;
   int epochs = 0;
-  double lr_scale = 1.0;        // NaN-policy LR multiplier (halved per rollback)
+  double lr_scale = 1.0;  // NaN-policy LR multiplier (halved per rollback)
   int rollbacks = 0;
-  double best_fitness = -1.0;   // -1 = no validation yet
-  int best_epoch = 0;           // 1-based
+  double best_fitness = -1.0;  // -1 = no validation yet
+  int best_epoch = 0;          // 1-based
   int64_t ema_updates = 0;
   uint64_t loader_seed = 0;
   std::string dataset_version;  // registry version id

@@ -46,8 +46,8 @@ Result<PaddedTargets> PadTargets(const DetectionTargets& targets, int64_t batch,
     }
     const double c = cls_p[i];
     if (!(c >= 0 && c < num_classes) || c != std::floor(c)) {
-      return Field("cls", "row " + std::to_string(i) + ": " + std::to_string(c) +
-                              " is not a class in [0, " + std::to_string(num_classes) + ")");
+      return Field("cls", "row " + std::to_string(i) + ": " + std::to_string(c) + " is not a class in [0, " +
+                              std::to_string(num_classes) + ")");
     }
     for (int k = 0; k < 4; ++k) {
       if (!std::isfinite(box_p[i * 4 + k])) {
@@ -82,7 +82,9 @@ Result<PaddedTargets> PadTargets(const DetectionTargets& targets, int64_t batch,
 
 }  // namespace
 
-void LossOptions::Bind(OptionSet& set) { BindLossKeys(set, &box_gain, &cls_gain, &dfl_gain, &label_smoothing); }
+void LossOptions::Bind(OptionSet& set) {
+  BindLossKeys(set, &box_gain, &cls_gain, &dfl_gain, &label_smoothing);
+}
 
 Status LossOptions::Validate() const {
   if (num_classes <= 0) return Field("nc", "must be > 0");
@@ -94,8 +96,8 @@ Status LossOptions::Validate() const {
   KESTREL_RETURN_IF_ERROR(CheckBoundValues(*this));  // box, cls, dfl, label_smoothing
   if (!class_weights.empty()) {
     if (class_weights.size() != static_cast<size_t>(num_classes)) {
-      return Field("class_weights", "needs one weight per class (" + std::to_string(num_classes) +
-                                        "), got " + std::to_string(class_weights.size()));
+      return Field("class_weights", "needs one weight per class (" + std::to_string(num_classes) + "), got " +
+                                        std::to_string(class_weights.size()));
     }
     for (double w : class_weights) {
       if (!(w >= 0) || !std::isfinite(w)) return Field("class_weights", "must be finite and >= 0");
@@ -150,8 +152,8 @@ Result<LossOutput> DetectionLoss::Compute(const std::vector<torch::Tensor>& head
     const auto& h = heads[i];
     if (!h.defined() || h.dim() != 4 || h.size(1) != channels || h.size(0) != heads[0].size(0) ||
         h.device() != heads[0].device()) {
-      return Field("heads", "level " + std::to_string(i) + ": expected [B, " +
-                                std::to_string(channels) + ", H, W] on one device");
+      return Field("heads", "level " + std::to_string(i) + ": expected [B, " + std::to_string(channels) +
+                                ", H, W] on one device");
     }
   }
   if (image.height <= 0 || image.width <= 0) return Field("image", "size must be positive");
@@ -167,15 +169,15 @@ Result<LossOutput> DetectionLoss::Compute(const std::vector<torch::Tensor>& head
       flat.push_back(h.to(torch::kFloat32).reshape({batch, channels, -1}));
       sizes.push_back({h.size(2), h.size(3)});
     }
-    const auto all = torch::cat(flat, 2);                                            // [B, C, A]
+    const auto all = torch::cat(flat, 2);                                                 // [B, C, A]
     const auto pred_dist = all.slice(1, 0, 4 * reg_max).permute({0, 2, 1}).contiguous();  // [B, A, 64]
     const auto pred_logits = all.slice(1, 4 * reg_max, channels).permute({0, 2, 1}).contiguous();
     const Anchors anchors = MakeAnchors(sizes, options_.strides, device);
     const auto pred_boxes = DecodeBoxes(pred_dist, anchors.points, reg_max);  // grid units
 
-    const Assignment a = AssignTaskAligned(
-        pred_logits.detach().sigmoid(), pred_boxes.detach() * anchors.strides,
-        anchors.points * anchors.strides, gt.labels, gt.boxes, gt.valid, options_.assigner);
+    const Assignment a =
+        AssignTaskAligned(pred_logits.detach().sigmoid(), pred_boxes.detach() * anchors.strides,
+                          anchors.points * anchors.strides, gt.labels, gt.boxes, gt.valid, options_.assigner);
     const auto score_sum = a.target_scores.sum().clamp_min(1.0);
 
     auto cls_target = a.target_scores;
@@ -184,12 +186,10 @@ Result<LossOutput> DetectionLoss::Compute(const std::vector<torch::Tensor>& head
     }
     torch::Tensor bce;
     if (options_.class_weights.empty()) {
-      bce = torch::binary_cross_entropy_with_logits(pred_logits, cls_target, {}, {},
-                                                   at::Reduction::None);
+      bce = torch::binary_cross_entropy_with_logits(pred_logits, cls_target, {}, {}, at::Reduction::None);
     } else {
       const auto w = torch::tensor(options_.class_weights, torch::kFloat64).to(device, torch::kFloat32);
-      bce = torch::binary_cross_entropy_with_logits(pred_logits, cls_target, w, {},
-                                                   at::Reduction::None);
+      bce = torch::binary_cross_entropy_with_logits(pred_logits, cls_target, w, {}, at::Reduction::None);
     }
     const auto loss_cls = bce.sum() / score_sum;
 
@@ -197,23 +197,22 @@ Result<LossOutput> DetectionLoss::Compute(const std::vector<torch::Tensor>& head
     auto loss_dfl = torch::zeros({}, pred_dist.options());
     if (a.foreground.any().item<bool>()) {
       const auto& fg = a.foreground;
-      const auto target_boxes = a.target_boxes / anchors.strides;  // grid units
+      const auto target_boxes = a.target_boxes / anchors.strides;             // grid units
       const auto weight = a.target_scores.sum(-1).index({fg}).unsqueeze(-1);  // [K, 1]
       const auto ciou = BoxCiou(pred_boxes.index({fg}), target_boxes.index({fg})).unsqueeze(-1);
       loss_box = ((1.0 - ciou) * weight).sum() / score_sum;
 
       const auto points = anchors.points.unsqueeze(0);
-      const auto ltrb = torch::cat({points - target_boxes.slice(-1, 0, 2),
-                                    target_boxes.slice(-1, 2, 4) - points},
-                                   -1)
-                            .clamp(0, reg_max - 1 - 0.01);
-      const auto dfl = DistributionFocalLoss(pred_dist.index({fg}).view({-1, reg_max}),
-                                             ltrb.index({fg}).view({-1}));
+      const auto ltrb =
+          torch::cat({points - target_boxes.slice(-1, 0, 2), target_boxes.slice(-1, 2, 4) - points}, -1)
+              .clamp(0, reg_max - 1 - 0.01);
+      const auto dfl =
+          DistributionFocalLoss(pred_dist.index({fg}).view({-1, reg_max}), ltrb.index({fg}).view({-1}));
       loss_dfl = (dfl.view({-1, 4}).mean(-1, /*keepdim=*/true) * weight).sum() / score_sum;
     }
 
-    const auto items = torch::stack({loss_box * options_.box_gain, loss_cls * options_.cls_gain,
-                                     loss_dfl * options_.dfl_gain});
+    const auto items = torch::stack(
+        {loss_box * options_.box_gain, loss_cls * options_.cls_gain, loss_dfl * options_.dfl_gain});
     return LossOutput{items.sum() * static_cast<double>(batch), items.detach()};
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("detection loss: ") + e.what_without_backtrace());

@@ -22,16 +22,16 @@
 namespace kestrel::train {
 
 struct LossOptions {
-  int num_classes = 80;                      // nc (> 0)
-  int reg_max = 16;                          // DFL bins per side (> 1)
-  std::vector<double> strides = {8, 16, 32}; // one per head level, input pixels
-  double box_gain = 7.5;                     // key "box"
-  double cls_gain = 0.5;                     // key "cls"
-  double dfl_gain = 1.5;                     // key "dfl"
-  double label_smoothing = 0.0;              // BCE target t -> t*(1-e) + e/2
-  std::vector<double> class_weights;         // empty = none, else nc weights >= 0
-                                             // multiplying each class's BCE term
-  AssignerOptions assigner;                  // top_k 10, alpha 0.5, beta 6, eps 1e-9
+  int num_classes = 80;                       // nc (> 0)
+  int reg_max = 16;                           // DFL bins per side (> 1)
+  std::vector<double> strides = {8, 16, 32};  // one per head level, input pixels
+  double box_gain = 7.5;                      // key "box"
+  double cls_gain = 0.5;                      // key "cls"
+  double dfl_gain = 1.5;                      // key "dfl"
+  double label_smoothing = 0.0;               // BCE target t -> t*(1-e) + e/2
+  std::vector<double> class_weights;          // empty = none, else nc weights >= 0
+                                              // multiplying each class's BCE term
+  AssignerOptions assigner;                   // top_k 10, alpha 0.5, beta 6, eps 1e-9
 
   // Binds box, cls, dfl, label_smoothing (the Ultralytics keys; the ranges
   // are train::BindLossKeys', shared with TrainConfig).
@@ -66,8 +66,8 @@ class DetectionLoss {
 
   // Errors (InvalidArgument): wrong number of heads, shape/channel mismatch,
   // batch_idx outside [0, B), class outside [0, nc), non-finite boxes.
-  Result<LossOutput> Compute(const std::vector<torch::Tensor>& heads,
-                             const DetectionTargets& targets, ImageSize image) const;
+  Result<LossOutput> Compute(const std::vector<torch::Tensor>& heads, const DetectionTargets& targets,
+                             ImageSize image) const;
 
   const LossOptions& Options() const { return options_; }
 
@@ -79,8 +79,7 @@ class DetectionLoss {
 // Decodes box distributions [B, A, 4*reg_max] (logits) into xyxy boxes
 // [B, A, 4] in grid units: softmax expectation over bins 0..reg_max-1 gives
 // distances (left, top, right, bottom) from `anchor_points` [A, 2].
-torch::Tensor DecodeBoxes(const torch::Tensor& distribution, const torch::Tensor& anchor_points,
-                          int reg_max);
+torch::Tensor DecodeBoxes(const torch::Tensor& distribution, const torch::Tensor& anchor_points, int reg_max);
 
 // Distribution focal loss per row: logits [K, reg_max], target [K] in bins,
 // clamped to [0, reg_max-1-0.01]; returns [K] =

@@ -57,13 +57,13 @@ std::vector<std::pair<std::string, torch::Tensor>> NamedState(const torch::nn::M
 Status SameLayout(const std::vector<std::pair<std::string, torch::Tensor>>& a,
                   const std::vector<std::pair<std::string, torch::Tensor>>& b) {
   if (a.size() != b.size()) {
-    return Status::FailedPrecondition("EMA: model has " + std::to_string(b.size()) +
-                                      " tensors, EMA " + std::to_string(a.size()));
+    return Status::FailedPrecondition("EMA: model has " + std::to_string(b.size()) + " tensors, EMA " +
+                                      std::to_string(a.size()));
   }
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].first != b[i].first || !a[i].second.sizes().equals(b[i].second.sizes())) {
-      return Status::FailedPrecondition("EMA: tensor '" + b[i].first +
-                                        "' does not match the EMA's '" + a[i].first + "'");
+      return Status::FailedPrecondition("EMA: tensor '" + b[i].first + "' does not match the EMA's '" +
+                                        a[i].first + "'");
     }
   }
   return Status();
@@ -109,9 +109,8 @@ Result<std::unique_ptr<torch::optim::Optimizer>> BuildOptimizer(const ParameterG
             std::make_unique<torch::optim::Adam>(std::move(param_groups), defaults));
       }
       case OptimizerKind::kAdamW: {
-        auto defaults = torch::optim::AdamWOptions(r.lr)
-                            .betas(std::make_tuple(r.momentum, r.beta2))
-                            .weight_decay(0.0);
+        auto defaults =
+            torch::optim::AdamWOptions(r.lr).betas(std::make_tuple(r.momentum, r.beta2)).weight_decay(0.0);
         for (const auto& [params, wd] : spec) {
           auto o = std::make_unique<torch::optim::AdamWOptions>(defaults);
           o->weight_decay(wd);

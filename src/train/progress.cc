@@ -16,10 +16,20 @@ namespace kestrel::train {
 std::string HistoryToJson(const std::vector<EpochRecord>& history) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : history) {
-    arr.push_back({{"epoch", r.epoch}, {"box", r.box}, {"cls", r.cls}, {"dfl", r.dfl}, {"lr", r.lr},
-                   {"precision", r.precision}, {"recall", r.recall}, {"map50", r.map50},
-                   {"map5095", r.map5095}, {"fitness", r.fitness}, {"seconds", r.seconds},
-                   {"val_box", r.val_box}, {"val_cls", r.val_cls}, {"val_dfl", r.val_dfl}});
+    arr.push_back({{"epoch", r.epoch},
+                   {"box", r.box},
+                   {"cls", r.cls},
+                   {"dfl", r.dfl},
+                   {"lr", r.lr},
+                   {"precision", r.precision},
+                   {"recall", r.recall},
+                   {"map50", r.map50},
+                   {"map5095", r.map5095},
+                   {"fitness", r.fitness},
+                   {"seconds", r.seconds},
+                   {"val_box", r.val_box},
+                   {"val_cls", r.val_cls},
+                   {"val_dfl", r.val_dfl}});
   }
   return DumpJson(arr);
 }
@@ -54,11 +64,13 @@ Result<std::vector<EpochRecord>> HistoryFromJson(const std::string& text) {
 Status WriteResultsCsv(Env& env, const std::string& path, const std::vector<EpochRecord>& history) {
   std::string out =
       "epoch,train/box_loss,train/cls_loss,train/dfl_loss,metrics/precision(B),metrics/recall(B),"
-      "metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss,val/dfl_loss,lr/pg0,lr/pg1,lr/pg2,time\n";
+      "metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss,val/dfl_loss,lr/pg0,lr/pg1,lr/"
+      "pg2,time\n";
   char line[512];
   for (const auto& r : history) {
-    std::snprintf(line, sizeof line, "%d,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.6g,%.6g,%.6g,%.3f\n",
-                  r.epoch, r.box, r.cls, r.dfl, r.precision, r.recall, r.map50, r.map5095, r.val_box, r.val_cls,
+    std::snprintf(line, sizeof line,
+                  "%d,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.6g,%.6g,%.6g,%.3f\n", r.epoch,
+                  r.box, r.cls, r.dfl, r.precision, r.recall, r.map50, r.map5095, r.val_box, r.val_cls,
                   r.val_dfl, r.lr[0], r.lr[1], r.lr[2], r.seconds);
     out += line;
   }
@@ -75,10 +87,11 @@ Status WriteArgsYaml(Env& env, const std::string& path, const nlohmann::json& co
 
 std::string FormatProgress(const ProgressLine& p) {
   char line[256];
-  std::snprintf(line, sizeof line,
-                "epoch %d/%d  batch %lld/%lld  box %.4f  cls %.4f  dfl %.4f  instances %lld  %.2f it/s  ETA %.0fs",
-                p.epoch, p.epochs, static_cast<long long>(p.batch), static_cast<long long>(p.batches), p.box, p.cls,
-                p.dfl, static_cast<long long>(p.instances), p.it_per_s, p.eta_s);
+  std::snprintf(
+      line, sizeof line,
+      "epoch %d/%d  batch %lld/%lld  box %.4f  cls %.4f  dfl %.4f  instances %lld  %.2f it/s  ETA %.0fs",
+      p.epoch, p.epochs, static_cast<long long>(p.batch), static_cast<long long>(p.batches), p.box, p.cls,
+      p.dfl, static_cast<long long>(p.instances), p.it_per_s, p.eta_s);
   return line;
 }
 
@@ -115,7 +128,8 @@ Status WriteBatchPreview(Env& env, const std::string& path, const data::Batch& b
     cv::Point p2(static_cast<int>(ox + (r[2] + r[4] / 2) * w), static_cast<int>(oy + (r[3] + r[5] / 2) * h));
     const cv::Scalar color((cls * 67) % 256, (cls * 151 + 80) % 256, (cls * 29 + 160) % 256);
     cv::rectangle(grid, p1, p2, color, 1);
-    const std::string label = cls >= 0 && cls < static_cast<int>(names.size()) ? names[cls] : std::to_string(cls);
+    const std::string label =
+        cls >= 0 && cls < static_cast<int>(names.size()) ? names[cls] : std::to_string(cls);
     data::DrawBoxLabel(grid, label, p1, 11, color, static_cast<int>(oy));
   }
   std::vector<uint8_t> buf;

@@ -2,11 +2,10 @@
 // results.csv, args.yaml, the epoch history as JSON (stored in checkpoints)
 // and the train_batch0.jpg preview.
 #pragma once
+#include <nlohmann/json_fwd.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "core/env.h"
 #include "core/status.h"

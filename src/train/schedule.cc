@@ -1,5 +1,4 @@
 #include "train/schedule.h"
-#include "core/json.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <utility>
+
+#include "core/json.h"
 
 // The reference rows are reproduced bit for bit only when every expression is
 // evaluated in the same order with plain double rounding; this TU is built
@@ -51,8 +52,10 @@ void OptimizerOptions::Bind(OptionSet& set) {
   set.Float("momentum", &momentum, "SGD momentum / Adam beta1", Range::ClosedOpen(0, 1));
   set.Float("weight_decay", &weight_decay, "weight decay before batch scaling", Range::Closed(0, 1));
   set.Float("warmup_epochs", &warmup_epochs, "warmup length in epochs (0 = none)", Range::Closed(0, 1e6));
-  set.Float("warmup_momentum", &warmup_momentum, "SGD momentum at the start of warmup", Range::ClosedOpen(0, 1));
-  set.Float("warmup_bias_lr", &warmup_bias_lr, "bias learning rate at the start of warmup", Range::Closed(0, 10));
+  set.Float("warmup_momentum", &warmup_momentum, "SGD momentum at the start of warmup",
+            Range::ClosedOpen(0, 1));
+  set.Float("warmup_bias_lr", &warmup_bias_lr, "bias learning rate at the start of warmup",
+            Range::Closed(0, 10));
   set.Int("nbs", &nbs, "nominal batch size for gradient accumulation", 1, 1 << 20);
   set.Bool("cos_lr", &cos_lr, "cosine learning-rate factor instead of linear");
 }
@@ -68,8 +71,7 @@ Status OptimizerOptions::Validate() const {
   return CheckBoundValues(canonical);
 }
 
-Result<ResolvedOptimizer> ResolveOptimizer(const OptimizerOptions& options,
-                                           const RunShape& shape) {
+Result<ResolvedOptimizer> ResolveOptimizer(const OptimizerOptions& options, const RunShape& shape) {
   KESTREL_RETURN_IF_ERROR(options.Validate());
   if (shape.epochs <= 0) return Field("epochs", "must be > 0");
   if (shape.batches_per_epoch <= 0) return Field("batches_per_epoch", "must be > 0");
@@ -77,17 +79,16 @@ Result<ResolvedOptimizer> ResolveOptimizer(const OptimizerOptions& options,
   if (shape.num_train_images < 0) return Field("num_train_images", "must be >= 0");
 
   ResolvedOptimizer r;
-  r.base_accumulate = static_cast<int>(std::max<int64_t>(
-      RoundHalfEven(static_cast<double>(options.nbs) / shape.batch_size), 1));
+  r.base_accumulate = static_cast<int>(
+      std::max<int64_t>(RoundHalfEven(static_cast<double>(options.nbs) / shape.batch_size), 1));
   r.warmup_bias_lr = options.warmup_bias_lr;
   r.lr = options.lr0;
   r.momentum = options.momentum;
   const std::string name = Lower(options.optimizer);
   if (name == "auto") {
     if (shape.num_classes <= 0) return Field("nc", "optimizer=auto needs the class count");
-    const int64_t per_epoch =
-        (shape.num_train_images + std::max(shape.batch_size, options.nbs) - 1) /
-        std::max(shape.batch_size, options.nbs);
+    const int64_t per_epoch = (shape.num_train_images + std::max(shape.batch_size, options.nbs) - 1) /
+                              std::max(shape.batch_size, options.nbs);
     const int64_t iterations = per_epoch * shape.epochs;
     if (iterations > 10000) {
       r.kind = OptimizerKind::kSgd;
@@ -128,8 +129,7 @@ Result<ScheduleState> ScheduleStateFromJson(const std::string& text) {
                           {"steps_taken", &s.steps_taken}}) {
     auto it = j.find(key);
     if (it == j.end() || !it->is_number_integer()) {
-      return Status::Corruption("schedule state: missing or non-integer field",
-                                ErrorLocation{"", 0, key});
+      return Status::Corruption("schedule state: missing or non-integer field", ErrorLocation{"", 0, key});
     }
     *dst = it->get<int64_t>();
   }
@@ -145,14 +145,12 @@ double Interp2(double x, double x0, double x1, double y0, double y1) {
 
 int64_t RoundHalfEven(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
-Schedule::Schedule(OptimizerOptions options, RunShape shape, ResolvedOptimizer resolved,
-                   ScheduleState state)
+Schedule::Schedule(OptimizerOptions options, RunShape shape, ResolvedOptimizer resolved, ScheduleState state)
     : options_(std::move(options)), shape_(shape), resolved_(resolved), state_(state) {
   warmup_iterations_ =
       options_.warmup_epochs > 0
           ? std::max<int64_t>(
-                RoundHalfEven(options_.warmup_epochs * static_cast<double>(shape_.batches_per_epoch)),
-                100)
+                RoundHalfEven(options_.warmup_epochs * static_cast<double>(shape_.batches_per_epoch)), 100)
           : -1;
 }
 

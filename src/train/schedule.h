@@ -59,13 +59,13 @@ const char* OptimizerKindName(OptimizerKind kind);  // "SGD", "Adam", "AdamW"
 // What optimizer=auto (or an explicit name) resolves to.
 struct ResolvedOptimizer {
   OptimizerKind kind = OptimizerKind::kSgd;
-  double lr = 0.01;              // initial LR of all three groups ("initial_lr")
-  double momentum = 0.937;       // SGD momentum / Adam(W) beta1 at construction
-  double beta2 = 0.999;          // Adam(W) only
-  bool nesterov = true;          // SGD only
-  double weight_decay = 5e-4;    // scaled; applies to group 1 only
-  double warmup_bias_lr = 0.1;   // after auto's override to 0
-  int base_accumulate = 1;       // max(round(nbs/batch), 1)
+  double lr = 0.01;             // initial LR of all three groups ("initial_lr")
+  double momentum = 0.937;      // SGD momentum / Adam(W) beta1 at construction
+  double beta2 = 0.999;         // Adam(W) only
+  bool nesterov = true;         // SGD only
+  double weight_decay = 5e-4;   // scaled; applies to group 1 only
+  double warmup_bias_lr = 0.1;  // after auto's override to 0
+  int base_accumulate = 1;      // max(round(nbs/batch), 1)
 };
 
 // Resolves the optimizer as the reference does:
@@ -89,11 +89,11 @@ Result<ScheduleState> ScheduleStateFromJson(const std::string& text);
 // reference optimizer's param groups after that iteration's optimizer logic.
 struct IterationPlan {
   int epoch = 0;
-  int64_t iteration = 0;       // ni
-  int64_t batch_in_epoch = 0;  // i
-  int accumulate = 1;          // batches per optimizer step at this iteration
-  bool optimizer_step = false; // step (clip, step, zero_grad, EMA) after this backward
-  int64_t steps_taken = 0;     // optimizer steps including this one
+  int64_t iteration = 0;                 // ni
+  int64_t batch_in_epoch = 0;            // i
+  int accumulate = 1;                    // batches per optimizer step at this iteration
+  bool optimizer_step = false;           // step (clip, step, zero_grad, EMA) after this backward
+  int64_t steps_taken = 0;               // optimizer steps including this one
   std::array<double, 3> lr{};            // per param group 0, 1, 2
   double momentum = 0.0;                 // SGD momentum; Adam(W): beta1 (constant)
   std::array<double, 3> weight_decay{};  // per param group (only group 1 non-zero)
@@ -120,8 +120,7 @@ class Schedule {
   IterationPlan Next();
 
  private:
-  Schedule(OptimizerOptions options, RunShape shape, ResolvedOptimizer resolved,
-           ScheduleState state);
+  Schedule(OptimizerOptions options, RunShape shape, ResolvedOptimizer resolved, ScheduleState state);
 
   OptimizerOptions options_;
   RunShape shape_;

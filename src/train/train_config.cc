@@ -1,6 +1,5 @@
 #include "train/train_config.h"
 
-
 #include "core/parse.h"
 #include "core/safetensors.h"
 #include "core/utf8.h"
@@ -42,8 +41,8 @@ void TrainConfig::Bind(OptionSet& s) {
   s.Int("patience", &patience, "epochs without fitness improvement before early stopping", 1, 1000000);
   s.Float("save_period_min", &save_period_min, "also checkpoint mid-epoch every N minutes (0 = off)", 0, 1e9);
   s.Int("save_period", &save_period, "also keep weights/epochN.ckpt every N epochs (0 = off)", 0, 100000);
-  s.Int("keep_ckpts", &keep_ckpts, "epoch checkpoints a succeeded job keeps, newest first (best/last always stay)", 0,
-        100000);
+  s.Int("keep_ckpts", &keep_ckpts,
+        "epoch checkpoints a succeeded job keeps, newest first (best/last always stay)", 0, 100000);
   s.String("pretrained", &pretrained, "safetensors weights to start from (class count may differ)");
   s.String("resume", &resume, "checkpoint to continue exactly (runs/train/NAME/weights/last.ckpt)");
   s.Int("threads", &threads, "torch intra-op threads (0 = all cores)", 0, 4096);
@@ -59,14 +58,19 @@ void TrainConfig::Bind(OptionSet& s) {
 }
 
 Status TrainConfig::Validate() const {
-  for (auto [key, text] : {std::pair<const char*, const std::string*>{"data", &data}, {"model", &model},
-                           {"device", &device}, {"pretrained", &pretrained}, {"resume", &resume},
-                           {"project", &project}, {"name", &name}, {"run_dir", &run_dir}}) {
+  for (auto [key, text] : {std::pair<const char*, const std::string*>{"data", &data},
+                           {"model", &model},
+                           {"device", &device},
+                           {"pretrained", &pretrained},
+                           {"resume", &resume},
+                           {"project", &project},
+                           {"name", &name},
+                           {"run_dir", &run_dir}}) {
     const size_t bad = FirstInvalidUtf8(*text);
     if (bad != std::string::npos) {
-      return Status::InvalidArgument("'" + EscapeInvalidUtf8(*text) + "' is not valid UTF-8 (byte " +
-                                         std::to_string(bad) + ")",
-                                     {"", 0, key});
+      return Status::InvalidArgument(
+          "'" + EscapeInvalidUtf8(*text) + "' is not valid UTF-8 (byte " + std::to_string(bad) + ")",
+          {"", 0, key});
     }
   }
   if (data.empty() && resume.empty()) {
@@ -80,10 +84,11 @@ Status TrainConfig::Validate() const {
     // model=yolov8n.pt: architecture and pretrained weights from that file
     // (read in ValidateFiles); a second weights file would be ambiguous.
     if (!pretrained.empty() && pretrained != model) {
-      return Status::InvalidArgument("model=" + EscapeInvalidUtf8(model) +
-                                         " already loads its weights; drop pretrained= or use model=<scale> pretrained=" +
-                                         EscapeInvalidUtf8(pretrained),
-                                     {"", 0, "pretrained"});
+      return Status::InvalidArgument(
+          "model=" + EscapeInvalidUtf8(model) +
+              " already loads its weights; drop pretrained= or use model=<scale> pretrained=" +
+              EscapeInvalidUtf8(pretrained),
+          {"", 0, "pretrained"});
     }
   } else if (auto spec = model::ParseModelSpec(model, 1); !spec.IsOk()) {
     return spec.GetStatus();
@@ -108,7 +113,7 @@ Status TrainConfig::ValidateFiles() const {
   }
   if (!pretrained.empty() && pretrained != model) {
     Status h = model::FileLooksLikeZip(pretrained) ? model::ReadWeightsInfo(pretrained).GetStatus()
-                                                 : ReadSafeTensorsHeader(pretrained).GetStatus();
+                                                   : ReadSafeTensorsHeader(pretrained).GetStatus();
     if (!h.IsOk()) {
       const Status& e = h;
       const std::string why = e.Code() == StatusCode::kCorruption && !model::FileLooksLikeZip(pretrained)
@@ -122,15 +127,17 @@ Status TrainConfig::ValidateFiles() const {
     auto h = ReadSafeTensorsHeader(resume);
     if (!h.IsOk()) {
       const Status& e = h.GetStatus();
-      const std::string why = e.Code() == StatusCode::kCorruption ? "not a Kestrel checkpoint (" + e.Message() + ")"
-                                                                   : e.Message();
+      const std::string why = e.Code() == StatusCode::kCorruption
+                                  ? "not a Kestrel checkpoint (" + e.Message() + ")"
+                                  : e.Message();
       return Status::InvalidArgument("resume=" + EscapeInvalidUtf8(resume) + ": " + why, {"", 0, "resume"});
     }
     auto f = h->metadata.find("format");
     if (f == h->metadata.end() || f->second != kCheckpointFormat) {
-      return Status::InvalidArgument("resume=" + EscapeInvalidUtf8(resume) +
-                                         ": not a Kestrel training checkpoint (weights files go to pretrained=)",
-                                     {"", 0, "resume"});
+      return Status::InvalidArgument(
+          "resume=" + EscapeInvalidUtf8(resume) +
+              ": not a Kestrel training checkpoint (weights files go to pretrained=)",
+          {"", 0, "resume"});
     }
   }
   return {};

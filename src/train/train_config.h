@@ -39,20 +39,20 @@ void BindLossKeys(OptionSet& s, double* box, double* cls, double* dfl, double* l
 inline constexpr const char* kCheckpointFormat = "kestrel-checkpoint";
 
 struct TrainConfig {
-  std::string data;              // registry spec NAME[@vN|@idprefix]
-  std::string model = "n";       // n|s|m|l|x|t|yolov8n.yaml ...
-  int epochs = 100;              // total epochs
-  std::string device = "cpu";    // cpu | 0 (CUDA device index)
-  int64_t seed = 0;              // torch init + loader randomness
-  bool deterministic = true;     // torch deterministic algorithms
-  int patience = 100;            // epochs without fitness improvement before stopping
-  double save_period_min = 0;    // also checkpoint mid-epoch every N minutes (0 = off)
-  int save_period = 0;           // also keep weights/epoch<N>.ckpt every N epochs (0 = off)
-  int keep_ckpts = 3;            // epoch checkpoints a succeeded job keeps (newest; docs/disk.md)
-  std::string pretrained;        // safetensors weights to start from (fine-tune load)
-  std::string resume;            // checkpoint (weights/last.ckpt) to continue exactly
-  int threads = 0;               // torch intra-op threads, 0 = all cores
-  int freeze = 0;                // freeze the first N layers (model.0 .. model.N-1)
+  std::string data;                    // registry spec NAME[@vN|@idprefix]
+  std::string model = "n";             // n|s|m|l|x|t|yolov8n.yaml ...
+  int epochs = 100;                    // total epochs
+  std::string device = "cpu";          // cpu | 0 (CUDA device index)
+  int64_t seed = 0;                    // torch init + loader randomness
+  bool deterministic = true;           // torch deterministic algorithms
+  int patience = 100;                  // epochs without fitness improvement before stopping
+  double save_period_min = 0;          // also checkpoint mid-epoch every N minutes (0 = off)
+  int save_period = 0;                 // also keep weights/epoch<N>.ckpt every N epochs (0 = off)
+  int keep_ckpts = 3;                  // epoch checkpoints a succeeded job keeps (newest; docs/disk.md)
+  std::string pretrained;              // safetensors weights to start from (fine-tune load)
+  std::string resume;                  // checkpoint (weights/last.ckpt) to continue exactly
+  int threads = 0;                     // torch intra-op threads, 0 = all cores
+  int freeze = 0;                      // freeze the first N layers (model.0 .. model.N-1)
   std::string project = "runs/train";  // run dir = project/name unless run_dir is set
   std::string name = "exp";
   bool exist_ok = false;         // reuse project/name instead of exp2, exp3, ...

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <thread>
 
+#include "core/json.h"
 #include "core/parse.h"
 #include "data/registry.h"
 #include "eval/plots.h"
@@ -30,7 +31,6 @@
 #include "train/progress.h"
 #include "train/results_png.h"
 #include "train/validator.h"
-#include "core/json.h"
 
 namespace kestrel::train {
 
@@ -53,11 +53,16 @@ Status TrainOptions::Validate() const {
 
 const char* ExitReasonName(ExitReason r) {
   switch (r) {
-    case ExitReason::kCompleted: return "completed";
-    case ExitReason::kEarlyStopped: return "early_stopped";
-    case ExitReason::kStopped: return "stopped";
-    case ExitReason::kDiverged: return "diverged";
-    case ExitReason::kHalted: return "halted";
+    case ExitReason::kCompleted:
+      return "completed";
+    case ExitReason::kEarlyStopped:
+      return "early_stopped";
+    case ExitReason::kStopped:
+      return "stopped";
+    case ExitReason::kDiverged:
+      return "diverged";
+    case ExitReason::kHalted:
+      return "halted";
   }
   return "unknown";
 }
@@ -77,10 +82,14 @@ const char* PhaseName(Phase p) {
 FailureReason TrainSummary::Failure() const {
   switch (reason) {
     case ExitReason::kCompleted:
-    case ExitReason::kEarlyStopped: return FailureReason::kNone;
-    case ExitReason::kStopped: return FailureReason::kStopped;
-    case ExitReason::kDiverged: return FailureReason::kDiverged;
-    case ExitReason::kHalted: return FailureReason::kError;
+    case ExitReason::kEarlyStopped:
+      return FailureReason::kNone;
+    case ExitReason::kStopped:
+      return FailureReason::kStopped;
+    case ExitReason::kDiverged:
+      return FailureReason::kDiverged;
+    case ExitReason::kHalted:
+      return FailureReason::kError;
   }
   return FailureReason::kError;
 }
@@ -173,16 +182,19 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   TrainOptions& o = r.opt;
   Env& env = *r.env;
   SetupStep(r, "dataset");
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads =
+      o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
   at::globalContext().setDeterministicAlgorithms(o.deterministic, /*warn_only=*/true);
   if (o.device != "cpu") {
     if (!torch::cuda::is_available()) {
-      return Status::FailedPrecondition("device=" + o.device + ": CUDA is not available in this build/machine")
+      return Status::FailedPrecondition("device=" + o.device +
+                                        ": CUDA is not available in this build/machine")
           .WithReason(FailureReason::kEnvironment);
     }
     // TrainConfig::Validate admitted it: an index in [0, 1023].
-    KESTREL_ASSIGN_OR_RETURN(int64_t index, ParseInt64(o.device, {"", 0, "device"}, 0, 1023, "a CUDA device index"));
+    KESTREL_ASSIGN_OR_RETURN(int64_t index,
+                             ParseInt64(o.device, {"", 0, "device"}, 0, 1023, "a CUDA device index"));
     r.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
 
@@ -195,7 +207,8 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   KESTREL_ASSIGN_OR_RETURN(r.dataset, registry.Load(spec));
   r.nc = static_cast<int>(r.dataset.manifest.names.size());
   if (r.nc < 1) {
-    return Status::FailedPrecondition("dataset " + spec + " has no classes").WithReason(FailureReason::kDatasetErrors);
+    return Status::FailedPrecondition("dataset " + spec + " has no classes")
+        .WithReason(FailureReason::kDatasetErrors);
   }
 
   r.run_dir = ckpt ? o.run_dir : ResolveRunDir(env, o);
@@ -247,10 +260,12 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   tl.epochs = o.epochs;
   tl.stride = model::kMaxStride;
   tl.drop_last = false;
-  KESTREL_ASSIGN_OR_RETURN(
-      r.loader, data::Loader::Create(r.dataset.manifest, data::Split::kTrain, data::ArtifactImageSource(*r.blobs), tl, o.augment));
+  KESTREL_ASSIGN_OR_RETURN(r.loader,
+                           data::Loader::Create(r.dataset.manifest, data::Split::kTrain,
+                                                data::ArtifactImageSource(*r.blobs), tl, o.augment));
   if (o.val) {
-    auto v = Validator::Create(r.dataset.manifest, data::ArtifactImageSource(*r.blobs), tl, r.dataset.manifest.names, r.device);
+    auto v = Validator::Create(r.dataset.manifest, data::ArtifactImageSource(*r.blobs), tl,
+                               r.dataset.manifest.names, r.device);
     if (v.IsOk()) {
       r.validator = std::move(v).Value();
     } else {
@@ -273,16 +288,18 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   stored.resume.clear();
   stored.data = r.dataset.record.dataset;
   r.state.config_json = DumpJson(ConfigJson(stored));
-  if (!ckpt) KESTREL_RETURN_IF_ERROR(WriteArgsYaml(env, JoinPath(r.run_dir, "args.yaml"), ConfigJson(stored)));
+  if (!ckpt)
+    KESTREL_RETURN_IF_ERROR(WriteArgsYaml(env, JoinPath(r.run_dir, "args.yaml"), ConfigJson(stored)));
   return {};
 }
 
 // Puts the run back into the state of a checkpoint (resume and rollback).
 Status Restore(Run& r, const ParsedCheckpoint& ckpt, const std::string& origin) {
   if (ckpt.state.batches_per_epoch != r.shape.batches_per_epoch || ckpt.state.epochs != r.shape.epochs) {
-    return Status::FailedPrecondition(origin + ": checkpoint was taken with a different run shape (batches per epoch " +
-                                      std::to_string(ckpt.state.batches_per_epoch) + " vs " +
-                                      std::to_string(r.shape.batches_per_epoch) + ")");
+    return Status::FailedPrecondition(
+        origin + ": checkpoint was taken with a different run shape (batches per epoch " +
+        std::to_string(ckpt.state.batches_per_epoch) + " vs " + std::to_string(r.shape.batches_per_epoch) +
+        ")");
   }
   KESTREL_RETURN_IF_ERROR(ApplyCheckpoint(ckpt, origin, **r.model, **r.ema_model, *r.optimizer));
   r.ema = std::make_unique<ModelEma>(**r.ema_model, 0.9999, 2000.0, ckpt.state.ema_updates);
@@ -312,7 +329,8 @@ Status WriteCheckpoint(Run& r, bool is_best) {
   // whose best epoch has no weights on disk (resume would trust it).
   if (is_best) {
     KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "best.ckpt"), bytes));
-    KESTREL_RETURN_IF_ERROR(model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "best.safetensors"), so));
+    KESTREL_RETURN_IF_ERROR(
+        model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "best.safetensors"), so));
   }
   KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "last.ckpt"), bytes));
   KESTREL_RETURN_IF_ERROR(model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "last.safetensors"), so));
@@ -369,7 +387,8 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
   }
   KESTREL_RETURN_IF_ERROR(WriteResultsCsv(*r.env, JoinPath(r.run_dir, "results.csv"), r.history));
   if (r.opt.plots) {
-    KESTREL_RETURN_IF_ERROR(WriteResultsPng(*r.env, JoinPath(r.run_dir, "results.png"), r.history, r.validator != nullptr));
+    KESTREL_RETURN_IF_ERROR(
+        WriteResultsPng(*r.env, JoinPath(r.run_dir, "results.png"), r.history, r.validator != nullptr));
   }
   if (r.hooks->on_epoch) r.hooks->on_epoch(rec);
   return rec.epoch - r.state.best_epoch >= r.opt.patience;
@@ -386,9 +405,9 @@ Result<bool> Rollback(Run& r) {
   r.state.rollbacks = rollbacks;
   r.state.lr_scale = lr_scale;
   r.summary.nonfinite_iterations = nonfinite;
-  Print(r, "non-finite loss/gradients: rolled back to iteration " + std::to_string(r.schedule->State().next_iteration) +
-               " with LR x" + std::to_string(lr_scale) + " (rollback " + std::to_string(rollbacks) + " of " +
-               std::to_string(kMaxRollbacks) + ")\n");
+  Print(r, "non-finite loss/gradients: rolled back to iteration " +
+               std::to_string(r.schedule->State().next_iteration) + " with LR x" + std::to_string(lr_scale) +
+               " (rollback " + std::to_string(rollbacks) + " of " + std::to_string(kMaxRollbacks) + ")\n");
   return true;
 }
 
@@ -403,13 +422,17 @@ Result<StepResult> TrainStep(Run& r, data::Batch& batch, const IterationPlan& pl
   IterationPlan scaled = plan;
   for (double& lr : scaled.lr) lr *= r.state.lr_scale;
   KESTREL_RETURN_IF_ERROR(ApplyIterationPlan(*r.optimizer, scaled));
-  auto images = torch::from_blob(batch.images.data(), {batch.size, 3, batch.height, batch.width}, torch::kFloat).to(r.device, /*non_blocking=*/false, /*copy=*/true);
+  auto images =
+      torch::from_blob(batch.images.data(), {batch.size, 3, batch.height, batch.width}, torch::kFloat)
+          .to(r.device, /*non_blocking=*/false, /*copy=*/true);
   const int64_t n = batch.NumTargets();
-  auto targets = n > 0 ? torch::from_blob(batch.targets.data(), {n, 6}, torch::kFloat).to(r.device, false, true)
-                       : torch::zeros({0, 6}, torch::TensorOptions().device(r.device));
+  auto targets = n > 0
+                     ? torch::from_blob(batch.targets.data(), {n, 6}, torch::kFloat).to(r.device, false, true)
+                     : torch::zeros({0, 6}, torch::TensorOptions().device(r.device));
   DetectionTargets t{targets.select(1, 0), targets.select(1, 1), targets.slice(1, 2, 6)};
   auto out = (*r.model)->forward(images);
-  KESTREL_ASSIGN_OR_RETURN(LossOutput loss, r.loss->Compute(out.maps, t, ImageSize{batch.height, batch.width}));
+  KESTREL_ASSIGN_OR_RETURN(LossOutput loss,
+                           r.loss->Compute(out.maps, t, ImageSize{batch.height, batch.width}));
   if (r.hooks->nan_from_iteration >= 0 && plan.iteration >= r.hooks->nan_from_iteration) {
     loss.total = loss.total * std::nan("");
   }
@@ -455,7 +478,8 @@ Status Loop(Run& r) {
     data::Batch batch = std::move(*next);
     const IterationPlan plan = r.schedule->Next();
     if (!preview_written) {
-      KESTREL_RETURN_IF_ERROR(WriteBatchPreview(env, JoinPath(r.run_dir, "train_batch0.jpg"), batch, r.dataset.manifest.names));
+      KESTREL_RETURN_IF_ERROR(
+          WriteBatchPreview(env, JoinPath(r.run_dir, "train_batch0.jpg"), batch, r.dataset.manifest.names));
       preview_written = true;
     }
     KESTREL_ASSIGN_OR_RETURN(StepResult step, TrainStep(r, batch, plan));
@@ -479,9 +503,9 @@ Status Loop(Run& r) {
         KESTREL_ASSIGN_OR_RETURN(bool rolled, Rollback(r));
         if (!rolled) {
           r.summary.reason = ExitReason::kDiverged;
-          r.summary.message = "diverged: non-finite loss or gradients persisted after " + std::to_string(kMaxRollbacks) +
-                              " rollbacks with halved learning rate (" + std::to_string(r.summary.nonfinite_iterations) +
-                              " non-finite iterations)";
+          r.summary.message = "diverged: non-finite loss or gradients persisted after " +
+                              std::to_string(kMaxRollbacks) + " rollbacks with halved learning rate (" +
+                              std::to_string(r.summary.nonfinite_iterations) + " non-finite iterations)";
           return {};
         }
         need_seek = true;
@@ -501,7 +525,8 @@ Status Loop(Run& r) {
       pl.dfl = a.dfl / a.batches;
     }
     pl.instances = a.instances;
-    pl.eta_s = (r.schedule->TotalIterations() - r.schedule->State().next_iteration) / std::max(pl.it_per_s, 1e-9);
+    pl.eta_s =
+        (r.schedule->TotalIterations() - r.schedule->State().next_iteration) / std::max(pl.it_per_s, 1e-9);
     const bool epoch_end = batch_in_epoch == nb - 1;
     if (hooks.tty && r.out) (*r.out) << "\r" << FormatProgress(pl) << (epoch_end ? "\n" : "") << std::flush;
     if (!hooks.tty && epoch_end) Print(r, FormatProgress(pl) + "\n");
@@ -513,13 +538,14 @@ Status Loop(Run& r) {
       need_seek = true;
       if (stop_early) {
         r.summary.reason = ExitReason::kEarlyStopped;
-        r.summary.message = "early stopping: no improvement for " + std::to_string(r.opt.patience) + " epochs (best epoch " +
-                            std::to_string(r.state.best_epoch) + ")";
+        r.summary.message = "early stopping: no improvement for " + std::to_string(r.opt.patience) +
+                            " epochs (best epoch " + std::to_string(r.state.best_epoch) + ")";
         break;
       }
     } else {
       const bool by_time = r.opt.save_period_min > 0 && (now - last_ckpt_us) >= r.opt.save_period_min * 60e6;
-      const bool by_count = hooks.checkpoint_every_iterations > 0 && r.summary.iterations % hooks.checkpoint_every_iterations == 0;
+      const bool by_count = hooks.checkpoint_every_iterations > 0 &&
+                            r.summary.iterations % hooks.checkpoint_every_iterations == 0;
       if (by_time || by_count) {
         KESTREL_RETURN_IF_ERROR(WriteCheckpoint(r, false));
         last_ckpt_us = env.NowMicros();
@@ -533,14 +559,15 @@ Status Loop(Run& r) {
     if (hooks.stop != nullptr && hooks.stop->load()) {
       if (!epoch_end) KESTREL_RETURN_IF_ERROR(WriteCheckpoint(r, false));
       r.summary.reason = ExitReason::kStopped;
-      r.summary.message = "stopped on request after iteration " + std::to_string(ni) + "; resume with resume=" +
-                          JoinPath(r.weights_dir, "last.ckpt");
+      r.summary.message = "stopped on request after iteration " + std::to_string(ni) +
+                          "; resume with resume=" + JoinPath(r.weights_dir, "last.ckpt");
       return {};
     }
   }
   const double secs = std::max(1e-9, (env.NowMicros() - t_start) * 1e-6);
   r.summary.images_per_second = images / secs;
-  if (r.summary.reason == ExitReason::kCompleted) r.summary.message = "completed " + std::to_string(r.shape.epochs) + " epochs";
+  if (r.summary.reason == ExitReason::kCompleted)
+    r.summary.message = "completed " + std::to_string(r.shape.epochs) + " epochs";
   return {};
 }
 
@@ -571,11 +598,13 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
     KESTREL_RETURN_IF_ERROR(Restore(r, *ckpt, options.resume));
     r.good_checkpoint.clear();
     KESTREL_ASSIGN_OR_RETURN(r.good_checkpoint, r.env->ReadFile(options.resume));
-    Print(r, "resumed from " + options.resume + " at iteration " + std::to_string(r.schedule->State().next_iteration) + "\n");
+    Print(r, "resumed from " + options.resume + " at iteration " +
+                 std::to_string(r.schedule->State().next_iteration) + "\n");
   } else {
     r.state.schedule = r.schedule->State();
     r.state.history_json = "[]";
-    KESTREL_ASSIGN_OR_RETURN(r.good_checkpoint, SerializeCheckpoint(r.state, **r.model, *r.ema, *r.optimizer));
+    KESTREL_ASSIGN_OR_RETURN(r.good_checkpoint,
+                             SerializeCheckpoint(r.state, **r.model, *r.ema, *r.optimizer));
   }
   SetupStep(r, "");
   KESTREL_RETURN_IF_ERROR(Loop(r));
@@ -592,8 +621,8 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
   if (r.opt.plots && r.last_eval &&
       (r.summary.reason == ExitReason::kCompleted || r.summary.reason == ExitReason::kEarlyStopped)) {
     ReportPhase(r, Phase::kPlots, 0, 0, 1);
-    KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, r.run_dir, *r.last_eval,
-                                             eval::LabelStatsFromManifest(r.dataset.manifest, data::Split::kTrain)));
+    KESTREL_RETURN_IF_ERROR(eval::WritePlots(
+        env, r.run_dir, *r.last_eval, eval::LabelStatsFromManifest(r.dataset.manifest, data::Split::kTrain)));
     ReportPhase(r, Phase::kPlots, 0, 1, 1);
   }
   return r.summary;

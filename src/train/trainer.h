@@ -52,22 +52,22 @@ const char* ExitReasonName(ExitReason r);  // "completed", "early_stopped", "sto
 
 // One epoch's results (a results.csv row).
 struct EpochRecord {
-  int epoch = 0;                 // 1-based
+  int epoch = 0;                     // 1-based
   double box = 0, cls = 0, dfl = 0;  // mean train loss items
-  std::array<double, 3> lr{};    // last LR per param group
+  std::array<double, 3> lr{};        // last LR per param group
   double precision = 0, recall = 0, map50 = 0, map5095 = 0, fitness = 0;
   double val_box = 0, val_cls = 0, val_dfl = 0;  // mean loss items on the val split (0 without val)
-  double seconds = 0;            // wall time of the epoch (not part of determinism)
+  double seconds = 0;                            // wall time of the epoch (not part of determinism)
 };
 
 struct TrainSummary {
   ExitReason reason = ExitReason::kCompleted;
-  std::string message;           // why it ended, human-readable
+  std::string message;  // why it ended, human-readable
   std::string run_dir;
   int epochs_completed = 0;
-  int best_epoch = 0;            // 1-based, 0 = none
+  int best_epoch = 0;  // 1-based, 0 = none
   double best_fitness = 0, best_map50 = 0, best_map5095 = 0;
-  int rollbacks = 0;             // NaN-policy rollbacks taken
+  int rollbacks = 0;  // NaN-policy rollbacks taken
   int64_t nonfinite_iterations = 0;
   int64_t iterations = 0;        // trained in this process
   double images_per_second = 0;  // train throughput in this process

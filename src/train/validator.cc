@@ -14,8 +14,8 @@ namespace kestrel::train {
 
 Result<std::unique_ptr<Validator>> Validator::Create(const data::Manifest& manifest, data::ImageSource source,
                                                      data::LoaderOptions loader,
-                                                     const std::vector<std::string>& names, torch::Device device,
-                                                     const ValidatorOptions& options) {
+                                                     const std::vector<std::string>& names,
+                                                     torch::Device device, const ValidatorOptions& options) {
   if (!source) return Status::InvalidArgument("validation needs an image source");
   if (!(loader.max_bad_fraction >= 0 && loader.max_bad_fraction <= 1)) {
     return Status::InvalidArgument("must be in [0, 1]", {"", 0, "max_bad_fraction"});
@@ -37,8 +37,9 @@ Result<std::unique_ptr<Validator>> Validator::Create(const data::Manifest& manif
     v->entries_.push_back(&e);
     sizes.push_back({e.width, e.height});
   }
-  if (v->entries_.empty()) return Status::FailedPrecondition("data: the val split has no images")
-                                     .WithReason(FailureReason::kDatasetErrors);
+  if (v->entries_.empty())
+    return Status::FailedPrecondition("data: the val split has no images")
+        .WithReason(FailureReason::kDatasetErrors);
   v->plan_ = eval::PlanValBatches(sizes, so);
   v->source_ = std::move(source);
   v->imgsz_ = so.imgsz;
@@ -86,8 +87,9 @@ Status BuildValBatch(const eval::ValBatchShape& shape, const std::vector<const d
     const cv::Mat& m = *img;
     const eval::ValGeometry g = eval::ComputeValGeometry(m.cols, m.rows, imgsz, shape.width, shape.height);
     const int b = out.Size();
-    KESTREL_RETURN_IF_ERROR(eval::ValLetterboxToChw(m.data, m.rows, m.cols, m.step[0], g, out.images.data() + b * 3 * plane)
-                                .WithContext(e.path));
+    KESTREL_RETURN_IF_ERROR(
+        eval::ValLetterboxToChw(m.data, m.rows, m.cols, m.step[0], g, out.images.data() + b * 3 * plane)
+            .WithContext(e.path));
     // Labels as the letterbox moves them (normalized by the resized size).
     const double sx = double(g.placed_width) / shape.width, sy = double(g.placed_height) / shape.height;
     const double ox = g.letterbox.pad_x / shape.width, oy = g.letterbox.pad_y / shape.height;
@@ -142,8 +144,9 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
       if (!status.IsOk()) break;
       const int size = batch.Size();
       if (size > 0) {
-        auto images = torch::from_blob(batch.images.data(), {size, 3, batch.height, batch.width}, torch::kFloat)
-                          .to(device_);
+        auto images =
+            torch::from_blob(batch.images.data(), {size, 3, batch.height, batch.width}, torch::kFloat)
+                .to(device_);
         auto out = model.forward(images);
         if (loss != nullptr) {
           const int64_t n = static_cast<int64_t>(batch.targets.size() / 6);
@@ -167,14 +170,17 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
         for (int i = 0; i < size && status.IsOk(); ++i) {
           const data::ManifestEntry& e = *batch.entries[size_t(i)];
           const eval::ValGeometry& g = batch.geometry[size_t(i)];
-          auto dets = eval::PostprocessYolo(base + static_cast<int64_t>(i) * (4 + nc) * anchors, nc, anchors, nms);
+          auto dets =
+              eval::PostprocessYolo(base + static_cast<int64_t>(i) * (4 + nc) * anchors, nc, anchors, nms);
           eval::ScaleToOriginal(dets, g.letterbox, e.width, e.height);
           std::vector<eval::GroundTruth> gt;
           gt.reserve(e.boxes.size());
           for (const auto& b : e.boxes) {
             const eval::Box px =
                 eval::BoxFromCxCyWh(b.cx * e.width, b.cy * e.height, b.w * e.width, b.h * e.height);
-            gt.push_back({std::getenv("KESTREL_VAL_NO_RT") ? px : eval::ValLabelRoundTrip(px, g, e.width, e.height), b.cls});
+            gt.push_back(
+                {std::getenv("KESTREL_VAL_NO_RT") ? px : eval::ValLabelRoundTrip(px, g, e.width, e.height),
+                 b.cls});
           }
           status = evaluator.AddImage(gt, dets);
         }
@@ -197,8 +203,8 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
 std::string FormatValidationTable(const eval::EvalResult& r) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%22s %8s %10s %9s %9s %9s %9s\n", "Class", "Images", "Instances", "P", "R",
-                "mAP50", "mAP50-95");
+  std::snprintf(line, sizeof line, "%22s %8s %10s %9s %9s %9s %9s\n", "Class", "Images", "Instances", "P",
+                "R", "mAP50", "mAP50-95");
   out += line;
   std::snprintf(line, sizeof line, "%22s %8lld %10lld %9.3f %9.3f %9.3f %9.3f\n", "all",
                 static_cast<long long>(r.images), static_cast<long long>(r.instances), r.precision, r.recall,
@@ -207,8 +213,8 @@ std::string FormatValidationTable(const eval::EvalResult& r) {
   for (const auto& c : r.classes) {
     std::string name = c.name.empty() ? std::to_string(c.class_id) : c.name;
     std::snprintf(line, sizeof line, "%22s %8lld %10lld %9.3f %9.3f %9.3f %9.3f\n", name.c_str(),
-                  static_cast<long long>(c.images), static_cast<long long>(c.instances), c.precision, c.recall,
-                  c.ap50, c.ap5095);
+                  static_cast<long long>(c.images), static_cast<long long>(c.instances), c.precision,
+                  c.recall, c.ap50, c.ap5095);
     out += line;
   }
   return out;

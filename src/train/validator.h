@@ -43,8 +43,10 @@ class Validator {
   // may be unreadable; they are left out of the metrics and counted in
   // BadImages()). `manifest` must outlive the Validator.
   static Result<std::unique_ptr<Validator>> Create(const data::Manifest& manifest, data::ImageSource source,
-                                                   data::LoaderOptions loader, const std::vector<std::string>& names,
-                                                   torch::Device device, const ValidatorOptions& options = {});
+                                                   data::LoaderOptions loader,
+                                                   const std::vector<std::string>& names,
+                                                   torch::Device device,
+                                                   const ValidatorOptions& options = {});
   // Runs `model` (switched to eval mode, restored to train mode after) over
   // the whole val split. With `loss`, also the mean loss items (box, cls,
   // dfl) over the val batches, in LastLoss(). `on_progress(done, total)`,

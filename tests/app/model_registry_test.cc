@@ -36,14 +36,15 @@ class ModelRegistryTest : public ::testing::TestWithParam<std::string> {
       url_ = "sqlite:" + (dir_ / "kestrel.db").string();
     } else {
       const char* pg = std::getenv("KESTREL_TEST_PG");
-      if (pg == nullptr || *pg == '\0') GTEST_SKIP() << "PostgreSQL tests need KESTREL_TEST_PG=postgresql://...";
+      if (pg == nullptr || *pg == '\0')
+        GTEST_SKIP() << "PostgreSQL tests need KESTREL_TEST_PG=postgresql://...";
       admin_url_ = pg;
       std::random_device rd;
       schema_ = "m" + std::to_string(::getpid()) + "_" + std::to_string(rd() % 1000000);
       Status s = store::ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_);
       ASSERT_TRUE(s.IsOk()) << s.ToString();
-      url_ = admin_url_ + (admin_url_.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" +
-             schema_;
+      url_ = admin_url_ + (admin_url_.find('?') == std::string::npos ? "?" : "&") +
+             "options=-csearch_path%3D" + schema_;
     }
     meta_ = Open();
     ASSERT_NE(meta_, nullptr);
@@ -71,8 +72,8 @@ class ModelRegistryTest : public ::testing::TestWithParam<std::string> {
     std::ofstream(path, std::ios::binary) << SerializeSafeTensors(f);
     return path;
   }
-  store::ModelRecord Reg(const std::string& name, int seed, const std::string& dataset_version, double map5095,
-                         int64_t job_id = 0, const std::string& dataset = "birds") {
+  store::ModelRecord Reg(const std::string& name, int seed, const std::string& dataset_version,
+                         double map5095, int64_t job_id = 0, const std::string& dataset = "birds") {
     RegisterRequest r;
     r.weights_path = Weights(name + std::to_string(seed) + ".safetensors", seed);
     r.name = name;
@@ -162,7 +163,8 @@ TEST_P(ModelRegistryTest, ReferencesResolveByVersionTagLatestAndIdPrefix) {
   EXPECT_EQ(reg_->Resolve("birds@production").GetStatus().Code(), StatusCode::kNotFound);
   // An ambiguous prefix (only testable when the two random ids share 6+ chars).
   std::string common;
-  while (common.size() < a.id.size() && a.id[common.size()] == b.id[common.size()]) common += a.id[common.size()];
+  while (common.size() < a.id.size() && a.id[common.size()] == b.id[common.size()])
+    common += a.id[common.size()];
   if (common.size() >= 6) {
     EXPECT_EQ(reg_->Resolve(common).GetStatus().Code(), StatusCode::kInvalidArgument);
   }
@@ -341,8 +343,8 @@ TEST_P(ModelRegistryTest, JobModelsCarryLineageFromTheJobAndItsAttempt) {
   EXPECT_EQ(reg_->RegisterJobModel(job->id, ++now_).GetStatus().Code(), StatusCode::kFailedPrecondition);
   store::AttemptOutcome ok;
   ok.success = true;
-  ok.result_json = json{{"best", best}, {"map50", 0.3}, {"map50_95", 0.2}, {"best_epoch", 1}, {"epochs", 1},
-                        {"run_dir", run_dir}, {"attempt", 1}}
+  ok.result_json = json{{"best", best}, {"map50", 0.3},       {"map50_95", 0.2}, {"best_epoch", 1},
+                        {"epochs", 1},  {"run_dir", run_dir}, {"attempt", 1}}
                        .dump();
   ASSERT_TRUE(meta_->CompleteAttempt(job->id, 1, "w1", ok, ++now_).IsOk());
   auto m = reg_->RegisterJobModel(job->id, ++now_, &created);

@@ -1,8 +1,6 @@
 // Black-box tests of the `kestrel` program: the user's contract (exit codes,
 // one JSON document with --json, errors naming file/line/field).
 #include <gtest/gtest.h>
-
-#include "cli_fixture.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "cli_fixture.h"
 
 namespace {
 
@@ -48,7 +48,8 @@ TEST_F(CliTest, DatasetWorkflowEndToEnd) {
 
   EXPECT_EQ(Kestrel("dataset preview shapes out=preview.png images=4 imgsz=64").code, 0);
   EXPECT_GT(fs::file_size(dir_ / "preview.png"), 1000u);
-  EXPECT_EQ(Kestrel("dataset preview shapes mosaik=1").code, 2) << "typo in an augmentation key must be a usage error";
+  EXPECT_EQ(Kestrel("dataset preview shapes mosaik=1").code, 2)
+      << "typo in an augmentation key must be a usage error";
 
   EXPECT_EQ(Kestrel("dataset export shapes@v1 out --format yolo").code, 0);
   auto back = Json(Kestrel("--json dataset import out --name shapes_copy"));

@@ -50,8 +50,10 @@ TEST(DatasetNameForPath, FolderFileAndGenericNames) {
   EXPECT_EQ(DatasetNameForPath("/data/shapes/data.yaml"), "shapes");
   EXPECT_EQ(DatasetNameForPath("/data/shapes/Data.YML"), "shapes");
   EXPECT_EQ(DatasetNameForPath("/d/coco/annotations/instances_val2017.json"), "coco");
-  EXPECT_EQ(DatasetNameForPath("/d/rf/train/_annotations.coco.json"), "train") << "a split folder is the nearest name";
-  EXPECT_EQ(DatasetNameForPath("/d/my set@2/data.yaml"), "my_set_2") << "registry names have no spaces or '@'";
+  EXPECT_EQ(DatasetNameForPath("/d/rf/train/_annotations.coco.json"), "train")
+      << "a split folder is the nearest name";
+  EXPECT_EQ(DatasetNameForPath("/d/my set@2/data.yaml"), "my_set_2")
+      << "registry names have no spaces or '@'";
   EXPECT_EQ(DatasetNameForPath("/data.yaml"), "data");
   EXPECT_EQ(DatasetNameForPath("/"), "dataset");
 }
@@ -61,7 +63,8 @@ TEST(IsDatasetPath, SlashOrSourceExtension) {
   for (const char* p : {"ds/", "./ds", "/abs/ds", "data.yaml", "x.YML", "instances.json", ".", ".."}) {
     EXPECT_TRUE(IsDatasetPath(p)) << p;
   }
-  for (const char* r : {"shapes", "shapes@v2", "shapes@1a2b3c", "coco128"}) EXPECT_FALSE(IsDatasetPath(r)) << r;
+  for (const char* r : {"shapes", "shapes@v2", "shapes@1a2b3c", "coco128"})
+    EXPECT_FALSE(IsDatasetPath(r)) << r;
 }
 
 #ifdef KESTREL_CLI_WITH_TORCH

@@ -2,18 +2,18 @@
 // numbers through the whole path (import -> manifest -> val predictions=),
 // exit codes, JSON, files written, and "bad input writes nothing".
 #include <gtest/gtest.h>
-
-#include "cli_fixture.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "cli_fixture.h"
 
 namespace {
 
@@ -67,7 +67,8 @@ TEST_F(EvalCliTest, Coco128ReferencePredictionsMatchTheReferenceValidator) {
 
   // save_json on real data: coco128's numeric stems are COCO's own image ids,
   // and the exported file re-scores to the reference numbers exactly.
-  CliRun s = Kestrel("--json val predictions=" + preds + " data=coco128 save_json=true coco_metrics=true name=rt");
+  CliRun s =
+      Kestrel("--json val predictions=" + preds + " data=coco128 save_json=true coco_metrics=true name=rt");
   ASSERT_EQ(s.code, 0) << s.out;
   auto sj = Json(s);
   EXPECT_EQ(sj["result"]["predictions_json"]["image_ids"], "stem");
@@ -222,11 +223,13 @@ TEST_F(EvalCliTest, CompareTwoModelsMatchesTheirValRuns) {
   for (size_t i = 0; i < ca.size(); ++i) {
     EXPECT_EQ(deltas[i]["class_id"], ca[i]["class_id"]);
     for (const char* k : {"precision", "recall", "map50", "map5095"}) {
-      EXPECT_NEAR(deltas[i][k]["delta"].get<double>(), cb[i][k].get<double>() - ca[i][k].get<double>(), 1e-9) << k;
+      EXPECT_NEAR(deltas[i][k]["delta"].get<double>(), cb[i][k].get<double>() - ca[i][k].get<double>(), 1e-9)
+          << k;
     }
   }
   EXPECT_NEAR(report["delta"]["overall"]["map50"]["delta"].get<double>(),
-              vb["result"]["metrics"]["map50"].get<double>() - va["result"]["metrics"]["map50"].get<double>(), 1e-9);
+              vb["result"]["metrics"]["map50"].get<double>() - va["result"]["metrics"]["map50"].get<double>(),
+              1e-9);
 
   // The same model twice: every delta 0, no differing images; numbered run folder.
   CliRun same = Kestrel("--json compare " + kRefWeights + " " + kRefWeights + opts);
@@ -234,7 +237,8 @@ TEST_F(EvalCliTest, CompareTwoModelsMatchesTheirValRuns) {
   auto sj = Json(same);
   EXPECT_EQ(sj["dir"], "runs/compare/compare2");
   for (const auto& cls : sj["report"]["delta"]["classes"]) {
-    for (const char* k : {"precision", "recall", "map50", "map5095", "f1"}) EXPECT_EQ(cls[k]["delta"].get<double>(), 0.0);
+    for (const char* k : {"precision", "recall", "map50", "map5095", "f1"})
+      EXPECT_EQ(cls[k]["delta"].get<double>(), 0.0);
   }
   EXPECT_TRUE(sj["report"]["differing_images"]["a_right_b_wrong"].empty());
   EXPECT_TRUE(sj["report"]["differing_images"]["b_right_a_wrong"].empty());

@@ -27,8 +27,8 @@ namespace kestrel::testing {
 inline std::string ThreadStates(pid_t pid) {
   std::string states;
   std::error_code ec;
-  for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec), end; !ec && it != end;
-       it.increment(ec)) {
+  for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec), end;
+       !ec && it != end; it.increment(ec)) {
     std::ifstream f(it->path() / "stat");
     std::string line;
     std::getline(f, line);

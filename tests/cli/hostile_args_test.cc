@@ -78,7 +78,8 @@ class HostileArgsTest : public KestrelCliTest {
     std::string* sinks[2] = {&r.out, &r.err};
     int open_fds = 2;
     while (open_fds > 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {
         r.timed_out = true;
         kill(-pid, SIGKILL);
@@ -116,8 +117,8 @@ class HostileArgsTest : public KestrelCliTest {
   // {work} -> the test folder, {ds} -> the synthetic dataset folder.
   std::vector<std::string> Expand(std::vector<std::string> args) const {
     for (auto& a : args) {
-      for (const auto& [key, value] : {std::pair<std::string, std::string>{"{work}", dir_.string()},
-                                       {"{ds}", (dir_ / "ds").string()}}) {
+      for (const auto& [key, value] :
+           {std::pair<std::string, std::string>{"{work}", dir_.string()}, {"{ds}", (dir_ / "ds").string()}}) {
         for (size_t p; (p = a.find(key)) != std::string::npos;) a.replace(p, key.size(), value);
       }
     }
@@ -163,7 +164,8 @@ class HostileArgsTest : public KestrelCliTest {
     const std::vector<std::string> args = Expand(raw);
     Ran text = Run(args);
     CheckInvariants(args, text, false);
-    EXPECT_TRUE(text.code == 1 || text.code == 2) << Shown(args) << ": exit " << text.code << "\n" << text.err;
+    EXPECT_TRUE(text.code == 1 || text.code == 2) << Shown(args) << ": exit " << text.code << "\n"
+                                                  << text.err;
     EXPECT_NE(text.err.find("error"), std::string::npos) << Shown(args) << ": no error on stderr";
 
     std::vector<std::string> with_json = {"--json"};
@@ -249,75 +251,162 @@ class HostileArgsTest : public KestrelCliTest {
 
 TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
   known_ = ListCommands();
-  for (const char* must : {"dataset", "dataset synth", "dataset validate", "dataset import", "dataset list",
-                           "dataset show", "dataset diff", "dataset export", "dataset preview", "val", "submit",
-                           "worker", "jobs", "jobs list", "jobs show", "jobs logs", "jobs cancel", "jobs retry",
-                           "stats", "breaker", "breaker reset", "webhooks", "webhooks add", "webhooks list",
-                           "webhooks remove", "webhooks test"}) {
+  for (const char* must : {"dataset",
+                           "dataset synth",
+                           "dataset validate",
+                           "dataset import",
+                           "dataset list",
+                           "dataset show",
+                           "dataset diff",
+                           "dataset export",
+                           "dataset preview",
+                           "val",
+                           "submit",
+                           "worker",
+                           "jobs",
+                           "jobs list",
+                           "jobs show",
+                           "jobs logs",
+                           "jobs cancel",
+                           "jobs retry",
+                           "stats",
+                           "breaker",
+                           "breaker reset",
+                           "webhooks",
+                           "webhooks add",
+                           "webhooks list",
+                           "webhooks remove",
+                           "webhooks test"}) {
     EXPECT_TRUE(known_.count(must)) << "`kestrel --help` no longer lists '" << must << "'";
   }
   const std::string X = kNotUtf8, H = kHugeInt;
   const std::vector<std::vector<std::string>> cases = {
       // unknown or missing commands
-      {"frobnicate"}, {X}, {"dataset", X}, {"jobs", "frobnicate"}, {"dataset"}, {"jobs"}, {"webhooks"},
+      {"frobnicate"},
+      {X},
+      {"dataset", X},
+      {"jobs", "frobnicate"},
+      {"dataset"},
+      {"jobs"},
+      {"webhooks"},
       // dataset
-      {"dataset", "synth", "{work}/s", "--images", H}, {"dataset", "synth", "{work}/s", "--imgsz", "1e400"},
-      {"dataset", "synth", "{work}/s", "--seed", H}, {"dataset", "synth", "{work}/s", "--val-fraction", "nan"},
-      {"dataset", "validate", "{work}/" + X}, {"dataset", "validate", "{ds}", "--format", "xml"},
-      {"dataset", "validate", "{ds}", X + "=1"}, {"dataset", "validate", ""},
-      {"dataset", "import", "{ds}"}, {"dataset", "import", "{ds}", "--name", X},
-      {"dataset", "import", "{ds}", "--name", "e", "seed=" + H}, {"dataset", "import", "{ds}", "--name", "e", "val_ratio=nan"},
+      {"dataset", "synth", "{work}/s", "--images", H},
+      {"dataset", "synth", "{work}/s", "--imgsz", "1e400"},
+      {"dataset", "synth", "{work}/s", "--seed", H},
+      {"dataset", "synth", "{work}/s", "--val-fraction", "nan"},
+      {"dataset", "validate", "{work}/" + X},
+      {"dataset", "validate", "{ds}", "--format", "xml"},
+      {"dataset", "validate", "{ds}", X + "=1"},
+      {"dataset", "validate", ""},
+      {"dataset", "import", "{ds}"},
+      {"dataset", "import", "{ds}", "--name", X},
+      {"dataset", "import", "{ds}", "--name", "e", "seed=" + H},
+      {"dataset", "import", "{ds}", "--name", "e", "val_ratio=nan"},
       {"dataset", "list", "extra"},
-      {"dataset", "show", "d@v" + H}, {"dataset", "show", "d@v-1"}, {"dataset", "show", "d@" + X}, {"dataset", "show", ""},
-      {"dataset", "diff", "d@v" + H, "d@v1"}, {"dataset", "diff", "d", X},
-      {"dataset", "export", "d@v" + H, "--format", "yolo", "{work}/o"}, {"dataset", "export", "d", "--format", X, "{work}/o"},
-      {"dataset", "preview", "d@v" + H, "out={work}/p.jpg"}, {"dataset", "preview", "d", "images=" + H},
+      {"dataset", "show", "d@v" + H},
+      {"dataset", "show", "d@v-1"},
+      {"dataset", "show", "d@" + X},
+      {"dataset", "show", ""},
+      {"dataset", "diff", "d@v" + H, "d@v1"},
+      {"dataset", "diff", "d", X},
+      {"dataset", "export", "d@v" + H, "--format", "yolo", "{work}/o"},
+      {"dataset", "export", "d", "--format", X, "{work}/o"},
+      {"dataset", "preview", "d@v" + H, "out={work}/p.jpg"},
+      {"dataset", "preview", "d", "images=" + H},
       // val
-      {"val"}, {"val", "data=d@v" + H, "predictions={ds}"}, {"val", "data=d", "predictions={ds}", "conf=1e999"},
-      {"val", "data=d", "model=/etc/passwd"}, {"val", "data=" + X, "predictions={ds}"},
+      {"val"},
+      {"val", "data=d@v" + H, "predictions={ds}"},
+      {"val", "data=d", "predictions={ds}", "conf=1e999"},
+      {"val", "data=d", "model=/etc/passwd"},
+      {"val", "data=" + X, "predictions={ds}"},
       // submit
-      {"submit", "data=d@v" + H, "model=n", "epochs=1"}, {"submit", "data=d", "epochs=" + H},
-      {"submit", "data=d", "lr0=nan"}, {"submit", "data=d", X + "=1"}, {"submit", "data=d", "gpu_mem=" + H, "device=0"},
-      {"submit", "data=d", "backoff=1e300"}, {"submit", "data="},
+      {"submit", "data=d@v" + H, "model=n", "epochs=1"},
+      {"submit", "data=d", "epochs=" + H},
+      {"submit", "data=d", "lr0=nan"},
+      {"submit", "data=d", X + "=1"},
+      {"submit", "data=d", "gpu_mem=" + H, "device=0"},
+      {"submit", "data=d", "backoff=1e300"},
+      {"submit", "data="},
       // worker (every case invalid: a valid worker would run)
-      {"worker", "--slots", H, "--exit-when-idle"}, {"worker", "--devices", "gpu:" + H + ":1", "--exit-when-idle"},
-      {"worker", "--devices", X, "--exit-when-idle"}, {"worker", "--heartbeat-s", "1e300", "--exit-when-idle"},
-      {"worker", "--grace-s", "nan", "--exit-when-idle"}, {"worker", "--max-jobs", H, "--exit-when-idle"},
+      {"worker", "--slots", H, "--exit-when-idle"},
+      {"worker", "--devices", "gpu:" + H + ":1", "--exit-when-idle"},
+      {"worker", "--devices", X, "--exit-when-idle"},
+      {"worker", "--heartbeat-s", "1e300", "--exit-when-idle"},
+      {"worker", "--grace-s", "nan", "--exit-when-idle"},
+      {"worker", "--max-jobs", H, "--exit-when-idle"},
       // jobs
-      {"jobs", "list", "--state", X}, {"jobs", "list", "--limit", H},
-      {"jobs", "show", H}, {"jobs", "show", "-1"}, {"jobs", "show", X},
-      {"jobs", "logs", "1", "--attempt", H}, {"jobs", "logs", X},
-      {"jobs", "cancel", H}, {"jobs", "retry", X},
+      {"jobs", "list", "--state", X},
+      {"jobs", "list", "--limit", H},
+      {"jobs", "show", H},
+      {"jobs", "show", "-1"},
+      {"jobs", "show", X},
+      {"jobs", "logs", "1", "--attempt", H},
+      {"jobs", "logs", X},
+      {"jobs", "cancel", H},
+      {"jobs", "retry", X},
       // stats, breaker
-      {"stats", X}, {"breaker"}, {"breaker", "reset", "extra"},
+      {"stats", X},
+      {"breaker"},
+      {"breaker", "reset", "extra"},
       // gc, du, the worker's watermark
-      {"gc", X}, {"gc", "--grace-s", H}, {"gc", "--grace-s", "-1"}, {"du", "extra"},
-      {"worker", "--min-free-gb", "nan", "--exit-when-idle"}, {"worker", "--min-free-gb", "-1", "--exit-when-idle"},
+      {"gc", X},
+      {"gc", "--grace-s", H},
+      {"gc", "--grace-s", "-1"},
+      {"du", "extra"},
+      {"worker", "--min-free-gb", "nan", "--exit-when-idle"},
+      {"worker", "--min-free-gb", "-1", "--exit-when-idle"},
       // webhooks
-      {"webhooks", "add", X}, {"webhooks", "add", ""}, {"webhooks", "list", "extra"}, {"webhooks", "remove", X},
-      {"webhooks", "test", X}, {"webhooks", "test", "http://127.0.0.1:9/", "--secret", "s", "--timeout-ms", H},
+      {"webhooks", "add", X},
+      {"webhooks", "add", ""},
+      {"webhooks", "list", "extra"},
+      {"webhooks", "remove", X},
+      {"webhooks", "test", X},
+      {"webhooks", "test", "http://127.0.0.1:9/", "--secret", "s", "--timeout-ms", H},
       {"webhooks", "test", "http://127.0.0.1:9/", "--secret", "s", "--timeout-ms", "300"},
       // models (the registry is empty: every reference is unknown)
-      {"models"}, {"models", "list", "extra"}, {"models", "show", "d@v" + H}, {"models", "show", X},
-      {"models", "show", ""}, {"models", "tag", "x@v1", X}, {"models", "untag", "nosuch@v1", "candidate"},
-      {"models", "promote", "d@v" + H}, {"models", "delete", X}, {"models", "register", "/etc/passwd", "--data", "d"},
-      {"models", "register", "--job", H}, {"models", "register", "--job", "5"},
+      {"models"},
+      {"models", "list", "extra"},
+      {"models", "show", "d@v" + H},
+      {"models", "show", X},
+      {"models", "show", ""},
+      {"models", "tag", "x@v1", X},
+      {"models", "untag", "nosuch@v1", "candidate"},
+      {"models", "promote", "d@v" + H},
+      {"models", "delete", X},
+      {"models", "register", "/etc/passwd", "--data", "d"},
+      {"models", "register", "--job", H},
+      {"models", "register", "--job", "5"},
       // template (none saved: every reference is unknown; invalid keys are refused as submit refuses them)
-      {"template"}, {"template", "save", X, "epochs=1"}, {"template", "save", "t", "epochs=" + H},
-      {"template", "save", "t", X + "=1"}, {"template", "save", "t", "lr0=nan"}, {"template", "save", "t"},
-      {"template", "show", "t@v" + H}, {"template", "show", X}, {"template", "show", ""}, {"template", "list", X},
-      {"template", "diff", "job:" + H, "t"}, {"template", "diff", "t", X},
+      {"template"},
+      {"template", "save", X, "epochs=1"},
+      {"template", "save", "t", "epochs=" + H},
+      {"template", "save", "t", X + "=1"},
+      {"template", "save", "t", "lr0=nan"},
+      {"template", "save", "t"},
+      {"template", "show", "t@v" + H},
+      {"template", "show", X},
+      {"template", "show", ""},
+      {"template", "list", X},
+      {"template", "diff", "job:" + H, "t"},
+      {"template", "diff", "t", X},
   };
 #ifdef KESTREL_CLI_WITH_TORCH
   const std::vector<std::vector<std::string>> torch_cases = {
       // train: every case is refused before anything trains
-      {"train"}, {"train", "data=d@v" + H, "model=n", "epochs=1", "imgsz=64", "project={work}/runs"},
-      {"train", "resume=/etc/passwd"}, {"train", "data=d", "epochs=" + X}, {"train", "data=d", "device=" + H},
-      {"train", "--job", H, "--attempt", "1"}, {"train", "--job", "12", "--attempt", "1"},
+      {"train"},
+      {"train", "data=d@v" + H, "model=n", "epochs=1", "imgsz=64", "project={work}/runs"},
+      {"train", "resume=/etc/passwd"},
+      {"train", "data=d", "epochs=" + X},
+      {"train", "data=d", "device=" + H},
+      {"train", "--job", H, "--attempt", "1"},
+      {"train", "--job", "12", "--attempt", "1"},
       // predict, compare
-      {"predict"}, {"predict", "model=/etc/passwd", "source={ds}/images/train"},
-      {"predict", "model=m", "source={work}/" + X}, {"predict", "model=m", "source={ds}", "imgsz=" + H},
-      {"compare", "/etc/passwd", "/etc/passwd", "data=d"}, {"compare", "a", "b", "data=d@v" + H},
+      {"predict"},
+      {"predict", "model=/etc/passwd", "source={ds}/images/train"},
+      {"predict", "model=m", "source={work}/" + X},
+      {"predict", "model=m", "source={ds}", "imgsz=" + H},
+      {"compare", "/etc/passwd", "/etc/passwd", "data=d"},
+      {"compare", "a", "b", "data=d@v" + H},
       {"compare", "only-one", "data=d"},
   };
 #endif
@@ -350,7 +439,8 @@ TEST_F(HostileArgsTest, UsageErrorsAreJsonAndNameTheWord) {
     EXPECT_EQ(r.code, 2);
     auto doc = CheckInvariants(args, r, true);
     EXPECT_EQ(doc["error"]["code"], "usage") << doc.dump();
-    EXPECT_NE(doc["error"]["message"].get<std::string>().find("unknown command 'frobnicate'"), std::string::npos)
+    EXPECT_NE(doc["error"]["message"].get<std::string>().find("unknown command 'frobnicate'"),
+              std::string::npos)
         << doc.dump();
   }
   // Without --json the message goes to stderr and stdout stays empty.
@@ -363,14 +453,15 @@ TEST_F(HostileArgsTest, UsageErrorsAreJsonAndNameTheWord) {
   EXPECT_NE(typo.out.find("did you mean 'list'"), std::string::npos) << typo.out;
   Ran missing = Run({"--json", "jobs"});
   EXPECT_EQ(missing.code, 2);
-  EXPECT_NE(CheckInvariants({"--json", "jobs"}, missing, true)["error"]["message"].get<std::string>().find("cancel"),
+  EXPECT_NE(CheckInvariants({"--json", "jobs"}, missing, true)["error"]["message"].get<std::string>().find(
+                "cancel"),
             std::string::npos);
   // CLI11's own errors (missing option, bad choice, extra arguments) too.
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"--json", "dataset", "import", "ds"},
-           {"--json", "dataset", "export", "d", "--format", "xml", "o"},
-           {"--json", "dataset", "list", "extra"},
-           {"dataset", "list", "--json", "extra"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--json", "dataset", "import", "ds"},
+                                             {"--json", "dataset", "export", "d", "--format", "xml", "o"},
+                                             {"--json", "dataset", "list", "extra"},
+                                             {"dataset", "list", "--json", "extra"}}) {
     Ran r = Run(args);
     EXPECT_EQ(r.code, 2) << Shown(args);
     EXPECT_EQ(CheckInvariants(args, r, true)["error"]["code"], "usage") << Shown(args);
@@ -413,7 +504,8 @@ TEST_F(HostileArgsTest, SubmitValidatesEveryKeyLikeTrainAndStoresNothing) {
     auto doc = CheckInvariants(submit, s, true);
     EXPECT_EQ(doc["error"]["code"], "usage") << arg;
     EXPECT_EQ(doc["error"]["field"], key) << arg << ": " << doc.dump();
-    const std::string msg = doc["error"]["message"].is_string() ? doc["error"]["message"].get<std::string>() : "";
+    const std::string msg =
+        doc["error"]["message"].is_string() ? doc["error"]["message"].get<std::string>() : "";
     if (key == "pretrained") {
       EXPECT_NE(msg.find("pretrained="), std::string::npos) << msg;
     }
@@ -424,7 +516,8 @@ TEST_F(HostileArgsTest, SubmitValidatesEveryKeyLikeTrainAndStoresNothing) {
 #ifdef KESTREL_CLI_WITH_TORCH
     // `train` refuses the same keys with the same text (device is a train key there).
     if (key != "device") {
-      std::vector<std::string> train = {"--json", "train", "data=d", "epochs=1", arg, "project=" + (dir_ / "runs").string()};
+      std::vector<std::string> train = {"--json",   "train", "data=d",
+                                        "epochs=1", arg,     "project=" + (dir_ / "runs").string()};
       Ran tr = Run(train);
       EXPECT_EQ(tr.code, 2) << arg << ": " << tr.out;
       auto tdoc = CheckInvariants(train, tr, true);

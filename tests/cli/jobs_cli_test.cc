@@ -30,7 +30,8 @@ class JobsCliTest : public KestrelCliTest {
   }
   // A job that trains in about a second on one core.
   static std::string TinyJob(const std::string& extra = "") {
-    return "submit data=tiny model=t imgsz=64 batch=4 workers=1 threads=1 plots=false optimizer=AdamW lr0=0.01 "
+    return "submit data=tiny model=t imgsz=64 batch=4 workers=1 threads=1 plots=false optimizer=AdamW "
+           "lr0=0.01 "
            "warmup_epochs=0 " +
            extra;
   }
@@ -56,15 +57,17 @@ TEST_F(JobsCliTest, SubmitIsIdempotentAndRejectsBadKeysWithoutStoringAnything) {
   EXPECT_EQ(a["created"], true);
   EXPECT_EQ(a["dedup_key"].get<std::string>().size(), 64u);
   // Same effective config in another key order: the same live job.
-  auto b = Json(Kestrel("--json submit epochs=1 warmup_epochs=0 lr0=0.01 optimizer=AdamW plots=false threads=1 "
-                        "workers=1 batch=4 imgsz=64 model=t data=tiny"));
+  auto b =
+      Json(Kestrel("--json submit epochs=1 warmup_epochs=0 lr0=0.01 optimizer=AdamW plots=false threads=1 "
+                   "workers=1 batch=4 imgsz=64 model=t data=tiny"));
   EXPECT_EQ(b["job_id"], a["job_id"]);
   EXPECT_EQ(b["created"], false);
   // data=NAME@v1 resolves to the same version: still the same job.
   EXPECT_EQ(Json(Kestrel("--json " + TinyJob("epochs=1 data=tiny@v1")))["job_id"], a["job_id"]);
 
-  for (const char* bad : {"epoch=1", "lr0=100", "data=nope", "resume=x.ckpt", "device=0", "gpu_mem=100",
-                          "priority=urgent", "backoff=1,x", "min_map50=2", "max_retries=-1", "time_limit=-5"}) {
+  for (const char* bad :
+       {"epoch=1", "lr0=100", "data=nope", "resume=x.ckpt", "device=0", "gpu_mem=100", "priority=urgent",
+        "backoff=1,x", "min_map50=2", "max_retries=-1", "time_limit=-5"}) {
     CliRun r = Kestrel("--json " + TinyJob(std::string("epochs=2 ") + bad));
     EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
     auto j = Json(r);
@@ -78,13 +81,14 @@ TEST_F(JobsCliTest, SubmitIsIdempotentAndRejectsBadKeysWithoutStoringAnything) {
 }
 
 TEST_F(JobsCliTest, ListShowCancelRetryStatsAndBreakerReset) {
-  int64_t id = SubmitId(TinyJob("epochs=1 priority=high max_retries=2 backoff=0.5,1 time_limit=600 min_map50=0.1"));
+  int64_t id =
+      SubmitId(TinyJob("epochs=1 priority=high max_retries=2 backoff=0.5,1 time_limit=600 min_map50=0.1"));
   ASSERT_GT(id, 0);
   auto list = Json(Kestrel("--json jobs list"));
   ASSERT_EQ(list["jobs"].size(), 1u);
   const auto& j = list["jobs"][0];
-  for (const char* k : {"id", "state", "attempt", "priority", "retries_used", "infra_retries_used", "last_reason",
-                        "created_ms", "finished_ms", "result"}) {
+  for (const char* k : {"id", "state", "attempt", "priority", "retries_used", "infra_retries_used",
+                        "last_reason", "created_ms", "finished_ms", "result"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["id"], id);
@@ -114,9 +118,10 @@ TEST_F(JobsCliTest, ListShowCancelRetryStatsAndBreakerReset) {
   EXPECT_EQ(retried["job"]["state"], "queued");
 
   auto stats = Json(Kestrel("--json stats"));
-  for (const char* k : {"jobs", "succeeded", "failed_permanent", "cancelled", "live", "availability", "attempts",
-                        "failed_attempts", "retries", "infra_retries", "failures_by_stage", "failures_by_class",
-                        "failures_by_reason", "mean_time_to_recovery_ms", "recovered_jobs"}) {
+  for (const char* k :
+       {"jobs", "succeeded", "failed_permanent", "cancelled", "live", "availability", "attempts",
+        "failed_attempts", "retries", "infra_retries", "failures_by_stage", "failures_by_class",
+        "failures_by_reason", "mean_time_to_recovery_ms", "recovered_jobs"}) {
     EXPECT_TRUE(stats.contains(k)) << k;
   }
   EXPECT_EQ(stats["jobs"], 1);
@@ -307,7 +312,8 @@ TEST_F(JobsCliTest, TooManyUnreadableImagesFailPermanentlyAsDatasetErrors) {
     std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
     char magic[2] = {0, 0};
     f.read(magic, 2);
-    if (static_cast<unsigned char>(magic[0]) != 0xFF || static_cast<unsigned char>(magic[1]) != 0xD8) continue;
+    if (static_cast<unsigned char>(magic[0]) != 0xFF || static_cast<unsigned char>(magic[1]) != 0xD8)
+      continue;
     f.seekp(10);
     f.write("XXXX", 4);
     ++damaged;
@@ -326,7 +332,8 @@ TEST_F(JobsCliTest, SigkilledChildResumesFromThePreviousAttemptsCheckpoint) {
   int64_t id = SubmitId(TinyJob("epochs=5 backoff=0"));
   ASSERT_GT(id, 0);
   CliRun w;
-  std::thread worker([&] { w = Kestrel("--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10"); });
+  std::thread worker(
+      [&] { w = Kestrel("--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10"); });
   // Find the child in /proc (asking the store would take longer than its
   // remaining epochs), then kill it once its first epoch's checkpoint
   // exists. The check runs while the child is frozen (FreezeWhen), so a
@@ -341,14 +348,17 @@ TEST_F(JobsCliTest, SigkilledChildResumesFromThePreviousAttemptsCheckpoint) {
     for (fs::directory_iterator it("/proc", ec), end; !ec && it != end && pid == 0; it.increment(ec)) {
       std::ifstream f(it->path() / "cmdline", std::ios::binary);
       std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      if (cmd.find(needle) != std::string::npos) pid = static_cast<pid_t>(std::atoll(it->path().filename().c_str()));
+      if (cmd.find(needle) != std::string::npos)
+        pid = static_cast<pid_t>(std::atoll(it->path().filename().c_str()));
     }
     if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_GT(pid, 0) << "attempt 1 never started";
-  const Freeze frozen = FreezeWhen(pid, [&] { return fs::exists(ckpt); }, std::chrono::minutes(2));
-  ASSERT_EQ(frozen, Freeze::kReady) << (frozen == Freeze::kEnded ? "attempt 1 ended before its first checkpoint"
-                                                                  : "attempt 1 never wrote a checkpoint");
+  const Freeze frozen = FreezeWhen(
+      pid, [&] { return fs::exists(ckpt); }, std::chrono::minutes(2));
+  ASSERT_EQ(frozen, Freeze::kReady) << (frozen == Freeze::kEnded
+                                            ? "attempt 1 ended before its first checkpoint"
+                                            : "attempt 1 never wrote a checkpoint");
   ::kill(pid, SIGKILL);
   worker.join();
   ASSERT_EQ(w.code, 0) << w.out;
@@ -361,7 +371,8 @@ TEST_F(JobsCliTest, SigkilledChildResumesFromThePreviousAttemptsCheckpoint) {
   EXPECT_EQ(show["job"]["retries_used"], 1);
   CliRun log2 = Kestrel("jobs logs " + std::to_string(id) + " --attempt 2");
   EXPECT_NE(log2.out.find("resuming from " + ckpt.string()), std::string::npos) << log2.out;
-  EXPECT_NE(log2.out.find("resumed from"), std::string::npos) << "the trainer continued the checkpoint:\n" << log2.out;
+  EXPECT_NE(log2.out.find("resumed from"), std::string::npos) << "the trainer continued the checkpoint:\n"
+                                                              << log2.out;
   // Attempt 2 wrote into its own folder and finished all epochs there.
   EXPECT_TRUE(fs::exists(JobDir(id) / "attempt-2" / "weights" / "last.ckpt"));
   EXPECT_EQ(show["job"]["result"]["epochs"], 5);

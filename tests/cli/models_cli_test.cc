@@ -19,7 +19,8 @@ class ModelsCliTest : public KestrelCliTest {
   }
   // A job that trains in about a second on one core.
   static std::string TinyJob(const std::string& extra) {
-    return "submit data=tiny model=t imgsz=64 batch=4 workers=1 threads=1 plots=false optimizer=AdamW lr0=0.01 "
+    return "submit data=tiny model=t imgsz=64 batch=4 workers=1 threads=1 plots=false optimizer=AdamW "
+           "lr0=0.01 "
            "warmup_epochs=0 epochs=1 " +
            extra;
   }
@@ -49,12 +50,14 @@ TEST_F(ModelsCliTest, JobsRegisterModelsWithLineageProductionIsComparedAndRefsWo
   EXPECT_EQ(lineage["config_hash"], m["config_hash"]);
   EXPECT_EQ(lineage["config"]["imgsz"], 64);
   EXPECT_EQ(lineage["job_id"], submitted["job_id"]);
-  EXPECT_TRUE(show["model"]["comparison"]["baseline"].is_null()) << "the first model has nothing to compare with";
+  EXPECT_TRUE(show["model"]["comparison"]["baseline"].is_null())
+      << "the first model has nothing to compare with";
   EXPECT_TRUE(std::filesystem::exists(show["model"]["weights"]["path"].get<std::string>()));
   CliRun text = Kestrel("models show tiny@v1");
   EXPECT_EQ(text.code, 0);
   EXPECT_NE(text.out.find(m["dataset_version"].get<std::string>()), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("config hash: " + m["config_hash"].get<std::string>()), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("config hash: " + m["config_hash"].get<std::string>()), std::string::npos)
+      << text.out;
 
   // Production, then a second job: compared with it automatically.
   auto tagged = Json(Kestrel("--json models tag tiny@v1 production"));
@@ -69,7 +72,8 @@ TEST_F(ModelsCliTest, JobsRegisterModelsWithLineageProductionIsComparedAndRefsWo
   EXPECT_EQ(cmp["baseline"]["chosen_as"], "production");
   const auto& d = cmp["metrics"]["map50_95"];
   EXPECT_NEAR(d["delta"].get<double>(), d["new"].get<double>() - d["baseline"].get<double>(), 1e-12);
-  EXPECT_NE(Kestrel("models show tiny@v2").out.find("comparison with tiny@v1 (production)"), std::string::npos);
+  EXPECT_NE(Kestrel("models show tiny@v2").out.find("comparison with tiny@v1 (production)"),
+            std::string::npos);
 
   // Promotion moves production; one holder per dataset.
   auto promoted = Json(Kestrel("--json models promote tiny@v2"));

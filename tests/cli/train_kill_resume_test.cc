@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "cli_fixture.h"
-#include "freeze_when.h"
 #include "core/safetensors.h"
+#include "freeze_when.h"
 
 namespace kestrel::testing {
 namespace {
@@ -63,8 +63,9 @@ class TrainKillResumeTest : public KestrelCliTest {
   // Starts `kestrel <args>` in the test folder; the pid is kestrel's own
   // (`exec`), so SIGKILL hits the trainer, not a shell.
   pid_t Spawn(const std::string& args) {
-    const std::string cmd = "cd '" + dir_.string() + "' && KESTREL_HOME='" + (dir_ / "home").string() + "' exec " +
-                            KESTREL_CLI + " " + args + " >'" + (dir_ / "killed.log").string() + "' 2>&1";
+    const std::string cmd = "cd '" + dir_.string() + "' && KESTREL_HOME='" + (dir_ / "home").string() +
+                            "' exec " + KESTREL_CLI + " " + args + " >'" + (dir_ / "killed.log").string() +
+                            "' 2>&1";
     const pid_t pid = fork();
     if (pid == 0) {
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
@@ -94,7 +95,8 @@ TEST_F(TrainKillResumeTest, SigkilledRunResumesToBitwiseIdenticalWeights) {
       pid,
       [&] {
         struct stat st {};
-        if (!fs::exists(run / "results.csv") || ::stat(ckpt.c_str(), &st) != 0 || st.st_ino == seen) return false;
+        if (!fs::exists(run / "results.csv") || ::stat(ckpt.c_str(), &st) != 0 || st.st_ino == seen)
+          return false;
         seen = st.st_ino;  // each checkpoint is a new file renamed over the old one
         const int64_t it = CheckpointIteration(ckpt);
         if (it <= kBatchesPerEpoch || it % kBatchesPerEpoch == 0) return false;
@@ -106,13 +108,16 @@ TEST_F(TrainKillResumeTest, SigkilledRunResumesToBitwiseIdenticalWeights) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_EQ(frozen, Freeze::kReady) << "the run " << (frozen == Freeze::kEnded ? "finished" : "timed out")
-                                    << " before it could be killed:\n" << ReadAll(dir_ / "killed.log");
+                                    << " before it could be killed:\n"
+                                    << ReadAll(dir_ / "killed.log");
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
-      << "the run ended on its own (status " << status << ") before SIGKILL:\n" << ReadAll(dir_ / "killed.log");
+      << "the run ended on its own (status " << status << ") before SIGKILL:\n"
+      << ReadAll(dir_ / "killed.log");
   const int64_t resume_at = CheckpointIteration(ckpt);
   ASSERT_GE(resume_at, killed_at);
   EXPECT_FALSE(fs::exists(run / "weights/last.safetensors") &&
-               ReadAll(run / "weights/last.safetensors") == ReadAll(dir_ / "runs/train/full/weights/last.safetensors"))
+               ReadAll(run / "weights/last.safetensors") ==
+                   ReadAll(dir_ / "runs/train/full/weights/last.safetensors"))
       << "killed too late: the run already had its final weights";
   std::printf("[ cli ] SIGKILL after checkpoint at iteration %lld; resuming from iteration %lld of %lld\n",
               static_cast<long long>(killed_at), static_cast<long long>(resume_at),
@@ -121,7 +126,8 @@ TEST_F(TrainKillResumeTest, SigkilledRunResumesToBitwiseIdenticalWeights) {
   CliRun resumed = Kestrel("train resume=runs/train/killed/weights/last.ckpt");
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   // It continued from the checkpoint (a restart from scratch would also end identically).
-  EXPECT_NE(resumed.out.find("at iteration " + std::to_string(resume_at) + "\n"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("at iteration " + std::to_string(resume_at) + "\n"), std::string::npos)
+      << resumed.out;
   EXPECT_NE(resumed.out.find("completed: completed 3 epochs"), std::string::npos) << resumed.out;
 
   const fs::path a = dir_ / "runs/train/full/weights", b = run / "weights";

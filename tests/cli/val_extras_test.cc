@@ -86,8 +86,8 @@ class ValExtrasCliTest : public kestrel::testing::KestrelCliTest {
       double cx, cy, w, h;
       while (in >> cls >> cx >> cy >> w >> h) {
         ++k;
-        preds << (k % 5 == 0 ? (cls + 1) % 3 : cls) << " " << cx + 0.01 * (k % 3) << " " << cy - 0.007 * (k % 4)
-              << " " << w * 1.05 << " " << h << " " << 0.3 + 0.07 * (k % 9) << "\n";
+        preds << (k % 5 == 0 ? (cls + 1) % 3 : cls) << " " << cx + 0.01 * (k % 3) << " "
+              << cy - 0.007 * (k % 4) << " " << w * 1.05 << " " << h << " " << 0.3 + 0.07 * (k % 9) << "\n";
       }
       preds << (k % 3) << " 0.3 0.3 0.1 0.1 " << 0.05 + 0.01 * (k % 7) << "\n";
       Write(out + "/" + e.path().stem().string() + ".txt", preds.str());
@@ -111,8 +111,8 @@ TEST_F(ValExtrasCliTest, SaveJsonRoundTripReproducesMapAndCocoMetricsAppear) {
     EXPECT_EQ(j["result"]["predictions_json"]["image_ids"], ids);
     // COCO-style numbers in the --json output and in the stored record.
     const auto& coco = j["result"]["coco"];
-    for (const char* k : {"AP", "AP50", "AP75", "AP_small", "AP_medium", "AP_large", "AR_1", "AR_10", "AR_100",
-                          "AR_small", "AR_medium", "AR_large"}) {
+    for (const char* k : {"AP", "AP50", "AP75", "AP_small", "AP_medium", "AP_large", "AR_1", "AR_10",
+                          "AR_100", "AR_small", "AR_medium", "AR_large"}) {
       ASSERT_TRUE(coco.contains(k)) << k;
     }
     EXPECT_GT(coco["AP50"].get<double>(), 0.2);
@@ -220,7 +220,8 @@ TEST_F(ValExtrasCliTest, BadInputWritesNothing) {
   for (const auto& e : fs::recursive_directory_iterator(dir_ / "home/objects")) {
     if (!e.is_regular_file()) continue;
     std::string b = ReadAll(e.path());
-    if (b.size() > 100 && static_cast<unsigned char>(b[0]) == 0xFF && static_cast<unsigned char>(b[1]) == 0xD8) {
+    if (b.size() > 100 && static_cast<unsigned char>(b[0]) == 0xFF &&
+        static_cast<unsigned char>(b[1]) == 0xD8) {
       fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
       b[b.size() / 2] = static_cast<char>(b[b.size() / 2] ^ 0x5A);
       std::ofstream(e.path(), std::ios::binary | std::ios::trunc) << b;
@@ -230,7 +231,8 @@ TEST_F(ValExtrasCliTest, BadInputWritesNothing) {
   ASSERT_GT(damaged, 0);
   CliRun bad = Kestrel("--json val predictions=p data=shapes");
   EXPECT_EQ(bad.code, 1) << bad.out;
-  EXPECT_NE(Json(bad)["error"]["message"].get<std::string>().find("val_batch0"), std::string::npos) << bad.out;
+  EXPECT_NE(Json(bad)["error"]["message"].get<std::string>().find("val_batch0"), std::string::npos)
+      << bad.out;
   EXPECT_FALSE(fs::exists(dir_ / "runs"));
   // Without plots the images are not read: the metrics still work.
   EXPECT_EQ(Kestrel("val predictions=p data=shapes plots=false").code, 0);
@@ -252,7 +254,8 @@ TEST_F(ValExtrasCliTest, ValModelSaveJsonRoundTripAndGrids) {
   }
   EXPECT_GT(JpegSize(ReadAll(run / "val_batch0_pred.jpg")).first, 0);
   EXPECT_TRUE(j["result"]["coco"].contains("AR_100"));
-  EXPECT_GT(j["result"]["predictions_json"]["detections"].get<int>(), 0);  // conf 0.001: the model says something
+  EXPECT_GT(j["result"]["predictions_json"]["detections"].get<int>(),
+            0);  // conf 0.001: the model says something
   CliRun back = Kestrel("--json val predictions=runs/val/val/predictions.json data=shapes coco_metrics=true");
   ASSERT_EQ(back.code, 0) << back.out;
   const auto bj = Json(back);

@@ -15,9 +15,11 @@ namespace {
 
 TEST(FailureTableTest, TokensAreTheStoredOnesAndRoundTrip) {
   // Written to existing databases by earlier versions: must keep parsing.
-  for (const char* t : {"error", "bad_config", "dataset_errors", "diverged", "quality_gate", "io_error", "oom",
-                        "killed", "crashed", "hung", "timeout", "lease_lost", "lease_expired", "worker_lost",
-                        "worker_stopped", "host_lost", "stopped", "store_unavailable", "cancelled", "environment", "store_conflict"}) {
+  for (const char* t :
+       {"error",         "bad_config",  "dataset_errors", "diverged",  "quality_gate", "io_error",
+        "oom",           "killed",      "crashed",        "hung",      "timeout",      "lease_lost",
+        "lease_expired", "worker_lost", "worker_stopped", "host_lost", "stopped",      "store_unavailable",
+        "cancelled",     "environment", "store_conflict"}) {
     auto r = ParseFailureReason(t);
     ASSERT_TRUE(r.has_value()) << t;
     EXPECT_STREQ(FailureReasonToken(*r), t);
@@ -57,7 +59,8 @@ TEST(FailureTableTest, KindsMatchTheRetryRules) {
 }
 
 TEST(StatusReasonTest, SurvivesContextAndLocation) {
-  Status s = Status::FailedPrecondition("3 of 4 images are unreadable").WithReason(FailureReason::kDatasetErrors);
+  Status s =
+      Status::FailedPrecondition("3 of 4 images are unreadable").WithReason(FailureReason::kDatasetErrors);
   EXPECT_EQ(s.Reason(), FailureReason::kDatasetErrors);
   EXPECT_EQ(s.WithContext("train").Reason(), FailureReason::kDatasetErrors);
   EXPECT_EQ(s.WithLocation({"data.yaml", 0, ""}).Reason(), FailureReason::kDatasetErrors);

@@ -25,30 +25,37 @@ namespace fs = std::filesystem;
 TEST(Utf8Test, AcceptsValidAndFindsTheFirstBadByte) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("plain ascii"));
-  EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"));   // é € 😀
-  EXPECT_TRUE(IsValidUtf8("\xF4\x8F\xBF\xBF"));                            // U+10FFFF
+  EXPECT_TRUE(IsValidUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"));  // é € 😀
+  EXPECT_TRUE(IsValidUtf8("\xF4\x8F\xBF\xBF"));                           // U+10FFFF
   EXPECT_EQ(FirstInvalidUtf8("ab\xFF"), 2u);
-  EXPECT_EQ(FirstInvalidUtf8("\x80"), 0u);                                 // lone continuation
-  EXPECT_EQ(FirstInvalidUtf8("\xC0\xAF"), 0u);                             // overlong '/'
-  EXPECT_EQ(FirstInvalidUtf8("\xE0\x80\xAF"), 0u);                         // overlong 3-byte
-  EXPECT_EQ(FirstInvalidUtf8("x\xED\xA0\x80"), 1u);                        // surrogate U+D800
-  EXPECT_EQ(FirstInvalidUtf8("\xF4\x90\x80\x80"), 0u);                     // above U+10FFFF
-  EXPECT_EQ(FirstInvalidUtf8("\xE2\x82"), 0u);                             // truncated
+  EXPECT_EQ(FirstInvalidUtf8("\x80"), 0u);                                           // lone continuation
+  EXPECT_EQ(FirstInvalidUtf8("\xC0\xAF"), 0u);                                       // overlong '/'
+  EXPECT_EQ(FirstInvalidUtf8("\xE0\x80\xAF"), 0u);                                   // overlong 3-byte
+  EXPECT_EQ(FirstInvalidUtf8("x\xED\xA0\x80"), 1u);                                  // surrogate U+D800
+  EXPECT_EQ(FirstInvalidUtf8("\xF4\x90\x80\x80"), 0u);                               // above U+10FFFF
+  EXPECT_EQ(FirstInvalidUtf8("\xE2\x82"), 0u);                                       // truncated
   EXPECT_EQ(FirstInvalidUtf8(std::string_view("a\0b", 3)), std::string_view::npos);  // NUL is valid UTF-8
 }
 
 TEST(Utf8Test, EscapesEveryBadByteAndKeepsTheRest) {
   EXPECT_EQ(EscapeInvalidUtf8("ok \xC3\xA9"), "ok \xC3\xA9");
-  EXPECT_EQ(EscapeInvalidUtf8("a\xFF" "b"), "a\\xFFb");
-  EXPECT_EQ(EscapeInvalidUtf8("\xE2\x82" "x\xC3\xA9"), "\\xE2\\x82x\xC3\xA9");
+  EXPECT_EQ(EscapeInvalidUtf8("a\xFF"
+                              "b"),
+            "a\\xFFb");
+  EXPECT_EQ(EscapeInvalidUtf8("\xE2\x82"
+                              "x\xC3\xA9"),
+            "\\xE2\\x82x\xC3\xA9");
   EXPECT_TRUE(IsValidUtf8(EscapeInvalidUtf8("\xFF\xFE\xED\xA0\x80\xC0")));
 }
 
 TEST(Utf8Test, EscapeForDisplayAlsoShowsControlCharacters) {
   EXPECT_EQ(EscapeForDisplay("plain caf\xC3\xA9"), "plain caf\xC3\xA9");
   EXPECT_EQ(EscapeForDisplay(std::string("a\0b\tc", 5)), "a\\x00b\\x09c");
-  EXPECT_EQ(EscapeForDisplay("a\x7F\xFF" "b"), "a\\x7F\\xFFb");
-  EXPECT_EQ(EscapeInvalidUtf8("a\tb"), "a\tb") << "the JSON escaper keeps control characters (JSON escapes them)";
+  EXPECT_EQ(EscapeForDisplay("a\x7F\xFF"
+                             "b"),
+            "a\\x7F\\xFFb");
+  EXPECT_EQ(EscapeInvalidUtf8("a\tb"), "a\tb")
+      << "the JSON escaper keeps control characters (JSON escapes them)";
 }
 
 TEST(DumpJsonTest, MatchesDumpForValidDocuments) {
@@ -58,9 +65,8 @@ TEST(DumpJsonTest, MatchesDumpForValidDocuments) {
 }
 
 TEST(DumpJsonTest, NeverThrowsOnInvalidUtf8AndEscapesIt) {
-  nlohmann::json j = {{"path", "/data/\xFF\xFE.jpg"},
-                      {"nested", {{"k\xC0", {"ok", "bad\x80"}}}},
-                      {"fine", "\xE2\x82\xAC"}};
+  nlohmann::json j = {
+      {"path", "/data/\xFF\xFE.jpg"}, {"nested", {{"k\xC0", {"ok", "bad\x80"}}}}, {"fine", "\xE2\x82\xAC"}};
   EXPECT_THROW((void)j.dump(), nlohmann::json::type_error);  // what DumpJson protects against
   std::string out;
   ASSERT_NO_THROW(out = DumpJson(j, 1));
@@ -89,7 +95,10 @@ TEST(ParseTest, IntegersAreWholeAndRangeChecked) {
   auto low = ParseInt64("0", where, 1, 10);
   ASSERT_FALSE(low.IsOk());
   EXPECT_NE(low.GetStatus().Message().find("'0' is out of range [1, 10]"), std::string::npos);
-  EXPECT_NE(ParseInt64("x", where, 0, 5, "a job id").GetStatus().Message().find("expected a job id in [0, 5], got 'x'"),
+  EXPECT_NE(ParseInt64("x", where, 0, 5, "a job id")
+                .GetStatus()
+                .Message()
+                .find("expected a job id in [0, 5], got 'x'"),
             std::string::npos);
   // Invalid bytes in the text are escaped in the message (it goes to JSON).
   EXPECT_TRUE(IsValidUtf8(ParseInt64("\xFF", where).GetStatus().Message()));
@@ -108,8 +117,8 @@ class CoreFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("kestrel_core_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(::getpid()));
+           ("kestrel_core_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+            "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -122,7 +131,8 @@ class CoreFilesTest : public ::testing::Test {
   // Entries of the test folder whose name contains `part`.
   int Count(const std::string& part) const {
     int n = 0;
-    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().find(part) != std::string::npos;
+    for (const auto& e : fs::directory_iterator(dir_))
+      n += e.path().filename().string().find(part) != std::string::npos;
     return n;
   }
   fs::path dir_;
@@ -249,7 +259,9 @@ TEST(TerminateTest, AnExceptionEscapingAThreadExitsWith1AndSaysWhat) {
       ::testing::ExitedWithCode(1), "internal error: uncaught exception: stoll");
 }
 
-void ReportToStderrWithPrefix(const std::string& what) { std::cerr << "custom report: " << what << std::endl; }
+void ReportToStderrWithPrefix(const std::string& what) {
+  std::cerr << "custom report: " << what << std::endl;
+}
 
 TEST(TerminateTest, UsesTheReporterAndCoversTerminateWithoutException) {
   EXPECT_EXIT(

@@ -78,7 +78,6 @@ TEST(OptionsTest, JsonRoundTripIsCanonical) {
   EXPECT_EQ(sa.ToJson().dump(), sb.ToJson().dump());
 }
 
-
 TEST(RangeTest, OpenAndClosedEnds) {
   EXPECT_TRUE(Range::Closed(0, 0.5).Contains(0.5));
   EXPECT_FALSE(Range::ClosedOpen(0, 0.5).Contains(0.5));
@@ -136,13 +135,14 @@ TEST(OptionsTest, SetRejectsNanInfAndOverflow) {
   RangedOptions o;
   OptionSet s;
   o.Bind(s);
-  for (const char* bad : {"nan", "NaN", "inf", "-inf", "infinity", "1e999", "-1e999", "0x10", "", " ", "1.5.2"}) {
+  for (const char* bad :
+       {"nan", "NaN", "inf", "-inf", "infinity", "1e999", "-1e999", "0x10", "", " ", "1.5.2"}) {
     Status st = s.Set("lr0", bad);
     EXPECT_FALSE(st.IsOk()) << bad;
     EXPECT_EQ(st.Where().field, "lr0") << bad;
   }
-  for (const char* bad : {"1e9", "nan", "2147483648", "-2147483649", "99999999999999999999", "3.0", "1 2", "101",
-                          "-1"}) {
+  for (const char* bad :
+       {"1e9", "nan", "2147483648", "-2147483649", "99999999999999999999", "3.0", "1 2", "101", "-1"}) {
     Status st = s.Set("retries", bad);
     EXPECT_FALSE(st.IsOk()) << bad;
     EXPECT_EQ(st.Where().field, "retries") << bad;

@@ -135,8 +135,11 @@ TEST(LetterboxTest, BoxesMapBackExactly) {
 // interpolation even when shrinking (the old code rounded and used INTER_AREA,
 // which differs on large photos: 1333 * 0.16 = 213.28 -> 214, not 213).
 TEST(ResizeLongSideTest, ReferenceSizeRuleAndBilinearPixels) {
-  const int sizes[][4] = {{2000, 1333, 320, 214}, {178, 154, 320, 277}, {1333, 2000, 214, 320},
-                          {640, 427, 320, 214}, {320, 200, 320, 200}};
+  const int sizes[][4] = {{2000, 1333, 320, 214},
+                          {178, 154, 320, 277},
+                          {1333, 2000, 214, 320},
+                          {640, 427, 320, 214},
+                          {320, 200, 320, 200}};
   for (const auto& c : sizes) {
     AugSample s;
     s.image = cv::Mat(c[1], c[0], CV_8UC3);

@@ -25,9 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // What --json would print must serialize with the strict (throwing) dumper.
-void ExpectJsonSafe(const ValidationReport& r) {
-  EXPECT_NO_THROW((void)r.ToJson().dump());
-}
+void ExpectJsonSafe(const ValidationReport& r) { EXPECT_NO_THROW((void)r.ToJson().dump()); }
 void ExpectJsonSafe(const SourceDataset& ds) {
   nlohmann::json j;
   j["names"] = ds.names;
@@ -92,7 +90,9 @@ TEST(TextTest, Utf8ValidationAndEscaping) {
   EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));      // surrogate
   EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // above U+10FFFF
   EXPECT_FALSE(IsValidUtf8("\xE2\x82"));          // cut
-  EXPECT_EQ(EscapeInvalidUtf8("a\xFF" "b"), "a\\xFFb");
+  EXPECT_EQ(EscapeInvalidUtf8("a\xFF"
+                              "b"),
+            "a\\xFFb");
   EXPECT_EQ(EscapeInvalidUtf8("caf\xE9"), "caf\\xE9");
   EXPECT_EQ(EscapeInvalidUtf8("caf\xC3\xA9"), "caf\xC3\xA9");
   EXPECT_EQ(EscapeForDisplay(std::string("a\0b\tc", 5)), "a\\x00b\\x09c");
@@ -156,7 +156,8 @@ TEST_F(HardeningTest, NonUtf8ImageNameIsAFindingNotACrash) {
   EXPECT_EQ(a->report.images_total, 8) << "the left-out image still counts as found";
   EXPECT_EQ(a->report.images_excluded, 1);
   ASSERT_EQ(a->report.excluded.size(), 1u);
-  EXPECT_EQ(a->report.ToJson()["excluded"][0].get<std::string>().substr(P("ds").size()), "/images/train/caf\\xE9.jpg");
+  EXPECT_EQ(a->report.ToJson()["excluded"][0].get<std::string>().substr(P("ds").size()),
+            "/images/train/caf\\xE9.jpg");
 
   // Import: refused without --allow-errors and nothing written; with it, a
   // complete version without the sample.
@@ -210,7 +211,8 @@ TEST_F(HardeningTest, MalformedJsonWithInvalidBytesHasAPrintableError) {
 
 TEST_F(HardeningTest, YamlClassNameNotUtf8IsAnErrorNamingTheFile) {
   std::string src = Synth("ds", 4);
-  Write("ds/data.yaml", "path: .\ntrain: images/train\nval: images/val\nnames:\n  - circle\n  - rect\xE9\n  - tri\n");
+  Write("ds/data.yaml",
+        "path: .\ntrain: images/train\nval: images/val\nnames:\n  - circle\n  - rect\xE9\n  - tri\n");
   auto ds = ReadDataset(src);
   ASSERT_FALSE(ds.IsOk());
   ExpectJsonSafe(ds.GetStatus());
@@ -244,8 +246,11 @@ TEST_F(HardeningTest, VocLatin1TextIsAFinding) {
   Write("voc/JPEGImages/b.jpg", Jpeg(1));
   Write("voc/JPEGImages/c\xE9.jpg", Jpeg(2));
   auto xml = [](const std::string& file, const std::string& name) {
-    return "<annotation><filename>" + file + "</filename><size><width>32</width><height>24</height></size>"
-           "<object><name>" + name + "</name><bndbox><xmin>2</xmin><ymin>2</ymin><xmax>10</xmax><ymax>10</ymax>"
+    return "<annotation><filename>" + file +
+           "</filename><size><width>32</width><height>24</height></size>"
+           "<object><name>" +
+           name +
+           "</name><bndbox><xmin>2</xmin><ymin>2</ymin><xmax>10</xmax><ymax>10</ymax>"
            "</bndbox></object></annotation>";
   };
   Write("voc/Annotations/a.xml", xml("a.jpg", "caf\xE9"));  // Latin-1 class name
@@ -274,7 +279,8 @@ TEST_F(HardeningTest, VocLatin1TextIsAFinding) {
 TEST(FindingListTest, CountsExactExamplesCapped) {
   FindingList l(5, 2);
   for (int i = 0; i < 1000; ++i) {
-    l.Add(MakeFinding(Severity::kWarning, "label.duplicate", "f" + std::to_string(i / 100), i, "", "dup", "x"));
+    l.Add(
+        MakeFinding(Severity::kWarning, "label.duplicate", "f" + std::to_string(i / 100), i, "", "dup", "x"));
   }
   l.Add(MakeFinding(Severity::kError, "label.syntax", "f0", 1, "", "bad \xFF", "line dropped"));
   EXPECT_EQ(l.Total(), 1001);
@@ -409,7 +415,8 @@ TEST_F(HardeningTest, HugeLabelFileValidatesInBoundedMemory) {
       found = true;
       EXPECT_EQ(c["count"].get<int64_t>(), kLines - 1);
       EXPECT_EQ(c["listed"].get<int64_t>(), static_cast<int64_t>(FindingList::kMaxExamplesPerFileAndCheck));
-      EXPECT_EQ(c["omitted"].get<int64_t>(), kLines - 1 - static_cast<int64_t>(FindingList::kMaxExamplesPerFileAndCheck));
+      EXPECT_EQ(c["omitted"].get<int64_t>(),
+                kLines - 1 - static_cast<int64_t>(FindingList::kMaxExamplesPerFileAndCheck));
     }
   }
   EXPECT_TRUE(found);
@@ -446,9 +453,12 @@ TEST_F(HardeningTest, DuplicateYamlKeysAreErrors) {
   EXPECT_EQ(dup[0]->line, 5);
   EXPECT_EQ(dup[0]->field, "names");
   EXPECT_NE(dup[0]->message.find("lines 4 and 5"), std::string::npos) << dup[0]->message;
-  EXPECT_EQ(ds->names, (std::vector<std::string>{"circle", "rect", "tri"})) << "the finding says the first is used";
+  EXPECT_EQ(ds->names, (std::vector<std::string>{"circle", "rect", "tri"}))
+      << "the finding says the first is used";
 
-  Write("ds/data.yaml", "path: .\ntrain: images/train\nval: images/val\nnames:\n  0: circle\n  1: rect\n  2: tri\n  1: square\n");
+  Write("ds/data.yaml",
+        "path: .\ntrain: images/train\nval: images/val\nnames:\n  0: circle\n  1: rect\n  2: tri\n  1: "
+        "square\n");
   ds = ReadDataset(src);
   ASSERT_TRUE(ds.IsOk()) << ds.GetStatus().ToString();
   dup = With(ds->findings, "yaml.duplicate_key");
@@ -476,7 +486,8 @@ TEST_F(HardeningTest, DuplicateAndEmptyClassNames) {
 
   // COCO categories.
   auto coco = ReadCocoJson(R"({"images": [{"id": 1, "file_name": "a.jpg"}], "annotations": [],
-      "categories": [{"id": 1, "name": "cat"}, {"id": 7, "name": "cat"}]})", "ann.json", "/img");
+      "categories": [{"id": 1, "name": "cat"}, {"id": 7, "name": "cat"}]})",
+                           "ann.json", "/img");
   ASSERT_TRUE(coco.IsOk()) << coco.GetStatus().ToString();
   dup = With(coco->findings, "class.duplicate_name");
   ASSERT_EQ(dup.size(), 1u);
@@ -510,10 +521,11 @@ TEST_F(HardeningTest, DuplicateJsonKeysAndAnnotationIdsInCoco) {
 }
 
 TEST_F(HardeningTest, NulAndControlCharactersInFileNames) {
-  auto ds = ReadCocoJson(R"({"images": [{"id": 1, "file_name": "a.jpg\u0000.png"}, {"id": 2, "file_name": "b.jpg"}],
+  auto ds =
+      ReadCocoJson(R"({"images": [{"id": 1, "file_name": "a.jpg\u0000.png"}, {"id": 2, "file_name": "b.jpg"}],
       "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 5, 5]}],
       "categories": [{"id": 1, "name": "cat"}]})",
-                         "ann.json", "/img");
+                   "ann.json", "/img");
   ASSERT_TRUE(ds.IsOk()) << ds.GetStatus().ToString();
   ExpectJsonSafe(*ds);
   auto nul = With(ds->findings, "path.control_char");
@@ -578,7 +590,7 @@ TEST_F(HardeningTest, ExportIntoAnEmptyFolderAndTrailingSlash) {
   fs::create_directories(P("empty"));
   ASSERT_TRUE(st.reg->Export("d", "yolo", P("empty")).IsOk());
   EXPECT_TRUE(fs::exists(P("empty/data.yaml")));
-  ASSERT_TRUE(st.reg->Export("d", "coco", P("nested/new/") ).IsOk());
+  ASSERT_TRUE(st.reg->Export("d", "coco", P("nested/new/")).IsOk());
   EXPECT_TRUE(fs::exists(P("nested/new/annotations")));
   for (const auto& e : fs::recursive_directory_iterator(root_)) {
     EXPECT_EQ(e.path().filename().string().find(".kestrel-tmp-"), std::string::npos) << e.path();
@@ -611,7 +623,8 @@ TEST_F(HardeningTest, OversizedStoredReportIsNotParsed) {
 
 TEST_F(HardeningTest, ClassNamesWithControlCharactersSurviveExport) {
   std::string src = Synth("ds", 4);
-  Write("ds/data.yaml", "path: .\ntrain: images/train\nval: images/val\nnames: [\"a\\tb\", \"line\\nbreak\", 'q\"uote']\n");
+  Write("ds/data.yaml",
+        "path: .\ntrain: images/train\nval: images/val\nnames: [\"a\\tb\", \"line\\nbreak\", 'q\"uote']\n");
   Stores st = Open("home");
   auto r = st.reg->Import(src, "d", {});
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();

@@ -12,10 +12,10 @@
 #include <iterator>
 #include <map>
 #include <memory>
-#include <optional>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <optional>
 
 #include "core/hash.h"
 #include "data/formats.h"
@@ -419,7 +419,6 @@ TEST(PreviewTest, WritesAGridPng) {
   fs::remove(out);
 }
 
-
 // ---------------------------------------------------------------------------
 // Loader statistics against the reference trainer's loader on coco128.
 //
@@ -546,7 +545,8 @@ LoaderStatistics MeasureLoader(const MemData& d, int first, int epochs, int tota
         st.box_w.sum.push_back(w), st.box_w.count.push_back(n);
         st.box_h.sum.push_back(h), st.box_h.count.push_back(n);
         st.box_area.sum.push_back(a), st.box_area.count.push_back(n);
-        st.pixel_mean.sum.push_back(pix / static_cast<double>(plane) * 255.0), st.pixel_mean.count.push_back(1);
+        st.pixel_mean.sum.push_back(pix / static_cast<double>(plane) * 255.0),
+            st.pixel_mean.count.push_back(1);
       }
       l->Recycle(std::move(**b));
     }
@@ -595,8 +595,9 @@ void CompareWithReference(const LoaderStatistics& st, const std::string& json, c
     const double se = std::sqrt(se_ours * se_ours + se_ref * se_ref);
     const double z = se > 0 ? (ours - *ref) / se : 0;
     std::printf("%-26s %12.5f %12.5f %10.5f %8.2f\n", r.key, ours, *ref, se, z);
-    EXPECT_LE(std::abs(z), kStatTolerance) << section << " " << r.key << ": kestrel " << ours << " vs reference "
-                                           << *ref << " (combined standard error " << se << ")";
+    EXPECT_LE(std::abs(z), kStatTolerance)
+        << section << " " << r.key << ": kestrel " << ours << " vs reference " << *ref
+        << " (combined standard error " << se << ")";
   }
 }
 
@@ -610,7 +611,8 @@ TEST(LoaderStatsTest, MosaicEpochsMatchReferenceLoaderOnCoco128) {
   auto json = ReferenceAugStats();
   const MemData* d = Coco128Train();
   if (!json || d == nullptr) GTEST_SKIP() << "no ../shared/datasets/coco128 or ../shared/reference";
-  const int epochs = std::getenv("KESTREL_STATS_EPOCHS") ? std::atoi(std::getenv("KESTREL_STATS_EPOCHS")) : 16;
+  const int epochs =
+      std::getenv("KESTREL_STATS_EPOCHS") ? std::atoi(std::getenv("KESTREL_STATS_EPOCHS")) : 16;
   LoaderStatistics st = MeasureLoader(*d, 0, epochs, epochs + 10);
   CompareWithReference(st, *json, "mosaic_on_3_epochs");
 }
@@ -619,7 +621,8 @@ TEST(LoaderStatsTest, ClosedMosaicEpochsMatchReferenceLoaderOnCoco128) {
   auto json = ReferenceAugStats();
   const MemData* d = Coco128Train();
   if (!json || d == nullptr) GTEST_SKIP() << "no ../shared/datasets/coco128 or ../shared/reference";
-  const int epochs = std::getenv("KESTREL_STATS_EPOCHS") ? std::atoi(std::getenv("KESTREL_STATS_EPOCHS")) : 16;
+  const int epochs =
+      std::getenv("KESTREL_STATS_EPOCHS") ? std::atoi(std::getenv("KESTREL_STATS_EPOCHS")) : 16;
   // Epochs >= total - close_mosaic (10) have mosaic closed: a 10-epoch run
   // is closed throughout, so at most 10 epochs are measured here.
   const int closed = std::min(epochs, 10);

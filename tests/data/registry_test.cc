@@ -7,12 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
-#include <chrono>
 #include <random>
 
 #include "data/synth.h"
@@ -91,8 +91,9 @@ const Finding* FindCheck(const ValidationReport& r, const std::string& check, co
                          int line = -1) {
   for (const auto& f : r.findings) {
     if (f.check != check) continue;
-    if (!file_suffix.empty() && (f.file.size() < file_suffix.size() ||
-                                 f.file.compare(f.file.size() - file_suffix.size(), file_suffix.size(), file_suffix) != 0)) {
+    if (!file_suffix.empty() &&
+        (f.file.size() < file_suffix.size() ||
+         f.file.compare(f.file.size() - file_suffix.size(), file_suffix.size(), file_suffix) != 0)) {
       continue;
     }
     if (line >= 0 && f.line != line) continue;
@@ -104,7 +105,9 @@ const Finding* FindCheck(const ValidationReport& r, const std::string& check, co
 TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
   fs::path root = dir_ / "defects";
   auto img = [&](const std::string& split, const std::string& stem, const std::string& bytes,
-                 const std::string& ext = ".jpg") { WriteFile(root / "images" / split / (stem + ext), bytes); };
+                 const std::string& ext = ".jpg") {
+    WriteFile(root / "images" / split / (stem + ext), bytes);
+  };
   auto lbl = [&](const std::string& split, const std::string& stem, const std::string& text) {
     WriteFile(root / "labels" / split / (stem + ".txt"), text);
   };
@@ -113,7 +116,8 @@ TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
   // except for 'dog' (1 instance vs many birds).
   for (int i = 0; i < 8; ++i) {
     img("train", "ok" + std::to_string(i), Encode(Noise(i), ".jpg"));
-    lbl("train", "ok" + std::to_string(i), "0 0.5 0.5 0.3 0.3\n1 0.25 0.25 0.2 0.2\n0 0.7 0.7 0.2 0.2\n0 0.3 0.7 0.1 0.1\n");
+    lbl("train", "ok" + std::to_string(i),
+        "0 0.5 0.5 0.3 0.3\n1 0.25 0.25 0.2 0.2\n0 0.7 0.7 0.2 0.2\n0 0.3 0.7 0.1 0.1\n");
   }
   img("val", "v0", Encode(Noise(100), ".jpg"));
   lbl("val", "v0", "2 0.5 0.5 0.3 0.3\n");
@@ -149,14 +153,17 @@ TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
   // Decompression bomb: a valid PNG whose IHDR claims 60000 x 60000.
   std::string bomb = Encode(Noise(303), ".png");
   auto put32 = [&](size_t off, uint32_t v) {
-    for (int k = 0; k < 4; ++k) bomb[off + static_cast<size_t>(k)] = static_cast<char>((v >> (24 - 8 * k)) & 0xff);
+    for (int k = 0; k < 4; ++k)
+      bomb[off + static_cast<size_t>(k)] = static_cast<char>((v >> (24 - 8 * k)) & 0xff);
   };
   put32(16, 60000);
   put32(20, 60000);
   img("train", "bomb", bomb, ".png");
   // Label defects (line numbers matter).
   img("train", "syntax", Encode(Noise(400), ".jpg"));
-  lbl("train", "syntax", "0 0.5 0.5 0.2 0.2\n0 0.5 0.5 0.2\n0 abc 0.5 0.2 0.2\n0 0\xEF\xBC\x8C" "5 0.5 0.2 0.2\n0 nan 0.5 0.2 0.2\n");
+  lbl("train", "syntax",
+      "0 0.5 0.5 0.2 0.2\n0 0.5 0.5 0.2\n0 abc 0.5 0.2 0.2\n0 0\xEF\xBC\x8C"
+      "5 0.5 0.2 0.2\n0 nan 0.5 0.2 0.2\n");
   img("train", "range", Encode(Noise(401), ".jpg"));
   lbl("train", "range", "7 0.5 0.5 0.2 0.2\n");
   img("train", "bounds", Encode(Noise(402), ".jpg"));
@@ -224,7 +231,8 @@ TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
   };
   for (const auto& w : wants) {
     const Finding* f = FindCheck(rep, w.check, w.file, w.line);
-    ASSERT_NE(f, nullptr) << "missing finding " << w.check << " " << w.file << ":" << w.line << "\n" << rep.ToText(50);
+    ASSERT_NE(f, nullptr) << "missing finding " << w.check << " " << w.file << ":" << w.line << "\n"
+                          << rep.ToText(50);
     EXPECT_EQ(f->severity, w.sev) << w.check;
     EXPECT_FALSE(f->message.empty());
   }
@@ -242,11 +250,13 @@ TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
   auto ok = reg_->Import(root.string(), "defects", opts);
   ASSERT_TRUE(ok.IsOk()) << ok.GetStatus().ToString();
   const auto& a = ok->analysis;
-  for (const char* bad : {"garbage.jpg", "truncated.jpg", "zero.jpg", "bomb.png", "syntax.jpg", "range.jpg"}) {
+  for (const char* bad :
+       {"garbage.jpg", "truncated.jpg", "zero.jpg", "bomb.png", "syntax.jpg", "range.jpg"}) {
     bool listed = false;
     for (const auto& e : a.report.excluded) listed |= e.find(bad) != std::string::npos;
     EXPECT_TRUE(listed) << bad << " not listed as excluded";
-    for (const auto& e : a.manifest.entries) EXPECT_EQ(e.path.find(bad), std::string::npos) << bad << " imported";
+    for (const auto& e : a.manifest.entries)
+      EXPECT_EQ(e.path.find(bad), std::string::npos) << bad << " imported";
   }
   for (const auto& e : a.manifest.entries) {
     if (e.path == "dup.jpg") {
@@ -268,7 +278,8 @@ TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
     }
   }
   int normalized_kept = 0;
-  for (const auto& e : a.manifest.entries) normalized_kept += (e.path == "rotated.jpg" || e.path == "cmyk.jpg");
+  for (const auto& e : a.manifest.entries)
+    normalized_kept += (e.path == "rotated.jpg" || e.path == "cmyk.jpg");
   EXPECT_EQ(normalized_kept, 2) << "CMYK / EXIF images must be normalized and kept, not excluded";
   auto loaded = reg_->Load("defects@v1");
   ASSERT_TRUE(loaded.IsOk()) << loaded.GetStatus().ToString();
@@ -398,7 +409,8 @@ TEST_F(RegistryTest, ImportKilledMidwayLeavesNoPartialVersion) {
   // Time one whole import so the kills land before, during and after commit.
   auto t0 = std::chrono::steady_clock::now();
   {
-    auto meta = std::move(store::MetadataStore::Open("sqlite:" + (dir_ / "timing").string() + "/kestrel.db")).Value();
+    auto meta =
+        std::move(store::MetadataStore::Open("sqlite:" + (dir_ / "timing").string() + "/kestrel.db")).Value();
     store::ArtifactStore blobs((dir_ / "timing").string());
     Registry reg(*meta, blobs);
     ImportOptions o;

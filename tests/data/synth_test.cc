@@ -7,10 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <opencv2/imgcodecs.hpp>
 #include <set>
 #include <sstream>
-
-#include <opencv2/imgcodecs.hpp>
 
 #include "core/fault_env.h"
 #include "core/hash.h"
@@ -23,9 +22,8 @@ namespace fs = std::filesystem;
 class SynthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kestrel_synth_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("kestrel_synth_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -169,12 +167,10 @@ TEST_F(SynthTest, RenderMatchesWrittenLabels) {
     ASSERT_TRUE(s.IsOk());
     EXPECT_FALSE(s->boxes.empty());
     EXPECT_EQ(s->image.type(), CV_8UC3);
-    const std::string label =
-        Out("d/labels/" + std::string(SplitName(s->split)) + "/" + s->stem + ".txt");
+    const std::string label = Out("d/labels/" + std::string(SplitName(s->split)) + "/" + s->stem + ".txt");
     auto text = Env::Default().ReadFile(label);
     ASSERT_TRUE(text.IsOk()) << label;
-    EXPECT_EQ(std::count(text->begin(), text->end(), '\n'),
-              static_cast<std::ptrdiff_t>(s->boxes.size()));
+    EXPECT_EQ(std::count(text->begin(), text->end(), '\n'), static_cast<std::ptrdiff_t>(s->boxes.size()));
   }
   EXPECT_FALSE(RenderSynthSample(o, o.images).IsOk());
 }

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "eval/coco_eval.h"
+
+#include <gtest/gtest.h>
 
 namespace kestrel::eval {
 namespace {
@@ -24,8 +24,7 @@ TEST(CocoEval, StepInterpolationAndMaxDets) {
   // [.5, .5]; every recall threshold takes .5 -> AP .5 (the linear AP of
   // metrics.h would differ). With maxDets 1 only the FP counts: AR_1 = 0.
   CocoEvaluator ev(1);
-  ASSERT_TRUE(ev.AddImage({{{0, 0, 50, 50}, 0}},
-                          {{{0, 0, 50, 50}, 0.8f, 0}, {{300, 300, 350, 350}, 0.9f, 0}})
+  ASSERT_TRUE(ev.AddImage({{{0, 0, 50, 50}, 0}}, {{{0, 0, 50, 50}, 0.8f, 0}, {{300, 300, 350, 350}, 0.9f, 0}})
                   .IsOk());
   const CocoMetrics m = ev.Evaluate();
   EXPECT_DOUBLE_EQ(m.Ap(), 0.5);
@@ -40,11 +39,10 @@ TEST(CocoEval, StepInterpolationAndMaxDets) {
 TEST(CocoEval, AreaRangeIgnoresOutOfRangeDetections) {
   // A large FP does not hurt AP_small; an out-of-range label is ignored.
   CocoEvaluator ev(1);
-  ASSERT_TRUE(ev.AddImage({{{0, 0, 10, 10}, 0}},
-                          {{{0, 0, 10, 10}, 0.5f, 0}, {{100, 100, 300, 300}, 0.9f, 0}})
+  ASSERT_TRUE(ev.AddImage({{{0, 0, 10, 10}, 0}}, {{{0, 0, 10, 10}, 0.5f, 0}, {{100, 100, 300, 300}, 0.9f, 0}})
                   .IsOk());
   const CocoMetrics m = ev.Evaluate();
-  EXPECT_DOUBLE_EQ(m.stats[3], 1.0);  // AP_small
+  EXPECT_DOUBLE_EQ(m.stats[3], 1.0);   // AP_small
   EXPECT_DOUBLE_EQ(m.stats[5], -1.0);  // no large labels
   EXPECT_LT(m.Ap(), 1.0);
   EXPECT_FALSE(ev.AddImage({{{0, 0, 1, 1}, 3}}, {}).IsOk());

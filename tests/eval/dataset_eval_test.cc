@@ -73,7 +73,8 @@ TEST_F(DatasetEvalTest, EmptySplitIsAClearError) {
   auto s = LoadEvalSplit(TwoImageManifest(), data::Split::kTest);
   ASSERT_FALSE(s.IsOk());
   EXPECT_EQ(s.GetStatus().Code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(s.GetStatus().Message().find("'test' has no images"), std::string::npos) << s.GetStatus().ToString();
+  EXPECT_NE(s.GetStatus().Message().find("'test' has no images"), std::string::npos)
+      << s.GetStatus().ToString();
   EXPECT_NE(s.GetStatus().Message().find("val 2"), std::string::npos);
 }
 

@@ -1,22 +1,21 @@
 // Hand-computed cases and properties of DetectionEvaluator.
+#include "eval/metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
 #include "eval/ap.h"
-#include "eval/metrics.h"
 
 namespace kestrel::eval {
 namespace {
 
 GroundTruth G(int c, float x1, float y1, float x2, float y2) { return {{x1, y1, x2, y2}, c}; }
-Detection D(int c, float x1, float y1, float x2, float y2, float s) {
-  return {{x1, y1, x2, y2}, s, c};
-}
+Detection D(int c, float x1, float y1, float x2, float y2, float s) { return {{x1, y1, x2, y2}, s, c}; }
 
-EvalResult Evaluate(int nc, const std::vector<std::pair<std::vector<GroundTruth>,
-                                                   std::vector<Detection>>>& images) {
+EvalResult Evaluate(int nc,
+                    const std::vector<std::pair<std::vector<GroundTruth>, std::vector<Detection>>>& images) {
   EvalOptions o;
   o.num_classes = nc;
   DetectionEvaluator ev(o);
@@ -113,8 +112,8 @@ TEST(Metrics, ComputeApBasics) {
   EXPECT_NEAR(ComputeAp({0.5}, {1.0}), 0.75, 1e-12);
 }
 
-std::vector<std::pair<std::vector<GroundTruth>, std::vector<Detection>>> RandomScene(
-    std::mt19937& rng, int images, int nc) {
+std::vector<std::pair<std::vector<GroundTruth>, std::vector<Detection>>> RandomScene(std::mt19937& rng,
+                                                                                     int images, int nc) {
   std::uniform_real_distribution<float> pos(0, 500), size(10, 100), jitter(-8, 8), u(0, 1);
   std::vector<std::pair<std::vector<GroundTruth>, std::vector<Detection>>> out;
   for (int i = 0; i < images; ++i) {
@@ -128,8 +127,8 @@ std::vector<std::pair<std::vector<GroundTruth>, std::vector<Detection>>> RandomS
     for (const GroundTruth& g : gt) {
       if (u(rng) < 0.8f) {
         const int c = u(rng) < 0.9f ? g.class_id : int(rng() % unsigned(nc));
-        preds.push_back(D(c, g.box.x1 + jitter(rng), g.box.y1 + jitter(rng),
-                          g.box.x2 + jitter(rng), g.box.y2 + jitter(rng), u(rng)));
+        preds.push_back(D(c, g.box.x1 + jitter(rng), g.box.y1 + jitter(rng), g.box.x2 + jitter(rng),
+                          g.box.y2 + jitter(rng), u(rng)));
       }
     }
     for (int k = int(rng() % 4); k > 0; --k) {
@@ -155,8 +154,7 @@ TEST(Metrics, PerfectPredictionsGiveReferenceMaximum) {
   EXPECT_NEAR(r.map5095, 0.995, 1e-12);
   EXPECT_NEAR(r.precision, 1.0, 1e-12);
   EXPECT_NEAR(r.recall, 1.0, 1e-12);
-  EXPECT_EQ(r.confusion.At(0, 0) + r.confusion.At(1, 1) + r.confusion.At(2, 2) +
-                r.confusion.At(3, 3),
+  EXPECT_EQ(r.confusion.At(0, 0) + r.confusion.At(1, 1) + r.confusion.At(2, 2) + r.confusion.At(3, 3),
             r.instances);
 }
 
@@ -233,9 +231,8 @@ TEST(Metrics, ConfAndMaxDetFilterAreApplied) {
   o.num_classes = 1;
   o.max_det = 2;
   DetectionEvaluator ev(o);
-  ASSERT_TRUE(ev.AddImage({G(0, 0, 0, 10, 10)},
-                          {D(0, 0, 0, 10, 10, 0.0005f), D(0, 50, 50, 60, 60, 0.9f),
-                           D(0, 70, 70, 80, 80, 0.8f), D(0, 0, 0, 10, 10, 0.7f)})
+  ASSERT_TRUE(ev.AddImage({G(0, 0, 0, 10, 10)}, {D(0, 0, 0, 10, 10, 0.0005f), D(0, 50, 50, 60, 60, 0.9f),
+                                                 D(0, 70, 70, 80, 80, 0.8f), D(0, 0, 0, 10, 10, 0.7f)})
                   .IsOk());
   auto r = ev.Finalize();
   ASSERT_TRUE(r.IsOk());
@@ -256,8 +253,7 @@ TEST(Metrics, ConfusionMatrixConvention) {
   // label 0 found as class 1; label 1 missed; a class 0 FP on background;
   // a prediction below conf ignored.
   cm.ProcessImage({G(0, 0, 0, 10, 10), G(1, 100, 100, 110, 110)},
-                  {D(1, 0, 0, 10, 10, 0.9f), D(0, 50, 50, 60, 60, 0.9f),
-                   D(1, 100, 100, 110, 110, 0.2f)});
+                  {D(1, 0, 0, 10, 10, 0.9f), D(0, 50, 50, 60, 60, 0.9f), D(1, 100, 100, 110, 110, 0.2f)});
   EXPECT_EQ(cm.At(1, 0), 1);
   EXPECT_EQ(cm.At(2, 1), 1);
   EXPECT_EQ(cm.At(0, 2), 1);

@@ -27,8 +27,8 @@ struct NaiveResult {
 };
 
 // numpy.interp by binary search (independent of eval::InterpAscending).
-inline double NpInterp(double q, const std::vector<double>& xp, const std::vector<double>& fp,
-                double left, double right) {
+inline double NpInterp(double q, const std::vector<double>& xp, const std::vector<double>& fp, double left,
+                       double right) {
   const size_t n = xp.size();
   if (q < xp[0]) return left;
   if (q > xp[n - 1]) return right;
@@ -123,7 +123,10 @@ inline NaiveResult Naive(const std::vector<Image>& images, int nc) {
       double tp = 0, fp = 0;
       for (const Stat& s : stats) {
         if (s.cls != c) continue;
-        if (s.tp[size_t(t)]) tp += 1; else fp += 1;
+        if (s.tp[size_t(t)])
+          tp += 1;
+        else
+          fp += 1;
         rec.push_back(tp / (n_labels[size_t(c)] + 1e-16));
         prec.push_back(tp / (tp + fp));
         if (t == 0) negconf.push_back(-s.conf);

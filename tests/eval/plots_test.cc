@@ -59,7 +59,8 @@ EvalResult SmallResult() {
       const float x = 400 * u(rng), y = 400 * u(rng);
       gt.push_back({{x, y, x + 50, y + 40}, int(rng() % 3)});
       if (u(rng) < 0.8f) {
-        preds.push_back({{x + 4 * u(rng), y, x + 50, y + 40 - 6 * u(rng)}, u(rng),
+        preds.push_back({{x + 4 * u(rng), y, x + 50, y + 40 - 6 * u(rng)},
+                         u(rng),
                          u(rng) < 0.8f ? gt.back().class_id : int(rng() % 3)});
       }
     }
@@ -102,9 +103,8 @@ TEST(Plots, DetectionGrid) {
   const cv::Mat img = Decode(*png);
   EXPECT_EQ(img.cols, 512);
   EXPECT_EQ(img.rows, 256);
-  ASSERT_TRUE(Env::Default()
-                  .WriteFileAtomic(std::string(KESTREL_BINARY_DIR) + "/eval_grid.png", *png)
-                  .IsOk());
+  ASSERT_TRUE(
+      Env::Default().WriteFileAtomic(std::string(KESTREL_BINARY_DIR) + "/eval_grid.png", *png).IsOk());
   tiles[1].image.data = nullptr;
   EXPECT_FALSE(RenderDetectionGrid(tiles, {}, GridOptions{}).IsOk());
 }
@@ -211,8 +211,8 @@ LabelStats SomeLabels() {
   for (int i = 0; i < 400; ++i) {
     const int c = int(rng() % 3);
     ++s.counts[size_t(c)];
-    s.boxes.push_back({c, 0.2f + 0.6f * u(rng), 0.3f + 0.4f * u(rng), 0.05f + 0.3f * u(rng),
-                       0.05f + 0.2f * u(rng)});
+    s.boxes.push_back(
+        {c, 0.2f + 0.6f * u(rng), 0.3f + 0.4f * u(rng), 0.05f + 0.3f * u(rng), 0.05f + 0.2f * u(rng)});
   }
   s.subtitle = "train split: 100 images, 400 instances";
   return s;
@@ -231,9 +231,8 @@ TEST(Plots, LabelsPlotFillsAllFourPanels) {
       EXPECT_GT(Colored(img, panel), 2000) << "panel row " << r << " col " << c;
     }
   }
-  ASSERT_TRUE(Env::Default()
-                  .WriteFileAtomic(std::string(KESTREL_BINARY_DIR) + "/eval_labels.png", *png)
-                  .IsOk());
+  ASSERT_TRUE(
+      Env::Default().WriteFileAtomic(std::string(KESTREL_BINARY_DIR) + "/eval_labels.png", *png).IsOk());
   // Counts only: one wide histogram.
   auto counts = RenderLabelHistogram({10, 0, 4}, {"a", "b"});
   ASSERT_TRUE(counts.IsOk());
@@ -289,14 +288,14 @@ TEST(Plots, ResultsPlotHasEveryPanel) {
     ASSERT_EQ(img.cols, 5 * kResultsPanelWidth);
     ASSERT_EQ(img.rows, kResultsHeaderHeight + 2 * kResultsPanelHeight);
     for (int p = 0; p < 10; ++p) {
-      const cv::Rect plot((p % 5) * kResultsPanelWidth + 80, kResultsHeaderHeight + (p / 5) * kResultsPanelHeight + 42,
-                          kResultsPanelWidth - 100, kResultsPanelHeight - 102);
+      const cv::Rect plot((p % 5) * kResultsPanelWidth + 80,
+                          kResultsHeaderHeight + (p / 5) * kResultsPanelHeight + 42, kResultsPanelWidth - 100,
+                          kResultsPanelHeight - 102);
       EXPECT_GT(Colored(img, plot), 20) << epochs << " epochs, panel " << p;
     }
     if (epochs == 30) {
-      ASSERT_TRUE(Env::Default()
-                      .WriteFileAtomic(std::string(KESTREL_BINARY_DIR) + "/eval_results.png", *png)
-                      .IsOk());
+      ASSERT_TRUE(
+          Env::Default().WriteFileAtomic(std::string(KESTREL_BINARY_DIR) + "/eval_results.png", *png).IsOk());
     }
   }
   // A missing series shows its message instead of data; NaN values are gaps.

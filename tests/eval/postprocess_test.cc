@@ -1,11 +1,11 @@
 // Decode, NMS (against a naive class-offset NMS) and letterbox geometry.
+#include "eval/postprocess.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 #include <random>
-
-#include "eval/postprocess.h"
 
 namespace kestrel::eval {
 namespace {
@@ -69,15 +69,13 @@ TEST(Nms, MatchesNaiveOnRandomInputs) {
     o.max_nms = trial % 7 == 0 ? 1 + int(rng() % 100) : 30000;
     const auto fast = Nms(cand, o);
     const auto slow = NaiveNms(cand, o);
-    ASSERT_TRUE(Same(fast, slow)) << "trial " << trial << " fast " << fast.size() << " slow "
-                                  << slow.size();
+    ASSERT_TRUE(Same(fast, slow)) << "trial " << trial << " fast " << fast.size() << " slow " << slow.size();
   }
 }
 
 TEST(Nms, ClassAwareKeepsOverlappingBoxesOfOtherClasses) {
-  const std::vector<Detection> c = {{{0, 0, 10, 10}, 0.9f, 0},
-                                    {{0, 0, 10, 10}, 0.8f, 1},
-                                    {{0, 0, 10, 9}, 0.7f, 0}};
+  const std::vector<Detection> c = {
+      {{0, 0, 10, 10}, 0.9f, 0}, {{0, 0, 10, 10}, 0.8f, 1}, {{0, 0, 10, 9}, 0.7f, 0}};
   NmsOptions o;
   EXPECT_EQ(Nms(c, o).size(), 2u);
   o.agnostic = true;
@@ -90,10 +88,10 @@ TEST(Nms, ClassAwareKeepsOverlappingBoxesOfOtherClasses) {
 TEST(Decode, BestClassAndMultiLabel) {
   const int nc = 2, a = 3;
   std::vector<float> raw = {
-      50, 100, 200,  // cx
-      50, 100, 200,  // cy
-      20, 10, 40,    // w
-      10, 10, 40,    // h
+      50,   100,  200,   // cx
+      50,   100,  200,   // cy
+      20,   10,   40,    // w
+      10,   10,   40,    // h
       0.9f, 0.1f, 0.3f,  // class 0
       0.6f, 0.2f, 0.3f,  // class 1
   };

@@ -1,14 +1,14 @@
+#include "eval/prediction_io.h"
+
 #include <gtest/gtest.h>
 
 #include "core/env.h"
-#include "eval/prediction_io.h"
 
 namespace kestrel::eval {
 namespace {
 
 TEST(PredictionIo, ParsesYoloTxtIntoPixels) {
-  auto r = ParseYoloPredictions("3 0.5 0.5 0.2 0.4 0.75\n\n1 0.1 0.1 0.1 0.1 0.5\n", "a.txt",
-                                {200, 100}, 80);
+  auto r = ParseYoloPredictions("3 0.5 0.5 0.2 0.4 0.75\n\n1 0.1 0.1 0.1 0.1 0.5\n", "a.txt", {200, 100}, 80);
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   ASSERT_EQ(r->size(), 2u);
   EXPECT_EQ((*r)[0].class_id, 3);
@@ -84,8 +84,8 @@ TEST(PredictionIo, CocoResultsRoundTripAndErrors) {
       "r.json", cats, 4);
   ASSERT_FALSE(bad.IsOk());
   EXPECT_EQ(bad.GetStatus().Where().field, "[1].bbox");
-  bad = ParseCocoResults(R"([{"image_id":1,"category_id":4,"bbox":[0,0,1,1],"score":0.5}])",
-                         "r.json", cats, 4);
+  bad =
+      ParseCocoResults(R"([{"image_id":1,"category_id":4,"bbox":[0,0,1,1],"score":0.5}])", "r.json", cats, 4);
   EXPECT_EQ(bad.GetStatus().Where().field, "[0].category_id");
   bad = ParseCocoResults("{oops", "r.json", cats, 4);
   EXPECT_FALSE(bad.IsOk());

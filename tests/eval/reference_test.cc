@@ -25,8 +25,8 @@ std::vector<GroundTruth> ReadLabels(const std::string& path, ImageSize size) {
   int c;
   double cx, cy, w, h;
   while (in >> c >> cx >> cy >> w >> h) {
-    out.push_back(GroundTruth{
-        BoxFromCxCyWh(cx * size.width, cy * size.height, w * size.width, h * size.height), c});
+    out.push_back(
+        GroundTruth{BoxFromCxCyWh(cx * size.width, cy * size.height, w * size.width, h * size.height), c});
   }
   return out;
 }
@@ -74,10 +74,10 @@ TEST(ReferenceMetrics, Coco128ValMatchesReferenceValidator) {
   auto text = env.ReadFile(ref + "/expected.json");
   ASSERT_TRUE(text.IsOk());
   const nlohmann::json expected = nlohmann::json::parse(*text);
-  EXPECT_NEAR(res->map50, expected["map50"].get<double>(), 1e-9);  // brief asks 1e-4; we match to ~1e-10
+  EXPECT_NEAR(res->map50, expected["map50"].get<double>(), 1e-9);      // brief asks 1e-4; we match to ~1e-10
   EXPECT_NEAR(res->map5095, expected["map5095"].get<double>(), 1e-9);  // brief asks 1e-4; we match to ~1e-10
-  EXPECT_NEAR(res->precision, expected["p"].get<double>(), 1e-9);  // brief asks 1e-4; we match to ~1e-10
-  EXPECT_NEAR(res->recall, expected["r"].get<double>(), 1e-9);  // brief asks 1e-4; we match to ~1e-10
+  EXPECT_NEAR(res->precision, expected["p"].get<double>(), 1e-9);      // brief asks 1e-4; we match to ~1e-10
+  EXPECT_NEAR(res->recall, expected["r"].get<double>(), 1e-9);         // brief asks 1e-4; we match to ~1e-10
   EXPECT_EQ(res->instances, 145);
   EXPECT_EQ(res->images, 26);
   EXPECT_NEAR(res->fitness, 0.1 * res->map50 + 0.9 * res->map5095, 1e-12);
@@ -85,12 +85,12 @@ TEST(ReferenceMetrics, Coco128ValMatchesReferenceValidator) {
   EvalResult named = *res;
   EXPECT_TRUE(WritePlots(env, std::string(KESTREL_BINARY_DIR) + "/eval_plots_coco128", named).IsOk());
   // Print all digits so docs/metrics.md can quote how close we are.
-  std::printf("map50 %.10f (ref %.10f)\nmap5095 %.10f (ref %.10f)\np %.10f (ref %.10f)\n"
-              "r %.10f (ref %.10f)\nbest_conf %.4f classes %zu predictions %lld\n",
-              res->map50, expected["map50"].get<double>(), res->map5095,
-              expected["map5095"].get<double>(), res->precision, expected["p"].get<double>(),
-              res->recall, expected["r"].get<double>(), res->best_conf, res->classes.size(),
-              static_cast<long long>(res->predictions));
+  std::printf(
+      "map50 %.10f (ref %.10f)\nmap5095 %.10f (ref %.10f)\np %.10f (ref %.10f)\n"
+      "r %.10f (ref %.10f)\nbest_conf %.4f classes %zu predictions %lld\n",
+      res->map50, expected["map50"].get<double>(), res->map5095, expected["map5095"].get<double>(),
+      res->precision, expected["p"].get<double>(), res->recall, expected["r"].get<double>(), res->best_conf,
+      res->classes.size(), static_cast<long long>(res->predictions));
 }
 
 }  // namespace

@@ -56,7 +56,8 @@ std::vector<std::vector<Detection>> NoisyPredictions(const EvalSplit& split, uns
   for (size_t i = 0; i < split.images.size(); ++i) {
     for (const GroundTruth& g : split.images[i].labels) {
       const float dx = 6 * u(rng) - 3, dy = 6 * u(rng) - 3;
-      out[i].push_back({{g.box.x1 + dx, g.box.y1 + dy, g.box.x2 + dx / 3, g.box.y2 - dy / 7}, u(rng),
+      out[i].push_back({{g.box.x1 + dx, g.box.y1 + dy, g.box.x2 + dx / 3, g.box.y2 - dy / 7},
+                        u(rng),
                         u(rng) < 0.8f ? g.class_id : int(rng() % 3)});
     }
     const float x = 150 * u(rng), y = 80 * u(rng);

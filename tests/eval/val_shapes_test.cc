@@ -1,12 +1,12 @@
 // The validation batch rule (eval/val_shapes.h PlanValBatches /
 // ComputeValGeometry): pure arithmetic, runs everywhere.
+#include "eval/val_shapes.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 #include <vector>
-
-#include "eval/val_shapes.h"
 
 namespace kestrel::eval {
 namespace {

@@ -7,10 +7,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "data/dataset.h"
 
@@ -22,8 +21,12 @@ inline void RequireJsonSafe(const data::SourceDataset& ds) {
   nlohmann::json j;
   j["names"] = ds.names;
   for (const auto& f : ds.findings) {
-    j["findings"].push_back({{"check", f.check}, {"file", f.file}, {"line", f.line}, {"field", f.field},
-                             {"message", f.message}, {"action", f.action}});
+    j["findings"].push_back({{"check", f.check},
+                             {"file", f.file},
+                             {"line", f.line},
+                             {"field", f.field},
+                             {"message", f.message},
+                             {"action", f.action}});
     if (f.check.empty()) __builtin_trap();
   }
   for (const auto& s : ds.samples) {
@@ -38,7 +41,8 @@ inline void RequireJsonSafe(const data::SourceDataset& ds) {
 
 inline void RequireJsonSafe(const Status& s) {
   try {
-    (void)nlohmann::json({{"message", s.Message()}, {"file", s.Where().file}, {"field", s.Where().field}}).dump();
+    (void)nlohmann::json({{"message", s.Message()}, {"file", s.Where().file}, {"field", s.Where().field}})
+        .dump();
   } catch (const nlohmann::json::exception&) {
     __builtin_trap();
   }
@@ -57,7 +61,8 @@ inline bool RequireSaneRead(const Result<data::SourceDataset>& ds) {
   RequireJsonSafe(*ds);
   for (const auto& s : ds->samples) {
     const std::string& r = s.rel_path;
-    if (r.empty() || r[0] == '/' || r == ".." || r.rfind("../", 0) == 0 || r.find("/../") != std::string::npos) {
+    if (r.empty() || r[0] == '/' || r == ".." || r.rfind("../", 0) == 0 ||
+        r.find("/../") != std::string::npos) {
       __builtin_trap();
     }
     for (const auto& b : s.pixel_boxes) {

@@ -16,12 +16,13 @@ Status Apply(JobKeys* k, const std::string& key, const std::string& value) {
 
 TEST(JobKeysTest, BadValuesNameTheKey) {
   const std::pair<const char*, const char*> bad[] = {
-      {"priority", "urgent"},     {"max_retries", "-1"},   {"max_retries", "1e9"},  {"max_retries", "nan"},
-      {"max_retries", "1001"},    {"backoff", "abc"},      {"backoff", ""},         {"backoff", "1,,2"},
-      {"backoff", "1,-2"},        {"backoff", "1,inf"},    {"time_limit", "-5"},    {"time_limit", "inf"},
-      {"time_limit", "1e10"},     {"min_map50", "2"},      {"min_map50", "nan"},    {"min_map50", "-0.01"},
-      {"gpu_mem", "512"},  // on a CPU job
-      {"gpu_mem", "-1"},          {"device", "-1"},        {"device", "99999999999999999999"},
+      {"priority", "urgent"}, {"max_retries", "-1"},   {"max_retries", "1e9"},
+      {"max_retries", "nan"}, {"max_retries", "1001"}, {"backoff", "abc"},
+      {"backoff", ""},        {"backoff", "1,,2"},     {"backoff", "1,-2"},
+      {"backoff", "1,inf"},   {"time_limit", "-5"},    {"time_limit", "inf"},
+      {"time_limit", "1e10"}, {"min_map50", "2"},      {"min_map50", "nan"},
+      {"min_map50", "-0.01"}, {"gpu_mem", "512"},  // on a CPU job
+      {"gpu_mem", "-1"},      {"device", "-1"},        {"device", "99999999999999999999"},
       {"device", "gpu"},
   };
   for (const auto& [key, value] : bad) {
@@ -49,8 +50,9 @@ TEST(JobKeysTest, ValuesReachTheJobSpec) {
   JobKeys k;
   OptionSet s;
   k.Bind(s);
-  ASSERT_TRUE(s.ApplyArgs({"priority=high", "max_retries=2", "backoff=0.5,1", "time_limit=600", "min_map50=0.1"})
-                  .IsOk());
+  ASSERT_TRUE(
+      s.ApplyArgs({"priority=high", "max_retries=2", "backoff=0.5,1", "time_limit=600", "min_map50=0.1"})
+          .IsOk());
   ASSERT_TRUE(k.Validate().IsOk());
   store::JobSpec spec;
   k.ApplyTo(&spec);

@@ -158,7 +158,9 @@ TEST_F(SubreaperTest, SigkilledSupervisorTakesItsChildAndGrandchildWithIt) {
 TEST_F(SubreaperTest, LiveSupervisorKeepsItsChildAndCleansUpAfterANormalExit) {
   PosixProcessRunner runner;
   auto child = runner.Start(
-      {{"/bin/sh", "-c", "sleep 1000 & echo grandchild=$! >&3; read x < /dev/null; sleep 0.3; exit 5"}, {}, ""});
+      {{"/bin/sh", "-c", "sleep 1000 & echo grandchild=$! >&3; read x < /dev/null; sleep 0.3; exit 5"},
+       {},
+       ""});
   ASSERT_TRUE(child.IsOk()) << child.GetStatus().ToString();
   pid_t grandchild = 0;
   auto t0 = Clock::now();
@@ -204,7 +206,8 @@ class WorkerOrphanTest : public SubreaperTest {
     Shell("rm -rf " + dir_);
   }
   std::string Kestrel(const std::string& args) {
-    return Shell("cd " + dir_ + " && KESTREL_HOME=" + dir_ + "/home " + KESTREL_CLI + " " + args + " 2>/dev/null");
+    return Shell("cd " + dir_ + " && KESTREL_HOME=" + dir_ + "/home " + KESTREL_CLI + " " + args +
+                 " 2>/dev/null");
   }
   std::string dir_;
 };
@@ -213,7 +216,8 @@ TEST_F(WorkerOrphanTest, SigkilledWorkerTakesItsTrainerWithIt) {
   Kestrel("dataset synth data --images 12 --imgsz 64 --seed 3");
   Kestrel("dataset import data --name tiny");
   std::string sub = Kestrel(
-      "--json submit data=tiny model=t imgsz=64 batch=4 workers=1 threads=1 plots=false optimizer=AdamW lr0=0.01 "
+      "--json submit data=tiny model=t imgsz=64 batch=4 workers=1 threads=1 plots=false optimizer=AdamW "
+      "lr0=0.01 "
       "warmup_epochs=0 epochs=300");
   auto subj = nlohmann::json::parse(sub, nullptr, false);
   ASSERT_TRUE(subj.is_object() && subj.contains("job_id")) << sub;
@@ -229,8 +233,8 @@ TEST_F(WorkerOrphanTest, SigkilledWorkerTakesItsTrainerWithIt) {
       ::dup2(fileno(log), 1);
       ::dup2(fileno(log), 2);
     }
-    ::execl(KESTREL_CLI, KESTREL_CLI, "worker", "--poll-s", "0.1", "--heartbeat-s", "1", "--lease-s", "5", "--id",
-            "w1", "--no-webhooks", static_cast<char*>(nullptr));
+    ::execl(KESTREL_CLI, KESTREL_CLI, "worker", "--poll-s", "0.1", "--heartbeat-s", "1", "--lease-s", "5",
+            "--id", "w1", "--no-webhooks", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   supervisor_ = worker;

@@ -248,7 +248,8 @@ TEST_P(WebhookTest, TwoDispatchersNeverDeliverAnEventTwice) {
   std::thread ta(loop, a.get()), tb(loop, b.get());
   for (int i = 0; i < 10; ++i) RunJob(i % 3 != 0);
   auto deadline = Clock::now() + std::chrono::seconds(20);
-  while (a->GetStats().delivered + b->GetStats().delivered < 30 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (a->GetStats().delivered + b->GetStats().delivered < 30 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a duplicate would show up meanwhile
   stop = true;
   ta.join();
@@ -345,13 +346,15 @@ TEST_P(WebhookTest, BackgroundThreadDeliversAndStopReleasesTheLease) {
   ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
   RunJob(true);
   auto deadline = Clock::now() + std::chrono::seconds(15);
-  while ((*d)->GetStats().delivered < 3 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while ((*d)->GetStats().delivered < 3 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(server.Count(), 3u);
   (*d)->Stop();
   EXPECT_EQ(*store_->GetSetting(kWebhookLeaseSetting), "");
   WebhookOptions bad = opt_;
   bad.lease_ms = 10;  // shorter than 3 poll intervals
-  EXPECT_EQ(StartWebhookDispatcher(url_, Env::Default(), bad).GetStatus().Code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(StartWebhookDispatcher(url_, Env::Default(), bad).GetStatus().Code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST_P(WebhookTest, PostWebhookSendsASignedPing) {

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "core/fault_env.h"
@@ -35,7 +35,8 @@ class HookedStore final : public store::MetadataStore {
       : in_(std::move(inner)), hooks_(std::move(hooks)) {}
 
   Result<int> SchemaVersion() override { return in_->SchemaVersion(); }
-  Result<store::DatasetVersionRecord> AddDatasetVersion(const store::DatasetVersionRecord& r, bool* c) override {
+  Result<store::DatasetVersionRecord> AddDatasetVersion(const store::DatasetVersionRecord& r,
+                                                        bool* c) override {
     return in_->AddDatasetVersion(r, c);
   }
   Result<std::vector<store::DatasetSummary>> ListDatasets() override { return in_->ListDatasets(); }
@@ -66,8 +67,12 @@ class HookedStore final : public store::MetadataStore {
   Result<store::JobRecord> CancelJob(int64_t job, int64_t now) override { return in_->CancelJob(job, now); }
   Result<store::JobRecord> RetryJob(int64_t job, int64_t now) override { return in_->RetryJob(job, now); }
   Result<store::JobRecord> GetJob(int64_t job) override { return in_->GetJob(job); }
-  Result<std::vector<store::JobRecord>> ListJobs(const store::JobFilter& f) override { return in_->ListJobs(f); }
-  Result<std::vector<store::AttemptRecord>> ListAttempts(int64_t job) override { return in_->ListAttempts(job); }
+  Result<std::vector<store::JobRecord>> ListJobs(const store::JobFilter& f) override {
+    return in_->ListJobs(f);
+  }
+  Result<std::vector<store::AttemptRecord>> ListAttempts(int64_t job) override {
+    return in_->ListAttempts(job);
+  }
   Result<std::vector<store::AttemptRecord>> RecentAttempts(int n) override { return in_->RecentAttempts(n); }
   Result<int64_t> AppendEvent(const store::EventRecord& e) override { return in_->AppendEvent(e); }
   Result<std::vector<store::EventRecord>> ReadEvents(int64_t after, int64_t job, int limit) override {
@@ -93,7 +98,9 @@ class HookedStore final : public store::MetadataStore {
   Result<std::string> TagModel(const std::string& id, const std::string& tag, int64_t now) override {
     return in_->TagModel(id, tag, now);
   }
-  Result<bool> UntagModel(const std::string& id, const std::string& tag) override { return in_->UntagModel(id, tag); }
+  Result<bool> UntagModel(const std::string& id, const std::string& tag) override {
+    return in_->UntagModel(id, tag);
+  }
   Status DeleteModel(const std::string& id, bool even_production) override {
     return in_->DeleteModel(id, even_production);
   }
@@ -129,7 +136,8 @@ class WorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    dir_ = (fs::temp_directory_path() / ("kestrel_worker_" + std::to_string(::getpid()) + "_" + name)).string();
+    dir_ =
+        (fs::temp_directory_path() / ("kestrel_worker_" + std::to_string(::getpid()) + "_" + name)).string();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     url_ = "sqlite:" + dir_ + "/kestrel.db";
@@ -176,8 +184,10 @@ class WorkerTest : public ::testing::Test {
   // and a result naming the test's weights.
   FakeChildScript Success(int64_t ms = 25'000, double map50 = 0.5) {
     FakeChildScript s;
-    for (int64_t t = 0; t < ms; t += 10'000) s.progress.emplace_back(t, "stage=train iter=" + std::to_string(t));
-    s.progress.emplace_back(ms - 1, "result {\"best\":\"" + weights_ + "\",\"map50\":" + std::to_string(map50) + "}");
+    for (int64_t t = 0; t < ms; t += 10'000)
+      s.progress.emplace_back(t, "stage=train iter=" + std::to_string(t));
+    s.progress.emplace_back(ms - 1,
+                            "result {\"best\":\"" + weights_ + "\",\"map50\":" + std::to_string(map50) + "}");
     s.exit_at_ms = ms;
     return s;
   }
@@ -188,7 +198,8 @@ class WorkerTest : public ::testing::Test {
     return s;
   }
 
-  WorkerCounters RunWorker(std::shared_ptr<HookedStore::Hooks> hooks = nullptr, const std::atomic<bool>* stop = nullptr) {
+  WorkerCounters RunWorker(std::shared_ptr<HookedStore::Hooks> hooks = nullptr,
+                           const std::atomic<bool>* stop = nullptr) {
     if (!hooks) hooks = std::make_shared<HookedStore::Hooks>();
     StoreFactory factory = [this, hooks]() -> Result<std::unique_ptr<store::MetadataStore>> {
       KESTREL_ASSIGN_OR_RETURN(auto s, store::MetadataStore::Open(url_));
@@ -425,7 +436,8 @@ TEST_F(WorkerTest, LongStoreOutageStopsTheChildOnlyWhenTheLeaseExpires) {
   RunWorker(hooks);
   const auto& sig = runner_.Children().at(0).signals;
   ASSERT_FALSE(sig.empty());
-  EXPECT_EQ(sig[0], (std::make_pair<int64_t, int>(90'000, SIGTERM))) << "renewals at 30 and 60 s fail; 90 s = expiry";
+  EXPECT_EQ(sig[0], (std::make_pair<int64_t, int>(90'000, SIGTERM)))
+      << "renewals at 30 and 60 s fail; 90 s = expiry";
   auto a = Attempts(id);
   EXPECT_EQ(a[0].reason, "lease_lost");
   EXPECT_TRUE(a[0].infrastructure);
@@ -617,8 +629,8 @@ TEST_F(WorkerTest, RssStaysFlatOver200Jobs) {
   const int64_t before = RssKb();
   EXPECT_EQ(batch(20, 180).succeeded, 180);
   const int64_t after = RssKb();
-  std::printf("[ worker ] RSS after 20 jobs %lld KiB, after 200 jobs %lld KiB\n", static_cast<long long>(before),
-              static_cast<long long>(after));
+  std::printf("[ worker ] RSS after 20 jobs %lld KiB, after 200 jobs %lld KiB\n",
+              static_cast<long long>(before), static_cast<long long>(after));
   EXPECT_LT(after - before, 4 * 1024) << "the worker's memory grows with the number of jobs it ran";
 }
 

@@ -68,7 +68,8 @@ TEST_F(PredictorTest, LetterboxRoundTripMapsABoxBackWithinOnePixel) {
   cv::cvtColor(out, gray, cv::COLOR_BGR2GRAY);
   cv::threshold(gray, mask, 200, 255, cv::THRESH_BINARY);
   const cv::Rect found = cv::boundingRect(mask);
-  const eval::Box in{float(found.x), float(found.y), float(found.x + found.width), float(found.y + found.height)};
+  const eval::Box in{float(found.x), float(found.y), float(found.x + found.width),
+                     float(found.y + found.height)};
   const eval::Box back = eval::ScaleToOriginal(in, lb, 128, 64);
   EXPECT_NEAR(back.x1, 20, 1.0);
   EXPECT_NEAR(back.y1, 10, 1.0);
@@ -79,9 +80,9 @@ TEST_F(PredictorTest, LetterboxRoundTripMapsABoxBackWithinOnePixel) {
 TEST_F(PredictorTest, RandomModelPredictsBatchesWithTimingAndBoxesInsideImages) {
   auto m = CreateModel("t", 2);
   ASSERT_TRUE(m.IsOk());
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("kestrel_pred_" + std::to_string(::getpid()) + ".safetensors"))
-          .string();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kestrel_pred_" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
   SaveOptions so;
   so.names = {"a", "b"};
   ASSERT_TRUE(SaveWeights(**m, path, so).IsOk());

@@ -94,7 +94,8 @@ std::string MakeZip(const std::vector<std::pair<std::string, std::string>>& entr
 }
 
 // An archive "a/" holding `pickle` as data.pkl plus storages.
-std::string Archive(const std::string& pickle, std::vector<std::pair<std::string, std::string>> storages = {}) {
+std::string Archive(const std::string& pickle,
+                    std::vector<std::pair<std::string, std::string>> storages = {}) {
   std::vector<std::pair<std::string, std::string>> entries = {{"a/data.pkl", pickle}};
   for (auto& [key, data] : storages) entries.emplace_back("a/data/" + key, data);
   entries.emplace_back("a/version", "3\n");
@@ -120,7 +121,8 @@ std::string OneTensorPickle(const std::string& storage_type, int64_t numel, cons
   p += "(" + Str("storage") + "ctorch\n" + storage_type + "\n" + Str("0") + Str("cpu");
   // numel as LONG1 (8 bytes): huge values fit.
   p += std::string("\x8a\x08", 2);
-  for (int k = 0; k < 8; ++k) p.push_back(static_cast<char>((static_cast<uint64_t>(numel) >> (8 * k)) & 0xFF));
+  for (int k = 0; k < 8; ++k)
+    p.push_back(static_cast<char>((static_cast<uint64_t>(numel) >> (8 * k)) & 0xFF));
   p += "tQ" + Int(0) + "(";
   for (int32_t d : shape) p += Int(d);
   p += "t(";
@@ -160,7 +162,8 @@ TEST(PtCheckpoint, StateDictViewsAreRebuiltContiguousAndWidened) {
   EXPECT_EQ(conv.dtype, "F32");
   EXPECT_EQ(conv.shape, (std::vector<int64_t>{6, 2}));
   for (int i = 0; i < 6; ++i) {
-    for (int j = 0; j < 2; ++j) EXPECT_EQ(F32At(conv, static_cast<size_t>(i * 2 + j)), base(j + 1, i)) << i << "," << j;
+    for (int j = 0; j < 2; ++j)
+      EXPECT_EQ(F32At(conv, static_cast<size_t>(i * 2 + j)), base(j + 1, i)) << i << "," << j;
   }
   const SafeTensor& w = t.at("model.0.bn.weight");  // bf16, storage offset 12
   EXPECT_EQ(w.shape, (std::vector<int64_t>{6}));
@@ -190,7 +193,8 @@ TEST(PtCheckpoint, RefusesWhatIsNotAYolov8DetectionCheckpoint) {
     EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument) << file << ": " << s.ToString();
     EXPECT_NE(s.Message().find(want), std::string::npos) << file << ": " << s.ToString();
     if (file != "yolo11_like.pt" && file != "torchscript.pt") {
-      EXPECT_NE(s.Message().find("Kestrel reads Ultralytics YOLOv8 detection checkpoints"), std::string::npos) << file;
+      EXPECT_NE(s.Message().find("Kestrel reads Ultralytics YOLOv8 detection checkpoints"), std::string::npos)
+          << file;
     }
   }
 }
@@ -200,10 +204,12 @@ TEST(PtCheckpoint, NeverResolvesCodeGlobals) {
     Status s = Parse(Fixture(file));
     EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.Message().find("refusing pickle GLOBAL"), std::string::npos) << s.ToString();
-    EXPECT_NE(s.Message().find(file == "os_system.pt" ? "system'" : "builtins.eval'"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.Message().find(file == "os_system.pt" ? "system'" : "builtins.eval'"), std::string::npos)
+        << s.ToString();
   }
   // The same by hand, with the names Python 2 pickles use.
-  for (const std::string global : {"os\nsystem\n", "__builtin__\neval\n", "subprocess\nPopen\n", "torch\nload\n"}) {
+  for (const std::string global :
+       {"os\nsystem\n", "__builtin__\neval\n", "subprocess\nPopen\n", "torch\nload\n"}) {
     Status s = Parse(Archive("\x80\x02}(" + Str("model") + "c" + global + "(" + Str("id") + "tRu."));
     EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.Message().find("refusing pickle GLOBAL"), std::string::npos) << s.ToString();
@@ -223,7 +229,8 @@ TEST(PtCheckpoint, HandBuiltTensorRoundTrip) {
   std::string data;
   for (float v : {1.5f, -2.0f, 3.25f, 4.0f, 5.0f, 6.0f}) data.append(reinterpret_cast<const char*>(&v), 4);
   // A [3, 2] view with strides (1, 3): the transpose of the [2, 3] storage.
-  auto r = ParsePtCheckpoint(Archive(OneTensorPickle("FloatStorage", 6, {3, 2}, {1, 3}), {{"0", data}}), "x.pt");
+  auto r =
+      ParsePtCheckpoint(Archive(OneTensorPickle("FloatStorage", 6, {3, 2}, {1, 3}), {{"0", data}}), "x.pt");
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   const SafeTensor& t = r->weights.tensors.at("model.0.conv.weight");
   const float want[] = {1.5f, 4.0f, -2.0f, 5.0f, 3.25f, 6.0f};
@@ -320,7 +327,9 @@ TEST(PtCheckpointHostile, TruncatedFlippedAndRandomBytes) {
   }
   EXPECT_NE(Parse("").Message().find("zip signature"), std::string::npos);
   // A legacy (torch < 1.6) file starts with a pickled magic number.
-  EXPECT_NE(Parse(std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14)).Message().find("legacy"),
+  EXPECT_NE(Parse(std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14))
+                .Message()
+                .find("legacy"),
             std::string::npos);
   // A flipped byte inside a storage is caught by the CRC.
   std::string crc = Archive(OneTensorPickle("FloatStorage", 1, {1}, {1}), {{"0", std::string(4, '\0')}});

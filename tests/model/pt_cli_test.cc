@@ -21,7 +21,8 @@ class PtCliTest : public kestrel::testing::KestrelCliTest {
  protected:
   void SetUp() override {
     KestrelCliTest::SetUp();
-    if (!std::filesystem::exists(kParity + "/yolov8n_shapes_p.pt")) GTEST_SKIP() << "../shared/reference not present";
+    if (!std::filesystem::exists(kParity + "/yolov8n_shapes_p.pt"))
+      GTEST_SKIP() << "../shared/reference not present";
   }
 };
 
@@ -29,7 +30,8 @@ TEST_F(PtCliTest, ValOfPtEqualsValOfSafetensors) {
   ASSERT_EQ(Kestrel("dataset import " + kParity + "/square --name sq").code, 0);
   CliRun pt = Kestrel("--json val model=" + kParity + "/yolov8n_shapes_p.pt data=sq split=val imgsz=320");
   ASSERT_EQ(pt.code, 0) << pt.out;
-  CliRun st = Kestrel("--json val model=" + kParity + "/yolov8n_shapes_p.safetensors data=sq split=val imgsz=320");
+  CliRun st =
+      Kestrel("--json val model=" + kParity + "/yolov8n_shapes_p.safetensors data=sq split=val imgsz=320");
   ASSERT_EQ(st.code, 0) << st.out;
   nlohmann::json a = Json(pt), b = Json(st);
   ASSERT_TRUE(a.contains("result") && a["result"].contains("metrics")) << pt.out;
@@ -46,8 +48,8 @@ TEST_F(PtCliTest, ValMatchesTheReferenceValidatorOnNonSquareImages) {
   const nlohmann::json expected = nlohmann::json::parse(in);
   ASSERT_EQ(Kestrel("dataset import " + kParity + "/nonsquare --name ns").code, 0);
   for (const int batch : {16, 1}) {
-    CliRun r = Kestrel("--json val model=" + kParity + "/yolov8n_shapes_p.pt data=ns split=val imgsz=320 batch=" +
-                       std::to_string(batch));
+    CliRun r = Kestrel("--json val model=" + kParity +
+                       "/yolov8n_shapes_p.pt data=ns split=val imgsz=320 batch=" + std::to_string(batch));
     ASSERT_EQ(r.code, 0) << r.out;
     const nlohmann::json m = Json(r)["result"]["metrics"];
     const nlohmann::json& e = expected["nonsquare"]["batch" + std::to_string(batch)];
@@ -69,7 +71,8 @@ TEST_F(PtCliTest, NonCheckpointsAreClearErrors) {
   CliRun t = Kestrel("--json train model=" + kFixtures + "/classify_model.pt data=sq epochs=1");
   EXPECT_EQ(t.code, 2) << t.out;
   EXPECT_NE(t.out.find("ClassificationModel"), std::string::npos) << t.out;
-  CliRun both = Kestrel("--json train model=" + kParity + "/yolov8n_shapes_p.pt pretrained=x.safetensors data=sq");
+  CliRun both =
+      Kestrel("--json train model=" + kParity + "/yolov8n_shapes_p.pt pretrained=x.safetensors data=sq");
   EXPECT_EQ(both.code, 2) << both.out;
   EXPECT_NE(both.out.find("already loads its weights"), std::string::npos) << both.out;
 #endif

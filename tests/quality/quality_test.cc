@@ -78,7 +78,8 @@ TEST(TrainingQuality, ShapesFromScratchReachesMap50Threshold) {
   auto r = Train(o, hooks);
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   EXPECT_EQ(r->ExitCode(), 0) << r->message;
-  std::printf("[ quality ] model %s imgsz %d images %d epochs %d: mAP50 curve", model.c_str(), imgsz, images, epochs);
+  std::printf("[ quality ] model %s imgsz %d images %d epochs %d: mAP50 curve", model.c_str(), imgsz, images,
+              epochs);
   for (const auto& e : r->history) std::printf(" %.3f", e.map50);
   std::printf("\n[ quality ] best epoch %d: mAP50 %.4f mAP50-95 %.4f (threshold %.2f), %.1f images/s\n",
               r->best_epoch, r->best_map50, r->best_map5095, min_map50, r->images_per_second);

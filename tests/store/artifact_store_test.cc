@@ -57,8 +57,8 @@ TEST_F(ArtifactStoreTest, DamagedBlobIsRewrittenOnPut) {
   // the right size with the wrong bytes; the next Put must repair it rather
   // than "deduplicate" against it.
   ArtifactStore store(root_);
-  std::string sha = *store.PutWithHash("0123456789", Sha256Hex("0123456789"),
-                                       ArtifactStore::Durability::kDeferred);
+  std::string sha =
+      *store.PutWithHash("0123456789", Sha256Hex("0123456789"), ArtifactStore::Durability::kDeferred);
   ASSERT_TRUE(store.SyncDeferred().IsOk());
   {
     std::ofstream f(store.PathFor(sha), std::ios::binary | std::ios::trunc);

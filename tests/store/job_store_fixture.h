@@ -112,5 +112,4 @@ class JobStoreTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<MetadataStore> store_;
 };
 
-
 }  // namespace kestrel::store

@@ -18,7 +18,7 @@ TEST_P(JobRecoveryTest, LostWorkersAttemptEndsAtItsLastRenewalAndStatsMeasureRec
   clock_.AdvanceSeconds(10);
   ASSERT_TRUE(store_->RenewLease(id, 1, "w1", Now(), 30'000).IsOk());
   const int64_t last_renewal = Now();  // t0 + 20 s; w1 dies at t0 + 25 s
-  clock_.AdvanceSeconds(29);  // t0 + 49 s; the lease runs out at t0 + 50 s
+  clock_.AdvanceSeconds(29);           // t0 + 49 s; the lease runs out at t0 + 50 s
   EXPECT_EQ(Claim("w2", 30'000).GetStatus().Code(), StatusCode::kNotFound) << "lease still held";
   clock_.AdvanceSeconds(26);  // t0 + 75 s: the next worker looks
   auto b = Claim("w2", 30'000);
@@ -121,7 +121,8 @@ TEST_P(JobRecoveryTest, Migration7BackfillsDetectionTimeFromTheEnd) {
   }
   for (const char* sql :
        {"CREATE TABLE schema_version (version INTEGER NOT NULL)", "INSERT INTO schema_version VALUES (6)",
-        "INSERT INTO jobs VALUES (1, '{}', '{}', 'v', 1, 'k', 'succeeded', 2, '', 0, 0, 3, 0, 10, 1, '0', 'cpu', "
+        "INSERT INTO jobs VALUES (1, '{}', '{}', 'v', 1, 'k', 'succeeded', 2, '', 0, 0, 3, 0, 10, 1, '0', "
+        "'cpu', "
         "0, 0, 100, 5000, 5000, '{}', '')",
         "INSERT INTO attempts VALUES (1, 1, 'w1', 'h', 0, 100, 3000, 0, 0, 0, 'train', 'retryable', 1, "
         "'lease_expired', 'old')",

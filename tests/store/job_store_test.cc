@@ -308,8 +308,8 @@ TEST_P(JobStoreTest, BothClaimPathsRecordTheSameAttemptAndEvent) {
     }
   }
   EXPECT_EQ(running, (std::vector<std::string>{std::to_string(a) + R"( {"attempt":1,"state":"running"})",
-                                                std::to_string(a) + R"( {"attempt":2,"state":"running"})",
-                                                std::to_string(b) + R"( {"attempt":1,"state":"running"})"}));
+                                               std::to_string(a) + R"( {"attempt":2,"state":"running"})",
+                                               std::to_string(b) + R"( {"attempt":1,"state":"running"})"}));
 }
 
 TEST_P(JobStoreTest, StaleWorkerIsFencedOff) {
@@ -573,4 +573,3 @@ TEST(PostgresStoreTest, UnreachableServerIsUnavailable) {
 
 }  // namespace
 }  // namespace kestrel::store
-

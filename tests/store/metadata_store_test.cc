@@ -80,7 +80,8 @@ TEST_F(MetadataStoreTest, VersionsAreNumberedAndDeduplicated) {
   EXPECT_EQ(name, "birds");
   auto empty = s->GetVersion(name, ref);
   EXPECT_EQ(empty.GetStatus().Code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(empty.GetStatus().Message().find("names no version"), std::string::npos) << empty.GetStatus().ToString();
+  EXPECT_NE(empty.GetStatus().Message().find("names no version"), std::string::npos)
+      << empty.GetStatus().ToString();
   SplitDatasetRef("birds", &name, &ref);
   EXPECT_EQ(s->GetVersion(name, ref)->seq, 2);
   EXPECT_EQ(s->GetVersion("fish", "").GetStatus().Code(), StatusCode::kNotFound);

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "store/postgres_store.h"
 #include "store/internal/sql_conn.h"
+#include "store/postgres_store.h"
 
 namespace kestrel::store {
 namespace {
@@ -72,7 +72,8 @@ TEST_F(PostgresPipelineTest, AFailingStatementAfterDeferredWritesReportsItsOwnEr
   ASSERT_TRUE(conn_->ExecLater("INSERT INTO p VALUES ($1, $2)", {int64_t{1}, std::string("a")}).IsOk());
   auto bad = conn_->Query("SELECT no_such_column FROM p", {});
   ASSERT_FALSE(bad.IsOk());
-  EXPECT_NE(bad.GetStatus().Message().find("no_such_column"), std::string::npos) << bad.GetStatus().ToString();
+  EXPECT_NE(bad.GetStatus().Message().find("no_such_column"), std::string::npos)
+      << bad.GetStatus().ToString();
   ASSERT_TRUE(conn_->Rollback().IsOk());
   EXPECT_EQ(Count(), 0);
 }

@@ -6,11 +6,11 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 #include <string>
+#include <thread>
 
-#include "store/postgres_store.h"
 #include "store/internal/sql_conn.h"
+#include "store/postgres_store.h"
 
 namespace kestrel::store {
 namespace {

@@ -132,7 +132,8 @@ TEST(RetryDecisionTest, PermanentFailuresAreFinalAndChargeNothing) {
 }
 
 TEST(RetryDecisionTest, QualityGateIsPermanentEvenWithRetriesLeft) {
-  NextJobState n = DecideAfterAttempt(Running(0), Failed(FailureReason::kQualityGate), Policy(5, {1}, 5), kNow);
+  NextJobState n =
+      DecideAfterAttempt(Running(0), Failed(FailureReason::kQualityGate), Policy(5, {1}, 5), kNow);
   EXPECT_EQ(n.state, JobState::kFailedPermanent);
   EXPECT_EQ(n.last_reason, "quality_gate");
 }

@@ -18,7 +18,7 @@ TEST(BestEpochTest, FirstRecordedEpochIsAlwaysBest) {
 TEST(BestEpochTest, NegativeFitnessMustImproveToBeBest) {
   CheckpointState s;
   s.best_epoch = 3;
-  s.best_fitness = -5.0;  // train loss 5.0 at epoch 3
+  s.best_fitness = -5.0;             // train loss 5.0 at epoch 3
   EXPECT_FALSE(IsNewBest(s, -6.0));  // loss went up: not best (the old rule said best)
   EXPECT_FALSE(IsNewBest(s, -5.0));  // equal: not an improvement
   EXPECT_TRUE(IsNewBest(s, -4.0));

@@ -38,9 +38,7 @@ std::map<std::string, torch::Tensor> LoadTensors(const std::string& path) {
   return out;
 }
 
-double MaxAbs(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>();
-}
+double MaxAbs(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
 LossOptions Nc(int nc) {
   LossOptions o;
@@ -51,8 +49,7 @@ LossOptions Nc(int nc) {
 TEST(ReferenceLossTest, MatchesItemsTotalAndGradients) {
   auto t = LoadTensors(FixturePath("yolov8n_nc3_forward_loss.safetensors"));
   if (t.empty()) GTEST_SKIP() << "reference fixture not found";
-  std::vector<torch::Tensor> heads = {t["train_p3"].requires_grad_(true),
-                                      t["train_p4"].requires_grad_(true),
+  std::vector<torch::Tensor> heads = {t["train_p3"].requires_grad_(true), t["train_p4"].requires_grad_(true),
                                       t["train_p5"].requires_grad_(true)};
   auto loss = DetectionLoss::Create(Nc(3));
   ASSERT_TRUE(loss.IsOk());
@@ -98,23 +95,21 @@ TEST(BoxCiouTest, HandComputedPairs) {
   a = torch::tensor({0.0f, 0.0f, 4.0f, 2.0f});
   b = torch::tensor({0.0f, 0.0f, 2.0f, 4.0f});
   const double iou = 1.0 / 3;
-  const double v = 4 / (std::numbers::pi * std::numbers::pi) *
-                   std::pow(std::atan(2.0 / 4.0) - std::atan(4.0 / 2.0), 2);
+  const double v =
+      4 / (std::numbers::pi * std::numbers::pi) * std::pow(std::atan(2.0 / 4.0) - std::atan(4.0 / 2.0), 2);
   const double alpha = v / (v - iou + 1);
   EXPECT_NEAR(BoxCiou(a, b).item<double>(), iou - (2.0 / 32 + v * alpha), 1e-6);
   // Broadcasting [2, 1, 4] x [1, 3, 4] -> [2, 3].
-  EXPECT_EQ(BoxCiou(torch::rand({2, 1, 4}), torch::rand({1, 3, 4})).sizes(),
-            torch::IntArrayRef({2, 3}));
+  EXPECT_EQ(BoxCiou(torch::rand({2, 1, 4}), torch::rand({1, 3, 4})).sizes(), torch::IntArrayRef({2, 3}));
 }
 
 TEST(DistributionFocalLossTest, TargetOnABinIsCrossEntropyOfThatBin) {
   auto logits = torch::zeros({1, 16});
-  EXPECT_NEAR(DistributionFocalLoss(logits, torch::tensor({3.0f})).item<double>(), std::log(16.0),
-              1e-5);
+  EXPECT_NEAR(DistributionFocalLoss(logits, torch::tensor({3.0f})).item<double>(), std::log(16.0), 1e-5);
   logits = torch::arange(16, torch::kFloat32).view({1, 16}) * 0.3;
   const auto log_p = torch::log_softmax(logits, -1)[0];
-  EXPECT_NEAR(DistributionFocalLoss(logits, torch::tensor({7.0f})).item<double>(),
-              -log_p[7].item<double>(), 1e-5);
+  EXPECT_NEAR(DistributionFocalLoss(logits, torch::tensor({7.0f})).item<double>(), -log_p[7].item<double>(),
+              1e-5);
   // Between bins: linear split of the two neighbours.
   EXPECT_NEAR(DistributionFocalLoss(logits, torch::tensor({7.25f})).item<double>(),
               -0.75 * log_p[7].item<double>() - 0.25 * log_p[8].item<double>(), 1e-5);
@@ -147,8 +142,8 @@ TEST(AssignerTest, PicksTopKInsideTheBox) {
   // the top 10 inside the box are the 10 highest indices among those 25.
   const auto pred_boxes = gt.expand({1, 64, 4}).contiguous();
   const auto pred_scores = (torch::arange(64, torch::kFloat32) / 100 + 0.1).view({1, 64, 1});
-  const auto a = AssignTaskAligned(pred_scores, pred_boxes, anchors, torch::zeros({1, 1}, torch::kLong),
-                                   gt, torch::ones({1, 1}, torch::kBool));
+  const auto a = AssignTaskAligned(pred_scores, pred_boxes, anchors, torch::zeros({1, 1}, torch::kLong), gt,
+                                   torch::ones({1, 1}, torch::kBool));
   std::vector<int64_t> expected;
   for (int64_t y = 0; y < 5; ++y) {
     for (int64_t x = 0; x < 5; ++x) expected.push_back(y * 8 + x);
@@ -161,8 +156,8 @@ TEST(AssignerTest, PicksTopKInsideTheBox) {
   // Best anchor's target = its IoU (~1); others scale by sqrt(score) ratio.
   const int64_t best = expected.back();
   EXPECT_NEAR(a.target_scores[0][best][0].item<double>(), 1.0, 1e-5);
-  const double ratio = std::sqrt(pred_scores[0][expected[0]][0].item<double>() /
-                                 pred_scores[0][best][0].item<double>());
+  const double ratio =
+      std::sqrt(pred_scores[0][expected[0]][0].item<double>() / pred_scores[0][best][0].item<double>());
   EXPECT_NEAR(a.target_scores[0][expected[0]][0].item<double>(), ratio, 1e-5);
   EXPECT_TRUE(a.target_boxes[0][best].equal(gt[0][0]));
 }
@@ -176,8 +171,8 @@ TEST(AssignerTest, AnchorClaimedByTwoGtsGoesToTheHigherIou) {
   const auto pred_scores = torch::full({1, 64, 2}, 0.5f);
   AssignerOptions o;
   o.top_k = 64;
-  const auto a = AssignTaskAligned(pred_scores, pred_boxes, anchors, torch::tensor({{0, 1}}),
-                                   gts, torch::ones({1, 2}, torch::kBool), o);
+  const auto a = AssignTaskAligned(pred_scores, pred_boxes, anchors, torch::tensor({{0, 1}}), gts,
+                                   torch::ones({1, 2}, torch::kBool), o);
   const int64_t shared = 2 * 8 + 2;
   EXPECT_TRUE(a.foreground[0][shared].item<bool>());
   EXPECT_EQ(a.target_gt_index[0][shared].item<int64_t>(), 1);

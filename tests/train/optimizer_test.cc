@@ -96,7 +96,8 @@ TEST(BuildOptimizerTest, AutoBuildsAdamWWithBetas) {
   EXPECT_EQ(std::get<1>(g1.betas()), 0.999);
   EXPECT_DOUBLE_EQ(g1.lr(), 0.001429);
   EXPECT_EQ(g1.weight_decay(), 5e-4);
-  EXPECT_EQ(dynamic_cast<torch::optim::AdamWOptions&>((*opt)->param_groups()[0].options()).weight_decay(), 0.0);
+  EXPECT_EQ(dynamic_cast<torch::optim::AdamWOptions&>((*opt)->param_groups()[0].options()).weight_decay(),
+            0.0);
 }
 
 TEST(ClipGradNormTest, ScalesToMaxNorm) {

@@ -217,7 +217,7 @@ TEST(ScheduleTest, NoWarmupUsesEpochFactorAndBaseValuesFromTheStart) {
   EXPECT_EQ(p0.accumulate, 4);
   EXPECT_EQ(p0.lr[0], 0.01);
   EXPECT_EQ(p0.momentum, 0.937);
-  EXPECT_FALSE(p0.optimizer_step);  // 0 - (-1) < 4
+  EXPECT_FALSE(p0.optimizer_step);                // 0 - (-1) < 4
   EXPECT_FALSE(schedule->Next().optimizer_step);  // ni 1
   EXPECT_FALSE(schedule->Next().optimizer_step);  // ni 2
   const IterationPlan p3 = schedule->Next();      // ni 3: 3 - (-1) >= 4

@@ -52,7 +52,8 @@ std::vector<double> EdgesInside(const Range& r, bool integer) {
 }
 std::vector<double> EdgesOutside(const Range& r, bool integer) {
   std::vector<double> v;
-  if (std::isfinite(r.lo)) v.push_back(r.lo_open ? r.lo : (integer ? r.lo - 1 : std::nextafter(r.lo, -1e300)));
+  if (std::isfinite(r.lo))
+    v.push_back(r.lo_open ? r.lo : (integer ? r.lo - 1 : std::nextafter(r.lo, -1e300)));
   if (std::isfinite(r.hi)) v.push_back(r.hi_open ? r.hi : (integer ? r.hi + 1 : std::nextafter(r.hi, 1e300)));
   return v;
 }
@@ -99,7 +100,8 @@ TEST(TrainConfigTest, ValidateAppliesTheBoundRangesToValuesSetInCode) {
     void (*set)(TrainConfig&);
   };
   const Case cases[] = {
-      {"translate", [](TrainConfig& c) { c.augment.translate = 0.5; }},  // [0, 0.5): the old Bind said 0.5 was fine
+      {"translate",
+       [](TrainConfig& c) { c.augment.translate = 0.5; }},  // [0, 0.5): the old Bind said 0.5 was fine
       {"scale", [](TrainConfig& c) { c.augment.scale = 1.0; }},
       {"shear", [](TrainConfig& c) { c.augment.shear = 90; }},
       {"lr0", [](TrainConfig& c) { c.optimizer.lr0 = 0; }},  // (0, 10]: the old Bind allowed 0

@@ -36,7 +36,8 @@ namespace fs = std::filesystem;
 class TrainerOptionsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = new std::string(fs::temp_directory_path() / ("kestrel_trainer_options_test_" + std::to_string(getpid())));
+    root_ = new std::string(fs::temp_directory_path() /
+                            ("kestrel_trainer_options_test_" + std::to_string(getpid())));
     fs::remove_all(*root_);
     auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
     ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
@@ -103,7 +104,8 @@ class TrainerOptionsTest : public ::testing::Test {
   // model/<name> parameters (not BatchNorm running statistics, which a
   // train-mode forward updates even in frozen layers, as in the reference)
   // of a checkpoint, keyed by <name>; checks its next_iteration.
-  static std::map<std::string, SafeTensor> CheckpointParameters(const std::string& path, int64_t next_iteration) {
+  static std::map<std::string, SafeTensor> CheckpointParameters(const std::string& path,
+                                                                int64_t next_iteration) {
     auto c = ReadCheckpoint(Env::Default(), path);
     EXPECT_TRUE(c.IsOk()) << c.GetStatus().ToString();
     if (!c.IsOk()) return {};

@@ -119,8 +119,8 @@ TEST_F(TrainerTest, TinyRunWritesArtifactsAndLearns) {
   }
   EXPECT_NE(log.str().find("torch threads: 1"), std::string::npos);
   EXPECT_NE(log.str().find("mAP50-95"), std::string::npos);
-  std::printf("[ trainer ] %.1f images/s, first epoch loss %.3f, last %.3f, best mAP50 %.3f\n", r->images_per_second,
-              total(r->history.front()), total(r->history.back()), r->best_map50);
+  std::printf("[ trainer ] %.1f images/s, first epoch loss %.3f, last %.3f, best mAP50 %.3f\n",
+              r->images_per_second, total(r->history.front()), total(r->history.back()), r->best_map50);
 }
 
 TEST_F(TrainerTest, KilledAndResumedRunIsBitwiseIdentical) {
@@ -191,8 +191,8 @@ TEST_F(TrainerTest, DivergingRunRollsBackTwiceThenFailsQuickly) {
   EXPECT_EQ(r->nonfinite_iterations, 9);  // 3 in a row, three times
   EXPECT_EQ(r->history.size(), 1u);       // only epoch 0 finished
   EXPECT_LT(secs, 60.0);
-  std::printf("[ trainer ] diverged after %lld iterations in %.1f s: %s\n", static_cast<long long>(r->iterations), secs,
-              r->message.c_str());
+  std::printf("[ trainer ] diverged after %lld iterations in %.1f s: %s\n",
+              static_cast<long long>(r->iterations), secs, r->message.c_str());
 }
 
 TEST_F(TrainerTest, StopFlagWritesCheckpointAndResumes) {
@@ -294,7 +294,8 @@ TEST_F(TrainerTest, SetupValidationAndPlotsReportProgressUpToTheirTotal) {
     EXPECT_EQ(val.front().phase, Phase::kVal);
     EXPECT_EQ(val.front().epoch, epoch);
     EXPECT_EQ(val.back().total, 3);  // the val images
-    EXPECT_EQ(val.size(), 2u);       // start, then one batch of 3 (val batch = 2 x train batch 2, as the reference)
+    EXPECT_EQ(val.size(),
+              2u);  // start, then one batch of 3 (val batch = 2 x train batch 2, as the reference)
   }
   EXPECT_EQ(fresh[3].front().phase, Phase::kPlots);
 

@@ -26,8 +26,10 @@ const std::string kParity = std::string(KESTREL_SHARED_DIR) + "/reference/val_pa
 
 bool HaveFixture() {
   Env& env = Env::Default();
-  return env.Stat(kParity + "/expected.json").exists && env.Stat(kParity + "/yolov8n_shapes_p.safetensors").exists &&
-         env.Stat(kParity + "/square/images/val").is_dir && env.Stat(kParity + "/nonsquare/images/val").is_dir;
+  return env.Stat(kParity + "/expected.json").exists &&
+         env.Stat(kParity + "/yolov8n_shapes_p.safetensors").exists &&
+         env.Stat(kParity + "/square/images/val").is_dir &&
+         env.Stat(kParity + "/nonsquare/images/val").is_dir;
 }
 
 // The val split of a YOLO-layout fixture folder as a manifest (paths relative
@@ -100,8 +102,8 @@ void ExpectMatches(const Result<eval::EvalResult>& run, const nlohmann::json& e,
   const eval::EvalResult& r = *run;
   constexpr double kTol = 1e-4;
   std::printf("%s: mAP50 %.6f (ref %.6f) mAP50-95 %.6f (ref %.6f) P %.6f (ref %.6f) R %.6f (ref %.6f)\n",
-              what.c_str(), r.map50, e["map50"].get<double>(), r.map5095, e["map5095"].get<double>(), r.precision,
-              e["precision"].get<double>(), r.recall, e["recall"].get<double>());
+              what.c_str(), r.map50, e["map50"].get<double>(), r.map5095, e["map5095"].get<double>(),
+              r.precision, e["precision"].get<double>(), r.recall, e["recall"].get<double>());
   EXPECT_NEAR(r.map50, e["map50"].get<double>(), kTol) << what;
   EXPECT_NEAR(r.map5095, e["map5095"].get<double>(), kTol) << what;
   EXPECT_NEAR(r.precision, e["precision"].get<double>(), kTol) << what;

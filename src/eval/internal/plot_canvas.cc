@@ -22,10 +22,9 @@ Result<std::string> EncodePng(const cv::Mat& img) {
 
 cv::Scalar SeriesColor(size_t i) {
   // A qualitative palette (RGB hex), stored as BGR.
-  static const unsigned kHex[20] = {0xFF3838, 0xFF9D97, 0xFF701F, 0xFFB21D, 0xCFD231,
-                                    0x48F90A, 0x92CC17, 0x3DDB86, 0x1A9334, 0x00D4BB,
-                                    0x2C99A8, 0x00C2FF, 0x344593, 0x6473FF, 0x0018EC,
-                                    0x8438FF, 0x520085, 0xCB38FF, 0xFF95C8, 0xFF37C7};
+  static const unsigned kHex[20] = {0xFF3838, 0xFF9D97, 0xFF701F, 0xFFB21D, 0xCFD231, 0x48F90A, 0x92CC17,
+                                    0x3DDB86, 0x1A9334, 0x00D4BB, 0x2C99A8, 0x00C2FF, 0x344593, 0x6473FF,
+                                    0x0018EC, 0x8438FF, 0x520085, 0xCB38FF, 0xFF95C8, 0xFF37C7};
   const unsigned h = kHex[i % 20];
   return cv::Scalar(h & 0xFF, (h >> 8) & 0xFF, (h >> 16) & 0xFF);
 }
@@ -56,8 +55,7 @@ std::string TickLabel(double v, double step) {
   return Fixed(v, digits);
 }
 
-bool DataRange(const std::vector<const std::vector<double>*>& ys, double pad, double* lo,
-               double* hi) {
+bool DataRange(const std::vector<const std::vector<double>*>& ys, double pad, double* lo, double* hi) {
   double mn = INFINITY, mx = -INFINITY;
   for (const std::vector<double>* y : ys) {
     for (double v : *y) {
@@ -96,9 +94,8 @@ cv::Point Axes::ToPixel(double x, double y) const {
                    int(std::lround(plot_.y + plot_.height - fy * plot_.height)));
 }
 
-void Axes::DrawFrame(const std::string& title, const std::string& xlabel,
-                     const std::string& ylabel, double dx, double dy, int digits,
-                     double title_px) {
+void Axes::DrawFrame(const std::string& title, const std::string& xlabel, const std::string& ylabel,
+                     double dx, double dy, int digits, double title_px) {
   auto label = [&](double v, double step) {
     if (std::fabs(v) < step * 1e-6) v = 0;  // no "-0.0"
     return digits >= 0 ? Fixed(v, digits) : TickLabel(v, step);
@@ -134,15 +131,15 @@ void Axes::DrawFrame(const std::string& title, const std::string& xlabel,
   PutText(img_, title, cv::Point(plot_.x + plot_.width / 2, std::max(2, plot_.y - LineHeight(title_px) - 8)),
           title_px, kBlack, FontWeight::kBold, HAlign::kCenter);
   const int tick_h = LineHeight(kTickPx);
-  PutText(img_, xlabel, cv::Point(plot_.x + plot_.width / 2, plot_.y + plot_.height + 12 + tick_h),
-          kLabelPx, kBlack, FontWeight::kRegular, HAlign::kCenter);
+  PutText(img_, xlabel, cv::Point(plot_.x + plot_.width / 2, plot_.y + plot_.height + 12 + tick_h), kLabelPx,
+          kBlack, FontWeight::kRegular, HAlign::kCenter);
   const int ylabel_x = std::max(2, plot_.x - 8 - tick_w - 8 - LineHeight(kLabelPx));
   PutTextVertical(img_, ylabel, cv::Point(ylabel_x, plot_.y + plot_.height / 2), kLabelPx, kBlack,
                   FontWeight::kRegular, HAlign::kLeft, VAlign::kMiddle);
 }
 
-void Axes::Line(const std::vector<double>& x, const std::vector<double>& y,
-                const cv::Scalar& color, int thickness) {
+void Axes::Line(const std::vector<double>& x, const std::vector<double>& y, const cv::Scalar& color,
+                int thickness) {
   std::vector<cv::Point> pts;
   pts.reserve(x.size());
   auto flush = [&] {
@@ -159,8 +156,8 @@ void Axes::Line(const std::vector<double>& x, const std::vector<double>& y,
   flush();
 }
 
-void Axes::DottedLine(const std::vector<double>& x, const std::vector<double>& y,
-                      const cv::Scalar& color, int radius) {
+void Axes::DottedLine(const std::vector<double>& x, const std::vector<double>& y, const cv::Scalar& color,
+                      int radius) {
   const double gap = 3.0 * radius + 3.0;
   double carry = 0;  // distance left until the next dot
   bool have_prev = false;
@@ -181,8 +178,8 @@ void Axes::DottedLine(const std::vector<double>& x, const std::vector<double>& y
       double t = carry;
       for (; t <= len; t += gap) {
         const cv::Point2d q = prev + d * (t / len);
-        cv::circle(img_, cv::Point(int(std::lround(q.x)), int(std::lround(q.y))), radius, color,
-                   cv::FILLED, cv::LINE_AA);
+        cv::circle(img_, cv::Point(int(std::lround(q.x)), int(std::lround(q.y))), radius, color, cv::FILLED,
+                   cv::LINE_AA);
       }
       carry = t - len;
     }
@@ -191,12 +188,11 @@ void Axes::DottedLine(const std::vector<double>& x, const std::vector<double>& y
   }
 }
 
-void Axes::Markers(const std::vector<double>& x, const std::vector<double>& y,
-                   const cv::Scalar& color, int radius) {
+void Axes::Markers(const std::vector<double>& x, const std::vector<double>& y, const cv::Scalar& color,
+                   int radius) {
   for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
     if (!std::isfinite(y[i])) continue;
-    cv::circle(img_, ToPixel(x[i], std::clamp(y[i], y0_, y1_)), radius, color, cv::FILLED,
-               cv::LINE_AA);
+    cv::circle(img_, ToPixel(x[i], std::clamp(y[i], y0_, y1_)), radius, color, cv::FILLED, cv::LINE_AA);
   }
 }
 
@@ -218,11 +214,11 @@ void Axes::Legend(const std::vector<LegendEntry>& entries, bool bottom) {
         cv::circle(img_, cv::Point(x, y), std::max(1, e.thickness), e.color, cv::FILLED, cv::LINE_AA);
       }
     } else {
-      cv::line(img_, cv::Point(box.x + 6, y), cv::Point(box.x + 30, y), e.color,
-               std::max(1, e.thickness), cv::LINE_AA);
+      cv::line(img_, cv::Point(box.x + 6, y), cv::Point(box.x + 30, y), e.color, std::max(1, e.thickness),
+               cv::LINE_AA);
     }
-    PutText(img_, e.label, cv::Point(box.x + 36, y), kTickPx, kBlack, FontWeight::kRegular,
-            HAlign::kLeft, VAlign::kMiddle);
+    PutText(img_, e.label, cv::Point(box.x + 36, y), kTickPx, kBlack, FontWeight::kRegular, HAlign::kLeft,
+            VAlign::kMiddle);
   }
 }
 

@@ -23,10 +23,10 @@ using data::TextSize;
 using data::VAlign;
 
 // Text sizes in pixels shared by the plots (text_render.h `px`).
-inline constexpr double kTitlePx = 20;  // canvas titles (bold)
+inline constexpr double kTitlePx = 20;       // canvas titles (bold)
 inline constexpr double kPanelTitlePx = 16;  // panel titles (bold)
-inline constexpr double kLabelPx = 16;  // axis labels
-inline constexpr double kTickPx = 13;   // tick labels, legends
+inline constexpr double kLabelPx = 16;       // axis labels
+inline constexpr double kTickPx = 13;        // tick labels, legends
 
 // PNG bytes of `img` (8-bit BGR).
 Result<std::string> EncodePng(const cv::Mat& img);
@@ -59,8 +59,7 @@ std::string TickLabel(double v, double step);
 // The range [lo, hi] of the finite values in `ys` (all vectors), padded by
 // `pad` of its span on each side; a flat or empty range becomes a unit-wide
 // one around its value. Returns false when nothing is finite.
-bool DataRange(const std::vector<const std::vector<double>*>& ys, double pad, double* lo,
-               double* hi);
+bool DataRange(const std::vector<const std::vector<double>*>& ys, double pad, double* lo, double* hi);
 
 struct LegendEntry {
   std::string label;
@@ -82,18 +81,18 @@ class Axes {
   // Ticks every `dx` / `dy` (<= 0: none on that axis) with grid lines, tick
   // labels with `digits` (digits < 0: TickLabel). Title centred above the
   // plot area, bold. Empty labels are not drawn.
-  void DrawFrame(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                 double dx, double dy, int digits, double title_px = kTitlePx);
+  void DrawFrame(const std::string& title, const std::string& xlabel, const std::string& ylabel, double dx,
+                 double dy, int digits, double title_px = kTitlePx);
   // Polyline through the points with finite y (clamped to the y range); a
   // non-finite y breaks the line.
   void Line(const std::vector<double>& x, const std::vector<double>& y, const cv::Scalar& color,
             int thickness);
   // Same, drawn as dots every ~6 pixels along the curve.
-  void DottedLine(const std::vector<double>& x, const std::vector<double>& y,
-                  const cv::Scalar& color, int radius);
+  void DottedLine(const std::vector<double>& x, const std::vector<double>& y, const cv::Scalar& color,
+                  int radius);
   // A filled circle per finite point.
-  void Markers(const std::vector<double>& x, const std::vector<double>& y,
-               const cv::Scalar& color, int radius);
+  void Markers(const std::vector<double>& x, const std::vector<double>& y, const cv::Scalar& color,
+               int radius);
   // Box in the top-right corner of the plot area (bottom-right when
   // `bottom`), one row per entry.
   void Legend(const std::vector<LegendEntry>& entries, bool bottom = false);

@@ -55,7 +55,9 @@ class SqlConn {
   // connection may hold it back and send it with the next statement or the
   // COMMIT (PostgreSQL does: one round trip instead of several); its error
   // then surfaces there. Outside a transaction it runs at once.
-  virtual Status ExecLater(const std::string& sql, const SqlParams& params) { return Exec(sql, params).GetStatus(); }
+  virtual Status ExecLater(const std::string& sql, const SqlParams& params) {
+    return Exec(sql, params).GetStatus();
+  }
   // A statement with parameters that returns rows.
   virtual Result<std::vector<SqlRow>> Query(const std::string& sql, const SqlParams& params) = 0;
 

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "store/metadata_store.h"
 #include "store/internal/sql_conn.h"
+#include "store/metadata_store.h"
 
 namespace kestrel::store {
 
