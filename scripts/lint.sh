@@ -46,7 +46,7 @@ for step in "${steps[@]}"; do
         echo "tidy: $(wc -l <<<"$findings") finding(s); fix them or suppress one with // NOLINT(check) and a reason"
         fail=1
       else
-        echo "tidy: clean ($(grep -c '^\[' "$log" || true) files)"
+        echo "tidy: clean ($(git ls-files 'src/*.cc' | grep -cE '^src/(core|store|data|eval|jobs|app)/[^/]*\.cc$') files)"
       fi
       rm -f "$log"
       ;;
