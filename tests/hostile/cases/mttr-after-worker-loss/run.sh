@@ -8,11 +8,16 @@ source "$SOURCE/tests/hostile/lib.sh" "$KESTREL"
 "$K" dataset synth ds --images 12 --imgsz 64 --seed 3 >/dev/null
 "$K" dataset import ds --name tiny >/dev/null
 id=$("$K" --json submit data=tiny model=t imgsz=64 batch=4 workers=1 threads=1 plots=false optimizer=AdamW \
-  lr0=0.01 warmup_epochs=0 epochs=4 | json_get 'd["job_id"]')
+  lr0=0.01 warmup_epochs=0 epochs=30 | json_get 'd["job_id"]')
 start_worker w1
 w1=$LAST_WORKER
 wait_attempt_pid "$id" 1 60 >/dev/null
 sleep 1
+# 30 epochs take several seconds even on a fast idle machine (4 once finished
+# inside the second above and the case measured nothing): the kill must land
+# while the first attempt still trains.
+state=$("$K" --json jobs show "$id" | json_get 'd["job"]["state"]')
+[ "$state" = running ] || fail "job $id is '$state' before the kill; the case needs a longer job"
 kill -9 "$w1"
 killed_ms=$(date +%s%3N)
 start_worker w2  # not --exit-when-idle: the job is still running (w1's lease) when w2 starts
