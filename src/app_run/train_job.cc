@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/env.h"
+#include "core/failure_of.h"
 #include "core/json.h"
 #include "core/options.h"
 #include "store/artifact_store.h"
@@ -15,24 +16,6 @@
 #include "train/trainer.h"
 
 namespace kestrel::app {
-
-FailureReason TrainErrorReason(const Status& s) {
-  if (s.Reason() != FailureReason::kNone) return s.Reason();
-  switch (s.Code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-      return FailureReason::kBadConfig;
-    case StatusCode::kCorruption:
-      // A corrupted resume checkpoint never gets here (RunJobAttempt falls
-      // back to an older one, then to scratch): this is a stored dataset blob.
-      return FailureReason::kDatasetErrors;
-    case StatusCode::kIoError:
-    case StatusCode::kResourceExhausted:
-      return FailureReason::kIoError;
-    default:
-      return FailureReason::kError;
-  }
-}
 
 nlohmann::json TrainSummaryJson(const train::TrainSummary& s) {
   nlohmann::json epochs = nlohmann::json::array();
@@ -216,7 +199,7 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
     progress("stage=data");
     r = train::Train(opts, hooks);
   }
-  if (!r.IsOk()) return fail(TrainErrorReason(r.GetStatus()), r.GetStatus());
+  if (!r.IsOk()) return fail(FailureReasonOf(r.GetStatus()), r.GetStatus());
   const train::TrainSummary& sum = *r;
   // diverged (4), stopped (8: checkpoint written), halted (error, 1).
   if (sum.Failure() != FailureReason::kNone) return fail(sum.Failure(), Status::Aborted(sum.message));

@@ -59,10 +59,6 @@ AttemptOutcome RunJobAttempt(const std::string& home, int64_t job_id, int64_t at
 // file, line, field}} (code "usage" for exit code 2).
 nlohmann::json AttemptOutcomeJson(int64_t job_id, int64_t attempt, const AttemptOutcome& outcome);
 
-// The failure reason of a setup error from train::Train: the subcode set
-// where the error started, else what the status code says (never the message).
-FailureReason TrainErrorReason(const Status& status);
-
 // `kestrel train --json`'s summary: ok, exit_reason, message, run_dir,
 // epochs_completed, best, weights, rollbacks, nonfinite_iterations,
 // images_per_second, epochs[].

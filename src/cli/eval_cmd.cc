@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/eval_model.h"  // torch-free; LoadSplit (model functions only with LibTorch)
 #include "cli/job_child.h"
+#include "core/failure_of.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/registry.h"
@@ -256,7 +257,7 @@ int RunValJob(Context& ctx, int64_t job_id, int64_t attempt) {
     return child.Fail(FailureReason::kBadConfig, Status::InvalidArgument("the job names no model="));
   child.Progress().Line("stage=eval model=" + o.model);
   auto run = ScoreAndWrite(stores, o, child.AttemptDir());
-  if (!run.IsOk()) return child.Fail(ReasonOfError(run.GetStatus()), run.GetStatus());
+  if (!run.IsOk()) return child.Fail(FailureReasonOf(run.GetStatus()), run.GetStatus());
   const eval::EvalResult& r = run->result;
   nlohmann::json result = {{"kind", jobs::JobKindName(jobs::JobKind::kVal)},
                            {"model", o.model},

@@ -98,20 +98,4 @@ std::string JobChild::JobDir() const { return JoinPath(JoinPath(home_, "jobs"), 
 
 std::string JobChild::AttemptDir() const { return JoinPath(JobDir(), "attempt-" + std::to_string(attempt_)); }
 
-FailureReason ReasonOfError(const Status& s) {
-  if (s.Reason() != FailureReason::kNone) return s.Reason();
-  switch (s.Code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-      return FailureReason::kBadConfig;
-    case StatusCode::kCorruption:
-      return FailureReason::kDatasetErrors;
-    case StatusCode::kIoError:
-    case StatusCode::kResourceExhausted:
-      return FailureReason::kIoError;
-    default:
-      return FailureReason::kError;
-  }
-}
-
 }  // namespace kestrel::cli

@@ -57,10 +57,4 @@ class JobChild {
   ProgressPipe progress_;
 };
 
-// The failure reason of an error that carries none: the subcode set where it
-// started, else what its status code says (kInvalidArgument/kNotFound:
-// bad_config, kCorruption: dataset_errors, kIoError/kResourceExhausted:
-// io_error, else error). Never read from the message.
-FailureReason ReasonOfError(const Status& s);
-
 }  // namespace kestrel::cli

@@ -154,14 +154,5 @@ TEST_F(AppRunTest, JobAttemptOutcomeIsWhatTheCliPrints) {
             (nlohmann::json{{"ok", true}, {"job_id", 7}, {"result", ok.result}}));
 }
 
-TEST(TrainErrorReasonTest, SubcodeFirstThenStatusCode) {
-  EXPECT_EQ(TrainErrorReason(Status::InvalidArgument("x")), FailureReason::kBadConfig);
-  EXPECT_EQ(TrainErrorReason(Status::NotFound("x")), FailureReason::kBadConfig);
-  EXPECT_EQ(TrainErrorReason(Status::Corruption("x")), FailureReason::kDatasetErrors);
-  EXPECT_EQ(TrainErrorReason(Status::IoError("x")), FailureReason::kIoError);
-  EXPECT_EQ(TrainErrorReason(Status::Internal("x")), FailureReason::kError);
-  EXPECT_EQ(TrainErrorReason(Status::Internal("x").WithReason(FailureReason::kOom)), FailureReason::kOom);
-}
-
 }  // namespace
 }  // namespace kestrel::app

@@ -1,0 +1,29 @@
+#include "core/failure_of.h"
+
+namespace kestrel {
+
+FailureReason FailureReasonOf(const Status& status) {
+  if (status.Reason() != FailureReason::kNone) return status.Reason();
+  switch (status.Code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+      return FailureReason::kBadConfig;
+    case StatusCode::kCorruption:
+      // A corrupted resume checkpoint never gets here (RunJobAttempt falls
+      // back to an older one, then to scratch): this is a stored dataset blob.
+      return FailureReason::kDatasetErrors;
+    case StatusCode::kIoError:
+    case StatusCode::kResourceExhausted:
+      return FailureReason::kIoError;
+    case StatusCode::kOk:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAborted:
+    case StatusCode::kUnavailable:
+    case StatusCode::kInternal:
+      break;
+  }
+  return FailureReason::kError;
+}
+
+}  // namespace kestrel
