@@ -10,13 +10,6 @@
 
 namespace kestrel::eval {
 
-using data::FontWeight;
-using data::HAlign;
-using data::LineHeight;
-using data::PutText;
-using data::PutTextVertical;
-using data::TextSize;
-using data::VAlign;
 using internal::Axes;
 using internal::Margins;
 using internal::SeriesColor;

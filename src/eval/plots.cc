@@ -11,12 +11,6 @@
 
 namespace kestrel::eval {
 
-using data::FontWeight;
-using data::HAlign;
-using data::PutText;
-using data::PutTextVertical;
-using data::TextSize;
-using data::VAlign;
 using internal::Axes;
 using internal::Fixed;
 using internal::LegendEntry;

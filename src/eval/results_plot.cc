@@ -9,9 +9,6 @@
 
 namespace kestrel::eval {
 
-using data::FontWeight;
-using data::HAlign;
-using data::VAlign;
 using internal::Axes;
 
 namespace {

@@ -11,9 +11,10 @@
 #include "core/status.h"
 #include "data/text_render.h"
 
-namespace kestrel::eval::internal {
+namespace kestrel::eval {
 
-// The shared renderer's names, as the canvas code uses them unqualified.
+// The shared renderer's names, as the canvas and every plot file of src/eval
+// use them unqualified.
 using data::FontWeight;
 using data::HAlign;
 using data::LineHeight;
@@ -21,6 +22,10 @@ using data::PutText;
 using data::PutTextVertical;
 using data::TextSize;
 using data::VAlign;
+
+}  // namespace kestrel::eval
+
+namespace kestrel::eval::internal {
 
 // Text sizes in pixels shared by the plots (text_render.h `px`).
 inline constexpr double kTitlePx = 20;       // canvas titles (bold)
