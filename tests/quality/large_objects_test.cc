@@ -20,15 +20,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
 
-#include "data/registry.h"
-#include "data/synth.h"
-#include "store/artifact_store.h"
-#include "store/metadata_store.h"
+#include "quality_support.h"
 #include "train/trainer.h"
 
 namespace kestrel::train {
@@ -43,10 +39,7 @@ namespace fs = std::filesystem;
 constexpr double kMaxFinalDfl = 2.25;
 constexpr double kMinFinalMap50 = 0.70;
 
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
+using quality::EnvOr;
 
 // The dataset of the gate: 160 train / 40 val images, one class, every image
 // W x H with W, H in [180, 1400] drawn independently, 1-2 objects each of
@@ -78,19 +71,9 @@ TEST(LargeObjectQuality, FinalDflAndMap50BeatTheRecordedRun) {
   const std::string root = fs::temp_directory_path() / ("kestrel_large_" + std::to_string(getpid()));
   fs::remove_all(root);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(data::WriteSynthDataset(LargeObjectSet(), root + "/synth").IsOk());
+  ASSERT_NO_FATAL_FAILURE(quality::SynthAndImport(LargeObjectSet(), root, "large", imgsz));
   const auto t1 = std::chrono::steady_clock::now();
   const std::string home = root + "/home";
-  {
-    auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
-    ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-    store::ArtifactStore blobs(home);
-    data::Registry reg(**meta, blobs);
-    data::ImportOptions io;
-    io.imgsz = imgsz;
-    auto imp = reg.Import(root + "/synth", "large", io);
-    ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
-  }
 
   TrainOptions o;
   o.data = "large";
@@ -120,7 +103,7 @@ TEST(LargeObjectQuality, FinalDflAndMap50BeatTheRecordedRun) {
   }
   const EpochRecord& last = r->history.back();
   std::printf(
-      "[ large ] synth %.1f s, import + train %.1f s; final dfl %.4f (max %.2f), mAP50 %.4f (min %.2f)\n",
+      "[ large ] synth + import %.1f s, train %.1f s; final dfl %.4f (max %.2f), mAP50 %.4f (min %.2f)\n",
       std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
       last.dfl, max_dfl, last.map50, min_map50);
   EXPECT_LT(last.dfl, max_dfl);

@@ -11,26 +11,18 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
 
-#include "data/registry.h"
-#include "data/synth.h"
-#include "store/artifact_store.h"
-#include "store/metadata_store.h"
+#include "quality_support.h"
 #include "train/trainer.h"
 
 namespace kestrel::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
+using quality::EnvOr;
 
 TEST(TrainingQuality, ShapesFromScratchReachesMap50Threshold) {
   const std::string model = EnvOr("KESTREL_QUALITY_MODEL", "n");
@@ -48,18 +40,8 @@ TEST(TrainingQuality, ShapesFromScratchReachesMap50Threshold) {
   so.classes = 3;
   so.imgsz = imgsz;
   so.seed = 5;
-  ASSERT_TRUE(data::WriteSynthDataset(so, root + "/synth").IsOk());
+  ASSERT_NO_FATAL_FAILURE(quality::SynthAndImport(so, root, "shapes", imgsz));
   const std::string home = root + "/home";
-  {
-    auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
-    ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-    store::ArtifactStore blobs(home);
-    data::Registry reg(**meta, blobs);
-    data::ImportOptions io;
-    io.imgsz = imgsz;
-    auto imp = reg.Import(root + "/synth", "shapes", io);
-    ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
-  }
 
   TrainOptions o;
   o.data = "shapes";
