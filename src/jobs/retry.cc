@@ -24,8 +24,9 @@ void SetClass(FailureKind kind, store::FailureClass* cls, bool* infra) {
 
 Classification ClassifyFailure(const FailureInput& in) {
   Classification c;
-  c.reason = in.reason.empty() ? FailureReasonToken(ReasonFromExit(in.exit_code, in.signal)) : in.reason;
-  SetClass(FailureKindOfToken(c.reason), &c.failure_class, &c.infrastructure);
+  c.reason = in.reason.empty() ? ReasonFromExit(in.exit_code, in.signal)
+                               : ParseFailureReason(in.reason).value_or(FailureReason::kError);
+  SetClass(DescribeFailure(c.reason).kind, &c.failure_class, &c.infrastructure);
   return c;
 }
 
@@ -33,7 +34,7 @@ store::AttemptOutcome FailedOutcome(FailureReason reason, std::string message) {
   store::AttemptOutcome o;
   o.success = false;
   SetClass(DescribeFailure(reason).kind, &o.failure_class, &o.infrastructure);
-  o.reason = FailureReasonToken(reason);
+  o.reason = reason;
   o.message = std::move(message);
   return o;
 }

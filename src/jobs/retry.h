@@ -6,7 +6,7 @@
 //
 // A reason the child writes (`reason=<token>` progress line) wins over its
 // exit code; a supervisor verdict (hung, timeout, lease_lost) wins over both.
-// Unknown tokens are retryable (the retry cap stops a deterministic bug).
+// Unknown tokens are kError: retryable (the retry cap stops a deterministic bug).
 #pragma once
 
 #include <string>
@@ -34,7 +34,9 @@ struct FailureInput {
 struct Classification {
   store::FailureClass failure_class = store::FailureClass::kRetryable;
   bool infrastructure = false;
-  std::string reason;  // the token used (derived from code/signal when empty)
+  // The input's token parsed (one this version does not know, a newer
+  // child's, is kError), or derived from the exit code / signal when empty.
+  FailureReason reason = FailureReason::kError;
 };
 
 Classification ClassifyFailure(const FailureInput& in);

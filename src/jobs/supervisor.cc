@@ -122,6 +122,11 @@ store::AttemptOutcome ToOutcome(const SupervisedRun& run) {
   }
   msg << " after " << run.duration_ms << " ms (" << run.end << ")";
   if (!run.last_progress.empty()) msg << "; last progress: " << run.last_progress;
+  // Stored as error: keep the child's own word where a reader can find it.
+  if (!reason.empty() && !ParseFailureReason(reason).has_value()) {
+    msg << "; reason '" << reason << "' is unknown to this worker, recorded as "
+        << FailureReasonToken(FailureReason::kError);
+  }
   o.message = msg.str();
   return o;
 }

@@ -419,19 +419,17 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
   spdlog::info("worker {}: job {} attempt {} on {}:{}", options_.id, ids, attempt, claim.job.device.kind,
                claim.job.device.index);
   store::AttemptOutcome outcome;
-  FailureReason reason = FailureReason::kNone;
   const Result<JobKind> kind = JobKindOf(job);
   if (claim.token < 0) {
     // Cannot happen while claims hold mu_ (the offer was computed under it);
     // hand the job back rather than oversubscribe a device.
-    reason = FailureReason::kWorkerLost;
-    outcome = FailedOutcome(reason, "device accounting refused the placement on " + claim.job.device.kind +
-                                        ":" + std::to_string(claim.job.device.index));
+    outcome = FailedOutcome(FailureReason::kWorkerLost, "device accounting refused the placement on " +
+                                                            claim.job.device.kind + ":" +
+                                                            std::to_string(claim.job.device.index));
   } else if (!kind.IsOk()) {
     // A kind this worker does not know (a newer kestrel submitted it): no
     // child could run it.
-    reason = FailureReason::kBadConfig;
-    outcome = FailedOutcome(reason, kind.GetStatus().Message());
+    outcome = FailedOutcome(FailureReason::kBadConfig, kind.GetStatus().Message());
   } else {
     ProcessSpec spec;
     spec.argv = options_.child_command;
@@ -497,33 +495,29 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     };
     auto run = sup.Run(spec, heartbeat);
     if (!run.IsOk()) {
-      reason = FailureReason::kWorkerLost;
-      outcome = FailedOutcome(reason, "cannot start the child: " + run.GetStatus().ToString());
+      outcome =
+          FailedOutcome(FailureReason::kWorkerLost, "cannot start the child: " + run.GetStatus().ToString());
     } else {
       outcome = GateOutcome(*run, JobMinMap50(job), env_, *kind);
       if (stopped_by_worker && !outcome.success) {
-        reason = FailureReason::kWorkerStopped;
-        store::AttemptOutcome stopped =
-            FailedOutcome(reason, "worker " + options_.id + " stopped; " + outcome.message);
+        store::AttemptOutcome stopped = FailedOutcome(
+            FailureReason::kWorkerStopped, "worker " + options_.id + " stopped; " + outcome.message);
         stopped.exit_code = outcome.exit_code;
         stopped.signal = outcome.signal;
         stopped.pid = outcome.pid;
         stopped.stage = outcome.stage;
         outcome = std::move(stopped);
-      } else if (!outcome.success) {
-        // The token as classified (an unknown one from a newer child is kError here).
-        reason = ParseFailureReason(outcome.reason).value_or(FailureReason::kError);
       }
     }
   }
-  Complete(store, job, outcome, reason);
+  Complete(store, job, outcome);
   std::lock_guard<std::mutex> l(mu_);
   pool_.Release(claim.token);
   --busy_;
 }
 
 void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job,
-                      const store::AttemptOutcome& outcome, FailureReason reason) {
+                      const store::AttemptOutcome& outcome) {
   int64_t backoff_ms = options_.poll_ms;
   for (int tries = 1;; ++tries) {
     auto r = store.CompleteAttempt(job.id, job.attempt, options_.id, outcome, NowMs());
@@ -533,10 +527,11 @@ void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job,
         ++counters_.succeeded;
       } else {
         ++counters_.failed;
-        if (reason == FailureReason::kWorkerStopped) ++counters_.stopped;
+        if (outcome.reason == FailureReason::kWorkerStopped) ++counters_.stopped;
       }
       spdlog::info("worker {}: job {} attempt {} -> {}{}{}", options_.id, job.id, job.attempt,
-                   store::JobStateName(r->state), outcome.success ? "" : " (" + outcome.reason + ") ",
+                   store::JobStateName(r->state),
+                   outcome.success ? "" : std::string(" (") + FailureReasonToken(outcome.reason) + ") ",
                    outcome.success ? "" : outcome.message);
       if (r->state == store::JobState::kSucceeded && options_.on_job_succeeded) {
         l.unlock();  // the hook talks to the store and the disk; never under mu_

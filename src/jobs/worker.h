@@ -129,9 +129,8 @@ class Worker {
   // The watermark check before a claim (mu_ held): true = do not claim.
   bool DiskTooFull(store::MetadataStore& store, int64_t now_ms);
   void RunAttempt(store::MetadataStore& store, const Claim& claim);
-  // `reason` is the outcome's reason as a type (kNone on success).
   void Complete(store::MetadataStore& store, const store::JobRecord& job,
-                const store::AttemptOutcome& outcome, FailureReason reason);
+                const store::AttemptOutcome& outcome);
   int64_t NowMs();
   void SleepMs(int64_t ms);
   bool Finished();

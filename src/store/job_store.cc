@@ -219,7 +219,7 @@ Status SqlStore::EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcom
                       std::string(FailureStageName(o.stage)),
                       std::string(o.success ? "" : FailureClassName(o.failure_class)),
                       static_cast<int64_t>(o.infrastructure ? 1 : 0),
-                      o.reason,
+                      std::string(FailureReasonToken(o.reason)),
                       o.message,
                       job_id,
                       attempt};
@@ -287,7 +287,7 @@ Result<JobRecord> SqlStore::ExpireLease(JobRecord job, int64_t now_ms) {
   AttemptOutcome o;
   o.failure_class = FailureClass::kRetryable;
   o.infrastructure = true;
-  o.reason = FailureReasonToken(FailureReason::kLeaseExpired);
+  o.reason = FailureReason::kLeaseExpired;
   o.message = "worker '" + job.lease_owner + "' stopped renewing its lease: last renewal at " +
               std::to_string(last_renewal) + " ms, expired at " + std::to_string(job.lease_until_ms) +
               " ms, reclaimed at " + std::to_string(now_ms) + " ms";
@@ -468,7 +468,7 @@ Result<JobRecord> SqlStore::CancelJob(int64_t job_id, int64_t now_ms) {
     if (job.state == JobState::kRunning) {
       AttemptOutcome o;
       o.failure_class = FailureClass::kNone;
-      o.reason = FailureReasonToken(FailureReason::kCancelled);
+      o.reason = FailureReason::kCancelled;
       o.message = "cancelled by the user";
       KESTREL_RETURN_IF_ERROR(EndAttempt(job_id, job.attempt, o, now_ms, now_ms));
     }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/failure.h"
+
 namespace kestrel::store {
 
 enum class JobState { kQueued, kRunning, kSucceeded, kFailedRetryable, kFailedPermanent, kCancelled };
@@ -92,7 +94,9 @@ struct AttemptOutcome {
   FailureStage stage = FailureStage::kNone;
   FailureClass failure_class = FailureClass::kRetryable;
   bool infrastructure = false;
-  std::string reason;       // short token: "oom", "hung", "bad_config"...
+  // Why it failed (kNone on success); stored as its token (core/failure.h) in
+  // attempts.reason and, through the retry decision, jobs.last_reason.
+  FailureReason reason = FailureReason::kNone;
   std::string message;      // human detail
   std::string result_json;  // committed on success
 };

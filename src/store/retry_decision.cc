@@ -76,7 +76,8 @@ NextJobState DecideAfterAttempt(const JobRecord& job, const AttemptOutcome& o, c
     n.last_reason.clear();
     return n;
   }
-  n.last_reason = o.reason;
+  const std::string token = FailureReasonToken(o.reason);
+  n.last_reason = token;
   if (o.failure_class == FailureClass::kPermanent) {
     n.failure_class = FailureClass::kPermanent;
     final_state(JobState::kFailedPermanent);
@@ -91,7 +92,7 @@ NextJobState DecideAfterAttempt(const JobRecord& job, const AttemptOutcome& o, c
     ++n.infra_retries_used;
     if (n.infra_retries_used > p.max_infra_retries) {
       final_state(JobState::kFailedPermanent);
-      n.last_reason = "infra_retries_exhausted: " + o.reason;
+      n.last_reason = "infra_retries_exhausted: " + token;
     } else {
       n.state = JobState::kFailedRetryable;
       n.not_before_ms = now_ms;
@@ -100,7 +101,7 @@ NextJobState DecideAfterAttempt(const JobRecord& job, const AttemptOutcome& o, c
   }
   if (job.retries_used >= p.max_retries) {
     final_state(JobState::kFailedPermanent);
-    n.last_reason = "retries_exhausted: " + o.reason;
+    n.last_reason = "retries_exhausted: " + token;
     return n;
   }
   n.charged = RetryBudget::kRetry;

@@ -176,7 +176,7 @@ TEST_F(JobsCliTest, JsonOutputIsTheAppLayersViewOfTheSameRecords) {
   store::AttemptOutcome failed;
   failed.exit_code = 6;
   failed.stage = store::FailureStage::kTrain;
-  failed.reason = "io_error";
+  failed.reason = FailureReason::kIoError;
   failed.message = "disk full";
   ASSERT_TRUE(meta->CompleteAttempt(id, 1, "w-test", failed, req.now_ms + 5).IsOk());
   auto detail = app::ShowJob(*meta, id);

@@ -69,7 +69,7 @@ TEST_F(FakeSupervisorTest, CrashBySignalIsRetryable) {
   auto o = ToOutcome(*r);
   EXPECT_FALSE(o.success);
   EXPECT_EQ(o.signal, SIGSEGV);
-  EXPECT_EQ(o.reason, "crashed");
+  EXPECT_EQ(o.reason, FailureReason::kCrashed);
   EXPECT_EQ(o.stage, store::FailureStage::kData);
   EXPECT_EQ(o.failure_class, store::FailureClass::kRetryable);
   EXPECT_FALSE(runner_.Children().back().signals.size());
@@ -86,7 +86,7 @@ TEST_F(FakeSupervisorTest, NoProgressForTheHangTimeoutKillsAsHung) {
   EXPECT_FALSE(r->sigkill_needed);
   EXPECT_EQ(heartbeats_, 3);  // 30, 60, 90 s
   auto o = ToOutcome(*r);
-  EXPECT_EQ(o.reason, "hung");
+  EXPECT_EQ(o.reason, FailureReason::kHung);
   EXPECT_EQ(o.failure_class, store::FailureClass::kRetryable);
   EXPECT_FALSE(o.infrastructure);
 }
@@ -136,7 +136,7 @@ TEST_F(FakeSupervisorTest, WallClockLimitThenSigkillAfterGrace) {
   const auto& sigs = runner_.Children().back().signals;
   EXPECT_EQ(sigs.front(), std::make_pair(int64_t{60'000}, SIGTERM));
   EXPECT_EQ(sigs.back(), std::make_pair(int64_t{70'000}, SIGKILL));
-  EXPECT_EQ(ToOutcome(*r).reason, "timeout");
+  EXPECT_EQ(ToOutcome(*r).reason, FailureReason::kTimeout);
 }
 
 TEST_F(FakeSupervisorTest, SigtermGraceLetsTheChildCheckpoint) {
@@ -162,7 +162,7 @@ TEST_F(FakeSupervisorTest, HeartbeatsRenewAndALostLeaseStopsTheChild) {
   EXPECT_EQ(r->duration_ms, 61'000);
   auto o = ToOutcome(*r);
   EXPECT_TRUE(o.infrastructure);
-  EXPECT_EQ(o.reason, "lease_lost");
+  EXPECT_EQ(o.reason, FailureReason::kLeaseLost);
 }
 
 TEST_F(FakeSupervisorTest, ChildReasonAndExitCodeClassifyPermanentFailures) {
@@ -170,15 +170,32 @@ TEST_F(FakeSupervisorTest, ChildReasonAndExitCodeClassifyPermanentFailures) {
   s.exit_at_ms = 100;
   s.exit = {kTrainExitBadConfig, 0};
   auto o = ToOutcome(*Run(s));
-  EXPECT_EQ(o.reason, "bad_config");
+  EXPECT_EQ(o.reason, FailureReason::kBadConfig);
   EXPECT_EQ(o.failure_class, store::FailureClass::kPermanent);
   FakeChildScript d;
   d.progress = {{50, "stage=train reason=diverged"}};
   d.exit_at_ms = 100;
   d.exit = {1, 0};
   o = ToOutcome(*Run(d));
-  EXPECT_EQ(o.reason, "diverged");
+  EXPECT_EQ(o.reason, FailureReason::kDiverged);
   EXPECT_EQ(o.failure_class, store::FailureClass::kPermanent);
+}
+
+// A token this worker does not know (a newer child's) is recorded as error,
+// retryable, as unknown tokens always were classified; the message keeps
+// the child's word.
+TEST_F(FakeSupervisorTest, UnknownChildReasonIsAnErrorThatKeepsTheTokenInTheMessage) {
+  FakeChildScript s;
+  s.progress = {{50, "stage=train reason=something_new"}};
+  s.exit_at_ms = 100;
+  s.exit = {1, 0};
+  auto o = ToOutcome(*Run(s));
+  EXPECT_EQ(o.reason, FailureReason::kError);
+  EXPECT_EQ(o.failure_class, store::FailureClass::kRetryable);
+  EXPECT_FALSE(o.infrastructure);
+  EXPECT_NE(o.message.find("reason 'something_new' is unknown to this worker, recorded as error"),
+            std::string::npos)
+      << o.message;
 }
 
 class PosixSupervisorTest : public ::testing::Test {

@@ -73,7 +73,7 @@ class WebhookTest : public ::testing::TestWithParam<std::string> {
     } else {
       o.failure_class = store::FailureClass::kPermanent;
       o.stage = store::FailureStage::kData;
-      o.reason = "dataset_errors";
+      o.reason = FailureReason::kDatasetErrors;
       o.exit_code = 3;
       o.message = "3 bad labels";
     }

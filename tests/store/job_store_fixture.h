@@ -91,7 +91,7 @@ class JobStoreTest : public ::testing::TestWithParam<std::string> {
     r.allow_retries = allow_retries;
     return store_->ClaimJob(r);
   }
-  static AttemptOutcome Fail(FailureClass c, const std::string& reason, bool infra = false) {
+  static AttemptOutcome Fail(FailureClass c, FailureReason reason, bool infra = false) {
     AttemptOutcome o;
     o.failure_class = c;
     o.reason = reason;

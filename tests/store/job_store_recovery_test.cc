@@ -64,18 +64,22 @@ TEST_P(JobRecoveryTest, RecoveryFiguresAreMeansOverRecordedFailures) {
   // the first failure.
   ASSERT_EQ(Claim("w")->job.id, a);
   clock_.AdvanceSeconds(3);
-  ASSERT_TRUE(store_->CompleteAttempt(a, 1, "w", Fail(FailureClass::kRetryable, "oom"), Now()).IsOk());
+  ASSERT_TRUE(
+      store_->CompleteAttempt(a, 1, "w", Fail(FailureClass::kRetryable, FailureReason::kOom), Now()).IsOk());
   const int64_t a_failed = Now();
   // b: fails once and is never retried (no restart, no recovery).
   ASSERT_EQ(Claim("w")->job.id, b);
-  ASSERT_TRUE(store_->CompleteAttempt(b, 1, "w", Fail(FailureClass::kRetryable, "io_error"), Now()).IsOk());
+  ASSERT_TRUE(
+      store_->CompleteAttempt(b, 1, "w", Fail(FailureClass::kRetryable, FailureReason::kIoError), Now())
+          .IsOk());
   // c: runs, is cancelled (neither).
   ASSERT_EQ(Claim("w")->job.id, c);
   ASSERT_TRUE(store_->CancelJob(c, Now()).IsOk());
   clock_.AdvanceSeconds(5);
   ASSERT_TRUE(store_->CancelJob(b, Now()).IsOk());
   ASSERT_EQ(Claim("w")->job.id, a);
-  ASSERT_TRUE(store_->CompleteAttempt(a, 2, "w", Fail(FailureClass::kRetryable, "oom"), Now()).IsOk());
+  ASSERT_TRUE(
+      store_->CompleteAttempt(a, 2, "w", Fail(FailureClass::kRetryable, FailureReason::kOom), Now()).IsOk());
   clock_.AdvanceSeconds(6);
   ASSERT_EQ(Claim("w")->job.id, a);
   clock_.AdvanceSeconds(10);
@@ -154,11 +158,11 @@ TEST_P(JobRecoveryTest, StatsComputeAvailabilityAndRecovery) {
   ASSERT_EQ(Claim("w")->job.id, a);
   ASSERT_TRUE(store_->CompleteAttempt(a, 1, "w", Ok(), Now()).IsOk());
   ASSERT_EQ(Claim("w")->job.id, b);
-  AttemptOutcome oom = Fail(FailureClass::kRetryable, "oom");
+  AttemptOutcome oom = Fail(FailureClass::kRetryable, FailureReason::kOom);
   ASSERT_TRUE(store_->CompleteAttempt(b, 1, "w", oom, Now()).IsOk());
   int64_t failed_at = Now();
   ASSERT_EQ(Claim("w")->job.id, c);
-  AttemptOutcome bad = Fail(FailureClass::kPermanent, "bad_dataset");
+  AttemptOutcome bad = Fail(FailureClass::kPermanent, FailureReason::kDatasetErrors);
   bad.stage = FailureStage::kData;
   ASSERT_TRUE(store_->CompleteAttempt(c, 1, "w", bad, Now()).IsOk());
   ASSERT_TRUE(store_->CancelJob(d, Now()).IsOk());

@@ -248,7 +248,7 @@ TEST_P(JobStoreTest, AttemptPidIsRecordedOnlyForTheWorkerRunningIt) {
   EXPECT_EQ(a.pid, 77);
   EXPECT_EQ(a.host, "host-w1");
   // A completion without a pid keeps it; one with a pid sets it.
-  AttemptOutcome o = Fail(FailureClass::kRetryable, "oom");
+  AttemptOutcome o = Fail(FailureClass::kRetryable, FailureReason::kOom);
   ASSERT_TRUE(store_->CompleteAttempt(id, 1, "w1", o, Now()).IsOk());
   EXPECT_EQ(store_->ListAttempts(id)->at(0).pid, 77);
   EXPECT_EQ(store_->RecordAttemptPid(id, 1, "w1", 78).Code(), StatusCode::kAborted) << "attempt ended";
@@ -345,7 +345,7 @@ TEST_P(JobStoreTest, RetriesBackOffThenFailPermanently) {
   spec.retry.backoff_ms = {1000, 5000};
   int64_t id = Submit(spec).id;
   ASSERT_TRUE(Claim("w").IsOk());
-  auto r1 = store_->CompleteAttempt(id, 1, "w", Fail(FailureClass::kRetryable, "oom"), Now());
+  auto r1 = store_->CompleteAttempt(id, 1, "w", Fail(FailureClass::kRetryable, FailureReason::kOom), Now());
   ASSERT_TRUE(r1.IsOk());
   EXPECT_EQ(r1->state, JobState::kFailedRetryable);
   EXPECT_EQ(r1->not_before_ms, Now() + 1000);
@@ -355,11 +355,11 @@ TEST_P(JobStoreTest, RetriesBackOffThenFailPermanently) {
   clock_.AdvanceMicros(1'000);
   EXPECT_EQ(Claim("w", 90'000, /*allow_retries=*/false).GetStatus().Code(), StatusCode::kNotFound);
   ASSERT_EQ(Claim("w")->job.attempt, 2);
-  auto r2 = store_->CompleteAttempt(id, 2, "w", Fail(FailureClass::kRetryable, "oom"), Now());
+  auto r2 = store_->CompleteAttempt(id, 2, "w", Fail(FailureClass::kRetryable, FailureReason::kOom), Now());
   EXPECT_EQ(r2->not_before_ms, Now() + 5000);
   clock_.AdvanceSeconds(5);
   ASSERT_EQ(Claim("w")->job.attempt, 3);
-  auto r3 = store_->CompleteAttempt(id, 3, "w", Fail(FailureClass::kRetryable, "oom"), Now());
+  auto r3 = store_->CompleteAttempt(id, 3, "w", Fail(FailureClass::kRetryable, FailureReason::kOom), Now());
   EXPECT_EQ(r3->state, JobState::kFailedPermanent);
   EXPECT_EQ(r3->last_reason, "retries_exhausted: oom");
   EXPECT_EQ(r3->retries_used, 2);
@@ -367,10 +367,34 @@ TEST_P(JobStoreTest, RetriesBackOffThenFailPermanently) {
   EXPECT_EQ(Claim("w").GetStatus().Code(), StatusCode::kNotFound);
 }
 
+// The outcome's reason is a type; the store writes its token, so the rows
+// read as earlier versions wrote them (attempts.reason, jobs.last_reason).
+TEST_P(JobStoreTest, OutcomeReasonIsStoredAsItsToken) {
+  int n = 0;
+  for (const FailureInfo& e : FailureTable()) {
+    if (e.reason == FailureReason::kNone) continue;
+    const int64_t id = Submit(Spec(R"({"reason_case":)" + std::to_string(++n) + "}")).id;
+    auto claimed = Claim("w");
+    ASSERT_TRUE(claimed.IsOk()) << e.token << ": " << claimed.GetStatus().ToString();
+    ASSERT_EQ(claimed->job.id, id) << e.token;
+    auto r = store_->CompleteAttempt(id, 1, "w", Fail(FailureClass::kPermanent, e.reason), Now());
+    ASSERT_TRUE(r.IsOk()) << e.token << ": " << r.GetStatus().ToString();
+    EXPECT_EQ(r->last_reason, e.token);
+    EXPECT_EQ(store_->GetJob(id)->last_reason, e.token);
+    auto a = store_->ListAttempts(id);
+    ASSERT_TRUE(a.IsOk()) << a.GetStatus().ToString();
+    ASSERT_EQ(a->size(), 1u);
+    EXPECT_EQ(a->at(0).reason, e.token);
+    EXPECT_EQ(ParseFailureReason(a->at(0).reason), e.reason) << e.token;
+  }
+  EXPECT_EQ(n, static_cast<int>(FailureTable().size()) - 1);
+}
+
 TEST_P(JobStoreTest, PermanentFailureIsFinal) {
   int64_t id = Submit(Spec("{}")).id;
   ASSERT_TRUE(Claim("w").IsOk());
-  auto r = store_->CompleteAttempt(id, 1, "w", Fail(FailureClass::kPermanent, "bad_config"), Now());
+  auto r =
+      store_->CompleteAttempt(id, 1, "w", Fail(FailureClass::kPermanent, FailureReason::kBadConfig), Now());
   EXPECT_EQ(r->state, JobState::kFailedPermanent);
   EXPECT_EQ(r->retries_used, 0);
   auto a = store_->ListAttempts(id)->at(0);
@@ -385,7 +409,8 @@ TEST_P(JobStoreTest, InfraFailuresHaveTheirOwnBudget) {
   spec.retry.max_infra_retries = 2;
   int64_t id = Submit(spec).id;
   ASSERT_TRUE(Claim("w", 1000).IsOk());
-  auto r1 = store_->CompleteAttempt(id, 1, "w", Fail(FailureClass::kRetryable, "worker_lost", true), Now());
+  auto r1 = store_->CompleteAttempt(id, 1, "w",
+                                    Fail(FailureClass::kRetryable, FailureReason::kWorkerLost, true), Now());
   EXPECT_EQ(r1->state, JobState::kFailedRetryable);
   EXPECT_EQ(r1->not_before_ms, Now());  // no backoff for infrastructure
   EXPECT_EQ(r1->retries_used, 0);
@@ -395,7 +420,8 @@ TEST_P(JobStoreTest, InfraFailuresHaveTheirOwnBudget) {
   ASSERT_EQ(Claim("w", 1000)->job.attempt, 3);
   EXPECT_EQ(store_->GetJob(id)->infra_retries_used, 2);
   // The normal budget is still whole: one retryable failure is retried.
-  auto r3 = store_->CompleteAttempt(id, 3, "w", Fail(FailureClass::kRetryable, "io_error"), Now());
+  auto r3 =
+      store_->CompleteAttempt(id, 3, "w", Fail(FailureClass::kRetryable, FailureReason::kIoError), Now());
   EXPECT_EQ(r3->state, JobState::kFailedRetryable);
   clock_.AdvanceSeconds(300);
   ASSERT_EQ(Claim("w", 1000)->job.attempt, 4);

@@ -32,7 +32,7 @@ AttemptOutcome Failed(FailureReason r) {
   const FailureKind k = DescribeFailure(r).kind;
   o.failure_class = k == FailureKind::kPermanent ? FailureClass::kPermanent : FailureClass::kRetryable;
   o.infrastructure = k == FailureKind::kInfrastructure;
-  o.reason = FailureReasonToken(r);
+  o.reason = r;
   return o;
 }
 
@@ -159,11 +159,11 @@ TEST(RetryDecisionTest, WorkerStoppedResumesAtOnceOnTheInfraBudget) {
 TEST(RetryDecisionTest, UnclassifiedFailuresAreRetryable) {
   AttemptOutcome o;
   o.failure_class = FailureClass::kNone;  // a careless caller: still not final
-  o.reason = "something_new";
+  o.reason = FailureReason::kError;
   NextJobState n = DecideAfterAttempt(Running(0), o, Policy(1, {100}, 1), kNow);
   EXPECT_EQ(n.state, JobState::kFailedRetryable);
   EXPECT_EQ(n.failure_class, FailureClass::kRetryable);
-  EXPECT_EQ(n.last_reason, "something_new");
+  EXPECT_EQ(n.last_reason, "error");
 }
 
 TEST(RetryDecisionTest, BackoffListsLastEntryRepeats) {
