@@ -5,32 +5,20 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/evaluate.h"
 #include "app/val_keys.h"
+#ifdef KESTREL_CLI_WITH_TORCH
+#include "app_run/evaluate.h"
+#endif
 #include "cli/cli.h"
-#include "cli/eval_model.h"  // torch-free; LoadSplit (model functions only with LibTorch)
+#include "cli/eval_model.h"  // AddModelCommands (only with LibTorch)
 #include "cli/job_child.h"
 #include "core/failure_of.h"
 #include "core/json.h"
-#include "core/staged_dir.h"
-#include "data/registry.h"
 #include "eval/dataset_eval.h"
-#include "eval/plots.h"
-#include "eval/split_coco.h"
-#include "eval/val_batch.h"
 #include "jobs/job_keys.h"
 
 namespace kestrel::cli {
-
-Result<LoadedSplit> LoadSplit(Stores& stores, const std::string& spec, const std::string& split_name) {
-  data::Registry reg(*stores.meta, *stores.blobs);
-  LoadedSplit out;
-  KESTREL_ASSIGN_OR_RETURN(out.version, reg.Load(spec));
-  KESTREL_ASSIGN_OR_RETURN(data::Split split, data::ParseSplit(split_name));
-  auto s = eval::LoadEvalSplit(out.version.manifest, split);
-  if (!s.IsOk()) return s.GetStatus().WithContext(spec);
-  out.split = std::move(s).Value();
-  return out;
-}
 
 namespace {
 
@@ -41,136 +29,20 @@ Status Usage(const std::string& msg, const std::string& field) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
 }
 
-// Plots, the already rendered `files` (name, bytes) and result.json into the
-// run folder, record into the store. Called only after everything was
-// computed and rendered, so bad input writes nothing.
-struct WrittenOutputs {
-  std::string dir;
-  std::string record_sha;
-  std::string record_path;
-};
-Result<WrittenOutputs> WriteEvalOutputs(Stores& stores, const eval::EvalResult& r,
-                                        const nlohmann::json& record, const std::string& dir, bool plots,
-                                        const std::vector<std::pair<std::string, std::string>>& files) {
-  Env& env = Env::Default();
-  WrittenOutputs w;
-  w.dir = dir;
-  // Built beside the run folder and moved in when complete (result.json
-  // last): a failure halfway leaves no folder that looks like a result.
-  KESTREL_ASSIGN_OR_RETURN(StagedDir out, StagedDir::Create(env, dir));
-  if (plots) KESTREL_RETURN_IF_ERROR(eval::WritePlots(env, out.Path(), r));
-  for (const auto& [name, bytes] : files) {
-    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(out.Path(), name), bytes));
-  }
-  const std::string text = DumpJson(record, 1);
-  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(out.Path(), "result.json"), text));
-  KESTREL_RETURN_IF_ERROR(out.Commit({"result.json"}));
-  KESTREL_ASSIGN_OR_RETURN(w.record_sha, stores.blobs->Put(text));
-  w.record_path = stores.blobs->PathFor(w.record_sha);
-  return w;
-}
-
-// What one evaluation computed and wrote.
-struct ValRun {
-  nlohmann::json record;  // result.json (eval::EvalRecordJson plus speed, coco, predictions_json)
-  eval::EvalResult result;
-  WrittenOutputs written;
-  std::string text;  // the human summary `kestrel val` prints
-};
-
-// Scores o.predictions or o.model (both already resolved: data= a registry
-// reference, model= a file) on o.data's split and writes the run folder:
-// `dir`, or with "" the next free project/name. `kestrel val` and `kestrel
-// val --job` both run it.
-Result<ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std::string& dir_or_empty) {
-  KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(stores, o.data, o.split));
-  const eval::EvalSplit& split = loaded.split;
-  const auto& rec = loaded.version.record;
-  eval::EvalProvenance prov{rec.dataset, "v" + std::to_string(rec.seq), rec.version_id, split.split, "", "",
-                            {}};
-  std::string speed_text;
-  nlohmann::json speed_json;
-  eval::EvalOptions eo;
-  eo.conf = o.conf;
-  eo.iou = o.iou;
-  eo.max_det = o.max_det;
-  Result<eval::EvalResult> result = Status::Internal("not evaluated");
-  std::vector<std::vector<eval::Detection>> per_image;  // what was scored, parallel to split.images
+// `kestrel val` and `kestrel val --job` both run it: o.predictions or
+// o.model (both already resolved: data= a registry reference, model= a file)
+// scored on o.data's split, into `dir`, or with "" the next free
+// project/name (app/evaluate.h, app_run/evaluate.h).
+Result<app::ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std::string& dir_or_empty) {
   if (!o.predictions.empty()) {
-    eval::PredictionReadOptions ro;
-    ro.image_ids = o.image_ids;
-    KESTREL_ASSIGN_OR_RETURN(auto preds,
-                             eval::ReadSplitPredictions(Env::Default(), o.predictions, split, ro));
-    per_image = std::move(preds.per_image);
-    result = eval::EvaluateSplit(split, per_image, eo);
-    prov.source_kind = "predictions";
-    prov.source = o.predictions;
-    prov.extra = {{"format", preds.format}};
-    if (!preds.image_ids.empty()) prov.extra["image_ids"] = preds.image_ids;
-  } else {
+    return app::EvaluatePredictions(Env::Default(), *stores.meta, *stores.blobs, o, dir_or_empty);
+  }
 #ifdef KESTREL_CLI_WITH_TORCH
-    ModelRunOptions mo{o.imgsz, o.batch, o.conf, o.iou, o.max_det};
-    mo.rect = o.rect;
-    KESTREL_ASSIGN_OR_RETURN(auto scored, ScoreModelOnSplit(*stores.blobs, o.model, split, mo));
-    result = std::move(scored.result);
-    per_image = std::move(scored.run.per_image);
-    prov.source_kind = "model";
-    prov.source = o.model;
-    prov.extra = scored.run.info;
-    speed_json = scored.run.speed;
-    speed_text = scored.run.speed_text;
+  return app::EvaluateModel(Env::Default(), *stores.meta, *stores.blobs, o, dir_or_empty);
 #else
-    return Status::FailedPrecondition("this kestrel was built without LibTorch: val model= is unavailable",
-                                      {"", 0, "model"});
+  return Status::FailedPrecondition("this kestrel was built without LibTorch: val model= is unavailable",
+                                    {"", 0, "model"});
 #endif
-  }
-  if (!result.IsOk()) return result.GetStatus();
-  ValRun out;
-  out.result = std::move(result).Value();
-  nlohmann::json& record = out.record;
-  record = eval::EvalRecordJson(out.result, prov, Env::Default().UnixSeconds());
-  if (!speed_json.is_null()) record["speed"] = speed_json;
-  // Everything optional is computed and rendered here, before anything is
-  // written: a failure (undecodable image, impossible image_ids) writes nothing.
-  std::vector<std::pair<std::string, std::string>> files;  // name, bytes
-  std::string coco_text;
-  if (o.coco_metrics) {
-    KESTREL_ASSIGN_OR_RETURN(auto coco, eval::CocoEvaluateSplit(split, per_image));
-    record["coco"] = eval::CocoMetricsToJson(coco);
-    coco_text =
-        "COCO-style metrics (pycocotools bbox conventions; area = box area):\n" + eval::CocoSummaryText(coco);
-  }
-  if (o.save_json) {
-    KESTREL_ASSIGN_OR_RETURN(auto cj, eval::SplitPredictionsCocoJson(split, per_image, o.image_ids));
-    record["predictions_json"] = {{"file", "predictions.json"},
-                                  {"image_ids", cj.image_ids},
-                                  {"category_id", "class_id + 1"},
-                                  {"detections", cj.detections}};
-    files.emplace_back("predictions.json", std::move(cj.text));
-  }
-  if (o.plots) {
-    store::ArtifactStore& blobs = *stores.blobs;
-    auto grids = eval::RenderValBatch(
-        split, per_image, [&blobs](const eval::SplitImage& im) { return blobs.Get(im.image_sha); });
-    if (!grids.IsOk()) return grids.GetStatus().WithContext("val_batch0 grid");
-    files.emplace_back("val_batch0_labels.jpg", std::move(grids->labels_jpg));
-    files.emplace_back("val_batch0_pred.jpg", std::move(grids->pred_jpg));
-  }
-  const std::string dir = dir_or_empty.empty()
-                              ? eval::NextRunDir(Env::Default(), o.project, o.name, "val", o.exist_ok)
-                              : dir_or_empty;
-  KESTREL_ASSIGN_OR_RETURN(out.written, WriteEvalOutputs(stores, out.result, record, dir, o.plots, files));
-  out.text = rec.dataset + "@v" + std::to_string(rec.seq) + " split " + split.split + " (" +
-             std::to_string(split.images.size()) + " images), " + prov.source_kind + " " + prov.source +
-             "\n" + eval::EvalSummaryText(out.result) + coco_text + speed_text + "results saved to " +
-             out.written.dir + "\n";
-  if (o.save_json) {
-    out.text += "predictions saved to " + JoinPath(out.written.dir, "predictions.json") +
-                " (COCO results, image_ids=" + record["predictions_json"]["image_ids"].get<std::string>() +
-                ")\n";
-  }
-  out.text += "result record " + out.written.record_sha + " (" + out.written.record_path + ")\n";
-  return out;
 }
 
 void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
@@ -208,13 +80,7 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
     *exit_code = Fail(ctx, run.GetStatus());
     return;
   }
-  nlohmann::json j = {{"ok", true},
-                      {"dir", run->written.dir},
-                      {"record_sha", run->written.record_sha},
-                      {"record_path", run->written.record_path},
-                      {"result", run->record}};
-  if (o.save_json) j["predictions_json"] = JoinPath(run->written.dir, "predictions.json");
-  *exit_code = Emit(ctx, run->text, j);
+  *exit_code = Emit(ctx, run->text, app::ValRunJson(*run));
 }
 
 // `kestrel val --job ID --attempt N`: the child a worker runs for a val job
@@ -247,7 +113,6 @@ int RunValJob(Context& ctx, int64_t job_id, int64_t attempt) {
     }
     // The job's own keys travel in the config; the rest are the val keys.
     cfg.erase(jobs::kJobKindKey);
-    cfg.erase("min_map50");
     Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
     if (!s.IsOk()) return child.Fail(FailureReason::kBadConfig, s);
   }
@@ -270,9 +135,9 @@ int RunValJob(Context& ctx, int64_t job_id, int64_t attempt) {
                            {"precision", r.precision},
                            {"recall", r.recall},
                            {"fitness", r.fitness},
-                           {"run_dir", run->written.dir},
-                           {"record_sha", run->written.record_sha},
-                           {"record_path", run->written.record_path},
+                           {"run_dir", run->dir},
+                           {"record_sha", run->record_sha},
+                           {"record_path", run->record_path},
                            {"attempt", attempt}};
   (ctx.json ? std::cerr : std::cout) << run->text;
   return child.Succeed(result);

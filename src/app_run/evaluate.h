@@ -1,0 +1,74 @@
+// The evaluations that run a network (docs/evaluation.md): `kestrel val
+// model=` (EvaluateModel: the model on one dataset split, scored like the
+// reference validator, then app::WriteValRun of app/evaluate.h) and `kestrel
+// compare` (CompareModels: two models on one split, metric deltas, plots,
+// the images only one of them gets right, an HTML report). Torch-free and
+// OpenCV-free header (the predictor and the drawing live in evaluate.cc).
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "app/evaluate.h"
+#include "app/val_keys.h"
+#include "app_run/predict.h"
+#include "core/env.h"
+#include "core/status.h"
+#include "store/artifact_store.h"
+#include "store/metadata_store.h"
+
+namespace kestrel::app {
+
+// `val model=`: keys.model (a weights file, already resolved) run by
+// model::Predictor on keys.data's split (a registry reference) with the
+// validator's settings (multi-label NMS at keys.conf / keys.iou / keys.max_det,
+// keys.rect batches), scored with the labels letterboxed as the reference
+// validator scores them; then WriteValRun into `dir_or_empty` (or the next
+// free keys.project/keys.name). kInvalidArgument naming field "nc" of the
+// weights when the model's class count differs from the dataset's. The
+// record carries the model's settings as provenance extra and "speed".
+Result<ValRun> EvaluateModel(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
+                             const ValKeys& keys, const std::string& dir_or_empty = "");
+
+struct CompareRequest {
+  std::string model_a, model_b;  // A and B as given: weights files, or what the resolver resolves
+  std::string data;              // dataset NAME[@VERSION] (a registry reference)
+  std::string split = "val";
+  double conf = 0.001, iou = 0.7;  // the validator's settings, as `val model=`
+  int imgsz = 640, batch = 16, max_det = 300;
+  std::string project = "runs/compare", name;  // name "" = compare, compare2, ...
+  bool exist_ok = false;
+};
+
+struct CompareResult {
+  std::string dir;          // the run folder, complete (compare.json written last)
+  std::string report_sha;   // compare.json in the artifact store
+  std::string report_path;  // ... and its path there
+  std::string html_sha;     // compare.html in the artifact store (named by the report)
+  std::string html_path;
+  nlohmann::json report;     // compare.json: {"kind": "kestrel.compare", "a", "b", "delta", ...}
+  std::string title;         // "kestrel compare: A ... vs B ... on NAME@vN SPLIT"
+  std::string metrics_text;  // eval::CompareMetricsText of A and B
+  size_t images = 0;         // in the split
+  size_t a_right_b_wrong = 0, b_right_a_wrong = 0;  // image counts (docs/evaluation.md "right")
+};
+
+// Resolves and scores A, then B (through `resolve`, when given: the CLI's
+// accepts model references; the report names the models as given), as
+// EvaluateModel scores one, finds the images one model gets
+// right and the other wrong, renders PR overlay, both confusion matrices and
+// up to 8 side-by-side images per list (everything before anything is
+// written), writes the run folder beside itself and moves it in, then
+// stores compare.html and compare.json in `blobs`.
+Result<CompareResult> CompareModels(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
+                                    const CompareRequest& request, const WeightsResolver& resolve = {});
+
+// {"ok": true, "dir", "report_sha", "report_path", "html_sha", "html_path",
+// "report"}: what `kestrel compare --json` prints.
+nlohmann::json CompareResultJson(const CompareResult& result);
+// The human summary: title and image count, the metric table, the two
+// counts, the run folder and both stored blobs.
+std::string CompareResultText(const CompareResult& result);
+
+}  // namespace kestrel::app
