@@ -499,6 +499,8 @@ struct StatSeries {
 struct LoaderStatistics {
   int64_t samples = 0;
   StatSeries boxes, empty, box_w, box_h, box_area, border, pixel_mean;
+  // Every value, for the percentiles: per sample (boxes) or per box.
+  std::vector<double> all_boxes, all_w, all_h, all_area;
 };
 
 // Statistics of epochs [first, first + epochs) of a coco128 loader whose
@@ -534,12 +536,15 @@ LoaderStatistics MeasureLoader(const MemData& d, int first, int epochs, int tota
           const float* t = batch.targets.data() + r * 6;
           if (static_cast<int>(t[0]) != i) continue;
           n += 1, w += t[4], h += t[5], a += static_cast<double>(t[4]) * t[5];
+          st.all_w.push_back(t[4]), st.all_h.push_back(t[5]);
+          st.all_area.push_back(static_cast<double>(t[4]) * t[5]);
           const double x1 = t[2] - t[4] / 2.0, x2 = t[2] + t[4] / 2.0;
           const double y1 = t[3] - t[5] / 2.0, y2 = t[3] + t[5] / 2.0;
           if (x1 <= kBorder || y1 <= kBorder || x2 >= 1 - kBorder || y2 >= 1 - kBorder) border += 1;
         }
         st.samples++;
         st.boxes.sum.push_back(n), st.boxes.count.push_back(1);
+        st.all_boxes.push_back(n);
         st.empty.sum.push_back(n == 0 ? 1 : 0), st.empty.count.push_back(1);
         st.border.sum.push_back(border), st.border.count.push_back(1);
         st.box_w.sum.push_back(w), st.box_w.count.push_back(n);
@@ -568,7 +573,34 @@ std::optional<double> RefValue(const std::string& json, const std::string& secti
   return std::stod(json.substr(json.find(':', f) + 1));
 }
 
+// Percentile q (0-100) with linear interpolation between order statistics.
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+void PrintPercentiles(const LoaderStatistics& st, const std::string& json, const std::string& section) {
+  const std::pair<const char*, const std::vector<double>*> rows[] = {{"boxes_per_sample", &st.all_boxes},
+                                                                     {"box_w", &st.all_w},
+                                                                     {"box_h", &st.all_h},
+                                                                     {"box_area", &st.all_area}};
+  std::printf("%-18s %s\n", "percentiles", "p5 p25 p50 p75 p95: kestrel / reference");
+  for (const auto& [key, values] : rows) {
+    std::printf("%-18s", key);
+    for (const char* q : {"p5", "p25", "p50", "p75", "p95"}) {
+      auto ref = RefValue(json, section, key, q);
+      std::printf("  %.4g/%.4g", Percentile(*values, std::atof(q + 1)), ref ? *ref : NAN);
+    }
+    std::printf("\n");
+  }
+}
+
 void CompareWithReference(const LoaderStatistics& st, const std::string& json, const std::string& section) {
+  PrintPercentiles(st, json, section);
   const double ref_n = *RefValue(json, section, "samples", "");
   struct Row {
     const char* key;
