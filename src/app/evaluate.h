@@ -23,7 +23,8 @@
 namespace kestrel::app {
 
 // NAME[@VERSION] and the ground truth of one split ("train", "val", "test").
-struct LoadedSplit {
+struct LoadedSplit {  // NOLINT(bugprone-exception-escape): an aggregate; the check misreads its
+                      // implicit members (as data::VersionView's)
   data::VersionView version;
   eval::EvalSplit split;
 };

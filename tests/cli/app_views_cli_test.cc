@@ -3,9 +3,13 @@
 // record (plus "ok"), computed here by calling app/ on the same store, so the
 // CLI and a server calling app/ cannot drift apart. Also: template errors are
 // submit's (same text, same exit code), and `template diff` takes job:ID.
+// `val predictions=` prints app::ValRunJson of app::EvaluatePredictions.
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "app/datasets.h"
+#include "app/evaluate.h"
 #include "app/templates.h"
 #include "cli_fixture.h"
 
@@ -179,6 +183,55 @@ TEST_F(AppViewsCliTest, TemplateCommandsPrintTheAppViewsAndRejectLikeSubmit) {
   EXPECT_EQ(Kestrel("template show fast@v9").code, 1);
   EXPECT_EQ(Kestrel("template diff fast job:999").code, 1);
   EXPECT_EQ(Kestrel("template save").code, 2);
+}
+
+TEST_F(AppViewsCliTest, ValPredictionsPrintsTheAppView) {
+  ASSERT_EQ(Kestrel("dataset import data --name tiny").code, 0);
+  // Predictions made elsewhere: every val label as a detection, one moved.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "data/labels/val")) {
+    std::ifstream in(e.path());
+    std::string text;
+    for (std::string l; std::getline(in, l);)
+      text += l + (files == 0 ? " 0.5\n0 0.5 0.5 0.2 0.2 0.3\n" : " 0.9\n");
+    Write("p/" + e.path().filename().string(), text);
+    ++files;
+  }
+  ASSERT_GT(files, 0);
+  const std::string args = "val predictions=" + Abs("p") +
+                           " data=tiny save_json=true coco_metrics=true project=" + Abs("runs/val");
+  CliRun cli = Kestrel("--json " + args + " name=cli");
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  OpenStores();
+  app::ValKeys keys;
+  keys.predictions = Abs("p");
+  keys.data = "tiny";
+  keys.save_json = true;
+  keys.coco_metrics = true;
+  keys.project = Abs("runs/val");
+  keys.name = "app";
+  auto run = app::EvaluatePredictions(Env::Default(), *meta_, *blobs_, keys);
+  ASSERT_TRUE(run.IsOk()) << run.GetStatus().ToString();
+  // The same document but for the run folder and the record's creation time
+  // (and so the stored record's hash).
+  json c = Json(cli), a = app::ValRunJson(*run);
+  EXPECT_EQ(c["dir"], Abs("runs/val/cli"));
+  EXPECT_EQ(a["dir"], Abs("runs/val/app"));
+  EXPECT_EQ(a["predictions_json"], Abs("runs/val/app/predictions.json"));
+  EXPECT_GT(a["result"]["metrics"]["map50"].get<double>(), 0.5);
+  for (json* j : {&c, &a}) {
+    for (const char* k : {"dir", "record_sha", "record_path", "predictions_json"}) j->erase(k);
+    (*j)["result"].erase("created_at");
+  }
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(blobs_->PathFor(run->record_sha), run->record_path);
+  // Errors are values and write nothing.
+  keys.predictions = Abs("nope");
+  keys.name = "bad";
+  auto bad = app::EvaluatePredictions(Env::Default(), *meta_, *blobs_, keys);
+  ASSERT_FALSE(bad.IsOk());
+  EXPECT_EQ(bad.GetStatus().Where().file, Abs("nope"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "runs/val/bad"));
 }
 
 }  // namespace
