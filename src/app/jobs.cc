@@ -122,7 +122,6 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
     d.config = set.ToJson();
     d.config[jobs::kJobKindKey] = jobs::JobKindName(kind);
   }
-  d.config["min_map50"] = jk.min_map50;
   d.data_as_given = d.data;
   return d;
 }
@@ -218,10 +217,16 @@ json JobJson(const store::JobRecord& j, bool detail) {
             {"dedup_key", j.dedup_key},
             {"result", result}};
   if (detail) {
-    v["config"] = ParsedOrText(j.spec.config_json);
+    v["config"] = JobConfigJson(j);
     v["wall_clock_limit_ms"] = j.spec.wall_clock_limit_ms;
   }
   return v;
+}
+
+json JobConfigJson(const store::JobRecord& job) {
+  json config = ParsedOrText(job.spec.config_json);
+  if (config.is_object()) config["min_map50"] = job.spec.min_map50;
+  return config;
 }
 
 json AttemptJson(const store::AttemptRecord& a) {

@@ -41,7 +41,7 @@ struct JobDraft {
   jobs::JobKind kind = jobs::JobKind::kTrain;
   store::JobSpec spec;    // the job keys' fields; dataset and config come with SubmitJob
   nlohmann::json config;  // the effective config: every key of the kind (train: every train key),
-                          // "kind" for kinds other than train, and min_map50
+                          // and "kind" for kinds other than train (min_map50 is in spec)
   nlohmann::json typed;   // the keys as given (the job's spec_json)
   std::string data;       // data= as given; a front end may replace it with NAME@<version id>
   std::string data_as_given;
@@ -101,9 +101,14 @@ std::string JobKindText(const store::JobRecord& job);
 // retries_used, infra_retries_used, max_retries, last_reason, created_ms,
 // updated_ms, finished_ms, not_before_ms, lease_owner, lease_until_ms,
 // device, gpu_mem, dataset_version, dedup_key, result (object or null), and
-// with `detail` also config (the effective config object) and
-// wall_clock_limit_ms.
+// with `detail` also config (JobConfigJson) and wall_clock_limit_ms.
 nlohmann::json JobJson(const store::JobRecord& job, bool detail);
+// A job's stored config with its min_map50 (a job column since migration 10)
+// added as the key "min_map50": the config as submit stored it before, which
+// `jobs show` prints and a model registered from the job records and
+// hashes. A stored config that is not a JSON object comes back as parsed, or
+// as its text when it does not parse.
+nlohmann::json JobConfigJson(const store::JobRecord& job);
 // The one JSON view of an attempt: attempt, worker, host, pid, started_ms,
 // ended_ms, detected_ms, exit_code, signal, succeeded, stage,
 // failure_class, infra, reason, message.

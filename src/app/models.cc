@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "app/jobs.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/safetensors.h"
@@ -300,7 +301,7 @@ Result<store::ModelRecord> ModelRegistry::RegisterJobModel(int64_t job_id, int64
   req.job_id = job.id;
   req.attempt = result.value("attempt", job.attempt);
   req.run_dir = result.value("run_dir", "");
-  req.config_json = job.spec.config_json;
+  req.config_json = DumpJson(JobConfigJson(job));  // with min_map50, as before migration 10
   req.dataset_version = job.spec.dataset_version;
   const json config = ParseObject(job.spec.config_json);
   std::string ref;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "app/jobs.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/options.h"
@@ -19,7 +20,8 @@ constexpr const char* kJobPrefix = "job:";
 constexpr const char* kTemplateKey = "template";
 // The job keys a job keeps in its spec rather than its config
 // (jobs::JobKeys::ApplyTo), in both sides of an effective config.
-constexpr const char* kSpecJobKeys[] = {"priority", "max_retries", "backoff", "time_limit", "gpu_mem"};
+constexpr const char* kSpecJobKeys[] = {"priority",   "max_retries", "backoff",
+                                        "time_limit", "gpu_mem",     "min_map50"};
 
 Status Usage(const std::string& field, const std::string& msg) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
@@ -111,7 +113,6 @@ Result<nlohmann::json> EffectiveConfigOfKeys(const TemplateKeys& keys) {
   KESTREL_RETURN_IF_ERROR(b.Validate());
   // What submit stores as the job's config...
   nlohmann::json config = b.train_set.ToJson();
-  config["min_map50"] = b.jk.min_map50;
   // ...and the job keys that become the job's spec (EffectiveConfigOfJob
   // reads the same ones back; device is in the config as the trainer's).
   const nlohmann::json job = b.job_set.ToJson();
@@ -122,7 +123,7 @@ Result<nlohmann::json> EffectiveConfigOfKeys(const TemplateKeys& keys) {
 }
 
 Result<nlohmann::json> EffectiveConfigOfJob(const store::JobRecord& job) {
-  auto config = nlohmann::json::parse(job.spec.config_json, nullptr, false);
+  nlohmann::json config = JobConfigJson(job);  // with min_map50
   if (!config.is_object()) {
     return Status::Corruption("job " + std::to_string(job.id) + ": stored config is not a JSON object",
                               {"", 0, "config_json"});

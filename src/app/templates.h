@@ -41,13 +41,14 @@ using TemplateKeys = std::map<std::string, std::string>;
 Result<TemplateKeys> ValidateSubmitKeys(const std::vector<std::string>& args);
 
 // The effective config of a set of submit keys: every train key with its
-// value (defaults filled in; device as the trainer sees it), min_map50 (as
-// submit stores them in a job's config), and the job keys priority,
-// max_retries, backoff, time_limit, gpu_mem. REQUIRES: keys validated.
+// value (defaults filled in; device as the trainer sees it; as submit stores
+// them in a job's config), and the job keys priority, max_retries, backoff,
+// time_limit, gpu_mem, min_map50. REQUIRES: keys validated.
 Result<nlohmann::json> EffectiveConfigOfKeys(const TemplateKeys& keys);
 // A job's effective config in the same shape: its stored config JSON plus
 // the job keys from its spec (priority, max_retries, backoff and time_limit
-// in seconds, gpu_mem). kCorruption when the stored config is not a JSON object.
+// in seconds, gpu_mem, min_map50). kCorruption when the stored config is not
+// a JSON object.
 Result<nlohmann::json> EffectiveConfigOfJob(const store::JobRecord& job);
 
 // THE expansion used by `kestrel submit template=NAME[@vN] [overrides]`

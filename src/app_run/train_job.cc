@@ -98,7 +98,7 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
   }
   meta->reset();  // the trainer opens its own; nothing else needs it
 
-  // Options from the stored effective config (job-level keys removed).
+  // Options from the stored effective config (the train keys; the job keys are the spec's).
   train::TrainOptions opts;
   {
     OptionSet set;
@@ -107,7 +107,6 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
     if (!cfg.is_object()) {
       return fail(FailureReason::kBadConfig, Status::InvalidArgument("stored config is not a JSON object"));
     }
-    cfg.erase("min_map50");
     Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
     if (!s.IsOk()) return fail(FailureReason::kBadConfig, s);
   }

@@ -86,6 +86,7 @@ void JobKeys::ApplyTo(store::JobSpec* spec) const {
   spec->wall_clock_limit_ms = SecondsToMs(time_limit);
   spec->device_kind = device == "cpu" ? "cpu" : "gpu";
   spec->device_memory_mb = device == "cpu" ? 0 : gpu_mem;
+  spec->min_map50 = min_map50;
 }
 
 JobKind JobKeys::Kind() const {

@@ -48,8 +48,7 @@ struct JobKeys {
   // kInvalidArgument naming the key.
   Status Validate() const;
   // Fills the job-owned fields of `spec`: priority, retry policy, device kind
-  // and memory, wall-clock limit. (min_map50 still travels in the config
-  // JSON; the worker reads it there.) REQUIRES: Validate() is OK.
+  // and memory, wall-clock limit, min_map50. REQUIRES: Validate() is OK.
   void ApplyTo(store::JobSpec* spec) const;
   // The trainer's device= for this job: "cpu", or "0" (the worker picks the
   // GPU and shows it to the child as CUDA device 0).

@@ -498,7 +498,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
       outcome =
           FailedOutcome(FailureReason::kWorkerLost, "cannot start the child: " + run.GetStatus().ToString());
     } else {
-      outcome = GateOutcome(*run, JobMinMap50(job), env_, *kind);
+      outcome = GateOutcome(*run, job.spec.min_map50, env_, *kind);
       if (stopped_by_worker && !outcome.success) {
         store::AttemptOutcome stopped = FailedOutcome(
             FailureReason::kWorkerStopped, "worker " + options_.id + " stopped; " + outcome.message);
@@ -599,12 +599,6 @@ store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, En
   if (!parsed.IsOk()) return fail("best weights do not load: " + parsed.GetStatus().ToString());
   if (parsed->tensors.empty()) return fail("best weights " + best + " hold no tensors");
   return GateMap50(j, min_map50, fail, o);
-}
-
-double JobMinMap50(const store::JobRecord& job) {
-  auto j = nlohmann::json::parse(job.spec.config_json, nullptr, false);
-  if (!j.is_object() || !j.contains("min_map50") || !j["min_map50"].is_number()) return 0.0;
-  return j["min_map50"].get<double>();
 }
 
 }  // namespace kestrel::jobs

@@ -168,7 +168,5 @@ class Worker {
 // check failed.
 store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env,
                                   JobKind kind = JobKind::kTrain);
-// The job's `min_map50` (from its config JSON; 0 when absent).
-double JobMinMap50(const store::JobRecord& job);
 
 }  // namespace kestrel::jobs

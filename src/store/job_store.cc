@@ -5,6 +5,7 @@
 // PostgreSQL: InsertEvent, ReadEvents).
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -32,7 +33,7 @@ constexpr const char* kJobColumns =
     "id, spec_json, config_json, dataset_version, priority, dedup_key, state, attempt, lease_owner, "
     "lease_until, not_before, max_retries, retries_used, max_infra_retries, infra_retries_used, backoff_ms, "
     "device_kind, device_memory_mb, wall_clock_limit_ms, created_at, updated_at, finished_at, result_json, "
-    "last_reason";
+    "last_reason, min_map50";
 constexpr const char* kAttemptColumns =
     "job_id, attempt, worker, host, pid, started_at, ended_at, exit_code, signal, succeeded, stage, "
     "failure_class, infra, reason, message, detected_at";
@@ -83,6 +84,7 @@ JobRecord ReadJob(const SqlRow& r) {
   j.finished_ms = r.Int(21);
   j.result_json = r.Text(22);
   j.last_reason = r.Text(23);
+  j.spec.min_map50 = std::strtod(r.Text(24).c_str(), nullptr);
   return j;
 }
 
@@ -117,6 +119,7 @@ Status ValidateSpec(const JobSpec& s) {
   }
   if (s.device_memory_mb < 0) return bad("gpu_mem", "device memory must be >= 0");
   if (s.wall_clock_limit_ms < 0) return bad("time_limit", "wall-clock limit must be >= 0");
+  if (!(s.min_map50 >= 0 && s.min_map50 <= 1)) return bad("min_map50", "min_map50 must be in [0, 1]");
   return ValidateRetryPolicy(s.retry);
 }
 
@@ -127,16 +130,24 @@ void ClearLease(JobRecord& j) {
 
 }  // namespace
 
-Result<std::string> JobDedupKey(const std::string& dataset_version, const std::string& config_json) {
+Result<std::string> JobDedupKey(const JobSpec& spec) {
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(config_json);
+    config = nlohmann::json::parse(spec.config_json);
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("effective config is not valid JSON: ") + e.what(),
                                    {"", 0, "config"});
   }
+  if (!config.is_object())
+    return Status::InvalidArgument("effective config is not a JSON object", {"", 0, "config"});
+  if (config.contains("min_map50")) {
+    return Status::InvalidArgument("min_map50 is the job's column (JobSpec::min_map50), not a config key",
+                                   {"", 0, "min_map50"});
+  }
+  // As submit stored it before migration 10, so old live jobs keep their key.
+  config["min_map50"] = spec.min_map50;
   // nlohmann objects keep keys sorted; dump() without indent is compact.
-  return Sha256Hex(dataset_version + "\n" + DumpJson(config));
+  return Sha256Hex(spec.dataset_version + "\n" + DumpJson(config));
 }
 
 Result<int64_t> SqlStore::NextId(const char* counter) {
@@ -233,7 +244,7 @@ Status SqlStore::EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcom
 
 Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool* created) {
   KESTREL_RETURN_IF_ERROR(ValidateSpec(spec));
-  KESTREL_ASSIGN_OR_RETURN(std::string key, JobDedupKey(spec.dataset_version, spec.config_json));
+  KESTREL_ASSIGN_OR_RETURN(std::string key, JobDedupKey(spec));
   const std::string live =
       std::string("SELECT ") + kJobColumns + " FROM jobs WHERE dedup_key = $1 AND state IN " + kLiveStates;
   JobRecord out;
@@ -254,11 +265,11 @@ Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool*
         conn_->Exec(
             std::string("INSERT INTO jobs (") + kJobColumns +
                 ") VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, '', 0, $7, $8, 0, $9, 0, $10, $11, $12, "
-                "$13, $7, $7, 0, '', '') ON CONFLICT DO NOTHING",
+                "$13, $7, $7, 0, '', '', $14) ON CONFLICT DO NOTHING",
             {id, spec.spec_json, spec.config_json, spec.dataset_version, static_cast<int64_t>(spec.priority),
              key, now_ms, static_cast<int64_t>(spec.retry.max_retries),
              static_cast<int64_t>(spec.retry.max_infra_retries), JoinMs(spec.retry.backoff_ms),
-             spec.device_kind, spec.device_memory_mb, spec.wall_clock_limit_ms}));
+             spec.device_kind, spec.device_memory_mb, spec.wall_clock_limit_ms, DoubleText(spec.min_map50)}));
     if (n == 0) {
       KESTREL_ASSIGN_OR_RETURN(auto again, conn_->Query(live, {key}));
       if (again.empty()) {

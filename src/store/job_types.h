@@ -50,6 +50,10 @@ struct JobSpec {
   std::string device_kind = "cpu";  // "cpu" or "gpu"
   int64_t device_memory_mb = 0;     // memory the job needs on that device
   int64_t wall_clock_limit_ms = 0;  // 0 = none
+  // Quality gate in [0, 1]: a result whose map50 is below it fails the
+  // attempt (`quality_gate`); 0 = none. Column `min_map50` (migration 10;
+  // before it, a key of config_json).
+  double min_map50 = 0;
 };
 
 struct JobRecord {

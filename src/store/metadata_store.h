@@ -167,15 +167,22 @@ class MetadataStore {
 };
 
 // sha256 of the dataset version and the canonical form (sorted keys, no
-// whitespace) of the effective config JSON. kInvalidArgument on bad JSON.
-Result<std::string> JobDedupKey(const std::string& dataset_version, const std::string& config_json);
+// whitespace) of the effective config JSON with the job's min_map50 added as
+// the key "min_map50": two submissions that differ only in their quality gate
+// stay two jobs, and the key is the one computed before migration 10 (when
+// min_map50 travelled in the config), so a live job stored then still
+// deduplicates. kInvalidArgument on bad JSON, a config that is not an
+// object, or one that holds "min_map50" itself (it is spec.min_map50).
+Result<std::string> JobDedupKey(const JobSpec& spec);
 
 // The latest schema version this build knows (number of migrations).
 int LatestSchemaVersion();
 // The migration set, shared by both backends. Each entry is one migration
 // (a list of statements applied in one transaction). Statements that start
-// with kPostgresOnly are skipped on SQLite.
+// with kPostgresOnly are skipped on SQLite, those that start with kSqliteOnly
+// on PostgreSQL (for the few things, like reading JSON, the two spell apart).
 inline constexpr const char* kPostgresOnly = "-- postgres only\n";
+inline constexpr const char* kSqliteOnly = "-- sqlite only\n";
 const std::vector<std::vector<std::string>>& Migrations();
 
 // Splits "NAME@REF" into name and ref ("" when absent: the latest version).

@@ -199,6 +199,28 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "  content_sha TEXT NOT NULL,"
           "  PRIMARY KEY (name, seq))",
       },
+      // 10: min_map50 (the quality gate) becomes a job column like the other
+      // job keys; it used to ride in config_json, which the trainer and the
+      // val child had to erase it from again. Jobs stored before keep their
+      // gate: a numeric min_map50 moves from the config to the column (as
+      // text, like every double in the store), and the key leaves every
+      // config. dedup_key is left alone: JobDedupKey folds the column back in,
+      // so it still matches. SQLite and PostgreSQL read JSON differently.
+      {
+          "ALTER TABLE jobs ADD COLUMN min_map50 TEXT NOT NULL DEFAULT '0'",
+          std::string(kSqliteOnly) +
+              "UPDATE jobs SET min_map50 = CAST(json_extract(config_json, '$.min_map50') AS TEXT)"
+              " WHERE json_valid(config_json) AND json_type(config_json, '$.min_map50') IN ('integer', "
+              "'real')",
+          std::string(kSqliteOnly) +
+              "UPDATE jobs SET config_json = json_remove(config_json, '$.min_map50')"
+              " WHERE json_valid(config_json) AND json_type(config_json, '$.min_map50') IS NOT NULL",
+          std::string(kPostgresOnly) + "UPDATE jobs SET min_map50 = config_json::jsonb ->> 'min_map50'"
+                                       " WHERE jsonb_typeof(config_json::jsonb -> 'min_map50') = 'number'",
+          std::string(kPostgresOnly) +
+              "UPDATE jobs SET config_json = (config_json::jsonb - 'min_map50')::text"
+              " WHERE config_json::jsonb ? 'min_map50'",
+      },
   };
   // NOLINTEND(bugprone-suspicious-missing-comma)
   return kMigrations;

@@ -21,13 +21,6 @@ constexpr const char* kModelColumns =
     "job_id, "
     "attempt, host, kestrel_version, map50, map50_95, lineage_json, eval_json, comparison_json";
 
-// Metrics cross as text (values are text in SqlConn); 17 digits round-trip a double.
-std::string DoubleText(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
-}
-
 ModelRecord ReadModel(const SqlRow& r) {
   ModelRecord m;
   m.id = r.Text(0);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/parse.h"
@@ -64,6 +65,12 @@ DatasetVersionRecord ReadVersion(const SqlRow& r) {
 
 }  // namespace
 
+std::string DoubleText(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
 Status SqlStore::Migrate() {
   return InTransaction([&]() -> Status {
     if (conn_->Dialect() == SqlDialect::kPostgres) {
@@ -83,6 +90,7 @@ Status SqlStore::Migrate() {
     for (size_t i = static_cast<size_t>(current); i < migrations.size(); ++i) {
       for (const auto& sql : migrations[i]) {
         if (sql.rfind(kPostgresOnly, 0) == 0 && conn_->Dialect() != SqlDialect::kPostgres) continue;
+        if (sql.rfind(kSqliteOnly, 0) == 0 && conn_->Dialect() == SqlDialect::kPostgres) continue;
         KESTREL_RETURN_IF_ERROR(conn_->ExecScript(sql));
       }
       KESTREL_RETURN_IF_ERROR(conn_->ExecScript("DELETE FROM schema_version"));

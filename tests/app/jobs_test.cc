@@ -74,7 +74,8 @@ TEST_F(JobsAppTest, TrainDraftsStoreTheTrainKeysWithoutAKind) {
   EXPECT_EQ(d->data, "birds");
   EXPECT_EQ(d->config["epochs"], 3);
   EXPECT_EQ(d->config["device"], "cpu");
-  EXPECT_EQ(d->config["min_map50"], 0.25);
+  EXPECT_FALSE(d->config.contains("min_map50")) << "a job key: the spec's min_map50";
+  EXPECT_EQ(d->spec.min_map50, 0.25);
   EXPECT_FALSE(d->config.contains("kind")) << "a training job's config is its trainer keys";
   EXPECT_FALSE(d->config.contains("priority")) << "job keys live in the spec";
   EXPECT_EQ(d->spec.priority, store::JobPriority::kHigh);
@@ -84,6 +85,26 @@ TEST_F(JobsAppTest, TrainDraftsStoreTheTrainKeysWithoutAKind) {
                             {"priority", "high"},
                             {"min_map50", "0.25"},
                             {"backoff", "1,2"}}));
+}
+
+// min_map50 is stored as the job's column, shown in its config view, and
+// two submissions that differ only in it are two jobs.
+TEST_F(JobsAppTest, MinMap50IsAJobColumnThatJobsShowPrintsInTheConfig) {
+  auto a = Submit({"data=birds", "epochs=3", "min_map50=0.3"});
+  ASSERT_TRUE(a.IsOk()) << a.GetStatus().ToString();
+  EXPECT_TRUE(a->created);
+  EXPECT_EQ(a->job.spec.min_map50, 0.3);
+  EXPECT_FALSE(json::parse(a->job.spec.config_json).contains("min_map50"));
+  EXPECT_EQ(JobJson(a->job, true)["config"]["min_map50"], 0.3);
+  EXPECT_EQ(JobConfigJson(a->job)["epochs"], 3);
+  auto b = Submit({"data=birds", "epochs=3", "min_map50=0.5"});
+  ASSERT_TRUE(b.IsOk()) << b.GetStatus().ToString();
+  EXPECT_TRUE(b->created) << "another gate, another job";
+  EXPECT_NE(b->job.id, a->job.id);
+  auto again = Submit({"data=birds", "epochs=3", "min_map50=0.3"});
+  ASSERT_TRUE(again.IsOk()) << again.GetStatus().ToString();
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->job.id, a->job.id);
 }
 
 TEST_F(JobsAppTest, DraftErrorsNameTheKeyInTheRequest) {
@@ -131,7 +152,8 @@ TEST_F(JobsAppTest, ValDraftsNeedModelAndDataAndResolveTheWeights) {
   EXPECT_EQ(d->config["model"], w);
   EXPECT_EQ(d->config["conf"], 0.25);
   EXPECT_EQ(d->config["split"], "val");
-  EXPECT_EQ(d->config["min_map50"], 0.5);
+  EXPECT_FALSE(d->config.contains("min_map50"));
+  EXPECT_EQ(d->spec.min_map50, 0.5);
   // A resolver's error is returned as it is (not a request error).
   auto refused = DraftJob({"kind=val", "data=birds", "model=birds@v9"},
                           [](std::string*) { return Status::Corruption("blob damaged"); });

@@ -167,13 +167,14 @@ class WorkerTest : public ::testing::Test {
   int64_t Now() { return clock_.NowMicros() / 1000; }
 
   int64_t Submit(const std::string& tag, const std::string& config_extra = "", std::string kind = "cpu",
-                 int64_t mem = 0, store::RetryPolicy retry = {{3}, {{0}}, 10}) {
+                 int64_t mem = 0, store::RetryPolicy retry = {{3}, {{0}}, 10}, double min_map50 = 0) {
     store::JobSpec spec;
     spec.dataset_version = "v";
     spec.config_json = "{\"tag\":\"" + tag + "\"" + config_extra + "}";
     spec.device_kind = kind;
     spec.device_memory_mb = mem;
     spec.retry = retry;
+    spec.min_map50 = min_map50;
     bool created = false;
     auto j = db_->SubmitJob(spec, Now(), &created);
     EXPECT_TRUE(j.IsOk() && created) << j.GetStatus().ToString();
@@ -252,8 +253,8 @@ TEST_F(WorkerTest, SuccessCommitsTheResultAndRegistersTheWorker) {
 
 TEST_F(WorkerTest, QualityGateFailsWhenTheMetricIsLowOrTheWeightsAreMissingOrBroken) {
   options_.exit_when_idle = true;
-  int64_t low = Submit("low", ",\"min_map50\":0.6");
-  int64_t ok = Submit("ok", ",\"min_map50\":0.4");
+  int64_t low = Submit("low", "", "cpu", 0, {{3}, {{0}}, 10}, 0.6);
+  int64_t ok = Submit("ok", "", "cpu", 0, {{3}, {{0}}, 10}, 0.4);
   int64_t missing = Submit("missing");
   int64_t broken = Submit("broken");
   int64_t no_result = Submit("no_result");

@@ -1,6 +1,8 @@
 // Recovery figures on every backend: a lost worker's attempt ends at its last
 // lease renewal and is detected at the lease expiry; stats measure time to
 // restart and time to recovery from those recorded times (docs/jobs.md).
+#include <nlohmann/json.hpp>
+
 #include "job_store_fixture.h"
 
 namespace kestrel::store {
@@ -148,6 +150,86 @@ TEST_P(JobRecoveryTest, Migration7BackfillsDetectionTimeFromTheEnd) {
   EXPECT_DOUBLE_EQ(s.mean_time_to_recovery_ms, 2000.0);
   EXPECT_EQ(s.restarted_attempts, 1);
   EXPECT_DOUBLE_EQ(s.mean_time_to_restart_ms, 0.0);
+}
+
+// Migration 10 on jobs stored while min_map50 rode in the config: the gate
+// moves to the column (a non-numeric value was no gate, and stays none), the
+// key leaves every config (the children no longer erase it), and a live
+// job's old dedup key still matches a resubmission of the same job.
+TEST_P(JobRecoveryTest, Migration10MovesMinMap50FromTheConfigToItsColumn) {
+  store_.reset();
+  std::function<Status(const std::string&)> exec;
+  sqlite3* db = nullptr;
+  if (GetParam() == "sqlite") {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(dir_ + "/kestrel.db" + suffix);
+    ASSERT_EQ(sqlite3_open((dir_ + "/kestrel.db").c_str(), &db), SQLITE_OK);
+    exec = [db](const std::string& sql) -> Status {
+      char* err = nullptr;
+      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK) return {};
+      std::string msg = err != nullptr ? err : "?";
+      sqlite3_free(err);
+      return Status::Internal(msg + " in " + sql);
+    };
+  } else {
+    ASSERT_TRUE(ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
+    ASSERT_TRUE(ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_).IsOk());
+    exec = [this](const std::string& sql) { return ExecPostgres(url_, sql); };
+  }
+  const auto& migrations = Migrations();
+  ASSERT_GE(migrations.size(), 10u);
+  for (size_t i = 0; i < 9; ++i) {
+    for (const auto& sql : migrations[i]) {
+      if (sql.rfind(kPostgresOnly, 0) == 0 && GetParam() == "sqlite") continue;
+      if (sql.rfind(kSqliteOnly, 0) == 0 && GetParam() != "sqlite") continue;
+      Status st = exec(sql);
+      ASSERT_TRUE(st.IsOk()) << st.ToString();
+    }
+  }
+  const std::string old_key = Sha256Hex("v\n" + std::string(R"({"epochs":3,"min_map50":0.6})"));
+  auto row = [](int id, const std::string& config, const std::string& key) {
+    return "INSERT INTO jobs VALUES (" + std::to_string(id) + ", '{}', '" + config + "', 'v', 1, '" + key +
+           "', 'queued', 0, '', 0, 0, 3, 0, 10, 0, '0', 'cpu', 0, 0, 100, 100, 0, '', '')";
+  };
+  for (const std::string& sql :
+       {std::string("CREATE TABLE schema_version (version INTEGER NOT NULL)"),
+        std::string("INSERT INTO schema_version VALUES (9)"),
+        std::string("UPDATE counters SET value = 4 WHERE name = 'job'"),
+        row(1, R"({"epochs":3,"min_map50":0.6})", old_key), row(2, R"({"epochs":4})", "k2"),
+        row(3, R"({"epochs":5,"min_map50":"high"})", "k3"),
+        row(4, R"({"kind":"val","min_map50":1})", "k4")}) {
+    Status st = exec(sql);
+    ASSERT_TRUE(st.IsOk()) << st.ToString();
+  }
+  if (db != nullptr) sqlite3_close(db);
+  store_ = Open();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(*store_->SchemaVersion(), LatestSchemaVersion());
+  struct Want {
+    int64_t id;
+    double min_map50;
+    nlohmann::json config;
+  };
+  for (const Want& w : {Want{1, 0.6, {{"epochs", 3}}}, Want{2, 0.0, {{"epochs", 4}}},
+                        Want{3, 0.0, {{"epochs", 5}}}, Want{4, 1.0, {{"kind", "val"}}}}) {
+    auto j = store_->GetJob(w.id);
+    ASSERT_TRUE(j.IsOk()) << j.GetStatus().ToString();
+    EXPECT_EQ(j->spec.min_map50, w.min_map50) << "job " << w.id;
+    EXPECT_EQ(nlohmann::json::parse(j->spec.config_json), w.config) << "job " << w.id;
+  }
+  JobSpec same;
+  same.dataset_version = "v";
+  same.config_json = R"({"epochs":3})";
+  same.min_map50 = 0.6;
+  bool created = true;
+  auto again = store_->SubmitJob(same, Now(), &created);
+  ASSERT_TRUE(again.IsOk()) << again.GetStatus().ToString();
+  EXPECT_FALSE(created) << "the job stored before the migration is the same job";
+  EXPECT_EQ(again->id, 1);
+  same.min_map50 = 0.5;
+  auto other = store_->SubmitJob(same, Now(), &created);
+  ASSERT_TRUE(other.IsOk()) << other.GetStatus().ToString();
+  EXPECT_TRUE(created);
+  EXPECT_EQ(other->id, 5);
 }
 
 TEST_P(JobRecoveryTest, StatsComputeAvailabilityAndRecovery) {

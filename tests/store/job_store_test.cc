@@ -2,6 +2,8 @@
 // when KESTREL_TEST_PG holds a libpq URL (scripts/pg-test-server.sh start).
 // Each PostgreSQL test gets its own schema, so tests may run in parallel.
 // Recovery figures (lost workers, MTTR, stats) are in job_store_recovery_test.cc.
+#include <cmath>
+
 #include "job_store_fixture.h"
 
 namespace kestrel::store {
@@ -120,7 +122,10 @@ TEST_P(JobStoreTest, SubmitIsIdempotentWhileLive) {
   auto b = store_->SubmitJob(Spec(R"({ "epochs": 5, "lr0": 0.01 })"), Now(), &created);
   EXPECT_FALSE(created);
   EXPECT_EQ(b->id, a->id);
-  EXPECT_EQ(b->dedup_key, *JobDedupKey(Sha256Hex("birds"), R"({"lr0":0.01,"epochs":5})"));
+  EXPECT_EQ(b->dedup_key, *JobDedupKey(Spec(R"({"lr0":0.01,"epochs":5})")));
+  // The key computed before migration 10, when min_map50 rode in the config.
+  EXPECT_EQ(b->dedup_key,
+            Sha256Hex(Sha256Hex("birds") + "\n" + R"({"epochs":5,"lr0":0.01,"min_map50":0.0})"));
   // Running is still live.
   auto c = Claim("w");
   ASSERT_TRUE(c.IsOk());
@@ -133,6 +138,54 @@ TEST_P(JobStoreTest, SubmitIsIdempotentWhileLive) {
   EXPECT_NE(d->id, a->id);
   EXPECT_EQ(store_->SubmitJob(Spec("not json"), Now(), &created).GetStatus().Code(),
             StatusCode::kInvalidArgument);
+}
+
+// min_map50 is a job column (migration 10), not a config key, and still part
+// of what makes two submissions the same job.
+TEST_P(JobStoreTest, MinMap50IsAColumnAndKeepsSubmitsThatDifferInItApart) {
+  bool created = false;
+  JobSpec gated = Spec(R"({"epochs":5})");
+  gated.min_map50 = 0.25;
+  auto a = store_->SubmitJob(gated, Now(), &created);
+  ASSERT_TRUE(a.IsOk()) << a.GetStatus().ToString();
+  EXPECT_TRUE(created);
+  EXPECT_EQ(a->spec.min_map50, 0.25);
+  EXPECT_EQ(a->spec.config_json, R"({"epochs":5})");
+  EXPECT_EQ(store_->GetJob(a->id)->spec.min_map50, 0.25);
+  EXPECT_EQ(a->dedup_key, Sha256Hex(Sha256Hex("birds") + "\n" + R"({"epochs":5,"min_map50":0.25})"));
+  // Only the gate differs: another job.
+  JobSpec stricter = gated;
+  stricter.min_map50 = 0.5;
+  auto b = store_->SubmitJob(stricter, Now(), &created);
+  ASSERT_TRUE(b.IsOk()) << b.GetStatus().ToString();
+  EXPECT_TRUE(created);
+  EXPECT_NE(b->id, a->id);
+  // The same gate again while live: the same job.
+  auto c = store_->SubmitJob(gated, Now(), &created);
+  ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+  EXPECT_FALSE(created);
+  EXPECT_EQ(c->id, a->id);
+  auto claimed = Claim("w");
+  ASSERT_TRUE(claimed.IsOk()) << claimed.GetStatus().ToString();
+  EXPECT_EQ(claimed->job.id, a->id);
+  EXPECT_EQ(claimed->job.spec.min_map50, 0.25) << "the worker's claim carries the gate";
+  // Any double comes back exactly (17 digits of text).
+  JobSpec odd = Spec(R"({"epochs":6})");
+  odd.min_map50 = 0.1 + 0.2;
+  auto d = store_->SubmitJob(odd, Now(), &created);
+  ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
+  EXPECT_EQ(store_->GetJob(d->id)->spec.min_map50, 0.1 + 0.2);
+  // One home for the gate, and a range.
+  Status both = store_->SubmitJob(Spec(R"({"epochs":5,"min_map50":0.25})"), Now(), &created).GetStatus();
+  EXPECT_EQ(both.Code(), StatusCode::kInvalidArgument) << both.ToString();
+  EXPECT_EQ(both.Where().field, "min_map50") << both.ToString();
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    JobSpec s = Spec(R"({"epochs":8})");
+    s.min_map50 = bad;
+    Status st = store_->SubmitJob(s, Now(), &created).GetStatus();
+    EXPECT_EQ(st.Code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(st.Where().field, "min_map50") << bad;
+  }
 }
 
 TEST_P(JobStoreTest, TenConcurrentIdenticalSubmitsFromThreadsMakeOneJob) {

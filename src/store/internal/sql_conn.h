@@ -23,6 +23,10 @@ namespace kestrel::store {
 using SqlValue = std::variant<std::nullptr_t, int64_t, std::string>;
 using SqlParams = std::vector<SqlValue>;
 
+// A double as a TEXT column holds it (metrics, min_map50): 17 significant
+// digits, so strtod gives back the same double.
+std::string DoubleText(double v);
+
 // One result row. Columns are addressed by 0-based position.
 class SqlRow {
  public:
