@@ -13,6 +13,7 @@ PACKAGES=(
   libssl-dev                         # SHA-256, HMAC
   nlohmann-json3-dev libspdlog-dev libcli11-dev libyaml-cpp-dev libpugixml-dev
   libcurl4-openssl-dev               # webhooks
+  libboost-dev                       # Boost.Beast/Asio (header-only): the HTTP server (src/server)
   python3                            # test tooling only (tools/soak), never the product
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev           # libFuzzer + sanitizers for tools/fuzz.sh (run by test.sh)

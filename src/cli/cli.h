@@ -115,6 +115,8 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel template save|show|list|diff` (docs/templates.md).
 void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel serve`: the HTTP API (docs/server.md).
+void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code);
 // The worker's success hook: registers the job's model (app/models.h) with
 // blobs under `home`; failures are logged, never fatal to the worker.
 std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> JobModelRegistrar(

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "app/jobs.h"
+#include "app/stats.h"
 #include "app/templates.h"
 #include "cli/cli.h"
 #include "core/json.h"
@@ -454,40 +455,13 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    auto st = stores->meta->Stats();
-    jobs::CircuitBreaker breaker;
-    Status bs = st.IsOk() ? jobs::RefreshBreaker(breaker, *stores->meta) : st.GetStatus();
-    if (!bs.IsOk()) {
-      *exit_code = Fail(ctx, bs);
+    auto report = app::JobStatsReport(*stores->meta, ctx.home);
+    if (!report.IsOk()) {
+      *exit_code = Fail(ctx, report.GetStatus());
       return;
     }
-    auto min_free = jobs::MinFreeBytesFromEnv();
-    auto disk = min_free.IsOk() ? jobs::DiskStatusJson(*stores->meta, ctx.home, *min_free)
-                                : Result<nlohmann::json>(min_free.GetStatus());
-    if (!disk.IsOk()) {
-      *exit_code = Fail(ctx, disk.GetStatus());
-      return;
-    }
-    const store::JobStats& s = *st;
-    nlohmann::json j = {{"jobs", s.jobs},
-                        {"succeeded", s.succeeded},
-                        {"failed_permanent", s.failed_permanent},
-                        {"cancelled", s.cancelled},
-                        {"live", s.live},
-                        {"availability", s.availability},
-                        {"attempts", s.attempts},
-                        {"failed_attempts", s.failed_attempts},
-                        {"retries", s.retries},
-                        {"infra_retries", s.infra_retries},
-                        {"failures_by_stage", s.failures_by_stage},
-                        {"failures_by_class", s.failures_by_class},
-                        {"failures_by_reason", s.failures_by_reason},
-                        {"mean_time_to_recovery_ms", s.mean_time_to_recovery_ms},
-                        {"recovered_jobs", s.recovered_jobs},
-                        {"mean_time_to_restart_ms", s.mean_time_to_restart_ms},
-                        {"restarted_attempts", s.restarted_attempts},
-                        {"breaker", {{"open", breaker.IsOpen()}, {"reason", breaker.Reason()}}},
-                        {"disk", *disk}};
+    const store::JobStats& s = report->jobs;
+    const int64_t min_free = report->min_free_bytes;
     std::ostringstream t;
     t << "jobs " << s.jobs << ": " << s.succeeded << " succeeded, " << s.failed_permanent << " failed, "
       << s.cancelled << " cancelled, " << s.live << " live\n";
@@ -508,18 +482,19 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
       << s.recovered_jobs << " recovered jobs (failure -> success)\n";
     t << "mean time to restart " << s.mean_time_to_restart_ms / 1000.0 << " s over " << s.restarted_attempts
       << " restarts (failure detected -> next attempt started)\n";
-    t << "circuit breaker: " << (breaker.IsOpen() ? "OPEN, " + breaker.Reason() : std::string("closed"));
-    const nlohmann::json& d = *disk;
+    t << "circuit breaker: "
+      << (report->breaker_open ? "OPEN, " + report->breaker_reason : std::string("closed"));
+    const nlohmann::json& d = report->disk;
     t << "\ndisk: "
       << (d["free_bytes"].is_number() ? std::to_string(d["free_bytes"].get<int64_t>() / 1'000'000) : "?")
-      << " MB free on the filesystem of " << ctx.home << " (watermark " << *min_free / 1'000'000 << " MB"
-      << (*min_free > 0 ? "" : ", off") << ")"
+      << " MB free on the filesystem of " << ctx.home << " (watermark " << min_free / 1'000'000 << " MB"
+      << (min_free > 0 ? "" : ", off") << ")"
       << (d["low"].get<bool>() ? ": LOW, workers claim no new jobs" : "");
     for (const auto& w : d["paused_workers"]) {
       t << "\nworker " << w["worker"].get<std::string>()
         << " is not claiming (low disk: " << w["free_bytes"].get<int64_t>() / 1'000'000 << " MB free)";
     }
-    Emit(ctx, t.str(), j);
+    Emit(ctx, t.str(), app::StatsJson(*report));
   });
 
   CLI::App* breaker = app.add_subcommand("breaker", "The circuit breaker that pauses automatic retries");

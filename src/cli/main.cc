@@ -111,6 +111,7 @@ int Run(Context& ctx, int argc, char** argv) {
   AddWebhookCommands(app, ctx, &exit_code);
   AddModelRegistryCommands(app, ctx, &exit_code);
   AddTemplateCommands(app, ctx, &exit_code);
+  AddServeCommands(app, ctx, &exit_code);
 
   app.parse_complete_callback([&] {
     Status s = InitLogging(ctx.log_level);

@@ -334,6 +334,11 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"worker", "--heartbeat-s", "1e300", "--exit-when-idle"},
       {"worker", "--grace-s", "nan", "--exit-when-idle"},
       {"worker", "--max-jobs", H, "--exit-when-idle"},
+      // serve (every case invalid: a valid serve would run until SIGTERM)
+      {"serve", "--port", H},
+      {"serve", "--port", "70000"},
+      {"serve", "--port", "-1"},
+      {"serve", "--host", X, "--port", "0"},
       // jobs
       {"jobs", "list", "--state", X},
       {"jobs", "list", "--limit", H},

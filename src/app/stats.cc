@@ -1,0 +1,43 @@
+#include "app/stats.h"
+
+#include "jobs/breaker.h"
+#include "jobs/disk_space.h"
+
+namespace kestrel::app {
+
+Result<StatsReport> JobStatsReport(store::MetadataStore& meta, const std::string& home) {
+  StatsReport r;
+  KESTREL_ASSIGN_OR_RETURN(r.jobs, meta.Stats());
+  jobs::CircuitBreaker breaker;
+  KESTREL_RETURN_IF_ERROR(jobs::RefreshBreaker(breaker, meta));
+  r.breaker_open = breaker.IsOpen();
+  r.breaker_reason = breaker.Reason();
+  KESTREL_ASSIGN_OR_RETURN(r.min_free_bytes, jobs::MinFreeBytesFromEnv());
+  KESTREL_ASSIGN_OR_RETURN(r.disk, jobs::DiskStatusJson(meta, home, r.min_free_bytes));
+  return r;
+}
+
+nlohmann::json StatsJson(const StatsReport& r) {
+  const store::JobStats& s = r.jobs;
+  return {{"jobs", s.jobs},
+          {"succeeded", s.succeeded},
+          {"failed_permanent", s.failed_permanent},
+          {"cancelled", s.cancelled},
+          {"live", s.live},
+          {"availability", s.availability},
+          {"attempts", s.attempts},
+          {"failed_attempts", s.failed_attempts},
+          {"retries", s.retries},
+          {"infra_retries", s.infra_retries},
+          {"failures_by_stage", s.failures_by_stage},
+          {"failures_by_class", s.failures_by_class},
+          {"failures_by_reason", s.failures_by_reason},
+          {"mean_time_to_recovery_ms", s.mean_time_to_recovery_ms},
+          {"recovered_jobs", s.recovered_jobs},
+          {"mean_time_to_restart_ms", s.mean_time_to_restart_ms},
+          {"restarted_attempts", s.restarted_attempts},
+          {"breaker", {{"open", r.breaker_open}, {"reason", r.breaker_reason}}},
+          {"disk", r.disk}};
+}
+
+}  // namespace kestrel::app

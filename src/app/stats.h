@@ -1,0 +1,36 @@
+// `kestrel stats` as a use case (docs/jobs.md): job availability, failures,
+// retries, MTTR, the circuit breaker and the disk watermark, with its one
+// JSON view, which the CLI prints with --json and the server returns at
+// /api/stats. Thread-safety: borrows one MetadataStore (one per thread).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/status.h"
+#include "store/job_types.h"
+#include "store/metadata_store.h"
+
+namespace kestrel::app {
+
+struct StatsReport {
+  store::JobStats jobs;
+  bool breaker_open = false;
+  std::string breaker_reason;
+  nlohmann::json disk;         // jobs::DiskStatusJson: free_bytes, low, paused_workers, ...
+  int64_t min_free_bytes = 0;  // the disk watermark (KESTREL_MIN_FREE_GB), 0 = off
+};
+
+// Reads the stats and refreshes the breaker from the recent attempts; the
+// disk figures are those of the filesystem holding `home`.
+Result<StatsReport> JobStatsReport(store::MetadataStore& meta, const std::string& home);
+
+// jobs, succeeded, failed_permanent, cancelled, live, availability,
+// attempts, failed_attempts, retries, infra_retries, failures_by_stage,
+// failures_by_class, failures_by_reason, mean_time_to_recovery_ms,
+// recovered_jobs, mean_time_to_restart_ms, restarted_attempts,
+// breaker {open, reason}, disk.
+nlohmann::json StatsJson(const StatsReport& r);
+
+}  // namespace kestrel::app

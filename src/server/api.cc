@@ -1,0 +1,358 @@
+#include "server/api.h"
+
+#include <cctype>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "app/datasets.h"
+#include "app/jobs.h"
+#include "app/models.h"
+#include "app/stats.h"
+#include "app/templates.h"
+#include "core/env.h"
+#include "core/json.h"
+#include "core/parse.h"
+
+namespace kestrel::server {
+namespace {
+
+using nlohmann::json;
+
+json Ok(json view) {
+  view["ok"] = true;
+  return view;
+}
+
+// A query parameter as an integer in [min, max]; `fallback` when absent.
+// Errors are located at the request's parameter, with the CLI's texts.
+Result<int64_t> QueryInt(const Request& req, const std::string& name, int64_t fallback, int64_t min,
+                         int64_t max, const std::string& what = "an integer") {
+  auto it = req.query.find(name);
+  if (it == req.query.end()) return fallback;
+  return ParseInt64(it->second, {app::kRequestFile, 0, name}, min, max, what);
+}
+
+Result<int64_t> JobId(const std::string& text) {
+  return ParseInt64(text, {app::kRequestFile, 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
+                    "a job id (a positive number)");
+}
+
+std::string Query(const Request& req, const std::string& name) {
+  auto it = req.query.find(name);
+  return it == req.query.end() ? std::string() : it->second;
+}
+
+// The replay point of an event stream: the Last-Event-ID header (what an
+// EventSource sends when it reconnects) wins over ?last_event_id=.
+Result<int64_t> LastEventId(const Request& req) {
+  const std::string header = req.Header("last-event-id");
+  if (!header.empty())
+    return ParseInt64(header, {app::kRequestFile, 0, "Last-Event-ID"}, 0, std::numeric_limits<int64_t>::max(),
+                      "an event id");
+  return QueryInt(req, "last_event_id", 0, 0, std::numeric_limits<int64_t>::max(), "an event id");
+}
+
+Response EventStreamResponse(ApiContext& ctx, int64_t job_id, int64_t after_id) {
+  Response r;
+  r.content_type = "text/event-stream";
+  EventStream s;
+  s.last_id = after_id;
+  s.poll = [&ctx, job_id](int64_t after) -> Result<std::vector<StreamEvent>> {
+    KESTREL_ASSIGN_OR_RETURN(auto events, ctx.meta.ReadEvents(after, job_id, ctx.event_page));
+    std::vector<StreamEvent> out;
+    out.reserve(events.size());
+    for (const auto& ev : events) out.push_back({ev.id, ev.kind, DumpJson(EventJson(ev))});
+    return out;
+  };
+  r.stream = std::move(s);
+  return r;
+}
+
+// Queue depth by state and priority, failed attempts by reason and the
+// availability, read from the store at each scrape.
+Result<std::string> StoreMetrics(ApiContext& ctx) {
+  store::JobFilter all;
+  all.limit = std::numeric_limits<int64_t>::max();
+  KESTREL_ASSIGN_OR_RETURN(auto jobs, ctx.meta.ListJobs(all));
+  KESTREL_ASSIGN_OR_RETURN(auto stats, ctx.meta.Stats());
+  std::map<std::pair<std::string, std::string>, int64_t> depth;
+  for (auto st :
+       {store::JobState::kQueued, store::JobState::kRunning, store::JobState::kSucceeded,
+        store::JobState::kFailedRetryable, store::JobState::kFailedPermanent, store::JobState::kCancelled}) {
+    for (auto p : {store::JobPriority::kHigh, store::JobPriority::kNormal, store::JobPriority::kLow})
+      depth[{store::JobStateName(st), store::JobPriorityName(p)}] = 0;
+  }
+  for (const auto& j : jobs) ++depth[{store::JobStateName(j.state), store::JobPriorityName(j.spec.priority)}];
+  std::ostringstream o;
+  o << "# HELP kestrel_jobs Jobs in the store, by state and priority (queue depth: state=\"queued\").\n"
+    << "# TYPE kestrel_jobs gauge\n";
+  for (const auto& [k, n] : depth)
+    o << "kestrel_jobs{state=\"" << k.first << "\",priority=\"" << k.second << "\"} " << n << "\n";
+  o << "# HELP kestrel_attempts_total Attempts started.\n# TYPE kestrel_attempts_total counter\n"
+    << "kestrel_attempts_total " << stats.attempts << "\n";
+  o << "# HELP kestrel_attempts_failed_total Failed attempts, by failure reason.\n"
+    << "# TYPE kestrel_attempts_failed_total counter\n";
+  for (const auto& [reason, n] : stats.failures_by_reason)
+    o << "kestrel_attempts_failed_total{reason=\"" << PromLabel(reason) << "\"} " << n << "\n";
+  o << "# HELP kestrel_job_availability Succeeded jobs over finished jobs (0 when none finished).\n"
+    << "# TYPE kestrel_job_availability gauge\n"
+    << "kestrel_job_availability " << stats.availability << "\n";
+  return o.str();
+}
+
+Status AddRoutes(Router& r, ApiContext& ctx) {
+  KESTREL_RETURN_IF_ERROR(r.Add("GET", "/healthz", {"Liveness: the process serves requests"},
+                                [](const Request&, const PathParams&) {
+                                  return JsonResponse({{"ok", true}});
+                                }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/readyz", {"Readiness: the metadata store answers (503 when it does not)"},
+            [&ctx](const Request&, const PathParams&) {
+              auto v = ctx.meta.SchemaVersion();
+              if (!v.IsOk()) return ErrorResponse(Status::Unavailable("store: " + v.GetStatus().ToString()));
+              return JsonResponse({{"ok", true}, {"schema_version", *v}});
+            }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/metrics",
+            {"Prometheus metrics, text exposition format 0.0.4", {}, "text/plain; version=0.0.4"},
+            [&ctx](const Request&, const PathParams&) {
+              auto store_text = StoreMetrics(ctx);
+              if (!store_text.IsOk()) return ErrorResponse(store_text.GetStatus());
+              Response resp;
+              resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
+              resp.body = *store_text + ctx.metrics.Render();
+              return resp;
+            }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/api/stats", {"Job availability, failures, MTTR, breaker, disk (`kestrel stats`)"},
+            [&ctx](const Request&, const PathParams&) {
+              auto s = app::JobStatsReport(ctx.meta, ctx.home);
+              return s.IsOk() ? JsonResponse(app::StatsJson(*s)) : ErrorResponse(s.GetStatus());
+            }));
+  KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/datasets",
+                                {"Datasets with their newest version (`kestrel dataset list`)"},
+                                [&ctx](const Request&, const PathParams&) {
+                                  app::Datasets ds(ctx.meta, ctx.blobs);
+                                  auto all = ds.List();
+                                  if (!all.IsOk()) return ErrorResponse(all.GetStatus());
+                                  json arr = json::array();
+                                  for (const auto& d : *all) arr.push_back(app::DatasetSummaryJson(d));
+                                  return JsonResponse({{"ok", true}, {"datasets", arr}});
+                                }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/api/datasets/{name}",
+            {"A dataset version (`kestrel dataset show NAME[@VERSION]`) and every version of the dataset"},
+            [&ctx](const Request&, const PathParams& p) {
+              app::Datasets ds(ctx.meta, ctx.blobs);
+              const std::string& spec = p.at("name");
+              auto v = ds.Show(spec);
+              if (!v.IsOk()) return ErrorResponse(v.GetStatus());
+              auto versions = ctx.meta.ListVersions(spec.substr(0, spec.find('@')));
+              if (!versions.IsOk()) return ErrorResponse(versions.GetStatus());
+              json doc = Ok(app::DatasetShowJson(*v));
+              json arr = json::array();
+              for (const auto& rec : *versions) arr.push_back(app::DatasetVersionJson(rec));
+              doc["versions"] = arr;
+              return JsonResponse(doc);
+            }));
+  KESTREL_RETURN_IF_ERROR(r.Add(
+      "GET", "/api/jobs",
+      {"Jobs, newest first (`kestrel jobs list`); pages by limit and offset",
+       {{"state",
+         "only this state (queued, running, succeeded, failed_retryable, failed_permanent, cancelled)"},
+        {"limit", "at most this many, 1..1000 (default 100)"},
+        {"offset",
+         "skip this many of the newest first (default 0); the response's next_offset is the next page"}}},
+      [&ctx](const Request& req, const PathParams&) {
+        auto limit = QueryInt(req, "limit", 100, 1, 1000);
+        if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
+        auto offset = QueryInt(req, "offset", 0, 0, 1'000'000'000);
+        if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
+        // One more than the page says whether there is a next one.
+        const app::JobListRequest list_req{Query(req, "state"), *offset + *limit + 1};
+        auto list = app::ListJobs(ctx.meta, list_req);
+        if (!list.IsOk()) return ErrorResponse(list.GetStatus());
+        json arr = json::array();
+        const auto n = static_cast<int64_t>(list->size());
+        for (int64_t i = *offset; i < n && i < *offset + *limit; ++i)
+          arr.push_back(app::JobJson((*list)[static_cast<size_t>(i)], false));
+        json next = n > *offset + *limit ? json(*offset + *limit) : json(nullptr);
+        return JsonResponse({{"jobs", arr}, {"next_offset", next}});
+      }));
+  KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/jobs/{id}", {"A job and its attempts (`kestrel jobs show ID`)"},
+                                [&ctx](const Request&, const PathParams& p) {
+                                  auto id = JobId(p.at("id"));
+                                  if (!id.IsOk()) return ErrorResponse(id.GetStatus());
+                                  auto d = app::ShowJob(ctx.meta, *id);
+                                  return d.IsOk() ? JsonResponse(app::JobDetailJson(*d))
+                                                  : ErrorResponse(d.GetStatus());
+                                }));
+  KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/models",
+                                {"Registered models, newest first (`kestrel models list`)",
+                                 {{"name", "only this model name"},
+                                  {"dataset", "only models trained on this dataset"},
+                                  {"tag", "only models with this tag"}}},
+                                [&ctx](const Request& req, const PathParams&) {
+                                  app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
+                                  store::ModelFilter f;
+                                  f.name = Query(req, "name");
+                                  f.dataset = Query(req, "dataset");
+                                  f.tag = Query(req, "tag");
+                                  auto list = reg.List(f);
+                                  if (!list.IsOk()) return ErrorResponse(list.GetStatus());
+                                  json arr = json::array();
+                                  for (const auto& m : *list)
+                                    arr.push_back(app::ModelJson(m, ctx.blobs, false));
+                                  return JsonResponse({{"ok", true}, {"models", arr}});
+                                }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/api/models/{ref}",
+            {"A model with lineage, evaluation and comparison (`kestrel models show REF`: NAME, NAME@vN, "
+             "NAME@TAG, id prefix)"},
+            [&ctx](const Request&, const PathParams& p) {
+              app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
+              auto m = reg.Resolve(p.at("ref"));
+              if (!m.IsOk()) return ErrorResponse(m.GetStatus());
+              return JsonResponse({{"ok", true}, {"model", app::ModelJson(*m, ctx.blobs, true)}});
+            }));
+  KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/templates",
+                                {"Config templates, newest version of each (`kestrel template list`)"},
+                                [&ctx](const Request&, const PathParams&) {
+                                  auto all = app::TemplateLibrary(ctx.meta).List("");
+                                  if (!all.IsOk()) return ErrorResponse(all.GetStatus());
+                                  json arr = json::array();
+                                  for (const auto& t : *all) arr.push_back(app::TemplateJson(t, false));
+                                  return JsonResponse({{"ok", true}, {"templates", arr}});
+                                }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/api/templates/{name}",
+            {"A template version with its effective config (`kestrel template show NAME[@vN]`)"},
+            [&ctx](const Request&, const PathParams& p) {
+              auto t = app::TemplateLibrary(ctx.meta).Resolve(p.at("name"));
+              if (!t.IsOk()) return ErrorResponse(t.GetStatus());
+              return JsonResponse({{"ok", true}, {"template", app::TemplateJson(*t, true)}});
+            }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/api/events",
+            {"Server-Sent Events of every job, from the store's events table (docs/server.md)",
+             {{"last_event_id", "replay the events after this id (the Last-Event-ID header wins)"}},
+             "text/event-stream"},
+            [&ctx](const Request& req, const PathParams&) {
+              auto after = LastEventId(req);
+              if (!after.IsOk()) return ErrorResponse(after.GetStatus());
+              return EventStreamResponse(ctx, 0, *after);
+            }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/api/jobs/{id}/events",
+            {"Server-Sent Events of one job (docs/server.md)",
+             {{"last_event_id", "replay the events after this id (the Last-Event-ID header wins)"}},
+             "text/event-stream"},
+            [&ctx](const Request& req, const PathParams& p) {
+              auto id = JobId(p.at("id"));
+              if (!id.IsOk()) return ErrorResponse(id.GetStatus());
+              auto after = LastEventId(req);
+              if (!after.IsOk()) return ErrorResponse(after.GetStatus());
+              if (auto job = ctx.meta.GetJob(*id); !job.IsOk()) return ErrorResponse(job.GetStatus());
+              return EventStreamResponse(ctx, *id, *after);
+            }));
+  return {};
+}
+
+}  // namespace
+
+json EventJson(const store::EventRecord& ev) {
+  json payload = json::parse(ev.payload_json, nullptr, false);
+  if (payload.is_discarded()) payload = ev.payload_json;
+  return {{"id", ev.id},     {"job_id", ev.job_id},         {"attempt", ev.attempt},
+          {"kind", ev.kind}, {"created_ms", ev.created_ms}, {"payload", payload}};
+}
+
+json OpenApiDocument(const Router& router) {
+  const json error_ref = {{"$ref", "#/components/responses/Error"}};
+  json paths = json::object();
+  auto add = [&](const std::string& method, const std::string& pattern, const RouteDoc& doc) {
+    json params = json::array();
+    size_t i = 0;
+    while ((i = pattern.find('{', i)) != std::string::npos) {
+      const size_t j = pattern.find('}', i);
+      params.push_back({{"name", pattern.substr(i + 1, j - i - 1)},
+                        {"in", "path"},
+                        {"required", true},
+                        {"schema", {{"type", "string"}}}});
+      i = j;
+    }
+    for (const auto& [name, description] : doc.query)
+      params.push_back(
+          {{"name", name}, {"in", "query"}, {"description", description}, {"schema", {{"type", "string"}}}});
+    std::string lower = method;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    paths[pattern][lower] = {
+        {"summary", doc.summary},
+        {"parameters", params},
+        {"responses",
+         {{"200",
+           {{"description", "success"}, {"content", {{doc.content_type, {{"schema", json::object()}}}}}}},
+          {"default", error_ref}}}};
+  };
+  for (const auto& r : router.Routes()) {
+    if (!r.doc.summary.empty()) add(r.method, r.pattern, r.doc);
+  }
+  add("GET", "/api/openapi.json", {"This document: the OpenAPI 3.1 description of every route"});
+  return {{"openapi", "3.1.0"},
+          {"info", {{"title", "Kestrel API"}, {"version", app::KestrelVersion()}}},
+          {"paths", paths},
+          {"components",
+           {{"responses",
+             {{"Error",
+               {{"description", "an error: the document `kestrel … --json` prints for it"},
+                {"content",
+                 {{"application/json",
+                   {{"schema",
+                     {{"type", "object"},
+                      {"properties",
+                       {{"ok", {{"type", "boolean"}}},
+                        {"error",
+                         {{"type", "object"},
+                          {"properties",
+                           {{"code", {{"type", "string"}}},
+                            {"message", {{"type", "string"}}},
+                            {"file", {{"type", "string"}}},
+                            {"line", {{"type", "integer"}}},
+                            {"field", {{"type", "string"}}}}}}}}}}}}}}}}}}}}}};
+}
+
+Result<Router> BuildApiRouter(ApiContext& ctx) {
+  Router r;
+  KESTREL_RETURN_IF_ERROR(AddRoutes(r, ctx));
+  const json doc = OpenApiDocument(r);
+  KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},
+                                [doc](const Request&, const PathParams&) { return JsonResponse(doc); }));
+  return r;
+}
+
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, const ServerOptions& options) {
+  std::unique_ptr<ApiServer> s(new ApiServer());
+  KESTREL_ASSIGN_OR_RETURN(s->meta_, store::MetadataStore::Open(store::MetadataUrl(home)));
+  s->blobs_ = std::make_unique<store::ArtifactStore>(home);
+  s->ctx_ = std::make_unique<ApiContext>(ApiContext{*s->meta_, *s->blobs_, s->metrics_, home});
+  KESTREL_ASSIGN_OR_RETURN(Router router, BuildApiRouter(*s->ctx_));
+  s->router_ = std::make_unique<Router>(std::move(router));
+  KESTREL_ASSIGN_OR_RETURN(s->http_, HttpServer::Start(options, *s->router_, s->metrics_));
+  return s;
+}
+
+ApiServer::~ApiServer() { Stop(); }
+
+void ApiServer::Stop() {
+  if (http_) http_->Stop();
+}
+
+std::string ApiServer::Url() const {
+  const std::string host = Host();
+  return "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(Port());
+}
+
+}  // namespace kestrel::server

@@ -1,0 +1,73 @@
+// The read API (docs/server.md): the routes of `kestrel serve` over the
+// application layer, each returning the JSON view `kestrel … --json` prints
+// for the same question; Prometheus /metrics; the event streams; and the
+// OpenAPI document of the routes. ApiServer puts them on HTTP.
+//
+// Thread-safety: the stores are used by the server's I/O thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/status.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/router.h"
+#include "store/artifact_store.h"
+#include "store/job_types.h"
+#include "store/metadata_store.h"
+
+namespace kestrel::server {
+
+// What the handlers borrow; everything must outlive the router.
+struct ApiContext {
+  store::MetadataStore& meta;
+  store::ArtifactStore& blobs;
+  HttpMetrics& metrics;
+  std::string home;      // the Kestrel home (stats' disk figures)
+  int event_page = 500;  // events an event-stream poll reads at most
+};
+
+// Every route of the read API, /metrics, the event streams and
+// /api/openapi.json (built from the other routes' RouteDoc).
+Result<Router> BuildApiRouter(ApiContext& ctx);
+
+// The OpenAPI 3.1 document of `router`'s routes plus the document's own
+// route (GET /api/openapi.json).
+nlohmann::json OpenApiDocument(const Router& router);
+
+// An event as the streams send it (the SSE data line): id, job_id,
+// attempt, kind, created_ms, payload (the stored JSON; a string when the
+// stored text is not JSON).
+nlohmann::json EventJson(const store::EventRecord& ev);
+
+// `kestrel serve`: opens the stores of `home`, builds the router and
+// starts the HTTP server.
+class ApiServer {
+ public:
+  static Result<std::unique_ptr<ApiServer>> Start(const std::string& home, const ServerOptions& options);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  std::string Host() const { return http_->Host(); }
+  int Port() const { return http_->Port(); }
+  // http://HOST:PORT (IPv6 addresses in brackets).
+  std::string Url() const;
+  HttpMetrics& Metrics() { return metrics_; }
+  // HttpServer::Stop: graceful, idempotent.
+  void Stop();
+
+ private:
+  ApiServer() = default;
+  std::unique_ptr<store::MetadataStore> meta_;
+  std::unique_ptr<store::ArtifactStore> blobs_;
+  HttpMetrics metrics_;
+  std::unique_ptr<ApiContext> ctx_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<HttpServer> http_;
+};
+
+}  // namespace kestrel::server

@@ -1,0 +1,330 @@
+// The Beast/Asio half of the server, kept to this one file: Asio and Beast
+// headers cost seconds per translation unit, and nothing outside needs them.
+#include "server/http_server.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cctype>
+#include <chrono>
+#include <list>
+#include <optional>
+#include <thread>
+#include <utility>
+
+namespace kestrel::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+class Session;
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(const ServerOptions& o, const Router& r, HttpMetrics& m)
+      : options(o), router(r), metrics(m), acceptor(ioc) {}
+
+  void Accept();
+  void Shutdown();
+
+  ServerOptions options;
+  const Router& router;
+  HttpMetrics& metrics;
+  asio::io_context ioc;
+  tcp::acceptor acceptor;
+  std::list<std::weak_ptr<Session>> sessions;  // I/O thread only
+  bool stopping = false;                       // I/O thread only
+  std::thread thread;
+  std::string host;
+  int port = 0;
+  bool stopped = false;  // Stop() ran (caller's thread)
+};
+
+namespace {
+
+std::chrono::milliseconds Ms(int64_t ms) { return std::chrono::milliseconds(ms); }
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, HttpServer::Impl& server)
+      : stream_(std::move(socket)), server_(server), timer_(server.ioc) {}
+
+  void Start() { Read(); }
+
+  // Graceful shutdown (I/O thread): an idle connection closes now, one
+  // writing a response closes after it, a stream ends after its current write.
+  void Shutdown() {
+    if (closed_) return;
+    if (streaming_) {
+      timer_.cancel();
+      if (!writing_) Close();
+    } else if (!writing_) {
+      Close();  // waiting for a request: cancels the read
+    }
+  }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(server_.options.header_limit_bytes));
+    parser_->body_limit(static_cast<std::uint64_t>(server_.options.body_limit_bytes));
+    stream_.expires_after(Ms(server_.options.request_timeout_ms));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (closed_) return;
+    const auto start = Clock::now();
+    if (ec == http::error::header_limit) {
+      Send(ErrorResponse(
+               431, "header_too_large",
+               "request headers exceed " + std::to_string(server_.options.header_limit_bytes) + " bytes"),
+           "", start, false);
+      return;
+    }
+    if (ec == http::error::body_limit) {
+      Send(ErrorResponse(
+               413, "body_too_large",
+               "request body exceeds " + std::to_string(server_.options.body_limit_bytes) + " bytes"),
+           "", start, false);
+      return;
+    }
+    if (ec == beast::error::timeout || ec == http::error::end_of_stream ||
+        ec == asio::error::operation_aborted || ec == asio::error::eof ||
+        ec == asio::error::connection_reset) {
+      Close();
+      return;
+    }
+    if (ec) {
+      Send(ErrorResponse(400, "bad_request", "malformed HTTP request: " + ec.message()), "", start, false);
+      return;
+    }
+    const auto& msg = parser_->get();
+    Request req;
+    req.method = std::string(msg.method_string());
+    if (!ParseTarget(std::string(msg.target()), &req.path, &req.query)) {
+      Send(ErrorResponse(400, "bad_request", "malformed request target '" + std::string(msg.target()) + "'"),
+           req.method, start, false);
+      return;
+    }
+    for (const auto& f : msg) {
+      std::string name(f.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      req.headers[name] = std::string(f.value());
+    }
+    req.body = msg.body();
+    const bool keep_alive = msg.keep_alive();
+    Response resp = server_.router.Dispatch(req);
+    if (resp.stream && resp.status == 200) {
+      StartStream(std::move(resp), req.method, start);
+      return;
+    }
+    Send(std::move(resp), req.method, start, keep_alive);
+  }
+
+  void Send(Response resp, const std::string& method, Clock::time_point start, bool keep_alive) {
+    auto msg =
+        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(resp.status), 11);
+    msg->set(http::field::server, "kestrel");
+    msg->set(http::field::content_type, resp.content_type);
+    msg->set(http::field::cache_control, "no-store");
+    for (const auto& [k, v] : resp.headers) msg->set(k, v);
+    msg->body() = std::move(resp.body);
+    msg->keep_alive(keep_alive && !server_.stopping);
+    msg->prepare_payload();
+    writing_ = true;
+    stream_.expires_after(Ms(server_.options.request_timeout_ms));
+    http::async_write(stream_, *msg,
+                      [self = shared_from_this(), msg, method, route = std::move(resp.route),
+                       status = resp.status, start](beast::error_code ec, std::size_t) {
+                        self->writing_ = false;
+                        self->server_.metrics.RecordRequest(
+                            method.empty() ? "-" : method, route, status,
+                            std::chrono::duration<double>(Clock::now() - start).count());
+                        if (ec || !msg->keep_alive() || self->server_.stopping) {
+                          self->Close();
+                          return;
+                        }
+                        self->Read();
+                      });
+  }
+
+  // An event stream: the header, then events as the store has them. The
+  // body is delimited by the connection's end (no chunked encoding), which
+  // every EventSource client reads.
+  void StartStream(Response resp, const std::string& method, Clock::time_point start) {
+    streaming_ = true;
+    stream_.expires_never();
+    server_.metrics.StreamOpened();
+    server_.metrics.RecordRequest(method, resp.route, 200,
+                                  std::chrono::duration<double>(Clock::now() - start).count());
+    events_ = std::move(*resp.stream);
+    pending_ =
+        "HTTP/1.1 200 OK\r\nServer: kestrel\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
+        "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n"
+        "retry: 1000\n\n";
+    // A client that closes its end makes the socket readable: the stream
+    // ends then, not at the next failed write.
+    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      if (!ec) self->Close();
+    });
+    Poll();
+  }
+
+  void Poll() {
+    if (closed_) return;
+    if (!server_.stopping) {
+      auto got = events_.poll(events_.last_id);
+      if (!got.IsOk()) {
+        Close();
+        return;
+      }
+      for (const auto& ev : *got) {
+        pending_ += FormatStreamEvent(ev);
+        events_.last_id = ev.id;
+      }
+      if (pending_.empty() && Clock::now() - last_write_ >= Ms(server_.options.stream_keepalive_ms))
+        pending_ = ": keep-alive\n\n";
+    }
+    if (pending_.empty()) {
+      Wait();
+      return;
+    }
+    writing_ = true;
+    auto out = std::make_shared<std::string>(std::move(pending_));
+    pending_.clear();
+    stream_.expires_after(Ms(server_.options.request_timeout_ms));
+    asio::async_write(stream_, asio::buffer(*out),
+                      [self = shared_from_this(), out](beast::error_code ec, std::size_t) {
+                        self->writing_ = false;
+                        self->stream_.expires_never();
+                        self->last_write_ = Clock::now();
+                        if (ec || self->server_.stopping) {
+                          self->Close();
+                          return;
+                        }
+                        self->Wait();
+                      });
+  }
+
+  void Wait() {
+    if (server_.stopping) {
+      Close();
+      return;
+    }
+    timer_.expires_after(Ms(server_.options.stream_poll_ms));
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) {
+        if (!self->writing_) self->Close();
+        return;
+      }
+      self->Poll();
+    });
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    timer_.cancel();
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+    if (streaming_) server_.metrics.StreamClosed();
+  }
+
+  beast::tcp_stream stream_;
+  HttpServer::Impl& server_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  asio::steady_timer timer_;
+  bool writing_ = false;
+  bool closed_ = false;
+  bool streaming_ = false;
+  EventStream events_;
+  std::string pending_;
+  Clock::time_point last_write_ = Clock::now();
+};
+
+}  // namespace
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (stopping) return;  // the acceptor was closed
+    if (!ec) {
+      auto s = std::make_shared<Session>(std::move(socket), *this);
+      sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+      sessions.push_back(s);
+      s->Start();
+    }
+    Accept();
+  });
+}
+
+void HttpServer::Impl::Shutdown() {
+  stopping = true;
+  beast::error_code ec;
+  acceptor.close(ec);
+  for (auto& w : sessions) {
+    if (auto s = w.lock()) s->Shutdown();
+  }
+  sessions.clear();
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& options, const Router& router,
+                                                      HttpMetrics& metrics) {
+  auto impl = std::make_unique<Impl>(options, router, metrics);
+  if (options.port < 0 || options.port > 65535)
+    return Status::InvalidArgument("port " + std::to_string(options.port) + " is not in [0, 65535]",
+                                   {"command line", 0, "port"});
+  beast::error_code ec;
+  tcp::resolver resolver(impl->ioc);
+  auto found = resolver.resolve(options.host, std::to_string(options.port), ec);
+  if (ec || found.empty())
+    return Status::Unavailable("cannot resolve host '" + options.host + "': " + ec.message(),
+                               {"command line", 0, "host"});
+  const tcp::endpoint ep = found.begin()->endpoint();
+  impl->acceptor.open(ep.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor.bind(ep, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Status::Unavailable(
+        "cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " + ec.message(),
+        {"command line", 0, "port"});
+  const tcp::endpoint bound = impl->acceptor.local_endpoint(ec);
+  impl->host = bound.address().to_string();
+  impl->port = bound.port();
+  impl->Accept();
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->ioc.run(); });
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+std::string HttpServer::Host() const { return impl_->host; }
+int HttpServer::Port() const { return impl_->port; }
+
+void HttpServer::Stop() {
+  if (impl_ == nullptr || impl_->stopped) return;
+  impl_->stopped = true;
+  Impl* raw = impl_.get();
+  asio::post(impl_->ioc, [raw] { raw->Shutdown(); });
+  // The I/O thread ends when the last connection has closed.
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace kestrel::server

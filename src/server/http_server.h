@@ -1,0 +1,60 @@
+// HTTP/1.1 transport for a Router, on Boost.Beast/Asio (the only file that
+// includes them is http_server.cc). One I/O thread serves every connection
+// asynchronously: a handler runs on it to completion (the read API's
+// handlers are short store reads), and an event stream is a timer per
+// stream, never a thread per client.
+//
+// Thread-safety: Start, Port and Stop may be called from any thread; the
+// router, its handlers and the metrics are used from the I/O thread only
+// (metrics also from Render's caller).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "server/metrics.h"
+#include "server/router.h"
+
+namespace kestrel::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";          // an address or a name; loopback by default
+  int port = 8080;                         // 0: any free port (Port() says which)
+  int64_t header_limit_bytes = 16 * 1024;  // larger request headers: 431
+  int64_t body_limit_bytes = 1024 * 1024;  // larger request bodies: 413
+  int64_t request_timeout_ms = 30'000;  // to read a request or write a response, then the connection closes
+  int64_t stream_keepalive_ms =
+      15'000;                    // an event stream sends a ": keep-alive" comment after this much silence
+  int64_t stream_poll_ms = 250;  // how often an event stream polls for new events
+};
+
+class HttpServer {
+ public:
+  // Binds host:port, starts accepting on the I/O thread. `router` and
+  // `metrics` are borrowed and must outlive the server. kUnavailable (field
+  // `port` / `host`) when the address cannot be resolved or bound.
+  static Result<std::unique_ptr<HttpServer>> Start(const ServerOptions& options, const Router& router,
+                                                   HttpMetrics& metrics);
+  ~HttpServer();  // Stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // The bound address and port.
+  std::string Host() const;
+  int Port() const;
+
+  // Graceful shutdown: stops accepting, lets responses being written finish,
+  // closes idle connections and ends event streams, then joins the I/O
+  // thread. Idempotent.
+  void Stop();
+
+  struct Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kestrel::server

@@ -1,0 +1,80 @@
+#include "server/metrics.h"
+
+#include <sstream>
+
+namespace kestrel::server {
+
+std::string PromLabel(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void HttpMetrics::RecordRequest(const std::string& method, const std::string& route, int status,
+                                double seconds) {
+  const std::string label = route.empty() ? "unmatched" : route;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{method, label, status}];
+  Latency& l = latency_[label];
+  size_t b = 0;
+  while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
+  if (b < kBuckets.size()) ++l.buckets[b];
+  ++l.count;
+  l.sum += seconds;
+}
+
+void HttpMetrics::StreamOpened() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++streams_;
+}
+
+void HttpMetrics::StreamClosed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --streams_;
+}
+
+int64_t HttpMetrics::StreamClients() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return streams_;
+}
+
+std::string HttpMetrics::Render() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::ostringstream o;
+  o << "# HELP kestrel_http_requests_total HTTP requests answered, by method, route pattern and status.\n"
+    << "# TYPE kestrel_http_requests_total counter\n";
+  for (const auto& [key, n] : requests_) {
+    const auto& [method, route, status] = key;
+    o << "kestrel_http_requests_total{method=\"" << PromLabel(method) << "\",route=\"" << PromLabel(route)
+      << "\",code=\"" << status << "\"} " << n << "\n";
+  }
+  o << "# HELP kestrel_http_request_duration_seconds Time from a parsed request to its response, by route.\n"
+    << "# TYPE kestrel_http_request_duration_seconds histogram\n";
+  for (const auto& [route, l] : latency_) {
+    const std::string r = PromLabel(route);
+    int64_t cumulative = 0;
+    for (size_t b = 0; b < kBuckets.size(); ++b) {
+      cumulative += l.buckets[b];
+      o << "kestrel_http_request_duration_seconds_bucket{route=\"" << r << "\",le=\"" << kBuckets[b] << "\"} "
+        << cumulative << "\n";
+    }
+    o << "kestrel_http_request_duration_seconds_bucket{route=\"" << r << "\",le=\"+Inf\"} " << l.count << "\n"
+      << "kestrel_http_request_duration_seconds_sum{route=\"" << r << "\"} " << l.sum << "\n"
+      << "kestrel_http_request_duration_seconds_count{route=\"" << r << "\"} " << l.count << "\n";
+  }
+  o << "# HELP kestrel_sse_clients Open Server-Sent Event streams.\n"
+    << "# TYPE kestrel_sse_clients gauge\n"
+    << "kestrel_sse_clients " << streams_ << "\n";
+  return o.str();
+}
+
+}  // namespace kestrel::server

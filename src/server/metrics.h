@@ -1,0 +1,49 @@
+// What the HTTP transport counts for Prometheus (/metrics, text exposition
+// format 0.0.4): requests by method, route pattern and status, a latency
+// histogram per route, and the open event streams. The store's gauges
+// (queue depth, failures, availability) are read per scrape in api.cc.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+namespace kestrel::server {
+
+class HttpMetrics {
+ public:
+  // Upper bounds of the latency buckets, seconds (+Inf is implicit).
+  static constexpr std::array<double, 10> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                      0.05,  0.1,    0.25,  0.5,  1.0};
+
+  // One finished response; `route` "" (no route matched) is labelled "unmatched".
+  void RecordRequest(const std::string& method, const std::string& route, int status, double seconds);
+  void StreamOpened();
+  void StreamClosed();
+  int64_t StreamClients() const;
+
+  // kestrel_http_requests_total, kestrel_http_request_duration_seconds,
+  // kestrel_sse_clients, each with its # HELP and # TYPE lines.
+  std::string Render() const;
+
+ private:
+  struct Latency {
+    std::array<int64_t, kBuckets.size()> buckets{};  // not cumulative; Render sums them
+    int64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::tuple<std::string, std::string, int>, int64_t> requests_;  // method, route, status
+  std::map<std::string, Latency> latency_;                                 // by route
+  int64_t streams_ = 0;
+};
+
+// A Prometheus label value with '\\', '"' and newlines escaped.
+std::string PromLabel(const std::string& value);
+
+}  // namespace kestrel::server

@@ -1,0 +1,122 @@
+// The HTTP server's transport-free half: a request and a response as plain
+// values, and the router that maps a method and a path pattern
+// ("/api/jobs/{id}") to a handler. Routes are tested without sockets
+// (tests/server/router_test.cc); http_server.h carries them over HTTP/1.1.
+//
+// Thread-safety: a Router is built once, then only Dispatch is called, from
+// one thread (the server's I/O thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kestrel::server {
+
+struct Request {
+  std::string method;                          // "GET", as sent
+  std::string path;                            // percent-decoded, without the query
+  std::map<std::string, std::string> query;    // percent-decoded; a repeated key keeps its last value
+  std::map<std::string, std::string> headers;  // names lowercased
+  std::string body;
+
+  // The header's value ("" when absent); `name` lowercase.
+  std::string Header(const std::string& name) const;
+};
+
+// One Server-Sent Event (docs/server.md "Events").
+struct StreamEvent {
+  int64_t id = 0;     // the store's event id: the client's Last-Event-ID
+  std::string event;  // the event type ("state", ...)
+  std::string data;   // one line of JSON
+};
+
+// A response that stays open and sends events (text/event-stream). The
+// transport calls `poll` on a timer with the id of the last event it sent
+// and writes what comes back, in order; an error ends the stream.
+struct EventStream {
+  int64_t last_id = 0;  // replay starts after this id (Last-Event-ID)
+  std::function<Result<std::vector<StreamEvent>>(int64_t after_id)> poll;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+  std::optional<EventStream> stream;                         // set: an SSE response, body unused
+  std::string route;  // the matched pattern ("/api/jobs/{id}"), "" when none: metrics label
+};
+
+// The path parameters of the matched pattern, by name.
+using PathParams = std::map<std::string, std::string>;
+using Handler = std::function<Response(const Request&, const PathParams&)>;
+
+// What the OpenAPI document says about a route (openapi.h).
+struct RouteDoc {
+  std::string summary;
+  // Query parameters: name -> description.
+  std::vector<std::pair<std::string, std::string>> query;
+  std::string content_type = "application/json";  // of the success response
+};
+
+struct Route {
+  std::string method;
+  std::string pattern;  // "/api/jobs/{id}": literal segments and whole-segment {params}
+  RouteDoc doc;
+  Handler handler;
+};
+
+class Router {
+ public:
+  // Adds a route. kInvalidArgument (field `pattern`) for a pattern that does
+  // not start with '/', has an empty or malformed {param} segment, or
+  // duplicates a method + pattern already added.
+  Status Add(std::string method, std::string pattern, RouteDoc doc, Handler handler);
+
+  // Runs the handler of the route that matches; literal segments win over
+  // {params} at the same position. An unknown path is a 404 error document,
+  // a known path with another method a 405 (with an Allow header).
+  Response Dispatch(const Request& req) const;
+
+  // Whether some route has this method and a pattern matching `path`.
+  bool Matches(const std::string& method, const std::string& path) const;
+
+  const std::vector<Route>& Routes() const { return routes_; }
+
+ private:
+  // The route for this method and path, or nullptr; `allowed` gets the
+  // methods of every route whose pattern matches the path.
+  const Route* Find(const std::string& method, const std::string& path, PathParams* params,
+                    std::vector<std::string>* allowed) const;
+
+  std::vector<Route> routes_;
+};
+
+// {"ok": false, "error": {"code", "message", "file", "line", "field"}}: the
+// document `kestrel … --json` prints for the same Status, with the HTTP
+// status of its code (invalid_argument 400, not_found 404, already_exists
+// and failed_precondition 409, unavailable 503, others 500).
+Response ErrorResponse(const Status& status);
+// An error document with an explicit HTTP status and code (405, 413, ...).
+Response ErrorResponse(int http_status, const std::string& code, const std::string& message,
+                       const std::string& field = "");
+// 200 with `doc` as JSON (core DumpJson: invalid UTF-8 escaped, never throws).
+Response JsonResponse(const nlohmann::json& doc, int status = 200);
+
+// Percent-decodes `text` ('+' stays '+'); false for a malformed escape.
+bool PercentDecode(const std::string& text, std::string* out);
+// Splits a request target into its decoded path and query; false when the
+// target is malformed (bad escape, no leading '/'). In the query a '+' is a space.
+bool ParseTarget(const std::string& target, std::string* path, std::map<std::string, std::string>* query);
+
+// One event in the text/event-stream format: "id: N\nevent: K\ndata: ...\n\n".
+std::string FormatStreamEvent(const StreamEvent& ev);
+
+}  // namespace kestrel::server

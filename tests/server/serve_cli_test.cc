@@ -1,0 +1,100 @@
+// `kestrel serve` as a process: --port 0 prints the bound address as the
+// first line, /healthz answers, SIGTERM (with an event stream open) ends it
+// with exit 0; SIGINT too.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "http_client.h"
+
+namespace kestrel::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Served {
+  pid_t pid = -1;
+  int out = -1;  // the child's stdout
+  int port = 0;
+  std::string first_line;
+};
+
+Served StartServe(const std::string& home) {
+  Served s;
+  int fds[2];
+  if (::pipe(fds) != 0) return s;
+  s.pid = ::fork();
+  if (s.pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execl(KESTREL_CLI, KESTREL_CLI, "--home", home.c_str(), "serve", "--port", "0",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  s.out = fds[0];
+  char c = 0;
+  while (::read(s.out, &c, 1) == 1 && c != '\n') s.first_line += c;
+  const size_t colon = s.first_line.rfind(':');
+  if (s.first_line.find("http://127.0.0.1:") != std::string::npos && colon != std::string::npos)
+    s.port = std::stoi(s.first_line.substr(colon + 1));
+  return s;
+}
+
+// The exit status after `sig`, or -1 when it did not exit within 5 s.
+int StopWith(Served& s, int sig) {
+  ::kill(s.pid, sig);
+  for (int i = 0; i < 500; ++i) {
+    int status = 0;
+    if (::waitpid(s.pid, &status, WNOHANG) == s.pid) {
+      ::close(s.out);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(s.pid, SIGKILL);
+  ::waitpid(s.pid, nullptr, 0);
+  return -1;
+}
+
+class ServeCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    home_ = fs::temp_directory_path() / ("kestrel_serve_cli_" + std::to_string(::getpid()) + "_" + name);
+    fs::remove_all(home_);
+    fs::create_directories(home_);
+  }
+  void TearDown() override { fs::remove_all(home_); }
+  fs::path home_;
+};
+
+TEST_F(ServeCliTest, PrintsTheBoundAddressServesAndExitsZeroOnSigterm) {
+  Served s = StartServe(home_.string());
+  ASSERT_GT(s.pid, 0);
+  ASSERT_GT(s.port, 0) << "first line: " << s.first_line;
+  testing::HttpReply r = testing::Get(s.port, "/healthz");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "{\n  \"ok\": true\n}\n");
+  testing::SseClient stream(s.port, "/api/events");
+  ASSERT_EQ(stream.Status(), 200);
+  EXPECT_EQ(StopWith(s, SIGTERM), 0);
+  EXPECT_TRUE(stream.ReadUntilClosed(2000)) << "the open stream ended with the server";
+}
+
+TEST_F(ServeCliTest, SigintStopsItToo) {
+  Served s = StartServe(home_.string());
+  ASSERT_GT(s.port, 0) << "first line: " << s.first_line;
+  EXPECT_EQ(testing::Get(s.port, "/readyz").status, 200);
+  EXPECT_EQ(StopWith(s, SIGINT), 0);
+}
+
+}  // namespace
+}  // namespace kestrel::server
