@@ -14,6 +14,7 @@
 
 namespace kestrel::app {
 
+// NOLINTNEXTLINE(bugprone-exception-escape): the implicit members only move a json (noexcept in practice)
 struct StatsReport {
   store::JobStats jobs;
   bool breaker_open = false;

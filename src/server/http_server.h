@@ -20,10 +20,10 @@
 namespace kestrel::server {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";          // an address or a name; loopback by default
-  int port = 8080;                         // 0: any free port (Port() says which)
-  int64_t header_limit_bytes = 16 * 1024;  // larger request headers: 431
-  int64_t body_limit_bytes = 1024 * 1024;  // larger request bodies: 413
+  std::string host = "127.0.0.1";                   // an address or a name; loopback by default
+  int port = 8080;                                  // 0: any free port (Port() says which)
+  int64_t header_limit_bytes = int64_t{16} * 1024;  // larger request headers: 431
+  int64_t body_limit_bytes = int64_t{1024} * 1024;  // larger request bodies: 413
   int64_t request_timeout_ms = 30'000;  // to read a request or write a response, then the connection closes
   int64_t stream_keepalive_ms =
       15'000;                    // an event stream sends a ": keep-alive" comment after this much silence
