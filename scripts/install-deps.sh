@@ -8,6 +8,7 @@ PACKAGES=(
   libtorch-dev                       # LibTorch 1.13 (CPU): model and trainer
   libopencv-dev                      # image decode/encode, drawing
   libopencv-contrib-dev              # cv::freetype: anti-aliased plot text (FreeType + HarfBuzz)
+  libonnx-dev libprotobuf-dev        # ONNX 1.12 protobuf classes + checker: kestrel export (src/export)
   fonts-dejavu-core                  # DejaVu Sans, the plot font (read at run time, never downloaded)
   libsqlite3-dev libpq-dev           # metadata store
   libssl-dev                         # SHA-256, HMAC

@@ -97,6 +97,8 @@ void InstallTerminateHandler(bool json);
 void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel train` (only built with LibTorch, KESTREL_WITH_TORCH).
 void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel export` (docs/export.md; only with LibTorch).
+void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code);
 // val (always), predict and compare (with LibTorch).
 void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
 // submit, worker, jobs list|show|logs|cancel|retry, stats, breaker reset

@@ -104,6 +104,7 @@ int Run(Context& ctx, int argc, char** argv) {
   AddDatasetCommands(app, ctx, &exit_code);
 #ifdef KESTREL_WITH_TORCH
   AddTrainCommands(app, ctx, &exit_code);
+  AddExportCommands(app, ctx, &exit_code);
 #endif
   AddEvalCommands(app, ctx, &exit_code);
   AddJobCommands(app, ctx, &exit_code);

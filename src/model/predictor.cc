@@ -252,6 +252,21 @@ Result<std::vector<std::vector<eval::Detection>>> Predictor::PredictInput(const 
   }
 }
 
+Result<SafeTensor> Predictor::ForwardDecoded(const SafeTensor& input) {
+  if (input.dtype != "F32" || input.shape.size() != 4 || input.shape[1] != 3 ||
+      input.shape[2] % kMaxStride != 0 || input.shape[3] % kMaxStride != 0) {
+    return Status::InvalidArgument("input must be F32 [B, 3, H, W] with H, W multiples of 32",
+                                   {"", 0, "input"});
+  }
+  try {
+    torch::NoGradGuard no_grad;
+    KESTREL_ASSIGN_OR_RETURN(at::Tensor x, ToTorch(input, "input"));
+    return FromTorch(impl_->model->forward(x).decoded.to(at::kFloat));
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());
+  }
+}
+
 StageTimes Predictor::Timing() const {
   const Impl& m = *impl_;
   StageTimes t;

@@ -98,6 +98,10 @@ class Predictor {
   // [B, 3, H, W] in [0, 1] (H, W multiples of 32). Detections per image in
   // input pixels (no scaling back). Not timed.
   Result<std::vector<std::vector<eval::Detection>>> PredictInput(const SafeTensor& input);
+  // Forward + decode only, no NMS (what `kestrel export` checks an exported
+  // file against): `input` as for PredictInput; returns YoloOutput::decoded,
+  // F32 [B, 4+nc, A] (cx, cy, w, h in input pixels, then class scores). Not timed.
+  Result<SafeTensor> ForwardDecoded(const SafeTensor& input);
 
   StageTimes Timing() const;
   void ResetTiming();

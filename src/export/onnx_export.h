@@ -1,0 +1,67 @@
+// ONNX export of a Kestrel YOLOv8 detection model, written from the model's
+// own description (spec.h's layer plan) and its safetensors weights — no
+// LibTorch, no OpenCV. The graph layout and what is not supported yet:
+// docs/export.md.
+//
+// Graph contract: input `images` float32 [batch, 3, imgsz_h, imgsz_w] (RGB,
+// 0..1); output `output0` float32 [batch, 4 + nc, A], A = sum over strides
+// 8/16/32 of (imgsz_h/s)*(imgsz_w/s), anchors ordered P3, P4, P5, each
+// row-major (y then x); rows cx, cy, w, h in input pixels, then the class
+// sigmoid scores — the same as model::YoloOutput::decoded in eval mode.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/env.h"
+#include "core/safetensors.h"
+#include "core/status.h"
+#include "model/spec.h"
+
+namespace kestrel::exporter {
+
+inline constexpr int kMinOpset = 13;  // Split/Softmax/Resize forms used here
+inline constexpr int kMaxOpset = 17;  // newest opset the bundled ONNX checker knows
+inline constexpr int kDefaultOpset = 17;
+
+struct OnnxExportOptions {
+  int imgsz_h = 640;          // input height, a multiple of 32
+  int imgsz_w = 640;          // input width, a multiple of 32
+  int batch = 1;              // fixed batch dimension, >= 1
+  int opset = kDefaultOpset;  // default-domain opset, [kMinOpset, kMaxOpset]
+  // Class names for the `names` metadata; empty or exactly nc entries.
+  std::vector<std::string> names;
+  // More metadata_props (e.g. model id, dataset version); must not reuse the
+  // exporter's keys (names, stride, imgsz, batch, task, kestrel_version, arch).
+  std::map<std::string, std::string> extra_metadata;
+};
+
+// InvalidArgument naming the key ("imgsz", "batch", "opset", "names") on the
+// command line.
+Status ValidateOnnxOptions(const model::ModelSpec& spec, const OnnxExportOptions& options);
+
+struct OnnxModel {
+  std::string bytes;                            // serialized ModelProto, passed onnx::checker
+  int64_t nodes = 0;                            // graph nodes
+  int64_t parameters = 0;                       // float values in initializers (BN folded)
+  int64_t anchors = 0;                          // A of output0
+  int output_channels = 0;                      // 4 + nc
+  std::map<std::string, std::string> metadata;  // metadata_props as written
+};
+
+// Builds the graph for `spec` from `weights` (Kestrel/Ultralytics state-dict
+// names, model.<layer>..., F32, F16 or BF16 tensors (widened to float), BatchNorm unfused: conv + bn.weight,
+// bn.bias, bn.running_mean, bn.running_var, eps 1e-3), folds every BN into
+// its conv (float, the arithmetic of model::Yolo::Fuse), and runs the ONNX checker. InvalidArgument naming
+// the tensor for a missing or misshapen one or another dtype; Internal when the checker rejects the
+// graph (a bug here).
+Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorFile& weights,
+                                 const OnnxExportOptions& options);
+
+// Writes `model.bytes` crash-safely (Env::WriteFileAtomic) and runs the ONNX
+// checker on the file as written; Corruption when the file does not check.
+Status WriteOnnxFile(Env& env, const OnnxModel& model, const std::string& path);
+
+}  // namespace kestrel::exporter
