@@ -62,8 +62,8 @@ class GraphBuilder {
  public:
   GraphBuilder(onnx::GraphProto& graph, const SafeTensorFile& weights) : graph_(graph), weights_(weights) {}
 
-  const Status& status() const { return status_; }
-  int64_t parameters() const { return parameters_; }
+  const Status& GetStatus() const { return status_; }
+  int64_t Parameters() const { return parameters_; }
 
   std::string Fresh(const std::string& prefix) { return prefix + "_" + std::to_string(counter_++); }
 
@@ -186,7 +186,7 @@ class GraphBuilder {
     const std::string y = ConvNode(x, prefix + ".conv", wshape, w, bias, k, s);
     const std::string sig = Fresh(prefix + ".sigmoid");
     Node("Sigmoid", {y}, {sig});
-    const std::string out = Fresh(prefix + ".silu");
+    std::string out = Fresh(prefix + ".silu");
     Node("Mul", {y, sig}, {out});
     return out;
   }
@@ -207,7 +207,7 @@ class GraphBuilder {
     const std::vector<std::string> inputs =
         b.empty() ? std::vector<std::string>{x, wn}
                   : std::vector<std::string>{x, wn, FloatInit(prefix + ".bias", {wshape[0]}, b)};
-    const std::string y = Fresh(prefix);
+    std::string y = Fresh(prefix);
     onnx::NodeProto* n = Node("Conv", inputs, {y});
     IntsAttr(n, "kernel_shape", {k, k});
     IntsAttr(n, "strides", {s, s});
@@ -218,7 +218,7 @@ class GraphBuilder {
   }
 
   std::string Concat(const std::vector<std::string>& xs, int axis, const std::string& prefix) {
-    const std::string y = Fresh(prefix + ".concat");
+    std::string y = Fresh(prefix + ".concat");
     IntAttr(Node("Concat", xs, {y}), "axis", axis);
     return y;
   }
@@ -233,7 +233,7 @@ class GraphBuilder {
 
   std::string Reshape(const std::string& x, const std::vector<int64_t>& shape, const std::string& prefix) {
     const std::string s = Int64Init(Fresh(prefix + ".shape"), shape);
-    const std::string y = Fresh(prefix + ".reshape");
+    std::string y = Fresh(prefix + ".reshape");
     Node("Reshape", {x, s}, {y});
     return y;
   }
@@ -381,7 +381,7 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
           std::string s = g.ConvBnSilu(out[src], ch[src], p + ".cv3." + lvs + ".0", 3, 1, &t);
           s = g.ConvBnSilu(s, t, p + ".cv3." + lvs + ".1", 3, 1, &t);
           s = g.Conv1x1(s, t, p + ".cv3." + lvs + ".2", nc);
-          boxes.push_back(g.Reshape(b, {n, 4 * model::kRegMax, h * w}, p + ".box" + lvs));
+          boxes.push_back(g.Reshape(b, {n, int64_t{4} * model::kRegMax, h * w}, p + ".box" + lvs));
           scores.push_back(g.Reshape(s, {n, nc, h * w}, p + ".cls" + lvs));
           // Anchor points at cell centres (offset 0.5), as model::MakeAnchors.
           for (int64_t yy = 0; yy < h; ++yy) {
@@ -438,7 +438,7 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
       }
     }
     ch[l.index] = c;
-    if (!g.status().IsOk()) return g.status();
+    if (!g.GetStatus().IsOk()) return g.GetStatus();
   }
   if (result.anchors == 0)
     return Status::Internal("the layer plan of " + spec.Name() + " has no Detect layer");
@@ -474,7 +474,7 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
     return Status::Internal(std::string("ONNX checker rejected the exported graph: ") + e.what());
   }
   result.nodes = graph.node_size();
-  result.parameters = g.parameters();
+  result.parameters = g.Parameters();
   if (!proto.SerializeToString(&result.bytes)) return Status::Internal("serializing the ONNX model failed");
   return result;
 }
