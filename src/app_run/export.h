@@ -36,6 +36,10 @@ struct ExportRequest {
   // ./<reference with '@' as '_'>.onnx for a registry reference.
   std::string output;
   int verify_images = 4;  // synthetic letterbox-like images run through both runtimes, >= 1
+  // Keep a file that failed verification, with metadata_props
+  // kestrel_verification = "unverified: <why>" (ExportResult::verified false).
+  bool force = false;
+  double tolerance = kExportTolerance;  // the bound of kExportTolerance's comment; tests tighten it
 };
 
 struct ExportResult {
@@ -58,6 +62,7 @@ struct ExportResult {
   double max_abs_diff_scores = 0;  // class score rows; <= tolerance when verified
   double max_rel_diff_boxes = 0;   // max |diff| / max(1, |value|) on boxes; <= tolerance when verified
   double tolerance = kExportTolerance;
+  std::string verification_error;  // why verification failed ("" when verified); only with force
 };
 
 // Turns `model=` into a weights path (the CLI resolves registry references).
@@ -69,7 +74,8 @@ using ExportWeightsResolver = std::function<Status(std::string* weights)>;
 // target, verified there, then renamed in), and verifies it. A failed
 // verification (a difference over kExportTolerance, or OpenCV cannot run the file) removes
 // the temp file, leaves any earlier file at `path` alone and returns
-// FailedPrecondition with the measured difference.
+// FailedPrecondition with the measured difference — unless `force`, which
+// writes the file marked unverified and returns it with verified false.
 Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
                                  const ExportWeightsResolver& resolve = {});
 
@@ -77,7 +83,8 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
 //  "opset", "input": {"name", "shape"}, "output": {"name", "shape"}, "bytes",
 //  "nodes", "parameters", "verification": {"runtime", "reference",
 //  "images", "max_abs_diff", "max_abs_diff_boxes", "max_abs_diff_scores",
-//  "max_rel_diff_boxes", "tolerance", "verified"}}
+//  "max_rel_diff_boxes", "tolerance", "verified", "error" (only when
+//  unverified)}}
 nlohmann::json ExportResultJson(const ExportResult& result);
 // A few human-readable lines.
 std::string ExportResultText(const ExportResult& result);

@@ -23,6 +23,7 @@ struct ExportOptions {
     s.Bool("dynamic", &r.dynamic, "dynamic axes (not supported yet)");
     s.String("output", &r.output, "where to write (default: beside the weights, <stem>.onnx)");
     s.Int("verify_images", &r.verify_images, "synthetic images the verification runs, 1..64");
+    s.Bool("force", &r.force, "keep a file that failed verification, marked unverified in its metadata");
   }
 };
 

@@ -77,6 +77,7 @@ TEST_F(ExportTest, OnnxMatchesLibTorchForTwoClassCountsAndTwoSizes) {
       EXPECT_EQ(r->names.size(), static_cast<size_t>(nc));
       EXPECT_TRUE(fs::exists(req.output));
       EXPECT_FALSE(fs::exists(req.output + ".verifying.onnx"));
+      EXPECT_EQ(Env::Default().ReadFile(req.output).Value().find("kestrel_verification"), std::string::npos);
       std::cout << "nc " << nc << " imgsz " << side << ": max |diff| " << r->max_abs_diff << "\n";
     }
   }
@@ -165,6 +166,32 @@ TEST_F(ExportTest, BadKeysAreNamed) {
   cli = Kestrel("--json export model=" + weights + " opset=9");
   EXPECT_EQ(cli.code, 2);
   EXPECT_NE(cli.out.find("opset"), std::string::npos) << cli.out;
+}
+
+TEST_F(ExportTest, FailedVerificationWritesNothingUnlessForced) {
+  const std::string weights = RandomWeights(2, 13);
+  app::ExportRequest req;
+  req.model = weights;
+  req.imgsz = 64;
+  req.tolerance = 1e-12;  // below the few-ulp difference every pair of conv implementations shows
+  req.output = (dir_ / "strict.onnx").string();
+  Result<app::ExportResult> r = app::ExportModel(Env::Default(), req);
+  ASSERT_FALSE(r.IsOk());
+  EXPECT_EQ(r.GetStatus().Code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.GetStatus().Message().find("verification failed"), std::string::npos)
+      << r.GetStatus().ToString();
+  EXPECT_FALSE(fs::exists(req.output));
+  EXPECT_FALSE(fs::exists(req.output + ".verifying.onnx"));
+
+  req.force = true;
+  r = app::ExportModel(Env::Default(), req);
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_FALSE(r->verified);
+  EXPECT_NE(r->verification_error.find("verification failed"), std::string::npos);
+  EXPECT_EQ(app::ExportResultJson(*r)["verification"]["verified"], false);
+  const std::string bytes = Env::Default().ReadFile(req.output).Value();
+  EXPECT_NE(bytes.find("kestrel_verification"), std::string::npos);
+  EXPECT_FALSE(fs::exists(req.output + ".verifying.onnx"));
 }
 
 TEST_F(ExportTest, CliJsonIsTheAppView) {
