@@ -45,6 +45,11 @@ Status CheckValWeights(const std::string& model) {
 
 }  // namespace
 
+Status RelocateRequestError(const Status& s, const std::string& file) {
+  if (s.IsOk() || s.Where().file != kRequestFile) return s;
+  return Status(s.Code(), s.Message(), {file, 0, s.Where().field}).WithReason(s.Reason());
+}
+
 Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsResolver& resolve_weights) {
   jobs::JobKeys jk;
   OptionSet job_set;

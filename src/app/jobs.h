@@ -31,6 +31,11 @@ namespace kestrel::app {
 // ErrorLocation::file of an error in a request's keys.
 inline constexpr const char* kRequestFile = "request";
 
+// `s` with an error located at kRequestFile moved to `file` (the CLI passes
+// "command line"); any other status unchanged. Used for every use case whose
+// errors name a request key (jobs, templates).
+Status RelocateRequestError(const Status& s, const std::string& file);
+
 // A weights argument (pretrained= of a train job, model= of a val job) may
 // name a registered model; the front end resolves it in place (the CLI
 // prints which model it named). Unset: taken as a path.

@@ -24,7 +24,7 @@ constexpr const char* kSpecJobKeys[] = {"priority",   "max_retries", "backoff",
                                         "time_limit", "gpu_mem",     "min_map50"};
 
 Status Usage(const std::string& field, const std::string& msg) {
-  return Status::InvalidArgument(msg, {"command line", 0, field});
+  return Status::InvalidArgument(msg, {kRequestFile, 0, field});
 }
 
 // The two bindings of a submit, applied in submit's order: job keys first,
@@ -43,14 +43,14 @@ struct SubmitBinding {
   SubmitBinding& operator=(const SubmitBinding&) = delete;
 
   Status Set(const std::string& k, const std::string& v) {
-    if (job_set.Has(k)) return job_set.Set(k, v, {"command line", 0, ""});
+    if (job_set.Has(k)) return job_set.Set(k, v, {kRequestFile, 0, ""});
     if (jobs::IsJobOwnedTrainKey(k)) {
       return Usage(
           k, "'" + k +
                  "' is decided by the job system (each attempt runs in $KESTREL_HOME/jobs/<id>/attempt-<n> "
                  "and resumes from the previous attempt's checkpoint)");
     }
-    return train_set.Set(k, v, {"command line", 0, ""});
+    return train_set.Set(k, v, {kRequestFile, 0, ""});
   }
 
   // JobKeys::Validate, then TrainConfig::Validate with the trainer's device,
@@ -207,7 +207,7 @@ Result<TemplateSaveResult> TemplateLibrary::Save(const std::string& name,
 Result<store::TemplateRecord> TemplateLibrary::Resolve(const std::string& ref) {
   const size_t at = ref.find('@');
   const std::string name = ref.substr(0, at);
-  const ErrorLocation where{"command line", 0, kTemplateKey};
+  const ErrorLocation where{kRequestFile, 0, kTemplateKey};
   if (!store::IsValidTemplateName(name)) {
     return Status::InvalidArgument(
         "invalid template reference '" + EscapeInvalidUtf8(ref) + "' (NAME or NAME@vN)", where);
@@ -238,13 +238,13 @@ Result<std::vector<store::TemplateRecord>> TemplateLibrary::List(const std::stri
   if (!name.empty() && !store::IsValidTemplateName(name)) {
     return Status::InvalidArgument("invalid template name '" + EscapeInvalidUtf8(name) +
                                        "' (letters, digits, '-', '_', '.'; no '@', ':' or '/')",
-                                   {"command line", 0, "name"});
+                                   {kRequestFile, 0, "name"});
   }
   store::TemplateFilter f;
   f.name = name;
   KESTREL_ASSIGN_OR_RETURN(auto all, meta_.ListTemplates(f));
   if (!name.empty()) {
-    if (all.empty()) return Status::NotFound("no template named '" + name + "'", {"command line", 0, "name"});
+    if (all.empty()) return Status::NotFound("no template named '" + name + "'", {kRequestFile, 0, "name"});
     return all;
   }
   // Newest version per name (rows come ordered by name, then version).
@@ -282,7 +282,7 @@ Result<std::vector<std::string>> TemplateLibrary::ExpandArgs(const std::vector<s
 Result<nlohmann::json> TemplateLibrary::EffectiveConfig(const std::string& side, std::string* label) {
   if (side.rfind(kJobPrefix, 0) == 0) {
     KESTREL_ASSIGN_OR_RETURN(int64_t id,
-                             ParseInt64(std::string_view(side).substr(4), {"command line", 0, "job"}, 1,
+                             ParseInt64(std::string_view(side).substr(4), {kRequestFile, 0, "job"}, 1,
                                         std::numeric_limits<int64_t>::max(), "a job id (a positive number)"));
     KESTREL_ASSIGN_OR_RETURN(auto job, meta_.GetJob(id));
     *label = kJobPrefix + std::to_string(job.id);

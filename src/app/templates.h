@@ -37,7 +37,8 @@ using TemplateKeys = std::map<std::string, std::string>;
 // TrainConfig::Validate. data= may be absent (a template usually leaves the
 // dataset to submit); files named by pretrained=/model= are not opened (the
 // submit that uses the template checks them). A repeated key: the last wins.
-// Errors are kInvalidArgument located on {"command line", 0, key}.
+// Errors about the request are located at {kRequestFile, 0, key} (app/jobs.h;
+// a front end relocates them with RelocateRequestError).
 Result<TemplateKeys> ValidateSubmitKeys(const std::vector<std::string>& args);
 
 // The effective config of a set of submit keys: every train key with its

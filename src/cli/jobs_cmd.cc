@@ -54,10 +54,7 @@ int64_t SecondsToMs(double s) { return static_cast<int64_t>(std::llround(s * 100
 
 // The app layer locates errors in a request's keys at app::kRequestFile;
 // here the request is the command line (exit 2).
-Status OnCommandLine(const Status& s) {
-  if (s.Code() != StatusCode::kInvalidArgument || s.Where().file != app::kRequestFile) return s;
-  return Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field});
-}
+Status OnCommandLine(const Status& s) { return app::RelocateRequestError(s, "command line"); }
 
 std::string FormatMs(int64_t ms) {
   if (ms <= 0) return "-";

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "app/jobs.h"
 #include "app/templates.h"
 #include "cli/cli.h"
 #include "core/json.h"
@@ -78,7 +79,7 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code) {
     WithLibrary(ctx, exit_code, [&](app::TemplateLibrary& lib) {
       auto r = lib.Save(sa->name, sa->keys, NowMs());
       if (!r.IsOk()) {
-        *exit_code = Fail(ctx, r.GetStatus());
+        *exit_code = Fail(ctx, app::RelocateRequestError(r.GetStatus(), "command line"));
         return;
       }
       const std::string ref = EscapeInvalidUtf8(app::TemplateRef(r->tpl));
@@ -95,7 +96,7 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code) {
     WithLibrary(ctx, exit_code, [&](app::TemplateLibrary& lib) {
       auto t = lib.Resolve(*show_ref);
       if (!t.IsOk()) {
-        *exit_code = Fail(ctx, t.GetStatus());
+        *exit_code = Fail(ctx, app::RelocateRequestError(t.GetStatus(), "command line"));
         return;
       }
       std::string text = EscapeInvalidUtf8(app::TemplateRef(*t)) + "  saved " + FormatMs(t->created_ms) +
@@ -111,7 +112,7 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code) {
     WithLibrary(ctx, exit_code, [&](app::TemplateLibrary& lib) {
       auto all = lib.List(*list_name);
       if (!all.IsOk()) {
-        *exit_code = Fail(ctx, all.GetStatus());
+        *exit_code = Fail(ctx, app::RelocateRequestError(all.GetStatus(), "command line"));
         return;
       }
       json arr = json::array();
@@ -146,7 +147,7 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code) {
     WithLibrary(ctx, exit_code, [&](app::TemplateLibrary& lib) {
       auto d = lib.Diff(*diff_a, *diff_b);
       if (!d.IsOk()) {
-        *exit_code = Fail(ctx, d.GetStatus());
+        *exit_code = Fail(ctx, app::RelocateRequestError(d.GetStatus(), "command line"));
         return;
       }
       std::string text = "diff " + EscapeInvalidUtf8(d->a) + " -> " + EscapeInvalidUtf8(d->b) + ": " +

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 
+#include "app/jobs.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "jobs/job_keys.h"
@@ -33,7 +34,7 @@ Status TrainKeyError(const std::string& token) {
 
 Status Validation(const std::vector<std::string>& args) { return ValidateSubmitKeys(args).GetStatus(); }
 
-TEST(TemplateValidationTest, ErrorsAreTheBindingsOwnTextsOnTheCommandLine) {
+TEST(TemplateValidationTest, ErrorsAreTheBindingsOwnTextsLocatedInTheRequest) {
   // Unknown keys (with the closest key as a hint) and out-of-range values:
   // exactly the OptionSet's error of the train keys.
   for (const std::string token : {"epoch=10", "epochs=0", "lr0=-1", "imgsz=abc", "mosaic=2"}) {
@@ -42,7 +43,7 @@ TEST(TemplateValidationTest, ErrorsAreTheBindingsOwnTextsOnTheCommandLine) {
     ASSERT_FALSE(want.IsOk()) << token;
     EXPECT_EQ(got.Code(), StatusCode::kInvalidArgument) << token;
     EXPECT_EQ(got.Message(), want.Message()) << token;
-    EXPECT_EQ(got.Where().file, "command line") << token;
+    EXPECT_EQ(got.Where().file, kRequestFile) << token;
   }
   EXPECT_NE(Validation({"epoch=10"}).Message().find("epochs"), std::string::npos)
       << "the hint names the close key";
