@@ -413,6 +413,12 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"compare", "/etc/passwd", "/etc/passwd", "data=d"},
       {"compare", "a", "b", "data=d@v" + H},
       {"compare", "only-one", "data=d"},
+      // export: refused before anything is written
+      {"export"},
+      {"export", "model=/etc/passwd", "format=onnx"},
+      {"export", "model=m", "format=" + X},
+      {"export", "model=m", "format=onnx", "opset=" + H},
+      {"export", "model=m", "format=onnx", "imgsz=" + H},
   };
 #endif
   for (const auto& c : cases) ExpectCleanFailure(c);
