@@ -5,7 +5,8 @@
 #   2. formatting: every tracked C++ file matches .clang-format
 #      (fix with: clang-format -i FILE);
 #   3. clang-tidy (.clang-tidy) on the torch-free modules (core, store, data,
-#      eval, jobs, app, server, export), any finding fails; needs the build's
+#      eval, jobs, app, server, export; src/server/api.cc left out, see below),
+#      any finding fails; needs the build's
 #      compile_commands.json (run scripts/build.sh first).
 #   ./scripts/lint.sh               # all three
 #   ./scripts/lint.sh format        # one of: includes, format, tidy
@@ -39,14 +40,19 @@ for step in "${steps[@]}"; do
       fi
       log=$(mktemp)
       # -quiet: findings only; the regex selects the torch-free modules' sources.
-      run-clang-tidy -p "$BUILD_DIR" -j "$(nproc)" -quiet '/src/(core|store|data|eval|jobs|app|server|export)/[^/]*\.cc$' >"$log" 2>&1 || true
+      # Left out: src/server/api.cc, whose one clang-tidy run took 871 s of CPU
+      # on this VM (every other file 1-30 s) — more than the rest of the step
+      # together; the cause (a check on its route table of nested lambdas and
+      # JSON initializer lists) is still to be found (docs/ARCHITECTURE.md).
+      tidy_re='/src/((core|store|data|eval|jobs|app|export)/[^/]*|server/(?!api\.cc$)[^/]*)\.cc$'
+      run-clang-tidy -p "$BUILD_DIR" -j "$(nproc)" -quiet "$tidy_re" >"$log" 2>&1 || true
       findings=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E '^/.*: (warning|error): ' | sort -u || true)
       if [[ -n "$findings" ]]; then
         echo "$findings"
         echo "tidy: $(wc -l <<<"$findings") finding(s); fix them or suppress one with // NOLINT(check) and a reason"
         fail=1
       else
-        echo "tidy: clean ($(git ls-files 'src/*.cc' | grep -cE '^src/(core|store|data|eval|jobs|app|server|export)/[^/]*\.cc$') files)"
+        echo "tidy: clean ($(git ls-files 'src/*.cc' | grep -cE '^src/(core|store|data|eval|jobs|app|server|export)/[^/]*\.cc$' | awk '{print $1 - 1}') files; src/server/api.cc left out)"
       fi
       rm -f "$log"
       ;;
