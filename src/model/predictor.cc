@@ -236,12 +236,22 @@ Result<std::vector<ImagePrediction>> Predictor::PredictVal(
   return out;
 }
 
-Result<std::vector<std::vector<eval::Detection>>> Predictor::PredictInput(const SafeTensor& input) {
+namespace {
+
+// What PredictInput and ForwardDecoded take: a letterboxed float batch.
+Status CheckNetworkInput(const SafeTensor& input) {
   if (input.dtype != "F32" || input.shape.size() != 4 || input.shape[1] != 3 ||
       input.shape[2] % kMaxStride != 0 || input.shape[3] % kMaxStride != 0) {
     return Status::InvalidArgument("input must be F32 [B, 3, H, W] with H, W multiples of 32",
                                    {"", 0, "input"});
   }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<eval::Detection>>> Predictor::PredictInput(const SafeTensor& input) {
+  KESTREL_RETURN_IF_ERROR(CheckNetworkInput(input));
   try {
     torch::NoGradGuard no_grad;
     KESTREL_ASSIGN_OR_RETURN(at::Tensor x, ToTorch(input, "input"));
@@ -253,11 +263,7 @@ Result<std::vector<std::vector<eval::Detection>>> Predictor::PredictInput(const 
 }
 
 Result<SafeTensor> Predictor::ForwardDecoded(const SafeTensor& input) {
-  if (input.dtype != "F32" || input.shape.size() != 4 || input.shape[1] != 3 ||
-      input.shape[2] % kMaxStride != 0 || input.shape[3] % kMaxStride != 0) {
-    return Status::InvalidArgument("input must be F32 [B, 3, H, W] with H, W multiples of 32",
-                                   {"", 0, "input"});
-  }
+  KESTREL_RETURN_IF_ERROR(CheckNetworkInput(input));
   try {
     torch::NoGradGuard no_grad;
     KESTREL_ASSIGN_OR_RETURN(at::Tensor x, ToTorch(input, "input"));
