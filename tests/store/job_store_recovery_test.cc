@@ -8,7 +8,41 @@
 namespace kestrel::store {
 namespace {
 
-class JobRecoveryTest : public JobStoreTest {};
+class JobRecoveryTest : public JobStoreTest {
+ protected:
+  // Closes the store and makes a fresh database of this backend holding the
+  // first `n` migrations, applied by hand as an older Kestrel left it; `exec`
+  // runs SQL on it and `db` is the SQLite handle to close (null for
+  // PostgreSQL).
+  void OldDatabase(size_t n, std::function<Status(const std::string&)>* exec, sqlite3** db) {
+    store_.reset();
+    if (GetParam() == "sqlite") {
+      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(dir_ + "/kestrel.db" + suffix);
+      ASSERT_EQ(sqlite3_open((dir_ + "/kestrel.db").c_str(), db), SQLITE_OK);
+      *exec = [h = *db](const std::string& sql) -> Status {
+        char* err = nullptr;
+        if (sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK) return {};
+        std::string msg = err != nullptr ? err : "?";
+        sqlite3_free(err);
+        return Status::Internal(msg + " in " + sql);
+      };
+    } else {
+      ASSERT_TRUE(ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
+      ASSERT_TRUE(ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_).IsOk());
+      *exec = [this](const std::string& sql) { return ExecPostgres(url_, sql); };
+    }
+    const auto& migrations = Migrations();
+    ASSERT_GT(migrations.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      for (const auto& sql : migrations[i]) {
+        if (sql.rfind(kPostgresOnly, 0) == 0 && GetParam() == "sqlite") continue;
+        if (sql.rfind(kSqliteOnly, 0) == 0 && GetParam() != "sqlite") continue;
+        Status st = (*exec)(sql);
+        ASSERT_TRUE(st.IsOk()) << st.ToString();
+      }
+    }
+  }
+};
 
 TEST_P(JobRecoveryTest, LostWorkersAttemptEndsAtItsLastRenewalAndStatsMeasureRecoveryFromThere) {
   int64_t id = Submit(Spec("{}")).id;
@@ -98,33 +132,9 @@ TEST_P(JobRecoveryTest, RecoveryFiguresAreMeansOverRecordedFailures) {
 // detection time is their end (the only time they have), so the recovery
 // figures over old rows stay what they were.
 TEST_P(JobRecoveryTest, Migration7BackfillsDetectionTimeFromTheEnd) {
-  store_.reset();
   std::function<Status(const std::string&)> exec;
   sqlite3* db = nullptr;
-  if (GetParam() == "sqlite") {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(dir_ + "/kestrel.db" + suffix);
-    ASSERT_EQ(sqlite3_open((dir_ + "/kestrel.db").c_str(), &db), SQLITE_OK);
-    exec = [db](const std::string& sql) -> Status {
-      char* err = nullptr;
-      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK) return {};
-      std::string msg = err != nullptr ? err : "?";
-      sqlite3_free(err);
-      return Status::Internal(msg + " in " + sql);
-    };
-  } else {
-    ASSERT_TRUE(ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
-    ASSERT_TRUE(ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_).IsOk());
-    exec = [this](const std::string& sql) { return ExecPostgres(url_, sql); };
-  }
-  const auto& migrations = Migrations();
-  ASSERT_GE(migrations.size(), 7u);
-  for (size_t i = 0; i < 6; ++i) {
-    for (const auto& sql : migrations[i]) {
-      if (sql.rfind(kPostgresOnly, 0) == 0 && GetParam() == "sqlite") continue;
-      Status st = exec(sql);
-      ASSERT_TRUE(st.IsOk()) << st.ToString();
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(OldDatabase(6, &exec, &db));
   for (const char* sql :
        {"CREATE TABLE schema_version (version INTEGER NOT NULL)", "INSERT INTO schema_version VALUES (6)",
         "INSERT INTO jobs VALUES (1, '{}', '{}', 'v', 1, 'k', 'succeeded', 2, '', 0, 0, 3, 0, 10, 1, '0', "
@@ -157,34 +167,9 @@ TEST_P(JobRecoveryTest, Migration7BackfillsDetectionTimeFromTheEnd) {
 // key leaves every config (the children no longer erase it), and a live
 // job's old dedup key still matches a resubmission of the same job.
 TEST_P(JobRecoveryTest, Migration10MovesMinMap50FromTheConfigToItsColumn) {
-  store_.reset();
   std::function<Status(const std::string&)> exec;
   sqlite3* db = nullptr;
-  if (GetParam() == "sqlite") {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(dir_ + "/kestrel.db" + suffix);
-    ASSERT_EQ(sqlite3_open((dir_ + "/kestrel.db").c_str(), &db), SQLITE_OK);
-    exec = [db](const std::string& sql) -> Status {
-      char* err = nullptr;
-      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) == SQLITE_OK) return {};
-      std::string msg = err != nullptr ? err : "?";
-      sqlite3_free(err);
-      return Status::Internal(msg + " in " + sql);
-    };
-  } else {
-    ASSERT_TRUE(ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
-    ASSERT_TRUE(ExecPostgres(admin_url_, "CREATE SCHEMA " + schema_).IsOk());
-    exec = [this](const std::string& sql) { return ExecPostgres(url_, sql); };
-  }
-  const auto& migrations = Migrations();
-  ASSERT_GE(migrations.size(), 10u);
-  for (size_t i = 0; i < 9; ++i) {
-    for (const auto& sql : migrations[i]) {
-      if (sql.rfind(kPostgresOnly, 0) == 0 && GetParam() == "sqlite") continue;
-      if (sql.rfind(kSqliteOnly, 0) == 0 && GetParam() != "sqlite") continue;
-      Status st = exec(sql);
-      ASSERT_TRUE(st.IsOk()) << st.ToString();
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(OldDatabase(9, &exec, &db));
   const std::string old_key = Sha256Hex("v\n" + std::string(R"({"epochs":3,"min_map50":0.6})"));
   auto row = [](int id, const std::string& config, const std::string& key) {
     return "INSERT INTO jobs VALUES (" + std::to_string(id) + ", '{}', '" + config + "', 'v', 1, '" + key +
