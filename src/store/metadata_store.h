@@ -18,6 +18,7 @@
 #include "store/job_types.h"
 #include "store/model_types.h"
 #include "store/template_types.h"
+#include "store/token_types.h"
 
 namespace kestrel::store {
 
@@ -164,6 +165,24 @@ class MetadataStore {
   virtual Result<TemplateRecord> AddTemplate(const TemplateRecord& rec, bool* created) = 0;
   // Ordered by name, then version (oldest first).
   virtual Result<std::vector<TemplateRecord>> ListTemplates(const TemplateFilter& filter) = 0;
+
+  // ---- API tokens (docs/server.md "Auth"; records in token_types.h). The
+  // application layer (app/tokens.h) makes the secret and checks tokens.
+
+  // Adds a live token (last_used and revoked cleared). kInvalidArgument for
+  // a malformed name, id or secret_sha; kAlreadyExists (field `name`) when a
+  // live token has the name, (field `id`) when the id is taken.
+  virtual Result<ApiTokenRecord> AddApiToken(const ApiTokenRecord& rec) = 0;
+  // Every token, revoked ones too, oldest first.
+  virtual Result<std::vector<ApiTokenRecord>> ListApiTokens() = 0;
+  // kNotFound (field `token`) for an unknown id.
+  virtual Result<ApiTokenRecord> GetApiToken(const std::string& id) = 0;
+  // Marks the token revoked at now_ms, one transaction; a token already
+  // revoked is returned unchanged with *revoked = false. kNotFound for an
+  // unknown id.
+  virtual Result<ApiTokenRecord> RevokeApiToken(const std::string& id, int64_t now_ms, bool* revoked) = 0;
+  // Sets last_used to now_ms when it is older (one statement, no read).
+  virtual Status TouchApiToken(const std::string& id, int64_t now_ms) = 0;
 };
 
 // sha256 of the dataset version and the canonical form (sorted keys, no

@@ -221,6 +221,20 @@ const std::vector<std::vector<std::string>>& Migrations() {
               "UPDATE jobs SET config_json = (config_json::jsonb - 'min_map50')::text"
               " WHERE config_json::jsonb ? 'min_map50'",
       },
+      // 11: API tokens of `kestrel serve` (docs/server.md "Auth"): only the
+      // sha256 of each secret; a revoked token keeps its row (revoked_at),
+      // and a name is unique among live tokens.
+      {
+          "CREATE TABLE api_tokens ("
+          "  id TEXT PRIMARY KEY,"
+          "  name TEXT NOT NULL,"
+          "  secret_sha TEXT NOT NULL,"
+          "  read_only INTEGER NOT NULL,"
+          "  created_at BIGINT NOT NULL,"
+          "  last_used_at BIGINT NOT NULL DEFAULT 0,"
+          "  revoked_at BIGINT NOT NULL DEFAULT 0)",
+          "CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens(name) WHERE revoked_at = 0",
+      },
   };
   // NOLINTEND(bugprone-suspicious-missing-comma)
   return kMigrations;

@@ -110,6 +110,15 @@ class HookedStore final : public store::MetadataStore {
   Result<std::vector<store::TemplateRecord>> ListTemplates(const store::TemplateFilter& f) override {
     return in_->ListTemplates(f);
   }
+  Result<store::ApiTokenRecord> AddApiToken(const store::ApiTokenRecord& t) override {
+    return in_->AddApiToken(t);
+  }
+  Result<std::vector<store::ApiTokenRecord>> ListApiTokens() override { return in_->ListApiTokens(); }
+  Result<store::ApiTokenRecord> GetApiToken(const std::string& id) override { return in_->GetApiToken(id); }
+  Result<store::ApiTokenRecord> RevokeApiToken(const std::string& id, int64_t now, bool* revoked) override {
+    return in_->RevokeApiToken(id, now, revoked);
+  }
+  Status TouchApiToken(const std::string& id, int64_t now) override { return in_->TouchApiToken(id, now); }
 
  private:
   std::unique_ptr<store::MetadataStore> in_;

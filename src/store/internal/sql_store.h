@@ -2,7 +2,7 @@
 // SqlConn adapter so SQLite and PostgreSQL run the same logic and the same
 // migrations. Dataset operations live in sql_store.cc, job operations in
 // job_store.cc, the model registry in model_store.cc, config templates in
-// template_store.cc. Private to the store module.
+// template_store.cc, API tokens in token_store.cc. Private to the store module.
 #pragma once
 
 #include <memory>
@@ -62,6 +62,13 @@ class SqlStore final : public MetadataStore {
   // Config templates (template_store.cc).
   Result<TemplateRecord> AddTemplate(const TemplateRecord& rec, bool* created) override;
   Result<std::vector<TemplateRecord>> ListTemplates(const TemplateFilter& filter) override;
+
+  // API tokens (token_store.cc).
+  Result<ApiTokenRecord> AddApiToken(const ApiTokenRecord& rec) override;
+  Result<std::vector<ApiTokenRecord>> ListApiTokens() override;
+  Result<ApiTokenRecord> GetApiToken(const std::string& id) override;
+  Result<ApiTokenRecord> RevokeApiToken(const std::string& id, int64_t now_ms, bool* revoked) override;
+  Status TouchApiToken(const std::string& id, int64_t now_ms) override;
 
  private:
   // Models matching `filter` with their tags, oldest first; `lock` adds
