@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/json.h"
 #include "core/parse.h"
+#include "server/static_files.h"
 
 namespace kestrel::server {
 namespace {
@@ -339,6 +340,10 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, con
   s->ctx_ = std::make_unique<ApiContext>(ApiContext{*s->meta_, *s->blobs_, s->metrics_, home});
   KESTREL_ASSIGN_OR_RETURN(Router router, BuildApiRouter(*s->ctx_));
   s->router_ = std::make_unique<Router>(std::move(router));
+  if (!options.web_dir.empty()) {
+    KESTREL_ASSIGN_OR_RETURN(StaticFiles files, StaticFiles::Open(options.web_dir));
+    s->router_->SetFallback([files](const Request& req, const PathParams&) { return files.Serve(req); });
+  }
   KESTREL_ASSIGN_OR_RETURN(s->http_, HttpServer::Start(options, *s->router_, s->metrics_));
   return s;
 }

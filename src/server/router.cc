@@ -124,6 +124,8 @@ Response Router::Dispatch(const Request& req) const {
   const Route* r = Find(req.method, req.path, &params, &allowed);
   if (r == nullptr && req.method == "HEAD") r = Find("GET", req.path, &params, nullptr);
   if (r == nullptr) {
+    if (allowed.empty() && fallback_ && (req.method == "GET" || req.method == "HEAD"))
+      return fallback_(req, {});
     if (allowed.empty()) return ErrorResponse(404, "not_found", "no route for " + req.path);
     std::sort(allowed.begin(), allowed.end());
     std::string allow;

@@ -90,6 +90,10 @@ class Router {
 
   const std::vector<Route>& Routes() const { return routes_; }
 
+  // Answers a GET or HEAD whose path no route has (the web UI's files,
+  // static_files.h) instead of the 404 error document.
+  void SetFallback(Handler handler) { fallback_ = std::move(handler); }
+
  private:
   // The route for this method and path, or nullptr; `allowed` gets the
   // methods of every route whose pattern matches the path.
@@ -97,6 +101,7 @@ class Router {
                     std::vector<std::string>* allowed) const;
 
   std::vector<Route> routes_;
+  Handler fallback_;
 };
 
 // {"ok": false, "error": {"code", "message", "file", "line", "field"}}: the
