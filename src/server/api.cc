@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/json.h"
 #include "core/parse.h"
+#include "server/api_metrics.h"
 #include "server/static_files.h"
 
 namespace kestrel::server {
@@ -327,6 +328,7 @@ json OpenApiDocument(const Router& router) {
 Result<Router> BuildApiRouter(ApiContext& ctx) {
   Router r;
   KESTREL_RETURN_IF_ERROR(AddRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddMetricRoutes(r, ctx));
   const json doc = OpenApiDocument(r);
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},
                                 [doc](const Request&, const PathParams&) { return JsonResponse(doc); }));
