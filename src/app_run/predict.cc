@@ -8,6 +8,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "app_run/onnx_predict.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/image.h"
@@ -146,24 +147,23 @@ Result<std::string> RenderDetectionsJpeg(const eval::ImageView& rgb,
   }
 }
 
-Result<PredictResult> Predict(Env& env, const PredictRequest& o, const WeightsResolver& resolve) {
-  if (o.model.empty() || o.source.empty()) {
-    return Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
-                                   {"", 0, o.model.empty() ? "model" : "source"});
-  }
-  // Inputs first: nothing is written for a bad source or model.
-  KESTREL_ASSIGN_OR_RETURN(std::vector<std::string> files, SourceFiles(env, o.source));
-  model::PredictorOptions po;
-  po.imgsz = o.imgsz;
-  po.batch = o.batch;
-  po.nms.conf = static_cast<float>(o.conf);
-  po.nms.iou = static_cast<float>(o.iou);
-  po.nms.max_det = o.max_det;
-  std::string weights = o.model;
-  if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&weights));
-  KESTREL_ASSIGN_OR_RETURN(auto pred, model::Predictor::Load(weights, po));
-  model::Predictor& p = *pred;
+namespace {
 
+// One batch of decoded images through either runner.
+Result<std::vector<eval::ImagePrediction>> RunBatch(model::Predictor& p, const std::vector<cv::Mat>& images) {
+  return p.Predict(images);
+}
+Result<std::vector<eval::ImagePrediction>> RunBatch(OnnxPredictor& p, const std::vector<cv::Mat>& images) {
+  std::vector<eval::ImageView> views;
+  for (const cv::Mat& m : images) views.push_back({m.data, m.cols, m.rows, m.channels(), m.step[0]});
+  return p.Predict(views);
+}
+
+// Predicts every file with `p` (model::Predictor or OnnxPredictor: the same
+// eval::BatchInference around the forward), then writes the run folder.
+template <class Runner>
+Result<PredictResult> PredictWith(Env& env, const PredictRequest& o, const std::vector<std::string>& files,
+                                  Runner& p) {
   PredictResult out;
   out.names = p.Names();
   // At most one batch of decoded images is held, except the ones kept for
@@ -178,14 +178,14 @@ Result<PredictResult> Predict(Env& env, const PredictRequest& o, const WeightsRe
       if (o.save) decoded[i] = img;
       images.push_back(std::move(img));
     }
-    KESTREL_ASSIGN_OR_RETURN(auto preds, p.Predict(images));
+    KESTREL_ASSIGN_OR_RETURN(auto preds, RunBatch(p, images));
     for (auto& pr : preds) {
       const size_t i = out.images.size();
       out.images.push_back({files[i], pr.width, pr.height, std::move(pr.detections)});
     }
   }
-  const model::StageTimes t = p.Timing();
-  out.speed = {t.preprocess_ms, t.inference_ms, t.postprocess_ms, t.images, t.Fps(), o.imgsz};
+  const eval::StageTimes t = p.Timing();
+  out.speed = {t.preprocess_ms, t.inference_ms, t.postprocess_ms, t.images, t.Fps(), p.Options().imgsz};
 
   out.dir = eval::NextRunDir(env, o.project, o.name, "predict", o.exist_ok);
   // Written beside the run folder and moved in when every image is done: a
@@ -213,6 +213,32 @@ Result<PredictResult> Predict(Env& env, const PredictRequest& o, const WeightsRe
   }
   KESTREL_RETURN_IF_ERROR(staged.Commit());
   return out;
+}
+
+}  // namespace
+
+Result<PredictResult> Predict(Env& env, const PredictRequest& o, const WeightsResolver& resolve) {
+  if (o.model.empty() || o.source.empty()) {
+    return Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
+                                   {"", 0, o.model.empty() ? "model" : "source"});
+  }
+  // Inputs first: nothing is written for a bad source or model.
+  KESTREL_ASSIGN_OR_RETURN(std::vector<std::string> files, SourceFiles(env, o.source));
+  model::PredictorOptions po;
+  po.imgsz = o.imgsz;
+  po.batch = o.batch;
+  po.nms.conf = static_cast<float>(o.conf);
+  po.nms.iou = static_cast<float>(o.iou);
+  po.nms.max_det = o.max_det;
+  std::string weights = o.model;
+  if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&weights));
+  if (IsOnnxModelPath(weights)) {
+    // OpenCV DNN on the exported file; its input side replaces imgsz.
+    KESTREL_ASSIGN_OR_RETURN(auto onnx, OnnxPredictor::Load(weights, po));
+    return PredictWith(env, o, files, *onnx);
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto pred, model::Predictor::Load(weights, po));
+  return PredictWith(env, o, files, *pred);
 }
 
 }  // namespace kestrel::app

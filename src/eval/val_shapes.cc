@@ -186,6 +186,15 @@ ValGeometry ComputeValGeometry(int width, int height, int imgsz, int input_width
   return g;
 }
 
+ValGeometry ComputeSquareGeometry(int width, int height, int size) {
+  ValGeometry g;
+  g.input_width = g.input_height = size;
+  g.letterbox = ComputeLetterbox(width, height, size, size);
+  g.resized_width = g.placed_width = static_cast<int>(std::nearbyint(width * g.letterbox.scale));
+  g.resized_height = g.placed_height = static_cast<int>(std::nearbyint(height * g.letterbox.scale));
+  return g;
+}
+
 Status ValLetterboxToChw(const uint8_t* pixels, int rows, int cols, size_t row_bytes, const ValGeometry& g,
                          float* chw) {
   if (pixels == nullptr || chw == nullptr || rows <= 0 || cols <= 0 || row_bytes < size_t(cols) * 3) {

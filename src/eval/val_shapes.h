@@ -75,6 +75,12 @@ struct ValGeometry {
 // REQUIRES: all sizes > 0.
 ValGeometry ComputeValGeometry(int width, int height, int imgsz, int input_width, int input_height);
 
+// `predict`'s placement (one step): the image scaled by ComputeLetterbox(w,
+// h, size, size) (upscaling allowed, resized size rounded half to even) and
+// centred in a size x size input. Letterboxed by ValLetterboxToChw like a
+// validation image, so both paths share one letterbox. REQUIRES: sizes > 0.
+ValGeometry ComputeSquareGeometry(int width, int height, int size);
+
 // Writes the letterboxed image into `chw`: float [3, input_height,
 // input_width], channel order as given, values pixel / 255. `pixels` is an
 // 8-bit 3-channel interleaved image of g's original size (rows x cols,

@@ -7,6 +7,8 @@
 //   eval::ComputeLetterbox) -> float CHW in [0, 1] -> batched forward in eval
 //   mode (optionally BN-fused) -> eval::PostprocessYolo (decode + NMS) ->
 //   boxes mapped back to original-image pixels (eval::ScaleToOriginal).
+// Everything but the forward is eval::BatchInference (eval/inference.h),
+// which the ONNX runner (app_run/onnx_predict.h) shares.
 //
 // Thread-safety: not thread-safe (one Predictor per thread). Torch's intra-op
 // thread count is process-wide and set by main() / test setup, not here.
@@ -22,43 +24,20 @@
 #include "core/safetensors.h"
 #include "core/status.h"
 #include "eval/detection.h"
+#include "eval/inference.h"
 #include "eval/postprocess.h"
 #include "eval/val_shapes.h"
 #include "model/spec.h"
 
 namespace kestrel::model {
 
-struct PredictorOptions {
-  int imgsz = 640;         // square network input side, multiple of 32, in [32, 4096]
-  int batch = 16;          // images per forward, >= 1
-  eval::NmsOptions nms;    // conf / iou / max_det / agnostic / multi_label
-  bool fuse = true;        // fold BatchNorm into convs (same boxes to ~1e-5)
-  int warmup_batches = 1;  // batches excluded from Timing()
-  Status Validate() const;
+// The network-independent options and records are eval/inference.h's (the
+// ONNX runner shares them); `fuse` is LibTorch's own.
+struct PredictorOptions : eval::InferenceOptions {
+  bool fuse = true;  // fold BatchNorm into convs (same boxes to ~1e-5)
 };
-
-// Mean milliseconds per image of each stage over the images after the
-// warm-up batches (all images when every batch was a warm-up one).
-struct StageTimes {
-  double preprocess_ms = 0;   // letterbox + to float tensor
-  double inference_ms = 0;    // forward
-  double postprocess_ms = 0;  // decode + NMS + scale back
-  int64_t images = 0;         // images the means are over
-  double TotalMs() const { return preprocess_ms + inference_ms + postprocess_ms; }
-  double Fps() const { return TotalMs() > 0 ? 1000.0 / TotalMs() : 0.0; }
-};
-
-struct ImagePrediction {
-  int width = 0;  // original image pixels
-  int height = 0;
-  eval::Letterbox letterbox;                // how it was placed in the input
-  std::vector<eval::Detection> detections;  // xyxy, original pixels, descending score
-};
-
-// Letterboxes an RGB/BGR CV_8UC3 image into a size x size CV_8UC3 canvas
-// filled with 114 (torch-free; exposed for tests). `lb` receives the
-// geometry (nullable).
-cv::Mat LetterboxImage(const cv::Mat& image, int size, eval::Letterbox* lb);
+using StageTimes = eval::StageTimes;
+using ImagePrediction = eval::ImagePrediction;
 
 class Predictor {
  public:

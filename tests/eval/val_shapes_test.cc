@@ -1,5 +1,5 @@
 // The validation batch rule (eval/val_shapes.h PlanValBatches /
-// ComputeValGeometry): pure arithmetic, runs everywhere.
+// ComputeValGeometry, ComputeSquareGeometry, the letterbox): runs everywhere.
 #include "eval/val_shapes.h"
 
 #include <gtest/gtest.h>
@@ -151,6 +151,39 @@ TEST(ValGeometry, LetterboxWritesGreyBorderAndPixels) {
   EXPECT_FLOAT_EQ(chw[plane + 47 * 64 + 47], 20.0f / 255.0f);
   EXPECT_FLOAT_EQ(chw[2 * plane + 47 * 64 + 48], 114.0f / 255.0f);
   EXPECT_FALSE(ValLetterboxToChw(nullptr, 32, 32, 96, g, chw.data()).IsOk());
+}
+
+// predict's square letterbox (what model::Predictor and the ONNX runner both
+// use): a white box in a 128 x 64 image lands in the 64 x 64 input at half
+// scale, 16 px down, and maps back to where it was within one pixel.
+TEST(ValGeometry, SquareLetterboxRoundTripMapsABoxBackWithinOnePixel) {
+  const int w = 128, h = 64;
+  std::vector<uint8_t> img(size_t(w) * h * 3, 0);
+  for (int y = 10; y < 40; ++y)
+    for (int x = 20; x < 60; ++x)
+      for (int c = 0; c < 3; ++c) img[(size_t(y) * w + x) * 3 + c] = 255;
+  const ValGeometry g = ComputeSquareGeometry(w, h, 64);
+  EXPECT_NEAR(g.letterbox.scale, 0.5, 1e-12);
+  EXPECT_EQ(g.letterbox.pad_x, 0);
+  EXPECT_EQ(g.letterbox.pad_y, 16);
+  EXPECT_EQ(g.placed_width, 64);
+  EXPECT_EQ(g.placed_height, 32);
+  std::vector<float> chw(3 * 64 * 64, -1.0f);
+  ASSERT_TRUE(ValLetterboxToChw(img.data(), h, w, size_t(w) * 3, g, chw.data()).IsOk());
+  EXPECT_FLOAT_EQ(chw[0], 114.0f / 255.0f) << "pad value";
+  int x1 = 64, y1 = 64, x2 = -1, y2 = -1;
+  for (int y = 0; y < 64; ++y) {
+    for (int x = 0; x < 64; ++x) {
+      if (chw[size_t(y) * 64 + x] > 200.0f / 255.0f) {
+        x1 = std::min(x1, x), y1 = std::min(y1, y), x2 = std::max(x2, x + 1), y2 = std::max(y2, y + 1);
+      }
+    }
+  }
+  const Box back = ScaleToOriginal(Box{float(x1), float(y1), float(x2), float(y2)}, g.letterbox, w, h);
+  EXPECT_NEAR(back.x1, 20, 1.0);
+  EXPECT_NEAR(back.y1, 10, 1.0);
+  EXPECT_NEAR(back.x2, 60, 1.0);
+  EXPECT_NEAR(back.y2, 40, 1.0);
 }
 
 TEST(ValGeometry, LabelRoundTripIsIdentityWhenTheResizeKeptTheAspect) {

@@ -1,6 +1,6 @@
 // Predictor: forward + decode + NMS equals the reference model's eval output
-// run through the same postprocess; letterbox geometry round trip; timing;
-// load errors.
+// run through the same postprocess; timing; load errors. The letterbox is
+// eval's (tests/eval/val_shapes_test.cc).
 #include "model/predictor.h"
 
 #include <gtest/gtest.h>
@@ -51,30 +51,6 @@ TEST_F(PredictorTest, ReferenceInputMatchesReferenceEvalOutputAfterPostprocess) 
       EXPECT_NEAR(g.box.y2, want[i].box.y2, 1e-2);
     }
   }
-}
-
-TEST_F(PredictorTest, LetterboxRoundTripMapsABoxBackWithinOnePixel) {
-  // A white box on black in a 128 x 64 image; letterboxed into 64 x 64.
-  cv::Mat img(64, 128, CV_8UC3, cv::Scalar(0, 0, 0));
-  cv::rectangle(img, cv::Rect(20, 10, 40, 30), cv::Scalar(255, 255, 255), cv::FILLED);
-  eval::Letterbox lb;
-  cv::Mat out = LetterboxImage(img, 64, &lb);
-  ASSERT_EQ(out.rows, 64);
-  ASSERT_EQ(out.cols, 64);
-  EXPECT_EQ(out.at<cv::Vec3b>(0, 0)[0], 114) << "pad value";
-  EXPECT_NEAR(lb.scale, 0.5, 1e-12);
-  EXPECT_NEAR(lb.pad_y, 16, 1e-12);
-  cv::Mat gray, mask;
-  cv::cvtColor(out, gray, cv::COLOR_BGR2GRAY);
-  cv::threshold(gray, mask, 200, 255, cv::THRESH_BINARY);
-  const cv::Rect found = cv::boundingRect(mask);
-  const eval::Box in{float(found.x), float(found.y), float(found.x + found.width),
-                     float(found.y + found.height)};
-  const eval::Box back = eval::ScaleToOriginal(in, lb, 128, 64);
-  EXPECT_NEAR(back.x1, 20, 1.0);
-  EXPECT_NEAR(back.y1, 10, 1.0);
-  EXPECT_NEAR(back.x2, 60, 1.0);
-  EXPECT_NEAR(back.y2, 40, 1.0);
 }
 
 TEST_F(PredictorTest, RandomModelPredictsBatchesWithTimingAndBoxesInsideImages) {

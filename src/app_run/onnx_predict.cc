@@ -1,0 +1,148 @@
+// The OpenCV DNN adapter of the ONNX path; everything around the forward is
+// eval::BatchInference, shared with the LibTorch predictor. cv::Exception is
+// converted to Status here.
+#include "app_run/onnx_predict.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <opencv2/core.hpp>
+#include <opencv2/dnn.hpp>
+#include <utility>
+
+#include "core/env.h"
+
+namespace kestrel::app {
+
+bool IsOnnxModelPath(const std::string& model) {
+  if (model.size() < 5) return false;
+  std::string ext = model.substr(model.size() - 5);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".onnx";
+}
+
+struct OnnxPredictor::Impl {
+  std::string path;
+  exporter::OnnxDetectorInfo info;
+  eval::InferenceOptions opts;
+  cv::dnn::Net net;
+  std::unique_ptr<eval::BatchInference> run;
+  std::vector<float> padded;   // a last, short run filled up to the file's batch
+  std::vector<float> decoded;  // the last forward's output0 rows of the real images
+
+  // output0 of `n` letterboxed images into `decoded`, the file's batch at a
+  // time. Throws what OpenCV throws.
+  Status Forward(const float* input, int n) {
+    const int batch = info.batch;
+    const int64_t image_in = 3 * int64_t(info.height) * info.width;
+    const int64_t image_out = (4 + int64_t(info.nc)) * info.anchors;
+    decoded.resize(size_t(int64_t(n) * image_out));
+    for (int start = 0; start < n; start += batch) {
+      const int k = std::min(batch, n - start);
+      const float* src = input + int64_t(start) * image_in;
+      if (k < batch) {
+        padded.assign(size_t(int64_t(batch) * image_in), 114.0f / 255.0f);
+        std::copy(src, src + int64_t(k) * image_in, padded.begin());
+        src = padded.data();
+      }
+      const int sizes[4] = {batch, 3, info.height, info.width};
+      // Wraps without copying; the net never writes its input.
+      const cv::Mat blob(4, sizes, CV_32F, const_cast<float*>(src));
+      net.setInput(blob, info.input.name);
+      const cv::Mat out = net.forward(info.output.name);
+      if (out.type() != CV_32F || out.dims != 3 || out.size[0] != batch || out.size[1] != 4 + info.nc ||
+          out.size[2] != info.anchors || !out.isContinuous()) {
+        return Status::Internal("OpenCV DNN returned output0 of another shape than the file declares",
+                                {path, 0, "model"});
+      }
+      const auto* o = reinterpret_cast<const float*>(out.data);
+      std::copy(o, o + int64_t(k) * image_out, decoded.begin() + int64_t(start) * image_out);
+    }
+    return {};
+  }
+
+  eval::DecodedForward Forwarder() {
+    return [this](const float* input, int n, int height, int width) -> Result<eval::DecodedOutput> {
+      if (height != info.height || width != info.width) {
+        return Status::InvalidArgument("input " + std::to_string(height) + "x" + std::to_string(width) +
+                                           " is not the file's " + std::to_string(info.height) + "x" +
+                                           std::to_string(info.width),
+                                       {path, 0, "imgsz"});
+      }
+      KESTREL_RETURN_IF_ERROR(Forward(input, n));
+      return eval::DecodedOutput{decoded.data(), info.anchors};
+    };
+  }
+};
+
+OnnxPredictor::OnnxPredictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OnnxPredictor::~OnnxPredictor() = default;
+
+Result<std::unique_ptr<OnnxPredictor>> OnnxPredictor::Load(const std::string& path,
+                                                           const eval::InferenceOptions& options) {
+  Env& env = Env::Default();
+  if (!env.Stat(path).exists) return Status::NotFound("model file not found", {path, 0, "model"});
+  KESTREL_ASSIGN_OR_RETURN(std::string bytes, env.ReadFile(path));
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  KESTREL_ASSIGN_OR_RETURN(impl->info, exporter::ReadOnnxDetectorInfo(bytes, path));
+  const exporter::OnnxDetectorInfo& info = impl->info;
+  if (info.height != info.width) {
+    return Status::InvalidArgument("the file's input is " + std::to_string(info.height) + "x" +
+                                       std::to_string(info.width) + "; only square inputs are run",
+                                   {path, 0, "imgsz"});
+  }
+  impl->opts = options;
+  impl->opts.imgsz = info.width;
+  Status valid = impl->opts.Validate();
+  if (!valid.IsOk()) return valid.WithLocation({path, 0, valid.Where().field});
+  try {
+    impl->net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
+    impl->net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+    impl->net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+  } catch (const cv::Exception& e) {
+    return Status::InvalidArgument(std::string("OpenCV DNN cannot load the file: ") + e.what(),
+                                   {path, 0, "model"});
+  }
+  impl->run = std::make_unique<eval::BatchInference>(info.nc, impl->opts);
+  return std::unique_ptr<OnnxPredictor>(new OnnxPredictor(std::move(impl)));
+}
+
+const exporter::OnnxDetectorInfo& OnnxPredictor::Info() const { return impl_->info; }
+int OnnxPredictor::NumClasses() const { return impl_->info.nc; }
+const std::vector<std::string>& OnnxPredictor::Names() const { return impl_->info.names; }
+const eval::InferenceOptions& OnnxPredictor::Options() const { return impl_->opts; }
+std::string OnnxPredictor::RuntimeName() const { return "opencv-dnn " CV_VERSION; }
+
+Result<std::vector<eval::ImagePrediction>> OnnxPredictor::Predict(
+    const std::vector<eval::ImageView>& images) {
+  try {
+    return impl_->run->Predict(images, impl_->Forwarder());
+  } catch (const cv::Exception& e) {
+    return Status::Internal(std::string("OpenCV DNN: ") + e.what(), {impl_->path, 0, "model"});
+  }
+}
+
+Result<std::vector<eval::ImagePrediction>> OnnxPredictor::PredictVal(
+    const std::vector<eval::ImageSize>& sizes, const eval::ValShapeOptions& shapes,
+    const std::function<Result<eval::ImageView>(size_t index)>& load) {
+  if (shapes.rect) {
+    return Status::InvalidArgument("an ONNX file has one input shape: validate it with rect=false",
+                                   {"command line", 0, "rect"});
+  }
+  if (shapes.imgsz != impl_->info.width) {
+    return Status::InvalidArgument("imgsz " + std::to_string(shapes.imgsz) +
+                                       " is not the file's input side " + std::to_string(impl_->info.width),
+                                   {"command line", 0, "imgsz"});
+  }
+  try {
+    return impl_->run->PredictVal(sizes, shapes, load, impl_->Forwarder());
+  } catch (const cv::Exception& e) {
+    return Status::Internal(std::string("OpenCV DNN: ") + e.what(), {impl_->path, 0, "model"});
+  }
+}
+
+eval::StageTimes OnnxPredictor::Timing() const { return impl_->run->Timing(); }
+void OnnxPredictor::ResetTiming() { impl_->run->ResetTiming(); }
+
+}  // namespace kestrel::app

@@ -1,0 +1,72 @@
+// OnnxPredictor: runs a detection graph written by `kestrel export` (or any
+// YOLOv8 graph with its layout, docs/export.md) through OpenCV DNN, with the
+// same letterbox, batching, decode, NMS and mapping back as model::Predictor
+// (eval::BatchInference): `kestrel predict/val/compare model=*.onnx`.
+//
+// Torch-free (the TU is built without the torch precompiled header and
+// includes no torch header): nothing on this path touches LibTorch. Torch-
+// and OpenCV-free header. Thread-safety: not thread-safe (one per thread).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "eval/inference.h"
+#include "eval/plots.h"
+#include "eval/val_shapes.h"
+#include "export/onnx_info.h"
+
+namespace kestrel::app {
+
+// True when `model` names an ONNX file (extension `.onnx`, any case): the
+// predict/val/compare dispatch rule.
+bool IsOnnxModelPath(const std::string& model);
+
+class OnnxPredictor {
+ public:
+  // Reads `path`, checks the graph's layout (exporter::ReadOnnxDetectorInfo:
+  // fixed input [batch, 3, H, W], output [batch, 4 + nc, A]) and has OpenCV
+  // DNN load it (CPU, the OpenCV backend). The file fixes the input shape:
+  // options.imgsz is replaced by the file's side (InvalidArgument naming
+  // "imgsz" when H != W: predict letterboxes into a square); options.batch
+  // stays the number of images per BatchInference batch, each forward runs
+  // the file's batch size at a time (the last run padded with grey images).
+  // Errors: NotFound for a missing file, InvalidArgument naming "model" for
+  // a file that is not such a graph or that OpenCV DNN cannot load.
+  static Result<std::unique_ptr<OnnxPredictor>> Load(const std::string& path,
+                                                     const eval::InferenceOptions& options);
+  ~OnnxPredictor();
+  OnnxPredictor(const OnnxPredictor&) = delete;
+  OnnxPredictor& operator=(const OnnxPredictor&) = delete;
+
+  const exporter::OnnxDetectorInfo& Info() const;
+  int NumClasses() const;
+  // The file's `names` metadata; "class<i>" where not recorded.
+  const std::vector<std::string>& Names() const;
+  const eval::InferenceOptions& Options() const;  // imgsz as in the file
+  // "opencv-dnn 4.6.0".
+  std::string RuntimeName() const;
+
+  // As model::Predictor::Predict / PredictVal (eval::BatchInference), the
+  // images as views: 8-bit RGB, any sizes. In PredictVal the shapes must be
+  // the file's (shapes.rect false and shapes.imgsz the file's side; else
+  // InvalidArgument naming "rect" or "imgsz"), since the graph is fixed.
+  Result<std::vector<eval::ImagePrediction>> Predict(const std::vector<eval::ImageView>& images);
+  Result<std::vector<eval::ImagePrediction>> PredictVal(
+      const std::vector<eval::ImageSize>& sizes, const eval::ValShapeOptions& shapes,
+      const std::function<Result<eval::ImageView>(size_t index)>& load);
+
+  eval::StageTimes Timing() const;
+  void ResetTiming();
+
+ private:
+  struct Impl;
+  explicit OnnxPredictor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kestrel::app

@@ -1,0 +1,145 @@
+#include "export/onnx_info.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cctype>
+#include <utility>
+
+namespace kestrel::exporter {
+namespace {
+
+Status Bad(const std::string& msg, const std::string& path) {
+  return Status::InvalidArgument(msg, {path, 0, "model"});
+}
+
+OnnxTensorInfo TensorInfo(const onnx::ValueInfoProto& v) {
+  OnnxTensorInfo t;
+  t.name = v.name();
+  if (v.type().has_tensor_type() && v.type().tensor_type().has_shape()) {
+    for (const auto& d : v.type().tensor_type().shape().dim()) {
+      t.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    }
+  }
+  return t;
+}
+
+bool IsFloatTensor(const onnx::ValueInfoProto& v) {
+  return v.type().has_tensor_type() && v.type().tensor_type().elem_type() == onnx::TensorProto::FLOAT;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// A small cursor over the names literal.
+struct Cursor {
+  const std::string& s;
+  size_t i = 0;
+  void SkipSpace() {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i])) != 0) ++i;
+  }
+  bool Eat(char c) {
+    SkipSpace();
+    if (i < s.size() && s[i] == c) {
+      ++i;
+      return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+Result<std::vector<std::string>> ParseNamesMetadata(const std::string& text) {
+  const Status bad =
+      Status::InvalidArgument("metadata names is not a {0: 'name', ...} literal: " + text, {"", 0, "names"});
+  Cursor c{text};
+  if (!c.Eat('{')) return bad;
+  std::vector<std::string> names;
+  if (c.Eat('}')) return names;
+  do {
+    c.SkipSpace();
+    size_t start = c.i;
+    while (c.i < text.size() && std::isdigit(static_cast<unsigned char>(text[c.i])) != 0) ++c.i;
+    if (c.i == start || c.i - start > 9 || std::stoi(text.substr(start, c.i - start)) != int(names.size()))
+      return bad;
+    if (!c.Eat(':')) return bad;
+    c.SkipSpace();
+    if (c.i >= text.size() || (text[c.i] != '\'' && text[c.i] != '"')) return bad;
+    const char quote = text[c.i++];
+    std::string name;
+    for (;; ++c.i) {
+      if (c.i >= text.size()) return bad;
+      if (text[c.i] == quote) break;
+      if (text[c.i] == '\\' && ++c.i >= text.size()) return bad;
+      name += text[c.i];
+    }
+    ++c.i;
+    names.push_back(std::move(name));
+  } while (c.Eat(','));
+  if (!c.Eat('}')) return bad;
+  c.SkipSpace();
+  if (c.i != text.size()) return bad;
+  return names;
+}
+
+Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const std::string& path) {
+  onnx::ModelProto proto;
+  if (bytes.empty() || !proto.ParseFromString(bytes) || !proto.has_graph()) {
+    return Bad("not an ONNX model (the protobuf does not parse)", path);
+  }
+  const onnx::GraphProto& g = proto.graph();
+  // Initializers may be listed as graph inputs by older exporters.
+  std::vector<const onnx::ValueInfoProto*> inputs;
+  for (const auto& in : g.input()) {
+    bool is_init = false;
+    for (const auto& init : g.initializer()) is_init = is_init || init.name() == in.name();
+    if (!is_init) inputs.push_back(&in);
+  }
+  if (inputs.size() != 1 || g.output_size() != 1) {
+    return Bad("expected one input and one output (a kestrel export detection graph), found " +
+                   std::to_string(inputs.size()) + " and " + std::to_string(g.output_size()),
+               path);
+  }
+  OnnxDetectorInfo info;
+  info.input = TensorInfo(*inputs[0]);
+  info.output = TensorInfo(g.output(0));
+  info.producer = proto.producer_name();
+  const auto& in = info.input.shape;
+  const auto& out = info.output.shape;
+  if (!IsFloatTensor(*inputs[0]) || in.size() != 4 || in[1] != 3 || in[0] < 1 || in[2] < 1 || in[3] < 1) {
+    return Bad("input '" + info.input.name +
+                   "' must be float32 [batch, 3, height, width] with fixed sizes, is " + ShapeText(in),
+               path);
+  }
+  if (!IsFloatTensor(g.output(0)) || out.size() != 3 || out[0] != in[0] || out[1] < 5 || out[2] < 1) {
+    return Bad("output '" + info.output.name + "' must be float32 [" + std::to_string(in[0]) +
+                   ", 4 + nc, anchors] (no NMS inside), is " + ShapeText(out),
+               path);
+  }
+  info.batch = static_cast<int>(in[0]);
+  info.height = static_cast<int>(in[2]);
+  info.width = static_cast<int>(in[3]);
+  info.nc = static_cast<int>(out[1] - 4);
+  info.anchors = out[2];
+  for (const auto& e : proto.metadata_props()) info.metadata[e.key()] = e.value();
+  if (auto it = info.metadata.find("names"); it != info.metadata.end()) {
+    Result<std::vector<std::string>> names = ParseNamesMetadata(it->second);
+    if (!names.IsOk()) return Bad(names.GetStatus().Message(), path);
+    if (names->size() != static_cast<size_t>(info.nc)) {
+      return Bad("metadata names has " + std::to_string(names->size()) + " entries, the output has " +
+                     std::to_string(info.nc) + " classes",
+                 path);
+    }
+    info.names = std::move(names).Value();
+  } else {
+    for (int c = 0; c < info.nc; ++c) info.names.push_back("class" + std::to_string(c));
+  }
+  auto arch = info.metadata.find("arch");
+  info.arch = arch != info.metadata.end() ? arch->second : "onnx";
+  return info;
+}
+
+}  // namespace kestrel::exporter

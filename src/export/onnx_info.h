@@ -1,0 +1,50 @@
+// What a program that runs an exported detector needs to know about the
+// file: the input and output tensors and the metadata_props `kestrel
+// export` writes (names, stride, imgsz, batch, arch). Read from the
+// ModelProto with the ONNX protobuf classes (OpenCV DNN does not expose
+// metadata); torch-free and OpenCV-free. The layout: docs/export.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kestrel::exporter {
+
+struct OnnxTensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;  // -1 for a dimension without a fixed size
+};
+
+// A YOLOv8 detection graph as `kestrel export` writes it: input float32
+// [batch, 3, height, width], output float32 [batch, 4 + nc, anchors].
+struct OnnxDetectorInfo {
+  OnnxTensorInfo input;
+  OnnxTensorInfo output;
+  int batch = 0;  // fixed dimensions of the input
+  int height = 0;
+  int width = 0;
+  int nc = 0;                                   // output channels - 4
+  int64_t anchors = 0;                          // last output dimension
+  std::vector<std::string> names;               // metadata `names`, else "class<i>"
+  std::string arch;                             // metadata `arch` ("yolov8n"), else "onnx"
+  std::string producer;                         // producer_name
+  std::map<std::string, std::string> metadata;  // every metadata_props entry
+};
+
+// Parses `bytes` (a serialized ModelProto read from `path`, which errors
+// name) and checks it is such a graph. InvalidArgument naming field "model"
+// for bytes that are not an ONNX model, another input/output layout (one
+// input and one output; a dimension without a fixed size included), or a
+// `names` entry that does not parse or whose count is not nc.
+Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const std::string& path);
+
+// The `names` metadata value as the exporter writes it (a Python dict
+// literal, `{0: 'cat', 1: 'dog'}`, either quote, backslash escapes) in key
+// order. InvalidArgument when it does not parse or the keys are not 0..n-1.
+Result<std::vector<std::string>> ParseNamesMetadata(const std::string& text);
+
+}  // namespace kestrel::exporter
