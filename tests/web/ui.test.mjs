@@ -1,0 +1,307 @@
+// The web UI in a real browser: Debian's Chromium driven by playwright-core
+// against `kestrel serve` (port 0) on a temporary KESTREL_HOME. Run by
+// ctest (web.ui) or by hand:
+//   KESTREL_CLI=build/src/cli/kestrel KESTREL_WEB_DIST=build/web/dist \
+//   KESTREL_WEB_MODULES=web/node_modules node tests/web/ui.test.mjs
+// Exits 77 (ctest: skipped) only when chromium or web/node_modules is
+// absent. Screenshots go to KESTREL_WEB_ARTIFACTS.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync, spawn } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const repo = path.resolve(here, '..', '..')
+const CLI = process.env.KESTREL_CLI || path.join(repo, 'build/src/cli/kestrel')
+const DIST = process.env.KESTREL_WEB_DIST || path.join(repo, 'build/web/dist')
+const MODULES = process.env.KESTREL_WEB_MODULES || path.join(repo, 'web/node_modules')
+const ARTIFACTS = process.env.KESTREL_WEB_ARTIFACTS || path.join(repo, 'build/tests/web/artifacts')
+const CHROMIUM = process.env.KESTREL_CHROMIUM || '/usr/bin/chromium'
+
+if (!fs.existsSync(CHROMIUM)) {
+  console.log(`SKIP: no browser at ${CHROMIUM} (scripts/install-deps.sh installs Debian's chromium)`)
+  process.exit(77)
+}
+if (!fs.existsSync(path.join(MODULES, 'playwright-core'))) {
+  console.log(`SKIP: ${MODULES}/playwright-core is not installed (scripts/build-web.sh runs npm ci)`)
+  process.exit(77)
+}
+const { chromium } = createRequire(path.join(MODULES, '..', 'package.json'))('playwright-core')
+
+const WAIT = 15000
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kestrel-web-ui-'))
+const home = path.join(tmp, 'home')
+let server = null
+let port = 0
+let base = ''
+let context = null
+let page = null
+const requests = [] // every request the page made: { url, headers }
+
+function kestrel(...args) {
+  return execFileSync(CLI, ['--home', home, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+}
+const kestrelJson = (...args) => JSON.parse(kestrel('--json', ...args))
+function kestrelOk(...args) {
+  try {
+    kestrel(...args)
+    return true
+  } catch {
+    return false
+  }
+}
+// With API tokens (`kestrel token`), the UI must get a 401, ask for a token
+// and send it; a server without them ignores the header.
+let auth = false
+let token = 'tok-not-checked'
+
+// Starts `kestrel serve` and resolves when its first stdout line names the URL.
+function startServer(onPort) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(CLI, ['--home', home, 'serve', '--port', String(onPort), '--web-dir', DIST], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    let err = ''
+    const timer = setTimeout(() => reject(new Error(`kestrel serve did not start: ${out}${err}`)), WAIT)
+    proc.stderr.on('data', (d) => (err += d))
+    proc.stdout.on('data', (d) => {
+      out += d
+      const m = /^kestrel serve: listening on (http:\/\/\S+)\n/.exec(out)
+      if (m) {
+        clearTimeout(timer)
+        resolve({ proc, url: m[1] })
+      }
+    })
+    proc.on('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`kestrel serve exited ${code}: ${err}`))
+    })
+  })
+}
+
+function killServer() {
+  return new Promise((resolve) => {
+    if (!server || server.exitCode !== null) return resolve()
+    server.removeAllListeners('exit')
+    server.once('exit', () => resolve())
+    server.kill('SIGKILL')
+  })
+}
+
+async function shot(name) {
+  fs.mkdirSync(ARTIFACTS, { recursive: true })
+  await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true })
+}
+
+const byTest = (id) => page.locator(`[data-testid="${id}"]`)
+async function textOf(id) {
+  return (await byTest(id).first().innerText()).trim()
+}
+async function waitText(id, expected) {
+  await page.waitForFunction(
+    ([sel, want]) => {
+      const el = document.querySelector(sel)
+      return el && el.textContent.trim() === want
+    },
+    [`[data-testid="${id}"]`, expected],
+    { timeout: WAIT },
+  )
+}
+
+before(async () => {
+  assert.ok(fs.existsSync(CLI), `${CLI} is not built (scripts/build.sh)`)
+  assert.ok(fs.existsSync(path.join(DIST, 'index.html')), `${DIST} is not built (scripts/build-web.sh)`)
+  fs.mkdirSync(home)
+  kestrel('dataset', 'synth', path.join(tmp, 'synth'), '--images', '8', '--classes', '2', '--imgsz', '64')
+  kestrel('dataset', 'import', path.join(tmp, 'synth'), '--name', 'shapes')
+  auth = kestrelOk('token', '--help')
+  if (auth) token = kestrelJson('token', 'create', '--name', 'web-ui', '--read-only').token
+  const s = await startServer(0)
+  server = s.proc
+  base = s.url
+  port = Number(new URL(base).port)
+  context = await chromium.launchPersistentContext(path.join(tmp, 'profile'), {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1280, height: 800 },
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  })
+  page = context.pages()[0] || (await context.newPage())
+  page.on('request', (r) => requests.push({ url: r.url(), headers: r.headers() }))
+})
+
+after(async () => {
+  if (context) await context.close()
+  await killServer()
+  fs.rmSync(tmp, { recursive: true, force: true })
+})
+
+test('the server serves the UI with its content types and keeps /api 404s', async () => {
+  const index = await fetch(`${base}/`)
+  assert.equal(index.status, 200)
+  assert.equal(index.headers.get('content-type'), 'text/html; charset=utf-8')
+  const html = await index.text()
+  const js = /src="(\/assets\/[^"]+\.js)"/.exec(html)
+  assert.ok(js, html)
+  const asset = await fetch(`${base}${js[1]}`)
+  assert.equal(asset.status, 200)
+  assert.equal(asset.headers.get('content-type'), 'text/javascript; charset=utf-8')
+  assert.equal((await fetch(`${base}/api/nothing`)).status, 404)
+  assert.equal((await fetch(`${base}/%2e%2e/%2e%2e/etc/passwd`)).status, 404)
+})
+
+let jobId = 0
+let tokenFrom = Infinity // requests from here on must carry the token
+
+test('token: a 401 opens the dialog; the token is kept and sent on every request', async () => {
+  if (!auth) {
+    // This server has no tokens: answer as one that wants them would.
+    await page.route('**/api/datasets', (route) =>
+      route.fulfill({
+        status: 401,
+        contentType: 'application/json',
+        body: JSON.stringify({ ok: false, error: { code: 'unauthenticated', message: 'no token' } }),
+      }),
+    )
+  }
+  await page.goto(`${base}/#/datasets`)
+  await byTest('token-needed').waitFor({ state: 'visible', timeout: WAIT })
+  await shot('token')
+  if (!auth) await page.unroute('**/api/datasets')
+  await page.locator('input[data-testid="token-input"], [data-testid="token-input"] input').first().fill(token)
+  tokenFrom = requests.length
+  await byTest('token-save').click()
+  await byTest('dataset-link-shapes').waitFor({ timeout: WAIT })
+  assert.equal(await page.evaluate(() => localStorage.getItem('kestrel.token')), token)
+  assert.equal(await byTest('token-needed').count(), 0)
+})
+
+test('datasets: the imported dataset with its counts, class chart and findings', async () => {
+  const show = kestrelJson('dataset', 'show', 'shapes')
+  await page.goto(`${base}/#/datasets`)
+  await byTest('dataset-link-shapes').waitFor({ timeout: WAIT })
+  const row = await page.locator('[data-testid="datasets-table"] tr', { hasText: 'shapes' }).first().innerText()
+  assert.match(row, new RegExp(`\\b${show.version.num_images}\\b`))
+  await shot('datasets')
+  await byTest('dataset-link-shapes').click()
+  await waitText('count-images', String(show.version.num_images))
+  assert.equal(await textOf('count-boxes'), String(show.version.num_boxes))
+  assert.equal(await textOf('count-classes'), '2')
+  assert.equal(await textOf('dataset-title'), 'shapes@v1')
+  // The class histogram is drawn (a canvas with pixels, not an empty box).
+  const canvas = page.locator('[data-testid="class-chart"] canvas')
+  await canvas.waitFor({ timeout: WAIT })
+  const box = await canvas.boundingBox()
+  assert.ok(box.width > 200 && box.height > 100, JSON.stringify(box))
+  const findings = await textOf('findings-summary')
+  assert.match(findings, new RegExp(`${show.report.errors} errors`))
+  assert.match(findings, new RegExp(`${show.report.infos} infos`))
+  const rows = await page.locator('[data-testid="findings-table"] tbody tr').count()
+  assert.equal(rows, show.report.findings.length)
+  await shot('dataset')
+})
+
+test('jobs: a submitted job is listed, the state filter applies', async () => {
+  jobId = kestrelJson('submit', 'data=shapes', 'model=n', 'epochs=1', 'imgsz=64').job_id
+  await page.goto(`${base}/#/jobs`)
+  await waitText(`job-state-${jobId}`, 'queued')
+  await shot('jobs')
+  await page.goto(`${base}/#/jobs?state=cancelled`)
+  await page.locator('[data-testid="jobs-table"]', { hasText: 'No jobs' }).waitFor({ timeout: WAIT })
+  assert.equal(await byTest(`job-link-${jobId}`).count(), 0)
+  await page.goto(`${base}/#/jobs?state=queued`)
+  await byTest(`job-link-${jobId}`).waitFor({ timeout: WAIT })
+})
+
+test('job page: live events, a server restart mid-stream, no duplicates', async () => {
+  await page.goto(`${base}/#/jobs/${jobId}`)
+  await waitText('stream-status', 'live')
+  await waitText('event-count', '1 events')
+  // A state change reaches the open page through the stream.
+  kestrel('jobs', 'cancel', String(jobId))
+  await waitText('event-count', '2 events')
+  await waitText('job-state', 'cancelled')
+
+  // The server dies mid-stream: the banner says so.
+  await killServer()
+  await byTest('offline-banner').waitFor({ state: 'visible', timeout: WAIT })
+  await shot('offline')
+  // An event while it is down, then the server comes back on the same port.
+  kestrel('jobs', 'retry', String(jobId))
+  const before = requests.length
+  const s = await startServer(port)
+  server = s.proc
+  await byTest('offline-banner').waitFor({ state: 'detached', timeout: WAIT })
+  await waitText('event-count', '3 events')
+  await waitText('job-state', 'queued')
+  await waitText('stream-status', 'live')
+  // It resumed after the last event it had: Last-Event-ID 2.
+  const resumed = requests.slice(before).filter((r) => r.url.endsWith(`/api/jobs/${jobId}/events`))
+  assert.ok(resumed.length >= 1)
+  assert.equal(resumed[resumed.length - 1].headers['last-event-id'], '2')
+  kestrel('jobs', 'cancel', String(jobId))
+  await waitText('event-count', '4 events')
+  await page.waitForTimeout(600) // a duplicate would arrive within the poll interval
+  const ids = await page.locator('[data-testid="events-table"] .event-id').allInnerTexts()
+  assert.deepEqual(ids.map(Number), [4, 3, 2, 1])
+  assert.equal(await textOf('event-count'), '4 events')
+  await shot('job')
+})
+
+test('models: the registered model, its page with lineage', async () => {
+  // A minimal safetensors file: one F32 tensor.
+  const header = Buffer.from(JSON.stringify({ w: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }))
+  const len = Buffer.alloc(8)
+  len.writeBigUInt64LE(BigInt(header.length))
+  const weights = path.join(tmp, 'w.safetensors')
+  fs.writeFileSync(weights, Buffer.concat([len, header, Buffer.from(new Float32Array([1]).buffer)]))
+  kestrel('models', 'register', weights, '--name', 'shapes', 'data=shapes')
+  await page.goto(`${base}/#/models`)
+  await byTest('model-link-shapes@v1').click()
+  await waitText('model-title', 'shapes@v1')
+  const lineage = await textOf('lineage')
+  assert.match(lineage, /shapes/)
+  assert.match(lineage, /from scratch/)
+  await shot('model')
+})
+
+test('system: availability, failures and the breaker', async () => {
+  const stats = kestrelJson('stats')
+  await page.goto(`${base}/#/system`)
+  await waitText('breaker-state', stats.breaker.open ? 'open' : 'closed')
+  assert.equal(await textOf('availability'), `${(100 * stats.availability).toFixed(2)} %`)
+  assert.equal(await textOf('jobs-total'), `${stats.jobs} / ${stats.attempts}`)
+  await byTest('no-failures').waitFor({ timeout: WAIT })
+  await shot('system')
+})
+
+test('keyboard: the section links are real links', async () => {
+  await page.goto(`${base}/#/datasets`)
+  await byTest('nav-jobs').focus()
+  await page.keyboard.press('Enter')
+  await page.waitForFunction(() => window.location.hash === '#/jobs', null, { timeout: WAIT })
+  await byTest('jobs-table').waitFor({ timeout: WAIT })
+})
+
+test('every API request after the token was saved carried it, event streams too', async () => {
+  const api = requests.slice(tokenFrom).filter((r) => new URL(r.url).pathname.startsWith('/api/'))
+  assert.ok(api.length > 5, `${api.length} requests`)
+  assert.ok(api.some((r) => r.url.endsWith('/events')), 'an event stream is among them')
+  for (const r of api) assert.equal(r.headers.authorization, `Bearer ${token}`, r.url)
+  await byTest('settings-button').click()
+  await byTest('token-clear').click()
+  assert.equal(await page.evaluate(() => localStorage.getItem('kestrel.token')), null)
+})

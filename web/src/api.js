@@ -1,0 +1,221 @@
+// Every request of the UI goes through here: it adds the API token
+// (Authorization: Bearer, kept in localStorage), notices when the server is
+// unreachable (the banner) and polls /healthz until it answers again, and
+// opens event streams with fetch() so that they can carry the token and a
+// Last-Event-ID of our own (EventSource can do neither).
+import { reactive } from 'vue'
+import { createSseParser } from './sse.js'
+
+const TOKEN_KEY = 'kestrel.token'
+
+function storedToken() {
+  try {
+    return localStorage.getItem(TOKEN_KEY) || ''
+  } catch {
+    return ''
+  }
+}
+
+export const conn = reactive({
+  reachable: true, // false while requests fail at the network level
+  since: 0, // when it became unreachable (ms)
+  token: storedToken(),
+  needToken: false, // a request was refused with 401: the settings dialog opens
+  generation: 0, // bumped when the server is back: pages reload their data
+})
+
+export function setToken(token) {
+  conn.token = token.trim()
+  try {
+    if (conn.token) localStorage.setItem(TOKEN_KEY, conn.token)
+    else localStorage.removeItem(TOKEN_KEY)
+  } catch {
+    // storage disabled: the token lasts for this page only
+  }
+  conn.needToken = false
+  conn.generation++
+}
+
+export class ApiError extends Error {
+  constructor(status, message, doc) {
+    super(message)
+    this.status = status // 0: no answer from the server
+    this.doc = doc
+  }
+}
+
+function headers(extra = {}) {
+  const h = { ...extra }
+  if (conn.token) h.Authorization = `Bearer ${conn.token}`
+  return h
+}
+
+let healthTimer = null
+
+function markUnreachable() {
+  if (!conn.reachable) return
+  conn.reachable = false
+  conn.since = Date.now()
+  if (healthTimer === null) healthTimer = setInterval(probe, 1000)
+}
+
+function markReachable() {
+  if (conn.reachable) return
+  conn.reachable = true
+  if (healthTimer !== null) clearInterval(healthTimer)
+  healthTimer = null
+  conn.generation++
+}
+
+async function probe() {
+  try {
+    const r = await fetch('/healthz', { cache: 'no-store' })
+    if (r.ok) markReachable()
+  } catch {
+    // still down
+  }
+}
+
+function isAbort(e) {
+  return e && e.name === 'AbortError'
+}
+
+// GET a JSON route. Throws ApiError with the server's error message.
+export async function getJson(path, { signal } = {}) {
+  let resp
+  try {
+    resp = await fetch(path, { headers: headers({ Accept: 'application/json' }), cache: 'no-store', signal })
+  } catch (e) {
+    if (isAbort(e)) throw e
+    markUnreachable()
+    throw new ApiError(0, 'the server is unreachable')
+  }
+  markReachable()
+  let doc = null
+  try {
+    doc = await resp.json()
+  } catch {
+    doc = null
+  }
+  if (resp.status === 401) conn.needToken = true
+  if (!resp.ok) {
+    const msg = doc && doc.error && doc.error.message ? doc.error.message : `HTTP ${resp.status}`
+    throw new ApiError(resp.status, msg, doc)
+  }
+  return doc
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+// Opens an event stream and keeps it open: after a drop it reconnects with
+// Last-Event-ID set to the last event received, and drops any event whose
+// id is not above it, so each event reaches onEvent exactly once.
+// onStatus gets 'connecting', 'live', 'reconnecting' or 'unauthorized'.
+export function openEventStream(path, { onEvent, onStatus = () => {} }) {
+  let lastId = null
+  let retryMs = 1000
+  let stopped = false
+  let controller = null
+
+  async function once() {
+    controller = new AbortController()
+    const h = headers({ Accept: 'text/event-stream' })
+    if (lastId !== null) h['Last-Event-ID'] = String(lastId)
+    let resp
+    try {
+      resp = await fetch(path, { headers: h, cache: 'no-store', signal: controller.signal })
+    } catch (e) {
+      if (!isAbort(e)) markUnreachable()
+      return
+    }
+    markReachable()
+    if (resp.status === 401) {
+      conn.needToken = true
+      onStatus('unauthorized')
+      return
+    }
+    if (!resp.ok || !resp.body) {
+      onStatus(`error ${resp.status}`)
+      return
+    }
+    onStatus('live')
+    const parser = createSseParser(
+      (ev) => {
+        if (ev.id !== undefined) {
+          const id = Number(ev.id)
+          if (lastId !== null && id <= lastId) return
+          lastId = id
+        }
+        onEvent(ev)
+      },
+      (ms) => {
+        retryMs = Math.min(Math.max(ms, 250), 10000)
+      },
+    )
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader()
+    try {
+      for (;;) {
+        const { value, done } = await reader.read()
+        if (done) break
+        parser.push(value)
+      }
+    } catch (e) {
+      if (!isAbort(e)) markUnreachable()
+    }
+  }
+
+  ;(async () => {
+    onStatus('connecting')
+    while (!stopped) {
+      await once()
+      if (stopped) break
+      onStatus('reconnecting')
+      await sleep(retryMs)
+    }
+  })()
+
+  return {
+    close() {
+      stopped = true
+      if (controller) controller.abort()
+    },
+  }
+}
+
+// Formatting shared by the pages.
+export function fmtTime(ms) {
+  if (!ms) return '—'
+  return new Date(ms).toLocaleString(undefined, { hour12: false })
+}
+
+export function fmtNum(x, digits = 3) {
+  if (x === null || x === undefined || Number.isNaN(x)) return '—'
+  return Number(x).toFixed(digits)
+}
+
+export function fmtBytes(n) {
+  if (!n && n !== 0) return '—'
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB']
+  let i = 0
+  let v = n
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024
+    i++
+  }
+  return `${v.toFixed(i === 0 ? 0 : 1)} ${units[i]}`
+}
+
+export const JOB_STATES = ['queued', 'running', 'succeeded', 'failed_retryable', 'failed_permanent', 'cancelled']
+
+export function stateTagType(state) {
+  return (
+    {
+      queued: 'info',
+      running: 'primary',
+      succeeded: 'success',
+      failed_retryable: 'warning',
+      failed_permanent: 'danger',
+      cancelled: 'info',
+    }[state] || 'info'
+  )
+}
