@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
+./scripts/install-node-deps.sh   # ONNX Runtime for the export tests (tools/onnxruntime)
 ./scripts/build.sh
 BUILD_DIR="${BUILD_DIR:-build}"
 # Throwaway PostgreSQL on loopback so the job-store suite runs on both

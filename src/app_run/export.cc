@@ -1,13 +1,14 @@
 #include "app_run/export.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <opencv2/core.hpp>
-#include <opencv2/dnn.hpp>
 #include <random>
 #include <sstream>
 
+#include "app_run/export_runtimes.h"
 #include "export/onnx_export.h"
 #include "model/predictor.h"
 #include "model/pt_checkpoint.h"
@@ -24,11 +25,6 @@ Status KeyError(const std::string& msg, const std::string& key) {
 Status ValidateRequest(const ExportRequest& r) {
   if (r.model.empty()) return KeyError("model=WEIGHTS_OR_REFERENCE is required", "model");
   if (r.format != "onnx") return KeyError("unknown format '" + r.format + "'; supported: onnx", "format");
-  if (r.dynamic) {
-    return KeyError(
-        "dynamic=true is not supported yet: exports have a fixed batch and imgsz (docs/export.md)",
-        "dynamic");
-  }
   if (r.verify_images < 1 || r.verify_images > 64)
     return KeyError("verify_images must be in [1, 64]", "verify_images");
   if (!(r.tolerance >= 0)) return KeyError("tolerance must be >= 0", "tolerance");
@@ -45,32 +41,32 @@ std::string DefaultOutput(Env& env, const std::string& model_arg) {
   return stem + ".onnx";
 }
 
-// `count` deterministic RGB images in 0..1, [count, 3, side, side]: the
-// letterbox grey (114/255) around a content band of random height, holding
-// noise and a few flat rectangles, so every head level sees structure.
-std::vector<float> SyntheticImages(int count, int side) {
-  const size_t plane = static_cast<size_t>(side) * side;
+// `count` deterministic RGB images in 0..1, [count, 3, h, w]: the letterbox
+// grey (114/255) around a content band of random height, holding noise and
+// a few flat rectangles, so every head level sees structure.
+std::vector<float> SyntheticImages(int count, int h, int w, uint32_t seed) {
+  const size_t plane = static_cast<size_t>(h) * w;
   std::vector<float> px(static_cast<size_t>(count) * 3 * plane, 114.0F / 255.0F);
-  std::mt19937 rng(20240514);
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(0.0F, 1.0F);
   for (int b = 0; b < count; ++b) {
     float* img = px.data() + static_cast<size_t>(b) * 3 * plane;
-    const int band = side / 2 + static_cast<int>(u(rng) * static_cast<float>(side / 2));
-    const int top = (side - band) / 2;
+    const int band = h / 2 + static_cast<int>(u(rng) * static_cast<float>(h / 2));
+    const int top = (h - band) / 2;
     for (int c = 0; c < 3; ++c) {
       for (int y = top; y < top + band; ++y) {
-        for (int x = 0; x < side; ++x) img[c * plane + static_cast<size_t>(y) * side + x] = u(rng);
+        for (int x = 0; x < w; ++x) img[c * plane + static_cast<size_t>(y) * w + x] = u(rng);
       }
     }
     for (int k = 0; k < 4; ++k) {
-      const int w = 4 + static_cast<int>(u(rng) * static_cast<float>(side / 3));
-      const int h = 4 + static_cast<int>(u(rng) * static_cast<float>(band / 3));
-      const int x0 = static_cast<int>(u(rng) * static_cast<float>(side - w));
-      const int y0 = top + static_cast<int>(u(rng) * static_cast<float>(std::max(1, band - h)));
+      const int bw = 4 + static_cast<int>(u(rng) * static_cast<float>(w / 3));
+      const int bh = 4 + static_cast<int>(u(rng) * static_cast<float>(band / 3));
+      const int x0 = static_cast<int>(u(rng) * static_cast<float>(w - bw));
+      const int y0 = top + static_cast<int>(u(rng) * static_cast<float>(std::max(1, band - bh)));
       for (int c = 0; c < 3; ++c) {
         const float v = u(rng);
-        for (int y = y0; y < std::min(y0 + h, side); ++y) {
-          for (int x = x0; x < x0 + w; ++x) img[c * plane + static_cast<size_t>(y) * side + x] = v;
+        for (int y = y0; y < std::min(y0 + bh, h); ++y) {
+          for (int x = x0; x < x0 + bw; ++x) img[c * plane + static_cast<size_t>(y) * w + x] = v;
         }
       }
     }
@@ -78,66 +74,136 @@ std::vector<float> SyntheticImages(int count, int side) {
   return px;
 }
 
-struct Diff {
-  double all = 0, boxes = 0, scores = 0, boxes_rel = 0;  // ExportResult's max_* fields
-};
-
-// Runs `images` ([n, 3, side, side], n a multiple of batch) through the ONNX
-// file in OpenCV DNN and through `model`, `batch` at a time; the largest
-// differences over every output0 value, or an error when a runtime fails or
-// the shapes differ.
-Result<Diff> CompareRuntimes(const std::string& onnx_path, model::Predictor& model,
-                             const std::vector<float>& images, int n, int batch, int side,
-                             const std::vector<int64_t>& out_shape) {
-  Diff diff;
-  try {
-    cv::dnn::Net net = cv::dnn::readNetFromONNX(onnx_path);
-    net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
-    net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
-    const size_t per_image = static_cast<size_t>(3) * side * side;
-    for (int start = 0; start < n; start += batch) {
-      // cv::Mat wraps without copying and never writes its input.
-      auto* data = const_cast<float*>(images.data() + static_cast<size_t>(start) * per_image);
-      const int sizes[4] = {batch, 3, side, side};
-      cv::Mat blob(4, sizes, CV_32F, data);
-      net.setInput(blob, "images");
-      cv::Mat cv_out = net.forward("output0");
-      if (cv_out.dims != 3 || cv_out.size[0] != out_shape[0] || cv_out.size[1] != out_shape[1] ||
-          cv_out.size[2] != out_shape[2]) {
-        std::ostringstream got;
-        for (int d = 0; d < cv_out.dims; ++d) got << (d ? ", " : "") << cv_out.size[d];
-        return Status::FailedPrecondition("OpenCV DNN returned output0 of shape [" + got.str() + "]",
-                                          {onnx_path, 0, "output0"});
-      }
-      SafeTensor in{"F32",
-                    {batch, 3, side, side},
-                    std::string(reinterpret_cast<const char*>(data), per_image * batch * sizeof(float))};
-      KESTREL_ASSIGN_OR_RETURN(SafeTensor ref, model.ForwardDecoded(in));
-      if (ref.shape != out_shape) return Status::Internal("LibTorch decoded output has an unexpected shape");
-      const auto* r = reinterpret_cast<const float*>(ref.data.data());
-      const auto* o = reinterpret_cast<const float*>(cv_out.data);
-      const auto count = static_cast<int64_t>(ref.data.size() / sizeof(float));
-      const int64_t channels = out_shape[1], anchors = out_shape[2];
-      for (int64_t i = 0; i < count; ++i) {
-        double d = std::fabs(static_cast<double>(r[i]) - static_cast<double>(o[i]));
-        if (std::isnan(d)) d = INFINITY;  // a NaN on either side never verifies
-        diff.all = std::max(diff.all, d);
-        if ((i / anchors) % channels < 4) {
-          diff.boxes = std::max(diff.boxes, d);
-          diff.boxes_rel = std::max(diff.boxes_rel, d / std::max(1.0, std::fabs(static_cast<double>(r[i]))));
-        } else {
-          diff.scores = std::max(diff.scores, d);
-        }
-      }
+// Folds one output0 comparison into `check` (box rows relative, scores
+// absolute; a NaN on either side never verifies).
+void Accumulate(const FloatTensor& ref, const FloatTensor& got, RuntimeCheck& check) {
+  const int64_t channels = ref.shape[1], anchors = ref.shape[2];
+  for (size_t i = 0; i < ref.data.size(); ++i) {
+    const double r = ref.data[i];
+    double d = std::fabs(r - static_cast<double>(got.data[i]));
+    if (std::isnan(d)) d = INFINITY;
+    check.max_abs_diff = std::max(check.max_abs_diff, d);
+    if ((static_cast<int64_t>(i) / anchors) % channels < 4) {
+      check.max_abs_diff_boxes = std::max(check.max_abs_diff_boxes, d);
+      check.max_rel_diff_boxes = std::max(check.max_rel_diff_boxes, d / std::max(1.0, std::fabs(r)));
+    } else {
+      check.max_abs_diff_scores = std::max(check.max_abs_diff_scores, d);
     }
-  } catch (const cv::Exception& e) {
-    return Status::FailedPrecondition(std::string("OpenCV DNN could not run the export: ") + e.what(),
-                                      {onnx_path, 0, ""});
   }
-  return diff;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
 }
 
 }  // namespace
+
+Result<std::pair<int, int>> ParseExportImgsz(std::string_view text) {
+  std::string t;
+  for (char c : text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
+  }
+  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+  std::vector<int> v;
+  std::stringstream parts(t);
+  std::string part;
+  while (std::getline(parts, part, ',')) {
+    if (part.empty() || part.size() > 6 ||
+        !std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      v.clear();
+      break;
+    }
+    v.push_back(std::stoi(part));
+  }
+  if (v.empty() || v.size() > 2 || (!t.empty() && t.back() == ',')) {
+    return KeyError("imgsz '" + std::string(text) + "' is not a side (640) or a height,width pair (320,256)",
+                    "imgsz");
+  }
+  return std::pair<int, int>{v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+std::vector<std::vector<int64_t>> VerifyShapes(const ExportRequest& r) {
+  if (!r.dynamic) return {{r.batch, 3, r.imgsz_h, r.imgsz_w}};
+  const int64_t h2 = r.imgsz_h == 32 ? 64 : r.imgsz_h - 32, w2 = r.imgsz_w + 32;
+  std::vector<std::vector<int64_t>> shapes;
+  for (int64_t b : {int64_t{r.batch}, int64_t{r.batch} + 1}) {
+    shapes.push_back({b, 3, r.imgsz_h, r.imgsz_w});
+    shapes.push_back({b, 3, h2, w2});
+  }
+  return shapes;
+}
+
+Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, const std::string& weights,
+                                                 const std::vector<std::vector<int64_t>>& shapes,
+                                                 int images_per_shape, double tolerance) {
+  // The reference: the LibTorch model as trained (eval mode, BN unfused).
+  model::PredictorOptions popts;
+  popts.imgsz = static_cast<int>(shapes.at(0)[2]);
+  popts.batch = static_cast<int>(shapes.at(0)[0]);
+  popts.fuse = false;
+  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<model::Predictor> net, model::Predictor::Load(weights, popts));
+  std::vector<FloatTensor> inputs, refs;
+  uint32_t seed = 20240514;
+  for (const std::vector<int64_t>& shape : shapes) {
+    const int b = static_cast<int>(shape[0]), h = static_cast<int>(shape[2]), w = static_cast<int>(shape[3]);
+    const int n = ((images_per_shape + b - 1) / b) * b;
+    const std::vector<float> images = SyntheticImages(n, h, w, seed++);
+    const size_t per_batch = static_cast<size_t>(b) * 3 * h * w;
+    for (int start = 0; start < n; start += b) {
+      FloatTensor in{shape, std::vector<float>(
+                                images.begin() + static_cast<std::ptrdiff_t>(start / b * per_batch),
+                                images.begin() + static_cast<std::ptrdiff_t>((start / b + 1) * per_batch))};
+      SafeTensor t{
+          "F32", shape,
+          std::string(reinterpret_cast<const char*>(in.data.data()), in.data.size() * sizeof(float))};
+      KESTREL_ASSIGN_OR_RETURN(SafeTensor ref, net->ForwardDecoded(t));
+      FloatTensor r{ref.shape, std::vector<float>(ref.data.size() / sizeof(float))};
+      std::memcpy(r.data.data(), ref.data.data(), ref.data.size());
+      inputs.push_back(std::move(in));
+      refs.push_back(std::move(r));
+    }
+  }
+
+  std::vector<RuntimeCheck> checks(2);
+  std::vector<std::unique_ptr<OnnxRuntime>> runtimes;
+  runtimes.push_back(MakeOpenCvDnnRuntime());
+  const OnnxRuntimeLocation ort = LocateOnnxRuntime();
+  if (ort.unavailable.empty()) {
+    runtimes.push_back(MakeOnnxRuntimeNode(ort));
+  } else {
+    checks[1].runtime = "onnxruntime";
+    checks[1].error = "ONNX Runtime check did not run: " + ort.unavailable;
+  }
+  for (size_t k = 0; k < runtimes.size(); ++k) {
+    RuntimeCheck& c = checks[k];
+    c.runtime = runtimes[k]->Name();
+    c.ran = true;
+    Result<std::vector<FloatTensor>> outs = runtimes[k]->Run(onnx_path, inputs);
+    if (!outs.IsOk()) {
+      c.error = outs.GetStatus().ToString();
+      continue;
+    }
+    for (size_t i = 0; i < refs.size() && c.error.empty(); ++i) {
+      if ((*outs)[i].shape != refs[i].shape) {
+        c.error = c.runtime + " returned output0 of shape " + ShapeText((*outs)[i].shape) + " for input " +
+                  ShapeText(inputs[i].shape) + ", LibTorch " + ShapeText(refs[i].shape);
+        break;
+      }
+      Accumulate(refs[i], (*outs)[i], c);
+    }
+    if (!c.error.empty()) continue;
+    c.passed = c.max_abs_diff_scores <= tolerance && c.max_rel_diff_boxes <= tolerance;
+    if (!c.passed) {
+      std::ostringstream msg;
+      msg << "max |" << c.runtime << " - LibTorch| = " << c.max_abs_diff_scores << " on class scores, "
+          << c.max_rel_diff_boxes << " relative on box pixels (tolerance " << tolerance << " each)";
+      c.error = msg.str();
+    }
+  }
+  return checks;
+}
 
 Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
                                  const ExportWeightsResolver& resolve) {
@@ -147,48 +213,52 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
   if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&res.weights));
   KESTREL_ASSIGN_OR_RETURN(model::WeightsInfo info, model::ReadWeightsInfo(res.weights));
   exporter::OnnxExportOptions opts;
-  opts.imgsz_h = opts.imgsz_w = request.imgsz;
+  opts.imgsz_h = request.imgsz_h;
+  opts.imgsz_w = request.imgsz_w;
   opts.batch = request.batch;
   opts.opset = request.opset;
+  opts.dynamic = request.dynamic;
   KESTREL_RETURN_IF_ERROR(exporter::ValidateOnnxOptions(info.spec, opts));
-
-  // The reference: the LibTorch model as trained (eval mode, BN unfused).
-  model::PredictorOptions popts;
-  popts.imgsz = request.imgsz;
-  popts.batch = request.batch;
-  popts.fuse = false;
-  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<model::Predictor> net, model::Predictor::Load(res.weights, popts));
   // The same tensors, torch-free (a .pt's floats widened to F32).
   KESTREL_ASSIGN_OR_RETURN(SafeTensorFile state, model::ReadWeightsFile(res.weights));
-  opts.names = net->Names();
+  // The Predictor's names: the recorded ones, or class<i> where not recorded.
+  opts.names = info.names;
+  if (static_cast<int>(opts.names.size()) != info.spec.nc) {
+    opts.names.clear();
+    for (int c = 0; c < info.spec.nc; ++c) opts.names.push_back("class" + std::to_string(c));
+  }
   KESTREL_ASSIGN_OR_RETURN(exporter::OnnxModel onnx, exporter::BuildOnnxModel(info.spec, state, opts));
 
   res.path = request.output.empty() ? DefaultOutput(env, request.model) : request.output;
   const std::string tmp = res.path + ".verifying.onnx";
   KESTREL_RETURN_IF_ERROR(exporter::WriteOnnxFile(env, onnx, tmp));
-  const int n = ((request.verify_images + request.batch - 1) / request.batch) * request.batch;
-  const std::vector<float> images = SyntheticImages(n, request.imgsz);
-  const std::vector<int64_t> out_shape{request.batch, onnx.output_channels, onnx.anchors};
-  Result<Diff> diff = CompareRuntimes(tmp, *net, images, n, request.batch, request.imgsz, out_shape);
-  const bool passed =
-      diff.IsOk() && diff->scores <= request.tolerance && diff->boxes_rel <= request.tolerance;
+  res.verify_shapes = VerifyShapes(request);
+  Result<std::vector<RuntimeCheck>> checks =
+      VerifyOnnxFile(tmp, res.weights, res.verify_shapes, request.verify_images, request.tolerance);
+  if (!checks.IsOk()) {
+    (void)env.RemoveFile(tmp);
+    return checks.GetStatus();
+  }
+  res.checks = std::move(*checks);
+  bool passed = true;
+  std::string failures;
+  for (const RuntimeCheck& c : res.checks) {
+    if (c.ran && !c.passed) {
+      passed = false;
+      failures += (failures.empty() ? "" : "; ") + c.runtime + ": " + c.error;
+    }
+  }
+  passed = passed && res.checks[0].ran;
   if (!passed) {
     (void)env.RemoveFile(tmp);
-    std::ostringstream msg;
-    if (diff.IsOk()) {
-      msg << "export verification failed over " << n
-          << " images: max |OpenCV DNN - LibTorch| = " << diff->scores << " on class scores, "
-          << diff->boxes_rel << " relative on box pixels (tolerance " << request.tolerance << " each)";
-    } else {
-      msg << "export verification failed: " << diff.GetStatus().ToString();
-    }
+    std::string msg = "export verification failed: " + failures;
     if (!request.force) {
-      msg << "; nothing was written (--force keeps the file, marked unverified)";
-      return Status::FailedPrecondition(msg.str(), {res.path, 0, ""});
+      msg += "; nothing was written (--force keeps the file, marked unverified)";
+      return Status::FailedPrecondition(msg, {res.path, 0, ""});
     }
     // --force: the same graph, marked in its metadata, written without the rename dance.
-    res.verification_error = msg.str();
-    opts.extra_metadata["kestrel_verification"] = "unverified: " + msg.str();
+    res.verification_error = msg;
+    opts.extra_metadata["kestrel_verification"] = "unverified: " + msg;
     KESTREL_ASSIGN_OR_RETURN(onnx, exporter::BuildOnnxModel(info.spec, state, opts));
     KESTREL_RETURN_IF_ERROR(exporter::WriteOnnxFile(env, onnx, res.path));
   } else {
@@ -201,36 +271,54 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
   res.format = request.format;
   res.arch = info.spec.Name();
   res.nc = info.spec.nc;
-  res.names = net->Names();
-  res.imgsz = request.imgsz;
+  res.names = opts.names;
+  res.imgsz_h = request.imgsz_h;
+  res.imgsz_w = request.imgsz_w;
   res.batch = request.batch;
+  res.dynamic = request.dynamic;
   res.opset = request.opset;
-  res.input_shape = {request.batch, 3, request.imgsz, request.imgsz};
-  res.output_shape = out_shape;
+  const int64_t dyn = -1;
+  res.input_shape = {request.dynamic ? dyn : request.batch, 3, request.dynamic ? dyn : request.imgsz_h,
+                     request.dynamic ? dyn : request.imgsz_w};
+  res.output_shape = {request.dynamic ? dyn : request.batch, onnx.output_channels,
+                      request.dynamic ? dyn : onnx.anchors};
   res.bytes = static_cast<int64_t>(onnx.bytes.size());
   res.nodes = onnx.nodes;
   res.parameters = onnx.parameters;
   res.verified = passed;
-  res.verify_images = n;
-  res.tolerance = request.tolerance;
-  if (diff.IsOk()) {
-    res.max_abs_diff = diff->all;
-    res.max_abs_diff_boxes = diff->boxes;
-    res.max_abs_diff_scores = diff->scores;
-    res.max_rel_diff_boxes = diff->boxes_rel;
+  for (const auto& shape : res.verify_shapes) {
+    res.verify_images += static_cast<int>(((request.verify_images + shape[0] - 1) / shape[0]) * shape[0]);
   }
+  res.tolerance = request.tolerance;
+  res.max_abs_diff = res.checks[0].max_abs_diff;
+  res.max_abs_diff_boxes = res.checks[0].max_abs_diff_boxes;
+  res.max_abs_diff_scores = res.checks[0].max_abs_diff_scores;
+  res.max_rel_diff_boxes = res.checks[0].max_rel_diff_boxes;
   return res;
 }
 
 nlohmann::json ExportResultJson(const ExportResult& r) {
+  nlohmann::json runtimes = nlohmann::json::array();
+  for (const RuntimeCheck& c : r.checks) {
+    nlohmann::json rc = {{"runtime", c.runtime}, {"ran", c.ran}, {"passed", c.passed}};
+    if (c.ran) {
+      rc["max_abs_diff"] = c.max_abs_diff;
+      rc["max_abs_diff_boxes"] = c.max_abs_diff_boxes;
+      rc["max_abs_diff_scores"] = c.max_abs_diff_scores;
+      rc["max_rel_diff_boxes"] = c.max_rel_diff_boxes;
+    }
+    if (!c.passed) rc["error"] = c.error;
+    runtimes.push_back(std::move(rc));
+  }
   nlohmann::json j = {{"path", r.path},
                       {"weights", r.weights},
                       {"format", r.format},
                       {"arch", r.arch},
                       {"nc", r.nc},
                       {"names", r.names},
-                      {"imgsz", r.imgsz},
+                      {"imgsz", {r.imgsz_h, r.imgsz_w}},
                       {"batch", r.batch},
+                      {"dynamic", r.dynamic},
                       {"opset", r.opset},
                       {"input", {{"name", "images"}, {"shape", r.input_shape}}},
                       {"output", {{"name", "output0"}, {"shape", r.output_shape}}},
@@ -238,15 +326,17 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
                       {"nodes", r.nodes},
                       {"parameters", r.parameters},
                       {"verification",
-                       {{"runtime", "opencv-dnn " CV_VERSION},
+                       {{"runtime", r.checks.empty() ? std::string() : r.checks[0].runtime},
                         {"reference", "libtorch"},
                         {"images", r.verify_images},
+                        {"shapes", r.verify_shapes},
                         {"max_abs_diff", r.max_abs_diff},
                         {"max_abs_diff_boxes", r.max_abs_diff_boxes},
                         {"max_abs_diff_scores", r.max_abs_diff_scores},
                         {"max_rel_diff_boxes", r.max_rel_diff_boxes},
                         {"tolerance", r.tolerance},
-                        {"verified", r.verified}}}};
+                        {"verified", r.verified},
+                        {"runtimes", runtimes}}}};
   if (!r.verified) j["verification"]["error"] = r.verification_error;
   return j;
 }
@@ -255,15 +345,22 @@ std::string ExportResultText(const ExportResult& r) {
   std::ostringstream s;
   s << "exported " << r.arch << " (" << r.nc << " classes) to " << r.path << " (" << r.bytes
     << " bytes, opset " << r.opset << ", " << r.nodes << " nodes)\n";
-  s << "input images [" << r.batch << ", 3, " << r.imgsz << ", " << r.imgsz << "], output output0 ["
-    << r.output_shape.at(0) << ", " << r.output_shape.at(1) << ", " << r.output_shape.at(2) << "]\n";
+  s << "input images " << ShapeText(r.input_shape) << ", output output0 " << ShapeText(r.output_shape)
+    << (r.dynamic ? " (-1: dynamic axis)" : "") << "\n";
   if (!r.verified) {
     s << "UNVERIFIED (kept by --force): " << r.verification_error << "\n";
     return s.str();
   }
-  s << "verified: OpenCV DNN vs LibTorch on " << r.verify_images << " images: max |diff| " << r.max_abs_diff
-    << " (class scores " << r.max_abs_diff_scores << ", box pixels " << r.max_abs_diff_boxes << " = "
-    << r.max_rel_diff_boxes << " relative; tolerance " << r.tolerance << ")\n";
+  s << "verified against LibTorch on " << r.verify_images << " images at " << r.verify_shapes.size()
+    << " input shape(s), tolerance " << r.tolerance << ":\n";
+  for (const RuntimeCheck& c : r.checks) {
+    if (!c.ran) {
+      s << "  " << c.error << "\n";
+      continue;
+    }
+    s << "  " << c.runtime << ": max |diff| " << c.max_abs_diff << " (class scores " << c.max_abs_diff_scores
+      << ", box pixels " << c.max_abs_diff_boxes << " = " << c.max_rel_diff_boxes << " relative)\n";
+  }
   return s.str();
 }
 

@@ -4,6 +4,7 @@
 // (app_run/export.h); --json prints its one JSON view unchanged.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app_run/export.h"
@@ -14,13 +15,14 @@ namespace {
 
 struct ExportOptions {
   app::ExportRequest r;
+  std::string imgsz = "640";  // parsed by app::ParseExportImgsz
   void Bind(OptionSet& s) {
     s.String("model", &r.model, "weights file (.safetensors, .pt) or a registered model NAME[@vN|@TAG]");
     s.String("format", &r.format, "export format: onnx");
-    s.Int("imgsz", &r.imgsz, "square input side, a multiple of 32");
-    s.Int("batch", &r.batch, "fixed batch dimension of the exported graph");
+    s.String("imgsz", &imgsz, "input side (640) or height,width (320,256 or [320,256]), multiples of 32");
+    s.Int("batch", &r.batch, "batch dimension of the exported graph (the nominal one when dynamic)");
     s.Int("opset", &r.opset, "ONNX opset, 13..17");
-    s.Bool("dynamic", &r.dynamic, "dynamic axes (not supported yet)");
+    s.Bool("dynamic", &r.dynamic, "dynamic batch, height and width axes");
     s.String("output", &r.output, "where to write (default: beside the weights, <stem>.onnx)");
     s.Int("verify_images", &r.verify_images, "synthetic images the verification runs, 1..64");
     s.Bool("force", &r.force, "keep a file that failed verification, marked unverified in its metadata");
@@ -28,7 +30,15 @@ struct ExportOptions {
 };
 
 void RunExport(Context& ctx, int* exit_code, const ExportOptions& o) {
-  auto r = app::ExportModel(Env::Default(), o.r,
+  Result<std::pair<int, int>> imgsz = app::ParseExportImgsz(o.imgsz);
+  if (!imgsz.IsOk()) {
+    *exit_code = Fail(ctx, imgsz.GetStatus());
+    return;
+  }
+  app::ExportRequest req = o.r;
+  req.imgsz_h = imgsz->first;
+  req.imgsz_w = imgsz->second;
+  auto r = app::ExportModel(Env::Default(), req,
                             [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); });
   if (!r.IsOk()) {
     *exit_code = Fail(ctx, r.GetStatus());
@@ -48,8 +58,8 @@ void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code) {
   };
   auto st = std::make_shared<ExportState>();
   st->opts.Bind(st->set);
-  CLI::App* cmd =
-      app.add_subcommand("export", "Write a model as ONNX, verified in OpenCV DNN against LibTorch");
+  CLI::App* cmd = app.add_subcommand(
+      "export", "Write a model as ONNX, verified in OpenCV DNN and ONNX Runtime against LibTorch");
   cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors format=onnx imgsz=640");
   AddOptionFlags(cmd, st->set, &st->flags);
   cmd->callback([&ctx, exit_code, st] {

@@ -89,6 +89,15 @@ class GraphBuilder {
     return name;
   }
 
+  // A 0-d int64 tensor (CumSum's axis).
+  std::string Int64Scalar(const std::string& name, int64_t value) {
+    onnx::TensorProto* t = graph_.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(&value), sizeof(value)));
+    return name;
+  }
+
   onnx::NodeProto* Node(const std::string& op, const std::vector<std::string>& inputs,
                         const std::vector<std::string>& outputs) {
     onnx::NodeProto* n = graph_.add_node();
@@ -246,11 +255,100 @@ class GraphBuilder {
   int counter_ = 0;
 };
 
-void SetShape(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims) {
+// `dims` entries < 0 are dynamic, named by the same entry of `params`.
+void SetShape(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims,
+              const std::vector<std::string>& params = {}) {
   v->set_name(name);
   onnx::TypeProto_Tensor* t = v->mutable_type()->mutable_tensor_type();
   t->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    onnx::TensorShapeProto_Dimension* d = t->mutable_shape()->add_dim();
+    if (dims[i] < 0) {
+      d->set_dim_param(params.at(i));
+    } else {
+      d->set_dim_value(dims[i]);
+    }
+  }
+}
+
+// [N, C, a, b] -> [N, C, b, a].
+std::string Transpose(GraphBuilder& g, const std::string& x, const std::string& prefix) {
+  const std::string y = g.Fresh(prefix + ".transpose");
+  GraphBuilder::IntsAttr(g.Node("Transpose", {x}, {y}), "perm", {0, 1, 3, 2});
+  return y;
+}
+
+// One Detect level of a dynamic graph, decoded in place: box logits `b`
+// [N, 64, h, w] and class logits `s` [N, nc, h, w] of the level whose input
+// is `f` ([N, c, h, w]) -> [N, 4 + nc, h*w] (cx, cy, w, h in input pixels,
+// then the class sigmoid), whatever N, h and w are at run time.
+// - Anchors: a zero-weight 1x1 Conv with bias 1 on `f` makes ones
+//   [N, 1, h, w]; CumSum along W gives x + 1 (for y: along W of the
+//   transposed map, transposed back), exact in float, so minus 0.5 is
+//   model::MakeAnchors' cell centre. OpenCV 4.6's CumSum is wrong along any
+//   axis but the last, hence the transposes; and each CumSum gets its own
+//   ones Conv, as OpenCV 4.6 reuses the buffer of a blob that feeds two
+//   CumSums before the second has read it.
+// - DFL per side on the 4-D map ([N, 16, h, w] each: Softmax over the bins,
+//   the 1x1 Conv with weights 0..15), then dist2bbox in model::Dist2Bbox's
+//   order and the level's stride as a constant factor.
+// Everything stays [N, C, h, w] until the one Reshape at the end: OpenCV 4.6
+// infers shapes at import with the dynamic axes as 0, and a Sub/Add of two
+// computed [N, C, A] tensors it cannot match there becomes a broadcasting
+// layer that fails for batch > 1; same-shape 4-D maps do not.
+std::string DynamicDetectLevel(GraphBuilder& g, const std::string& b, const std::string& s,
+                               const std::string& f, int c, int nc, int stride, const std::string& prefix) {
+  const std::vector<float> zeros(static_cast<size_t>(c), 0.0F);
+  const std::string half = g.FloatInit(prefix + ".half", {1}, {0.5F});
+  std::string centre[2];  // x, y
+  for (int k = 0; k < 2; ++k) {
+    const std::string tag = k == 0 ? ".x" : ".y";
+    std::string ones = g.ConvNode(f, prefix + tag + "_ones", {1, c, 1, 1}, zeros, {1.0F}, 1, 1);
+    if (k == 1) ones = Transpose(g, ones, prefix + ".y_hw");
+    std::string count = g.Fresh(prefix + tag + "_cumsum");
+    g.Node("CumSum", {ones, g.Int64Scalar(prefix + tag + "_axis", 3)}, {count});
+    if (k == 1) count = Transpose(g, count, prefix + ".y_wh");
+    centre[k] = g.Fresh(prefix + tag + "_centre");
+    g.Node("Sub", {count, half}, {centre[k]});
+  }
+  std::vector<std::string> side(4);  // l, t, r, b in cells, [N, 1, h, w] each
+  for (int k = 0; k < 4; ++k) side[static_cast<size_t>(k)] = g.Fresh(prefix + ".dfl.split");
+  GraphBuilder::IntAttr(g.Node("Split", {b}, side), "axis", 1);
+  std::vector<float> bins(model::kRegMax);
+  for (int k = 0; k < model::kRegMax; ++k) bins[static_cast<size_t>(k)] = static_cast<float>(k);
+  for (int k = 0; k < 4; ++k) {
+    const std::string sm = g.Fresh(prefix + ".dfl.softmax");
+    GraphBuilder::IntAttr(g.Node("Softmax", {side[static_cast<size_t>(k)]}, {sm}), "axis", 1);
+    side[static_cast<size_t>(k)] = g.ConvNode(sm, prefix + ".dfl" + std::to_string(k) + ".conv",
+                                              {1, model::kRegMax, 1, 1}, bins, {}, 1, 1);
+  }
+  const std::string two = g.FloatInit(prefix + ".two", {1}, {2.0F});
+  const std::string st = g.FloatInit(prefix + ".stride", {1}, {static_cast<float>(stride)});
+  std::vector<std::string> rows;  // cx, cy, w, h in pixels
+  std::string wh[2];
+  for (int k = 0; k < 2; ++k) {
+    const std::string axis = k == 0 ? "x" : "y";
+    const std::string lo = g.Fresh(prefix + "." + axis + "1"), hi = g.Fresh(prefix + "." + axis + "2");
+    g.Node("Sub", {centre[k], side[static_cast<size_t>(k)]}, {lo});
+    g.Node("Add", {centre[k], side[static_cast<size_t>(k + 2)]}, {hi});
+    const std::string sum = g.Fresh(prefix + ".c" + axis + "_sum"), mid = g.Fresh(prefix + ".c" + axis);
+    g.Node("Add", {lo, hi}, {sum});
+    g.Node("Div", {sum, two}, {mid});
+    wh[k] = g.Fresh(prefix + (k == 0 ? ".w" : ".h"));
+    g.Node("Sub", {hi, lo}, {wh[k]});
+    rows.push_back(mid);
+  }
+  rows.push_back(wh[0]);
+  rows.push_back(wh[1]);
+  for (std::string& r : rows) {
+    const std::string px = g.Fresh(r + "_px");
+    g.Node("Mul", {r, st}, {px});
+    r = px;
+  }
+  const std::string prob = g.Fresh(prefix + ".cls_sigmoid");
+  g.Node("Sigmoid", {s}, {prob});
+  rows.push_back(prob);
+  return g.Reshape(g.Concat(rows, 1, prefix + ".out"), {0, 4 + nc, -1}, prefix + ".out");
 }
 
 }  // namespace
@@ -291,7 +389,11 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
   opset->set_version(o.opset);
   onnx::GraphProto& graph = *proto.mutable_graph();
   graph.set_name(spec.Name());
-  SetShape(graph.add_input(), "images", {o.batch, 3, o.imgsz_h, o.imgsz_w});
+  if (o.dynamic) {
+    SetShape(graph.add_input(), "images", {-1, 3, -1, -1}, {"batch", "", "height", "width"});
+  } else {
+    SetShape(graph.add_input(), "images", {o.batch, 3, o.imgsz_h, o.imgsz_w});
+  }
 
   GraphBuilder g(graph, weights);
   const std::vector<model::LayerPlan> plan = model::BuildLayerPlan(spec);
@@ -369,6 +471,7 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
         const int nc = l.nc;
         std::vector<std::string> boxes, scores;
         std::vector<float> anchor_x, anchor_y, stride_row;
+        std::vector<std::string> levels;  // dynamic: [N, 4 + nc, h*w] per level
         for (int lv = 0; lv < static_cast<int>(l.from.size()); ++lv) {
           const int src = in(lv);
           const int stride = model::kDetectStrides[lv];
@@ -381,8 +484,12 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
           std::string s = g.ConvBnSilu(out[src], ch[src], p + ".cv3." + lvs + ".0", 3, 1, &t);
           s = g.ConvBnSilu(s, t, p + ".cv3." + lvs + ".1", 3, 1, &t);
           s = g.Conv1x1(s, t, p + ".cv3." + lvs + ".2", nc);
-          boxes.push_back(g.Reshape(b, {n, int64_t{4} * model::kRegMax, h * w}, p + ".box" + lvs));
-          scores.push_back(g.Reshape(s, {n, nc, h * w}, p + ".cls" + lvs));
+          if (o.dynamic) {
+            levels.push_back(DynamicDetectLevel(g, b, s, out[src], ch[src], nc, stride, p + ".level" + lvs));
+          } else {
+            boxes.push_back(g.Reshape(b, {n, int64_t{4} * model::kRegMax, h * w}, p + ".box" + lvs));
+            scores.push_back(g.Reshape(s, {n, nc, h * w}, p + ".cls" + lvs));
+          }
           // Anchor points at cell centres (offset 0.5), as model::MakeAnchors.
           for (int64_t yy = 0; yy < h; ++yy) {
             for (int64_t xx = 0; xx < w; ++xx) {
@@ -394,6 +501,13 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
         }
 
         const auto a = static_cast<int64_t>(anchor_x.size());
+        result.anchors = a;  // at imgsz when dynamic
+        result.output_channels = 4 + nc;
+        out[l.index] = "output0";
+        if (o.dynamic) {
+          GraphBuilder::IntAttr(g.Node("Concat", levels, {"output0"}), "axis", 2);
+          break;
+        }
         const std::string box = g.Concat(boxes, 2, p + ".box");   // [N, 64, A]
         const std::string cls = g.Concat(scores, 2, p + ".cls");  // [N, nc, A]
         // DFL: [N, 4, 16, A] -> [N, 16, 4, A], softmax over the bins, then the
@@ -431,9 +545,6 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
         g.Node("Sigmoid", {cls}, {prob});
         onnx::NodeProto* fin = g.Node("Concat", {pixels, prob}, {"output0"});
         GraphBuilder::IntAttr(fin, "axis", 1);
-        out[l.index] = "output0";
-        result.anchors = a;
-        result.output_channels = 4 + nc;
         break;
       }
     }
@@ -442,7 +553,11 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
   }
   if (result.anchors == 0)
     return Status::Internal("the layer plan of " + spec.Name() + " has no Detect layer");
-  SetShape(graph.add_output(), "output0", {n, result.output_channels, result.anchors});
+  if (o.dynamic) {
+    SetShape(graph.add_output(), "output0", {-1, result.output_channels, -1}, {"batch", "", "anchors"});
+  } else {
+    SetShape(graph.add_output(), "output0", {n, result.output_channels, result.anchors});
+  }
 
   std::string names = "{";
   for (int k = 0; k < spec.nc; ++k) {
@@ -457,6 +572,7 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
                      {"task", "detect"},
                      {"arch", spec.Name()},
                      {"kestrel_version", KESTREL_EXPORT_VERSION}};
+  if (o.dynamic) result.metadata["dynamic"] = "true";
   for (const auto& [k, v] : o.extra_metadata) {
     if (result.metadata.count(k) != 0) {
       return Status::InvalidArgument("metadata key '" + k + "' is written by the exporter", {"", 0, k});

@@ -4,7 +4,8 @@
 // docs/export.md.
 //
 // Graph contract: input `images` float32 [batch, 3, imgsz_h, imgsz_w] (RGB,
-// 0..1); output `output0` float32 [batch, 4 + nc, A], A = sum over strides
+// 0..1; every axis but the channels dynamic with OnnxExportOptions::dynamic);
+// output `output0` float32 [batch, 4 + nc, A], A = sum over strides
 // 8/16/32 of (imgsz_h/s)*(imgsz_w/s), anchors ordered P3, P4, P5, each
 // row-major (y then x); rows cx, cy, w, h in input pixels, then the class
 // sigmoid scores — the same as model::YoloOutput::decoded in eval mode.
@@ -27,14 +28,21 @@ inline constexpr int kMaxOpset = 17;  // newest opset the bundled ONNX checker k
 inline constexpr int kDefaultOpset = 17;
 
 struct OnnxExportOptions {
-  int imgsz_h = 640;          // input height, a multiple of 32
-  int imgsz_w = 640;          // input width, a multiple of 32
-  int batch = 1;              // fixed batch dimension, >= 1
+  int imgsz_h = 640;  // input height, a multiple of 32
+  int imgsz_w = 640;  // input width, a multiple of 32
+  int batch = 1;      // fixed batch dimension, >= 1 (the nominal one when dynamic)
+  // Dynamic axes: `images` [batch, 3, height, width] and `output0`
+  // [batch, 4 + nc, anchors] as dim_params; the anchor points and strides are
+  // computed in the graph from each level's feature map (a zero-weight 1x1
+  // Conv with bias 1, CumSum along H and W), not baked for imgsz. Any batch
+  // and any H, W that are multiples of 32 then run; imgsz is the nominal size
+  // written to the metadata.
+  bool dynamic = false;
   int opset = kDefaultOpset;  // default-domain opset, [kMinOpset, kMaxOpset]
   // Class names for the `names` metadata; empty or exactly nc entries.
   std::vector<std::string> names;
   // More metadata_props (e.g. model id, dataset version); must not reuse the
-  // exporter's keys (names, stride, imgsz, batch, task, kestrel_version, arch).
+  // exporter's keys (names, stride, imgsz, batch, dynamic, task, kestrel_version, arch).
   std::map<std::string, std::string> extra_metadata;
 };
 

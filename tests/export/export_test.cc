@@ -1,19 +1,25 @@
 // `kestrel export` (app_run/export.h, src/export): the written ONNX file runs
-// in OpenCV DNN with the LibTorch model's raw output0 to within 1e-4, for two
-// class counts and two input sizes, on weights whose BatchNorm statistics are
-// far from their init (so a wrong fold shows); the CLI's --json is the app
-// view; bad keys and tensors are named in the error.
+// in OpenCV DNN and ONNX Runtime with the LibTorch model's raw output0 to
+// within 1e-4, for two class counts and two input sizes, on weights whose
+// BatchNorm statistics are far from their init (so a wrong fold shows); a
+// dynamic export at two sizes x two batch sizes; a planted difference fails
+// in both runtimes; the CLI's --json is the app view; bad keys and tensors
+// are named in the error. The ONNX Runtime cases skip only when node or
+// onnxruntime-node is absent (scripts/install-node-deps.sh).
 #include "app_run/export.h"
 
 #include <gtest/gtest.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "../cli/cli_fixture.h"
+#include "app_run/export_runtimes.h"
 #include "core/env.h"
 #include "core/safetensors.h"
 #include "export/onnx_export.h"
@@ -57,13 +63,34 @@ int64_t Anchors(int side) {
   return (side / 8) * (side / 8) + (side / 16) * (side / 16) + (side / 32) * (side / 32);
 }
 
+// ONNX Runtime's check: passed when it is installed; otherwise it says it
+// did not run (and never passes).
+void ExpectOrtCheck(const app::ExportResult& r) {
+  ASSERT_EQ(r.checks.size(), 2u);
+  const app::RuntimeCheck& ort = r.checks[1];
+  const app::OnnxRuntimeLocation where = app::LocateOnnxRuntime();
+  if (!where.unavailable.empty()) {
+    EXPECT_FALSE(ort.ran);
+    EXPECT_FALSE(ort.passed);
+    EXPECT_NE(ort.error.find("did not run"), std::string::npos) << ort.error;
+    EXPECT_NE(app::ExportResultText(r).find("ONNX Runtime check did not run"), std::string::npos);
+    return;
+  }
+  EXPECT_TRUE(ort.ran) << ort.error;
+  EXPECT_TRUE(ort.passed) << ort.error;
+  EXPECT_EQ(ort.runtime, "onnxruntime " + where.version);
+  EXPECT_LE(ort.max_abs_diff_scores, app::kExportTolerance);
+  EXPECT_LE(ort.max_rel_diff_boxes, app::kExportTolerance);
+  EXPECT_LT(ort.max_abs_diff, 1e-3);
+}
+
 TEST_F(ExportTest, OnnxMatchesLibTorchForTwoClassCountsAndTwoSizes) {
   for (int nc : {2, 5}) {
     const std::string weights = RandomWeights(nc, 7 + nc);
     for (int side : {64, 96}) {
       app::ExportRequest req;
       req.model = weights;
-      req.imgsz = side;
+      req.imgsz_h = req.imgsz_w = side;
       req.verify_images = 3;
       req.output = (dir_ / ("m" + std::to_string(nc) + "_" + std::to_string(side) + ".onnx")).string();
       Result<app::ExportResult> r = app::ExportModel(Env::Default(), req);
@@ -78,7 +105,9 @@ TEST_F(ExportTest, OnnxMatchesLibTorchForTwoClassCountsAndTwoSizes) {
       EXPECT_TRUE(fs::exists(req.output));
       EXPECT_FALSE(fs::exists(req.output + ".verifying.onnx"));
       EXPECT_EQ(Env::Default().ReadFile(req.output).Value().find("kestrel_verification"), std::string::npos);
-      std::cout << "nc " << nc << " imgsz " << side << ": max |diff| " << r->max_abs_diff << "\n";
+      ExpectOrtCheck(*r);
+      std::cout << "nc " << nc << " imgsz " << side << ": max |diff| OpenCV " << r->max_abs_diff << ", ORT "
+                << r->checks[1].max_abs_diff << "\n";
     }
   }
 }
@@ -88,7 +117,7 @@ TEST_F(ExportTest, BatchedExportOfReferenceWeightsVerifies) {
   if (!fs::exists(ref)) GTEST_SKIP() << "no ../shared reference weights";
   app::ExportRequest req;
   req.model = ref;
-  req.imgsz = 128;
+  req.imgsz_h = req.imgsz_w = 128;
   req.batch = 2;
   req.verify_images = 4;
   req.output = (dir_ / "n.onnx").string();
@@ -99,8 +128,112 @@ TEST_F(ExportTest, BatchedExportOfReferenceWeightsVerifies) {
   EXPECT_LE(r->max_abs_diff_scores, app::kExportTolerance);
   EXPECT_LE(r->max_rel_diff_boxes, app::kExportTolerance);
   EXPECT_LT(r->max_abs_diff_boxes, 1e-3);  // a few float ulps of coordinates up to 128 px
-  std::cout << "yolov8n nc 3 imgsz 128 batch 2: max |diff| " << r->max_abs_diff << " (scores "
-            << r->max_abs_diff_scores << ", boxes " << r->max_abs_diff_boxes << ")\n";
+  ExpectOrtCheck(*r);
+  std::cout << "yolov8n nc 3 imgsz 128 batch 2: max |diff| OpenCV " << r->max_abs_diff << " (scores "
+            << r->max_abs_diff_scores << ", boxes " << r->max_abs_diff_boxes << "), ORT "
+            << r->checks[1].max_abs_diff << " (scores " << r->checks[1].max_abs_diff_scores << ", boxes "
+            << r->checks[1].max_abs_diff_boxes << ")\n";
+}
+
+TEST_F(ExportTest, DynamicExportMatchesLibTorchAtTwoSizesAndTwoBatchSizes) {
+  const std::string weights = RandomWeights(3, 17);
+  app::ExportRequest req;
+  req.model = weights;
+  req.imgsz_h = 64;
+  req.imgsz_w = 96;  // non-square
+  req.dynamic = true;
+  req.verify_images = 2;
+  req.output = (dir_ / "dynamic.onnx").string();
+  Result<app::ExportResult> r = app::ExportModel(Env::Default(), req);
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_TRUE(r->verified) << r->verification_error;
+  EXPECT_EQ(r->input_shape, (std::vector<int64_t>{-1, 3, -1, -1}));
+  EXPECT_EQ(r->output_shape, (std::vector<int64_t>{-1, 7, -1}));
+  // Two batch sizes x two input sizes, the second non-proportional.
+  EXPECT_EQ(r->verify_shapes, (std::vector<std::vector<int64_t>>{
+                                  {1, 3, 64, 96}, {1, 3, 32, 128}, {2, 3, 64, 96}, {2, 3, 32, 128}}));
+  EXPECT_EQ(r->verify_images, 2 + 2 + 2 + 2);
+  ASSERT_EQ(r->checks.size(), 2u);
+  EXPECT_TRUE(r->checks[0].ran);
+  EXPECT_TRUE(r->checks[0].passed) << r->checks[0].error;
+  EXPECT_LE(r->max_abs_diff_scores, app::kExportTolerance);
+  EXPECT_LE(r->max_rel_diff_boxes, app::kExportTolerance);
+  const std::string bytes = Env::Default().ReadFile(req.output).Value();
+  EXPECT_NE(bytes.find("height"), std::string::npos);            // the dim_params
+  EXPECT_EQ(bytes.find("model.22.anchors"), std::string::npos);  // computed in the graph, not baked
+  ExpectOrtCheck(*r);
+  const nlohmann::json j = app::ExportResultJson(*r);
+  EXPECT_EQ(j["dynamic"], true);
+  EXPECT_EQ(j["imgsz"], nlohmann::json::array({64, 96}));
+  EXPECT_EQ(j["verification"]["runtimes"].size(), 2u);
+  std::cout << "dynamic 64x96: max |diff| OpenCV " << r->max_abs_diff << ", ORT " << r->checks[1].max_abs_diff
+            << "\n";
+}
+
+TEST_F(ExportTest, PlantedDifferenceFailsInEveryRuntime) {
+  const std::string weights = RandomWeights(2, 19);
+  Result<SafeTensorFile> file = model::ReadWeightsFile(weights);
+  ASSERT_TRUE(file.IsOk());
+  // One class bias of one level moved by 0.1: that level's scores move by
+  // sigmoid' * 0.1, ~3e-3 where the random model scores low.
+  SafeTensor& bias = file->tensors.at("model.22.cv3.1.2.bias");
+  ASSERT_EQ(bias.dtype, "F32");
+  float v = 0;
+  std::memcpy(&v, bias.data.data(), 4);
+  v += 0.1F;
+  std::memcpy(bias.data.data(), &v, 4);
+  model::ModelSpec spec = model::ParseModelSpec("t", 2).Value();
+  exporter::OnnxExportOptions o;
+  o.imgsz_h = o.imgsz_w = 64;
+  o.dynamic = true;
+  Result<exporter::OnnxModel> planted = exporter::BuildOnnxModel(spec, *file, o);
+  ASSERT_TRUE(planted.IsOk()) << planted.GetStatus().ToString();
+  const std::string path = (dir_ / "planted.onnx").string();
+  ASSERT_TRUE(exporter::WriteOnnxFile(Env::Default(), *planted, path).IsOk());
+
+  Result<std::vector<app::RuntimeCheck>> checks =
+      app::VerifyOnnxFile(path, weights, {{1, 3, 64, 64}, {2, 3, 96, 64}}, 2, app::kExportTolerance);
+  ASSERT_TRUE(checks.IsOk()) << checks.GetStatus().ToString();
+  ASSERT_EQ(checks->size(), 2u);
+  for (const app::RuntimeCheck& c : *checks) {
+    if (!c.ran) {
+      EXPECT_EQ(c.runtime, "onnxruntime");
+      EXPECT_FALSE(app::LocateOnnxRuntime().unavailable.empty());
+      continue;
+    }
+    EXPECT_FALSE(c.passed) << c.runtime;
+    EXPECT_GT(c.max_abs_diff_scores, 1e-3) << c.runtime;
+    EXPECT_LE(c.max_rel_diff_boxes, app::kExportTolerance) << c.runtime;  // only the scores were planted
+    EXPECT_NE(c.error.find("class scores"), std::string::npos) << c.error;
+  }
+  // The same file checked against the weights it was built from passes.
+  const std::string planted_weights = (dir_ / "planted.safetensors").string();
+  ASSERT_TRUE(Env::Default().WriteFileAtomic(planted_weights, SerializeSafeTensors(*file)).IsOk());
+  checks = app::VerifyOnnxFile(path, planted_weights, {{1, 3, 64, 64}}, 1, app::kExportTolerance);
+  ASSERT_TRUE(checks.IsOk()) << checks.GetStatus().ToString();
+  EXPECT_TRUE((*checks)[0].passed) << (*checks)[0].error;
+  if ((*checks)[1].ran) {
+    EXPECT_TRUE((*checks)[1].passed) << (*checks)[1].error;
+  }
+}
+
+TEST_F(ExportTest, ImgszTakesASideOrAHeightWidthPair) {
+  EXPECT_EQ(app::ParseExportImgsz("640").Value(), (std::pair<int, int>{640, 640}));
+  EXPECT_EQ(app::ParseExportImgsz("320,256").Value(), (std::pair<int, int>{320, 256}));
+  EXPECT_EQ(app::ParseExportImgsz("[320, 256]").Value(), (std::pair<int, int>{320, 256}));
+  for (const char* bad : {"", "abc", "1,2,3", "320,", "-32", "[320", "99999999"}) {
+    Result<std::pair<int, int>> r = app::ParseExportImgsz(bad);
+    ASSERT_FALSE(r.IsOk()) << bad;
+    EXPECT_EQ(r.GetStatus().Where().field, "imgsz") << bad;
+  }
+  const std::string weights = RandomWeights(2, 23);
+  testing::CliRun cli = Kestrel("--json export model=" + weights + " imgsz=64,100");
+  EXPECT_EQ(cli.code, 2) << cli.out;
+  EXPECT_NE(cli.out.find("imgsz"), std::string::npos) << cli.out;
+  const std::string out = (dir_ / "rect.onnx").string();
+  cli = Kestrel("--json export model=" + weights + " imgsz=[64,96] output=" + out);
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  EXPECT_EQ(Json(cli)["input"]["shape"], nlohmann::json::array({1, 3, 64, 96}));
 }
 
 TEST_F(ExportTest, BuilderNamesAMissingTensorAndChecksTheGraph) {
@@ -144,9 +277,9 @@ TEST_F(ExportTest, BadKeysAreNamed) {
   cases[1].key = "opset";
   cases[1].req.opset = 11;
   cases[2].key = "imgsz";
-  cases[2].req.imgsz = 100;
-  cases[3].key = "dynamic";
-  cases[3].req.dynamic = true;
+  cases[2].req.imgsz_w = 100;
+  cases[3].key = "verify_images";
+  cases[3].req.verify_images = 0;
   cases[4].key = "batch";
   cases[4].req.batch = 0;
   for (const auto& c : cases) {
@@ -172,7 +305,7 @@ TEST_F(ExportTest, FailedVerificationWritesNothingUnlessForced) {
   const std::string weights = RandomWeights(2, 13);
   app::ExportRequest req;
   req.model = weights;
-  req.imgsz = 64;
+  req.imgsz_h = req.imgsz_w = 64;
   req.tolerance = 1e-12;  // below the few-ulp difference every pair of conv implementations shows
   req.output = (dir_ / "strict.onnx").string();
   Result<app::ExportResult> r = app::ExportModel(Env::Default(), req);
@@ -199,7 +332,7 @@ TEST_F(ExportTest, CliJsonIsTheAppView) {
   const std::string out = (dir_ / "cli.onnx").string();
   app::ExportRequest req;
   req.model = weights;
-  req.imgsz = 64;
+  req.imgsz_h = req.imgsz_w = 64;
   req.output = out;
   Result<app::ExportResult> r = app::ExportModel(Env::Default(), req);
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();

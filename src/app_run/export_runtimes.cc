@@ -1,0 +1,268 @@
+#include "app_run/export_runtimes.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/dnn.hpp>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace kestrel::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+class OpenCvDnnRuntime final : public OnnxRuntime {
+ public:
+  std::string Name() const override { return "opencv-dnn " CV_VERSION; }
+
+  Result<std::vector<FloatTensor>> Run(const std::string& onnx_path,
+                                       const std::vector<FloatTensor>& inputs) override {
+    std::vector<FloatTensor> outs;
+    try {
+      cv::dnn::Net net = cv::dnn::readNetFromONNX(onnx_path);
+      net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+      net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+      for (const FloatTensor& in : inputs) {
+        std::vector<int> sizes(in.shape.begin(), in.shape.end());
+        // cv::Mat wraps without copying and the net never writes its input.
+        cv::Mat blob(static_cast<int>(sizes.size()), sizes.data(), CV_32F,
+                     const_cast<float*>(in.data.data()));
+        net.setInput(blob, "images");
+        cv::Mat out = net.forward("output0");
+        FloatTensor t;
+        for (int d = 0; d < out.dims; ++d) t.shape.push_back(out.size[d]);
+        const auto* p = reinterpret_cast<const float*>(out.data);
+        t.data.assign(p, p + out.total());
+        outs.push_back(std::move(t));
+      }
+    } catch (const cv::Exception& e) {
+      return Status::FailedPrecondition(std::string("OpenCV DNN could not run the export: ") + e.what(),
+                                        {onnx_path, 0, ""});
+    }
+    return outs;
+  }
+};
+
+bool IsExecutable(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path == nullptr ? "/usr/local/bin:/usr/bin:/bin" : path);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) continue;
+    const std::string candidate = dir + "/" + name;
+    if (IsExecutable(candidate)) return candidate;
+  }
+  return "";
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The last `max` characters of `text`, trimmed of trailing newlines.
+std::string Tail(std::string text, size_t max = 600) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text.size() <= max ? text : "..." + text.substr(text.size() - max);
+}
+
+// Runs argv[0] (an absolute path) with stdout/stderr to the given files and
+// waits up to `timeout`; the exit code, or an error (spawn failure, signal,
+// timeout: the child is killed and reaped).
+Result<int> RunProcess(const std::vector<std::string>& argv, const std::string& out_file,
+                       const std::string& err_file, std::chrono::seconds timeout) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0600);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0600);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv.at(0).c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return Status::FailedPrecondition("cannot start " + argv[0] + ": " + std::strerror(rc));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (true) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) return Status::Internal("waitpid failed for " + argv[0]);
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return Status::FailedPrecondition(argv[0] + " ran past " + std::to_string(timeout.count()) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (WIFSIGNALED(status))
+    return Status::FailedPrecondition(argv[0] + " ended by signal " + std::to_string(WTERMSIG(status)));
+  return WEXITSTATUS(status);
+}
+
+// A private folder under the system temp dir, removed when this goes.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "kestrel-ort-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& Path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+constexpr std::chrono::seconds kProbeTimeout{60};
+constexpr std::chrono::seconds kRunTimeout{600};
+
+class OnnxRuntimeNode final : public OnnxRuntime {
+ public:
+  explicit OnnxRuntimeNode(OnnxRuntimeLocation where) : where_(std::move(where)) {}
+  std::string Name() const override { return "onnxruntime " + where_.version; }
+
+  Result<std::vector<FloatTensor>> Run(const std::string& onnx_path,
+                                       const std::vector<FloatTensor>& inputs) override {
+    TempDir tmp;
+    if (tmp.Path().empty()) return Status::IoError("cannot create a temporary folder for ONNX Runtime");
+    std::vector<std::string> argv{where_.node, where_.dir + "/run.js", fs::absolute(onnx_path).string(),
+                                  tmp.Path()};
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string file = tmp.Path() + "/in" + std::to_string(i) + ".f32";
+      std::ofstream f(file, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(inputs[i].data.data()),
+              static_cast<std::streamsize>(inputs[i].data.size() * sizeof(float)));
+      if (!f.good()) return Status::IoError("cannot write the ONNX Runtime input", {file, 0, ""});
+      std::string dims;
+      for (int64_t d : inputs[i].shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+      argv.push_back("images=" + dims + "=" + file);
+    }
+    const std::string out = tmp.Path() + "/stdout.txt", err = tmp.Path() + "/stderr.txt";
+    KESTREL_ASSIGN_OR_RETURN(int code, RunProcess(argv, out, err, kRunTimeout));
+    if (code != 0) {
+      return Status::FailedPrecondition("ONNX Runtime could not run the export (run.js exit " +
+                                            std::to_string(code) + "): " + Tail(ReadText(err)),
+                                        {onnx_path, 0, ""});
+    }
+    std::vector<FloatTensor> outs;
+    try {
+      const nlohmann::json manifest = nlohmann::json::parse(ReadText(tmp.Path() + "/manifest.json"));
+      const auto& runs = manifest.at("runs");
+      if (runs.size() != inputs.size()) return Status::Internal("run.js returned another number of runs");
+      for (const auto& run : runs) {
+        const nlohmann::json* output0 = nullptr;
+        for (const auto& o : run.at("outputs")) {
+          if (o.at("name") == "output0") output0 = &o;
+        }
+        if (output0 == nullptr)
+          return Status::FailedPrecondition("ONNX Runtime returned no output0", {onnx_path, 0, "output0"});
+        FloatTensor t;
+        t.shape = output0->at("shape").get<std::vector<int64_t>>();
+        const std::string bytes = ReadText(output0->at("file").get<std::string>());
+        int64_t count = 1;
+        for (int64_t d : t.shape) count *= d;
+        if (static_cast<int64_t>(bytes.size()) != count * 4) {
+          return Status::Internal("ONNX Runtime output of " + std::to_string(bytes.size()) +
+                                  " bytes for shape " + ShapeText(t.shape));
+        }
+        t.data.resize(static_cast<size_t>(count));
+        std::memcpy(t.data.data(), bytes.data(), bytes.size());
+        outs.push_back(std::move(t));
+      }
+    } catch (const nlohmann::json::exception& e) {
+      return Status::Internal(std::string("run.js wrote an unreadable manifest: ") + e.what());
+    }
+    return outs;
+  }
+
+ private:
+  OnnxRuntimeLocation where_;
+};
+
+}  // namespace
+
+std::unique_ptr<OnnxRuntime> MakeOpenCvDnnRuntime() { return std::make_unique<OpenCvDnnRuntime>(); }
+
+OnnxRuntimeLocation LocateOnnxRuntime() {
+  OnnxRuntimeLocation loc;
+  const char* node_env = std::getenv("KESTREL_NODE");
+  loc.node = node_env != nullptr && *node_env != '\0' ? node_env : FindOnPath("node");
+  const char* dir_env = std::getenv("KESTREL_ONNXRUNTIME_DIR");
+  loc.dir = dir_env != nullptr && *dir_env != '\0' ? dir_env : KESTREL_ONNXRUNTIME_DIR;
+  if (loc.node.empty() || !IsExecutable(loc.node)) {
+    loc.unavailable = node_env != nullptr && *node_env != '\0'
+                          ? "KESTREL_NODE=" + loc.node + " is not an executable"
+                          : "node is not on PATH";
+    return loc;
+  }
+  if (!fs::exists(loc.dir + "/run.js")) {
+    loc.unavailable = "no run.js in " + loc.dir + " (KESTREL_ONNXRUNTIME_DIR)";
+    return loc;
+  }
+  if (!fs::exists(loc.dir + "/node_modules/onnxruntime-node/package.json")) {
+    loc.unavailable = "onnxruntime-node is not installed in " + loc.dir + " (scripts/install-node-deps.sh)";
+    return loc;
+  }
+  TempDir tmp;
+  if (tmp.Path().empty()) {
+    loc.unavailable = "cannot create a temporary folder";
+    return loc;
+  }
+  const std::string out = tmp.Path() + "/stdout.txt", err = tmp.Path() + "/stderr.txt";
+  Result<int> code = RunProcess({loc.node, loc.dir + "/run.js", "--version"}, out, err, kProbeTimeout);
+  if (!code.IsOk() || *code != 0) {
+    loc.unavailable =
+        "node run.js --version failed: " + (code.IsOk() ? Tail(ReadText(err)) : code.GetStatus().Message());
+    return loc;
+  }
+  try {
+    loc.version = nlohmann::json::parse(ReadText(out)).at("onnxruntime").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    loc.unavailable = std::string("node run.js --version printed no version: ") + e.what();
+  }
+  return loc;
+}
+
+std::unique_ptr<OnnxRuntime> MakeOnnxRuntimeNode(const OnnxRuntimeLocation& where) {
+  return std::make_unique<OnnxRuntimeNode>(where);
+}
+
+}  // namespace kestrel::app

@@ -1,0 +1,60 @@
+// The runtimes `kestrel export` checks a written ONNX file in, independent of
+// LibTorch (docs/export.md, "Verification"): OpenCV DNN in process, and ONNX
+// Runtime (CPU) through the Node helper tools/onnxruntime/run.js and the npm
+// package onnxruntime-node. Torch-free, and OpenCV-free in this header: the
+// TU compiles without the torch precompiled header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kestrel::app {
+
+// A dense float32 tensor, row-major.
+struct FloatTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;  // product(shape) values
+};
+
+// Runs an exported detection graph (input `images`, output `output0`).
+// Implementations: OpenCV DNN, ONNX Runtime. Not thread-safe.
+class OnnxRuntime {
+ public:
+  virtual ~OnnxRuntime() = default;
+  // Name and version as reported: "opencv-dnn 4.6.0", "onnxruntime 1.23.2".
+  virtual std::string Name() const = 0;
+  // Loads `onnx_path` once and runs it once per input ([B, 3, H, W] each;
+  // shapes may differ between inputs for a dynamic graph); output0 of each
+  // run, same order. FailedPrecondition naming the file when the runtime
+  // cannot load or run it.
+  virtual Result<std::vector<FloatTensor>> Run(const std::string& onnx_path,
+                                               const std::vector<FloatTensor>& inputs) = 0;
+};
+
+// OpenCV DNN, CPU target, the OpenCV backend.
+std::unique_ptr<OnnxRuntime> MakeOpenCvDnnRuntime();
+
+// Where ONNX Runtime is, or why it is not there. Looked up as:
+// - node: $KESTREL_NODE if set, else `node` on $PATH;
+// - the helper folder: $KESTREL_ONNXRUNTIME_DIR if set, else the source
+//   tree's tools/onnxruntime (compiled in), which must hold run.js and
+//   node_modules/onnxruntime-node (scripts/install-node-deps.sh installs it);
+// - then `node run.js --version` must load the native binding.
+struct OnnxRuntimeLocation {
+  std::string node;         // the node executable
+  std::string dir;          // the folder holding run.js
+  std::string version;      // "1.23.2" when found
+  std::string unavailable;  // why it cannot run ("" when it can)
+};
+OnnxRuntimeLocation LocateOnnxRuntime();
+
+// ONNX Runtime through `node run.js` (one process per Run call; the tensors
+// pass as raw float32 files in a private temporary folder, removed after).
+// REQUIRES: where.unavailable is empty.
+std::unique_ptr<OnnxRuntime> MakeOnnxRuntimeNode(const OnnxRuntimeLocation& where);
+
+}  // namespace kestrel::app
