@@ -261,6 +261,52 @@ test('job page: live events, a server restart mid-stream, no duplicates', async 
   await shot('job')
 })
 
+test('job page: metric events draw the loss and mAP charts; a replayed stream adds nothing', async () => {
+  // No trainer runs here: the test serves a job and its stream itself (the
+  // trainer's payloads, app/metric_events.h). The stream ends after its
+  // events, so the page reconnects and gets the same events again.
+  const job = {
+    job: {
+      id: 777, state: 'running', priority: 'normal', attempt: 1, max_retries: 3, retries_used: 0,
+      infra_retries_used: 0, last_reason: '', created_ms: Date.now(), updated_ms: Date.now(),
+      config: { data: 'shapes@abc', model: 'n', epochs: 3, imgsz: 64 },
+    },
+    attempts: [],
+  }
+  const events = [1, 2, 3].map((epoch) => ({
+    id: 100 + epoch, job_id: 777, attempt: 1, kind: 'metric', created_ms: Date.now(),
+    payload: {
+      type: 'epoch', x: epoch, epoch,
+      values: { 'train/box_loss': 2 / epoch, 'train/cls_loss': 3 / epoch, 'metrics/mAP50(B)': 0.2 * epoch, 'metrics/mAP50-95(B)': 0.1 * epoch },
+    },
+  }))
+  events.push({
+    id: 104, job_id: 777, attempt: 1, kind: 'progress', created_ms: Date.now(),
+    payload: { epoch: 3, epochs: 3, batch: 2, batches: 4, iteration: 10, iterations: 12, it_per_s: 5.5, eta_s: 7 },
+  })
+  const body = 'retry: 300\n\n' + events.map((e) => `id: ${e.id}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`).join('')
+  const calls = []
+  await page.route('**/api/jobs/777', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(job) }))
+  await page.route('**/api/jobs/777/events', (route) => {
+    calls.push(route.request().headers()['last-event-id'])
+    return route.fulfill({ status: 200, contentType: 'text/event-stream', body })
+  })
+  await page.goto(`${base}/#/jobs/777`)
+  await waitText('event-count', '4 events')
+  await page.locator('[data-testid="loss-chart"] canvas').waitFor({ timeout: WAIT })
+  await page.locator('[data-testid="map-chart"] canvas').waitFor({ timeout: WAIT })
+  assert.match(await textOf('progress'), /epoch 3 \/ 3 · batch 2 \/ 4 · 5\.5 it\/s · ETA 7 s/)
+  for (const until = Date.now() + WAIT; calls.length < 2 && Date.now() < until; ) await page.waitForTimeout(100)
+  await page.waitForTimeout(500) // a replayed event would show within this
+  assert.ok(calls.length >= 2, `reconnected (${calls.length} requests)`)
+  assert.equal(calls[0], undefined)
+  assert.equal(calls[calls.length - 1], '104')
+  assert.equal(await textOf('event-count'), '4 events')
+  await shot('job-metrics')
+  await page.unroute('**/api/jobs/777/events')
+  await page.unroute('**/api/jobs/777')
+})
+
 test('models: the registered model, its page with lineage', async () => {
   // A minimal safetensors file: one F32 tensor.
   const header = Buffer.from(JSON.stringify({ w: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }))
