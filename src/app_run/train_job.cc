@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <vector>
 
+#include "app/metric_events.h"
 #include "core/env.h"
 #include "core/failure_of.h"
 #include "core/json.h"
@@ -96,7 +98,28 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
                                 store::JobStateName(job->state) + " at attempt " +
                                 std::to_string(job->attempt) + ")"));
   }
+  // Live metrics (docs/server.md "Event kinds"): the epochs the job has
+  // already reported (a resumed attempt reports only the missing ones), then
+  // a writer with its own connection, so training never waits on the store.
+  // Metrics are best effort: a store that cannot answer here costs at most a
+  // re-reported epoch, which the series route de-duplicates.
+  std::set<int> reported;
+  if (auto r = ReportedEpochs(**meta, job_id); r.IsOk()) reported = std::move(r).Value();
   meta->reset();  // the trainer opens its own; nothing else needs it
+  const std::string url = store::MetadataUrl(home);
+  MetricEventWriter events(
+      [url] { return store::MetadataStore::Open(url); }, job_id, attempt,
+      [] {
+        return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+      });
+  // Whatever way this function returns, what is queued gets a few seconds
+  // to reach the store (well inside the worker's stop grace).
+  struct FinishEvents {
+    MetricEventWriter& w;
+    ~FinishEvents() { w.Finish(3000); }
+  } finish_events{events};
 
   // Options from the stored effective config (the train keys; the job keys are the spec's).
   train::TrainOptions opts;
@@ -170,7 +193,48 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
         break;
     }
   };
+  auto post_epoch = [&](const train::EpochRecord& e) {
+    EpochMetrics m;
+    m.epoch = e.epoch;
+    m.box = e.box;
+    m.cls = e.cls;
+    m.dfl = e.dfl;
+    m.precision = e.precision;
+    m.recall = e.recall;
+    m.map50 = e.map50;
+    m.map5095 = e.map5095;
+    m.val_box = e.val_box;
+    m.val_cls = e.val_cls;
+    m.val_dfl = e.val_dfl;
+    m.lr = e.lr;
+    m.seconds = e.seconds;
+    events.Post(kMetricEventKind, EpochMetricsPayload(m), /*droppable=*/false);
+    reported.insert(e.epoch);
+  };
+  hooks.on_resumed = [&](const std::vector<train::EpochRecord>& restored) {
+    for (const auto& e : restored) {
+      if (reported.count(e.epoch) == 0) post_epoch(e);
+    }
+  };
+  // A loss sample and a progress event about once a second (and at the end
+  // of every epoch): bounded, and fresh enough for a live chart.
+  auto last_sample = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+  hooks.on_iteration_report = [&](const train::IterationReport& it) {
+    const auto now = std::chrono::steady_clock::now();
+    if (it.batch != it.batches && now - last_sample < std::chrono::seconds(1)) return;
+    last_sample = now;
+    if (it.finite) {
+      events.Post(kMetricEventKind,
+                  StepMetricsPayload({it.epoch, it.iteration + 1, it.loss[0], it.loss[1], it.loss[2]}),
+                  /*droppable=*/true);
+    }
+    events.Post(kProgressEventKind,
+                ProgressPayload({it.epoch, it.epochs, it.batch, it.batches, it.iteration + 1,
+                                 it.total_iterations, it.it_per_s, it.eta_s}),
+                /*droppable=*/true);
+  };
   hooks.on_epoch = [&](const train::EpochRecord& e) {
+    post_epoch(e);
     progress("stage=train epoch=" + std::to_string(e.epoch) + " done map50=" + std::to_string(e.map50) +
              " map50_95=" + std::to_string(e.map5095));
   };

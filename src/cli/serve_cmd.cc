@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "cli/cli.h"
+#include "cli/serve_workers.h"
 #include "server/api.h"
 #include "server/static_files.h"
 
@@ -23,10 +24,26 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("--port", o->port, "port (0: any free port; the first line of stdout names it)")
       ->capture_default_str()
       ->check(IntArg(0, 65535));
+  auto workers = std::make_shared<int>(0);
+  cmd->add_option("--workers", *workers, "also run N local workers on this store (docs/server.md)")
+      ->capture_default_str()
+      ->check(IntArg(0, 256));
   cmd->add_option("--web-dir", o->web_dir,
                   "the web UI's built files (default: web/dist of the build tree this executable is in, "
                   "when scripts/build-web.sh has built it)");
-  cmd->callback([&ctx, exit_code, o] {
+  cmd->callback([&ctx, exit_code, o, workers] {
+    // The workers first: a child inherits the signal mask blocked below, and
+    // a worker must get the SIGTERM passed on to it. (A signal before the
+    // mask is set kills serve; the kernel and the guards kill the workers.)
+    std::unique_ptr<LocalWorkers> local;
+    if (*workers > 0) {
+      auto w = LocalWorkers::Start(ctx, *workers, std::cerr);
+      if (!w.IsOk()) {
+        *exit_code = Fail(ctx, w.GetStatus());
+        return;
+      }
+      local = std::move(w).Value();
+    }
     // Block the stop signals before the I/O thread starts, so it inherits
     // the mask and sigwait below receives them.
     sigset_t stop;
@@ -55,6 +72,10 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
     std::cerr << "kestrel serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
               << ", finishing requests and closing streams" << std::endl;
     (*srv)->Stop();
+    if (local) {
+      std::cerr << "kestrel serve: stopping the workers (they checkpoint, hand jobs back)" << std::endl;
+      local->Stop(LocalWorkers::kStopTimeoutMs);
+    }
     *exit_code = kExitOk;
   });
 }

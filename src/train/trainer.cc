@@ -527,6 +527,20 @@ Status Loop(Run& r) {
     pl.instances = a.instances;
     pl.eta_s =
         (r.schedule->TotalIterations() - r.schedule->State().next_iteration) / std::max(pl.it_per_s, 1e-9);
+    if (hooks.on_iteration_report) {
+      IterationReport rep;
+      rep.epoch = epoch + 1;
+      rep.epochs = r.shape.epochs;
+      rep.batch = batch_in_epoch + 1;
+      rep.batches = nb;
+      rep.iteration = plan.iteration;
+      rep.total_iterations = r.schedule->TotalIterations();
+      rep.finite = step.finite;
+      rep.loss = step.items;
+      rep.it_per_s = pl.it_per_s;
+      rep.eta_s = pl.eta_s;
+      hooks.on_iteration_report(rep);
+    }
     const bool epoch_end = batch_in_epoch == nb - 1;
     if (hooks.tty && r.out) (*r.out) << "\r" << FormatProgress(pl) << (epoch_end ? "\n" : "") << std::flush;
     if (!hooks.tty && epoch_end) Print(r, FormatProgress(pl) + "\n");
@@ -600,6 +614,7 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
     KESTREL_ASSIGN_OR_RETURN(r.good_checkpoint, r.env->ReadFile(options.resume));
     Print(r, "resumed from " + options.resume + " at iteration " +
                  std::to_string(r.schedule->State().next_iteration) + "\n");
+    if (hooks.on_resumed) hooks.on_resumed(r.history);
   } else {
     r.state.schedule = r.schedule->State();
     r.state.history_json = "[]";

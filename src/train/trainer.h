@@ -100,6 +100,19 @@ struct PhaseProgress {
   std::string_view step;
 };
 
+// One trained iteration, as a live-metrics observer sees it (the job runner
+// turns these into store events: app/metric_events.h).
+struct IterationReport {
+  int epoch = 0, epochs = 0;       // 1-based epoch of this iteration
+  int64_t batch = 0, batches = 0;  // 1-based batch within the epoch
+  int64_t iteration = 0;           // 0-based global iteration (as in the schedule)
+  int64_t total_iterations = 0;    // of the whole run
+  bool finite = true;              // false: skipped by the NaN policy (loss is 0)
+  std::array<double, 3> loss{};    // box, cls, dfl loss items of this iteration
+  double it_per_s = 0;             // this epoch so far, in this process
+  double eta_s = 0;                // the rest of the run at that rate
+};
+
 // Test and CLI seams. All optional.
 struct TrainHooks {
   const std::atomic<bool>* stop = nullptr;  // polled after every iteration
@@ -125,6 +138,14 @@ struct TrainHooks {
   // end (done == total). Called on the training thread, possibly thousands
   // of times per second on tiny data: rate-limit any output.
   std::function<void(const PhaseProgress&)> on_phase_progress;
+  // After every trained iteration, like on_iteration, with the iteration's
+  // loss items, rate and ETA. Called on the training thread: keep it cheap
+  // (sample, hand off to another thread).
+  std::function<void(const IterationReport&)> on_iteration_report;
+  // After a resume restored its checkpoint, before the first iteration: the
+  // epochs the checkpoint had already recorded (oldest first), which
+  // on_epoch will not be called for again.
+  std::function<void(const std::vector<EpochRecord>&)> on_resumed;
 };
 
 // Runs (or resumes) a training. Setup problems (bad options, unknown dataset,

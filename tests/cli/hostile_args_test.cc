@@ -339,6 +339,9 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"serve", "--port", "70000"},
       {"serve", "--port", "-1"},
       {"serve", "--host", X, "--port", "0"},
+      {"serve", "--workers", H},
+      {"serve", "--workers", "-1"},
+      {"serve", "--workers", "257"},
       // jobs
       {"jobs", "list", "--state", X},
       {"jobs", "list", "--limit", H},
