@@ -110,12 +110,15 @@ Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::st
   po.nms.max_det = opts.max_det;
   po.nms.multi_label = true;  // the validator's setting for mAP
   if (IsOnnxModelPath(weights)) {
-    // OpenCV DNN on the exported file. Its graph has one input shape: every
-    // image is letterboxed into the file's side (rect=false), which the
-    // record's provenance shows (docs/evaluation.md).
+    // OpenCV DNN on the exported file. A graph with a fixed input has one
+    // shape: every image is letterboxed into the file's side (rect=false),
+    // which the record's provenance shows (docs/evaluation.md); a dynamic
+    // one runs the rect batches as LibTorch does.
     KESTREL_ASSIGN_OR_RETURN(auto onnx, OnnxPredictor::Load(weights, po));
-    opts.imgsz = onnx->Options().imgsz;
-    opts.rect = false;
+    if (onnx->Info().FixedSize()) {
+      opts.imgsz = onnx->Options().imgsz;
+      opts.rect = false;
+    }
     KESTREL_ASSIGN_OR_RETURN(ScoredSplit out, ScoreWith(*onnx, blobs, weights, split, opts));
     out.extra["runtime"] = onnx->RuntimeName();
     return out;

@@ -30,12 +30,18 @@ struct OnnxPredictor::Impl {
   std::vector<float> padded;   // a last, short run filled up to the file's batch
   std::vector<float> decoded;  // the last forward's output0 rows of the real images
 
-  // output0 of `n` letterboxed images into `decoded`, the file's batch at a
-  // time. Throws what OpenCV throws.
-  Status Forward(const float* input, int n) {
-    const int batch = info.batch;
-    const int64_t image_in = 3 * int64_t(info.height) * info.width;
-    const int64_t image_out = (4 + int64_t(info.nc)) * info.anchors;
+  // output0 of `n` letterboxed images of height x width into `decoded`, the
+  // file's batch at a time (all at once when its batch is dynamic); returns
+  // the anchors. Throws what OpenCV throws.
+  Result<int64_t> Forward(const float* input, int n, int height, int width) {
+    const int batch = info.batch > 0 ? info.batch : n;
+    int64_t anchors = info.anchors;
+    if (anchors < 0) {
+      anchors = 0;
+      for (int s : {8, 16, 32}) anchors += int64_t(height / s) * (width / s);
+    }
+    const int64_t image_in = 3 * int64_t(height) * width;
+    const int64_t image_out = (4 + int64_t(info.nc)) * anchors;
     decoded.resize(size_t(int64_t(n) * image_out));
     for (int start = 0; start < n; start += batch) {
       const int k = std::min(batch, n - start);
@@ -45,32 +51,32 @@ struct OnnxPredictor::Impl {
         std::copy(src, src + int64_t(k) * image_in, padded.begin());
         src = padded.data();
       }
-      const int sizes[4] = {batch, 3, info.height, info.width};
+      const int sizes[4] = {batch, 3, height, width};
       // Wraps without copying; the net never writes its input.
       const cv::Mat blob(4, sizes, CV_32F, const_cast<float*>(src));
       net.setInput(blob, info.input.name);
       const cv::Mat out = net.forward(info.output.name);
       if (out.type() != CV_32F || out.dims != 3 || out.size[0] != batch || out.size[1] != 4 + info.nc ||
-          out.size[2] != info.anchors || !out.isContinuous()) {
+          out.size[2] != anchors || !out.isContinuous()) {
         return Status::Internal("OpenCV DNN returned output0 of another shape than the file declares",
                                 {path, 0, "model"});
       }
       const auto* o = reinterpret_cast<const float*>(out.data);
       std::copy(o, o + int64_t(k) * image_out, decoded.begin() + int64_t(start) * image_out);
     }
-    return {};
+    return anchors;
   }
 
   eval::DecodedForward Forwarder() {
     return [this](const float* input, int n, int height, int width) -> Result<eval::DecodedOutput> {
-      if (height != info.height || width != info.width) {
+      if (info.FixedSize() && (height != info.height || width != info.width)) {
         return Status::InvalidArgument("input " + std::to_string(height) + "x" + std::to_string(width) +
                                            " is not the file's " + std::to_string(info.height) + "x" +
                                            std::to_string(info.width),
                                        {path, 0, "imgsz"});
       }
-      KESTREL_RETURN_IF_ERROR(Forward(input, n));
-      return eval::DecodedOutput{decoded.data(), info.anchors};
+      KESTREL_ASSIGN_OR_RETURN(int64_t anchors, Forward(input, n, height, width));
+      return eval::DecodedOutput{decoded.data(), anchors};
     };
   }
 };
@@ -87,13 +93,13 @@ Result<std::unique_ptr<OnnxPredictor>> OnnxPredictor::Load(const std::string& pa
   impl->path = path;
   KESTREL_ASSIGN_OR_RETURN(impl->info, exporter::ReadOnnxDetectorInfo(bytes, path));
   const exporter::OnnxDetectorInfo& info = impl->info;
-  if (info.height != info.width) {
+  if (info.FixedSize() && info.height != info.width) {
     return Status::InvalidArgument("the file's input is " + std::to_string(info.height) + "x" +
                                        std::to_string(info.width) + "; only square inputs are run",
                                    {path, 0, "imgsz"});
   }
   impl->opts = options;
-  impl->opts.imgsz = info.width;
+  if (info.FixedSize()) impl->opts.imgsz = info.width;
   Status valid = impl->opts.Validate();
   if (!valid.IsOk()) return valid.WithLocation({path, 0, valid.Where().field});
   try {
@@ -126,11 +132,11 @@ Result<std::vector<eval::ImagePrediction>> OnnxPredictor::Predict(
 Result<std::vector<eval::ImagePrediction>> OnnxPredictor::PredictVal(
     const std::vector<eval::ImageSize>& sizes, const eval::ValShapeOptions& shapes,
     const std::function<Result<eval::ImageView>(size_t index)>& load) {
-  if (shapes.rect) {
+  if (impl_->info.FixedSize() && shapes.rect) {
     return Status::InvalidArgument("an ONNX file has one input shape: validate it with rect=false",
                                    {"command line", 0, "rect"});
   }
-  if (shapes.imgsz != impl_->info.width) {
+  if (impl_->info.FixedSize() && shapes.imgsz != impl_->info.width) {
     return Status::InvalidArgument("imgsz " + std::to_string(shapes.imgsz) +
                                        " is not the file's input side " + std::to_string(impl_->info.width),
                                    {"command line", 0, "imgsz"});

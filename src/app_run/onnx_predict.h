@@ -29,12 +29,14 @@ bool IsOnnxModelPath(const std::string& model);
 class OnnxPredictor {
  public:
   // Reads `path`, checks the graph's layout (exporter::ReadOnnxDetectorInfo:
-  // fixed input [batch, 3, H, W], output [batch, 4 + nc, A]) and has OpenCV
-  // DNN load it (CPU, the OpenCV backend). The file fixes the input shape:
-  // options.imgsz is replaced by the file's side (InvalidArgument naming
-  // "imgsz" when H != W: predict letterboxes into a square); options.batch
-  // stays the number of images per BatchInference batch, each forward runs
-  // the file's batch size at a time (the last run padded with grey images).
+  // input [batch, 3, H, W], output [batch, 4 + nc, A]) and has OpenCV DNN
+  // load it (CPU, the OpenCV backend). A file with a fixed H, W fixes the
+  // input shape: options.imgsz is replaced by the file's side
+  // (InvalidArgument naming "imgsz" when H != W: predict letterboxes into a
+  // square); with dynamic H, W (`export dynamic=true`) options.imgsz stays.
+  // options.batch stays the number of images per BatchInference batch; a
+  // fixed-batch file runs its batch size at a time (the last run padded with
+  // grey images), a dynamic-batch one the whole batch at once.
   // Errors: NotFound for a missing file, InvalidArgument naming "model" for
   // a file that is not such a graph or that OpenCV DNN cannot load.
   static Result<std::unique_ptr<OnnxPredictor>> Load(const std::string& path,
@@ -52,9 +54,9 @@ class OnnxPredictor {
   std::string RuntimeName() const;
 
   // As model::Predictor::Predict / PredictVal (eval::BatchInference), the
-  // images as views: 8-bit RGB, any sizes. In PredictVal the shapes must be
-  // the file's (shapes.rect false and shapes.imgsz the file's side; else
-  // InvalidArgument naming "rect" or "imgsz"), since the graph is fixed.
+  // images as views: 8-bit RGB, any sizes. In PredictVal of a fixed-size
+  // file the shapes must be the file's (shapes.rect false and shapes.imgsz
+  // the file's side; else InvalidArgument naming "rect" or "imgsz").
   Result<std::vector<eval::ImagePrediction>> Predict(const std::vector<eval::ImageView>& images);
   Result<std::vector<eval::ImagePrediction>> PredictVal(
       const std::vector<eval::ImageSize>& sizes, const eval::ValShapeOptions& shapes,

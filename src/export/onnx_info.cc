@@ -109,21 +109,27 @@ Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const st
   info.producer = proto.producer_name();
   const auto& in = info.input.shape;
   const auto& out = info.output.shape;
-  if (!IsFloatTensor(*inputs[0]) || in.size() != 4 || in[1] != 3 || in[0] < 1 || in[2] < 1 || in[3] < 1) {
+  // -1: dynamic; 0 is no size at all.
+  auto sized = [](int64_t d) { return d == -1 || d >= 1; };
+  if (!IsFloatTensor(*inputs[0]) || in.size() != 4 || in[1] != 3 || !sized(in[0]) || !sized(in[2]) ||
+      !sized(in[3]) || (in[2] == -1) != (in[3] == -1)) {
     return Bad("input '" + info.input.name +
-                   "' must be float32 [batch, 3, height, width] with fixed sizes, is " + ShapeText(in),
+                   "' must be float32 [batch, 3, height, width] (height and width " +
+                   "both fixed or both dynamic), is " + ShapeText(in),
                path);
   }
-  if (!IsFloatTensor(g.output(0)) || out.size() != 3 || out[0] != in[0] || out[1] < 5 || out[2] < 1) {
-    return Bad("output '" + info.output.name + "' must be float32 [" + std::to_string(in[0]) +
-                   ", 4 + nc, anchors] (no NMS inside), is " + ShapeText(out),
+  if (!IsFloatTensor(g.output(0)) || out.size() != 3 || out[0] != in[0] || out[1] < 5 || !sized(out[2]) ||
+      (out[2] == -1) != (in[2] == -1)) {
+    return Bad("output '" + info.output.name +
+                   "' must be float32 [batch, 4 + nc, anchors] (no NMS inside) with the input's batch, is " +
+                   ShapeText(out),
                path);
   }
   info.batch = static_cast<int>(in[0]);
   info.height = static_cast<int>(in[2]);
   info.width = static_cast<int>(in[3]);
   info.nc = static_cast<int>(out[1] - 4);
-  info.anchors = out[2];
+  info.anchors = out[2];  // -1 exactly when height and width are dynamic
   for (const auto& e : proto.metadata_props()) info.metadata[e.key()] = e.value();
   if (auto it = info.metadata.find("names"); it != info.metadata.end()) {
     Result<std::vector<std::string>> names = ParseNamesMetadata(it->second);

@@ -20,15 +20,17 @@ struct OnnxTensorInfo {
 };
 
 // A YOLOv8 detection graph as `kestrel export` writes it: input float32
-// [batch, 3, height, width], output float32 [batch, 4 + nc, anchors].
+// [batch, 3, height, width], output float32 [batch, 4 + nc, anchors]; batch,
+// height and width (and so anchors) may be dynamic (`dynamic=true`).
 struct OnnxDetectorInfo {
   OnnxTensorInfo input;
   OnnxTensorInfo output;
-  int batch = 0;  // fixed dimensions of the input
+  int batch = 0;  // input dimensions; -1 where dynamic
   int height = 0;
   int width = 0;
-  int nc = 0;                                   // output channels - 4
-  int64_t anchors = 0;                          // last output dimension
+  int nc = 0;           // output channels - 4 (always fixed)
+  int64_t anchors = 0;  // last output dimension; -1 where dynamic
+  bool FixedSize() const { return height > 0 && width > 0; }
   std::vector<std::string> names;               // metadata `names`, else "class<i>"
   std::string arch;                             // metadata `arch` ("yolov8n"), else "onnx"
   std::string producer;                         // producer_name
@@ -38,7 +40,8 @@ struct OnnxDetectorInfo {
 // Parses `bytes` (a serialized ModelProto read from `path`, which errors
 // name) and checks it is such a graph. InvalidArgument naming field "model"
 // for bytes that are not an ONNX model, another input/output layout (one
-// input and one output; a dimension without a fixed size included), or a
+// input and one output; only batch, height + width together, and anchors
+// may be dynamic), or a
 // `names` entry that does not parse or whose count is not nc.
 Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const std::string& path);
 

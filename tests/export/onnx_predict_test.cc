@@ -130,6 +130,52 @@ TEST_F(OnnxPredictTest, ValMapMatchesLibTorch) {
   EXPECT_EQ(extra["runtime"].get<std::string>().rfind("opencv-dnn ", 0), 0u) << extra;
 }
 
+// A dynamic export (batch, height, width) runs val's rect batches (several
+// input shapes, batches of 4) and predict at the command line's imgsz, as
+// LibTorch does.
+TEST_F(OnnxPredictTest, DynamicExportRunsRectBatchesLikeLibTorch) {
+  if (!fs::exists(kParity)) GTEST_SKIP() << "no ../shared reference val_parity";
+  const std::string pt = (dir_ / "shapes.pt").string();
+  fs::copy_file(kParity + "/yolov8n_shapes_p.pt", pt);
+  testing::CliRun ex = Kestrel("--json export model=" + pt + " imgsz=320 dynamic=true output=dyn.onnx");
+  if (ex.code == 2 && Json(ex)["error"]["field"] == "dynamic") GTEST_SKIP() << "export has no dynamic=true";
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  const std::string onnx = (dir_ / "dyn.onnx").string();
+  const std::string data =
+      " data=" + kParity + "/nonsquare/data.yaml imgsz=320 batch=4 project=" + (dir_ / "runs").string();
+  testing::CliRun a = Kestrel("--json val model=" + pt + " name=pt" + data);
+  testing::CliRun b = Kestrel("--json val model=" + onnx + " name=onnx" + data);
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  const nlohmann::json ra = Json(a)["result"], rb = Json(b)["result"];
+  EXPECT_EQ(rb["provenance"]["extra"]["rect"], true);
+  const double map_a = ra["metrics"]["map5095"].get<double>(), map_b = rb["metrics"]["map5095"].get<double>();
+  ASSERT_GT(map_a, 0.05);
+  EXPECT_NEAR(map_a, map_b, 0.001);
+  std::cout << "rect batches: mAP50-95 libtorch " << map_a << ", dynamic onnx " << map_b << "\n";
+  const std::string source =
+      " source=" + kParity + "/nonsquare/images/val imgsz=256 conf=0.05 project=" + (dir_ / "runs").string();
+  testing::CliRun pa = Kestrel("--json predict model=" + pt + " name=ppt" + source);
+  testing::CliRun pb = Kestrel("--json predict model=" + onnx + " name=ponnx" + source);
+  ASSERT_EQ(pa.code, 0) << pa.out;
+  ASSERT_EQ(pb.code, 0) << pb.out;
+  const nlohmann::json ja = Json(pa), jb = Json(pb);
+  ASSERT_EQ(ja["images"].size(), jb["images"].size());
+  size_t boxes = 0;
+  for (size_t i = 0; i < ja["images"].size(); ++i) {
+    const nlohmann::json& da = ja["images"][i]["detections"];
+    const nlohmann::json& db = jb["images"][i]["detections"];
+    ASSERT_EQ(da.size(), db.size()) << ja["images"][i]["source"];
+    for (size_t k = 0; k < da.size(); ++k, ++boxes) {
+      EXPECT_EQ(da[k]["class_id"], db[k]["class_id"]);
+      EXPECT_GE(Iou(da[k]["box_xyxy"], db[k]["box_xyxy"]), 0.99);
+      EXPECT_NEAR(da[k]["confidence"].get<double>(), db[k]["confidence"].get<double>(), 1e-3);
+    }
+  }
+  EXPECT_GT(boxes, 20u);
+  EXPECT_EQ(jb["speed"]["images"], ja["speed"]["images"]);
+}
+
 TEST_F(OnnxPredictTest, AFileThatIsNoDetectionGraphIsRefusedNamingTheModel) {
   Write("bad.onnx", "this is not a protobuf ModelProto");
   Write("images/a.jpg", "the model is loaded before any image is decoded");
