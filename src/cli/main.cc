@@ -113,6 +113,7 @@ int Run(Context& ctx, int argc, char** argv) {
   AddModelRegistryCommands(app, ctx, &exit_code);
   AddTemplateCommands(app, ctx, &exit_code);
   AddServeCommands(app, ctx, &exit_code);
+  AddTokenCommands(app, ctx, &exit_code);
 
   app.parse_complete_callback([&] {
     Status s = InitLogging(ctx.log_level);

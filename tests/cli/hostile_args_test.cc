@@ -339,6 +339,16 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"serve", "--port", "70000"},
       {"serve", "--port", "-1"},
       {"serve", "--host", X, "--port", "0"},
+      // token (nothing valid: no token is made, listed or revoked)
+      {"token"},
+      {"token", "create"},
+      {"token", "create", "--name", X},
+      {"token", "create", "--name", ""},
+      {"token", "create", "--name", std::string(200, 'a')},
+      {"token", "list", "extra"},
+      {"token", "revoke", X},
+      {"token", "revoke", ""},
+      {"token", "revoke", "nope"},
       {"serve", "--workers", H},
       {"serve", "--workers", "-1"},
       {"serve", "--workers", "257"},
@@ -434,6 +444,7 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
   EXPECT_EQ(Json(Kestrel("--json dataset list"))["datasets"].size(), 1u);
   EXPECT_EQ(Json(Kestrel("--json models list"))["models"].size(), 0u);
   EXPECT_EQ(Json(Kestrel("--json template list"))["templates"].size(), 0u);
+  EXPECT_EQ(Json(Kestrel("--json token list"))["tokens"].size(), 0u);
   for (const char* p : {"s", "o", "p.jpg", "runs", "runs/val", "runs/predict"}) {
     EXPECT_FALSE(fs::exists(dir_ / p)) << p << " was written by a failing command";
   }
