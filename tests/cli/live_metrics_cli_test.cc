@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -19,6 +21,7 @@
 #include "app/metric_events.h"
 #include "app/metric_series.h"
 #include "cli_fixture.h"
+#include "freeze_when.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 
@@ -141,6 +144,67 @@ TEST_F(LiveMetricsCliTest, AWorkersTrainingAppendsMetricEventsThatAreItsResultsC
   const json doc = app::JobMetricsJson(id, *metrics, q);
   ASSERT_EQ(doc["series"][0]["data"].size(), 3u);
   EXPECT_EQ(doc["series"][0]["data"][2][0], 3);
+}
+
+// A trainer SIGKILLed right after its first checkpoint (maybe before that
+// epoch's event was written): the retry resumes, and every epoch has exactly
+// one epoch event over both attempts, with the values of the final
+// results.csv.
+TEST_F(LiveMetricsCliTest, AResumedAttemptReportsEveryEpochExactlyOnce) {
+  const int64_t id = SubmitId(TinyJob("epochs=3 backoff=0"));
+  ASSERT_GT(id, 0);
+  CliRun w;
+  std::thread worker([&] { w = Kestrel("--json worker --exit-when-idle --poll-s 0.1"); });
+  const fs::path job_dir = dir_ / "home" / "jobs" / std::to_string(id);
+  const fs::path ckpt = job_dir / "attempt-1" / "weights" / "last.ckpt";
+  const std::string needle = std::string("train") + '\0' + "--job" + '\0' + std::to_string(id) + '\0' +
+                             "--attempt" + '\0' + "1" + '\0';
+  pid_t pid = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (pid == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end && pid == 0; it.increment(ec)) {
+      std::ifstream f(it->path() / "cmdline", std::ios::binary);
+      std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (cmd.find(needle) != std::string::npos)
+        pid = static_cast<pid_t>(std::atoll(it->path().filename().c_str()));
+    }
+    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(pid, 0) << "attempt 1 never started";
+  const Freeze frozen = FreezeWhen(
+      pid, [&] { return fs::exists(ckpt); }, std::chrono::minutes(2));
+  ASSERT_EQ(frozen, Freeze::kReady);
+  ::kill(pid, SIGKILL);
+  worker.join();
+  ASSERT_EQ(w.code, 0) << w.out;
+  const json show = Show(id);
+  ASSERT_EQ(show["job"]["state"], "succeeded") << show.dump(2);
+  ASSERT_EQ(show["attempts"].size(), 2u) << show.dump(2);
+  auto meta = Meta();
+  ASSERT_NE(meta, nullptr);
+  auto events = meta->ReadEvents(0, id, 100000);
+  ASSERT_TRUE(events.IsOk()) << events.GetStatus().ToString();
+  std::map<int, int> times;
+  std::map<int, json> values;
+  for (const auto& ev : *events) {
+    if (ev.kind != "metric") continue;
+    const json p = json::parse(ev.payload_json);
+    if (p["type"] != "epoch") continue;
+    ++times[p["epoch"].get<int>()];
+    values[p["epoch"].get<int>()] = p["values"];
+    std::cout << "epoch " << p["epoch"] << " reported by attempt " << ev.attempt << std::endl;
+  }
+  EXPECT_EQ(times, (std::map<int, int>{{1, 1}, {2, 1}, {3, 1}}));
+  std::vector<std::string> header;
+  const auto csv = ReadResultsCsv(job_dir / "attempt-2" / "results.csv", &header);
+  ASSERT_EQ(csv.size(), 3u);
+  for (const auto& [e, row] : csv) EXPECT_EQ(G5(values[e]["metrics/mAP50(B)"].get<double>()), row[6]) << e;
+  auto metrics = app::ReadJobMetrics(*meta, id);
+  ASSERT_TRUE(metrics.IsOk());
+  app::MetricsQuery q;
+  q.names = {"metrics/mAP50(B)"};
+  EXPECT_EQ(app::JobMetricsJson(id, *metrics, q)["series"][0]["data"].size(), 3u);
 }
 
 struct Serve {
