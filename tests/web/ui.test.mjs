@@ -60,9 +60,9 @@ let auth = false
 let token = 'tok-not-checked'
 
 // Starts `kestrel serve` and resolves when its first stdout line names the URL.
-function startServer(onPort) {
+function startServer(onPort, webArgs = ['--web-dir', DIST]) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(CLI, ['--home', home, 'serve', '--port', String(onPort), '--web-dir', DIST], {
+    const proc = spawn(CLI, ['--home', home, 'serve', '--port', String(onPort), ...webArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let out = ''
@@ -161,6 +161,33 @@ test('the server serves the UI with its content types and keeps /api 404s', asyn
   assert.equal(asset.headers.get('content-type'), 'text/javascript; charset=utf-8')
   assert.equal((await fetch(`${base}/api/nothing`)).status, 404)
   assert.equal((await fetch(`${base}/%2e%2e/%2e%2e/etc/passwd`)).status, 404)
+})
+
+test('serve: the build tree\'s web/dist by default; a --web-dir without index.html is an error', async () => {
+  if (path.resolve(DIST) === path.resolve(path.dirname(CLI), '..', '..', 'web', 'dist')) {
+    const s = await startServer(0, [])
+    try {
+      const r = await fetch(`${s.url}/`)
+      assert.equal(r.status, 200)
+      assert.match(await r.text(), /<div id="app">/)
+    } finally {
+      s.proc.removeAllListeners('exit')
+      s.proc.kill('SIGKILL')
+    }
+  }
+  let failed = null
+  try {
+    execFileSync(CLI, ['--home', home, 'serve', '--port', '0', '--web-dir', path.join(tmp, 'nope')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: WAIT,
+    })
+  } catch (e) {
+    failed = e
+  }
+  assert.ok(failed, 'serve started without its web directory')
+  assert.equal(failed.status, 1)
+  assert.match(failed.stderr, /web UI directory '.*nope' does not exist/)
 })
 
 let jobId = 0
