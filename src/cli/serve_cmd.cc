@@ -28,6 +28,8 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("--workers", *workers, "also run N local workers on this store (docs/server.md)")
       ->capture_default_str()
       ->check(IntArg(0, 256));
+  cmd->add_flag("--public-read", o->public_read,
+                "read routes without a token (writes still need a read-write token; docs/server.md)");
   cmd->add_option("--web-dir", o->web_dir,
                   "the web UI's built files (default: web/dist of the build tree this executable is in, "
                   "when scripts/build-web.sh has built it)");

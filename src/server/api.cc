@@ -15,6 +15,8 @@
 #include "core/json.h"
 #include "core/parse.h"
 #include "server/api_metrics.h"
+#include "server/api_write.h"
+#include "server/auth.h"
 #include "server/static_files.h"
 
 namespace kestrel::server {
@@ -105,17 +107,19 @@ Result<std::string> StoreMetrics(ApiContext& ctx) {
 }
 
 Status AddRoutes(Router& r, ApiContext& ctx) {
-  KESTREL_RETURN_IF_ERROR(r.Add("GET", "/healthz", {"Liveness: the process serves requests"},
-                                [](const Request&, const PathParams&) {
-                                  return JsonResponse({{"ok", true}});
-                                }));
-  KESTREL_RETURN_IF_ERROR(
-      r.Add("GET", "/readyz", {"Readiness: the metadata store answers (503 when it does not)"},
-            [&ctx](const Request&, const PathParams&) {
-              auto v = ctx.meta.SchemaVersion();
-              if (!v.IsOk()) return ErrorResponse(Status::Unavailable("store: " + v.GetStatus().ToString()));
-              return JsonResponse({{"ok", true}, {"schema_version", *v}});
-            }));
+  KESTREL_RETURN_IF_ERROR(r.Add(
+      "GET", "/healthz", {"Liveness: the process serves requests", {}, "application/json", Access::kOpen},
+      [](const Request&, const PathParams&) {
+        return JsonResponse({{"ok", true}});
+      }));
+  KESTREL_RETURN_IF_ERROR(r.Add(
+      "GET", "/readyz",
+      {"Readiness: the metadata store answers (503 when it does not)", {}, "application/json", Access::kOpen},
+      [&ctx](const Request&, const PathParams&) {
+        auto v = ctx.meta.SchemaVersion();
+        if (!v.IsOk()) return ErrorResponse(Status::Unavailable("store: " + v.GetStatus().ToString()));
+        return JsonResponse({{"ok", true}, {"schema_version", *v}});
+      }));
   KESTREL_RETURN_IF_ERROR(
       r.Add("GET", "/metrics",
             {"Prometheus metrics, text exposition format 0.0.4", {}, "text/plain; version=0.0.4"},
@@ -290,13 +294,20 @@ json OpenApiDocument(const Router& router) {
           {{"name", name}, {"in", "query"}, {"description", description}, {"schema", {{"type", "string"}}}});
     std::string lower = method;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    paths[pattern][lower] = {
-        {"summary", doc.summary},
-        {"parameters", params},
-        {"responses",
-         {{"200",
-           {{"description", "success"}, {"content", {{doc.content_type, {{"schema", json::object()}}}}}}},
-          {"default", error_ref}}}};
+    json& op = paths[pattern][lower];
+    op = {{"summary", doc.summary},
+          {"parameters", params},
+          {"responses",
+           {{"200",
+             {{"description", "success"}, {"content", {{doc.content_type, {{"schema", json::object()}}}}}}},
+            {"default", error_ref}}}};
+    // docs/server.md "Auth": open routes need nothing; reads a token unless --public-read.
+    op["security"] = doc.access == Access::kOpen ? json::array() : json::array({{{"bearer", json::array()}}});
+    if (!doc.body.empty()) {
+      op["requestBody"] = {{"required", doc.access == Access::kWrite},
+                           {"description", doc.body},
+                           {"content", {{"application/json", {{"schema", {{"type", "object"}}}}}}}};
+    }
   };
   for (const auto& r : router.Routes()) {
     if (!r.doc.summary.empty()) add(r.method, r.pattern, r.doc);
@@ -306,7 +317,14 @@ json OpenApiDocument(const Router& router) {
           {"info", {{"title", "Kestrel API"}, {"version", app::KestrelVersion()}}},
           {"paths", paths},
           {"components",
-           {{"responses",
+           {{"securitySchemes",
+             {{"bearer",
+               {{"type", "http"},
+                {"scheme", "bearer"},
+                {"description",
+                 "an API token from `kestrel token create` (read routes: any live token, or none with "
+                 "--public-read; write routes: a read-write token)"}}}}},
+            {"responses",
              {{"Error",
                {{"description", "an error: the document `kestrel … --json` prints for it"},
                 {"content",
@@ -328,10 +346,12 @@ json OpenApiDocument(const Router& router) {
 Result<Router> BuildApiRouter(ApiContext& ctx) {
   Router r;
   KESTREL_RETURN_IF_ERROR(AddRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddWriteRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddMetricRoutes(r, ctx));
   const json doc = OpenApiDocument(r);
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},
                                 [doc](const Request&, const PathParams&) { return JsonResponse(doc); }));
+  r.SetAuthorizer(TokenAuthorizer(ctx.meta, ctx.public_read));
   return r;
 }
 
@@ -340,6 +360,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, con
   KESTREL_ASSIGN_OR_RETURN(s->meta_, store::MetadataStore::Open(store::MetadataUrl(home)));
   s->blobs_ = std::make_unique<store::ArtifactStore>(home);
   s->ctx_ = std::make_unique<ApiContext>(ApiContext{*s->meta_, *s->blobs_, s->metrics_, home});
+  s->ctx_->public_read = options.public_read;
   KESTREL_ASSIGN_OR_RETURN(Router router, BuildApiRouter(*s->ctx_));
   s->router_ = std::make_unique<Router>(std::move(router));
   if (!options.web_dir.empty()) {

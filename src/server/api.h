@@ -26,12 +26,15 @@ struct ApiContext {
   store::MetadataStore& meta;
   store::ArtifactStore& blobs;
   HttpMetrics& metrics;
-  std::string home;      // the Kestrel home (stats' disk figures)
-  int event_page = 500;  // events an event-stream poll reads at most
+  std::string home;          // the Kestrel home (stats' disk figures)
+  int event_page = 500;      // events an event-stream poll reads at most
+  bool public_read = false;  // read routes without a token (docs/server.md "Auth")
 };
 
-// Every route of the read API, /metrics, the event streams and
-// /api/openapi.json (built from the other routes' RouteDoc).
+// Every route of the read API, the write routes (api_write.h), /metrics, the
+// event streams and /api/openapi.json (built from the other routes'
+// RouteDoc); the token authorizer (auth.h) guards every route but /healthz
+// and /readyz.
 Result<Router> BuildApiRouter(ApiContext& ctx);
 
 // The OpenAPI 3.1 document of `router`'s routes plus the document's own

@@ -28,6 +28,7 @@ struct ServerOptions {
   int64_t stream_keepalive_ms =
       15'000;                    // an event stream sends a ": keep-alive" comment after this much silence
   int64_t stream_poll_ms = 250;  // how often an event stream polls for new events
+  bool public_read = false;      // read routes without a token (ApiServer; docs/server.md "Auth")
   std::string web_dir;           // the web UI's built files (static_files.h); "" serves none
 };
 

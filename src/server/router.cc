@@ -136,6 +136,12 @@ Response Router::Dispatch(const Request& req) const {
     resp.headers.emplace_back("Allow", allow);
     return resp;
   }
+  if (authorizer_ && r->doc.access != Access::kOpen) {
+    if (std::optional<Response> denied = authorizer_(req, *r)) {
+      denied->route = r->pattern;
+      return std::move(*denied);
+    }
+  }
   Response resp = r->handler(req, params);
   resp.route = r->pattern;
   return resp;

@@ -58,12 +58,27 @@ struct Response {
 using PathParams = std::map<std::string, std::string>;
 using Handler = std::function<Response(const Request&, const PathParams&)>;
 
+struct Route;
+// Runs before the handler of every kRead and kWrite route: std::nullopt lets
+// the request through, a response (401, 403, ...) answers it instead.
+using Authorizer = std::function<std::optional<Response>(const Request&, const Route&)>;
+
+// Who may call a route (docs/server.md "Auth"); the router's Authorizer
+// decides for kRead and kWrite routes, never for kOpen ones.
+enum class Access {
+  kRead,   // a token (read-only or not), or none with --public-read
+  kWrite,  // a token that is not read-only
+  kOpen,   // anyone (/healthz, /readyz)
+};
+
 // What the OpenAPI document says about a route (openapi.h).
 struct RouteDoc {
   std::string summary;
   // Query parameters: name -> description.
   std::vector<std::pair<std::string, std::string>> query;
   std::string content_type = "application/json";  // of the success response
+  Access access = Access::kRead;
+  std::string body;  // the JSON request body, described; "" = the route takes none
 };
 
 struct Route {
@@ -90,6 +105,10 @@ class Router {
 
   const std::vector<Route>& Routes() const { return routes_; }
 
+  // Every later Dispatch to a route that is not Access::kOpen asks it first
+  // (one place for authentication: docs/server.md "Auth").
+  void SetAuthorizer(Authorizer authorizer) { authorizer_ = std::move(authorizer); }
+
   // Answers a GET or HEAD whose path no route has (the web UI's files,
   // static_files.h) instead of the 404 error document.
   void SetFallback(Handler handler) { fallback_ = std::move(handler); }
@@ -101,6 +120,7 @@ class Router {
                     std::vector<std::string>* allowed) const;
 
   std::vector<Route> routes_;
+  Authorizer authorizer_;
   Handler fallback_;
 };
 

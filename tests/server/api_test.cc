@@ -85,6 +85,7 @@ class ApiTest : public ::testing::Test {
     o.stream_poll_ms = 50;
     o.stream_keepalive_ms = 300;
     o.request_timeout_ms = 2000;
+    o.public_read = true;  // the read routes' answers; tokens: auth_write_test.cc
     auto srv = ApiServer::Start(home_, o);
     ASSERT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
     server_ = std::move(srv).Value();
@@ -216,7 +217,7 @@ TEST_F(ApiTest, ErrorsAreTheCliDocumentsWithHttpCodes) {
   EXPECT_EQ(GetJson("/api/models/nope", 404)["error"]["code"], "not_found");
   EXPECT_EQ(GetJson("/api/templates/nope", 404)["error"]["code"], "not_found");
   EXPECT_EQ(GetJson("/api/nothing", 404)["error"]["code"], "not_found");
-  HttpReply post = Get(port_, "/api/jobs", {"Content-Length: 0"}, "POST");
+  HttpReply post = Get(port_, "/api/jobs/1", {"Content-Length: 0"}, "POST");
   EXPECT_EQ(post.status, 405);
   EXPECT_EQ(post.headers["allow"], "GET");
   EXPECT_EQ(json::parse(post.body)["error"]["code"], "method_not_allowed");

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -25,7 +26,8 @@ struct Served {
   std::string first_line;
 };
 
-Served StartServe(const std::string& home) {
+// `kestrel serve --port 0` (with --public-read when `public_read`).
+Served StartServe(const std::string& home, bool public_read = true) {
   Served s;
   int fds[2];
   if (::pipe(fds) != 0) return s;
@@ -35,7 +37,7 @@ Served StartServe(const std::string& home) {
     ::close(fds[0]);
     ::close(fds[1]);
     ::execl(KESTREL_CLI, KESTREL_CLI, "--home", home.c_str(), "serve", "--port", "0",
-            static_cast<char*>(nullptr));
+            public_read ? "--public-read" : static_cast<char*>(nullptr), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -87,6 +89,36 @@ TEST_F(ServeCliTest, PrintsTheBoundAddressServesAndExitsZeroOnSigterm) {
   ASSERT_EQ(stream.Status(), 200);
   EXPECT_EQ(StopWith(s, SIGTERM), 0);
   EXPECT_TRUE(stream.ReadUntilClosed(2000)) << "the open stream ended with the server";
+}
+
+// Without --public-read a read needs a token from `kestrel token create`;
+// a write needs a read-write one.
+TEST_F(ServeCliTest, ReadsNeedATokenFromTokenCreateWithoutPublicRead) {
+  auto create = [&](const std::string& args) {
+    std::string out;
+    FILE* p = ::popen(
+        (std::string(KESTREL_CLI) + " --home '" + home_.string() + "' --json token create " + args).c_str(),
+        "r");
+    if (p == nullptr) return out;
+    char buf[512];
+    size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ::pclose(p);
+    const size_t at = out.find("kst_");
+    return at == std::string::npos ? std::string() : out.substr(at, 4 + 12 + 1 + 64);
+  };
+  const std::string reader = create("--name reader --read-only");
+  ASSERT_FALSE(reader.empty());
+  Served s = StartServe(home_.string(), false);
+  ASSERT_GT(s.port, 0) << "first line: " << s.first_line;
+  EXPECT_EQ(testing::Get(s.port, "/healthz").status, 200);
+  EXPECT_EQ(testing::Get(s.port, "/api/jobs").status, 401);
+  EXPECT_EQ(testing::Get(s.port, "/api/jobs", {"Authorization: Bearer " + reader}).status, 200);
+  EXPECT_EQ(testing::Get(s.port, "/api/jobs/1/cancel",
+                         {"Authorization: Bearer " + reader, "Content-Length: 0"}, "POST")
+                .status,
+            403);
+  EXPECT_EQ(StopWith(s, SIGTERM), 0);
 }
 
 TEST_F(ServeCliTest, SigintStopsItToo) {

@@ -1,0 +1,192 @@
+#include "server/api_write.h"
+
+#include <chrono>
+#include <limits>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "app/jobs.h"
+#include "app/models.h"
+#include "app/templates.h"
+#include "core/env.h"
+#include "core/parse.h"
+
+namespace kestrel::server {
+namespace {
+
+using nlohmann::json;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status BodyError(const std::string& message, const std::string& field = "body") {
+  return Status::InvalidArgument(message, {app::kRequestFile, 0, field});
+}
+
+// The request body as a JSON object with only `allowed` keys; an empty body
+// is {} when `required` is false. Errors name the body or the key.
+Result<json> BodyObject(const Request& req, const std::vector<std::string>& allowed, bool required) {
+  const bool blank = req.body.find_first_not_of(" \t\r\n") == std::string::npos;
+  if (blank) {
+    if (required) return BodyError("the request body must be a JSON object; it is empty");
+    return json::object();
+  }
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    return BodyError("the request body is not valid JSON (at byte " + std::to_string(e.byte) + ")");
+  }
+  if (!body.is_object())
+    return BodyError("the request body must be a JSON object, not " + std::string(body.type_name()));
+  std::string expected;
+  for (const auto& k : allowed) expected += (expected.empty() ? "" : ", ") + k;
+  for (const auto& [key, value] : body.items()) {
+    bool known = false;
+    for (const auto& k : allowed) known = known || k == key;
+    if (!known) {
+      return BodyError("unknown key '" + key + "' in the request body (" +
+                           (expected.empty() ? std::string("it takes none") : "keys: " + expected) + ")",
+                       key);
+    }
+  }
+  return body;
+}
+
+// A body value as the text a command line would carry.
+Result<std::string> ValueText(const std::string& key, const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
+  if (v.is_number()) return v.dump();
+  return BodyError("key '" + key + "' must be a string, number or boolean, not " + std::string(v.type_name()),
+                   key);
+}
+
+Result<int64_t> JobId(const std::string& text) {
+  return ParseInt64(text, {app::kRequestFile, 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
+                    "a job id (a positive number)");
+}
+
+// `kestrel submit`'s steps over a JSON body: {"template": "NAME[@vN]"}
+// and/or {"keys": {key: value}}, the keys winning over the template's like
+// the command line does.
+Response Submit(ApiContext& ctx, const Request& req) {
+  auto body = BodyObject(req, {"template", "keys"}, true);
+  if (!body.IsOk()) return ErrorResponse(body.GetStatus());
+  std::vector<std::string> tokens;
+  if (body->contains("template")) {
+    const json& t = (*body)["template"];
+    if (!t.is_string() || t.get<std::string>().empty())
+      return ErrorResponse(BodyError("template must be a template reference (NAME or NAME@vN)", "template"));
+    tokens.push_back("template=" + t.get<std::string>());
+  }
+  if (body->contains("keys")) {
+    const json& keys = (*body)["keys"];
+    if (!keys.is_object())
+      return ErrorResponse(BodyError("keys must be a JSON object of key -> value (\"epochs\": 10)", "keys"));
+    for (const auto& [k, v] : keys.items()) {
+      if (k.empty() || k.find('=') != std::string::npos)
+        return ErrorResponse(BodyError("'" + k + "' is not a submit key (keys are names without '=')", k));
+      auto text = ValueText(k, v);
+      if (!text.IsOk()) return ErrorResponse(text.GetStatus());
+      tokens.push_back(k + "=" + *text);
+    }
+  }
+  if (tokens.empty())
+    return ErrorResponse(
+        BodyError("the request body needs \"keys\" (and/or \"template\"): nothing to submit"));
+  auto expanded = app::TemplateLibrary(ctx.meta).ExpandArgs(tokens);
+  if (!expanded.IsOk()) return ErrorResponse(expanded.GetStatus());
+  // pretrained= / model= may name a registered model: the job stores its blob's path.
+  auto draft = app::DraftJob(*expanded, [&ctx](std::string* weights) -> Status {
+    app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
+    KESTREL_ASSIGN_OR_RETURN(auto resolved, reg.ResolveWeights(*weights));
+    *weights = resolved.path;
+    return {};
+  });
+  if (!draft.IsOk()) return ErrorResponse(draft.GetStatus());
+  auto r = app::SubmitJob(ctx.meta, std::move(draft).Value(), WallMs());
+  if (!r.IsOk()) return ErrorResponse(r.GetStatus());
+  return JsonResponse(app::SubmitResultJson(*r), r->created ? 201 : 200);
+}
+
+Response ChangeJob(ApiContext& ctx, const Request& req, const PathParams& p, bool cancel) {
+  auto id = JobId(p.at("id"));
+  if (!id.IsOk()) return ErrorResponse(id.GetStatus());
+  auto body = BodyObject(req, {}, false);
+  if (!body.IsOk()) return ErrorResponse(body.GetStatus());
+  auto job = cancel ? app::CancelJob(ctx.meta, *id, WallMs()) : app::RetryJob(ctx.meta, *id, WallMs());
+  if (!job.IsOk()) return ErrorResponse(job.GetStatus());
+  return JsonResponse({{"ok", true}, {"job", app::JobJson(*job, false)}});
+}
+
+}  // namespace
+
+Status AddWriteRoutes(Router& r, ApiContext& ctx) {
+  KESTREL_RETURN_IF_ERROR(r.Add(
+      "POST", "/api/jobs",
+      {"Queue a job (`kestrel submit`): 201 when queued, 200 when an identical live job exists",
+       {},
+       "application/json",
+       Access::kWrite,
+       "{\"template\": \"NAME[@vN]\" (optional), \"keys\": {\"data\": \"birds\", \"epochs\": 10, ...}}: "
+       "the submit keys as key -> value (string, number or boolean), winning over the template's; data= "
+       "is a registered dataset (NAME[@VERSION])"},
+      [&ctx](const Request& req, const PathParams&) { return Submit(ctx, req); }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("POST", "/api/jobs/{id}/cancel",
+            {"Cancel a job (`kestrel jobs cancel ID`); a running attempt is stopped by its worker",
+             {},
+             "application/json",
+             Access::kWrite,
+             "none, or {}"},
+            [&ctx](const Request& req, const PathParams& p) { return ChangeJob(ctx, req, p, true); }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("POST", "/api/jobs/{id}/retry",
+            {"Requeue a failed or cancelled job with a fresh retry budget (`kestrel jobs retry ID`)",
+             {},
+             "application/json",
+             Access::kWrite,
+             "none, or {}"},
+            [&ctx](const Request& req, const PathParams& p) { return ChangeJob(ctx, req, p, false); }));
+  KESTREL_RETURN_IF_ERROR(r.Add(
+      "POST", "/api/models/{ref}/tags",
+      {"Tag a model (`kestrel models tag REF TAG`); tag production promotes it (`models promote`), moving it "
+       "from the dataset's holder",
+       {},
+       "application/json",
+       Access::kWrite,
+       "{\"tag\": \"candidate\"}"},
+      [&ctx](const Request& req, const PathParams& p) {
+        auto body = BodyObject(req, {"tag"}, true);
+        if (!body.IsOk()) return ErrorResponse(body.GetStatus());
+        if (!body->contains("tag") || !(*body)["tag"].is_string())
+          return ErrorResponse(
+              BodyError("the request body needs \"tag\": a string (e.g. \"candidate\")", "tag"));
+        app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
+        auto t = reg.Tag(p.at("ref"), (*body)["tag"].get<std::string>(), WallMs());
+        if (!t.IsOk()) return ErrorResponse(t.GetStatus());
+        json doc = app::TagResultJson(*t, ctx.blobs);
+        doc["ok"] = true;
+        return JsonResponse(doc);
+      }));
+  KESTREL_RETURN_IF_ERROR(r.Add(
+      "DELETE", "/api/models/{ref}/tags/{tag}",
+      {"Remove a tag from a model (`kestrel models untag REF TAG`)", {}, "application/json", Access::kWrite},
+      [&ctx](const Request& req, const PathParams& p) {
+        auto body = BodyObject(req, {}, false);
+        if (!body.IsOk()) return ErrorResponse(body.GetStatus());
+        app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
+        auto m = reg.Untag(p.at("ref"), p.at("tag"));
+        if (!m.IsOk()) return ErrorResponse(m.GetStatus());
+        return JsonResponse(
+            {{"ok", true}, {"model", app::ModelJson(*m, ctx.blobs, false)}, {"tag", p.at("tag")}});
+      }));
+  return {};
+}
+
+}  // namespace kestrel::server

@@ -1,0 +1,21 @@
+// Authentication of `kestrel serve` (docs/server.md "Auth"): one Authorizer
+// for the router, so no handler checks tokens itself. A request carries
+// `Authorization: Bearer <token>` (a header, never a cookie: a browser does
+// not add it to a cross-site request, so there is nothing to forge);
+// kWrite routes need a live read-write token, kRead routes a live token of
+// either kind unless reads are public. A presented token is always checked,
+// even where none is needed.
+#pragma once
+
+#include "server/router.h"
+#include "store/metadata_store.h"
+
+namespace kestrel::server {
+
+// 401 `unauthenticated` (with WWW-Authenticate: Bearer) for a missing,
+// malformed, unknown, wrong or revoked token; 403 `permission_denied` for a
+// read-only token on a kWrite route; the store's error (503 ...) when it
+// cannot answer. `meta` is borrowed (the server's I/O thread uses it).
+Authorizer TokenAuthorizer(store::MetadataStore& meta, bool public_read);
+
+}  // namespace kestrel::server
