@@ -51,6 +51,7 @@ struct MetricSeries {
 // from an older attempt than the series' newest is ignored (a stale child).
 // So every (series, x) appears once, from the latest attempt. The newest
 // "progress" payload of the newest attempt is kept too.
+// NOLINTNEXTLINE(bugprone-exception-escape): implicit moves of a map and a json (noexcept in practice)
 class MetricSeriesBuilder {
  public:
   void Add(const store::EventRecord& ev);
