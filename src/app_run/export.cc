@@ -137,7 +137,7 @@ std::vector<std::vector<int64_t>> VerifyShapes(const ExportRequest& r) {
 
 Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, const std::string& weights,
                                                  const std::vector<std::vector<int64_t>>& shapes,
-                                                 int images_per_shape, double tolerance) {
+                                                 int images_per_shape, double tolerance, bool half) {
   // The reference: the LibTorch model as trained (eval mode, BN unfused).
   model::PredictorOptions popts;
   popts.imgsz = static_cast<int>(shapes.at(0)[2]);
@@ -179,6 +179,10 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
   for (size_t k = 0; k < runtimes.size(); ++k) {
     RuntimeCheck& c = checks[k];
     c.runtime = runtimes[k]->Name();
+    if (half && k == 0) {
+      c.error = c.runtime + " check did not run: it cannot load FLOAT16 initializers (half=true)";
+      continue;
+    }
     c.ran = true;
     Result<std::vector<FloatTensor>> outs = runtimes[k]->Run(onnx_path, inputs);
     if (!outs.IsOk()) {
@@ -218,6 +222,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
   opts.batch = request.batch;
   opts.opset = request.opset;
   opts.dynamic = request.dynamic;
+  opts.half = request.half;
   KESTREL_RETURN_IF_ERROR(exporter::ValidateOnnxOptions(info.spec, opts));
   // The same tensors, torch-free (a .pt's floats widened to F32).
   KESTREL_ASSIGN_OR_RETURN(SafeTensorFile state, model::ReadWeightsFile(res.weights));
@@ -233,8 +238,10 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
   const std::string tmp = res.path + ".verifying.onnx";
   KESTREL_RETURN_IF_ERROR(exporter::WriteOnnxFile(env, onnx, tmp));
   res.verify_shapes = VerifyShapes(request);
+  const double tolerance =
+      request.half ? std::max(request.tolerance, kExportHalfTolerance) : request.tolerance;
   Result<std::vector<RuntimeCheck>> checks =
-      VerifyOnnxFile(tmp, res.weights, res.verify_shapes, request.verify_images, request.tolerance);
+      VerifyOnnxFile(tmp, res.weights, res.verify_shapes, request.verify_images, tolerance, request.half);
   if (!checks.IsOk()) {
     (void)env.RemoveFile(tmp);
     return checks.GetStatus();
@@ -248,7 +255,10 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
       failures += (failures.empty() ? "" : "; ") + c.runtime + ": " + c.error;
     }
   }
-  passed = passed && res.checks[0].ran;
+  // The runtime that must have run: OpenCV DNN, or ONNX Runtime for FP16.
+  const RuntimeCheck& required = res.checks[request.half ? 1 : 0];
+  passed = passed && required.ran;
+  if (!required.ran) failures += (failures.empty() ? "" : "; ") + required.error;
   if (!passed) {
     (void)env.RemoveFile(tmp);
     std::string msg = "export verification failed: " + failures;
@@ -276,6 +286,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
   res.imgsz_w = request.imgsz_w;
   res.batch = request.batch;
   res.dynamic = request.dynamic;
+  res.half = request.half;
   res.opset = request.opset;
   const int64_t dyn = -1;
   res.input_shape = {request.dynamic ? dyn : request.batch, 3, request.dynamic ? dyn : request.imgsz_h,
@@ -289,11 +300,12 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
   for (const auto& shape : res.verify_shapes) {
     res.verify_images += static_cast<int>(((request.verify_images + shape[0] - 1) / shape[0]) * shape[0]);
   }
-  res.tolerance = request.tolerance;
-  res.max_abs_diff = res.checks[0].max_abs_diff;
-  res.max_abs_diff_boxes = res.checks[0].max_abs_diff_boxes;
-  res.max_abs_diff_scores = res.checks[0].max_abs_diff_scores;
-  res.max_rel_diff_boxes = res.checks[0].max_rel_diff_boxes;
+  res.tolerance = tolerance;
+  const RuntimeCheck& reported = res.checks[request.half ? 1 : 0];
+  res.max_abs_diff = reported.max_abs_diff;
+  res.max_abs_diff_boxes = reported.max_abs_diff_boxes;
+  res.max_abs_diff_scores = reported.max_abs_diff_scores;
+  res.max_rel_diff_boxes = reported.max_rel_diff_boxes;
   return res;
 }
 
@@ -319,6 +331,7 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
                       {"imgsz", {r.imgsz_h, r.imgsz_w}},
                       {"batch", r.batch},
                       {"dynamic", r.dynamic},
+                      {"half", r.half},
                       {"opset", r.opset},
                       {"input", {{"name", "images"}, {"shape", r.input_shape}}},
                       {"output", {{"name", "output0"}, {"shape", r.output_shape}}},
@@ -326,7 +339,7 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
                       {"nodes", r.nodes},
                       {"parameters", r.parameters},
                       {"verification",
-                       {{"runtime", r.checks.empty() ? std::string() : r.checks[0].runtime},
+                       {{"runtime", r.checks.size() < 2 ? std::string() : r.checks[r.half ? 1 : 0].runtime},
                         {"reference", "libtorch"},
                         {"images", r.verify_images},
                         {"shapes", r.verify_shapes},
@@ -343,8 +356,8 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
 
 std::string ExportResultText(const ExportResult& r) {
   std::ostringstream s;
-  s << "exported " << r.arch << " (" << r.nc << " classes) to " << r.path << " (" << r.bytes
-    << " bytes, opset " << r.opset << ", " << r.nodes << " nodes)\n";
+  s << "exported " << r.arch << (r.half ? " FP16" : "") << " (" << r.nc << " classes) to " << r.path << " ("
+    << r.bytes << " bytes, opset " << r.opset << ", " << r.nodes << " nodes)\n";
   s << "input images " << ShapeText(r.input_shape) << ", output output0 " << ShapeText(r.output_shape)
     << (r.dynamic ? " (-1: dynamic axis)" : "") << "\n";
   if (!r.verified) {

@@ -23,6 +23,7 @@ struct ExportOptions {
     s.Int("batch", &r.batch, "batch dimension of the exported graph (the nominal one when dynamic)");
     s.Int("opset", &r.opset, "ONNX opset, 13..17");
     s.Bool("dynamic", &r.dynamic, "dynamic batch, height and width axes");
+    s.Bool("half", &r.half, "FP16 weights and compute, float32 input/output (verified in ONNX Runtime)");
     s.String("output", &r.output, "where to write (default: beside the weights, <stem>.onnx)");
     s.Int("verify_images", &r.verify_images, "synthetic images the verification runs, 1..64");
     s.Bool("force", &r.force, "keep a file that failed verification, marked unverified in its metadata");

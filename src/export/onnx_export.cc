@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <set>
 #include <utility>
 
 namespace kestrel::exporter {
@@ -46,6 +47,32 @@ float HalfToFloat(uint16_t h) {
   bits |= sign;
   std::memcpy(&mag, &bits, 4);
   return mag;
+}
+
+// float -> IEEE binary16, round to nearest even; overflow to inf,
+// underflow through the subnormals to (signed) zero, NaN kept NaN.
+uint16_t FloatToHalf(float f) {
+  uint32_t x = 0;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16U) & 0x8000U;
+  const uint32_t man = x & 0x7FFFFFU;
+  const int32_t exp = static_cast<int32_t>((x >> 23U) & 0xFFU);
+  if (exp == 255) return static_cast<uint16_t>(sign | 0x7C00U | (man != 0 ? 0x200U : 0U));
+  const int32_t e = exp - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7C00U);
+  if (e <= 0) {
+    if (e < -10) return static_cast<uint16_t>(sign);
+    const uint32_t m = man | 0x800000U;
+    const auto shift = static_cast<uint32_t>(14 - e);
+    uint32_t h = m >> shift;
+    const uint32_t rem = m & ((1U << shift) - 1U), halfway = 1U << (shift - 1U);
+    if (rem > halfway || (rem == halfway && (h & 1U) != 0)) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(e) << 10U) | (man >> 13U);
+  const uint32_t rem = man & 0x1FFFU;
+  if (rem > 0x1000U || (rem == 0x1000U && (h & 1U) != 0)) ++h;  // a carry into the exponent is right
+  return static_cast<uint16_t>(sign | h);
 }
 
 float BfloatToFloat(uint16_t h) {
@@ -271,6 +298,53 @@ void SetShape(onnx::ValueInfoProto* v, const std::string& name, const std::vecto
   }
 }
 
+// half=true (OnnxExportOptions::half): float initializers to FLOAT16 (but
+// Resize's scales, which the operator takes as float), and the graph wrapped
+// in a Cast at each end so `images` and `output0` stay float32.
+void ConvertToHalf(onnx::GraphProto& graph) {
+  std::set<std::string> keep;
+  for (const onnx::NodeProto& n : graph.node()) {
+    if (n.op_type() == "Resize" && n.input_size() > 2) keep.insert(n.input(2));
+  }
+  for (onnx::TensorProto& t : *graph.mutable_initializer()) {
+    if (t.data_type() != onnx::TensorProto::FLOAT || keep.count(t.name()) != 0) continue;
+    const std::string& raw = t.raw_data();
+    std::string half(raw.size() / 2, '\0');
+    for (size_t i = 0; i < raw.size() / 4; ++i) {
+      float v = 0;
+      std::memcpy(&v, raw.data() + 4 * i, 4);
+      const uint16_t h = FloatToHalf(v);
+      std::memcpy(half.data() + 2 * i, &h, 2);
+    }
+    t.set_raw_data(half);
+    t.set_data_type(onnx::TensorProto::FLOAT16);
+  }
+  for (onnx::NodeProto& n : *graph.mutable_node()) {
+    for (std::string& in : *n.mutable_input()) {
+      if (in == "images") in = "images.fp16";
+    }
+    for (std::string& out : *n.mutable_output()) {
+      if (out == "output0") out = "output0.fp16";
+    }
+  }
+  auto cast = [&graph](const std::string& in, const std::string& out, int to) {
+    onnx::NodeProto* n = graph.add_node();
+    n->set_op_type("Cast");
+    n->set_name(out + ".cast");
+    n->add_input(in);
+    n->add_output(out);
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("to");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(to);
+  };
+  cast("output0.fp16", "output0", onnx::TensorProto::FLOAT);
+  cast("images", "images.fp16", onnx::TensorProto::FLOAT16);
+  // Nodes in topological order: the input Cast goes first.
+  auto* nodes = graph.mutable_node();
+  for (int i = nodes->size() - 1; i > 0; --i) nodes->SwapElements(i, i - 1);
+}
+
 // [N, C, a, b] -> [N, C, b, a].
 std::string Transpose(GraphBuilder& g, const std::string& x, const std::string& prefix) {
   std::string y = g.Fresh(prefix + ".transpose");
@@ -367,6 +441,7 @@ Status ValidateOnnxOptions(const model::ModelSpec& spec, const OnnxExportOptions
                         std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset),
                     "opset");
   }
+  if (o.half && o.dynamic) return KeyError("half=true is not implemented with dynamic=true", "half");
   if (!o.names.empty() && static_cast<int>(o.names.size()) != spec.nc) {
     return KeyError("the model has " + std::to_string(spec.nc) + " classes but " +
                         std::to_string(o.names.size()) + " names were given",
@@ -573,6 +648,10 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
                      {"arch", spec.Name()},
                      {"kestrel_version", KESTREL_EXPORT_VERSION}};
   if (o.dynamic) result.metadata["dynamic"] = "true";
+  if (o.half) {
+    ConvertToHalf(graph);
+    result.metadata["half"] = "true";
+  }
   for (const auto& [k, v] : o.extra_metadata) {
     if (result.metadata.count(k) != 0) {
       return Status::InvalidArgument("metadata key '" + k + "' is written by the exporter", {"", 0, k});

@@ -38,6 +38,11 @@ struct OnnxExportOptions {
   // and any H, W that are multiples of 32 then run; imgsz is the nominal size
   // written to the metadata.
   bool dynamic = false;
+  // FP16 weights and compute: every float initializer but Resize's `scales`
+  // as FLOAT16, a Cast to FLOAT16 after `images` and to FLOAT before
+  // `output0`, so the file still takes and returns float32. Not with
+  // dynamic (refused, key "half"). Metadata `half` = "true".
+  bool half = false;
   int opset = kDefaultOpset;  // default-domain opset, [kMinOpset, kMaxOpset]
   // Class names for the `names` metadata; empty or exactly nc entries.
   std::vector<std::string> names;

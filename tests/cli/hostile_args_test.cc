@@ -432,6 +432,7 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"export", "model=m", "format=" + X},
       {"export", "model=m", "format=onnx", "opset=" + H},
       {"export", "model=m", "format=onnx", "imgsz=" + H},
+      {"export", "model=m", "format=onnx", "half=" + X},
   };
 #endif
   for (const auto& c : cases) ExpectCleanFailure(c);

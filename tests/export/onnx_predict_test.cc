@@ -176,6 +176,47 @@ TEST_F(OnnxPredictTest, DynamicExportRunsRectBatchesLikeLibTorch) {
   EXPECT_EQ(jb["speed"]["images"], ja["speed"]["images"]);
 }
 
+// half=true: FP16 weights and compute with float32 ends. OpenCV DNN 4.6
+// cannot load FLOAT16 initializers, so ONNX Runtime alone verifies it (within
+// kExportHalfTolerance); without ONNX Runtime nothing is written. predict
+// through OpenCV DNN refuses the file naming the model.
+TEST_F(OnnxPredictTest, HalfExportIsVerifiedInOnnxRuntimeOnly) {
+  if (!fs::exists(kParity)) GTEST_SKIP() << "no ../shared reference val_parity";
+  const std::string pt = (dir_ / "shapes.pt").string();
+  fs::copy_file(kParity + "/yolov8n_shapes_p.pt", pt);
+  testing::CliRun dyn = Kestrel("--json export model=" + pt + " imgsz=64 half=true dynamic=true");
+  EXPECT_EQ(dyn.code, 2) << dyn.out;
+  EXPECT_EQ(Json(dyn)["error"]["field"], "half") << dyn.out;
+  testing::CliRun ex = Kestrel("--json export model=" + pt + " imgsz=320 half=true output=half.onnx");
+  const nlohmann::json j = Json(ex);
+  if (ex.code != 0) {
+    // Only a missing ONNX Runtime may stop it, and then nothing is written.
+    EXPECT_EQ(ex.code, 1) << ex.out;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find("ONNX Runtime check did not run"),
+              std::string::npos)
+        << ex.out;
+    EXPECT_FALSE(fs::exists(dir_ / "half.onnx"));
+    GTEST_SKIP() << "no ONNX Runtime: the FP16 export was refused, as documented";
+  }
+  EXPECT_EQ(j["half"], true);
+  const nlohmann::json& v = j["verification"];
+  EXPECT_EQ(v["verified"], true);
+  EXPECT_EQ(v["runtimes"][0]["ran"], false) << v;
+  EXPECT_EQ(v["runtimes"][1]["passed"], true) << v;
+  EXPECT_LE(v["max_abs_diff_scores"].get<double>(), 2e-2);
+  EXPECT_LE(v["max_rel_diff_boxes"].get<double>(), 2e-2);
+  EXPECT_GT(v["max_abs_diff"].get<double>(), 1e-5) << "FP16 should differ from FP32 LibTorch";
+  std::cout << "FP16 in ONNX Runtime vs LibTorch: scores " << v["max_abs_diff_scores"] << ", boxes "
+            << v["max_abs_diff_boxes"] << " px (" << v["max_rel_diff_boxes"] << " relative)\n";
+  // Smaller than the FP32 file: the weights are 2 bytes each.
+  ASSERT_EQ(Kestrel("export model=" + pt + " imgsz=320 output=full.onnx").code, 0);
+  EXPECT_LT(fs::file_size(dir_ / "half.onnx") * 10, fs::file_size(dir_ / "full.onnx") * 6);
+  Write("images/a.jpg", "the model is loaded before any image is decoded");
+  testing::CliRun p = Kestrel("--json predict model=half.onnx source=images project=runs");
+  EXPECT_EQ(p.code, 1) << p.out;
+  EXPECT_EQ(Json(p)["error"]["field"], "model") << p.out;
+}
+
 TEST_F(OnnxPredictTest, AFileThatIsNoDetectionGraphIsRefusedNamingTheModel) {
   Write("bad.onnx", "this is not a protobuf ModelProto");
   Write("images/a.jpg", "the model is loaded before any image is decoded");
