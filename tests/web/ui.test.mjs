@@ -288,49 +288,196 @@ test('job page: live events, a server restart mid-stream, no duplicates', async 
   await shot('job')
 })
 
-test('job page: metric events draw the loss and mAP charts; a replayed stream adds nothing', async () => {
-  // No trainer runs here: the test serves a job and its stream itself (the
-  // trainer's payloads, app/metric_events.h). The stream ends after its
-  // events, so the page reconnects and gets the same events again.
+// A stand-in for GET /api/jobs/{id}/metrics over `series` ({name: {x, data}}):
+// the route's document and its downsampling (app/metric_series.h: every
+// point of the window when it holds at most 2*width, else the lowest and
+// highest point of each of `width` equal x buckets). Records each query.
+function fakeMetrics(jobIdOf, series, queries) {
+  return (route) => {
+    const u = new URL(route.request().url())
+    const q = Object.fromEntries(u.searchParams)
+    queries.push(q)
+    const width = Number(q.width || 1000)
+    const wanted = q.series ? q.series.split(',') : Object.keys(series)
+    const out = wanted.map((name) => {
+      const s = series[name]
+      const from = q.from !== undefined ? Number(q.from) : s.data[0][0]
+      const to = q.to !== undefined ? Number(q.to) : s.data[s.data.length - 1][0]
+      const win = s.data.filter(([x]) => x >= from && x <= to)
+      let data = win
+      if (win.length > 2 * width) {
+        data = []
+        const span = (to - from + 1) / width
+        for (let b = 0; b < width; b++) {
+          const pts = win.filter(([x]) => Math.min(width - 1, Math.floor((x - from) / span)) === b)
+          if (!pts.length) continue
+          const lo = pts.reduce((m, p) => (p[1] < m[1] ? p : m))
+          const hi = pts.reduce((m, p) => (p[1] > m[1] ? p : m))
+          data.push(...(lo === hi ? [lo] : [lo, hi].sort((p1, p2) => p1[0] - p2[0])))
+        }
+      }
+      return { name, x: s.x, points: win.length, downsampled: data !== win, data }
+    })
+    const names = Object.entries(series).map(([name, s]) => ({ name, x: s.x }))
+    const doc = { ok: true, job_id: jobIdOf, width, from: q.from ? Number(q.from) : null, to: q.to ? Number(q.to) : null, names, series: out, progress: null }
+    return route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(doc) })
+  }
+}
+
+// The series a chart draws: [{id, name, data}] from its ECharts instance.
+function drawn(testId) {
+  return page.evaluate((sel) => {
+    const el = document.querySelector(sel)
+    if (!el || !el.echart) return null
+    // Series a new option removed are left as holes (null) in getOption().
+    return el.echart.getOption().series.filter(Boolean).map((s) => ({ id: s.id, name: s.name, data: s.data }))
+  }, `[data-testid="${testId}"]`)
+}
+async function waitDrawn(testId, pred, what) {
+  for (const until = Date.now() + WAIT; Date.now() < until; await page.waitForTimeout(100)) {
+    const d = await drawn(testId)
+    if (d && pred(d)) return d
+  }
+  assert.fail(`${testId}: ${what}; drawn: ${JSON.stringify(await drawn(testId)).slice(0, 400)}`)
+}
+
+test('job page: curves from the metrics route, zoom refetches raw points, live events, smoothing, overlay', async () => {
+  // The real route's document for a job without metric events: the shape the stand-in below mimics.
+  const real = await (await fetch(`${base}/api/jobs/${jobId}/metrics?width=100`, { headers: { Authorization: `Bearer ${token}` } })).json()
+  assert.equal(real.ok, true)
+  assert.equal(real.job_id, jobId)
+  assert.deepEqual(real.names, [])
+  assert.deepEqual(real.series, [])
+
+  // No trainer runs here: the test serves a job, its stream and its metrics
+  // route itself (the trainer's payloads, app/metric_events.h). The stream
+  // ends after its events, so the page reconnects and gets the same events
+  // again, which it must drop.
   const job = {
     job: {
       id: 777, state: 'running', priority: 'normal', attempt: 1, max_retries: 3, retries_used: 0,
       infra_retries_used: 0, last_reason: '', created_ms: Date.now(), updated_ms: Date.now(),
-      config: { data: 'shapes@abc', model: 'n', epochs: 3, imgsz: 64 },
+      config: { data: 'shapes@abc', model: 'n', epochs: 4, imgsz: 64 },
     },
     attempts: [],
   }
-  const events = [1, 2, 3].map((epoch) => ({
+  const epochValues = (epoch) => ({
+    'train/box_loss': 2 / epoch, 'train/cls_loss': 3 / epoch, 'metrics/mAP50(B)': 0.2 * epoch, 'metrics/mAP50-95(B)': 0.1 * epoch,
+  })
+  // The route has epochs 1..3 and 5000 sampled iterations (a spike at 2345);
+  // the stream has epochs 1..3 again, then epoch 4.
+  const series = {}
+  for (const name of Object.keys(epochValues(1))) series[name] = { x: 'epoch', data: [1, 2, 3].map((e) => [e, epochValues(e)[name]]) }
+  series['iter/box_loss'] = {
+    x: 'step',
+    data: Array.from({ length: 5000 }, (_, i) => [i + 1, i + 1 === 2345 ? 9 : 1 + 0.5 * Math.sin(i / 7)]),
+  }
+  const events = [1, 2, 3, 4].map((epoch) => ({
     id: 100 + epoch, job_id: 777, attempt: 1, kind: 'metric', created_ms: Date.now(),
-    payload: {
-      type: 'epoch', x: epoch, epoch,
-      values: { 'train/box_loss': 2 / epoch, 'train/cls_loss': 3 / epoch, 'metrics/mAP50(B)': 0.2 * epoch, 'metrics/mAP50-95(B)': 0.1 * epoch },
-    },
+    payload: { type: 'epoch', x: epoch, epoch, values: epochValues(epoch) },
   }))
   events.push({
-    id: 104, job_id: 777, attempt: 1, kind: 'progress', created_ms: Date.now(),
-    payload: { epoch: 3, epochs: 3, batch: 2, batches: 4, iteration: 10, iterations: 12, it_per_s: 5.5, eta_s: 7 },
+    id: 105, job_id: 777, attempt: 1, kind: 'progress', created_ms: Date.now(),
+    payload: { epoch: 4, epochs: 4, batch: 2, batches: 4, iteration: 14, iterations: 16, it_per_s: 5.5, eta_s: 7 },
   })
   const body = 'retry: 300\n\n' + events.map((e) => `id: ${e.id}\nevent: ${e.kind}\ndata: ${JSON.stringify(e)}\n\n`).join('')
   const calls = []
+  const queries = []
+  let releaseStream
+  const streamGate = new Promise((resolve) => (releaseStream = resolve))
   await page.route('**/api/jobs/777', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(job) }))
-  await page.route('**/api/jobs/777/events', (route) => {
+  await page.route('**/api/jobs/777/metrics?*', fakeMetrics(777, series, queries))
+  await page.route('**/api/jobs/777/events', async (route) => {
     calls.push(route.request().headers()['last-event-id'])
+    await streamGate // the charts first draw the route alone
     return route.fulfill({ status: 200, contentType: 'text/event-stream', body })
   })
   await page.goto(`${base}/#/jobs/777`)
-  await waitText('event-count', '4 events')
-  await page.locator('[data-testid="loss-chart"] canvas').waitFor({ timeout: WAIT })
+
+  // The first load: every series from the route, at most 2 points per column.
+  const loss0 = await waitDrawn('loss-chart', (d) => d.length === 2, 'two loss series from the route')
+  assert.deepEqual(loss0.map((s) => s.id).sort(), ['777:train/box_loss:raw', '777:train/cls_loss:raw'])
+  assert.deepEqual(loss0.find((s) => s.name === 'train/box_loss').data, series['train/box_loss'].data)
+  const width0 = Number(queries[0].width)
+  assert.ok(width0 >= 200 && width0 < 5000 / 2, `first width ${width0}`)
+  assert.equal(queries[0].from, undefined)
+  const iter0 = (await waitDrawn('iter-chart', (d) => d.length === 1, 'the iteration series'))[0]
+  assert.ok(iter0.data.length <= 2 * width0 && iter0.data.length > width0 / 2, `${iter0.data.length} points`)
+  assert.ok(iter0.data.some(([x, y]) => x === 2345 && y === 9), 'the spike survives the downsampling')
   await page.locator('[data-testid="map-chart"] canvas').waitFor({ timeout: WAIT })
-  assert.match(await textOf('progress'), /epoch 3 \/ 3 · batch 2 \/ 4 · 5\.5 it\/s · ETA 7 s/)
+
+  // Zoom the iteration chart (what dragging its slider dispatches): the
+  // window comes back at the chart's pixel width, every raw point of it.
+  const chartWidth = await page.evaluate(() => document.querySelector('[data-testid="iter-chart"]').echart.getWidth())
+  await page.evaluate(() =>
+    document.querySelector('[data-testid="iter-chart"]').echart.dispatchAction({ type: 'dataZoom', dataZoomIndex: 0, start: 40, end: 50 }),
+  )
+  for (const until = Date.now() + WAIT; !queries.some((q) => q.from) && Date.now() < until; ) await page.waitForTimeout(100)
+  const zq = queries.find((q) => q.from)
+  assert.ok(zq, `a windowed request: ${JSON.stringify(queries)}`)
+  assert.equal(Number(zq.width), chartWidth)
+  assert.equal(zq.series, 'iter/box_loss')
+  const [from, to] = [Number(zq.from), Number(zq.to)]
+  assert.ok(from >= 1990 && from <= 2010 && to >= 2490 && to <= 2510, `window ${from}..${to}`)
+  const iter1 = await waitDrawn('iter-chart', (d) => d[0].data.filter(([x]) => x >= from && x <= to).length === to - from + 1, 'every raw point of the window')
+  assert.ok(iter1[0].data.some(([x]) => x < from) && iter1[0].data.some(([x]) => x > to), 'the rest of the range stays drawn')
+  await shot('job-metrics-zoomed')
+
+  // Live: the stream repeats epochs 1..3 (dropped or reread) and adds epoch 4.
+  // The store now holds epoch 4 too, so a reread of the route has it.
+  for (const [name, y] of Object.entries(epochValues(4))) series[name].data.push([4, y])
+  releaseStream()
+  await waitText('event-count', '5 events')
+  assert.match(await textOf('progress'), /epoch 4 \/ 4 · batch 2 \/ 4 · 5\.5 it\/s · ETA 7 s/)
+  const loss1 = await waitDrawn('loss-chart', (d) => d.every((s) => s.data.length === 4), 'epoch 4 appended')
+  assert.deepEqual(loss1.find((s) => s.name === 'train/box_loss').data, [1, 2, 3, 4].map((e) => [e, 2 / e]))
   for (const until = Date.now() + WAIT; calls.length < 2 && Date.now() < until; ) await page.waitForTimeout(100)
   await page.waitForTimeout(500) // a replayed event would show within this
   assert.ok(calls.length >= 2, `reconnected (${calls.length} requests)`)
   assert.equal(calls[0], undefined)
-  assert.equal(calls[calls.length - 1], '104')
-  assert.equal(await textOf('event-count'), '4 events')
+  assert.equal(calls[calls.length - 1], '105')
+  assert.equal(await textOf('event-count'), '5 events')
+
+  // Smoothing: a click at 60% of the slider; the smoothed line is the
+  // debiased EMA of the served points, the raw line stays as served.
+  const runway = page.locator('[data-testid="smoothing"] .el-slider__runway')
+  const rb = await runway.boundingBox()
+  await runway.click({ position: { x: rb.width * 0.6, y: rb.height / 2 } })
+  const weight = Number(await textOf('smoothing-value'))
+  assert.ok(weight > 0.4 && weight < 0.8, `smoothing ${weight}`)
+  const { smoothEma } = await import(path.join(repo, 'web/src/smooth.js'))
+  const loss2 = await waitDrawn('loss-chart', (d) => d.length === 4, 'raw and smoothed lines')
+  const raw = loss2.find((s) => s.id === '777:train/box_loss:raw')
+  const smoothed = loss2.find((s) => s.id === '777:train/box_loss:smoothed')
+  assert.deepEqual(raw.data, loss1.find((s) => s.name === 'train/box_loss').data)
+  assert.notDeepEqual(smoothed.data, raw.data)
+  const want = smoothEma(raw.data, weight)
+  smoothed.data.forEach(([x, y], i) => {
+    assert.equal(x, want[i][0])
+    assert.ok(Math.abs(y - want[i][1]) < 1e-9, `${x}: ${y} != ${want[i][1]}`)
+  })
+  await shot('job-metrics-smoothed')
+  await byTest('show-raw').click()
+  await waitDrawn('loss-chart', (d) => d.length === 2 && d.every((s) => s.id.endsWith(':smoothed')), 'the raw lines hidden')
+  await byTest('show-raw').click()
+
+  // Overlay: another job's curves join the same charts.
+  const otherQueries = []
+  const other = { 'train/box_loss': { x: 'epoch', data: [[1, 1.5], [2, 1.0]] } }
+  await page.route(`**/api/jobs/${jobId}/metrics?*`, fakeMetrics(jobId, other, otherQueries))
+  await byTest('overlay-select').click()
+  await page.locator(`[data-testid="overlay-option-${jobId}"]`).click()
+  const loss3 = await waitDrawn('loss-chart', (d) => d.length === 6, 'the overlaid job adds its raw and smoothed line')
+  const added = loss3.find((s) => s.id === `${jobId}:train/box_loss:raw`)
+  assert.ok(added, JSON.stringify(loss3.map((s) => s.id)))
+  assert.equal(added.name, `#${jobId} train/box_loss`)
+  assert.deepEqual(added.data, other['train/box_loss'].data)
+  assert.equal(otherQueries.length >= 1, true)
+  await page.keyboard.press('Escape')
   await shot('job-metrics')
+  await page.unroute(`**/api/jobs/${jobId}/metrics?*`)
   await page.unroute('**/api/jobs/777/events')
+  await page.unroute('**/api/jobs/777/metrics?*')
   await page.unroute('**/api/jobs/777')
 })
 

@@ -4,11 +4,13 @@ import { createApp } from 'vue'
 import { ElAlert } from 'element-plus/es/components/alert/index.mjs'
 import { ElButton } from 'element-plus/es/components/button/index.mjs'
 import { ElCard } from 'element-plus/es/components/card/index.mjs'
+import { ElCheckbox } from 'element-plus/es/components/checkbox/index.mjs'
 import { ElDescriptions, ElDescriptionsItem } from 'element-plus/es/components/descriptions/index.mjs'
 import { ElDialog } from 'element-plus/es/components/dialog/index.mjs'
 import { ElEmpty } from 'element-plus/es/components/empty/index.mjs'
 import { ElInput } from 'element-plus/es/components/input/index.mjs'
 import { ElOption, ElSelect } from 'element-plus/es/components/select/index.mjs'
+import { ElSlider } from 'element-plus/es/components/slider/index.mjs'
 import { ElTable, ElTableColumn } from 'element-plus/es/components/table/index.mjs'
 import { ElTag } from 'element-plus/es/components/tag/index.mjs'
 // Only the styles of the components above (no full theme bundle).
@@ -16,6 +18,7 @@ import 'element-plus/theme-chalk/base.css'
 import 'element-plus/theme-chalk/el-alert.css'
 import 'element-plus/theme-chalk/el-button.css'
 import 'element-plus/theme-chalk/el-card.css'
+import 'element-plus/theme-chalk/el-checkbox.css'
 import 'element-plus/theme-chalk/el-descriptions.css'
 import 'element-plus/theme-chalk/el-descriptions-item.css'
 import 'element-plus/theme-chalk/el-overlay.css'
@@ -26,6 +29,7 @@ import 'element-plus/theme-chalk/el-popper.css'
 import 'element-plus/theme-chalk/el-scrollbar.css'
 import 'element-plus/theme-chalk/el-select.css'
 import 'element-plus/theme-chalk/el-option.css'
+import 'element-plus/theme-chalk/el-slider.css'
 import 'element-plus/theme-chalk/el-table.css'
 import 'element-plus/theme-chalk/el-table-column.css'
 import 'element-plus/theme-chalk/el-tag.css'
@@ -37,6 +41,7 @@ for (const c of [
   ElAlert,
   ElButton,
   ElCard,
+  ElCheckbox,
   ElDescriptions,
   ElDescriptionsItem,
   ElDialog,
@@ -44,6 +49,7 @@ for (const c of [
   ElInput,
   ElOption,
   ElSelect,
+  ElSlider,
   ElTable,
   ElTableColumn,
   ElTag,
