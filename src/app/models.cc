@@ -500,8 +500,48 @@ json ModelJson(const store::ModelRecord& m, const store::ArtifactStore& blobs, b
     j["lineage"] = ParseObject(m.lineage_json);
     j["evaluation"] = ParseObject(m.eval_json);
     j["comparison"] = m.comparison_json.empty() ? json(nullptr) : ParseObject(m.comparison_json);
+    json exports = json::array();
+    for (const store::ModelExportRecord& e : m.exports) exports.push_back(ModelExportJson(e));
+    j["exports"] = std::move(exports);
   }
   return j;
+}
+
+Result<store::ModelExportRecord> ModelRegistry::RecordExport(const store::ModelRecord& model,
+                                                             const ExportRecordRequest& req, int64_t now_ms) {
+  const FileInfo info = env_.Stat(req.path);
+  if (!info.exists || !info.is_regular) {
+    return Status::NotFound("exported file " + req.path + " does not exist", {req.path, 0, "path"});
+  }
+  KESTREL_ASSIGN_OR_RETURN(std::string sha, Sha256File(req.path));
+  store::ModelExportRecord rec;
+  rec.model_id = model.id;
+  rec.created_ms = now_ms;
+  rec.format = req.format;
+  rec.path = req.path;
+  rec.sha256 = sha;
+  rec.bytes = static_cast<int64_t>(info.size);
+  rec.options_json = req.options.dump();
+  rec.verified = req.verified;
+  rec.verification_json = req.verification.dump();
+  rec.kestrel_version = KestrelVersion();
+  rec.id = Sha256Hex(model.id + "\n" + req.path + "\n" + sha + "\n" + std::to_string(now_ms) + "\n" +
+                     rec.options_json);
+  KESTREL_RETURN_IF_ERROR(meta_.AddModelExport(rec));
+  return rec;
+}
+
+json ModelExportJson(const store::ModelExportRecord& e) {
+  return {{"id", e.id},
+          {"created_ms", e.created_ms},
+          {"format", e.format},
+          {"path", e.path},
+          {"sha256", e.sha256},
+          {"bytes", e.bytes},
+          {"options", ParseObject(e.options_json)},
+          {"verified", e.verified},
+          {"verification", ParseObject(e.verification_json)},
+          {"kestrel_version", e.kestrel_version}};
 }
 
 json TagResultJson(const TagResult& r, const store::ArtifactStore& blobs) {

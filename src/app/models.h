@@ -60,6 +60,18 @@ struct TagResult {
   std::optional<store::ModelRecord> previous;  // production: the model it moved from
 };
 
+// An export of a registered model to record (ModelRegistry::RecordExport):
+// what `kestrel export` reported (app_run/export.h ExportResultJson).
+struct ExportRecordRequest {
+  std::string path;    // the written file; hashed when recorded
+  std::string format;  // "onnx"
+  // {"imgsz": [h, w], "batch", "opset", "dynamic", "half"}
+  nlohmann::json options = nlohmann::json::object();
+  bool verified = false;
+  // The export's "verification" object: per-runtime figures, tolerance, error.
+  nlohmann::json verification = nlohmann::json::object();
+};
+
 // A weights argument after ResolveWeights: the file to load and, when it
 // named a registered model, that model.
 struct ResolvedWeights {
@@ -105,6 +117,13 @@ class ModelRegistry {
   // file as it always did).
   Result<ResolvedWeights> ResolveWeights(const std::string& text);
 
+  // Records an export of `model` (migration 12): the sha256 and size of the
+  // file at req.path as it is now, the options and verification as given,
+  // this build's KestrelVersion. kNotFound (field `path`) when the file is
+  // missing; ModelJson with `detail` lists the record.
+  Result<store::ModelExportRecord> RecordExport(const store::ModelRecord& model,
+                                                const ExportRecordRequest& req, int64_t now_ms);
+
   // The comparison of `model` with the baseline among `others` (see
   // docs/models.md); null when there is no baseline on the same version.
   static nlohmann::json Compare(const store::ModelRecord& model,
@@ -119,9 +138,13 @@ class ModelRegistry {
 // The one JSON view of a model: id, name, version ("v3"), ref ("name@v3"),
 // created_ms, tags, weights {sha256, bytes, format, path}, dataset,
 // dataset_version, config_hash, job_id, attempt, host, kestrel_version,
-// metrics {map50, map50_95}, and with `detail` also lineage, evaluation and
-// comparison (null when none).
+// metrics {map50, map50_95}, and with `detail` also lineage, evaluation,
+// comparison (null when none) and exports (ModelExportJson each, oldest
+// first).
 nlohmann::json ModelJson(const store::ModelRecord& m, const store::ArtifactStore& blobs, bool detail);
+// One export record: id, created_ms, format, path, sha256, bytes, options,
+// verified, verification (the export's own object), kestrel_version.
+nlohmann::json ModelExportJson(const store::ModelExportRecord& e);
 // The JSON view of a TagResult: {"model": ModelJson, "tag", "previous": ModelJson|null}.
 nlohmann::json TagResultJson(const TagResult& r, const store::ArtifactStore& blobs);
 

@@ -150,9 +150,14 @@ class MetadataStore {
                                        int64_t now_ms) = 0;
   // Whether the tag was there.
   virtual Result<bool> UntagModel(const std::string& model_id, const std::string& tag) = 0;
-  // Removes the model and its tags (not its blobs). The production holder is
-  // refused (kFailedPrecondition) unless even_production.
+  // Removes the model, its tags and its export records (not its blobs). The
+  // production holder is refused (kFailedPrecondition) unless even_production.
   virtual Status DeleteModel(const std::string& model_id, bool even_production) = 0;
+  // Records an export of the model with exactly rec.model_id (kNotFound,
+  // field `model`, otherwise); kInvalidArgument for an id or sha256 that is
+  // not 64 hex chars, kAlreadyExists for a taken id. ListModels returns it
+  // in ModelRecord::exports.
+  virtual Status AddModelExport(const ModelExportRecord& rec) = 0;
 
   // ---- config templates (docs/templates.md; records in template_types.h).
   // The application layer (app/templates.h) validates the keys.

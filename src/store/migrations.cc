@@ -235,6 +235,25 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "  revoked_at BIGINT NOT NULL DEFAULT 0)",
           "CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens(name) WHERE revoked_at = 0",
       },
+      // 12: exports of registered models (docs/export.md "In the registry"):
+      // one row per `kestrel export` of a model; the file's sha256 and size
+      // when written, the request's options and the per-runtime verification
+      // as JSON text, and whether it verified.
+      {
+          "CREATE TABLE model_exports ("
+          "  id TEXT PRIMARY KEY,"
+          "  model_id TEXT NOT NULL REFERENCES models(id),"
+          "  created_at BIGINT NOT NULL,"
+          "  format TEXT NOT NULL,"
+          "  path TEXT NOT NULL,"
+          "  sha256 TEXT NOT NULL,"
+          "  bytes BIGINT NOT NULL,"
+          "  options_json TEXT NOT NULL,"
+          "  verified INTEGER NOT NULL,"
+          "  verification_json TEXT NOT NULL,"
+          "  kestrel_version TEXT NOT NULL)",
+          "CREATE INDEX model_exports_by_model ON model_exports(model_id, created_at)",
+      },
   };
   // NOLINTEND(bugprone-suspicious-missing-comma)
   return kMigrations;

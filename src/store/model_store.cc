@@ -1,4 +1,5 @@
-// Model-registry operations of SqlStore (docs/models.md; migration 8).
+// Model-registry operations of SqlStore (docs/models.md; migration 8; the
+// export records of migration 12).
 // Versions are numbered per name under a `counters` row ("model:<name>")
 // locked by the registering transaction, so concurrent registrations of one
 // name (in any process, either backend) get v1, v2, ... without gaps or
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "core/hash.h"
 #include "store/internal/sql_store.h"
 
 namespace kestrel::store {
@@ -43,6 +45,26 @@ ModelRecord ReadModel(const SqlRow& r) {
   m.eval_json = r.Text(17);
   m.comparison_json = r.Text(18);
   return m;
+}
+
+constexpr const char* kExportColumns =
+    "id, model_id, created_at, format, path, sha256, bytes, options_json, verified, verification_json, "
+    "kestrel_version";
+
+ModelExportRecord ReadExport(const SqlRow& r) {
+  ModelExportRecord e;
+  e.id = r.Text(0);
+  e.model_id = r.Text(1);
+  e.created_ms = r.Int(2);
+  e.format = r.Text(3);
+  e.path = r.Text(4);
+  e.sha256 = r.Text(5);
+  e.bytes = r.Int(6);
+  e.options_json = r.Text(7);
+  e.verified = r.Int(8) != 0;
+  e.verification_json = r.Text(9);
+  e.kestrel_version = r.Text(10);
+  return e;
 }
 
 bool NameChar(unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; }
@@ -99,7 +121,39 @@ Result<std::vector<ModelRecord>> SqlStore::SelectModels(const ModelFilter& f, bo
     auto it = by_id.find(t.Text(0));
     if (it != by_id.end()) it->second->tags.push_back(t.Text(1));
   }
+  // Their exports (one model: only its rows).
+  std::string esql = std::string("SELECT ") + kExportColumns + " FROM model_exports";
+  SqlParams eparams;
+  if (out.size() == 1) {
+    esql += " WHERE model_id = $1";
+    eparams.push_back(out[0].id);
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto exports, conn_->Query(esql + " ORDER BY created_at, id", eparams));
+  for (const auto& e : exports) {
+    auto it = by_id.find(e.Text(1));
+    if (it != by_id.end()) it->second->exports.push_back(ReadExport(e));
+  }
   return out;
+}
+
+Status SqlStore::AddModelExport(const ModelExportRecord& rec) {
+  if (!IsSha256Hex(rec.id))
+    return Status::InvalidArgument("model export id is not 64 hex chars", {"", 0, "id"});
+  if (!IsSha256Hex(rec.sha256))
+    return Status::InvalidArgument("model export sha256 is not a sha256 hex digest", {"", 0, "sha256"});
+  return InTransaction([&]() -> Status {
+    KESTREL_ASSIGN_OR_RETURN(auto model, conn_->Query("SELECT id FROM models WHERE id = $1", {rec.model_id}));
+    if (model.empty()) return Status::NotFound("no model with id " + rec.model_id, {"", 0, "model"});
+    KESTREL_ASSIGN_OR_RETURN(auto same, conn_->Query("SELECT id FROM model_exports WHERE id = $1", {rec.id}));
+    if (!same.empty())
+      return Status::AlreadyExists("a model export with id " + rec.id + " exists", {"", 0, "id"});
+    return conn_
+        ->Exec(std::string("INSERT INTO model_exports(") + kExportColumns +
+                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+               {rec.id, rec.model_id, rec.created_ms, rec.format, rec.path, rec.sha256, rec.bytes,
+                rec.options_json, int64_t{rec.verified ? 1 : 0}, rec.verification_json, rec.kestrel_version})
+        .GetStatus();
+  });
 }
 
 Result<ModelRecord> SqlStore::AddModel(const ModelRecord& rec, bool* created) {
@@ -247,6 +301,8 @@ Status SqlStore::DeleteModel(const std::string& model_id, bool even_production) 
     }
     KESTREL_RETURN_IF_ERROR(
         conn_->Exec("DELETE FROM model_tags WHERE model_id = $1", {model_id}).GetStatus());
+    KESTREL_RETURN_IF_ERROR(
+        conn_->Exec("DELETE FROM model_exports WHERE model_id = $1", {model_id}).GetStatus());
     return conn_->Exec("DELETE FROM models WHERE id = $1", {model_id}).GetStatus();
   });
 }

@@ -15,6 +15,22 @@ namespace kestrel::store {
 // The tag a dataset's serving model holds; at most one model per dataset.
 inline constexpr const char* kProductionTag = "production";
 
+// One export of a registered model (migration 12; docs/export.md "In the
+// registry"): what `kestrel export model=NAME@vN` wrote and how it verified.
+struct ModelExportRecord {
+  std::string id;        // 64 hex chars, assigned by the caller
+  std::string model_id;  // the exported model (ModelRecord::id)
+  int64_t created_ms = 0;
+  std::string format;  // "onnx"
+  std::string path;    // the written file as given
+  std::string sha256;  // of the file when written
+  int64_t bytes = 0;
+  std::string options_json = "{}";  // {"imgsz": [h, w], "batch", "opset", "dynamic", "half"}
+  bool verified = false;
+  std::string verification_json = "{}";  // the export's "verification" object, runtimes included
+  std::string kestrel_version;
+};
+
 struct ModelRecord {
   std::string id;           // 64 hex chars, assigned by the caller; refs may use a prefix
   std::string name;         // registry name ("birds"); versions count per name
@@ -32,10 +48,11 @@ struct ModelRecord {
   std::string kestrel_version;
   double map50 = 0;  // the evaluation record's headline numbers
   double map50_95 = 0;
-  std::string lineage_json = "{}";  // full lineage: config, parent weights, ...
-  std::string eval_json = "{}";     // evaluation record: metrics, per-class table, plot files
-  std::string comparison_json;      // "" = none; else the stored comparison with the baseline
-  std::vector<std::string> tags;    // sorted; filled on read
+  std::string lineage_json = "{}";         // full lineage: config, parent weights, ...
+  std::string eval_json = "{}";            // evaluation record: metrics, per-class table, plot files
+  std::string comparison_json;             // "" = none; else the stored comparison with the baseline
+  std::vector<std::string> tags;           // sorted; filled on read
+  std::vector<ModelExportRecord> exports;  // oldest first; filled on read
 };
 
 struct ModelFilter {

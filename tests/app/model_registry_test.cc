@@ -384,6 +384,48 @@ TEST_P(ModelRegistryTest, JobModelsCarryLineageFromTheJobAndItsAttempt) {
   EXPECT_EQ(again->id, m->id);
 }
 
+TEST_P(ModelRegistryTest, RecordedExportsAreHashedAndShownInTheDetailedView) {
+  const store::ModelRecord m = Reg("birds", 1, kV1, 0.3);
+  const std::string onnx = (dir_ / "birds_v1.onnx").string();
+  std::ofstream(onnx, std::ios::binary) << "not really onnx, but bytes to hash";
+  ExportRecordRequest req;
+  req.path = onnx;
+  req.format = "onnx";
+  req.options = {{"imgsz", {320, 256}}, {"batch", 1}, {"opset", 17}, {"dynamic", false}, {"half", false}};
+  req.verified = true;
+  req.verification = {{"verified", true},
+                      {"tolerance", 1e-4},
+                      {"runtimes", {{{"runtime", "opencv-dnn 4.6.0"}, {"ran", true}, {"passed", true}}}}};
+  auto rec = reg_->RecordExport(m, req, ++now_);
+  ASSERT_TRUE(rec.IsOk()) << rec.GetStatus().ToString();
+  EXPECT_EQ(rec->sha256, Sha256Hex("not really onnx, but bytes to hash"));
+  EXPECT_EQ(rec->bytes, 34);
+  EXPECT_EQ(rec->kestrel_version, KestrelVersion());
+
+  auto shown = reg_->Resolve("birds@v1");
+  ASSERT_TRUE(shown.IsOk()) << shown.GetStatus().ToString();
+  const json view = ModelJson(*shown, *blobs_, true);
+  ASSERT_EQ(view["exports"].size(), 1u) << view.dump();
+  const json& e = view["exports"][0];
+  EXPECT_EQ(e["id"], rec->id);
+  EXPECT_EQ(e["path"], onnx);
+  EXPECT_EQ(e["format"], "onnx");
+  EXPECT_EQ(e["sha256"], rec->sha256);
+  EXPECT_EQ(e["bytes"], 34);
+  EXPECT_EQ(e["options"], req.options);
+  EXPECT_EQ(e["verified"], true);
+  EXPECT_EQ(e["verification"], req.verification);
+  EXPECT_FALSE(ModelJson(*shown, *blobs_, false).contains("exports")) << "only the detailed view";
+
+  // A missing file is not recorded.
+  req.path = (dir_ / "gone.onnx").string();
+  auto missing = reg_->RecordExport(m, req, ++now_);
+  ASSERT_FALSE(missing.IsOk());
+  EXPECT_EQ(missing.GetStatus().Code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.GetStatus().Where().field, "path");
+  EXPECT_EQ(reg_->Resolve("birds@v1")->exports.size(), 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ModelRegistryTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& info) { return info.param; });
 
