@@ -525,3 +525,91 @@ test('every API request after the token was saved carried it, event streams too'
   await byTest('token-clear').click()
   assert.equal(await page.evaluate(() => localStorage.getItem('kestrel.token')), null)
 })
+
+// An Element Plus input's <input>, whichever element the test id landed on.
+const inputOf = (id) => page.locator(`input[data-testid="${id}"], [data-testid="${id}"] input`).first()
+
+test('writes: a bad submit value shows the CLI\'s message at its field; a valid submit is queued; cancel, retry, tag', async () => {
+  // Writes need a token that is not read-only (the one above is).
+  const rw = auth ? kestrelJson('token', 'create', '--name', 'web-rw').token : token
+  await page.goto(`${base}/#/jobs`)
+  await page.evaluate((t) => localStorage.setItem('kestrel.token', t), rw)
+  await page.reload()
+  await byTest('jobs-table').waitFor({ timeout: WAIT })
+
+  // What `kestrel submit` says about the same value.
+  let cli = null
+  try {
+    kestrel('--json', 'submit', 'data=shapes', 'model=n', 'epochs=abc')
+  } catch (e) {
+    cli = JSON.parse(e.stdout).error
+  }
+  assert.ok(cli && cli.field === 'epochs' && cli.message, JSON.stringify(cli))
+
+  await byTest('submit-button').click()
+  await byTest('submit-dialog').waitFor({ timeout: WAIT })
+  assert.equal(await inputOf('submit-key-0').inputValue(), 'data')
+  await inputOf('submit-value-0').fill('shapes')
+  await inputOf('submit-value-1').fill('n')
+  await inputOf('submit-value-2').fill('abc')
+  await byTest('submit-send').click()
+  await waitText('submit-error-epochs', cli.message)
+  assert.equal(await byTest('submit-result').count(), 0)
+  await shot('submit-error')
+
+  await inputOf('submit-value-2').fill('1')
+  await byTest('submit-add-row').click()
+  await inputOf('submit-key-3').fill('imgsz')
+  await inputOf('submit-value-3').fill('64')
+  await byTest('submit-send').click()
+  await byTest('submit-result').waitFor({ timeout: WAIT })
+  assert.equal(await byTest('submit-error-epochs').count(), 0)
+  const newId = Number(/job #(\d+)/.exec(await textOf('submit-result'))[1])
+  const shown = kestrelJson('jobs', 'show', String(newId)).job
+  assert.equal(shown.state, 'queued')
+  assert.equal(shown.config.epochs, 1)
+  assert.equal(shown.config.imgsz, 64)
+  await shot('submit-done')
+
+  // With a template: its keys apply where no row has a value.
+  kestrel('template', 'save', 'tiny', 'model=n', 'epochs=2', 'imgsz=96')
+  await byTest('submit-template').click()
+  await byTest('template-option-tiny').click()
+  await inputOf('submit-value-2').fill('')
+  await byTest('submit-send').click()
+  await page.waitForFunction(
+    (prev) => {
+      const m = /job #(\d+)/.exec(document.querySelector('[data-testid="submit-result"]')?.textContent || '')
+      return m && Number(m[1]) !== prev
+    },
+    newId,
+    { timeout: WAIT },
+  )
+  const tplId = Number(/job #(\d+)/.exec(await textOf('submit-result'))[1])
+  const fromTpl = kestrelJson('jobs', 'show', String(tplId)).job
+  assert.equal(fromTpl.config.epochs, 2)
+  assert.equal(fromTpl.config.imgsz, 64) // the row wins over the template
+  kestrel('jobs', 'cancel', String(tplId))
+  await page.keyboard.press('Escape')
+  await waitText(`job-state-${newId}`, 'queued') // the queue lists it
+
+  await page.goto(`${base}/#/jobs/${newId}`)
+  await byTest('job-cancel').click()
+  await waitText('job-state', 'cancelled')
+  assert.equal(kestrelJson('jobs', 'show', String(newId)).job.state, 'cancelled')
+  assert.equal(await byTest('job-cancel').count(), 0)
+  await byTest('job-retry').click()
+  await waitText('job-state', 'queued')
+  assert.equal(kestrelJson('jobs', 'show', String(newId)).job.state, 'queued')
+  await shot('job-retried')
+  await byTest('job-cancel').click()
+  await waitText('job-state', 'cancelled')
+
+  await page.goto(`${base}/#/models/shapes@v1`)
+  await waitText('model-title', 'shapes@v1')
+  await inputOf('tag-input').fill('candidate')
+  await byTest('tag-add').click()
+  await page.locator('[data-testid="model-tags"]', { hasText: 'candidate' }).waitFor({ timeout: WAIT })
+  assert.ok(kestrelJson('models', 'show', 'shapes@v1').model.tags.includes('candidate'))
+  await shot('model-tagged')
+})

@@ -105,6 +105,37 @@ export async function getJson(path, { signal } = {}) {
   return doc
 }
 
+// POST (or another method) a JSON body to a write route. Resolves to the
+// answer's document; throws ApiError whose `doc.error` is the server's
+// {code, message, field} (field: the key or body part it is about).
+export async function sendJson(method, path, body) {
+  let resp
+  try {
+    resp = await fetch(path, {
+      method,
+      headers: headers({ Accept: 'application/json', 'Content-Type': 'application/json' }),
+      cache: 'no-store',
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+  } catch {
+    markUnreachable()
+    throw new ApiError(0, 'the server is unreachable')
+  }
+  markReachable()
+  let doc = null
+  try {
+    doc = await resp.json()
+  } catch {
+    doc = null
+  }
+  if (resp.status === 401) conn.needToken = true
+  if (!resp.ok) {
+    const msg = doc && doc.error && doc.error.message ? doc.error.message : `HTTP ${resp.status}`
+    throw new ApiError(resp.status, msg, doc)
+  }
+  return doc
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 // Opens an event stream and keeps it open: after a drop it reconnects with
