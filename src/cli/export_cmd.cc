@@ -1,12 +1,18 @@
 // `kestrel export`: a model written as ONNX and verified (OpenCV DNN against
 // LibTorch) before it is reported (docs/export.md). Built only with LibTorch;
 // this file includes no torch header. The use case is app::ExportModel
-// (app_run/export.h); --json prints its one JSON view unchanged.
+// (app_run/export.h); --json prints its one JSON view, plus "registry": the
+// export's record on the model when model= named a registered one
+// (app::ModelRegistry::RecordExport), else null.
+#include <chrono>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "app/models.h"
 #include "app_run/export.h"
 #include "cli/cli.h"
 
@@ -30,6 +36,23 @@ struct ExportOptions {
   }
 };
 
+// The registry record of an export of `model`, from ExportResultJson's view.
+Result<store::ModelExportRecord> RecordExport(const Context& ctx, const store::ModelRecord& model,
+                                              const nlohmann::json& doc) {
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
+  app::ExportRecordRequest req;
+  req.path = doc.at("path").get<std::string>();
+  req.format = doc.at("format").get<std::string>();
+  for (const char* key : {"imgsz", "batch", "opset", "dynamic", "half"}) req.options[key] = doc.at(key);
+  req.verification = doc.at("verification");
+  req.verified = req.verification.at("verified").get<bool>();
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  return reg.RecordExport(model, req, now_ms);
+}
+
 void RunExport(Context& ctx, int* exit_code, const ExportOptions& o) {
   Result<std::pair<int, int>> imgsz = app::ParseExportImgsz(o.imgsz);
   if (!imgsz.IsOk()) {
@@ -39,13 +62,45 @@ void RunExport(Context& ctx, int* exit_code, const ExportOptions& o) {
   app::ExportRequest req = o.r;
   req.imgsz_h = imgsz->first;
   req.imgsz_w = imgsz->second;
-  auto r = app::ExportModel(Env::Default(), req,
-                            [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); });
+  // A registered model (model=NAME@vN, NAME@TAG, id prefix) is remembered so
+  // the export is recorded on it; a plain weights file gets no record.
+  std::optional<store::ModelRecord> registered;
+  auto r = app::ExportModel(Env::Default(), req, [&ctx, &registered](std::string* weights) -> Status {
+    if (weights->empty()) return {};
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
+    KESTREL_ASSIGN_OR_RETURN(app::ResolvedWeights w, reg.ResolveWeights(*weights));
+    if (w.model) {
+      (ctx.json ? std::cerr : std::cout) << "model " << w.model->name << "@v" << w.model->seq << " ("
+                                         << w.model->id.substr(0, 12) << "): " << w.path << std::endl;
+    }
+    registered = std::move(w.model);
+    *weights = w.path;
+    return {};
+  });
   if (!r.IsOk()) {
     *exit_code = Fail(ctx, r.GetStatus());
     return;
   }
-  *exit_code = Emit(ctx, app::ExportResultText(*r), app::ExportResultJson(*r));
+  nlohmann::json doc = app::ExportResultJson(*r);
+  std::string text = app::ExportResultText(*r);
+  doc["registry"] = nullptr;
+  if (!registered) {
+    text += "not a registered model: the export is not recorded in the registry\n";
+  } else {
+    Result<store::ModelExportRecord> rec = RecordExport(ctx, *registered, doc);
+    if (!rec.IsOk()) {
+      *exit_code = Fail(
+          ctx, Status(rec.GetStatus().Code(),
+                      r->path + " was written but its registry record failed: " + rec.GetStatus().Message(),
+                      rec.GetStatus().Where()));
+      return;
+    }
+    const std::string ref = registered->name + "@v" + std::to_string(registered->seq);
+    doc["registry"] = {{"model", ref}, {"model_id", registered->id}, {"export_id", rec->id}};
+    text += "recorded on model " + ref + " (export " + rec->id.substr(0, 12) + ")\n";
+  }
+  *exit_code = Emit(ctx, text, doc);
 }
 
 }  // namespace

@@ -126,6 +126,23 @@ std::string ShowText(const store::ModelRecord& m, const json& view) {
     t << "\n";
   }
   t << ComparisonText(view["comparison"]);
+  if (!m.exports.empty()) t << "exports:\n";
+  for (const store::ModelExportRecord& e : m.exports) {
+    t << "  " << e.format << " " << e.path << " (" << e.bytes << " bytes, sha256 " << e.sha256.substr(0, 12)
+      << "): " << (e.verified ? "verified" : "UNVERIFIED");
+    const json v = json::parse(e.verification_json, nullptr, false);
+    if (v.is_object() && v.contains("runtimes") && v["runtimes"].is_array()) {
+      for (const auto& rt : v["runtimes"]) {
+        t << "; " << rt.value("runtime", "") << " "
+          << (!rt.value("ran", false) ? "not run" : rt.value("passed", false) ? "passed" : "failed");
+        if (rt.contains("max_abs_diff_scores")) {
+          t << " (scores " << rt.value("max_abs_diff_scores", 0.0) << ", boxes "
+            << rt.value("max_rel_diff_boxes", 0.0) << " relative)";
+        }
+      }
+    }
+    t << "\n";
+  }
   return t.str();
 }
 

@@ -3,7 +3,8 @@
 // within 1e-4, for two class counts and two input sizes, on weights whose
 // BatchNorm statistics are far from their init (so a wrong fold shows); a
 // dynamic export at two sizes x two batch sizes; a planted difference fails
-// in both runtimes; the CLI's --json is the app view; bad keys and tensors
+// in both runtimes; the CLI's --json is the app view; an export of a
+// registered model is recorded and listed by `models show`; bad keys and tensors
 // are named in the error. The ONNX Runtime cases skip only when node or
 // onnxruntime-node is absent (scripts/install-node-deps.sh).
 #include "app_run/export.h"
@@ -21,6 +22,7 @@
 #include "../cli/cli_fixture.h"
 #include "app_run/export_runtimes.h"
 #include "core/env.h"
+#include "core/hash.h"
 #include "core/safetensors.h"
 #include "export/onnx_export.h"
 #include "model/pt_checkpoint.h"
@@ -339,7 +341,43 @@ TEST_F(ExportTest, CliJsonIsTheAppView) {
   const nlohmann::json aj = app::ExportResultJson(*r);
   testing::CliRun cli = Kestrel("--json export model=" + weights + " format=onnx imgsz=64 output=" + out);
   ASSERT_EQ(cli.code, 0) << cli.out;
-  EXPECT_EQ(Json(cli), aj);
+  nlohmann::json want = aj;
+  want["registry"] = nullptr;  // a weights file that is not registered: no record
+  EXPECT_EQ(Json(cli), want);
+  EXPECT_NE(Kestrel("export model=" + weights + " imgsz=64 output=" + out).out.find("not recorded"),
+            std::string::npos);
+}
+
+TEST_F(ExportTest, ExportOfARegisteredModelIsListedOnTheModel) {
+  const std::string weights = RandomWeights(2, 21);
+  ASSERT_EQ(Kestrel("--json models register " + weights + " --name birds").code, 0);
+  const std::string out = (dir_ / "birds.onnx").string();
+  testing::CliRun cli = Kestrel("--json export model=birds@v1 imgsz=64,96 opset=16 output=" + out);
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  const nlohmann::json ej = Json(cli);
+  ASSERT_TRUE(ej["registry"].is_object()) << ej.dump();
+  EXPECT_EQ(ej["registry"]["model"], "birds@v1");
+
+  const nlohmann::json show = Json(Kestrel("--json models show birds@v1"));
+  const nlohmann::json& exports = show["model"]["exports"];
+  ASSERT_EQ(exports.size(), 1u) << show.dump();
+  const nlohmann::json& e = exports[0];
+  EXPECT_EQ(e["id"], ej["registry"]["export_id"]);
+  EXPECT_EQ(e["path"], out);
+  EXPECT_EQ(e["format"], "onnx");
+  EXPECT_EQ(e["sha256"], Sha256File(out).Value());
+  EXPECT_EQ(e["bytes"].get<int64_t>(), static_cast<int64_t>(fs::file_size(out)));
+  EXPECT_EQ(e["options"],
+            nlohmann::json(
+                {{"imgsz", {64, 96}}, {"batch", 1}, {"opset", 16}, {"dynamic", false}, {"half", false}}));
+  EXPECT_TRUE(e["verified"].get<bool>());
+  EXPECT_EQ(e["verification"], ej["verification"]) << "the per-runtime figures as reported";
+  EXPECT_EQ(e["verification"]["runtimes"].size(), 2u);
+  EXPECT_NE(Kestrel("models show birds@v1").out.find("exports:\n  onnx " + out), std::string::npos);
+
+  // A second export adds a record; the first stays.
+  ASSERT_EQ(Kestrel("export model=birds@v1 imgsz=64 output=" + (dir_ / "b2.onnx").string()).code, 0);
+  EXPECT_EQ(Json(Kestrel("--json models show birds@v1"))["model"]["exports"].size(), 2u);
 }
 
 }  // namespace
