@@ -30,6 +30,9 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
       ->check(IntArg(0, 256));
   cmd->add_flag("--public-read", o->public_read,
                 "read routes without a token (writes still need a read-write token; docs/server.md)");
+  cmd->add_option("--data-root", o->data_roots,
+                  "a folder POST /api/datasets/import may import from (repeatable; none: import over HTTP is "
+                  "refused; docs/server.md)");
   cmd->add_option("--web-dir", o->web_dir,
                   "the web UI's built files (default: web/dist of the build tree this executable is in, "
                   "when scripts/build-web.sh has built it)");

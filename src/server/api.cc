@@ -361,6 +361,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, con
   s->blobs_ = std::make_unique<store::ArtifactStore>(home);
   s->ctx_ = std::make_unique<ApiContext>(ApiContext{*s->meta_, *s->blobs_, s->metrics_, home});
   s->ctx_->public_read = options.public_read;
+  KESTREL_ASSIGN_OR_RETURN(s->ctx_->data_roots, DataRoots::Open(options.data_roots));
   KESTREL_ASSIGN_OR_RETURN(Router router, BuildApiRouter(*s->ctx_));
   s->router_ = std::make_unique<Router>(std::move(router));
   if (!options.web_dir.empty()) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "server/data_roots.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/router.h"
@@ -29,6 +30,7 @@ struct ApiContext {
   std::string home;          // the Kestrel home (stats' disk figures)
   int event_page = 500;      // events an event-stream poll reads at most
   bool public_read = false;  // read routes without a token (docs/server.md "Auth")
+  DataRoots data_roots;      // where POST /api/datasets/import may read (none: it is refused)
 };
 
 // Every route of the read API, the write routes (api_write.h), /metrics, the

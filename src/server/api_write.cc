@@ -6,11 +6,14 @@
 #include <utility>
 #include <vector>
 
+#include "app/datasets.h"
 #include "app/jobs.h"
 #include "app/models.h"
 #include "app/templates.h"
 #include "core/env.h"
+#include "core/options.h"
 #include "core/parse.h"
+#include "server/data_roots.h"
 
 namespace kestrel::server {
 namespace {
@@ -124,6 +127,59 @@ Response ChangeJob(ApiContext& ctx, const Request& req, const PathParams& p, boo
   return JsonResponse({{"ok", true}, {"job", app::JobJson(*job, false)}});
 }
 
+// `kestrel dataset import PATH --name NAME key=value ...` over a JSON body
+// {"path", "name", option: value, ...}: the path resolved inside a data root
+// (data_roots.h), the options bound and checked as on the command line, the
+// importer's reads confined to the roots. A failed import stores nothing;
+// its error document carries the validation report when the source was read.
+Response ImportDataset(ApiContext& ctx, const Request& req) {
+  if (ctx.data_roots.Empty())
+    return ErrorResponse(403, "permission_denied",
+                         "dataset import over HTTP is off: the server has no data root (start it with "
+                         "kestrel serve --data-root DIR to allow imports from DIR)",
+                         "path");
+  data::ImportOptions opts;
+  OptionSet set;
+  opts.Bind(set);
+  std::vector<std::string> allowed{"path", "name"};
+  for (const auto& k : set.Keys()) allowed.push_back(k);
+  auto body = BodyObject(req, allowed, true);
+  if (!body.IsOk()) return ErrorResponse(body.GetStatus());
+  for (const char* key : {"path", "name"}) {
+    if (!body->contains(key) || !(*body)[key].is_string())
+      return ErrorResponse(BodyError(std::string("the request body needs \"") + key +
+                                         "\": a string (\"path\": a dataset folder or data.yaml / instances "
+                                         "JSON under a data root, \"name\": the registry name)",
+                                     key));
+  }
+  for (const auto& [k, v] : body->items()) {
+    if (k == "path" || k == "name") continue;
+    auto text = ValueText(k, v);
+    if (!text.IsOk()) return ErrorResponse(text.GetStatus());
+    Status s = set.Set(k, *text, {app::kRequestFile, 0, k});
+    if (!s.IsOk()) return ErrorResponse(s);
+  }
+  auto path = ctx.data_roots.Resolve((*body)["path"].get<std::string>());
+  if (!path.IsOk()) return ErrorResponse(path.GetStatus());
+  ConfinedEnv env(Env::Default(), ctx.data_roots, ctx.home);
+  data::ValidationReport report;
+  auto r = app::Datasets(ctx.meta, ctx.blobs, env)
+               .Import(*path, (*body)["name"].get<std::string>(), opts, &report);
+  if (!r.IsOk()) {
+    Response err = ErrorResponse(r.GetStatus());
+    if (report.source.empty()) return err;
+    json doc = json::parse(err.body, nullptr, false);
+    if (doc.is_discarded()) return err;
+    const std::string& message = r.GetStatus().Message();
+    doc["error"]["message"] = message.substr(0, message.find('\n'));
+    doc["report"] = report.ToJson();
+    return JsonResponse(doc, err.status);
+  }
+  json doc = app::DatasetImportJson(*r);
+  doc["ok"] = true;
+  return JsonResponse(doc, r->created ? 201 : 200);
+}
+
 }  // namespace
 
 Status AddWriteRoutes(Router& r, ApiContext& ctx) {
@@ -186,6 +242,18 @@ Status AddWriteRoutes(Router& r, ApiContext& ctx) {
         return JsonResponse(
             {{"ok", true}, {"model", app::ModelJson(*m, ctx.blobs, false)}, {"tag", p.at("tag")}});
       }));
+  KESTREL_RETURN_IF_ERROR(r.Add(
+      "POST", "/api/datasets/import",
+      {"Import a dataset from a folder or file under a data root (`kestrel dataset import`): 201 when a "
+       "new version is stored, 200 when identical content is already the dataset's; 403 when the server "
+       "has no --data-root",
+       {},
+       "application/json",
+       Access::kWrite,
+       "{\"path\": \"ROOT-NAME/folder\" (or relative to the only root, or absolute inside a root), "
+       "\"name\": \"birds\", plus `dataset import`'s options as key -> value (\"val_ratio\": 0.1, "
+       "\"allow_errors\": true, ...)}"},
+      [&ctx](const Request& req, const PathParams&) { return ImportDataset(ctx, req); }));
   return {};
 }
 

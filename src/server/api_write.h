@@ -12,7 +12,8 @@
 namespace kestrel::server {
 
 // Adds POST /api/jobs, POST /api/jobs/{id}/cancel, POST /api/jobs/{id}/retry,
-// POST /api/models/{ref}/tags and DELETE /api/models/{ref}/tags/{tag}.
+// POST /api/models/{ref}/tags, DELETE /api/models/{ref}/tags/{tag} and
+// POST /api/datasets/import (from the data roots only, data_roots.h).
 Status AddWriteRoutes(Router& r, ApiContext& ctx);
 
 }  // namespace kestrel::server

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "server/metrics.h"
@@ -30,6 +31,7 @@ struct ServerOptions {
   int64_t stream_poll_ms = 250;  // how often an event stream polls for new events
   bool public_read = false;      // read routes without a token (ApiServer; docs/server.md "Auth")
   std::string web_dir;           // the web UI's built files (static_files.h); "" serves none
+  std::vector<std::string> data_roots;  // folders POST /api/datasets/import may read (data_roots.h)
 };
 
 class HttpServer {
