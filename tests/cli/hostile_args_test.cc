@@ -352,6 +352,9 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"serve", "--workers", H},
       {"serve", "--workers", "-1"},
       {"serve", "--workers", "257"},
+      {"serve", "--data-root", X, "--port", "0"},
+      {"serve", "--data-root", "", "--port", "0"},
+      {"serve", "--web-dir", X, "--port", "0"},
       // jobs
       {"jobs", "list", "--state", X},
       {"jobs", "list", "--limit", H},
