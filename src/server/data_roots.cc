@@ -157,7 +157,7 @@ Status DataRoots::CheckTree(const std::string& dir) const {
   return {};
 }
 
-ConfinedEnv::ConfinedEnv(Env& target, const DataRoots& roots, std::string home)
+ConfinedEnv::ConfinedEnv(Env& target, const DataRoots& roots, const std::string& home)
     : EnvWrapper(target), roots_(roots) {
   std::error_code ec;
   home_ = fs::weakly_canonical(home, ec).string();

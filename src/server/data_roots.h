@@ -65,7 +65,7 @@ class DataRoots {
 // whose canonical path is neither inside a data root nor inside `home`.
 class ConfinedEnv : public EnvWrapper {
  public:
-  ConfinedEnv(Env& target, const DataRoots& roots, std::string home);
+  ConfinedEnv(Env& target, const DataRoots& roots, const std::string& home);
   Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes) override;
 
  private:
