@@ -44,6 +44,16 @@ enum class Freeze {
   kTimedOut,  // ready() never held before the limit; the process was left running
 };
 
+// The state letter of `pid`'s main thread, from /proc/PID/stat; 0 when the
+// process is gone.
+inline char LeaderState(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
+}
+
 // Runs `pid` in slices of `slice`, stopping it (every thread) between slices
 // to evaluate `ready()`. The caller owns the stopped process on kReady.
 template <class Ready>
@@ -55,10 +65,15 @@ Freeze FreezeWhen(pid_t pid, Ready&& ready, std::chrono::milliseconds limit,
     // SIGSTOP is delivered asynchronously, thread by thread: wait until all
     // of them are stopped (a thread inside a syscall such as fsync stops when
     // it returns).
+    // A thread that is exiting (Z, X) runs nothing more, so it counts as
+    // stopped; only the leader's exit (or no threads at all) ends the process.
+    // (Worker threads come and go while a trainer runs: treating one exiting
+    // thread as the process's end made a freeze fail at random under load.)
     while (true) {
       const std::string s = ThreadStates(pid);
-      if (s.empty() || s.find_first_of("ZX") != std::string::npos) return Freeze::kEnded;
-      if (s.find_first_not_of("Tt") == std::string::npos) break;
+      const char leader = LeaderState(pid);
+      if (s.empty() || leader == 0 || leader == 'Z' || leader == 'X') return Freeze::kEnded;
+      if (s.find_first_not_of("TtZX") == std::string::npos) break;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (ready()) return Freeze::kReady;
