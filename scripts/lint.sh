@@ -28,7 +28,9 @@ for step in "${steps[@]}"; do
       if clang-format --dry-run --Werror "${files[@]}" 2>/tmp/kestrel-format.$$; then
         echo "format: ${#files[@]} files match .clang-format"
       else
-        grep 'warning:' /tmp/kestrel-format.$$ | sed 's/: warning: .*//' | cut -d: -f1 | sort | uniq -c |
+        # --Werror makes each violation an "error:" line (a "warning:" without it).
+        { grep -E ': (error|warning): ' /tmp/kestrel-format.$$ || cat /tmp/kestrel-format.$$; } |
+          sed -E 's/: (error|warning): .*//' | cut -d: -f1 | sort | uniq -c |
           awk '{print "format: " $2 " (" $1 " places); fix with clang-format -i " $2}'
         fail=1
       fi

@@ -134,7 +134,9 @@ std::string ShowText(const store::ModelRecord& m, const json& view) {
     if (v.is_object() && v.contains("runtimes") && v["runtimes"].is_array()) {
       for (const auto& rt : v["runtimes"]) {
         t << "; " << rt.value("runtime", "") << " "
-          << (!rt.value("ran", false) ? "not run" : rt.value("passed", false) ? "passed" : "failed");
+          << (!rt.value("ran", false)     ? "not run"
+              : rt.value("passed", false) ? "passed"
+                                          : "failed");
         if (rt.contains("max_abs_diff_scores")) {
           t << " (scores " << rt.value("max_abs_diff_scores", 0.0) << ", boxes "
             << rt.value("max_rel_diff_boxes", 0.0) << " relative)";
