@@ -2,6 +2,7 @@
 // headers cost seconds per translation unit, and nothing outside needs them.
 #include "server/http_server.h"
 
+#include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -87,6 +88,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     const auto start = Clock::now();
     if (ec == http::error::header_limit) {
+      unread_request_ = true;
       Send(ErrorResponse(
                431, "header_too_large",
                "request headers exceed " + std::to_string(server_.options.header_limit_bytes) + " bytes"),
@@ -94,6 +96,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (ec == http::error::body_limit) {
+      unread_request_ = true;
       Send(ErrorResponse(
                413, "body_too_large",
                "request body exceeds " + std::to_string(server_.options.body_limit_bytes) + " bytes"),
@@ -152,6 +155,10 @@ class Session : public std::enable_shared_from_this<Session> {
                         self->server_.metrics.RecordRequest(
                             method.empty() ? "-" : method, route, status,
                             std::chrono::duration<double>(Clock::now() - start).count());
+                        if (!ec && self->unread_request_) {
+                          self->DrainThenClose();
+                          return;
+                        }
                         if (ec || !msg->keep_alive() || self->server_.stopping) {
                           self->Close();
                           return;
@@ -233,6 +240,29 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // After refusing a request whose rest was not read (a body or headers over
+  // the limit), the client may still be sending it: closing at once would
+  // reset the connection, and a reset can destroy the refusal in the client's
+  // receive buffer before it reads it. So stop sending, discard what arrives
+  // until the client closes (or 2 s pass), then close.
+  void DrainThenClose() {
+    if (closed_) return;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(2));
+    Drain();
+  }
+  void Drain() {
+    stream_.async_read_some(asio::buffer(drain_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec || self->closed_) {
+                                self->Close();
+                                return;
+                              }
+                              self->Drain();
+                            });
+  }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
@@ -250,6 +280,8 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::steady_timer timer_;
   bool writing_ = false;
   bool closed_ = false;
+  bool unread_request_ = false;   // the request was refused before it was read to its end
+  std::array<char, 8192> drain_;  // DrainThenClose's discard buffer
   bool streaming_ = false;
   EventStream events_;
   std::string pending_;
