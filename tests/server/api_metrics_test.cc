@@ -17,6 +17,7 @@
 #include "app/datasets.h"
 #include "app/jobs.h"
 #include "app/metric_events.h"
+#include "birds_home.h"
 #include "data/synth.h"
 #include "http_client.h"
 #include "server/api.h"
@@ -33,23 +34,8 @@ using testing::HttpReply;
 class ApiMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    dir_ = fs::temp_directory_path() / ("kestrel_server_metrics_" + std::to_string(::getpid()) + "_" + name);
-    fs::remove_all(dir_);
-    home_ = (dir_ / "home").string();
-    fs::create_directories(home_);
-    auto m = store::MetadataStore::Open(store::MetadataUrl(home_));
-    ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
-    meta_ = std::move(m).Value();
-    blobs_ = std::make_unique<store::ArtifactStore>(home_);
-    data::SynthOptions so;
-    so.images = 4;
-    so.imgsz = 32;
-    so.classes = 2;
-    so.write_threads = 1;
-    ASSERT_TRUE(data::WriteSynthDataset(so, (dir_ / "synth").string()).IsOk());
-    app::Datasets ds(*meta_, *blobs_);
-    ASSERT_TRUE(ds.Import((dir_ / "synth").string(), "birds", {}).IsOk());
+    testing::OpenHomeWithBirds("kestrel_server_metrics_", 4, &dir_, &home_, &meta_, &blobs_);
+    if (HasFatalFailure()) return;
     auto d = app::DraftJob({"data=birds", "epochs=3"}, nullptr);
     ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
     auto s = app::SubmitJob(*meta_, std::move(d).Value(), 1000);

@@ -18,6 +18,7 @@
 #include "app/models.h"
 #include "app/stats.h"
 #include "app/templates.h"
+#include "birds_home.h"
 #include "core/env.h"
 #include "core/safetensors.h"
 #include "data/synth.h"
@@ -35,25 +36,8 @@ using testing::SseClient;
 class ApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    dir_ = fs::temp_directory_path() / ("kestrel_server_" + std::to_string(::getpid()) + "_" + name);
-    fs::remove_all(dir_);
-    home_ = (dir_ / "home").string();
-    fs::create_directories(home_);
-    auto m = store::MetadataStore::Open(store::MetadataUrl(home_));
-    ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
-    meta_ = std::move(m).Value();
-    blobs_ = std::make_unique<store::ArtifactStore>(home_);
-
-    data::SynthOptions so;
-    so.images = 6;
-    so.imgsz = 32;
-    so.classes = 2;
-    so.write_threads = 1;
-    ASSERT_TRUE(data::WriteSynthDataset(so, (dir_ / "synth").string()).IsOk());
-    app::Datasets ds(*meta_, *blobs_);
-    auto imported = ds.Import((dir_ / "synth").string(), "birds", {});
-    ASSERT_TRUE(imported.IsOk()) << imported.GetStatus().ToString();
+    testing::OpenHomeWithBirds("kestrel_server_", 6, &dir_, &home_, &meta_, &blobs_);
+    if (HasFatalFailure()) return;
 
     for (const char* epochs : {"epochs=1", "epochs=2"}) {
       auto d = app::DraftJob({"data=birds", epochs}, nullptr);
