@@ -14,8 +14,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -52,6 +55,26 @@ inline char LeaderState(pid_t pid) {
   std::getline(f, line);
   const size_t close = line.rfind(')');
   return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
+}
+
+// The pid of the `kestrel train --job JOB --attempt N` child a worker started
+// (found by its command line in /proc, which is faster than asking the store),
+// polling every millisecond; 0 when none appeared within `limit`.
+inline pid_t WaitForTrainAttempt(int64_t job, int attempt, std::chrono::milliseconds limit) {
+  const std::string needle = std::string("train") + '\0' + "--job" + '\0' + std::to_string(job) + '\0' +
+                             "--attempt" + '\0' + std::to_string(attempt) + '\0';
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+      std::ifstream f(it->path() / "cmdline", std::ios::binary);
+      const std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (cmd.find(needle) != std::string::npos)
+        return static_cast<pid_t>(std::atoll(it->path().filename().c_str()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return 0;
 }
 
 // Runs `pid` in slices of `slice`, stopping it (every thread) between slices

@@ -157,20 +157,7 @@ TEST_F(LiveMetricsCliTest, AResumedAttemptReportsEveryEpochExactlyOnce) {
   std::thread worker([&] { w = Kestrel("--json worker --exit-when-idle --poll-s 0.1"); });
   const fs::path job_dir = dir_ / "home" / "jobs" / std::to_string(id);
   const fs::path ckpt = job_dir / "attempt-1" / "weights" / "last.ckpt";
-  const std::string needle = std::string("train") + '\0' + "--job" + '\0' + std::to_string(id) + '\0' +
-                             "--attempt" + '\0' + "1" + '\0';
-  pid_t pid = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (pid == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::error_code ec;
-    for (fs::directory_iterator it("/proc", ec), end; !ec && it != end && pid == 0; it.increment(ec)) {
-      std::ifstream f(it->path() / "cmdline", std::ios::binary);
-      std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      if (cmd.find(needle) != std::string::npos)
-        pid = static_cast<pid_t>(std::atoll(it->path().filename().c_str()));
-    }
-    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  const pid_t pid = WaitForTrainAttempt(id, 1, std::chrono::minutes(2));
   ASSERT_GT(pid, 0) << "attempt 1 never started";
   const Freeze frozen = FreezeWhen(
       pid, [&] { return fs::exists(ckpt); }, std::chrono::minutes(2));
