@@ -18,18 +18,8 @@ namespace kestrel::app {
 
 namespace {
 
-Status KeyError(const std::string& msg, const std::string& key) {
-  return Status::InvalidArgument(msg, {"command line", 0, key});
-}
-
-Status ValidateRequest(const ExportRequest& r) {
-  if (r.model.empty()) return KeyError("model=WEIGHTS_OR_REFERENCE is required", "model");
-  if (r.format != "onnx") return KeyError("unknown format '" + r.format + "'; supported: onnx", "format");
-  if (r.verify_images < 1 || r.verify_images > 64)
-    return KeyError("verify_images must be in [1, 64]", "verify_images");
-  if (!(r.tolerance >= 0)) return KeyError("tolerance must be >= 0", "tolerance");
-  return {};
-}
+static_assert(kExportMinOpset == exporter::kMinOpset && kExportMaxOpset == exporter::kMaxOpset,
+              "app/export_keys.h's opset range is the exporter's");
 
 // Where the file goes when output= is empty (ExportRequest::output).
 std::string DefaultOutput(Env& env, const std::string& model_arg) {
@@ -99,30 +89,6 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
-
-Result<std::pair<int, int>> ParseExportImgsz(std::string_view text) {
-  std::string t;
-  for (char c : text) {
-    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
-  }
-  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
-  std::vector<int> v;
-  std::stringstream parts(t);
-  std::string part;
-  while (std::getline(parts, part, ',')) {
-    if (part.empty() || part.size() > 6 ||
-        !std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      v.clear();
-      break;
-    }
-    v.push_back(std::stoi(part));
-  }
-  if (v.empty() || v.size() > 2 || (!t.empty() && t.back() == ',')) {
-    return KeyError("imgsz '" + std::string(text) + "' is not a side (640) or a height,width pair (320,256)",
-                    "imgsz");
-  }
-  return std::pair<int, int>{v[0], v.size() == 2 ? v[1] : v[0]};
-}
 
 std::vector<std::vector<int64_t>> VerifyShapes(const ExportRequest& r) {
   if (!r.dynamic) return {{r.batch, 3, r.imgsz_h, r.imgsz_w}};
@@ -211,7 +177,7 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
 
 Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
                                  const ExportWeightsResolver& resolve) {
-  KESTREL_RETURN_IF_ERROR(ValidateRequest(request));
+  KESTREL_RETURN_IF_ERROR(ValidateExportRequest(request));
   ExportResult res;
   res.weights = request.model;
   if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&res.weights));

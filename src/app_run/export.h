@@ -15,47 +15,14 @@
 #include <utility>
 #include <vector>
 
+#include "app/export_keys.h"
 #include "core/env.h"
 #include "core/status.h"
 
 namespace kestrel::app {
 
-// What still verifies an FP32 export, comparing the raw output0 values of
-// the ONNX file (OpenCV DNN) and LibTorch: |diff| <= 1e-4 on class scores
-// (0..1) and |diff| <= 1e-4 * max(1, |value|) on box values (input pixels).
-// Boxes are held to a relative bound because at imgsz 640 one float ulp of a
-// coordinate is 3e-5..6e-5 px, so two conv implementations differ by ~1e-4 px
-// in the last bits alone (docs/export.md, "Verification").
-inline constexpr double kExportTolerance = 1e-4;
-// The same bound for a half=true (FP16) export, which ONNX Runtime checks
-// alone: FP16 keeps 11 significant bits (measured on the reference detector
-// at 320 on the synthetic images: 3.0e-4 on scores, 8.3e-3 relative on boxes).
-inline constexpr double kExportHalfTolerance = 2e-2;
-
-struct ExportRequest {
-  std::string model;            // weights file (or a reference the resolver turns into one)
-  std::string format = "onnx";  // the only format today
-  int imgsz_h = 640;            // input height, a multiple of 32 (the nominal one when dynamic)
-  int imgsz_w = 640;            // input width, a multiple of 32
-  int batch = 1;                // batch dimension (the nominal one when dynamic)
-  int opset = 17;               // ONNX default-domain opset, 13..17
-  // Dynamic batch, height and width (exporter::OnnxExportOptions::dynamic);
-  // verified at two batch sizes x two input sizes (VerifyShapes).
-  bool dynamic = false;
-  // FP16 weights and compute, float32 input/output (exporter::
-  // OnnxExportOptions::half). OpenCV DNN 4.6 cannot load FLOAT16
-  // initializers, so ONNX Runtime alone verifies it, at
-  // max(tolerance, kExportHalfTolerance); without ONNX Runtime it fails.
-  bool half = false;
-  // Where to write; "" = beside a weights file (<stem>.onnx), or
-  // ./<reference with '@' as '_'>.onnx for a registry reference.
-  std::string output;
-  int verify_images = 4;  // synthetic letterbox-like images per verified shape, >= 1
-  // Keep a file that failed verification, with metadata_props
-  // kestrel_verification = "unverified: <why>" (ExportResult::verified false).
-  bool force = false;
-  double tolerance = kExportTolerance;  // the bound of kExportTolerance's comment; tests tighten it
-};
+// ExportRequest, the tolerances and ParseExportImgsz: app/export_keys.h (the
+// torch-free key schema shared with export jobs).
 
 // One runtime's check of a written file against LibTorch.
 struct RuntimeCheck {
@@ -96,11 +63,6 @@ struct ExportResult {
   std::string verification_error;  // why verification failed ("" when verified); only with force
 };
 
-// "640", "320,256" or "[320, 256]" (Ultralytics' [h, w]) as {height,
-// width}; InvalidArgument naming `imgsz` otherwise (the range check is
-// ExportModel's).
-Result<std::pair<int, int>> ParseExportImgsz(std::string_view text);
-
 // The input shapes an export is verified at: [batch, 3, h, w] for a fixed
 // graph; for a dynamic one batch and batch + 1 at (h, w) and at a second,
 // non-proportional size (h - 32, w + 32), or (64, w + 32) when h is 32.
@@ -121,8 +83,8 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
 // Turns `model=` into a weights path (the CLI resolves registry references).
 using ExportWeightsResolver = std::function<Status(std::string* weights)>;
 
-// Validates the request (InvalidArgument naming the key: format, imgsz,
-// batch, opset, verify_images), resolves and loads the weights,
+// Validates the request (ValidateExportRequest: InvalidArgument naming the
+// key: model, format, imgsz, batch, opset, half, verify_images), resolves and loads the weights,
 // writes the ONNX file (checker passed, crash-safe: a temp file beside the
 // target, verified there, then renamed in), and verifies it. A failed
 // verification (a difference over kExportTolerance in a runtime that ran, or OpenCV cannot run the file)

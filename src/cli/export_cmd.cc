@@ -1,7 +1,8 @@
 // `kestrel export`: a model written as ONNX and verified (OpenCV DNN against
 // LibTorch) before it is reported (docs/export.md). Built only with LibTorch;
 // this file includes no torch header. The use case is app::ExportModel
-// (app_run/export.h); --json prints its one JSON view, plus "registry": the
+// (app_run/export.h), its keys app::ExportKeys (app/export_keys.h, shared
+// with `kestrel submit kind=export`); --json prints its one JSON view, plus "registry": the
 // export's record on the model when model= named a registered one
 // (app::ModelRegistry::RecordExport), else null.
 #include <chrono>
@@ -12,29 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "app/export_keys.h"
 #include "app/models.h"
 #include "app_run/export.h"
 #include "cli/cli.h"
 
 namespace kestrel::cli {
 namespace {
-
-struct ExportOptions {
-  app::ExportRequest r;
-  std::string imgsz = "640";  // parsed by app::ParseExportImgsz
-  void Bind(OptionSet& s) {
-    s.String("model", &r.model, "weights file (.safetensors, .pt) or a registered model NAME[@vN|@TAG]");
-    s.String("format", &r.format, "export format: onnx");
-    s.String("imgsz", &imgsz, "input side (640) or height,width (320,256 or [320,256]), multiples of 32");
-    s.Int("batch", &r.batch, "batch dimension of the exported graph (the nominal one when dynamic)");
-    s.Int("opset", &r.opset, "ONNX opset, 13..17");
-    s.Bool("dynamic", &r.dynamic, "dynamic batch, height and width axes");
-    s.Bool("half", &r.half, "FP16 weights and compute, float32 input/output (verified in ONNX Runtime)");
-    s.String("output", &r.output, "where to write (default: beside the weights, <stem>.onnx)");
-    s.Int("verify_images", &r.verify_images, "synthetic images the verification runs, 1..64");
-    s.Bool("force", &r.force, "keep a file that failed verification, marked unverified in its metadata");
-  }
-};
 
 // The registry record of an export of `model`, from ExportResultJson's view.
 Result<store::ModelExportRecord> RecordExport(const Context& ctx, const store::ModelRecord& model,
@@ -53,15 +38,13 @@ Result<store::ModelExportRecord> RecordExport(const Context& ctx, const store::M
   return reg.RecordExport(model, req, now_ms);
 }
 
-void RunExport(Context& ctx, int* exit_code, const ExportOptions& o) {
-  Result<std::pair<int, int>> imgsz = app::ParseExportImgsz(o.imgsz);
-  if (!imgsz.IsOk()) {
-    *exit_code = Fail(ctx, imgsz.GetStatus());
+void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys) {
+  Result<app::ExportRequest> parsed = keys.Request();
+  if (!parsed.IsOk()) {
+    *exit_code = Fail(ctx, parsed.GetStatus());
     return;
   }
-  app::ExportRequest req = o.r;
-  req.imgsz_h = imgsz->first;
-  req.imgsz_w = imgsz->second;
+  const app::ExportRequest& req = *parsed;
   // A registered model (model=NAME@vN, NAME@TAG, id prefix) is remembered so
   // the export is recorded on it; a plain weights file gets no record.
   std::optional<store::ModelRecord> registered;
@@ -107,7 +90,7 @@ void RunExport(Context& ctx, int* exit_code, const ExportOptions& o) {
 
 void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code) {
   struct ExportState {
-    ExportOptions opts;
+    app::ExportKeys opts;  // the schema shared with export jobs (app/export_keys.h)
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;

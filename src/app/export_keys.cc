@@ -1,0 +1,89 @@
+#include "app/export_keys.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+#include <vector>
+
+#include "model/spec.h"
+
+namespace kestrel::app {
+
+namespace {
+
+Status KeyError(const std::string& msg, const std::string& key) {
+  return Status::InvalidArgument(msg, {"command line", 0, key});
+}
+
+}  // namespace
+
+Result<std::pair<int, int>> ParseExportImgsz(std::string_view text) {
+  std::string t;
+  for (char c : text) {
+    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
+  }
+  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+  std::vector<int> v;
+  std::stringstream parts(t);
+  std::string part;
+  while (std::getline(parts, part, ',')) {
+    if (part.empty() || part.size() > 6 ||
+        !std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      v.clear();
+      break;
+    }
+    v.push_back(std::stoi(part));
+  }
+  if (v.empty() || v.size() > 2 || (!t.empty() && t.back() == ',')) {
+    return KeyError("imgsz '" + std::string(text) + "' is not a side (640) or a height,width pair (320,256)",
+                    "imgsz");
+  }
+  return std::pair<int, int>{v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+Status ValidateExportRequest(const ExportRequest& r) {
+  if (r.model.empty()) return KeyError("model=WEIGHTS_OR_REFERENCE is required", "model");
+  if (r.format != "onnx") return KeyError("unknown format '" + r.format + "'; supported: onnx", "format");
+  for (int v : {r.imgsz_h, r.imgsz_w}) {
+    if (v < model::kMaxStride || v % model::kMaxStride != 0 || v > 8192) {
+      return KeyError("imgsz " + std::to_string(v) + " must be a multiple of the max stride " +
+                          std::to_string(model::kMaxStride) + " in [32, 8192]",
+                      "imgsz");
+    }
+  }
+  if (r.batch < 1 || r.batch > 1024) return KeyError("batch must be in [1, 1024]", "batch");
+  if (r.opset < kExportMinOpset || r.opset > kExportMaxOpset) {
+    return KeyError("opset " + std::to_string(r.opset) + " is not supported; use " +
+                        std::to_string(kExportMinOpset) + ".." + std::to_string(kExportMaxOpset),
+                    "opset");
+  }
+  if (r.half && r.dynamic) return KeyError("half=true is not implemented with dynamic=true", "half");
+  if (r.verify_images < 1 || r.verify_images > 64)
+    return KeyError("verify_images must be in [1, 64]", "verify_images");
+  if (!(r.tolerance >= 0)) return KeyError("tolerance must be >= 0", "tolerance");
+  return {};
+}
+
+void ExportKeys::Bind(OptionSet& s) {
+  s.String("model", &r.model, "weights file (.safetensors, .pt) or a registered model NAME[@vN|@TAG]");
+  s.String("format", &r.format, "export format: onnx");
+  s.String("imgsz", &imgsz, "input side (640) or height,width (320,256 or [320,256]), multiples of 32");
+  s.Int("batch", &r.batch, "batch dimension of the exported graph (the nominal one when dynamic)");
+  s.Int("opset", &r.opset, "ONNX opset, 13..17");
+  s.Bool("dynamic", &r.dynamic, "dynamic batch, height and width axes");
+  s.Bool("half", &r.half, "FP16 weights and compute, float32 input/output (verified in ONNX Runtime)");
+  s.String("output", &r.output, "where to write (default: beside the weights, <stem>.onnx)");
+  s.Int("verify_images", &r.verify_images, "synthetic images the verification runs, 1..64");
+  s.Bool("force", &r.force, "keep a file that failed verification, marked unverified in its metadata");
+}
+
+Result<ExportRequest> ExportKeys::Request() const {
+  KESTREL_ASSIGN_OR_RETURN(auto hw, ParseExportImgsz(imgsz));
+  ExportRequest req = r;
+  req.imgsz_h = hw.first;
+  req.imgsz_w = hw.second;
+  KESTREL_RETURN_IF_ERROR(ValidateExportRequest(req));
+  return req;
+}
+
+}  // namespace kestrel::app

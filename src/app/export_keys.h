@@ -1,0 +1,83 @@
+// ExportKeys: the key schema of `kestrel export` (docs/export.md), bound once
+// for the command and for export jobs (`kestrel submit kind=export`,
+// app/jobs.h), so the two cannot disagree on a name, range or message — the
+// export counterpart of val_keys.h. Torch-free and OpenCV-free: the job
+// system and the server validate export keys without LibTorch; the export
+// itself is app_run/export.h's ExportModel, which validates its request with
+// the same ValidateExportRequest first.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/options.h"
+#include "core/status.h"
+
+namespace kestrel::app {
+
+// What still verifies an FP32 export, comparing the raw output0 values of
+// the ONNX file (OpenCV DNN) and LibTorch: |diff| <= 1e-4 on class scores
+// (0..1) and |diff| <= 1e-4 * max(1, |value|) on box values (input pixels).
+// Boxes are held to a relative bound because at imgsz 640 one float ulp of a
+// coordinate is 3e-5..6e-5 px, so two conv implementations differ by ~1e-4 px
+// in the last bits alone (docs/export.md, "Verification").
+inline constexpr double kExportTolerance = 1e-4;
+// The same bound for a half=true (FP16) export, which ONNX Runtime checks
+// alone: FP16 keeps 11 significant bits (measured on the reference detector
+// at 320 on the synthetic images: 3.0e-4 on scores, 8.3e-3 relative on boxes).
+inline constexpr double kExportHalfTolerance = 2e-2;
+// The opsets the exporter writes (exporter::kMinOpset/kMaxOpset; export.cc
+// static_asserts they agree).
+inline constexpr int kExportMinOpset = 13;
+inline constexpr int kExportMaxOpset = 17;
+
+struct ExportRequest {
+  std::string model;            // weights file (or a reference the resolver turns into one)
+  std::string format = "onnx";  // the only format today
+  int imgsz_h = 640;            // input height, a multiple of 32 (the nominal one when dynamic)
+  int imgsz_w = 640;            // input width, a multiple of 32
+  int batch = 1;                // batch dimension (the nominal one when dynamic)
+  int opset = 17;               // ONNX default-domain opset, 13..17
+  // Dynamic batch, height and width (exporter::OnnxExportOptions::dynamic);
+  // verified at two batch sizes x two input sizes (VerifyShapes).
+  bool dynamic = false;
+  // FP16 weights and compute, float32 input/output (exporter::
+  // OnnxExportOptions::half). OpenCV DNN 4.6 cannot load FLOAT16
+  // initializers, so ONNX Runtime alone verifies it, at
+  // max(tolerance, kExportHalfTolerance); without ONNX Runtime it fails.
+  bool half = false;
+  // Where to write; "" = beside a weights file (<stem>.onnx), or
+  // ./<reference with '@' as '_'>.onnx for a registry reference.
+  std::string output;
+  int verify_images = 4;  // synthetic letterbox-like images per verified shape, >= 1
+  // Keep a file that failed verification, with metadata_props
+  // kestrel_verification = "unverified: <why>" (ExportResult::verified false).
+  bool force = false;
+  double tolerance = kExportTolerance;  // the bound of kExportTolerance's comment; tests tighten it
+};
+
+// "640", "320,256" or "[320, 256]" (Ultralytics' [h, w]) as {height,
+// width}; InvalidArgument naming `imgsz` otherwise (the range check is
+// ValidateExportRequest's).
+Result<std::pair<int, int>> ParseExportImgsz(std::string_view text);
+
+// Every check of a request that needs no weights: model= present, format,
+// imgsz (multiples of 32 in [32, 8192]), batch, opset, half with dynamic,
+// verify_images, tolerance. InvalidArgument located at ("command line", 0,
+// KEY). ExportModel runs it first; `kestrel submit kind=export` runs it at
+// submit.
+Status ValidateExportRequest(const ExportRequest& request);
+
+// The keys as typed: `imgsz` is kept as text until Request() parses it.
+struct ExportKeys {
+  ExportRequest r;
+  std::string imgsz = "640";  // parsed by ParseExportImgsz
+
+  void Bind(OptionSet& s);
+  // The request the keys describe (imgsz parsed), validated by
+  // ValidateExportRequest: the first error names its key.
+  Result<ExportRequest> Request() const;
+};
+
+}  // namespace kestrel::app
