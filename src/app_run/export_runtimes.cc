@@ -1,9 +1,11 @@
 #include "app_run/export_runtimes.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +65,51 @@ class OpenCvDnnRuntime final : public OnnxRuntime {
     }
     return outs;
   }
+};
+
+class OpenCvDnnSession final : public OnnxSession {
+ public:
+  OpenCvDnnSession(std::string path, std::string input_name, std::string output_name)
+      : path_(std::move(path)), input_name_(std::move(input_name)), output_name_(std::move(output_name)) {}
+  std::string Name() const override { return "opencv-dnn " CV_VERSION; }
+  double LastRunMs() const override { return last_ms_; }
+
+  Status Load() {
+    try {
+      net_ = cv::dnn::readNetFromONNX(path_);
+      net_.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+      net_.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+    } catch (const cv::Exception& e) {
+      return Status::FailedPrecondition(std::string("OpenCV DNN cannot load the file: ") + e.what(),
+                                        {path_, 0, ""});
+    }
+    return {};
+  }
+
+  Result<FloatTensor> Run(const float* data, const std::vector<int64_t>& shape) override {
+    FloatTensor t;
+    try {
+      std::vector<int> sizes(shape.begin(), shape.end());
+      // Wraps without copying; the net never writes its input.
+      const cv::Mat blob(static_cast<int>(sizes.size()), sizes.data(), CV_32F, const_cast<float*>(data));
+      const auto t0 = std::chrono::steady_clock::now();
+      net_.setInput(blob, input_name_);
+      const cv::Mat out = net_.forward(output_name_);
+      last_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      for (int d = 0; d < out.dims; ++d) t.shape.push_back(out.size[d]);
+      const auto* p = reinterpret_cast<const float*>(out.data);
+      t.data.assign(p, p + out.total());
+    } catch (const cv::Exception& e) {
+      return Status::FailedPrecondition(std::string("OpenCV DNN could not run the export: ") + e.what(),
+                                        {path_, 0, ""});
+    }
+    return t;
+  }
+
+ private:
+  std::string path_, input_name_, output_name_;
+  cv::dnn::Net net_;
+  double last_ms_ = 0;
 };
 
 bool IsExecutable(const std::string& path) {
@@ -217,6 +264,197 @@ class OnnxRuntimeNode final : public OnnxRuntime {
   OnnxRuntimeLocation where_;
 };
 
+// The ONNX Runtime session: `node run.js --serve MODEL DIR`, its stdin and
+// stdout socket pairs (so a dead helper is an error, never a SIGPIPE), one
+// JSON request line per run (tools/onnxruntime/run.js).
+class OnnxRuntimeNodeSession final : public OnnxSession {
+ public:
+  OnnxRuntimeNodeSession(OnnxRuntimeLocation where, std::string onnx_path, std::string input_name,
+                         std::string output_name)
+      : where_(std::move(where)),
+        path_(std::move(onnx_path)),
+        input_name_(std::move(input_name)),
+        output_name_(std::move(output_name)) {}
+  ~OnnxRuntimeNodeSession() override { Stop(); }
+  OnnxRuntimeNodeSession(const OnnxRuntimeNodeSession&) = delete;
+  OnnxRuntimeNodeSession& operator=(const OnnxRuntimeNodeSession&) = delete;
+
+  std::string Name() const override { return "onnxruntime " + where_.version; }
+  double LastRunMs() const override { return last_ms_; }
+
+  // Starts the helper and waits for its "ready" line.
+  Status Start() {
+    if (tmp_.Path().empty()) return Status::IoError("cannot create a temporary folder for ONNX Runtime");
+    int in[2] = {-1, -1}, out[2] = {-1, -1};
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0 ||
+        ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, out) != 0) {
+      const std::string why = std::strerror(errno);
+      for (int fd : {in[0], in[1], out[0], out[1]}) {
+        if (fd >= 0) ::close(fd);
+      }
+      return Status::IoError("cannot create a socket pair for ONNX Runtime: " + why);
+    }
+    err_file_ = tmp_.Path() + "/stderr.txt";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[1], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
+    const std::vector<std::string> argv{where_.node, where_.dir + "/run.js", "--serve",
+                                        fs::absolute(path_).string(), tmp_.Path()};
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(in[1]);
+    ::close(out[1]);
+    to_child_ = in[0];
+    from_child_ = out[0];
+    if (rc != 0) {
+      pid_ = -1;
+      return Status::FailedPrecondition("cannot start " + argv[0] + ": " + std::strerror(rc));
+    }
+    Result<nlohmann::json> ready = ReadReply(kProbeTimeout);
+    if (!ready.IsOk()) {
+      return Status::FailedPrecondition(
+          "ONNX Runtime could not load the export: " + ready.GetStatus().Message(), {path_, 0, ""});
+    }
+    if (!ready->value("ready", false)) {
+      return Status::Internal("run.js --serve answered " + ready->dump() + " instead of ready");
+    }
+    return {};
+  }
+
+  Result<FloatTensor> Run(const float* data, const std::vector<int64_t>& shape) override {
+    if (pid_ < 0) return Status::FailedPrecondition("the ONNX Runtime helper is not running", {path_, 0, ""});
+    int64_t count = 1;
+    for (int64_t d : shape) count *= d;
+    const std::string in_file = tmp_.Path() + "/in.f32";
+    {
+      std::ofstream f(in_file, std::ios::binary | std::ios::trunc);
+      f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(float)));
+      if (!f.good()) return Status::IoError("cannot write the ONNX Runtime input", {in_file, 0, ""});
+    }
+    const int64_t id = next_id_++;
+    const nlohmann::json request = {
+        {"id", id}, {"inputs", {{{"name", input_name_}, {"shape", shape}, {"file", in_file}}}}};
+    KESTREL_RETURN_IF_ERROR(Send(request.dump() + "\n"));
+    KESTREL_ASSIGN_OR_RETURN(nlohmann::json reply, ReadReply(kRunTimeout));
+    try {
+      if (reply.contains("error")) {
+        return Status::FailedPrecondition(
+            "ONNX Runtime could not run the export: " + reply.at("error").get<std::string>(), {path_, 0, ""});
+      }
+      if (reply.at("id").get<int64_t>() != id) return Status::Internal("run.js answered another request");
+      last_ms_ = reply.value("ms", 0.0);
+      for (const auto& o : reply.at("outputs")) {
+        if (o.at("name") != output_name_) continue;
+        FloatTensor t;
+        t.shape = o.at("shape").get<std::vector<int64_t>>();
+        const std::string file = o.at("file").get<std::string>();
+        const std::string bytes = ReadText(file);
+        std::error_code ec;
+        fs::remove(file, ec);
+        int64_t values = 1;
+        for (int64_t d : t.shape) values *= d;
+        if (static_cast<int64_t>(bytes.size()) != values * 4) {
+          return Status::Internal("ONNX Runtime output of " + std::to_string(bytes.size()) +
+                                  " bytes for shape " + ShapeText(t.shape));
+        }
+        t.data.resize(static_cast<size_t>(values));
+        std::memcpy(t.data.data(), bytes.data(), bytes.size());
+        return t;
+      }
+    } catch (const nlohmann::json::exception& e) {
+      return Status::Internal(std::string("run.js --serve answered an unreadable line: ") + e.what());
+    }
+    return Status::FailedPrecondition("ONNX Runtime returned no " + output_name_, {path_, 0, output_name_});
+  }
+
+ private:
+  Status Send(const std::string& line) {
+    size_t sent = 0;
+    while (sent < line.size()) {
+      const ssize_t n = ::send(to_child_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        Stop();
+        return Status::FailedPrecondition("the ONNX Runtime helper went away: " + Tail(ReadText(err_file_)),
+                                          {path_, 0, ""});
+      }
+      sent += static_cast<size_t>(n);
+    }
+    return {};
+  }
+
+  // The next line the helper prints, parsed; an error (and the helper
+  // stopped) when it ends, prints something else, or takes longer than
+  // `timeout`.
+  Result<nlohmann::json> ReadReply(std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    size_t eol = std::string::npos;
+    while ((eol = buffer_.find('\n')) == std::string::npos) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        Stop();
+        return Status::FailedPrecondition("ONNX Runtime ran past " + std::to_string(timeout.count()) + " s",
+                                          {path_, 0, ""});
+      }
+      pollfd p{from_child_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+      if (ready < 0 && errno != EINTR) return Status::Internal("poll failed on the ONNX Runtime helper");
+      if (ready <= 0) continue;
+      char chunk[4096];
+      const ssize_t n = ::recv(from_child_, chunk, sizeof(chunk), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        Stop();
+        return Status::FailedPrecondition("the ONNX Runtime helper ended: " + Tail(ReadText(err_file_)),
+                                          {path_, 0, ""});
+      }
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+    const std::string line = buffer_.substr(0, eol);
+    buffer_.erase(0, eol + 1);
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object()) return Status::Internal("run.js --serve printed '" + Tail(line, 200) + "'");
+    return j;
+  }
+
+  // Ends the helper: EOF on its stdin, then up to 5 s to exit, then SIGKILL.
+  void Stop() {
+    for (int* fd : {&to_child_, &from_child_}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
+    if (pid_ < 0) return;
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+  }
+
+  OnnxRuntimeLocation where_;
+  std::string path_, input_name_, output_name_;
+  TempDir tmp_;
+  std::string err_file_;
+  pid_t pid_ = -1;
+  int to_child_ = -1, from_child_ = -1;
+  std::string buffer_;  // read from the helper, not yet a whole line
+  int64_t next_id_ = 0;
+  double last_ms_ = 0;  // session.run of the last request, as the helper timed it
+};
+
 }  // namespace
 
 std::unique_ptr<OnnxRuntime> MakeOpenCvDnnRuntime() { return std::make_unique<OpenCvDnnRuntime>(); }
@@ -263,6 +501,23 @@ OnnxRuntimeLocation LocateOnnxRuntime() {
 
 std::unique_ptr<OnnxRuntime> MakeOnnxRuntimeNode(const OnnxRuntimeLocation& where) {
   return std::make_unique<OnnxRuntimeNode>(where);
+}
+
+Result<std::unique_ptr<OnnxSession>> OpenOpenCvDnnSession(const std::string& onnx_path,
+                                                          const std::string& input_name,
+                                                          const std::string& output_name) {
+  auto session = std::make_unique<OpenCvDnnSession>(onnx_path, input_name, output_name);
+  KESTREL_RETURN_IF_ERROR(session->Load());
+  return std::unique_ptr<OnnxSession>(std::move(session));
+}
+
+Result<std::unique_ptr<OnnxSession>> OpenOnnxRuntimeSession(const OnnxRuntimeLocation& where,
+                                                            const std::string& onnx_path,
+                                                            const std::string& input_name,
+                                                            const std::string& output_name) {
+  auto session = std::make_unique<OnnxRuntimeNodeSession>(where, onnx_path, input_name, output_name);
+  KESTREL_RETURN_IF_ERROR(session->Start());
+  return std::unique_ptr<OnnxSession>(std::move(session));
 }
 
 }  // namespace kestrel::app

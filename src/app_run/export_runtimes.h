@@ -57,4 +57,40 @@ OnnxRuntimeLocation LocateOnnxRuntime();
 // REQUIRES: where.unavailable is empty.
 std::unique_ptr<OnnxRuntime> MakeOnnxRuntimeNode(const OnnxRuntimeLocation& where);
 
+// One ONNX file loaded once in a runtime and run input after input: the
+// batch inference behind `kestrel export data=`'s mAP check in ONNX Runtime
+// (app::OnnxPredictor with OnnxEngine::kOnnxRuntime). Not thread-safe.
+class OnnxSession {
+ public:
+  virtual ~OnnxSession() = default;
+  // "onnxruntime 1.23.2".
+  virtual std::string Name() const = 0;
+  // Runs the file once: `data` holds product(shape) floats of the input
+  // `input_name`; returns the output `output_name`. FailedPrecondition
+  // naming the file when the runtime cannot run it (the session stays
+  // usable when the runtime itself survived).
+  virtual Result<FloatTensor> Run(const float* data, const std::vector<int64_t>& shape) = 0;
+  // Milliseconds the runtime itself spent in the last successful Run, as
+  // it measured them (ONNX Runtime: session.run inside the helper, without
+  // the tensors' way through files and the socket).
+  virtual double LastRunMs() const = 0;
+};
+
+// OpenCV DNN (CPU, the OpenCV backend) on the file, loaded once; LastRunMs is
+// the wall time of net.forward. FailedPrecondition naming the file when
+// OpenCV DNN cannot load it.
+Result<std::unique_ptr<OnnxSession>> OpenOpenCvDnnSession(const std::string& onnx_path,
+                                                          const std::string& input_name = "images",
+                                                          const std::string& output_name = "output0");
+
+// ONNX Runtime through one `node run.js --serve` process for the session's
+// life (its stdin/stdout a socket pair: a request line per run, the tensors
+// as raw float32 files in a private temporary folder, removed with the
+// session). FailedPrecondition naming `onnx_path` when the helper cannot
+// start or load the file. REQUIRES: where.unavailable is empty.
+Result<std::unique_ptr<OnnxSession>> OpenOnnxRuntimeSession(const OnnxRuntimeLocation& where,
+                                                            const std::string& onnx_path,
+                                                            const std::string& input_name = "images",
+                                                            const std::string& output_name = "output0");
+
 }  // namespace kestrel::app

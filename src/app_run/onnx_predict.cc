@@ -10,6 +10,7 @@
 #include <opencv2/dnn.hpp>
 #include <utility>
 
+#include "app_run/export_runtimes.h"
 #include "core/env.h"
 
 namespace kestrel::app {
@@ -25,7 +26,8 @@ struct OnnxPredictor::Impl {
   std::string path;
   exporter::OnnxDetectorInfo info;
   eval::InferenceOptions opts;
-  cv::dnn::Net net;
+  cv::dnn::Net net;                      // OnnxEngine::kOpenCvDnn
+  std::unique_ptr<OnnxSession> session;  // OnnxEngine::kOnnxRuntime
   std::unique_ptr<eval::BatchInference> run;
   std::vector<float> padded;   // a last, short run filled up to the file's batch
   std::vector<float> decoded;  // the last forward's output0 rows of the real images
@@ -50,6 +52,17 @@ struct OnnxPredictor::Impl {
         padded.assign(size_t(int64_t(batch) * image_in), 114.0f / 255.0f);
         std::copy(src, src + int64_t(k) * image_in, padded.begin());
         src = padded.data();
+      }
+      if (session) {
+        KESTREL_ASSIGN_OR_RETURN(FloatTensor out, session->Run(src, {batch, 3, height, width}));
+        if (out.shape != std::vector<int64_t>{batch, 4 + info.nc, anchors}) {
+          return Status::Internal(
+              session->Name() + " returned output0 of another shape than the file declares",
+              {path, 0, "model"});
+        }
+        std::copy(out.data.begin(), out.data.begin() + int64_t(k) * image_out,
+                  decoded.begin() + int64_t(start) * image_out);
+        continue;
       }
       const int sizes[4] = {batch, 3, height, width};
       // Wraps without copying; the net never writes its input.
@@ -85,7 +98,8 @@ OnnxPredictor::OnnxPredictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 OnnxPredictor::~OnnxPredictor() = default;
 
 Result<std::unique_ptr<OnnxPredictor>> OnnxPredictor::Load(const std::string& path,
-                                                           const eval::InferenceOptions& options) {
+                                                           const eval::InferenceOptions& options,
+                                                           OnnxEngine engine) {
   Env& env = Env::Default();
   if (!env.Stat(path).exists) return Status::NotFound("model file not found", {path, 0, "model"});
   KESTREL_ASSIGN_OR_RETURN(std::string bytes, env.ReadFile(path));
@@ -102,6 +116,17 @@ Result<std::unique_ptr<OnnxPredictor>> OnnxPredictor::Load(const std::string& pa
   if (info.FixedSize()) impl->opts.imgsz = info.width;
   Status valid = impl->opts.Validate();
   if (!valid.IsOk()) return valid.WithLocation({path, 0, valid.Where().field});
+  if (engine == OnnxEngine::kOnnxRuntime) {
+    const OnnxRuntimeLocation where = LocateOnnxRuntime();
+    if (!where.unavailable.empty()) {
+      return Status::FailedPrecondition("ONNX Runtime is not available: " + where.unavailable,
+                                        {path, 0, "model"});
+    }
+    KESTREL_ASSIGN_OR_RETURN(impl->session,
+                             OpenOnnxRuntimeSession(where, path, info.input.name, info.output.name));
+    impl->run = std::make_unique<eval::BatchInference>(info.nc, impl->opts);
+    return std::unique_ptr<OnnxPredictor>(new OnnxPredictor(std::move(impl)));
+  }
   try {
     impl->net = cv::dnn::readNetFromONNX(bytes.data(), bytes.size());
     impl->net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
@@ -118,7 +143,9 @@ const exporter::OnnxDetectorInfo& OnnxPredictor::Info() const { return impl_->in
 int OnnxPredictor::NumClasses() const { return impl_->info.nc; }
 const std::vector<std::string>& OnnxPredictor::Names() const { return impl_->info.names; }
 const eval::InferenceOptions& OnnxPredictor::Options() const { return impl_->opts; }
-std::string OnnxPredictor::RuntimeName() const { return "opencv-dnn " CV_VERSION; }
+std::string OnnxPredictor::RuntimeName() const {
+  return impl_->session ? impl_->session->Name() : "opencv-dnn " CV_VERSION;
+}
 
 Result<std::vector<eval::ImagePrediction>> OnnxPredictor::Predict(
     const std::vector<eval::ImageView>& images) {

@@ -26,6 +26,13 @@ namespace kestrel::app {
 // predict/val/compare dispatch rule.
 bool IsOnnxModelPath(const std::string& model);
 
+// The runtime an OnnxPredictor runs the file in: OpenCV DNN in process
+// (predict/val/compare model=*.onnx), or ONNX Runtime through one
+// `node run.js --serve` process (export_runtimes.h OpenOnnxRuntimeSession:
+// the mAP check of `kestrel export data=` and bench/export_latency; it also
+// runs FP16 files, which OpenCV DNN 4.6 cannot load).
+enum class OnnxEngine { kOpenCvDnn, kOnnxRuntime };
+
 class OnnxPredictor {
  public:
   // Reads `path`, checks the graph's layout (exporter::ReadOnnxDetectorInfo:
@@ -38,9 +45,12 @@ class OnnxPredictor {
   // fixed-batch file runs its batch size at a time (the last run padded with
   // grey images), a dynamic-batch one the whole batch at once.
   // Errors: NotFound for a missing file, InvalidArgument naming "model" for
-  // a file that is not such a graph or that OpenCV DNN cannot load.
+  // a file that is not such a graph or that OpenCV DNN cannot load;
+  // kOnnxRuntime: FailedPrecondition when ONNX Runtime is not installed
+  // (LocateOnnxRuntime's reason) or cannot load the file.
   static Result<std::unique_ptr<OnnxPredictor>> Load(const std::string& path,
-                                                     const eval::InferenceOptions& options);
+                                                     const eval::InferenceOptions& options,
+                                                     OnnxEngine engine = OnnxEngine::kOpenCvDnn);
   ~OnnxPredictor();
   OnnxPredictor(const OnnxPredictor&) = delete;
   OnnxPredictor& operator=(const OnnxPredictor&) = delete;
@@ -50,7 +60,7 @@ class OnnxPredictor {
   // The file's `names` metadata; "class<i>" where not recorded.
   const std::vector<std::string>& Names() const;
   const eval::InferenceOptions& Options() const;  // imgsz as in the file
-  // "opencv-dnn 4.6.0".
+  // "opencv-dnn 4.6.0" or "onnxruntime 1.23.2".
   std::string RuntimeName() const;
 
   // As model::Predictor::Predict / PredictVal (eval::BatchInference), the

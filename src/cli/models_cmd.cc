@@ -144,6 +144,21 @@ std::string ShowText(const store::ModelRecord& m, const json& view) {
       }
     }
     t << "\n";
+    // The mAP check (export data=): LibTorch's mAP50-95 and each runtime's.
+    if (v.is_object() && v.contains("map") && v["map"].is_object() && v["map"].value("ran", false)) {
+      const json& mp = v["map"];
+      t << "    mAP50-95 on " << mp.value("dataset", "") << " " << mp.value("split", "") << ": libtorch "
+        << Fixed(mp.contains("libtorch") ? mp["libtorch"].value("map50_95", 0.0) : 0.0, 4);
+      for (const auto& rt : mp.value("runtimes", json::array())) {
+        t << ", " << rt.value("runtime", "") << " ";
+        if (rt.contains("map50_95")) {
+          t << Fixed(rt.value("map50_95", 0.0), 4) << (rt.value("passed", false) ? "" : " FAILED");
+        } else {
+          t << "not run";
+        }
+      }
+      t << (mp.value("passed", false) ? " (passed)" : " (failed)") << "\n";
+    }
   }
   return t.str();
 }
