@@ -16,6 +16,9 @@ export default defineConfig({
         // Vue + Element Plus and ECharts change rarely: separate, cacheable chunks.
         manualChunks(id) {
           if (id.includes('node_modules/echarts') || id.includes('node_modules/zrender')) return 'charts'
+          // onnxruntime-web: only the lazily loaded try-it panel imports it, so
+          // its chunk (and the .wasm, an asset of ours) is fetched on demand.
+          if (id.includes('node_modules/onnxruntime-web') || id.includes('node_modules/onnxruntime-common')) return 'ort'
           if (id.includes('node_modules')) return 'vendor'
           return undefined
         },

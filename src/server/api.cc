@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/json.h"
 #include "core/parse.h"
+#include "server/api_exports.h"
 #include "server/api_metrics.h"
 #include "server/api_write.h"
 #include "server/auth.h"
@@ -348,6 +349,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddWriteRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddMetricRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddExportRoutes(r, ctx));
   const json doc = OpenApiDocument(r);
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},
                                 [doc](const Request&, const PathParams&) { return JsonResponse(doc); }));

@@ -31,6 +31,9 @@ struct ApiContext {
   int event_page = 500;      // events an event-stream poll reads at most
   bool public_read = false;  // read routes without a token (docs/server.md "Auth")
   DataRoots data_roots;      // where POST /api/datasets/import may read (none: it is refused)
+  // The largest export file GET /api/models/{ref}/exports/{id}/file serves
+  // (it is read whole into the response).
+  uint64_t export_file_limit = uint64_t{512} << 20;
 };
 
 // Every route of the read API, the write routes (api_write.h), /metrics, the

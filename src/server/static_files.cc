@@ -78,7 +78,7 @@ Response StaticFiles::Serve(const Request& req) const {
 }
 
 std::string ContentTypeFor(const std::string& file_name) {
-  static const std::array<std::pair<const char*, const char*>, 17> kTypes = {{
+  static const std::array<std::pair<const char*, const char*>, 18> kTypes = {{
       {".html", "text/html; charset=utf-8"},
       {".js", "text/javascript; charset=utf-8"},
       {".mjs", "text/javascript; charset=utf-8"},
@@ -96,6 +96,8 @@ std::string ContentTypeFor(const std::string& file_name) {
       {".woff2", "font/woff2"},
       {".ttf", "font/ttf"},
       {".txt", "text/plain; charset=utf-8"},
+      // onnxruntime-web's runtime (try it in the browser): compiled while it streams in.
+      {".wasm", "application/wasm"},
   }};
   const size_t dot = file_name.rfind('.');
   if (dot == std::string::npos) return "application/octet-stream";

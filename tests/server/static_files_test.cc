@@ -67,6 +67,7 @@ TEST(ContentTypeTest, ByExtensionCaseInsensitive) {
   EXPECT_EQ(ContentTypeFor("a.svg"), "image/svg+xml");
   EXPECT_EQ(ContentTypeFor("a.woff2"), "font/woff2");
   EXPECT_EQ(ContentTypeFor("a.png"), "image/png");
+  EXPECT_EQ(ContentTypeFor("ort-wasm-simd-threaded-AbC1.wasm"), "application/wasm");
   EXPECT_EQ(ContentTypeFor("Makefile"), "application/octet-stream");
   EXPECT_EQ(ContentTypeFor("a.exe"), "application/octet-stream");
 }

@@ -105,6 +105,32 @@ export async function getJson(path, { signal } = {}) {
   return doc
 }
 
+// GET a binary route (an export's file) as an ArrayBuffer, with the token;
+// an error answer is the server's JSON error document (ApiError).
+export async function getBytes(path, { signal } = {}) {
+  let resp
+  try {
+    resp = await fetch(path, { headers: headers({ Accept: 'application/octet-stream' }), cache: 'no-store', signal })
+  } catch (e) {
+    if (isAbort(e)) throw e
+    markUnreachable()
+    throw new ApiError(0, 'the server is unreachable')
+  }
+  markReachable()
+  if (resp.status === 401) conn.needToken = true
+  if (!resp.ok) {
+    let doc = null
+    try {
+      doc = await resp.json()
+    } catch {
+      doc = null
+    }
+    const msg = doc && doc.error && doc.error.message ? doc.error.message : `HTTP ${resp.status}`
+    throw new ApiError(resp.status, msg, doc)
+  }
+  return resp.arrayBuffer()
+}
+
 // POST (or another method) a JSON body to a write route. Resolves to the
 // answer's document; throws ApiError whose `doc.error` is the server's
 // {code, message, field} (field: the key or body part it is about).
