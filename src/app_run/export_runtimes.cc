@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -198,6 +199,22 @@ class TempDir {
   std::string path_;
 };
 
+// Writes each input as TMP/in<i>.f32 and appends its run.js RUN argument.
+Status WriteInputs(const std::string& tmp, const std::vector<FloatTensor>& inputs,
+                   std::vector<std::string>* argv) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string file = tmp + "/in" + std::to_string(i) + ".f32";
+    std::ofstream f(file, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(inputs[i].data.data()),
+            static_cast<std::streamsize>(inputs[i].data.size() * sizeof(float)));
+    if (!f.good()) return Status::IoError("cannot write the ONNX Runtime input", {file, 0, ""});
+    std::string dims;
+    for (int64_t d : inputs[i].shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+    argv->push_back("images=" + dims + "=" + file);
+  }
+  return Status();
+}
+
 constexpr std::chrono::seconds kProbeTimeout{60};
 constexpr std::chrono::seconds kRunTimeout{600};
 
@@ -212,16 +229,7 @@ class OnnxRuntimeNode final : public OnnxRuntime {
     if (tmp.Path().empty()) return Status::IoError("cannot create a temporary folder for ONNX Runtime");
     std::vector<std::string> argv{where_.node, where_.dir + "/run.js", fs::absolute(onnx_path).string(),
                                   tmp.Path()};
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const std::string file = tmp.Path() + "/in" + std::to_string(i) + ".f32";
-      std::ofstream f(file, std::ios::binary);
-      f.write(reinterpret_cast<const char*>(inputs[i].data.data()),
-              static_cast<std::streamsize>(inputs[i].data.size() * sizeof(float)));
-      if (!f.good()) return Status::IoError("cannot write the ONNX Runtime input", {file, 0, ""});
-      std::string dims;
-      for (int64_t d : inputs[i].shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
-      argv.push_back("images=" + dims + "=" + file);
-    }
+    KESTREL_RETURN_IF_ERROR(WriteInputs(tmp.Path(), inputs, &argv));
     const std::string out = tmp.Path() + "/stdout.txt", err = tmp.Path() + "/stderr.txt";
     KESTREL_ASSIGN_OR_RETURN(int code, RunProcess(argv, out, err, kRunTimeout));
     if (code != 0) {
@@ -501,6 +509,47 @@ OnnxRuntimeLocation LocateOnnxRuntime() {
 
 std::unique_ptr<OnnxRuntime> MakeOnnxRuntimeNode(const OnnxRuntimeLocation& where) {
   return std::make_unique<OnnxRuntimeNode>(where);
+}
+
+Result<std::map<std::string, exporter::TensorStats>> OnnxRuntimeOutputStats(
+    const OnnxRuntimeLocation& where, const std::string& onnx_path, const std::vector<FloatTensor>& inputs,
+    int bins, const std::map<std::string, std::pair<double, double>>& ranges) {
+  TempDir tmp;
+  if (tmp.Path().empty()) return Status::IoError("cannot create a temporary folder for ONNX Runtime");
+  nlohmann::json spec = {{"bins", bins}, {"ranges", nlohmann::json::object()}};
+  for (const auto& [name, r] : ranges) spec["ranges"][name] = {r.first, r.second};
+  const std::string spec_file = tmp.Path() + "/spec.json";
+  {
+    std::ofstream f(spec_file, std::ios::binary);
+    f << spec.dump();
+    if (!f.good()) return Status::IoError("cannot write the ONNX Runtime stats spec", {spec_file, 0, ""});
+  }
+  std::vector<std::string> argv{where.node, where.dir + "/stats.js", spec_file,
+                                fs::absolute(onnx_path).string(), tmp.Path()};
+  KESTREL_RETURN_IF_ERROR(WriteInputs(tmp.Path(), inputs, &argv));
+  const std::string out = tmp.Path() + "/stdout.txt", err = tmp.Path() + "/stderr.txt";
+  KESTREL_ASSIGN_OR_RETURN(int code, RunProcess(argv, out, err, kRunTimeout));
+  if (code != 0) {
+    return Status::FailedPrecondition("ONNX Runtime could not run the calibration model (run.js exit " +
+                                          std::to_string(code) + "): " + Tail(ReadText(err)),
+                                      {onnx_path, 0, ""});
+  }
+  std::map<std::string, exporter::TensorStats> stats;
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(ReadText(tmp.Path() + "/stats.json"));
+    for (const auto& [name, o] : doc.at("outputs").items()) {
+      exporter::TensorStats s;
+      s.count = o.at("count").get<int64_t>();
+      // JSON has no infinities: an output with no values has null min/max.
+      s.min = o.at("min").is_number() ? o.at("min").get<double>() : NAN;
+      s.max = o.at("max").is_number() ? o.at("max").get<double>() : NAN;
+      if (o.contains("hist")) s.hist = o.at("hist").get<std::vector<double>>();
+      stats[name] = std::move(s);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Internal(std::string("run.js wrote unreadable statistics: ") + e.what());
+  }
+  return stats;
 }
 
 Result<std::unique_ptr<OnnxSession>> OpenOpenCvDnnSession(const std::string& onnx_path,

@@ -6,11 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "export/onnx_quantize.h"
 
 namespace kestrel::app {
 
@@ -56,6 +59,16 @@ OnnxRuntimeLocation LocateOnnxRuntime();
 // pass as raw float32 files in a private temporary folder, removed after).
 // REQUIRES: where.unavailable is empty.
 std::unique_ptr<OnnxRuntime> MakeOnnxRuntimeNode(const OnnxRuntimeLocation& where);
+
+// INT8 calibration (docs/export.md "INT8"): runs `onnx_path` (input
+// `images`) on every input in ONNX Runtime (`node stats.js`) and
+// returns, per float graph output, min, max and count over all runs, plus a
+// `bins`-bin histogram over [lo, hi] for the outputs named in `ranges`.
+// FailedPrecondition naming the file when ONNX Runtime cannot run it.
+// REQUIRES: where.unavailable is empty.
+Result<std::map<std::string, exporter::TensorStats>> OnnxRuntimeOutputStats(
+    const OnnxRuntimeLocation& where, const std::string& onnx_path, const std::vector<FloatTensor>& inputs,
+    int bins, const std::map<std::string, std::pair<double, double>>& ranges);
 
 // One ONNX file loaded once in a runtime and run input after input: the
 // batch inference behind `kestrel export data=`'s mAP check in ONNX Runtime
