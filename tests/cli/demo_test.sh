@@ -10,7 +10,7 @@ MIN="${DEMO_MIN_MAP50:-0.5}"
 rm -rf "$WORK"
 mkdir -p "$WORK"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-KESTREL="$KESTREL" KESTREL_HOME="$WORK/home" DEMO_DIR="$WORK/demo" \
+KESTREL_DEMO_SERVE=0 KESTREL="$KESTREL" KESTREL_HOME="$WORK/home" DEMO_DIR="$WORK/demo" \
   "$ROOT/scripts/demo.sh" --no-build 2>&1 | tee "$WORK/demo.log"
 LINE=$(grep '^first result in ' "$WORK/demo.log" || true)
 MAP50=$(sed -n 's/^first result in [0-9]*m[0-9]*s: mAP50 \([0-9.]*\).*/\1/p' <<<"$LINE")
