@@ -5,11 +5,12 @@
 # Without targets it also builds the web UI (scripts/build-web.sh, needs npm)
 # into $BUILD_DIR/web/dist; without npm it says so and its browser test skips.
 # KESTREL_WERROR=ON makes warnings in Kestrel's own code errors (CI does).
+# CMAKE_BUILD_TYPE: Release (default, -O2) or RelWithDebInfo (-O2 -g, for a debugger).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${BUILD_DIR:-build}"
 cmake -S . -B "$BUILD_DIR" -G Ninja \
-  -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
+  -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
   -DKESTREL_WERROR="${KESTREL_WERROR:-OFF}" >/dev/null
 TARGETS=()
 for t in "$@"; do TARGETS+=(--target "$t"); done
