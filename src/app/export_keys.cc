@@ -61,6 +61,14 @@ Status ValidateExportRequest(const ExportRequest& r) {
   if (r.verify_images < 1 || r.verify_images > 64)
     return KeyError("verify_images must be in [1, 64]", "verify_images");
   if (!(r.tolerance >= 0)) return KeyError("tolerance must be >= 0", "tolerance");
+  if (r.int8 && r.half) return KeyError("int8=true and half=true exclude each other", "int8");
+  if (r.calib < 1 || r.calib > 1024) return KeyError("calib must be in [1, 1024]", "calib");
+  if (!(r.fraction > 0 && r.fraction <= 1)) return KeyError("fraction must be in (0, 1]", "fraction");
+  if (r.calib_method != "minmax" && r.calib_method != "percentile")
+    return KeyError("calib_method '" + r.calib_method + "' is not minmax or percentile", "calib_method");
+  if (r.int8 && r.data.empty()) {
+    return KeyError("int8=true calibrates on a dataset: give data=NAME[@VERSION] (or a data.yaml)", "data");
+  }
   return {};
 }
 
@@ -75,6 +83,11 @@ void ExportKeys::Bind(OptionSet& s) {
   s.String("output", &r.output, "where to write (default: beside the weights, <stem>.onnx)");
   s.Int("verify_images", &r.verify_images, "synthetic images the verification runs, 1..64");
   s.Bool("force", &r.force, "keep a file that failed verification, marked unverified in its metadata");
+  s.Bool("int8", &r.int8, "INT8 QDQ graph calibrated on data='s train split (verified in ONNX Runtime)");
+  s.Int("calib", &r.calib, "int8: calibration images, 1..1024");
+  s.Float("fraction", &r.fraction, "int8: share of the split calibration images are drawn from, (0, 1]");
+  s.String("calib_method", &r.calib_method, "int8: activation ranges: minmax or percentile (99.99th)");
+  s.String("data", &r.data, "dataset NAME[@VERSION] or data.yaml: int8 calibration, the mAP check");
 }
 
 Result<ExportRequest> ExportKeys::Request() const {

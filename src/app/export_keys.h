@@ -55,6 +55,19 @@ struct ExportRequest {
   // kestrel_verification = "unverified: <why>" (ExportResult::verified false).
   bool force = false;
   double tolerance = kExportTolerance;  // the bound of kExportTolerance's comment; tests tighten it
+  // INT8 (docs/export.md "INT8"): a QDQ graph (exporter::QuantizeOnnxModel)
+  // whose activation ranges come from the FP32 graph run in ONNX Runtime on
+  // `calib` images of `data`'s train split (its val split when it has no
+  // train images), taken evenly from the first `fraction` of it, letterboxed
+  // as validation does; `calib_method` minmax (default) or percentile (99.99).
+  // Verified in ONNX Runtime at max(tolerance, kExportInt8Tolerance).
+  bool int8 = false;
+  int calib = 64;                       // calibration images, 1..1024
+  double fraction = 1.0;                // (0, 1]: the share of the split calibration draws from
+  std::string calib_method = "minmax";  // minmax | percentile (99.99)
+  // The dataset (NAME[@VERSION] or a data.yaml, as `val data=`): int8's
+  // calibration images (and the mAP check's validation split).
+  std::string data;
 };
 
 // "640", "320,256" or "[320, 256]" (Ultralytics' [h, w]) as {height,

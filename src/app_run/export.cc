@@ -10,6 +10,7 @@
 
 #include "app_run/export_runtimes.h"
 #include "export/onnx_export.h"
+#include "export/onnx_quantize.h"
 #include "model/predictor.h"
 #include "model/pt_checkpoint.h"
 #include "model/spec.h"
@@ -66,14 +67,28 @@ std::vector<float> SyntheticImages(int count, int h, int w, uint32_t seed) {
 
 // Folds one output0 comparison into `check` (box rows relative, scores
 // absolute; a NaN on either side never verifies).
-void Accumulate(const FloatTensor& ref, const FloatTensor& got, RuntimeCheck& check) {
+// `box_min_score` > 0 (INT8): box rows count only at anchors whose
+// reference max class score reaches it (the boxes that can become
+// detections); max_abs_diff still covers every value.
+void Accumulate(const FloatTensor& ref, const FloatTensor& got, RuntimeCheck& check,
+                double box_min_score = 0) {
   const int64_t channels = ref.shape[1], anchors = ref.shape[2];
+  auto scored = [&](size_t i) {
+    if (box_min_score <= 0) return true;
+    const int64_t image = static_cast<int64_t>(i) / (anchors * channels),
+                  a = static_cast<int64_t>(i) % anchors;
+    float best = 0;
+    for (int64_t c = 4; c < channels; ++c)
+      best = std::max(best, ref.data[static_cast<size_t>((image * channels + c) * anchors + a)]);
+    return best >= box_min_score;
+  };
   for (size_t i = 0; i < ref.data.size(); ++i) {
     const double r = ref.data[i];
     double d = std::fabs(r - static_cast<double>(got.data[i]));
     if (std::isnan(d)) d = INFINITY;
     check.max_abs_diff = std::max(check.max_abs_diff, d);
     if ((static_cast<int64_t>(i) / anchors) % channels < 4) {
+      if (!scored(i)) continue;
       check.max_abs_diff_boxes = std::max(check.max_abs_diff_boxes, d);
       check.max_rel_diff_boxes = std::max(check.max_rel_diff_boxes, d / std::max(1.0, std::fabs(r)));
     } else {
@@ -86,6 +101,94 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   std::string s;
   for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
   return "[" + s + "]";
+}
+
+// int8=true, step 1: the activation ranges of the FP32 graph `fp32_bytes`
+// (exporter::CalibrationTensors exposed as outputs, written to `scratch`,
+// removed after) in ONNX Runtime over request.data's calibration images;
+// `rec` gets where they came from.
+Result<std::map<std::string, exporter::TensorRange>> CalibrateInt8(Env& env, const ExportRequest& r,
+                                                                   const std::string& fp32_bytes,
+                                                                   const std::string& scratch,
+                                                                   const ExportCalibrationLoader& calibrate,
+                                                                   ExportResult::Int8Calibration* rec) {
+  if (r.data.empty() || !calibrate) {
+    return Status::InvalidArgument(
+        "int8=true calibrates on a dataset: give data=NAME[@VERSION] (or a data.yaml)",
+        {"command line", 0, "data"});
+  }
+  const OnnxRuntimeLocation ort = LocateOnnxRuntime();
+  if (!ort.unavailable.empty()) {
+    return Status::FailedPrecondition(
+        "int8=true needs ONNX Runtime to calibrate and verify: " + ort.unavailable,
+        {"command line", 0, "int8"});
+  }
+  KESTREL_ASSIGN_OR_RETURN(exporter::CalibMethod method, exporter::ParseCalibMethod(r.calib_method));
+  KESTREL_ASSIGN_OR_RETURN(CalibrationSet set, calibrate(r.data, r.calib, r.fraction, r.imgsz_h, r.imgsz_w));
+  if (set.images.empty()) return Status::InvalidArgument("no calibration images", {r.data, 0, "data"});
+  // Fixed batch B: B images per run (the last run filled up from the first
+  // images); a dynamic graph runs them one at a time.
+  const int b = r.dynamic ? 1 : r.batch;
+  const size_t per = static_cast<size_t>(3) * r.imgsz_h * r.imgsz_w;
+  std::vector<FloatTensor> inputs;
+  for (size_t start = 0; start < set.images.size(); start += static_cast<size_t>(b)) {
+    FloatTensor t{{b, 3, r.imgsz_h, r.imgsz_w}, {}};
+    t.data.reserve(per * static_cast<size_t>(b));
+    for (int k = 0; k < b; ++k) {
+      const std::vector<float>& im = set.images[(start + static_cast<size_t>(k)) % set.images.size()];
+      t.data.insert(t.data.end(), im.begin(), im.end());
+    }
+    inputs.push_back(std::move(t));
+  }
+  KESTREL_ASSIGN_OR_RETURN(std::vector<std::string> tensors, exporter::CalibrationTensors(fp32_bytes));
+  KESTREL_ASSIGN_OR_RETURN(std::string calib_bytes, exporter::WithTensorOutputs(fp32_bytes, tensors));
+  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(scratch, calib_bytes));
+  auto stats = OnnxRuntimeOutputStats(ort, scratch, inputs, exporter::kCalibHistogramBins, {});
+  if (stats.IsOk() && method == exporter::CalibMethod::kPercentile) {
+    // A second pass with each tensor's [min, max] known: its histogram.
+    std::map<std::string, std::pair<double, double>> spans;
+    for (const std::string& t : tensors) {
+      auto it = stats->find(t);
+      if (it != stats->end()) spans[t] = {it->second.min, it->second.max};
+    }
+    stats = OnnxRuntimeOutputStats(ort, scratch, inputs, exporter::kCalibHistogramBins, spans);
+  }
+  (void)env.RemoveFile(scratch);
+  if (!stats.IsOk()) return stats.GetStatus();
+  std::map<std::string, exporter::TensorRange> ranges;
+  for (const std::string& t : tensors) {
+    auto it = stats->find(t);
+    if (it == stats->end()) return Status::Internal("ONNX Runtime returned no statistics", {scratch, 0, t});
+    KESTREL_ASSIGN_OR_RETURN(
+        ranges[t], exporter::RangeFromStats(it->second, method, exporter::kDefaultCalibPercentile, t));
+  }
+  rec->dataset = set.dataset;
+  rec->version_id = set.version_id;
+  rec->split = set.split;
+  rec->split_images = set.split_images;
+  rec->candidates = set.candidates;
+  rec->images = static_cast<int>(set.images.size());
+  rec->method = exporter::CalibMethodName(method);
+  rec->percentile = method == exporter::CalibMethod::kPercentile ? exporter::kDefaultCalibPercentile : 0;
+  rec->tensors = static_cast<int64_t>(ranges.size());
+  return ranges;
+}
+
+// int8=true, step 2: `fp32` as the QDQ graph of exporter::QuantizeOnnxModel.
+Result<exporter::OnnxModel> ToInt8(exporter::OnnxModel fp32,
+                                   const std::map<std::string, exporter::TensorRange>& ranges,
+                                   ExportResult::Int8Calibration* rec) {
+  exporter::QuantizeOptions q;
+  q.method = rec->method == "minmax" ? exporter::CalibMethod::kMinMax : exporter::CalibMethod::kPercentile;
+  q.percentile = exporter::kDefaultCalibPercentile;
+  q.calib_images = rec->images;
+  KESTREL_ASSIGN_OR_RETURN(exporter::QuantizedModel qm, exporter::QuantizeOnnxModel(fp32.bytes, ranges, q));
+  rec->quantized_convs = qm.quantized_convs;
+  rec->float_convs = qm.float_convs;
+  fp32.bytes = std::move(qm.bytes);
+  fp32.nodes = qm.nodes;
+  fp32.metadata = std::move(qm.metadata);
+  return fp32;
 }
 
 }  // namespace
@@ -103,7 +206,8 @@ std::vector<std::vector<int64_t>> VerifyShapes(const ExportRequest& r) {
 
 Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, const std::string& weights,
                                                  const std::vector<std::vector<int64_t>>& shapes,
-                                                 int images_per_shape, double tolerance, bool half) {
+                                                 int images_per_shape, double tolerance, bool half,
+                                                 bool int8) {
   // The reference: the LibTorch model as trained (eval mode, BN unfused).
   model::PredictorOptions popts;
   popts.imgsz = static_cast<int>(shapes.at(0)[2]);
@@ -151,6 +255,12 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
     }
     c.ran = true;
     Result<std::vector<FloatTensor>> outs = runtimes[k]->Run(onnx_path, inputs);
+    if (!outs.IsOk() && int8 && k == 0) {
+      c.ran = false;
+      c.error = c.runtime + " check did not run: it cannot run the INT8 QDQ file (" +
+                outs.GetStatus().Message() + ")";
+      continue;
+    }
     if (!outs.IsOk()) {
       c.error = outs.GetStatus().ToString();
       continue;
@@ -161,7 +271,7 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
                   ShapeText(inputs[i].shape) + ", LibTorch " + ShapeText(refs[i].shape);
         break;
       }
-      Accumulate(refs[i], (*outs)[i], c);
+      Accumulate(refs[i], (*outs)[i], c, int8 ? kExportInt8BoxMinScore : 0);
     }
     if (!c.error.empty()) continue;
     c.passed = c.max_abs_diff_scores <= tolerance && c.max_rel_diff_boxes <= tolerance;
@@ -175,8 +285,8 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
   return checks;
 }
 
-Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
-                                 const ExportWeightsResolver& resolve) {
+Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const ExportWeightsResolver& resolve,
+                                 const ExportCalibrationLoader& calibrate) {
   KESTREL_RETURN_IF_ERROR(ValidateExportRequest(request));
   ExportResult res;
   res.weights = request.model;
@@ -201,13 +311,23 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
   KESTREL_ASSIGN_OR_RETURN(exporter::OnnxModel onnx, exporter::BuildOnnxModel(info.spec, state, opts));
 
   res.path = request.output.empty() ? DefaultOutput(env, request.model) : request.output;
+  std::map<std::string, exporter::TensorRange> int8_ranges;
+  if (request.int8) {
+    KESTREL_ASSIGN_OR_RETURN(
+        int8_ranges,
+        CalibrateInt8(env, request, onnx.bytes, res.path + ".calibrating.onnx", calibrate, &res.calibration));
+    KESTREL_ASSIGN_OR_RETURN(onnx, ToInt8(std::move(onnx), int8_ranges, &res.calibration));
+  }
+  // The runtime an FP16 or INT8 file is verified in: ONNX Runtime.
+  const size_t required_runtime = request.half || request.int8 ? 1 : 0;
   const std::string tmp = res.path + ".verifying.onnx";
   KESTREL_RETURN_IF_ERROR(exporter::WriteOnnxFile(env, onnx, tmp));
   res.verify_shapes = VerifyShapes(request);
-  const double tolerance =
-      request.half ? std::max(request.tolerance, kExportHalfTolerance) : request.tolerance;
-  Result<std::vector<RuntimeCheck>> checks =
-      VerifyOnnxFile(tmp, res.weights, res.verify_shapes, request.verify_images, tolerance, request.half);
+  const double tolerance = request.half   ? std::max(request.tolerance, kExportHalfTolerance)
+                           : request.int8 ? std::max(request.tolerance, kExportInt8Tolerance)
+                                          : request.tolerance;
+  Result<std::vector<RuntimeCheck>> checks = VerifyOnnxFile(
+      tmp, res.weights, res.verify_shapes, request.verify_images, tolerance, request.half, request.int8);
   if (!checks.IsOk()) {
     (void)env.RemoveFile(tmp);
     return checks.GetStatus();
@@ -221,8 +341,8 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
       failures += (failures.empty() ? "" : "; ") + c.runtime + ": " + c.error;
     }
   }
-  // The runtime that must have run: OpenCV DNN, or ONNX Runtime for FP16.
-  const RuntimeCheck& required = res.checks[request.half ? 1 : 0];
+  // The runtime that must have run: OpenCV DNN, or ONNX Runtime for FP16 and INT8.
+  const RuntimeCheck& required = res.checks[required_runtime];
   passed = passed && required.ran;
   if (!required.ran) failures += (failures.empty() ? "" : "; ") + required.error;
   if (!passed) {
@@ -236,6 +356,9 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
     res.verification_error = msg;
     opts.extra_metadata["kestrel_verification"] = "unverified: " + msg;
     KESTREL_ASSIGN_OR_RETURN(onnx, exporter::BuildOnnxModel(info.spec, state, opts));
+    if (request.int8) {
+      KESTREL_ASSIGN_OR_RETURN(onnx, ToInt8(std::move(onnx), int8_ranges, &res.calibration));
+    }
     KESTREL_RETURN_IF_ERROR(exporter::WriteOnnxFile(env, onnx, res.path));
   } else {
     KESTREL_RETURN_IF_ERROR(env.Rename(tmp, res.path));
@@ -253,6 +376,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
   res.batch = request.batch;
   res.dynamic = request.dynamic;
   res.half = request.half;
+  res.int8 = request.int8;
   res.opset = request.opset;
   const int64_t dyn = -1;
   res.input_shape = {request.dynamic ? dyn : request.batch, 3, request.dynamic ? dyn : request.imgsz_h,
@@ -267,13 +391,32 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
     res.verify_images += static_cast<int>(((request.verify_images + shape[0] - 1) / shape[0]) * shape[0]);
   }
   res.tolerance = tolerance;
-  const RuntimeCheck& reported = res.checks[request.half ? 1 : 0];
+  const RuntimeCheck& reported = res.checks[required_runtime];
   res.max_abs_diff = reported.max_abs_diff;
   res.max_abs_diff_boxes = reported.max_abs_diff_boxes;
   res.max_abs_diff_scores = reported.max_abs_diff_scores;
   res.max_rel_diff_boxes = reported.max_rel_diff_boxes;
   return res;
 }
+
+namespace {
+nlohmann::json Int8CalibrationJson(const ExportResult& r) {
+  if (!r.int8) return nullptr;
+  const ExportResult::Int8Calibration& c = r.calibration;
+  nlohmann::json j = {{"dataset", c.dataset},
+                      {"version_id", c.version_id},
+                      {"split", c.split},
+                      {"split_images", c.split_images},
+                      {"candidates", c.candidates},
+                      {"images", c.images},
+                      {"method", c.method},
+                      {"quantized_convs", c.quantized_convs},
+                      {"float_convs", c.float_convs},
+                      {"tensors", c.tensors}};
+  if (c.method == "percentile") j["percentile"] = c.percentile;
+  return j;
+}
+}  // namespace
 
 nlohmann::json ExportResultJson(const ExportResult& r) {
   nlohmann::json runtimes = nlohmann::json::array();
@@ -288,47 +431,58 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
     if (!c.passed) rc["error"] = c.error;
     runtimes.push_back(std::move(rc));
   }
-  nlohmann::json j = {{"path", r.path},
-                      {"weights", r.weights},
-                      {"format", r.format},
-                      {"arch", r.arch},
-                      {"nc", r.nc},
-                      {"names", r.names},
-                      {"imgsz", {r.imgsz_h, r.imgsz_w}},
-                      {"batch", r.batch},
-                      {"dynamic", r.dynamic},
-                      {"half", r.half},
-                      {"opset", r.opset},
-                      {"input", {{"name", "images"}, {"shape", r.input_shape}}},
-                      {"output", {{"name", "output0"}, {"shape", r.output_shape}}},
-                      {"bytes", r.bytes},
-                      {"nodes", r.nodes},
-                      {"parameters", r.parameters},
-                      {"verification",
-                       {{"runtime", r.checks.size() < 2 ? std::string() : r.checks[r.half ? 1 : 0].runtime},
-                        {"reference", "libtorch"},
-                        {"images", r.verify_images},
-                        {"shapes", r.verify_shapes},
-                        {"max_abs_diff", r.max_abs_diff},
-                        {"max_abs_diff_boxes", r.max_abs_diff_boxes},
-                        {"max_abs_diff_scores", r.max_abs_diff_scores},
-                        {"max_rel_diff_boxes", r.max_rel_diff_boxes},
-                        {"tolerance", r.tolerance},
-                        {"verified", r.verified},
-                        {"runtimes", runtimes}}}};
+  nlohmann::json j = {
+      {"path", r.path},
+      {"weights", r.weights},
+      {"format", r.format},
+      {"arch", r.arch},
+      {"nc", r.nc},
+      {"names", r.names},
+      {"imgsz", {r.imgsz_h, r.imgsz_w}},
+      {"batch", r.batch},
+      {"dynamic", r.dynamic},
+      {"half", r.half},
+      {"int8", r.int8},
+      {"calibration", Int8CalibrationJson(r)},
+      {"opset", r.opset},
+      {"input", {{"name", "images"}, {"shape", r.input_shape}}},
+      {"output", {{"name", "output0"}, {"shape", r.output_shape}}},
+      {"bytes", r.bytes},
+      {"nodes", r.nodes},
+      {"parameters", r.parameters},
+      {"verification",
+       {{"runtime", r.checks.size() < 2 ? std::string() : r.checks[r.half || r.int8 ? 1 : 0].runtime},
+        {"reference", "libtorch"},
+        {"images", r.verify_images},
+        {"shapes", r.verify_shapes},
+        {"max_abs_diff", r.max_abs_diff},
+        {"max_abs_diff_boxes", r.max_abs_diff_boxes},
+        {"max_abs_diff_scores", r.max_abs_diff_scores},
+        {"max_rel_diff_boxes", r.max_rel_diff_boxes},
+        {"tolerance", r.tolerance},
+        {"verified", r.verified},
+        {"runtimes", runtimes}}}};
   if (!r.verified) j["verification"]["error"] = r.verification_error;
   return j;
 }
 
 std::string ExportResultText(const ExportResult& r) {
   std::ostringstream s;
-  s << "exported " << r.arch << (r.half ? " FP16" : "") << " (" << r.nc << " classes) to " << r.path << " ("
-    << r.bytes << " bytes, opset " << r.opset << ", " << r.nodes << " nodes)\n";
+  s << "exported " << r.arch << (r.half ? " FP16" : "") << (r.int8 ? " INT8" : "") << " (" << r.nc
+    << " classes) to " << r.path << " (" << r.bytes << " bytes, opset " << r.opset << ", " << r.nodes
+    << " nodes)\n";
   s << "input images " << ShapeText(r.input_shape) << ", output output0 " << ShapeText(r.output_shape)
     << (r.dynamic ? " (-1: dynamic axis)" : "") << "\n";
   if (!r.verified) {
     s << "UNVERIFIED (kept by --force): " << r.verification_error << "\n";
     return s.str();
+  }
+  if (r.int8) {
+    const ExportResult::Int8Calibration& c = r.calibration;
+    s << "INT8: " << c.quantized_convs << " convs quantized (" << c.float_convs << " left float), "
+      << c.tensors << " activation ranges (" << c.method;
+    if (c.method == "percentile") s << " " << c.percentile;
+    s << ") from " << c.images << " images of " << c.dataset << " " << c.split << "\n";
   }
   s << "verified against LibTorch on " << r.verify_images << " images at " << r.verify_shapes.size()
     << " input shape(s), tolerance " << r.tolerance << ":\n";

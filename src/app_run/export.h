@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "app/export_keys.h"
+#include "app_run/calibration.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -42,7 +43,18 @@ struct ExportResult {
   std::vector<std::string> names;
   int imgsz_h = 0, imgsz_w = 0, batch = 0, opset = 0;
   bool dynamic = false;
-  bool half = false;                  // FP16 graph (ExportRequest::half)
+  bool half = false;  // FP16 graph (ExportRequest::half)
+  bool int8 = false;  // INT8 QDQ graph (ExportRequest::int8)
+  // int8: how the activation ranges were found (Int8CalibrationJson).
+  struct Int8Calibration {
+    std::string dataset, version_id, split;  // "shapes@v1", 64 hex, "train"
+    int64_t split_images = 0, candidates = 0;
+    int images = 0;         // calibration images run
+    std::string method;     // "minmax" | "percentile"
+    double percentile = 0;  // when method is percentile
+    int64_t quantized_convs = 0, float_convs = 0;
+    int64_t tensors = 0;  // activation tensors with a calibrated range
+  } calibration;
   std::vector<int64_t> input_shape;   // [batch, 3, imgsz_h, imgsz_w]; -1 on dynamic axes
   std::vector<int64_t> output_shape;  // [batch, 4 + nc, A]; -1 on dynamic axes
   int64_t bytes = 0, nodes = 0, parameters = 0;
@@ -76,12 +88,32 @@ std::vector<std::vector<int64_t>> VerifyShapes(const ExportRequest& request);
 // cannot load or run the file gives ran true, passed false and the error.
 // Errors: the weights cannot be loaded. `half`: an FP16 file, whose OpenCV
 // DNN check does not run (ran false: OpenCV 4.6 cannot load FLOAT16).
+// `int8`: a QDQ file; when OpenCV DNN cannot load or run it, its check has
+// ran false with OpenCV's reason (ONNX Runtime is the one that must pass),
+// and box values count only at anchors LibTorch scores >=
+// kExportInt8BoxMinScore.
 Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, const std::string& weights,
                                                  const std::vector<std::vector<int64_t>>& shapes,
-                                                 int images_per_shape, double tolerance, bool half = false);
+                                                 int images_per_shape, double tolerance, bool half = false,
+                                                 bool int8 = false);
 
 // Turns `model=` into a weights path (the CLI resolves registry references).
 using ExportWeightsResolver = std::function<Status(std::string* weights)>;
+
+// INT8 calibration images (app_run/calibration.h's LoadCalibrationImages
+// over the CLI's stores): up to `count` images of `data` from the first
+// `fraction` of its train split, letterboxed into h x w.
+using ExportCalibrationLoader =
+    std::function<Result<CalibrationSet>(const std::string& data, int count, double fraction, int h, int w)>;
+
+// The raw-output bound an int8=true export is verified at in ONNX Runtime:
+// class scores absolute over every anchor, box values relative (as
+// kExportTolerance) but only at anchors whose LibTorch max class score is
+// at least kExportInt8BoxMinScore — an anchor nothing is detected at has a
+// box INT8 moves by up to half its size (docs/export.md "INT8": measured on
+// the reference detector).
+inline constexpr double kExportInt8Tolerance = 0.15;
+inline constexpr double kExportInt8BoxMinScore = 0.1;
 
 // Validates the request (ValidateExportRequest: InvalidArgument naming the
 // key: model, format, imgsz, batch, opset, half, verify_images), resolves and loads the weights,
@@ -91,8 +123,14 @@ using ExportWeightsResolver = std::function<Status(std::string* weights)>;
 // removes the temp file, leaves any earlier file at `path` alone and returns FailedPrecondition with the
 // measured difference — unless `force`, which writes the file marked unverified and returns it with verified
 // false.
+// int8=true: the FP32 graph is calibrated first (needs ONNX Runtime, and
+// `calibrate` for request.data's images: InvalidArgument naming `data`
+// without it), then quantized (exporter::QuantizeOnnxModel) and verified in
+// ONNX Runtime; OpenCV DNN is tried and reported as not run when it cannot
+// load the QDQ file.
 Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
-                                 const ExportWeightsResolver& resolve = {});
+                                 const ExportWeightsResolver& resolve = {},
+                                 const ExportCalibrationLoader& calibrate = {});
 
 // {"path", "weights", "format", "arch", "nc", "names", "imgsz": [h, w],
 //  "batch", "dynamic", "opset", "input": {"name", "shape"}, "output":

@@ -44,23 +44,42 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys) {
     *exit_code = Fail(ctx, parsed.GetStatus());
     return;
   }
-  const app::ExportRequest& req = *parsed;
+  app::ExportRequest& req = *parsed;
+  // data= may be a dataset path: imported (or its version reused) first, as
+  // for `val` (int8=true calibrates on it).
+  if (!req.data.empty()) {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    if (!ResolveDataOption(ctx, *stores, &req.data, nullptr, exit_code)) return;
+  }
+  // int8=true: calibration images of data= from the stores (app_run/calibration.h).
+  const app::ExportCalibrationLoader calibrate = [&ctx](const std::string& data, int count, double fraction,
+                                                        int h, int w) -> Result<app::CalibrationSet> {
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    return app::LoadCalibrationImages(*stores.meta, *stores.blobs, data, count, fraction, h, w);
+  };
   // A registered model (model=NAME@vN, NAME@TAG, id prefix) is remembered so
   // the export is recorded on it; a plain weights file gets no record.
   std::optional<store::ModelRecord> registered;
-  auto r = app::ExportModel(Env::Default(), req, [&ctx, &registered](std::string* weights) -> Status {
-    if (weights->empty()) return {};
-    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
-    app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
-    KESTREL_ASSIGN_OR_RETURN(app::ResolvedWeights w, reg.ResolveWeights(*weights));
-    if (w.model) {
-      (ctx.json ? std::cerr : std::cout) << "model " << w.model->name << "@v" << w.model->seq << " ("
-                                         << w.model->id.substr(0, 12) << "): " << w.path << std::endl;
-    }
-    registered = std::move(w.model);
-    *weights = w.path;
-    return {};
-  });
+  auto r = app::ExportModel(
+      Env::Default(), req,
+      [&ctx, &registered](std::string* weights) -> Status {
+        if (weights->empty()) return {};
+        KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+        app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
+        KESTREL_ASSIGN_OR_RETURN(app::ResolvedWeights w, reg.ResolveWeights(*weights));
+        if (w.model) {
+          (ctx.json ? std::cerr : std::cout) << "model " << w.model->name << "@v" << w.model->seq << " ("
+                                             << w.model->id.substr(0, 12) << "): " << w.path << std::endl;
+        }
+        registered = std::move(w.model);
+        *weights = w.path;
+        return {};
+      },
+      calibrate);
   if (!r.IsOk()) {
     *exit_code = Fail(ctx, r.GetStatus());
     return;
