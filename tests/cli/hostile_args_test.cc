@@ -436,6 +436,17 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"export", "model=m", "format=onnx", "opset=" + H},
       {"export", "model=m", "format=onnx", "imgsz=" + H},
       {"export", "model=m", "format=onnx", "half=" + X},
+      // export int8=true: its keys refused before anything is calibrated or written
+      {"export", "model=m", "int8=" + X},
+      {"export", "model=m", "int8=true"},
+      {"export", "model=m", "int8=true", "half=true", "data=d"},
+      {"export", "model=m", "int8=true", "data=d", "calib=" + H},
+      {"export", "model=m", "int8=true", "data=d", "calib=0"},
+      {"export", "model=m", "int8=true", "data=d", "fraction=0"},
+      {"export", "model=m", "int8=true", "data=d", "fraction=" + X},
+      {"export", "model=m", "int8=true", "data=d", "fraction=nan"},
+      {"export", "model=m", "int8=true", "data=d", "calib_method=" + X},
+      {"export", "model=/etc/passwd", "int8=true", "data=d"},
   };
 #endif
   for (const auto& c : cases) ExpectCleanFailure(c);
