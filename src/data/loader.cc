@@ -24,9 +24,14 @@ ImageSource ArtifactImageSource(store::ArtifactStore& store) {
   return [&store](const ManifestEntry& e) { return store.Get(e.image_sha); };
 }
 
-void LoaderOptions::Bind(OptionSet& s, int min_imgsz, int max_imgsz) {
+void LoaderOptions::Bind(OptionSet& s, int min_imgsz, int max_imgsz, bool auto_batch) {
   s.Int("imgsz", &imgsz, "train/val input size in pixels (multiple of the stride)", min_imgsz, max_imgsz);
-  s.Int("batch", &batch, "images per batch", 1);
+  if (auto_batch) {
+    s.Int("batch", &batch, "images per batch; -1 = auto (CUDA: the largest fitting ~60% of memory; CPU: 16)",
+          -1);
+  } else {
+    s.Int("batch", &batch, "images per batch", 1);
+  }
   s.Int("workers", &workers, "data loader threads", 1, 256);
   s.Int("prefetch", &prefetch, "batches built ahead of the trainer", 1, 1024);
   s.Float("max_bad_fraction", &max_bad_fraction, "fail when more than this share of images is unreadable",

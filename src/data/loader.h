@@ -108,8 +108,11 @@ struct LoaderOptions {
   // Binds imgsz, batch, workers, prefetch, max_bad_fraction, rect under those
   // names, imgsz within [min_imgsz, max_imgsz] (train binds the model's
   // limits). Not bound (the trainer owns and copies them): shuffle, augment,
-  // seed, epochs, stride, drop_last.
-  void Bind(OptionSet& s, int min_imgsz = 1, int max_imgsz = std::numeric_limits<int>::max());
+  // seed, epochs, stride, drop_last. `auto_batch`: batch also takes -1 (the
+  // trainer's automatic batch size, train/autobatch.h; the loader itself
+  // needs a batch >= 1, which Validate checks).
+  void Bind(OptionSet& s, int min_imgsz = 1, int max_imgsz = std::numeric_limits<int>::max(),
+            bool auto_batch = false);
   // The bound ranges (CheckBoundValues) plus the rules between fields: imgsz
   // a multiple of stride, rect only without augment/shuffle. kInvalidArgument
   // naming the field.

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "core/parse.h"
+#include "core/device_spec.h"
 
 namespace kestrel::jobs {
 
@@ -20,12 +20,14 @@ const char* JobKindName(JobKind k) {
       return "train";
     case JobKind::kVal:
       return "val";
+    case JobKind::kExport:
+      return "export";
   }
   return "train";
 }
 
 bool ParseJobKind(const std::string& s, JobKind* out) {
-  for (JobKind k : {JobKind::kTrain, JobKind::kVal}) {
+  for (JobKind k : {JobKind::kTrain, JobKind::kVal, JobKind::kExport}) {
     if (s == JobKindName(k)) {
       *out = k;
       return true;
@@ -41,15 +43,16 @@ Result<JobKind> JobKindOf(const store::JobRecord& job) {
   JobKind k = JobKind::kTrain;
   if (!v.is_string() || !ParseJobKind(v.get<std::string>(), &k)) {
     return Status::InvalidArgument("job " + std::to_string(job.id) + " has kind " + v.dump() +
-                                       ", which this kestrel does not run (it knows train, val)",
+                                       ", which this kestrel does not run (it knows train, val, export)",
                                    {"", 0, kJobKindKey});
   }
   return k;
 }
 
 void JobKeys::Bind(OptionSet& s) {
-  s.Choice("kind", &kind, {"train", "val"},
-           "what the job runs: train (the train keys) or val (the val keys: model=, data=, split= ...)");
+  s.Choice("kind", &kind, {"train", "val", "export"},
+           "what the job runs: train (the train keys), val (the val keys: model=, data=, split= ...) or "
+           "export (the export keys: model=, format=, imgsz= ...)");
   s.Choice("priority", &priority, {"high", "normal", "low"}, "claim order among queued jobs");
   s.String("device", &device, "cpu, or a CUDA device index (the worker picks a free GPU)");
   s.Int("gpu_mem", &gpu_mem, "MB of GPU memory the job may use (required by GPU jobs; 0 = not given)", 0,
@@ -66,8 +69,8 @@ void JobKeys::Bind(OptionSet& s) {
 Status JobKeys::Validate() const {
   KESTREL_RETURN_IF_ERROR(CheckBoundValues(*this));
   if (device != "cpu") {
-    auto index = ParseInt64(device, {"", 0, "device"}, 0, 1023, "'cpu' or a CUDA device index");
-    if (!index.IsOk()) return index.GetStatus();
+    // The trainer's parser (cpu, cuda, cuda:N, N): a job is refused as `train` refuses it.
+    if (auto d = ParseDeviceSpec(device); !d.IsOk()) return d.GetStatus();
     if (gpu_mem == 0) {
       return Status::InvalidArgument("a GPU job needs gpu_mem=MB (the memory it may use)",
                                      {"", 0, "gpu_mem"});

@@ -17,10 +17,10 @@ namespace kestrel::jobs {
 // What a job does. Each kind is one child command the worker runs
 // (`kestrel <JobKindName> --job ID --attempt N`) with the same leases,
 // retries, breaker and quality gate; only the config keys and the result
-// differ (docs/jobs.md "Job kinds"). A new kind (export, tune) is a value
-// here, its keys at submit (app/jobs.h) and its `--job` child command.
-enum class JobKind { kTrain, kVal };
-// "train", "val": the `kind=` value and the child's subcommand.
+// differ (docs/jobs.md "Job kinds"). A new kind (tune) is a value here, its
+// keys at submit (app/jobs.h) and its `--job` child command.
+enum class JobKind { kTrain, kVal, kExport };
+// "train", "val", "export": the `kind=` value and the child's subcommand.
 const char* JobKindName(JobKind k);
 bool ParseJobKind(const std::string& s, JobKind* out);
 // The config key that holds a job's kind. It is written for every kind but
@@ -33,9 +33,9 @@ inline constexpr const char* kJobKindKey = "kind";
 Result<JobKind> JobKindOf(const store::JobRecord& job);
 
 struct JobKeys {
-  std::string kind = "train";                      // what the job runs: train | val (JobKind)
+  std::string kind = "train";                      // what the job runs: train | val | export (JobKind)
   std::string priority = "normal";                 // claim order: high | normal | low
-  std::string device = "cpu";                      // cpu, or a CUDA index: the job runs on some GPU
+  std::string device = "cpu";                      // cpu, or cuda / cuda:N / N: the job runs on some GPU
   int64_t gpu_mem = 0;                             // MB the job may use on its GPU (0 = not given)
   int max_retries = 3;                             // retryable failures allowed
   std::vector<double> backoff = {300, 900, 1800};  // seconds before retry k; the last repeats
@@ -43,9 +43,9 @@ struct JobKeys {
   double min_map50 = 0;                            // quality gate on the best epoch's mAP50
 
   void Bind(OptionSet& s);
-  // The bound ranges plus the rules between keys: device is 'cpu' or an
-  // index in [0, 1023]; gpu_mem only with (and required by) a GPU device.
-  // kInvalidArgument naming the key.
+  // The bound ranges plus the rules between keys: device is what
+  // ParseDeviceSpec accepts (cpu, cuda, cuda:N, N in [0, 1023]); gpu_mem only with (and required by) a GPU
+  // device. kInvalidArgument naming the key.
   Status Validate() const;
   // Fills the job-owned fields of `spec`: priority, retry policy, device kind
   // and memory, wall-clock limit, min_map50. REQUIRES: Validate() is OK.

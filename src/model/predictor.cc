@@ -9,6 +9,7 @@
 #include <opencv2/core.hpp>
 
 #include "core/env.h"
+#include "model/torch_compat.h"
 #include "model/weights.h"
 #include "model/yolo.h"
 
@@ -19,13 +20,15 @@ struct Predictor::Impl {
   ModelSpec spec;
   std::vector<std::string> names;
   Yolo model{nullptr};
+  at::Device device{at::kCPU};                // opts.device; inputs are copied there, outputs come back
   std::unique_ptr<eval::BatchInference> run;  // letterbox, batching, NMS, timing
   at::Tensor decoded;                         // the last forward's output, F32 CPU contiguous
 
   // The LibTorch forward for eval::BatchInference. Throws what LibTorch throws.
   eval::DecodedForward Forward() {
     return [this](const float* input, int n, int height, int width) -> Result<eval::DecodedOutput> {
-      const at::Tensor x = at::from_blob(const_cast<float*>(input), {n, 3, height, width}, at::kFloat);
+      at::Tensor x = at::from_blob(const_cast<float*>(input), {n, 3, height, width}, at::kFloat);
+      if (device.is_cuda()) x = HostToDevice(x, device);
       decoded = model->forward(x).decoded.to(at::kCPU, at::kFloat).contiguous();
       return eval::DecodedOutput{decoded.data_ptr<float>(), decoded.size(2)};
     };
@@ -50,11 +53,14 @@ Result<std::unique_ptr<Predictor>> Predictor::Load(const std::string& weights_pa
     impl->names.clear();
     for (int c = 0; c < info.spec.nc; ++c) impl->names.push_back("class" + std::to_string(c));
   }
+  KESTREL_ASSIGN_OR_RETURN(DeviceSpec device, ParseDeviceSpec(opts.device));
+  KESTREL_ASSIGN_OR_RETURN(impl->device, ToTorchDevice(device));
   try {
     KESTREL_ASSIGN_OR_RETURN(impl->model, CreateModel(info.spec));
     KESTREL_RETURN_IF_ERROR(LoadWeights(*impl->model, weights_path, LoadMode::kStrict));
     impl->model->eval();
     if (opts.fuse) impl->model->Fuse();
+    if (impl->device.is_cuda()) impl->model->to(impl->device);
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace(),
                             {weights_path, 0, "model"});
@@ -126,6 +132,7 @@ Result<std::vector<std::vector<eval::Detection>>> Predictor::PredictInput(const 
   try {
     torch::NoGradGuard no_grad;
     KESTREL_ASSIGN_OR_RETURN(at::Tensor x, ToTorch(input, "input"));
+    if (impl_->device.is_cuda()) x = HostToDevice(x, impl_->device);
     const at::Tensor d = impl_->model->forward(x).decoded.to(at::kCPU, at::kFloat).contiguous();
     return impl_->run->Postprocess({d.data_ptr<float>(), d.size(2)}, static_cast<int>(d.size(0)));
   } catch (const c10::Error& e) {
@@ -138,6 +145,7 @@ Result<SafeTensor> Predictor::ForwardDecoded(const SafeTensor& input) {
   try {
     torch::NoGradGuard no_grad;
     KESTREL_ASSIGN_OR_RETURN(at::Tensor x, ToTorch(input, "input"));
+    if (impl_->device.is_cuda()) x = HostToDevice(x, impl_->device);
     return FromTorch(impl_->model->forward(x).decoded.to(at::kFloat));
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("LibTorch: ") + e.what_without_backtrace());

@@ -34,7 +34,8 @@ namespace kestrel::model {
 // The network-independent options and records are eval/inference.h's (the
 // ONNX runner shares them); `fuse` is LibTorch's own.
 struct PredictorOptions : eval::InferenceOptions {
-  bool fuse = true;  // fold BatchNorm into convs (same boxes to ~1e-5)
+  bool fuse = true;            // fold BatchNorm into convs (same boxes to ~1e-5)
+  std::string device = "cpu";  // cpu, cuda, cuda:N or N (core/device_spec.h); outputs come back to the CPU
 };
 using StageTimes = eval::StageTimes;
 using ImagePrediction = eval::ImagePrediction;

@@ -225,7 +225,10 @@ Status ApplyCheckpoint(const ParsedCheckpoint& ckpt, const std::string& origin, 
     if (opt == f.tensors.end()) return Status::Corruption(origin + ": checkpoint lacks the optimizer state");
     std::istringstream is(opt->second.data);
     torch::serialize::InputArchive archive;
-    archive.load_from(is);
+    // Onto the model's device: a checkpoint written on CUDA resumes on the
+    // CPU and the other way round (the archive records where its tensors were).
+    const auto params = model.parameters();
+    archive.load_from(is, params.empty() ? torch::Device(torch::kCPU) : params.front().device());
     optimizer.load(archive);
 
     auto rng = f.tensors.find("rng/cpu");

@@ -1,6 +1,5 @@
 #include "train/train_config.h"
 
-#include "core/parse.h"
 #include "core/safetensors.h"
 #include "core/utf8.h"
 #include "model/pt_checkpoint.h"
@@ -23,19 +22,12 @@ void BindRunFolderKeys(OptionSet& s, std::string* project, std::string* name, bo
   s.Bool("exist_ok", exist_ok, "reuse project/name instead of creating name2, name3, ...");
 }
 
-void BindLossKeys(OptionSet& s, double* box, double* cls, double* dfl, double* label_smoothing) {
-  s.Float("box", box, "box (CIoU) loss gain", Range::Closed(0, 1e4));
-  s.Float("cls", cls, "classification (BCE) loss gain", Range::Closed(0, 1e4));
-  s.Float("dfl", dfl, "distribution focal loss gain", Range::Closed(0, 1e4));
-  // 1 would turn every target into 0.5.
-  s.Float("label_smoothing", label_smoothing, "BCE label smoothing epsilon", Range::ClosedOpen(0, 1));
-}
-
 void TrainConfig::Bind(OptionSet& s) {
   s.String("data", &data, "dataset in the registry: NAME, NAME@vN or NAME@<version id prefix>");
   s.String("model", &model, "model scale or yaml: n|s|m|l|x|t|yolov8n.yaml");
   s.Int("epochs", &epochs, "total training epochs", 1, 100000);
-  s.String("device", &device, "cpu or a CUDA device index (0)");
+  s.String("device", &device, "cpu, cuda, cuda:N or a CUDA device index N (0 = cuda:0)");
+  s.Bool("amp", &amp, "mixed precision on CUDA (bf16 autocast); ignored on the CPU");
   s.Int("seed", &seed, "random seed (weights init and data order/augmentation)");
   s.Bool("deterministic", &deterministic, "use deterministic torch algorithms");
   s.Int("patience", &patience, "epochs without fitness improvement before early stopping", 1, 1000000);
@@ -51,7 +43,7 @@ void TrainConfig::Bind(OptionSet& s) {
   s.String("run_dir", &run_dir, "explicit run directory (overrides project/name)");
   s.Bool("val", &val, "validate every epoch");
   s.Bool("plots", &plots, "write evaluation plots and train_batch0.jpg");
-  loader.Bind(s, kMinImgsz, kMaxImgsz);
+  loader.Bind(s, kMinImgsz, kMaxImgsz, /*auto_batch=*/true);
   augment.Bind(s);
   optimizer.Bind(s);
   BindLossKeys(s, &box, &cls, &dfl, &label_smoothing);
@@ -76,9 +68,11 @@ Status TrainConfig::Validate() const {
   if (data.empty() && resume.empty()) {
     return Status::InvalidArgument("data= is required (a registry dataset name)", {"", 0, "data"});
   }
-  if (device != "cpu") {
-    auto index = ParseInt64(device, {"", 0, "device"}, 0, 1023, "'cpu' or a CUDA device index");
-    if (!index.IsOk()) return index.GetStatus();
+  if (auto d = ParseDeviceSpec(device); !d.IsOk()) return d.GetStatus();
+  if (loader.batch != kAutoBatch && loader.batch < 1) {
+    return Status::InvalidArgument(
+        "batch=" + std::to_string(loader.batch) + ": must be >= 1, or -1 for the automatic batch size",
+        {"", 0, "batch"});
   }
   if (model::IsWeightsPath(model)) {
     // model=yolov8n.pt: architecture and pretrained weights from that file
@@ -99,7 +93,9 @@ Status TrainConfig::Validate() const {
   copy.optimizer = OptimizerOptions();  // checked below, where any case of the name is accepted
   KESTREL_RETURN_IF_ERROR(CheckBoundValues(copy));
   KESTREL_RETURN_IF_ERROR(optimizer.Validate());
-  KESTREL_RETURN_IF_ERROR(loader.Validate());
+  data::LoaderOptions sized = loader;
+  if (sized.batch == kAutoBatch) sized.batch = 1;  // the loader's own rules, with any concrete batch
+  KESTREL_RETURN_IF_ERROR(sized.Validate());
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/device_spec.h"
 #include "core/options.h"
 #include "core/status.h"
 #include "data/loader.h"
@@ -35,6 +36,11 @@ void BindRunFolderKeys(OptionSet& s, std::string* project, std::string* name, bo
 // TrainConfig's fields and LossOptions' (loss.h) bind through this one
 // function, so the two cannot disagree.
 void BindLossKeys(OptionSet& s, double* box, double* cls, double* dfl, double* label_smoothing);
+// batch=-1: the trainer picks the batch size (train/autobatch.h): on CUDA the
+// largest that fits ~60% of the device's memory, on the CPU kAutoBatchCpu.
+inline constexpr int kAutoBatch = -1;
+inline constexpr int kAutoBatchCpu = 16;
+
 // The `format` metadata of a training checkpoint (train/checkpoint.cc).
 inline constexpr const char* kCheckpointFormat = "kestrel-checkpoint";
 
@@ -42,7 +48,8 @@ struct TrainConfig {
   std::string data;                    // registry spec NAME[@vN|@idprefix]
   std::string model = "n";             // n|s|m|l|x|t|yolov8n.yaml ...
   int epochs = 100;                    // total epochs
-  std::string device = "cpu";          // cpu | 0 (CUDA device index)
+  std::string device = "cpu";          // cpu | cuda | cuda:N | N (core/device_spec.h)
+  bool amp = true;                     // CUDA: autocast (bf16) forward; CPU: float32 (logged)
   int64_t seed = 0;                    // torch init + loader randomness
   bool deterministic = true;           // torch deterministic algorithms
   int patience = 100;                  // epochs without fitness improvement before stopping
@@ -71,8 +78,10 @@ struct TrainConfig {
   // Every check that needs no dataset, model or file: the bound ranges
   // (CheckBoundValues), and the rules a range cannot say: data= or resume=
   // given, the model spec name (n|s|m|l|x|t|yolov8n.yaml...), the device
-  // index, imgsz a multiple of the stride, and that every text key is valid
-  // UTF-8 (it is stored as JSON). kInvalidArgument naming the key.
+  // (ParseDeviceSpec: its form only; whether CUDA is there is
+  // model::CheckDeviceAvailable's question), batch -1 or >= 1, imgsz a
+  // multiple of the stride, and that every text key is valid UTF-8 (it is
+  // stored as JSON). kInvalidArgument naming the key.
   Status Validate() const;
   // The files the run will read: pretrained= must be a readable safetensors
   // file and resume= a readable Kestrel checkpoint (headers only are read).

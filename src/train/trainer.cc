@@ -24,8 +24,10 @@
 #include "data/registry.h"
 #include "eval/plots.h"
 #include "model/pt_checkpoint.h"
+#include "model/torch_compat.h"
 #include "model/weights.h"
 #include "store/metadata_store.h"
+#include "train/autobatch.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
@@ -135,6 +137,8 @@ struct Run {
   data::VersionView dataset;
   int nc = 0;
   torch::Device device = torch::kCPU;
+  bool amp = false;     // CUDA autocast (bf16) around the forward: amp=true on a CUDA device
+  int micro_batch = 0;  // after a CUDA out-of-memory: images per forward (0 = the whole batch)
   std::optional<model::Yolo> model, ema_model;
   std::unique_ptr<ModelEma> ema;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
@@ -178,6 +182,52 @@ void SetupStep(Run& r, std::string_view step) {
   if (!step.empty()) ++r.setup_done;
 }
 
+// batch=-1 on CUDA (autobatch.h): one forward+backward of a copy of the
+// model (so the real one's BatchNorm statistics stay untouched) at each
+// probe size on a zero input, the device memory in use after each, then
+// ChooseAutoBatch's fit at kAutoBatchFraction of the device.
+int AutoBatchOnDevice(Run& r, model::YoloImpl& m) {
+  const int imgsz = r.opt.loader.imgsz;
+  const auto before = model::QueryDeviceMemory(r.device);
+  if (!before) {
+    Print(r, "batch=-1: cannot read the memory of " + r.device.str() +
+                 " (the CUDA runtime's cudaMemGetInfo is not in the process); using batch=" +
+                 std::to_string(kAutoBatchCpu) + "\n");
+    return kAutoBatchCpu;
+  }
+  std::vector<AutoBatchProbe> probes;
+  {
+    model::Yolo probe = model::CloneModel(m);
+    probe->train();
+    for (int b : AutoBatchSizes(before->total_bytes)) {
+      AutoBatchProbe p;
+      p.batch = b;
+      try {
+        auto x = torch::zeros({b, 3, imgsz, imgsz}, torch::TensorOptions().device(r.device));
+        model::YoloOutput out;
+        {
+          model::AutocastScope autocast(r.amp);
+          out = probe->forward(x);
+        }
+        torch::Tensor sum = torch::zeros({}, torch::TensorOptions().device(r.device));
+        for (const auto& map : out.maps) sum = sum + map.to(torch::kFloat).sum();
+        sum.backward();
+        model::SynchronizeDevice(r.device);
+        if (auto now = model::QueryDeviceMemory(r.device)) p.used_bytes = now->total_bytes - now->free_bytes;
+      } catch (const c10::Error& e) {
+        if (!model::IsOutOfMemory(e)) throw;
+        p.out_of_memory = true;
+      }
+      probe->zero_grad();
+      probes.push_back(p);
+      if (p.out_of_memory) break;
+    }
+  }
+  const AutoBatchChoice c = ChooseAutoBatch(probes, before->total_bytes, kAutoBatchFraction, kAutoBatchCpu);
+  Print(r, "batch=-1 on " + r.device.str() + ": " + c.why + "\n");
+  return c.batch;
+}
+
 Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   TrainOptions& o = r.opt;
   Env& env = *r.env;
@@ -186,17 +236,17 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
       o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
   at::globalContext().setDeterministicAlgorithms(o.deterministic, /*warn_only=*/true);
-  if (o.device != "cpu") {
-    if (!torch::cuda::is_available()) {
-      return Status::FailedPrecondition("device=" + o.device +
-                                        ": CUDA is not available in this build/machine")
-          .WithReason(FailureReason::kEnvironment);
+  {
+    // TrainConfig::Validate admitted its form; whether this machine has it
+    // is an environment failure here (the CLI refused it earlier, exit 2).
+    KESTREL_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(o.device));
+    auto device = model::ToTorchDevice(spec);
+    if (!device.IsOk()) {
+      return Status::FailedPrecondition(device.GetStatus().Message()).WithReason(FailureReason::kEnvironment);
     }
-    // TrainConfig::Validate admitted it: an index in [0, 1023].
-    KESTREL_ASSIGN_OR_RETURN(int64_t index,
-                             ParseInt64(o.device, {"", 0, "device"}, 0, 1023, "a CUDA device index"));
-    r.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+    r.device = *device;
   }
+  r.amp = o.amp && r.device.is_cuda();
 
   const std::string home = o.home.empty() ? store::KestrelHome() : o.home;
   KESTREL_ASSIGN_OR_RETURN(r.meta, store::MetadataStore::Open(store::MetadataUrl(home)));
@@ -249,7 +299,19 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   lo.strides = m->Strides();
   KESTREL_ASSIGN_OR_RETURN(r.loss, DetectionLoss::Create(lo));
   Print(r, model::FormatSummary(model::SummarizeModel(m->Spec(), o.loader.imgsz, o.loader.imgsz)) + "\n");
-  Print(r, "torch threads: " + std::to_string(at::get_num_threads()) + ", device: " + r.device.str() + "\n");
+  Print(r, "torch threads: " + std::to_string(at::get_num_threads()) + ", device: " + r.device.str() + " (" +
+               model::TorchBuildText() + ")\n");
+  if (o.amp && !r.amp) Print(r, "amp=true: autocast runs on CUDA only; training in float32 on the CPU\n");
+  if (r.amp) Print(r, "amp=true: CUDA autocast with bfloat16 (weights, loss and optimizer in float32)\n");
+  if (o.loader.batch == kAutoBatch) {
+    if (!r.device.is_cuda()) {
+      o.loader.batch = kAutoBatchCpu;
+      Print(r, "batch=-1: the automatic batch size needs CUDA; using batch=" + std::to_string(kAutoBatchCpu) +
+                   " on the CPU\n");
+    } else {
+      o.loader.batch = AutoBatchOnDevice(r, *m);
+    }
+  }
 
   // Data.
   SetupStep(r, "loaders");
@@ -416,32 +478,102 @@ struct StepResult {
   std::array<double, 3> items{};
 };
 
-// One iteration: forward, loss, backward and (per plan) clip/step/zero/EMA.
-Result<StepResult> TrainStep(Run& r, data::Batch& batch, const IterationPlan& plan) {
-  StepResult res;
-  IterationPlan scaled = plan;
-  for (double& lr : scaled.lr) lr *= r.state.lr_scale;
-  KESTREL_RETURN_IF_ERROR(ApplyIterationPlan(*r.optimizer, scaled));
-  auto images =
-      torch::from_blob(batch.images.data(), {batch.size, 3, batch.height, batch.width}, torch::kFloat)
-          .to(r.device, /*non_blocking=*/false, /*copy=*/true);
-  const int64_t n = batch.NumTargets();
-  auto targets = n > 0
-                     ? torch::from_blob(batch.targets.data(), {n, 6}, torch::kFloat).to(r.device, false, true)
-                     : torch::zeros({0, 6}, torch::TensorOptions().device(r.device));
-  DetectionTargets t{targets.select(1, 0), targets.select(1, 1), targets.slice(1, 2, 6)};
-  auto out = (*r.model)->forward(images);
+// Forward, loss and backward of rows [begin, begin + count) of a batch
+// already on the device (the whole batch, or one micro-batch after a CUDA
+// out-of-memory). Adds count/size of the loss items to `res`; false when the
+// loss is not finite (then nothing was backpropagated).
+Result<bool> ForwardBackward(Run& r, const torch::Tensor& images, const torch::Tensor& targets,
+                             const data::Batch& batch, const IterationPlan& plan, int64_t begin,
+                             int64_t count, StepResult& res) {
+  torch::Tensor x = images, rows = targets;
+  if (count < batch.size) {
+    x = images.narrow(0, begin, count);
+    auto idx = targets.select(1, 0);
+    const auto keep =
+        (idx.ge(static_cast<double>(begin)) & idx.lt(static_cast<double>(begin + count))).nonzero();
+    rows = targets.index_select(0, keep.select(1, 0));  // a copy: the shift below stays local
+    rows.select(1, 0).sub_(static_cast<double>(begin));
+  }
+  if (r.hooks->before_forward) r.hooks->before_forward(plan.iteration, static_cast<int>(count));
+  DetectionTargets t{rows.select(1, 0), rows.select(1, 1), rows.slice(1, 2, 6)};
+  model::YoloOutput out;
+  {
+    model::AutocastScope autocast(r.amp);  // the forward only: the loss runs in float32
+    out = (*r.model)->forward(x);
+  }
+  if (r.amp) {
+    for (auto& map : out.maps) map = map.to(torch::kFloat);
+  }
   KESTREL_ASSIGN_OR_RETURN(LossOutput loss,
                            r.loss->Compute(out.maps, t, ImageSize{batch.height, batch.width}));
   if (r.hooks->nan_from_iteration >= 0 && plan.iteration >= r.hooks->nan_from_iteration) {
     loss.total = loss.total * std::nan("");
   }
   auto items = loss.items.to(torch::kCPU, torch::kDouble);
-  res.finite = std::isfinite(loss.total.item<double>()) && torch::isfinite(items).all().item<bool>();
-  if (res.finite) {
-    for (int k = 0; k < 3; ++k) res.items[k] = items[k].item<double>();
-    loss.total.backward();
+  const bool finite = std::isfinite(loss.total.item<double>()) && torch::isfinite(items).all().item<bool>();
+  if (!finite) return false;
+  const double share = static_cast<double>(count) / static_cast<double>(batch.size);
+  for (int k = 0; k < 3; ++k)
+    res.items[k] += count == batch.size ? items[k].item<double>() : share * items[k].item<double>();
+  loss.total.backward();
+  return true;
+}
+
+// One iteration: forward, loss, backward (in micro-batches after a CUDA
+// out-of-memory) and (per plan) clip/step/zero/EMA. A CUDA out-of-memory in
+// the forward or backward drops this accumulation window's gradients (as a
+// non-finite skip does), halves the micro-batch and runs the same batch
+// again; at a micro-batch of 1 it ends the run as kOom.
+Result<StepResult> TrainStep(Run& r, data::Batch& batch, const IterationPlan& plan) {
+  IterationPlan scaled = plan;
+  for (double& lr : scaled.lr) lr *= r.state.lr_scale;
+  KESTREL_RETURN_IF_ERROR(ApplyIterationPlan(*r.optimizer, scaled));
+  auto images = model::HostToDevice(
+      torch::from_blob(batch.images.data(), {batch.size, 3, batch.height, batch.width}, torch::kFloat),
+      r.device);
+  const int64_t n = batch.NumTargets();
+  auto targets =
+      n > 0 ? model::HostToDevice(torch::from_blob(batch.targets.data(), {n, 6}, torch::kFloat), r.device)
+            : torch::zeros({0, 6}, torch::TensorOptions().device(r.device));
+  StepResult res;
+  for (;;) {
+    res = StepResult{};
+    const int64_t micro = r.micro_batch > 0 ? std::min<int64_t>(r.micro_batch, batch.size) : batch.size;
+    try {
+      for (int64_t begin = 0; begin < batch.size && res.finite; begin += micro) {
+        const int64_t count = std::min<int64_t>(micro, batch.size - begin);
+        KESTREL_ASSIGN_OR_RETURN(res.finite,
+                                 ForwardBackward(r, images, targets, batch, plan, begin, count, res));
+      }
+      break;
+    } catch (const c10::Error& e) {
+      if (!model::IsOutOfMemory(e)) throw;
+      r.optimizer->zero_grad();  // the partial step, and this window's earlier gradients, are dropped
+      const std::string what = e.what_without_backtrace();
+      if (micro <= 1) {
+        return Status::ResourceExhausted("train: out of memory at iteration " +
+                                         std::to_string(plan.iteration) +
+                                         " even with micro-batches of 1 image: " + what)
+            .WithReason(FailureReason::kOom);
+      }
+      OomReport rep;
+      rep.epoch = plan.epoch + 1;
+      rep.iteration = plan.iteration;
+      rep.batch = batch.size;
+      rep.from = static_cast<int>(micro);
+      rep.to = HalveBatch(static_cast<int>(micro));
+      rep.message = what.substr(0, what.find('\n'));
+      r.micro_batch = rep.to;
+      ++r.summary.oom_retries;
+      Print(r, "\nout of memory at iteration " + std::to_string(plan.iteration) + " (epoch " +
+                   std::to_string(rep.epoch) + ", " + std::to_string(rep.from) +
+                   " images per forward): running batches of " + std::to_string(batch.size) +
+                   " in micro-batches of " + std::to_string(rep.to) +
+                   " from now on (the step's gradients were dropped)\n");
+      if (r.hooks->on_oom) r.hooks->on_oom(rep);
+    }
   }
+  if (!res.finite) res.items = {};
   if (res.finite && plan.optimizer_step) {
     const double norm = ClipGradNorm(**r.model, kClipNorm);
     if (!std::isfinite(norm)) {
@@ -622,7 +754,11 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
                              SerializeCheckpoint(r.state, **r.model, *r.ema, *r.optimizer));
   }
   SetupStep(r, "");
+  r.summary.device = r.device.str();
+  r.summary.amp = r.amp;
+  r.summary.batch = r.opt.loader.batch;
   KESTREL_RETURN_IF_ERROR(Loop(r));
+  r.summary.micro_batch = r.micro_batch;
   r.summary.rollbacks = r.state.rollbacks;
   r.summary.history = r.history;
   r.summary.best_epoch = r.state.best_epoch;
@@ -654,6 +790,10 @@ Result<TrainSummary> Train(const TrainOptions& options, const TrainHooks& hooks,
     return Status::ResourceExhausted(std::string("train: out of memory: ") + e.what_without_backtrace())
         .WithReason(FailureReason::kOom);
   } catch (const c10::Error& e) {
+    if (model::IsOutOfMemory(e)) {  // what older builds and cuDNN/cuBLAS throw for a CUDA OOM
+      return Status::ResourceExhausted(std::string("train: out of memory: ") + e.what_without_backtrace())
+          .WithReason(FailureReason::kOom);
+    }
     return Status::Internal(std::string("train: torch error: ") + e.what_without_backtrace());
   } catch (const std::bad_alloc& e) {
     return Status::ResourceExhausted(std::string("train: out of memory: ") + e.what())

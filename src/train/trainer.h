@@ -71,6 +71,13 @@ struct TrainSummary {
   int64_t nonfinite_iterations = 0;
   int64_t iterations = 0;        // trained in this process
   double images_per_second = 0;  // train throughput in this process
+  std::string device;            // where it trained: "cpu" or "cuda:N"
+  bool amp = false;              // whether CUDA autocast (bf16) ran (amp=true on the CPU: false)
+  int batch = 0;                 // the loader's batch size (batch=-1 resolved)
+  // CUDA out-of-memory steps absorbed by halving the micro-batch, and the
+  // micro-batch at the end (0 = whole batches, no OOM happened).
+  int oom_retries = 0;
+  int micro_batch = 0;
   std::vector<EpochRecord> history;
   // How the run ended as a failure reason: kNone (completed, early-stopped),
   // kDiverged, kStopped (checkpoint written, resumable), kError (halted).
@@ -113,6 +120,18 @@ struct IterationReport {
   double eta_s = 0;                // the rest of the run at that rate
 };
 
+// A CUDA out-of-memory absorbed in a training step (docs/training.md
+// "Out of memory"): the step's gradients were dropped and the same batch is
+// run again in micro-batches of `to` images (gradients accumulated over
+// them), for the rest of this process.
+struct OomReport {
+  int epoch = 0;          // 1-based
+  int64_t iteration = 0;  // 0-based global iteration
+  int batch = 0;          // images in the batch
+  int from = 0, to = 0;   // micro-batch before and after
+  std::string message;    // LibTorch's, without backtrace
+};
+
 // Test and CLI seams. All optional.
 struct TrainHooks {
   const std::atomic<bool>* stop = nullptr;  // polled after every iteration
@@ -128,6 +147,13 @@ struct TrainHooks {
   // not a reliable trigger: OptimizerOptions caps lr0 at 10, and gradient
   // clipping plus BatchNorm keep such runs finite.)
   int64_t nan_from_iteration = -1;
+  // Tests: called before every forward of a training step (each micro-batch)
+  // with the global iteration and the micro-batch's images. It may throw to
+  // inject a fault: model::ThrowOutOfMemory (torch_compat.h) is what a CUDA
+  // out-of-memory looks like, so the halving runs on the CPU too.
+  std::function<void(int64_t iteration, int images)> before_forward;
+  // After a CUDA out-of-memory was absorbed (the job runner posts an event).
+  std::function<void(const OomReport&)> on_oom;
   std::function<void(const EpochRecord&)> on_epoch;  // after each validated epoch
   // After every trained iteration (finite or skipped): 1-based epoch, global
   // iteration (0-based, as in the schedule) and total iterations. The job

@@ -1,0 +1,133 @@
+// The one TU that knows LibTorch versions and CUDA (torch_compat.h). The
+// version split is the autocast API: 1.13 (and 2.0-2.3) had CUDA-only
+// functions (at::autocast::set_enabled, set_autocast_gpu_dtype), 2.4
+// replaced them with device-type ones (set_autocast_enabled(at::kCUDA, ..))
+// and deprecated the old, which -Werror turns into a build failure.
+#include "model/torch_compat.h"
+
+#include <ATen/autocast_mode.h>
+#include <c10/core/DeviceGuard.h>
+#include <dlfcn.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <string_view>
+
+#include "model/device.h"
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define KESTREL_AUTOCAST_DEVICE_API 1
+#else
+#define KESTREL_AUTOCAST_DEVICE_API 0
+#endif
+
+namespace kestrel::model {
+
+Status CheckDeviceAvailable(const DeviceSpec& spec) {
+  if (!spec.IsCuda()) return {};
+  const ErrorLocation where{"", 0, "device"};
+  if (!torch::cuda::is_available()) {
+    return Status::InvalidArgument(
+        "device=" + spec.text + ": CUDA is not available (LibTorch built without CUDA or no GPU)", where);
+  }
+  const auto count = static_cast<int64_t>(torch::cuda::device_count());
+  if (spec.index >= count) {
+    return Status::InvalidArgument("device=" + spec.text + ": no such CUDA device (" + std::to_string(count) +
+                                       " visible: cuda:0" +
+                                       (count > 1 ? " to cuda:" + std::to_string(count - 1) : "") + ")",
+                                   where);
+  }
+  return {};
+}
+
+Result<DeviceSpec> ResolveDevice(std::string_view text) {
+  KESTREL_ASSIGN_OR_RETURN(DeviceSpec spec, ParseDeviceSpec(text));
+  KESTREL_RETURN_IF_ERROR(CheckDeviceAvailable(spec));
+  return spec;
+}
+
+Result<torch::Device> ToTorchDevice(const DeviceSpec& spec) {
+  KESTREL_RETURN_IF_ERROR(CheckDeviceAvailable(spec));
+  if (!spec.IsCuda()) return torch::Device(torch::kCPU);
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(spec.index));
+}
+
+torch::Tensor HostToDevice(const torch::Tensor& host, torch::Device device) {
+  if (!device.is_cuda()) return host.to(device, /*non_blocking=*/false, /*copy=*/true);
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+AutocastScope::AutocastScope(bool enabled, at::ScalarType dtype) : enabled_(enabled) {
+  if (!enabled_) return;
+#if KESTREL_AUTOCAST_DEVICE_API
+  previous_enabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
+  previous_dtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+  previous_enabled_ = at::autocast::is_enabled();
+  previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
+  at::autocast::set_autocast_gpu_dtype(dtype);
+  at::autocast::set_enabled(true);
+#endif
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!enabled_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if KESTREL_AUTOCAST_DEVICE_API
+  at::autocast::set_autocast_enabled(at::kCUDA, previous_enabled_);
+  at::autocast::set_autocast_dtype(at::kCUDA, previous_dtype_);
+#else
+  at::autocast::set_enabled(previous_enabled_);
+  at::autocast::set_autocast_gpu_dtype(previous_dtype_);
+#endif
+}
+
+bool CudaAutocastEnabled() {
+#if KESTREL_AUTOCAST_DEVICE_API
+  return at::autocast::is_autocast_enabled(at::kCUDA);
+#else
+  return at::autocast::is_enabled();
+#endif
+}
+
+bool IsOutOfMemory(const c10::Error& e) {
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr) return true;
+  const std::string_view msg = e.what_without_backtrace();
+  return msg.find("CUDA out of memory") != std::string_view::npos ||
+         msg.find("CUDA error: out of memory") != std::string_view::npos;
+}
+
+void ThrowOutOfMemory(const std::string& what) {
+  throw c10::OutOfMemoryError(c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, what);
+}
+
+std::optional<DeviceMemory> QueryDeviceMemory(torch::Device device) {
+  if (!device.is_cuda() || !torch::cuda::is_available()) return std::nullopt;
+  // cudaError_t cudaMemGetInfo(size_t* free, size_t* total), from the CUDA
+  // runtime LibTorch's CUDA libraries loaded; 0 is cudaSuccess.
+  using MemGetInfo = int (*)(size_t*, size_t*);
+  void* symbol = dlsym(RTLD_DEFAULT, "cudaMemGetInfo");
+  if (symbol == nullptr) return std::nullopt;
+  auto mem_get_info =
+      reinterpret_cast<MemGetInfo>(symbol);  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+  const c10::DeviceGuard guard(device);      // the runtime answers for the current device
+  size_t free_bytes = 0, total_bytes = 0;
+  if (mem_get_info(&free_bytes, &total_bytes) != 0) return std::nullopt;
+  return DeviceMemory{static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
+}
+
+void SynchronizeDevice(torch::Device device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+std::string TorchBuildText() {
+  std::string text = "LibTorch " TORCH_VERSION;
+  if (!torch::cuda::is_available()) return text + " (CPU)";
+  const auto n = torch::cuda::device_count();
+  return text + " (CUDA, " + std::to_string(n) + (n == 1 ? " device)" : " devices)");
+}
+
+}  // namespace kestrel::model
