@@ -344,3 +344,40 @@ TEST_F(Int8ExportTest, ReferenceDetectorInt8RunsInOnnxRuntimeWithinAPointOfFp32)
 
 }  // namespace
 }  // namespace kestrel
+
+namespace kestrel {
+namespace {
+
+// A dataset with a train split (Kestrel's synthetic shapes: 15 train, 5 val
+// images) calibrates on train — the first `fraction` of it, `calib` of
+// those — and the mAP check scores val, which calibration never saw.
+TEST_F(Int8ExportTest, CalibratesOnTheTrainSplitsFirstFraction) {
+  if (!fs::exists(kParity)) GTEST_SKIP() << "no ../shared reference val_parity";
+  const std::string pt = (dir_ / "shapes.pt").string();
+  fs::copy_file(kParity + "/yolov8n_shapes_p.pt", pt);
+  ASSERT_EQ(Kestrel("dataset synth syn images=20 classes=3 seed=7").code, 0);
+  testing::CliRun ex = Kestrel("--json export model=" + pt +
+                               " imgsz=160 int8=true calib=4 fraction=0.6 output=syn.onnx data=./syn");
+  const nlohmann::json j = Json(ex);
+  if (ex.code == 1 &&
+      j["error"]["message"].get<std::string>().find("needs ONNX Runtime") != std::string::npos)
+    GTEST_SKIP() << "no ONNX Runtime";
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  const nlohmann::json& c = j["calibration"];
+  EXPECT_EQ(c["split"], "train") << c;
+  EXPECT_EQ(c["split_images"], 15) << c;
+  EXPECT_EQ(c["candidates"], 9) << c;  // round(0.6 * 15)
+  EXPECT_EQ(c["images"], 4) << c;
+  EXPECT_EQ(j["verification"]["verified"], true) << j["verification"];
+  const nlohmann::json& map = j["verification"]["map"];
+  ASSERT_EQ(map["ran"], true) << map;
+  EXPECT_EQ(map["split"], "val");
+  const double fp32 = map["libtorch"]["map50_95"].get<double>();
+  const double int8 = map["runtimes"][1]["map50_95"].get<double>();
+  std::cout << "synthetic shapes val at 160: mAP50-95 LibTorch FP32 " << fp32 << ", ONNX Runtime INT8 "
+            << int8 << "\n";
+  EXPECT_LT(fp32 - int8, 0.01);
+}
+
+}  // namespace
+}  // namespace kestrel
