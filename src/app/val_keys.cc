@@ -12,6 +12,7 @@ void ValKeys::Bind(OptionSet& s) {
   s.Choice("split", &split, {"train", "val", "test"}, "split to evaluate");
   // iou, imgsz and batch apply to model=; iou is recorded for predictions=.
   train::BindInferenceKeys(s, &conf, &iou, &imgsz, &max_det, &batch);
+  s.String("device", &device, "model=: cpu, cuda, cuda:N or a CUDA device index N (val jobs: cpu)");
   s.Bool("rect", &rect,
          "model=: batches by aspect ratio, each letterboxed to its own shape plus half a stride "
          "(the reference validator); false: every image letterboxed into imgsz x imgsz");

@@ -23,8 +23,9 @@ struct ModelRunOptions {
   double conf = 0.001;  // validator settings (multi-label NMS)
   double iou = 0.7;
   int max_det = 300;
-  bool rect = true;  // eval/val_shapes.h: batches by aspect ratio (false: imgsz x imgsz)
-  double pad = 0.5;  // rect border in strides
+  bool rect = true;            // eval/val_shapes.h: batches by aspect ratio (false: imgsz x imgsz)
+  double pad = 0.5;            // rect border in strides
+  std::string device = "cpu";  // LibTorch models (core/device_spec.h); ONNX files run on the CPU
 };
 
 eval::ValShapeOptions ValShapes(const ModelRunOptions& opts) {
@@ -108,6 +109,7 @@ Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::st
   po.nms.conf = static_cast<float>(opts.conf);
   po.nms.iou = static_cast<float>(opts.iou);
   po.nms.max_det = opts.max_det;
+  po.device = opts.device;
   po.nms.multi_label = true;  // the validator's setting for mAP
   if (IsOnnxModelPath(weights)) {
     // OpenCV DNN on the exported file. A graph with a fixed input has one
@@ -152,6 +154,7 @@ Result<ValRun> EvaluateModel(Env& env, store::MetadataStore& meta, store::Artifa
                              const ValKeys& keys, const std::string& dir_or_empty) {
   KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(meta, blobs, keys.data, keys.split));
   ModelRunOptions mo{keys.imgsz, keys.batch, keys.conf, keys.iou, keys.max_det};
+  mo.device = keys.device;
   mo.rect = keys.rect;
   KESTREL_ASSIGN_OR_RETURN(ScoredSplit scored, ScoreModelOnSplit(blobs, keys.model, loaded.split, mo));
   return WriteValRun(env, blobs, keys, loaded, scored, dir_or_empty);

@@ -227,6 +227,7 @@ Result<PredictResult> Predict(Env& env, const PredictRequest& o, const WeightsRe
   model::PredictorOptions po;
   po.imgsz = o.imgsz;
   po.batch = o.batch;
+  po.device = o.device;
   po.nms.conf = static_cast<float>(o.conf);
   po.nms.iou = static_cast<float>(o.iou);
   po.nms.max_det = o.max_det;

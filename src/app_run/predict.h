@@ -23,6 +23,7 @@ struct PredictRequest {
   std::string source;  // an image file or a folder of images (not recursive)
   double conf = 0.25, iou = 0.7;
   int imgsz = 640, batch = 1, max_det = 300;
+  std::string device = "cpu";                           // cpu, cuda, cuda:N or N (core/device_spec.h)
   bool save = true, save_txt = true, save_json = true;  // <stem>.jpg, labels/<stem>.txt, <stem>.json
   std::string project = "runs/predict", name;           // name "" = predict, predict2, ...
   bool exist_ok = false;

@@ -49,6 +49,11 @@ nlohmann::json TrainSummaryJson(const train::TrainSummary& s) {
           {"rollbacks", s.rollbacks},
           {"nonfinite_iterations", s.nonfinite_iterations},
           {"images_per_second", s.images_per_second},
+          {"device", s.device},
+          {"amp", s.amp},
+          {"batch", s.batch},
+          {"oom_retries", s.oom_retries},
+          {"micro_batch", s.micro_batch},
           {"epochs", epochs}};
 }
 
@@ -232,6 +237,20 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
                 ProgressPayload({it.epoch, it.epochs, it.batch, it.batches, it.iteration + 1,
                                  it.total_iterations, it.it_per_s, it.eta_s}),
                 /*droppable=*/true);
+  };
+  // A CUDA out-of-memory the trainer absorbed (halved micro-batch): a job
+  // event, kept under backlog, and a progress line for the log.
+  hooks.on_oom = [&](const train::OomReport& o) {
+    events.Post("oom",
+                nlohmann::json{{"epoch", o.epoch},
+                               {"iteration", o.iteration + 1},
+                               {"batch", o.batch},
+                               {"micro_batch_from", o.from},
+                               {"micro_batch_to", o.to},
+                               {"message", o.message}},
+                /*droppable=*/false);
+    progress("stage=train oom iteration=" + std::to_string(o.iteration + 1) +
+             " micro_batch=" + std::to_string(o.to));
   };
   hooks.on_epoch = [&](const train::EpochRecord& e) {
     post_epoch(e);

@@ -9,10 +9,12 @@
 #include "app/val_keys.h"
 #ifdef KESTREL_CLI_WITH_TORCH
 #include "app_run/evaluate.h"
+#include "model/device.h"
 #endif
 #include "cli/cli.h"
 #include "cli/eval_model.h"  // AddModelCommands (only with LibTorch)
 #include "cli/job_child.h"
+#include "core/device_spec.h"
 #include "core/failure_of.h"
 #include "core/json.h"
 #include "eval/dataset_eval.h"
@@ -45,6 +47,18 @@ Result<app::ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std
 #endif
 }
 
+// device= (core/device_spec.h): its form always; with model= and LibTorch
+// also that this machine has it (model/device.h), so a missing GPU is a
+// usage error (exit 2) before anything is read.
+Status CheckValDevice(const ValOptions& o) {
+  auto d = ParseDeviceSpec(o.device);
+  if (!d.IsOk()) return d.GetStatus();
+#ifdef KESTREL_CLI_WITH_TORCH
+  if (!o.model.empty()) return model::CheckDeviceAvailable(*d);
+#endif
+  return {};
+}
+
 void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   if (o.data.empty()) {
     *exit_code = Fail(ctx, Usage("data=NAME[@VERSION] is required", "data"));
@@ -63,6 +77,10 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
     return;
   }
 #endif
+  if (Status d = CheckValDevice(o); !d.IsOk()) {
+    *exit_code = Fail(ctx, Usage(d.Message(), "device"));
+    return;
+  }
   auto stores = OpenStores(ctx);
   if (!stores.IsOk()) {
     *exit_code = Fail(ctx, stores.GetStatus());

@@ -8,6 +8,7 @@
 #include "app_run/evaluate.h"
 #include "app_run/predict.h"
 #include "cli/eval_model.h"
+#include "model/device.h"
 #include "train/train_config.h"
 
 namespace kestrel::cli {
@@ -19,6 +20,7 @@ struct PredictOptions {
     s.String("model", &r.model, "weights file (.safetensors)");
     s.String("source", &r.source, "an image file or a folder of images");
     train::BindInferenceKeys(s, &r.conf, &r.iou, &r.imgsz, &r.max_det, &r.batch);
+    s.String("device", &r.device, "cpu, cuda, cuda:N or a CUDA device index N");
     s.Bool("save", &r.save, "write annotated images");
     s.Bool("save_txt", &r.save_txt, "write YOLO txt (class cx cy w h conf, normalized) per image");
     s.Bool("save_json", &r.save_json, "write a JSON file per image");
@@ -33,6 +35,10 @@ void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
     *exit_code =
         Fail(ctx, Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
                                           {"command line", 0, o.r.model.empty() ? "model" : "source"}));
+    return;
+  }
+  if (auto d = model::ResolveDevice(o.r.device); !d.IsOk()) {
+    *exit_code = Fail(ctx, Status::InvalidArgument(d.GetStatus().Message(), {"command line", 0, "device"}));
     return;
   }
   // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).

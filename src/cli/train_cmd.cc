@@ -21,6 +21,7 @@
 #include "cli/job_child.h"
 #include "core/failure.h"
 #include "core/json.h"
+#include "model/device.h"
 #include "train/trainer.h"
 
 namespace kestrel::cli {
@@ -109,6 +110,8 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
     if (st->opts.resume.empty()) {
       s = st->opts.Validate();
       if (s.IsOk()) s = st->opts.ValidateFiles();
+      // Whether this machine has the device (submit cannot know: a worker may).
+      if (s.IsOk()) s = model::ResolveDevice(st->opts.device).GetStatus();
     } else {
       train::TrainConfig only_resume;
       only_resume.resume = st->opts.resume;

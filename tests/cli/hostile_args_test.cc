@@ -319,6 +319,7 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"val", "data=d", "predictions={ds}", "conf=1e999"},
       {"val", "data=d", "model=/etc/passwd"},
       {"val", "data=" + X, "predictions={ds}"},
+      {"val", "data=d", "predictions={ds}", "device=gpu"},
       // submit
       {"submit", "data=d@v" + H, "model=n", "epochs=1"},
       {"submit", "data=d", "epochs=" + H},
@@ -419,6 +420,12 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"train", "resume=/etc/passwd"},
       {"train", "data=d", "epochs=" + X},
       {"train", "data=d", "device=" + H},
+      {"train", "data=d", "device=gpu"},
+      {"train", "data=d", "device=cuda:" + X},
+      {"train", "data=d", "device=0,1"},
+      {"train", "data=d", "batch=0"},
+      {"train", "data=d", "batch=-2"},
+      {"train", "data=d", "amp=" + X},
       {"train", "--job", H, "--attempt", "1"},
       {"train", "--job", "12", "--attempt", "1"},
       // predict, compare
@@ -426,6 +433,8 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"predict", "model=/etc/passwd", "source={ds}/images/train"},
       {"predict", "model=m", "source={work}/" + X},
       {"predict", "model=m", "source={ds}", "imgsz=" + H},
+      {"predict", "model=m", "source={ds}", "device=cuda:-1"},
+      {"predict", "model=m", "source={ds}", "device=" + H},
       {"compare", "/etc/passwd", "/etc/passwd", "data=d"},
       {"compare", "a", "b", "data=d@v" + H},
       {"compare", "only-one", "data=d"},
@@ -573,6 +582,48 @@ TEST_F(HostileArgsTest, SubmitValidatesEveryKeyLikeTrainAndStoresNothing) {
   EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
   EXPECT_EQ(Json(Kestrel("--json jobs list"))["jobs"].size(), 1u);
 }
+
+#ifdef KESTREL_CLI_WITH_TORCH
+// device= names a CUDA device this machine does not have: train, val model=
+// and predict refuse it before reading or writing anything, exit 2, naming
+// the key. Index 1023 is missing everywhere (no CUDA: "not available"; a GPU
+// machine: "no such CUDA device"); on a build without CUDA, device=0 too,
+// with the exact text.
+TEST_F(HostileArgsTest, MissingCudaDeviceIsAUsageErrorBeforeAnythingRuns) {
+  const std::string runs = (dir_ / "runs").string();
+  bool no_cuda = false;
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--json", "train", "data=d", "epochs=1", "imgsz=64", "device=1023", "project=" + runs},
+           {"--json", "val", "data=d", "model=" + (dir_ / "m.safetensors").string(), "device=cuda:1023"},
+           {"--json", "predict", "model=m", "source=" + (dir_ / "ds").string(), "device=1023"}}) {
+    Ran r = Run(args);
+    EXPECT_EQ(r.code, 2) << Shown(args) << ": " << r.out << r.err;
+    auto doc = CheckInvariants(args, r, true);
+    if (!doc.is_object()) continue;
+    EXPECT_EQ(doc["error"]["code"], "usage") << doc.dump();
+    EXPECT_EQ(doc["error"]["field"], "device") << doc.dump();
+    const std::string msg = doc["error"].value("message", "");
+    EXPECT_NE(msg.find("=1023: "), std::string::npos) << msg;
+    const bool not_available = msg.find("CUDA is not available") != std::string::npos;
+    EXPECT_TRUE(not_available || msg.find("no such CUDA device") != std::string::npos) << msg;
+    no_cuda = no_cuda || not_available;
+  }
+  if (no_cuda) {
+    const std::vector<std::string> zero = {"--json",   "train",    "data=d",
+                                           "epochs=1", "device=0", "project=" + runs};
+    Ran r = Run(zero);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    auto doc = CheckInvariants(zero, r, true);
+    EXPECT_EQ(doc["error"]["message"],
+              "device=0: CUDA is not available (LibTorch built without CUDA or no GPU)")
+        << doc.dump();
+    Ran text = Run({"train", "data=d", "epochs=1", "device=cuda:0", "project=" + runs});
+    EXPECT_EQ(text.code, 2);
+    EXPECT_NE(text.err.find("device=cuda:0: CUDA is not available"), std::string::npos) << text.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "runs")) << "a refused device wrote a run folder";
+}
+#endif
 
 }  // namespace
 }  // namespace kestrel::testing
