@@ -61,6 +61,12 @@ Status ValidateExportRequest(const ExportRequest& r) {
   if (r.verify_images < 1 || r.verify_images > 64)
     return KeyError("verify_images must be in [1, 64]", "verify_images");
   if (!(r.tolerance >= 0)) return KeyError("tolerance must be >= 0", "tolerance");
+  // Negated comparisons so NaN fails too (nms=true's thresholds).
+  if (!(r.conf >= 0 && r.conf < 1)) return KeyError("conf must be in [0, 1)", "conf");
+  if (!(r.iou >= 0 && r.iou <= 1)) return KeyError("iou must be in [0, 1]", "iou");
+  if (r.max_det < 1 || r.max_det > kExportMaxDet)
+    return KeyError("max_det must be in [1, " + std::to_string(kExportMaxDet) + "]", "max_det");
+  if (r.nms && r.int8) return KeyError("nms=true is not implemented with int8=true", "nms");
   if (r.int8 && r.half) return KeyError("int8=true and half=true exclude each other", "int8");
   if (r.calib < 1 || r.calib > 1024) return KeyError("calib must be in [1, 1024]", "calib");
   if (!(r.fraction > 0 && r.fraction <= 1)) return KeyError("fraction must be in (0, 1]", "fraction");
@@ -87,6 +93,10 @@ void ExportKeys::Bind(OptionSet& s) {
   s.Int("calib", &r.calib, "int8: calibration images, 1..1024");
   s.Float("fraction", &r.fraction, "int8: share of the split calibration images are drawn from, (0, 1]");
   s.String("calib_method", &r.calib_method, "int8: activation ranges: minmax or percentile (99.99th)");
+  s.Bool("nms", &r.nms, "NonMaxSuppression in the graph: output0 = [batch, max_det, 6] detections");
+  s.Float("conf", &r.conf, "nms: keep detections with score > conf, [0, 1)");
+  s.Float("iou", &r.iou, "nms: suppress a box at IoU > iou with a better one of its class, [0, 1]");
+  s.Int("max_det", &r.max_det, "nms: detections per image (rows of output0), 1..10000");
   s.String("data", &r.data, "dataset NAME[@VERSION] or data.yaml: int8 calibration, the mAP check");
 }
 

@@ -31,6 +31,8 @@ inline constexpr double kExportHalfTolerance = 2e-2;
 // static_asserts they agree).
 inline constexpr int kExportMinOpset = 13;
 inline constexpr int kExportMaxOpset = 17;
+// max_det's upper bound with nms=true (exporter::kMaxNmsDetections).
+inline constexpr int kExportMaxDet = 10000;
 
 struct ExportRequest {
   std::string model;            // weights file (or a reference the resolver turns into one)
@@ -65,6 +67,16 @@ struct ExportRequest {
   int calib = 64;                       // calibration images, 1..1024
   double fraction = 1.0;                // (0, 1]: the share of the split calibration draws from
   std::string calib_method = "minmax";  // minmax | percentile (99.99)
+  // nms=true: NonMaxSuppression in the graph, `output0` = final detections
+  // [batch, max_det, 6] (exporter::OnnxExportOptions::nms, docs/export.md
+  // "NMS in the graph"), conf/iou/max_det baked in (predict's defaults).
+  // OpenCV DNN 4.6 cannot run NonMaxSuppression: the raw graph is checked in
+  // both runtimes, the NMS file in ONNX Runtime against eval::PostprocessYolo
+  // on LibTorch's output; without ONNX Runtime it fails.
+  bool nms = false;
+  double conf = 0.25;  // nms: keep scores > conf, [0, 1)
+  double iou = 0.7;    // nms: suppress at IoU > iou, [0, 1]
+  int max_det = 300;   // nms: rows of output0 per image, 1..kExportMaxDet
   // The dataset (NAME[@VERSION] or a data.yaml, as `val data=`): int8's
   // calibration images (and the mAP check's validation split).
   std::string data;

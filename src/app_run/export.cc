@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -193,6 +194,39 @@ Result<exporter::OnnxModel> ToInt8(exporter::OnnxModel fp32,
 
 }  // namespace
 
+namespace {
+
+// data='s validation split for the mAP check, refused early when the check
+// cannot run on it: no stores, another class count, a non-square fixed input.
+Result<LoadedSplit> LoadMapSplit(const ExportRequest& r, int nc, const ExportMapSource& source) {
+  if (!source.load || source.blobs == nullptr) {
+    return Status::InvalidArgument(
+        "data= needs the dataset registry (the mAP check reads its validation split)",
+        {"command line", 0, "data"});
+  }
+  if (!r.dynamic && r.imgsz_h != r.imgsz_w) {
+    return Status::InvalidArgument(
+        "the mAP check (data=) letterboxes into a square: give a square imgsz or "
+        "dynamic=true (imgsz " +
+            std::to_string(r.imgsz_h) + "," + std::to_string(r.imgsz_w) + ")",
+        {"command line", 0, "imgsz"});
+  }
+  KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, source.load(r.data));
+  if (static_cast<int>(loaded.split.names.size()) != nc) {
+    return Status::InvalidArgument("class count mismatch: the model has " + std::to_string(nc) +
+                                       " classes, " + r.data + " has " +
+                                       std::to_string(loaded.split.names.size()),
+                                   {"command line", 0, "data"});
+  }
+  if (loaded.split.images.empty()) {
+    return Status::InvalidArgument(r.data + " has no " + loaded.split.split + " images for the mAP check",
+                                   {"command line", 0, "data"});
+  }
+  return loaded;
+}
+
+}  // namespace
+
 std::vector<std::vector<int64_t>> VerifyShapes(const ExportRequest& r) {
   if (!r.dynamic) return {{r.batch, 3, r.imgsz_h, r.imgsz_w}};
   const int64_t h2 = r.imgsz_h == 32 ? 64 : r.imgsz_h - 32, w2 = r.imgsz_w + 32;
@@ -286,7 +320,8 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
 }
 
 Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const ExportWeightsResolver& resolve,
-                                 const ExportCalibrationLoader& calibrate) {
+                                 const ExportCalibrationLoader& calibrate,
+                                 const ExportMapSource& map_source) {
   KESTREL_RETURN_IF_ERROR(ValidateExportRequest(request));
   ExportResult res;
   res.weights = request.model;
@@ -307,6 +342,11 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   if (static_cast<int>(opts.names.size()) != info.spec.nc) {
     opts.names.clear();
     for (int c = 0; c < info.spec.nc; ++c) opts.names.push_back("class" + std::to_string(c));
+  }
+  // data=: the mAP check's split, loaded and checked before anything is written.
+  std::optional<LoadedSplit> map_split;
+  if (!request.data.empty()) {
+    KESTREL_ASSIGN_OR_RETURN(map_split, LoadMapSplit(request, info.spec.nc, map_source));
   }
   KESTREL_ASSIGN_OR_RETURN(exporter::OnnxModel onnx, exporter::BuildOnnxModel(info.spec, state, opts));
 
@@ -345,6 +385,30 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   const RuntimeCheck& required = res.checks[required_runtime];
   passed = passed && required.ran;
   if (!required.ran) failures += (failures.empty() ? "" : "; ") + required.error;
+  if (map_split) {
+    // The mAP check in every runtime the raw check ran in.
+    MapCheckRequest mreq;
+    mreq.imgsz = request.imgsz_h;
+    mreq.batch = request.batch;
+    mreq.rect = request.dynamic;
+    mreq.tolerance = map_source.tolerance >= 0 ? map_source.tolerance
+                     : request.half            ? kExportHalfMapTolerance
+                                               : kExportMapTolerance;
+    mreq.report_only = request.int8;
+    for (int k = 0; k < kMapRuntimes && k < static_cast<int>(res.checks.size()); ++k) {
+      if (!res.checks[k].ran) mreq.skip[k] = res.checks[k].error;
+    }
+    Result<MapCheck> mc = RunExportMapCheck(*map_source.blobs, *map_split, tmp, res.weights, mreq);
+    if (!mc.IsOk()) {
+      (void)env.RemoveFile(tmp);
+      return mc.GetStatus();
+    }
+    res.map = std::move(*mc);
+    if (!res.map.passed) {
+      passed = false;
+      failures += (failures.empty() ? "" : "; ") + res.map.error;
+    }
+  }
   if (!passed) {
     (void)env.RemoveFile(tmp);
     std::string msg = "export verification failed: " + failures;
@@ -463,6 +527,8 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
         {"verified", r.verified},
         {"runtimes", runtimes}}}};
   if (!r.verified) j["verification"]["error"] = r.verification_error;
+  j["verification"]["map"] =
+      r.map.ran || !r.map.error.empty() ? MapCheckJson(r.map) : nlohmann::json(nullptr);
   return j;
 }
 
@@ -474,7 +540,7 @@ std::string ExportResultText(const ExportResult& r) {
   s << "input images " << ShapeText(r.input_shape) << ", output output0 " << ShapeText(r.output_shape)
     << (r.dynamic ? " (-1: dynamic axis)" : "") << "\n";
   if (!r.verified) {
-    s << "UNVERIFIED (kept by --force): " << r.verification_error << "\n";
+    s << "UNVERIFIED (kept by --force): " << r.verification_error << "\n" << MapCheckText(r.map);
     return s.str();
   }
   if (r.int8) {
@@ -494,6 +560,7 @@ std::string ExportResultText(const ExportResult& r) {
     s << "  " << c.runtime << ": max |diff| " << c.max_abs_diff << " (class scores " << c.max_abs_diff_scores
       << ", box pixels " << c.max_abs_diff_boxes << " = " << c.max_rel_diff_boxes << " relative)\n";
   }
+  s << MapCheckText(r.map);
   return s.str();
 }
 

@@ -17,6 +17,7 @@
 
 #include "app/export_keys.h"
 #include "app_run/calibration.h"
+#include "app_run/export_map.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -73,6 +74,9 @@ struct ExportResult {
   double max_rel_diff_boxes = 0;   // max |diff| / max(1, |value|) on boxes; <= tolerance when verified
   double tolerance = kExportTolerance;
   std::string verification_error;  // why verification failed ("" when verified); only with force
+  // The mAP check on request.data's validation split (export_map.h): ran
+  // false (and JSON null) when no dataset was given.
+  MapCheck map;
 };
 
 // The input shapes an export is verified at: [batch, 3, h, w] for a fixed
@@ -106,6 +110,18 @@ using ExportWeightsResolver = std::function<Status(std::string* weights)>;
 using ExportCalibrationLoader =
     std::function<Result<CalibrationSet>(const std::string& data, int count, double fraction, int h, int w)>;
 
+// What the mAP check of `data=` reads (export_map.h): the CLI's stores.
+struct ExportMapSource {
+  // request.data's validation split (app::LoadSplit: NAME[@VERSION]; the CLI
+  // imports a data.yaml first). Empty: data= cannot be checked
+  // (InvalidArgument naming `data`).
+  std::function<Result<LoadedSplit>(const std::string& data)> load;
+  store::ArtifactStore* blobs = nullptr;  // the split's images
+  // |mAP diff| allowed; < 0: by precision (kExportMapTolerance FP32,
+  // kExportHalfMapTolerance FP16; INT8 reports its drop). Tests set 0.
+  double tolerance = -1;
+};
+
 // The raw-output bound an int8=true export is verified at in ONNX Runtime:
 // class scores absolute over every anchor, box values relative (as
 // kExportTolerance) but only at anchors whose LibTorch max class score is
@@ -128,9 +144,16 @@ inline constexpr double kExportInt8BoxMinScore = 0.1;
 // without it), then quantized (exporter::QuantizeOnnxModel) and verified in
 // ONNX Runtime; OpenCV DNN is tried and reported as not run when it cannot
 // load the QDQ file.
+// data= (request.data non-empty): the split is loaded first (`map.load`;
+// its class count must be the model's and a fixed imgsz square, else
+// InvalidArgument naming `data` / `imgsz`), and after the raw check the
+// written file's mAP50 and mAP50-95 in every runtime that ran it must be
+// LibTorch's within the tolerance (RunExportMapCheck); a failed mAP check
+// fails the export as a raw difference does (--force: kept, unverified).
 Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
                                  const ExportWeightsResolver& resolve = {},
-                                 const ExportCalibrationLoader& calibrate = {});
+                                 const ExportCalibrationLoader& calibrate = {},
+                                 const ExportMapSource& map = {});
 
 // {"path", "weights", "format", "arch", "nc", "names", "imgsz": [h, w],
 //  "batch", "dynamic", "opset", "input": {"name", "shape"}, "output":
@@ -140,7 +163,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
 //  "max_rel_diff_boxes" (OpenCV DNN's), "tolerance", "verified", "runtimes":
 //  [{"runtime", "ran", "passed", "max_abs_diff", "max_abs_diff_boxes",
 //  "max_abs_diff_scores", "max_rel_diff_boxes", "error" (when not passed)}],
-//  "error" (only when unverified)}}
+//  "map": MapCheckJson or null (no data=), "error" (only when unverified)}}
 nlohmann::json ExportResultJson(const ExportResult& result);
 // A few human-readable lines.
 std::string ExportResultText(const ExportResult& result);

@@ -62,30 +62,53 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys) {
     return app::LoadCalibrationImages(*stores.meta, *stores.blobs, data, count, fraction, h, w);
   };
   // A registered model (model=NAME@vN, NAME@TAG, id prefix) is remembered so
-  // the export is recorded on it; a plain weights file gets no record.
-  std::optional<store::ModelRecord> registered;
+  // the export is recorded on it; a plain weights file gets no record. It is
+  // resolved first: its dataset version is data='s default (the mAP check).
+  Result<Stores> stores = OpenStores(ctx);
+  if (!stores.IsOk()) {
+    *exit_code = Fail(ctx, stores.GetStatus());
+    return;
+  }
+  app::ModelRegistry registry(*stores->meta, *stores->blobs, Env::Default());
+  Result<app::ResolvedWeights> resolved = registry.ResolveWeights(req.model);
+  if (!resolved.IsOk()) {
+    *exit_code = Fail(ctx, resolved.GetStatus());
+    return;
+  }
+  const std::optional<store::ModelRecord>& registered = resolved->model;
+  if (registered) {
+    (ctx.json ? std::cerr : std::cout)
+        << "model " << registered->name << "@v" << registered->seq << " (" << registered->id.substr(0, 12)
+        << "): " << resolved->path << std::endl;
+  }
+  std::string map_note;  // why a registered model's dataset is not checked
+  if (req.data.empty() && registered && !registered->dataset_version.empty()) {
+    if (req.dynamic || req.imgsz_h == req.imgsz_w) {
+      req.data = registered->dataset + "@" + registered->dataset_version;
+    } else {
+      map_note =
+          "mAP not checked: a non-square fixed imgsz (the check letterboxes into a square; give "
+          "dynamic=true or a square imgsz)\n";
+    }
+  }
+  app::ExportMapSource map;
+  map.load = [&stores](const std::string& data) {
+    return app::LoadSplit(*stores->meta, *stores->blobs, data, "val");
+  };
+  map.blobs = stores->blobs.get();
   auto r = app::ExportModel(
       Env::Default(), req,
-      [&ctx, &registered](std::string* weights) -> Status {
-        if (weights->empty()) return {};
-        KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
-        app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
-        KESTREL_ASSIGN_OR_RETURN(app::ResolvedWeights w, reg.ResolveWeights(*weights));
-        if (w.model) {
-          (ctx.json ? std::cerr : std::cout) << "model " << w.model->name << "@v" << w.model->seq << " ("
-                                             << w.model->id.substr(0, 12) << "): " << w.path << std::endl;
-        }
-        registered = std::move(w.model);
-        *weights = w.path;
+      [&resolved](std::string* weights) -> Status {
+        *weights = resolved->path;
         return {};
       },
-      calibrate);
+      calibrate, map);
   if (!r.IsOk()) {
     *exit_code = Fail(ctx, r.GetStatus());
     return;
   }
   nlohmann::json doc = app::ExportResultJson(*r);
-  std::string text = app::ExportResultText(*r);
+  std::string text = app::ExportResultText(*r) + map_note;
   doc["registry"] = nullptr;
   if (!registered) {
     text += "not a registered model: the export is not recorded in the registry\n";

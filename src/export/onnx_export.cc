@@ -8,6 +8,7 @@
 #include <exception>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <utility>
 
 namespace kestrel::exporter {
@@ -111,6 +112,18 @@ class GraphBuilder {
     t->set_name(name);
     t->set_data_type(onnx::TensorProto::INT64);
     t->add_dims(static_cast<int64_t>(values.size()));
+    t->set_raw_data(
+        std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t)));
+    return name;
+  }
+
+  // An int64 initializer of any shape (`values` holds its product).
+  std::string Int64Tensor(const std::string& name, const std::vector<int64_t>& shape,
+                          const std::vector<int64_t>& values) {
+    onnx::TensorProto* t = graph_.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : shape) t->add_dims(d);
     t->set_raw_data(
         std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t)));
     return name;
@@ -425,6 +438,103 @@ std::string DynamicDetectLevel(GraphBuilder& g, const std::string& b, const std:
   return g.Reshape(g.Concat(rows, 1, prefix + ".out"), {0, 4 + nc, -1}, prefix + ".out");
 }
 
+// nms=true (OnnxExportOptions::nms): `raw` [N, 4 + nc, A] -> `out`
+// [N, max_det, 6] (x1, y1, x2, y2, score, class; zero rows after the last
+// detection), the decisions of eval::PostprocessYolo with predict's options:
+// - boxes as eval::BoxFromCxCyWh: cx - w / 2, cx + w / 2 (w / 2 is exact, so
+//   float arithmetic gives the same corners as its double one);
+// - the best class per anchor: ArgMax over the classes (the first on ties, as
+//   DecodeYoloOutput), every other class's score masked to 0, so one
+//   candidate per anchor enters NonMaxSuppression, per class, with
+//   score_threshold conf (kept when score > conf) and iou_threshold iou
+//   (suppressed when IoU > iou) — per class without a coordinate offset;
+// - the kept scores scattered back onto [N, nc, A] (0 elsewhere), their max
+//   over the classes [N, 1, A], padded with max_det zeros so TopK(max_det)
+//   is defined for any A; TopK orders by score and, on ties, by the lower
+//   index (anchor order, as Nms' stable sort); boxes and class ids gathered
+//   at those indices and zeroed where the score is 0 (no detection).
+void AppendNms(GraphBuilder& g, const std::string& raw, int nc, const OnnxExportOptions& o,
+               const std::string& out) {
+  const std::string p = "nms";
+  auto slice = [&g, &p](const std::string& x, int64_t begin, int64_t end, const std::string& tag) {
+    const std::string y = g.Fresh(p + "." + tag);
+    g.Node("Slice",
+           {x, g.Int64Init(g.Fresh(p + "." + tag + "_begin"), {begin}),
+            g.Int64Init(g.Fresh(p + "." + tag + "_end"), {end}),
+            g.Int64Init(g.Fresh(p + "." + tag + "_axis"), {1})},
+           {y});
+    return y;
+  };
+  auto node = [&g, &p](const std::string& op, const std::vector<std::string>& in, const std::string& tag) {
+    const std::string y = g.Fresh(p + "." + tag);
+    return std::pair<onnx::NodeProto*, std::string>{g.Node(op, in, {y}), y};
+  };
+  auto cast_float = [&node](const std::string& x, const std::string& tag) {
+    auto [n, y] = node("Cast", {x}, tag);
+    GraphBuilder::IntAttr(n, "to", onnx::TensorProto::FLOAT);
+    return y;
+  };
+  const std::string cxy = slice(raw, 0, 2, "cxy"), wh = slice(raw, 2, 4, "wh");
+  const std::string scores = slice(raw, 4, 4 + nc, "scores");  // [N, nc, A]
+  const std::string half_wh = node("Div", {wh, g.FloatInit(p + ".two", {1}, {2.0F})}, "half_wh").second;
+  const std::string x1y1 = node("Sub", {cxy, half_wh}, "x1y1").second;
+  const std::string x2y2 = node("Add", {cxy, half_wh}, "x2y2").second;
+  const std::string xyxy = g.Concat({x1y1, x2y2}, 1, p + ".xyxy");  // [N, 4, A]
+  auto [argmax, best] = node("ArgMax", {scores}, "best_class");     // [N, 1, A] int64
+  GraphBuilder::IntAttr(argmax, "axis", 1);
+  GraphBuilder::IntAttr(argmax, "keepdims", 1);
+  GraphBuilder::IntAttr(argmax, "select_last_index", 0);
+  std::vector<int64_t> ids(static_cast<size_t>(nc));
+  for (int c = 0; c < nc; ++c) ids[static_cast<size_t>(c)] = c;
+  const std::string class_ids = g.Int64Tensor(p + ".class_ids", {1, nc, 1}, ids);
+  const std::string is_best = node("Equal", {best, class_ids}, "is_best").second;  // [N, nc, A]
+  const std::string masked = node("Mul", {scores, cast_float(is_best, "is_best_f")}, "masked").second;
+  auto [tr, boxes] = node("Transpose", {xyxy}, "boxes");  // [N, A, 4]
+  GraphBuilder::IntsAttr(tr, "perm", {0, 2, 1});
+  auto [nms, selected] = node("NonMaxSuppression",
+                              {boxes, masked, g.Int64Init(p + ".max_output_boxes_per_class", {o.max_det}),
+                               g.FloatInit(p + ".iou_threshold", {1}, {static_cast<float>(o.iou)}),
+                               g.FloatInit(p + ".score_threshold", {1}, {static_cast<float>(o.conf)})},
+                              "selected");  // [K, 3]: batch, class, anchor
+  GraphBuilder::IntAttr(nms, "center_point_box", 0);
+  const std::string kept_scores = node("GatherND", {masked, selected}, "kept_scores").second;  // [K]
+  const std::string shape = node("Shape", {masked}, "shape").second;
+  const std::string zeros = node("ConstantOfShape", {shape}, "zeros").second;  // float 0
+  const std::string kept = node("ScatterND", {zeros, selected, kept_scores}, "kept").second;
+  auto [rmax, score] = node("ReduceMax", {kept}, "score");  // [N, 1, A]
+  GraphBuilder::IntsAttr(rmax, "axes", {1});
+  GraphBuilder::IntAttr(rmax, "keepdims", 1);
+  const std::string pads = g.Int64Init(p + ".pads", {0, 0, 0, 0, 0, o.max_det});
+  auto pad = [&node, &pads](const std::string& x, const std::string& tag) {
+    return node("Pad", {x, pads}, tag).second;
+  };
+  const std::string top_score = g.Fresh(p + ".top_score"), top_index = g.Fresh(p + ".top_index");
+  onnx::NodeProto* topk = g.Node("TopK", {pad(score, "score_padded"), g.Int64Init(p + ".k", {o.max_det})},
+                                 {top_score, top_index});
+  GraphBuilder::IntAttr(topk, "axis", 2);
+  GraphBuilder::IntAttr(topk, "largest", 1);
+  GraphBuilder::IntAttr(topk, "sorted", 1);
+  const std::string index4 =
+      node("Expand", {top_index, g.Int64Init(p + ".expand4", {1, 4, 1})}, "index4").second;  // [N, 4, m]
+  auto [gb, top_boxes] = node("GatherElements", {pad(xyxy, "boxes_padded"), index4}, "top_boxes");
+  GraphBuilder::IntAttr(gb, "axis", 2);
+  auto [gc, top_class] =
+      node("GatherElements", {pad(cast_float(best, "best_class_f"), "class_padded"), top_index}, "top_class");
+  GraphBuilder::IntAttr(gc, "axis", 2);
+  const std::string found = cast_float(
+      node("Greater", {top_score, g.FloatInit(p + ".zero", {1}, {0.0F})}, "found").second, "found_f");
+  const std::string rows = g.Concat({node("Mul", {top_boxes, found}, "out_boxes").second, top_score,
+                                     node("Mul", {top_class, found}, "out_class").second},
+                                    1, p + ".rows");  // [N, 6, m]
+  GraphBuilder::IntsAttr(g.Node("Transpose", {rows}, {out}), "perm", {0, 2, 1});
+}
+
+std::string FormatThreshold(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
 }  // namespace
 
 Status ValidateOnnxOptions(const model::ModelSpec& spec, const OnnxExportOptions& o) {
@@ -442,6 +552,16 @@ Status ValidateOnnxOptions(const model::ModelSpec& spec, const OnnxExportOptions
                     "opset");
   }
   if (o.half && o.dynamic) return KeyError("half=true is not implemented with dynamic=true", "half");
+  // Negated comparisons so NaN fails too.
+  if (!(o.conf >= 0 && o.conf < 1))
+    return KeyError("conf must be in [0, 1), got " + FormatThreshold(o.conf), "conf");
+  if (!(o.iou >= 0 && o.iou <= 1))
+    return KeyError("iou must be in [0, 1], got " + FormatThreshold(o.iou), "iou");
+  if (o.max_det < 1 || o.max_det > kMaxNmsDetections) {
+    return KeyError(
+        "max_det must be in [1, " + std::to_string(kMaxNmsDetections) + "], got " + std::to_string(o.max_det),
+        "max_det");
+  }
   if (!o.names.empty() && static_cast<int>(o.names.size()) != spec.nc) {
     return KeyError("the model has " + std::to_string(spec.nc) + " classes but " +
                         std::to_string(o.names.size()) + " names were given",
@@ -628,7 +748,9 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
   }
   if (result.anchors == 0)
     return Status::Internal("the layer plan of " + spec.Name() + " has no Detect layer");
-  if (o.dynamic) {
+  if (o.nms) {
+    SetShape(graph.add_output(), "output0", {o.dynamic ? -1 : n, o.max_det, 6}, {"batch", "", ""});
+  } else if (o.dynamic) {
     SetShape(graph.add_output(), "output0", {-1, result.output_channels, -1}, {"batch", "", "anchors"});
   } else {
     SetShape(graph.add_output(), "output0", {n, result.output_channels, result.anchors});
@@ -651,6 +773,21 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
   if (o.half) {
     ConvertToHalf(graph);
     result.metadata["half"] = "true";
+  }
+  if (o.nms) {
+    // The raw output (float32 also in an FP16 graph, after its Cast) becomes
+    // `raw0`; the NMS tail, in float32, writes `output0`.
+    for (onnx::NodeProto& node : *graph.mutable_node()) {
+      if (node.name() == "output0") node.set_name("raw0");
+      for (std::string& y : *node.mutable_output()) {
+        if (y == "output0") y = "raw0";
+      }
+    }
+    AppendNms(g, "raw0", result.output_channels - 4, o, "output0");
+    result.metadata["nms"] = "true";
+    result.metadata["conf"] = FormatThreshold(o.conf);
+    result.metadata["iou"] = FormatThreshold(o.iou);
+    result.metadata["max_det"] = std::to_string(o.max_det);
   }
   for (const auto& [k, v] : o.extra_metadata) {
     if (result.metadata.count(k) != 0) {

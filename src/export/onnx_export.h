@@ -26,6 +26,7 @@ namespace kestrel::exporter {
 inline constexpr int kMinOpset = 13;  // Split/Softmax/Resize forms used here
 inline constexpr int kMaxOpset = 17;  // newest opset the bundled ONNX checker knows
 inline constexpr int kDefaultOpset = 17;
+inline constexpr int kMaxNmsDetections = 10000;  // max_det's upper bound (nms=true)
 
 struct OnnxExportOptions {
   int imgsz_h = 640;  // input height, a multiple of 32
@@ -43,16 +44,30 @@ struct OnnxExportOptions {
   // `output0`, so the file still takes and returns float32. Not with
   // dynamic (refused, key "half"). Metadata `half` = "true".
   bool half = false;
+  // nms=true: ONNX NonMaxSuppression appended, so `output0` holds final
+  // detections, float32 [batch, max_det, 6]: rows x1, y1, x2, y2 (input
+  // pixels), score, class id, best score first; rows past the image's
+  // detections are all zero (score 0). The same decisions as
+  // eval::PostprocessYolo with predict's options: the best class per anchor
+  // (first on ties) with score > conf, greedy NMS per class (suppressed when
+  // IoU > iou), at most max_det per image. The raw [batch, 4 + nc, A] tensor
+  // is the internal `raw0`. Metadata nms, conf, iou, max_det. No max_nms cap
+  // (eval's 30000 candidates only matter past 30000 anchors).
+  bool nms = false;
+  double conf = 0.25;         // [0, 1), key "conf"
+  double iou = 0.7;           // [0, 1], key "iou"
+  int max_det = 300;          // [1, kMaxNmsDetections], key "max_det"
   int opset = kDefaultOpset;  // default-domain opset, [kMinOpset, kMaxOpset]
   // Class names for the `names` metadata; empty or exactly nc entries.
   std::vector<std::string> names;
   // More metadata_props (e.g. model id, dataset version); must not reuse the
-  // exporter's keys (names, stride, imgsz, batch, dynamic, task, kestrel_version, arch).
+  // exporter's keys (names, stride, imgsz, batch, dynamic, task, kestrel_version, arch, half,
+  // and with nms: nms, conf, iou, max_det).
   std::map<std::string, std::string> extra_metadata;
 };
 
-// InvalidArgument naming the key ("imgsz", "batch", "opset", "names") on the
-// command line.
+// InvalidArgument naming the key ("imgsz", "batch", "opset", "names", and
+// with nms "conf", "iou", "max_det") on the command line.
 Status ValidateOnnxOptions(const model::ModelSpec& spec, const OnnxExportOptions& options);
 
 struct OnnxModel {
@@ -60,7 +75,7 @@ struct OnnxModel {
   int64_t nodes = 0;                            // graph nodes
   int64_t parameters = 0;                       // float values in initializers (BN folded)
   int64_t anchors = 0;                          // A of output0
-  int output_channels = 0;                      // 4 + nc
+  int output_channels = 0;                      // 4 + nc (of the raw tensor when nms)
   std::map<std::string, std::string> metadata;  // metadata_props as written
 };
 

@@ -91,6 +91,18 @@ Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const st
     return Bad("not an ONNX model (the protobuf does not parse)", path);
   }
   const onnx::GraphProto& g = proto.graph();
+  // nms=true files: output0 holds final detections, and OpenCV DNN 4.6 cannot
+  // import NonMaxSuppression; say so before the layout check below.
+  bool nms = false;
+  for (const auto& e : proto.metadata_props()) nms = nms || (e.key() == "nms" && e.value() == "true");
+  for (const auto& n : g.node()) nms = nms || n.op_type() == "NonMaxSuppression";
+  if (nms) {
+    return Bad(
+        "exported with nms=true (NonMaxSuppression in the graph, output0 holds final detections), "
+        "which OpenCV DNN 4.6 cannot run and predict/val do not read: export it again with nms=false "
+        "(docs/export.md, \"NMS in the graph\")",
+        path);
+  }
   // Initializers may be listed as graph inputs by older exporters.
   std::vector<const onnx::ValueInfoProto*> inputs;
   for (const auto& in : g.input()) {

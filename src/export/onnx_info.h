@@ -41,7 +41,8 @@ struct OnnxDetectorInfo {
 // name) and checks it is such a graph. InvalidArgument naming field "model"
 // for bytes that are not an ONNX model, another input/output layout (one
 // input and one output; only batch, height + width together, and anchors
-// may be dynamic), or a
+// may be dynamic), an nms=true export (metadata nms or a NonMaxSuppression
+// node: the message names nms=true), or a
 // `names` entry that does not parse or whose count is not nc.
 Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const std::string& path);
 

@@ -445,6 +445,12 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"export", "model=m", "format=onnx", "opset=" + H},
       {"export", "model=m", "format=onnx", "imgsz=" + H},
       {"export", "model=m", "format=onnx", "half=" + X},
+      // export data= (the mAP check's dataset): refused before anything is imported or written
+      {"export", "model=m", "data=d@v" + H},
+      {"export", "model=m", "data=" + X},
+      {"export", "model=/etc/passwd", "data=d"},
+      {"export", "model=m", "data={work}/nosuch/data.yaml"},
+      {"export", "model=m", "imgsz=64,96", "data=d"},
       // export int8=true: its keys refused before anything is calibrated or written
       {"export", "model=m", "int8=" + X},
       {"export", "model=m", "int8=true"},
