@@ -460,6 +460,23 @@ test('job page: curves from the metrics route, zoom refetches raw points, live e
   await byTest('show-raw').click()
   await waitDrawn('loss-chart', (d) => d.length === 2 && d.every((s) => s.id.endsWith(':smoothed')), 'the raw lines hidden')
   await byTest('show-raw').click()
+  // The other smoothing kinds, computed from the same served points with the
+  // same slider value; then back to the EMA.
+  const { smoothSeries } = await import(path.join(repo, 'web/src/smooth.js'))
+  for (const kind of ['gaussian', 'mean', 'ema']) {
+    await byTest('smoothing-kind').click()
+    await page.locator(`[data-testid="smoothing-kind-${kind}"]`).click()
+    const expect = smoothSeries(raw.data, kind, weight)
+    const drawn = await waitDrawn(
+      'loss-chart',
+      (d) => {
+        const s = d.find((l) => l.id === '777:train/box_loss:smoothed')
+        return s && s.data.every(([, y], i) => Math.abs(y - expect[i][1]) < 1e-9)
+      },
+      `the ${kind} smoothing`,
+    )
+    assert.ok(drawn.find((l) => l.id === '777:train/box_loss:raw'), 'the raw line stays')
+  }
 
   // Overlay: another job's curves join the same charts.
   const otherQueries = []
