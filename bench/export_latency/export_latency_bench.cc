@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
 
   for (int s : a.sizes) {
     std::vector<Row> rows;
-    std::map<std::string, std::string> files;  // precision -> .onnx
+    std::vector<std::pair<std::string, std::string>> files;  // precision, .onnx; FP32 first
     std::map<std::string, app::MapCheck> maps;
     for (const std::string precision : {"FP32", "FP16", "INT8"}) {
       if (precision != "FP32" && !ort.unavailable.empty()) continue;  // verified in ONNX Runtime only
@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
       if (!r.IsOk()) Die("export " + precision + " at " + std::to_string(s), r.GetStatus());
       std::printf("imgsz %d %s: exported and checked in %.1f s%s%s\n", s, precision.c_str(), Ms(t0) / 1000,
                   r->verified ? "" : " — UNVERIFIED: ", r->verified ? "" : r->verification_error.c_str());
-      files[precision] = req.output;
+      files.emplace_back(precision, req.output);
       maps[precision] = r->map;
     }
     const std::vector<float> input = Input(s);
