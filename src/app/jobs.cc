@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "app/export_keys.h"
 #include "app/val_keys.h"
 #include "core/json.h"
 #include "core/options.h"
@@ -31,9 +32,10 @@ json ParsedOrText(const std::string& text) {
   return j.is_discarded() ? json(text) : j;
 }
 
-// What `kestrel val model=` needs before it starts: a readable weights file
-// (safetensors, or a .pt checkpoint), checked without LibTorch.
-Status CheckValWeights(const std::string& model) {
+// What `kestrel val model=` and `kestrel export` need before they start: a
+// readable weights file (safetensors, or a .pt checkpoint), checked without
+// LibTorch.
+Status CheckWeightsFile(const std::string& model) {
   Status h = model::FileLooksLikeZip(model) ? model::ReadWeightsInfo(model).GetStatus()
                                             : ReadSafeTensorsHeader(model).GetStatus();
   if (h.IsOk()) return h;
@@ -50,7 +52,33 @@ Status RelocateRequestError(const Status& s, const std::string& file) {
   return Status(s.Code(), s.Message(), {file, 0, s.Where().field}).WithReason(s.Reason());
 }
 
-Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsResolver& resolve_weights) {
+namespace {
+
+// An export job's model=: pinned to NAME@vN when it names a registered model
+// (the child resolves that again and records the export on it), else the
+// weights file made absolute; the file must be readable weights.
+Status ResolveExportModel(ExportKeys& ek, JobDraft& d, const WeightsResolver& resolve_weights,
+                          const ModelResolver& resolve_model) {
+  std::string weights = ek.r.model;
+  if (resolve_model) {
+    KESTREL_ASSIGN_OR_RETURN(ResolvedWeights w, resolve_model(ek.r.model));
+    weights = w.path;
+    if (w.model) {
+      ek.r.model = w.model->name + "@v" + std::to_string(w.model->seq);
+      d.model_dataset_version = w.model->dataset_version;
+    }
+  } else if (resolve_weights) {
+    KESTREL_RETURN_IF_ERROR(resolve_weights(&weights));
+  }
+  // A file (not a reference the child resolves): absolute, as val's model=.
+  if (weights == ek.r.model) ek.r.model = weights = std::filesystem::absolute(weights).string();
+  return CheckWeightsFile(weights);
+}
+
+}  // namespace
+
+Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsResolver& resolve_weights,
+                          const ModelResolver& resolve_model) {
   jobs::JobKeys jk;
   OptionSet job_set;
   jk.Bind(job_set);
@@ -66,11 +94,14 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
   }
   train::TrainConfig cfg;
   ValKeys vk;
+  ExportKeys ek;
   OptionSet set;
   if (kind == jobs::JobKind::kTrain) {
     cfg.Bind(set);
-  } else {
+  } else if (kind == jobs::JobKind::kVal) {
     vk.Bind(set);
+  } else {
+    ek.Bind(set);
   }
   JobDraft d;
   d.kind = kind;
@@ -98,6 +129,10 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
       s = Bad(k, "'" + k +
                      "' is not a val job key (a val job runs model= on data=, in "
                      "$KESTREL_HOME/jobs/<id>/attempt-<n>)");
+    } else if (kind == jobs::JobKind::kExport && k == "output") {
+      s = Bad(k,
+              "'output' is decided by the job system (an export job writes $KESTREL_HOME/jobs/<id>/"
+              "<model>.onnx)");
     } else {
       s = set.Set(k, v, {kRequestFile, 0, ""});
     }
@@ -115,6 +150,19 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
     KESTREL_RETURN_IF_ERROR(InRequest(cfg.ValidateFiles()));
     d.data = cfg.data;
     d.config = set.ToJson();
+  } else if (kind == jobs::JobKind::kExport) {
+    if (jk.device != "cpu") return Bad("device", "an export job runs on the CPU (device=cpu)");
+    if (jk.min_map50 != 0) {
+      return Bad("min_map50",
+                 "an export job is judged by its verification against LibTorch, not by a min_map50");
+    }
+    // What `kestrel export` checks before it opens the weights, with its messages.
+    KESTREL_RETURN_IF_ERROR(InRequest(ek.Request().GetStatus()));
+    KESTREL_RETURN_IF_ERROR(ResolveExportModel(ek, d, resolve_weights, resolve_model));
+    d.config = set.ToJson();
+    d.config[jobs::kJobKindKey] = jobs::JobKindName(kind);
+    // data= (optional: int8 calibration, the mAP check) resolves like any job's.
+    d.data = d.config.value("data", std::string());
   } else {
     if (jk.device != "cpu") return Bad("device", "a val job runs on the CPU (device=cpu)");
     if (vk.data.empty()) return Bad("data", "data=NAME[@VERSION] is required");
@@ -122,7 +170,7 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
     if (resolve_weights) KESTREL_RETURN_IF_ERROR(resolve_weights(&vk.model));
     vk.model = std::filesystem::absolute(vk.model).string();
     KESTREL_RETURN_IF_ERROR(InRequest(CheckBoundValues(vk)));
-    KESTREL_RETURN_IF_ERROR(CheckValWeights(vk.model));
+    KESTREL_RETURN_IF_ERROR(CheckWeightsFile(vk.model));
     d.data = vk.data;
     d.config = set.ToJson();
     d.config[jobs::kJobKindKey] = jobs::JobKindName(kind);
@@ -133,6 +181,15 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
 
 Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64_t now_ms) {
   SubmitResult r;
+  if (draft.kind == jobs::JobKind::kExport && draft.data.empty()) {
+    // No dataset of its own: filed under the model's (its config has no data=).
+    store::JobSpec spec = draft.spec;
+    spec.dataset_version = r.version_id = draft.model_dataset_version;
+    spec.config_json = DumpJson(draft.config);
+    spec.spec_json = DumpJson(draft.typed);
+    KESTREL_ASSIGN_OR_RETURN(r.job, meta.SubmitJob(spec, now_ms, &r.created));
+    return r;
+  }
   std::string ref;
   store::SplitDatasetRef(draft.data, &r.dataset, &ref);
   auto version = meta.GetVersion(r.dataset, ref);

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "app/models.h"
 #include "core/status.h"
 #include "jobs/job_keys.h"
 #include "store/job_types.h"
@@ -40,6 +41,10 @@ Status RelocateRequestError(const Status& s, const std::string& file);
 // name a registered model; the front end resolves it in place (the CLI
 // prints which model it named). Unset: taken as a path.
 using WeightsResolver = std::function<Status(std::string* weights)>;
+// The model= of an export job: the weights file, and the registered model it
+// named (ModelRegistry::ResolveWeights), which the job pins as NAME@vN so a
+// retry exports the same version and the export is recorded on it.
+using ModelResolver = std::function<Result<ResolvedWeights>(const std::string& text)>;
 
 // A submission with every key bound and validated, not yet stored.
 struct JobDraft {
@@ -50,17 +55,25 @@ struct JobDraft {
   nlohmann::json typed;   // the keys as given (the job's spec_json)
   std::string data;       // data= as given; a front end may replace it with NAME@<version id>
   std::string data_as_given;
+  // An export job without data=: the dataset version it is filed under (the
+  // registered model's, "" for a plain weights file or an unknown one).
+  std::string model_dataset_version;
 };
 
 // Binds `tokens` ("key=value", as typed) for a job: `kind=` (default train)
 // decides the command keys (train: the train keys, `kestrel train --help`;
-// val: the val keys, model= and data= required), the job keys
+// val: the val keys, model= and data= required; export: the export keys of
+// app::ExportKeys, model= required, data= optional), the job keys
 // (jobs::JobKeys) apply to every kind. Keys the job system owns are refused
 // (train: resume, run_dir, project, name, exist_ok; val: predictions,
-// project, name, exist_ok), and so is every check the command itself would
-// make before it starts, with the same messages: a job that cannot run is
-// refused here, not on a worker. No store access (except `resolve_weights`).
-Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsResolver& resolve_weights);
+// project, name, exist_ok; export: output), and so is every check the
+// command itself would make before it starts, with the same messages: a job
+// that cannot run is refused here, not on a worker. An export job's model=
+// goes through `resolve_model` (a registered model pinned as NAME@vN; unset:
+// `resolve_weights` gives the file and model= stays as typed). No store
+// access (except the resolvers).
+Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsResolver& resolve_weights,
+                          const ModelResolver& resolve_model = {});
 
 struct SubmitResult {
   store::JobRecord job;
@@ -71,7 +84,9 @@ struct SubmitResult {
 // Resolves draft.data (NAME[@ref]) to its version (the job stores the
 // version, never a path or "latest"), completes the config and queues the
 // job, deduplicated against live jobs. kInvalidArgument at the request's
-// `data` when the dataset or version does not exist.
+// `data` when the dataset or version does not exist. An export job without
+// data= is filed under draft.model_dataset_version (SubmitResult::dataset
+// and version_id then name the model's, or are "").
 Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64_t now_ms);
 
 // Newest first. `state` "" = every state; kInvalidArgument (field `state`)

@@ -4,12 +4,19 @@
 // (app_run/export.h), its keys app::ExportKeys (app/export_keys.h, shared
 // with `kestrel submit kind=export`); --json prints its one JSON view, plus "registry": the
 // export's record on the model when model= named a registered one
-// (app::ModelRegistry::RecordExport), else null.
+// (app::ModelRegistry::RecordExport), else null. `export --job ID --attempt
+// N` is an export job's attempt (RunExportJob).
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -17,6 +24,9 @@
 #include "app/models.h"
 #include "app_run/export.h"
 #include "cli/cli.h"
+#include "cli/job_child.h"
+#include "core/failure_of.h"
+#include "jobs/job_keys.h"
 
 namespace kestrel::cli {
 namespace {
@@ -38,19 +48,28 @@ Result<store::ModelExportRecord> RecordExport(const Context& ctx, const store::M
   return reg.RecordExport(model, req, now_ms);
 }
 
-void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys) {
+// Where RunExport reports: the command's (Fail/Emit on this process) or,
+// for `export --job`, the job child's (reason line, exit code, result line).
+struct ExportReport {
+  std::function<int(const Status&)> fail;
+  std::function<int(const std::string& text, const nlohmann::json& doc)> done;
+  bool job = false;
+};
+
+void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys, const ExportReport& report) {
   Result<app::ExportRequest> parsed = keys.Request();
   if (!parsed.IsOk()) {
-    *exit_code = Fail(ctx, parsed.GetStatus());
+    *exit_code = report.fail(parsed.GetStatus());
     return;
   }
   app::ExportRequest& req = *parsed;
   // data= may be a dataset path: imported (or its version reused) first, as
   // for `val` (int8=true calibrates on it).
-  if (!req.data.empty()) {
+  // (A job's data= was resolved to its version at submit.)
+  if (!req.data.empty() && !report.job) {
     auto stores = OpenStores(ctx);
     if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
+      *exit_code = report.fail(stores.GetStatus());
       return;
     }
     if (!ResolveDataOption(ctx, *stores, &req.data, nullptr, exit_code)) return;
@@ -66,13 +85,13 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys) {
   // resolved first: its dataset version is data='s default (the mAP check).
   Result<Stores> stores = OpenStores(ctx);
   if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
+    *exit_code = report.fail(stores.GetStatus());
     return;
   }
   app::ModelRegistry registry(*stores->meta, *stores->blobs, Env::Default());
   Result<app::ResolvedWeights> resolved = registry.ResolveWeights(req.model);
   if (!resolved.IsOk()) {
-    *exit_code = Fail(ctx, resolved.GetStatus());
+    *exit_code = report.fail(resolved.GetStatus());
     return;
   }
   const std::optional<store::ModelRecord>& registered = resolved->model;
@@ -104,7 +123,7 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys) {
       },
       calibrate, map);
   if (!r.IsOk()) {
-    *exit_code = Fail(ctx, r.GetStatus());
+    *exit_code = report.fail(r.GetStatus());
     return;
   }
   nlohmann::json doc = app::ExportResultJson(*r);
@@ -115,17 +134,109 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys) {
   } else {
     Result<store::ModelExportRecord> rec = RecordExport(ctx, *registered, doc);
     if (!rec.IsOk()) {
-      *exit_code = Fail(
-          ctx, Status(rec.GetStatus().Code(),
-                      r->path + " was written but its registry record failed: " + rec.GetStatus().Message(),
-                      rec.GetStatus().Where()));
+      *exit_code = report.fail(
+          Status(rec.GetStatus().Code(),
+                 r->path + " was written but its registry record failed: " + rec.GetStatus().Message(),
+                 rec.GetStatus().Where()));
       return;
     }
     const std::string ref = registered->name + "@v" + std::to_string(registered->seq);
     doc["registry"] = {{"model", ref}, {"model_id", registered->id}, {"export_id", rec->id}};
     text += "recorded on model " + ref + " (export " + rec->id.substr(0, 12) + ")\n";
   }
-  *exit_code = Emit(ctx, text, doc);
+  *exit_code = report.done(text, doc);
+}
+
+// `kestrel export --job ID --attempt N`: the child a worker runs for an export
+// job (docs/jobs.md "Job kinds"). It applies the stored export keys, writes
+// $KESTREL_HOME/jobs/<id>/<model>.onnx — the same path for every attempt, so
+// a retry after a crash exports again and the verified temp file is renamed
+// over whatever an earlier attempt left — verifies it and records it on the
+// registered model exactly as `kestrel export` does, then ends with `result
+// {"kind": "export", "model", "path", "format", "verified", "max_abs_diff",
+// "max_abs_diff_boxes", "max_abs_diff_scores", "max_rel_diff_boxes",
+// "tolerance", "bytes", "verification", "registry", "attempt"}`. A line
+// `stage=export elapsed_s=N` every 10 s keeps the supervisor's hang timer
+// from taking a long verification for a hung child.
+int RunExportJob(Context& ctx, int64_t job_id, int64_t attempt) {
+  JobChild child(ctx, job_id, attempt);
+  Stores stores;
+  store::JobRecord job;
+  int code = 0;
+  if (!child.Begin(&stores, &job, &code)) return code;
+  auto kind = jobs::JobKindOf(job);
+  if (!kind.IsOk()) return child.Fail(FailureReason::kBadConfig, kind.GetStatus());
+  if (*kind != jobs::JobKind::kExport) {
+    return child.Fail(
+        FailureReason::kBadConfig,
+        Status::InvalidArgument("job " + std::to_string(job_id) + " is a " + jobs::JobKindName(*kind) +
+                                " job, not an export job (`kestrel " + jobs::JobKindName(*kind) +
+                                " --job` runs it)"));
+  }
+  app::ExportKeys keys;
+  {
+    OptionSet set;
+    keys.Bind(set);
+    auto cfg = nlohmann::json::parse(job.spec.config_json, nullptr, false);
+    if (!cfg.is_object()) {
+      return child.Fail(FailureReason::kBadConfig,
+                        Status::InvalidArgument("stored config is not a JSON object"));
+    }
+    cfg.erase(jobs::kJobKindKey);
+    Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
+    if (!s.IsOk()) return child.Fail(FailureReason::kBadConfig, s);
+  }
+  std::string stem = std::filesystem::path(keys.r.model).filename().replace_extension().string();
+  std::replace(stem.begin(), stem.end(), '@', '_');
+  if (stem.empty()) stem = "model";
+  keys.r.output = JoinPath(child.JobDir(), stem + ".onnx");
+  if (Status s = Env::Default().CreateDirs(child.JobDir()); !s.IsOk()) {
+    return child.Fail(FailureReasonOf(s), s);
+  }
+  child.Progress().Line("stage=export model=" + keys.r.model);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  std::thread ticker([&] {
+    std::unique_lock<std::mutex> l(mu);
+    for (int elapsed = 10; !cv.wait_for(l, std::chrono::seconds(10), [&] { return finished; });
+         elapsed += 10) {
+      child.Progress().Line("stage=export elapsed_s=" + std::to_string(elapsed));
+    }
+  });
+  Context abs_ctx = ctx;
+  abs_ctx.home = child.Home();
+  ExportReport report;
+  report.job = true;
+  report.fail = [&child](const Status& why) { return child.Fail(FailureReasonOf(why), why); };
+  report.done = [&](const std::string& text, const nlohmann::json& doc) {
+    const nlohmann::json& v = doc.at("verification");
+    nlohmann::json result = {{"kind", jobs::JobKindName(jobs::JobKind::kExport)},
+                             {"model", keys.r.model},
+                             {"path", doc.at("path")},
+                             {"format", doc.at("format")},
+                             {"verified", v.at("verified")},
+                             {"max_abs_diff", v.at("max_abs_diff")},
+                             {"max_abs_diff_boxes", v.at("max_abs_diff_boxes")},
+                             {"max_abs_diff_scores", v.at("max_abs_diff_scores")},
+                             {"max_rel_diff_boxes", v.at("max_rel_diff_boxes")},
+                             {"tolerance", v.at("tolerance")},
+                             {"bytes", doc.at("bytes")},
+                             {"verification", v},
+                             {"registry", doc.at("registry")},
+                             {"attempt", attempt}};
+    (ctx.json ? std::cerr : std::cout) << text;
+    return child.Succeed(result);
+  };
+  int exit_code = 0;
+  RunExport(abs_ctx, &exit_code, keys, report);
+  {
+    std::lock_guard<std::mutex> l(mu);
+    finished = true;
+  }
+  cv.notify_all();
+  ticker.join();
+  return exit_code;
 }
 
 }  // namespace
@@ -136,6 +247,8 @@ void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code) {
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;
+    int64_t job = 0;
+    int64_t attempt = 0;
   };
   auto st = std::make_shared<ExportState>();
   st->opts.Bind(st->set);
@@ -143,13 +256,31 @@ void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code) {
       "export", "Write a model as ONNX, verified in OpenCV DNN and ONNX Runtime against LibTorch");
   cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors format=onnx imgsz=640");
   AddOptionFlags(cmd, st->set, &st->flags);
+  cmd->add_option("--job", st->job,
+                  "run this queued export job's attempt (what `kestrel worker` starts; docs/jobs.md)")
+      ->check(IntArg(1));
+  cmd->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)")
+      ->check(IntArg(1));
   cmd->callback([&ctx, exit_code, st] {
+    if (st->job > 0 || st->attempt > 0) {
+      if (st->job <= 0 || st->attempt <= 0 || !st->extras.empty() || !st->flags.empty()) {
+        *exit_code =
+            Fail(ctx, Status::InvalidArgument("--job ID --attempt N go together and take no other options",
+                                              {"command line", 0, "job"}));
+        return;
+      }
+      *exit_code = RunExportJob(ctx, st->job, st->attempt);
+      return;
+    }
     Status s = ApplyOptions(st->set, st->flags, st->extras);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);
       return;
     }
-    RunExport(ctx, exit_code, st->opts);
+    ExportReport report;
+    report.fail = [&ctx](const Status& why) { return Fail(ctx, why); };
+    report.done = [&ctx](const std::string& text, const nlohmann::json& doc) { return Emit(ctx, text, doc); };
+    RunExport(ctx, exit_code, st->opts, report);
   });
 }
 

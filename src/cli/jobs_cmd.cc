@@ -108,7 +108,19 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
       opened = std::move(stores).Value();
     }
     // pretrained= / model= may name a registered model: the job stores its blob's path.
-    auto draft = app::DraftJob(tokens, [&ctx](std::string* w) { return ResolveWeightsOption(ctx, w); });
+    // An export job's model= also keeps which registered model it named (pinned as NAME@vN).
+    auto draft = app::DraftJob(
+        tokens, [&ctx](std::string* w) { return ResolveWeightsOption(ctx, w); },
+        [&ctx](const std::string& text) -> Result<app::ResolvedWeights> {
+          KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+          app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
+          KESTREL_ASSIGN_OR_RETURN(app::ResolvedWeights w, reg.ResolveWeights(text));
+          if (w.model) {
+            (ctx.json ? std::cerr : std::cout) << "model " << w.model->name << "@v" << w.model->seq << " ("
+                                               << w.model->id.substr(0, 12) << "): " << w.path << std::endl;
+          }
+          return w;
+        });
     if (!draft.IsOk()) {
       *exit_code = Fail(ctx, OnCommandLine(draft.GetStatus()));
       return;
@@ -124,15 +136,17 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     Stores* stores = &*opened;
     // data= may be a dataset path: imported (or its version reused) here, so
     // the job stores the version, never the path.
-    if (!ResolveDataOption(ctx, *stores, &draft->data, nullptr, exit_code)) return;
+    if (!draft->data.empty() && !ResolveDataOption(ctx, *stores, &draft->data, nullptr, exit_code)) return;
     auto r = app::SubmitJob(*stores->meta, std::move(draft).Value(), WallMs());
     if (!r.IsOk()) {
       *exit_code = Fail(ctx, OnCommandLine(r.GetStatus()));
       return;
     }
-    std::string text = std::string(r->created ? "submitted" : "already queued:") + " job " +
-                       std::to_string(r->job.id) + " (" + store::JobStateName(r->job.state) + ", data " +
-                       r->dataset + "@" + r->version_id.substr(0, 12) + ")";
+    std::string text =
+        std::string(r->created ? "submitted" : "already queued:") + " job " + std::to_string(r->job.id) +
+        " (" + store::JobStateName(r->job.state) +
+        (r->dataset.empty() ? std::string() : ", data " + r->dataset + "@" + r->version_id.substr(0, 12)) +
+        ")";
     if (const std::string kind = app::JobKindText(r->job); kind != "train") text += ", kind " + kind;
     Emit(ctx, text, app::SubmitResultJson(*r));
   });

@@ -433,7 +433,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
   } else {
     ProcessSpec spec;
     spec.argv = options_.child_command;
-    // The kind's command: `train --job ID --attempt N`, `val --job ...`.
+    // The kind's command: `train --job ID --attempt N`, `val --job ...`, `export --job ...`.
     for (const char* a : {JobKindName(*kind), "--job"}) spec.argv.push_back(a);
     spec.argv.push_back(ids);
     spec.argv.push_back("--attempt");
@@ -587,8 +587,19 @@ store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, En
   };
   auto j = nlohmann::json::parse(run.result_json, nullptr, false);
   if (run.result_json.empty() || !j.is_object()) return fail("the child exited 0 without a result line");
-  // Only training makes weights; every kind's result carries the map50 the
-  // job's min_map50 judges.
+  // An export is judged by its verification (the child fails an unverified
+  // one unless force=true, which the result says): the written file must be
+  // there. It has no map50 (submit refuses min_map50 for it).
+  if (kind == JobKind::kExport) {
+    const std::string path = j.contains("path") && j["path"].is_string() ? j["path"].get<std::string>() : "";
+    if (path.empty()) return fail("the result names no exported file");
+    if (!env.Stat(path).is_regular) return fail("exported file " + path + " does not exist");
+    if (!j.contains("verified") || !j["verified"].is_boolean())
+      return fail("the result has no verified flag");
+    return o;
+  }
+  // Only training makes weights; every other kind's result carries the map50
+  // the job's min_map50 judges.
   if (kind != JobKind::kTrain) return GateMap50(j, min_map50, fail, o);
   std::string best = j.contains("best") && j["best"].is_string() ? j["best"].get<std::string>() : "";
   if (best.empty()) return fail("the result names no best weights file");

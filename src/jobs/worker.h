@@ -2,7 +2,7 @@
 // (`kestrel worker`). It registers itself, then each of its `slots` threads
 // loops: refresh the circuit breaker (honouring a shared `kestrel breaker
 // reset`), claim a job that fits the devices still free, run the attempt as
-// a supervised child (`kestrel <kind> --job ID --attempt N`: train, val) whose heartbeat
+// a supervised child (`kestrel <kind> --job ID --attempt N`: train, val, export) whose heartbeat
 // renews the lease, and complete the attempt with the quality gate applied.
 //
 // Failure handling (docs/jobs.md "Worker"):
@@ -164,8 +164,9 @@ class Worker {
 // The quality gate: what to commit for a finished run. Success only when the
 // child exited 0 by itself, its result (train: names a `best` weights file
 // that exists and parses as safetensors, and) has a `map50` that reaches
-// `min_map50`; otherwise a permanent `quality_gate` failure saying which
-// check failed.
+// `min_map50` (export: instead names an exported `path` that exists and says
+// whether it was `verified`); otherwise a permanent `quality_gate` failure
+// saying which check failed.
 store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env,
                                   JobKind kind = JobKind::kTrain);
 

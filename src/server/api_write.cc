@@ -105,12 +105,18 @@ Response Submit(ApiContext& ctx, const Request& req) {
   auto expanded = app::TemplateLibrary(ctx.meta).ExpandArgs(tokens);
   if (!expanded.IsOk()) return ErrorResponse(expanded.GetStatus());
   // pretrained= / model= may name a registered model: the job stores its blob's path.
-  auto draft = app::DraftJob(*expanded, [&ctx](std::string* weights) -> Status {
-    app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
-    KESTREL_ASSIGN_OR_RETURN(auto resolved, reg.ResolveWeights(*weights));
-    *weights = resolved.path;
-    return {};
-  });
+  // An export job's model= also keeps which registered model it named (pinned as NAME@vN).
+  auto draft = app::DraftJob(
+      *expanded,
+      [&ctx](std::string* weights) -> Status {
+        app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
+        KESTREL_ASSIGN_OR_RETURN(auto resolved, reg.ResolveWeights(*weights));
+        *weights = resolved.path;
+        return {};
+      },
+      [&ctx](const std::string& text) {
+        return app::ModelRegistry(ctx.meta, ctx.blobs, Env::Default()).ResolveWeights(text);
+      });
   if (!draft.IsOk()) return ErrorResponse(draft.GetStatus());
   auto r = app::SubmitJob(ctx.meta, std::move(draft).Value(), WallMs());
   if (!r.IsOk()) return ErrorResponse(r.GetStatus());

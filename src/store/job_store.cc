@@ -113,7 +113,8 @@ Status ValidateSpec(const JobSpec& s) {
   auto bad = [](const std::string& field, const std::string& msg) {
     return Status::InvalidArgument(msg, {"", 0, field});
   };
-  if (s.dataset_version.empty()) return bad("data", "a job needs a dataset version");
+  // dataset_version may be "": an export job of a model whose dataset is not
+  // known has none (app::SubmitJob resolves one for every train and val job).
   if (s.device_kind != "cpu" && s.device_kind != "gpu") {
     return bad("device", "device kind must be cpu or gpu, not '" + s.device_kind + "'");
   }

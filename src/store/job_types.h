@@ -42,7 +42,7 @@ struct RetryPolicy {
 };
 
 struct JobSpec {
-  std::string dataset_version;   // version id (sha256) the job trains on
+  std::string dataset_version;   // version id (sha256); "" only for an export job
   std::string config_json;       // effective, fully resolved config (JSON object)
   std::string spec_json = "{}";  // what the user typed, for display
   JobPriority priority = JobPriority::kNormal;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "app/export_keys.h"
 #include "core/json.h"
 #include "core/safetensors.h"
 
@@ -113,7 +114,7 @@ TEST_F(JobsAppTest, DraftErrorsNameTheKeyInTheRequest) {
   ExpectRequestError(DraftJob({"data=birds", "priority=urgent"}, nullptr).GetStatus(), "priority");
   ExpectRequestError(DraftJob({"data=birds", "gpu_mem=5"}, nullptr).GetStatus(), "gpu_mem");
   ExpectRequestError(DraftJob({"data=birds", "lr0=100"}, nullptr).GetStatus(), "lr0");
-  ExpectRequestError(DraftJob({"kind=export", "data=birds"}, nullptr).GetStatus(), "kind");
+  ExpectRequestError(DraftJob({"kind=tune", "data=birds"}, nullptr).GetStatus(), "kind");
   ExpectRequestError(DraftJob({"data=birds", "stray"}, nullptr).GetStatus(), "");
   ExpectRequestError(DraftJob({"data=bir\xff"}, nullptr).GetStatus(), "data");
   // The first bad token is the one reported, whatever comes after it.
@@ -158,6 +159,66 @@ TEST_F(JobsAppTest, ValDraftsNeedModelAndDataAndResolveTheWeights) {
   auto refused = DraftJob({"kind=val", "data=birds", "model=birds@v9"},
                           [](std::string*) { return Status::Corruption("blob damaged"); });
   EXPECT_EQ(refused.GetStatus().Code(), StatusCode::kCorruption);
+}
+
+// An export job takes `kestrel export`'s keys (app::ExportKeys) and refuses
+// what that command refuses before it opens the weights, with its messages;
+// a registered model is pinned as NAME@vN and the job is filed under its
+// dataset version when data= is not given.
+TEST_F(JobsAppTest, ExportDraftsTakeTheExportKeysAndPinTheModel) {
+  const std::string w = Weights();
+  ExpectRequestError(DraftJob({"kind=export"}, nullptr).GetStatus(), "model");
+  for (const std::string bad :
+       {"format=tflite", "imgsz=100", "imgsz=64,", "opset=11", "batch=0", "verify_images=0", "half=maybe",
+        "output=/tmp/x.onnx", "epochs=3", "predictions=p", "min_map50=0.5"}) {
+    auto d = DraftJob({"kind=export", "model=" + w, bad}, nullptr);
+    ExpectRequestError(d.GetStatus(), bad.substr(0, bad.find('=')));
+  }
+  ExpectRequestError(DraftJob({"kind=export", "model=" + w, "device=0", "gpu_mem=10"}, nullptr).GetStatus(),
+                     "device");
+  // The same message as `kestrel export` (ExportKeys::Request).
+  ExportKeys keys;
+  keys.r.model = w;
+  keys.r.opset = 11;
+  auto cli = keys.Request();
+  auto job = DraftJob({"kind=export", "model=" + w, "opset=11"}, nullptr);
+  ASSERT_FALSE(cli.IsOk());
+  EXPECT_EQ(job.GetStatus().Message(), cli.GetStatus().Message());
+  ExpectRequestError(DraftJob({"kind=export", "model=" + (dir_ / "none").string()}, nullptr).GetStatus(),
+                     "model");
+  // A plain file: made absolute, no dataset; stored with an empty dataset version.
+  auto plain = DraftJob({"kind=export", "model=" + w, "imgsz=64", "dynamic=true"}, nullptr);
+  ASSERT_TRUE(plain.IsOk()) << plain.GetStatus().ToString();
+  EXPECT_EQ(plain->kind, jobs::JobKind::kExport);
+  EXPECT_EQ(plain->config["kind"], "export");
+  EXPECT_EQ(plain->config["model"], w);
+  EXPECT_EQ(plain->config["imgsz"], "64");
+  EXPECT_EQ(plain->config["dynamic"], true);
+  EXPECT_EQ(plain->config["output"], "");
+  auto sub = SubmitJob(*meta_, *plain, 1000);
+  ASSERT_TRUE(sub.IsOk()) << sub.GetStatus().ToString();
+  EXPECT_EQ(sub->job.spec.dataset_version, "");
+  EXPECT_EQ(JobKindText(sub->job), "export");
+  auto again = SubmitJob(*meta_, *plain, 2000);
+  ASSERT_TRUE(again.IsOk());
+  EXPECT_EQ(again->job.id, sub->job.id) << "deduplicated";
+  // A registered model: pinned as NAME@vN, filed under the model's dataset version.
+  auto pinned = DraftJob({"kind=export", "model=birds@production", "imgsz=64"}, nullptr,
+                         [&](const std::string& text) -> Result<ResolvedWeights> {
+                           EXPECT_EQ(text, "birds@production");
+                           store::ModelRecord m;
+                           m.name = "birds";
+                           m.seq = 3;
+                           m.dataset_version = std::string(64, 'a');
+                           return ResolvedWeights{w, m};
+                         });
+  ASSERT_TRUE(pinned.IsOk()) << pinned.GetStatus().ToString();
+  EXPECT_EQ(pinned->config["model"], "birds@v3");
+  auto filed = SubmitJob(*meta_, *pinned, 3000);
+  ASSERT_TRUE(filed.IsOk()) << filed.GetStatus().ToString();
+  EXPECT_EQ(filed->job.spec.dataset_version, std::string(64, 'a'));
+  // Train jobs still need a dataset.
+  EXPECT_FALSE(Submit({"epochs=2"}).IsOk());
 }
 
 TEST_F(JobsAppTest, SubmitStoresTheVersionAndDeduplicatesPerKind) {

@@ -328,6 +328,17 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"submit", "data=d", "gpu_mem=" + H, "device=0"},
       {"submit", "data=d", "backoff=1e300"},
       {"submit", "data="},
+      // submit kind=export: `kestrel export`'s checks at submit, nothing stored
+      {"submit", "kind=export"},
+      {"submit", "kind=export", "model=/etc/passwd"},
+      {"submit", "kind=export", "model=m@v" + H},
+      {"submit", "kind=export", "model=m", "format=" + X},
+      {"submit", "kind=export", "model=m", "imgsz=" + H},
+      {"submit", "kind=export", "model=m", "opset=" + H},
+      {"submit", "kind=export", "model=m", "output={work}/o.onnx"},
+      {"submit", "kind=export", "model=m", "min_map50=0.5"},
+      {"submit", "kind=export", "model=m", "device=0", "gpu_mem=1"},
+      {"submit", "kind=export", "model=m", "epochs=3"},
       // worker (every case invalid: a valid worker would run)
       {"worker", "--slots", H, "--exit-when-idle"},
       {"worker", "--devices", "gpu:" + H + ":1", "--exit-when-idle"},
@@ -445,6 +456,11 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"export", "model=m", "format=onnx", "opset=" + H},
       {"export", "model=m", "format=onnx", "imgsz=" + H},
       {"export", "model=m", "format=onnx", "half=" + X},
+      // export --job: an export job's attempt (what the worker runs)
+      {"export", "--job", H, "--attempt", "1"},
+      {"export", "--job", "12", "--attempt", "1"},
+      {"export", "--job", "12"},
+      {"export", "--job", "12", "--attempt", "1", "model=m"},
       // export data= (the mAP check's dataset): refused before anything is imported or written
       {"export", "model=m", "data=d@v" + H},
       {"export", "model=m", "data=" + X},

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <thread>
 
@@ -301,6 +302,74 @@ TEST_F(JobsCliTest, WorkerRunsAValJobAndShowsItsResult) {
   EXPECT_EQ(s2["attempts"][0]["reason"], "quality_gate");
   EXPECT_EQ(Kestrel("val --job " + std::to_string(train) + " --attempt 1").code, 1)
       << "not running: lease_lost";
+}
+
+// An export job runs `kestrel export --job ID --attempt N`: the registered
+// model's export written into the job's folder, verified, recorded on the
+// model as `kestrel export` records it, its result (path, verified, max
+// diffs) in `jobs show`. A file an earlier (crashed) attempt left at the
+// path is replaced by the verified one, never trusted.
+TEST_F(JobsCliTest, WorkerRunsAnExportJobAndTheRegistryRecordsIt) {
+  const int64_t train = SubmitId(TinyJob("epochs=1"));
+  ASSERT_EQ(Kestrel("worker --exit-when-idle --poll-s 0.1").code, 0);
+  ASSERT_EQ(Show(train)["job"]["state"], "succeeded");
+  const auto models = Json(Kestrel("--json models list"))["models"];
+  ASSERT_EQ(models.size(), 1u) << models.dump();
+  const std::string ref = models[0]["ref"];
+  // Refused at submit with `kestrel export`'s messages, exit 2, nothing stored.
+  for (const char* bad : {"opset=11", "imgsz=33", "format=tflite", "output=x.onnx", "min_map50=0.5"}) {
+    CliRun r = Kestrel("--json submit kind=export model=" + ref + " " + bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+    EXPECT_EQ(Json(r)["error"]["field"], key) << r.out;
+    if (key == "opset" || key == "imgsz" || key == "format") {
+      CliRun direct = Kestrel("--json export model=" + ref + " " + bad);
+      EXPECT_EQ(direct.code, 2);
+      EXPECT_EQ(Json(r)["error"]["message"], Json(direct)["error"]["message"]) << "the same check";
+    }
+  }
+  EXPECT_EQ(Json(Kestrel("--json jobs list"))["jobs"].size(), 1u) << "a rejected submission stored a job";
+
+  const auto sub =
+      Json(Kestrel("--json submit kind=export model=" + ref + " format=onnx imgsz=64 verify_images=2"));
+  ASSERT_EQ(sub["ok"], true) << sub.dump();
+  const int64_t id = sub["job_id"];
+  const std::string stem = std::string(ref).replace(ref.find('@'), 1, "_");
+  const fs::path path = JobDir(id) / (stem + ".onnx");
+  fs::create_directories(JobDir(id));
+  std::ofstream(path) << "left by a crashed attempt";
+  const auto t0 = std::chrono::steady_clock::now();
+  CliRun w = Kestrel("--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10 --id we");
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(w.code, 0) << w.out;
+  EXPECT_EQ(Json(w)["succeeded"], 1) << Kestrel("jobs logs " + std::to_string(id)).out;
+  const auto show = Show(id);
+  ASSERT_EQ(show["job"]["state"], "succeeded") << show.dump(2);
+  EXPECT_EQ(show["job"]["kind"], "export");
+  EXPECT_EQ(show["job"]["config"]["model"], ref);
+  const auto& result = show["job"]["result"];
+  EXPECT_EQ(result["kind"], "export");
+  EXPECT_EQ(result["model"], ref);
+  EXPECT_EQ(result["path"], path.string());
+  EXPECT_EQ(result["verified"], true);
+  EXPECT_LE(result["max_abs_diff_scores"].get<double>(), result["tolerance"].get<double>());
+  EXPECT_LE(result["max_rel_diff_boxes"].get<double>(), result["tolerance"].get<double>());
+  EXPECT_EQ(result["bytes"].get<int64_t>(), static_cast<int64_t>(fs::file_size(path)))
+      << "the stale file was replaced by the verified export";
+  EXPECT_EQ(result["registry"]["model"], ref);
+  EXPECT_FALSE(fs::exists(path.string() + ".verifying.onnx"));
+  std::cout << "export job wall time (worker start to exit): " << wall_s << " s\n";
+  // The registry lists the export on the model, as after `kestrel export`.
+  const auto model = Json(Kestrel("--json models show " + ref));
+  const auto& exports = model["model"]["exports"];
+  ASSERT_EQ(exports.size(), 1u) << model.dump(2);
+  EXPECT_EQ(exports[0]["path"], path.string());
+  EXPECT_EQ(exports[0]["id"], result["registry"]["export_id"]);
+  EXPECT_EQ(exports[0]["verified"], true);
+  // Still one model: an export job registers none. The child refuses a job of another kind.
+  EXPECT_EQ(Json(Kestrel("--json models list"))["models"].size(), 1u);
+  EXPECT_EQ(Kestrel("export --job " + std::to_string(train) + " --attempt 1").code, 1);
+  EXPECT_EQ(Kestrel("export --job 1").code, 2) << "--job needs --attempt";
 }
 
 TEST_F(JobsCliTest, TooManyUnreadableImagesFailPermanentlyAsDatasetErrors) {

@@ -243,6 +243,39 @@ TEST_F(AuthWriteTest, SubmitCancelRetryReturnTheCliViews) {
   EXPECT_EQ(Doc(Call("POST", "/api/jobs/abc/retry", write_), 400, "bad id")["error"]["field"], "id");
 }
 
+// kind=export through POST /api/jobs: the same DraftJob/SubmitJob path as
+// `kestrel submit`, so the export keys are checked with `kestrel export`'s
+// messages and a registered model is pinned as NAME@vN.
+TEST_F(AuthWriteTest, ExportJobsAreSubmittedThroughTheSameSubmitPath) {
+  json created = Doc(Call("POST", "/api/jobs", write_,
+                          R"({"keys": {"kind": "export", "model": "birds", "format": "onnx", "imgsz": 64}})"),
+                     201, "export submit");
+  ASSERT_EQ(created["created"], true) << created;
+  auto job = app::ShowJob(*meta_, created["job_id"].get<int64_t>());
+  ASSERT_TRUE(job.IsOk()) << job.GetStatus().ToString();
+  EXPECT_EQ(app::JobKindText(job->job), "export");
+  const json config = app::JobConfigJson(job->job);
+  EXPECT_EQ(config["model"], "birds@v1") << "pinned: a retry exports the same version";
+  EXPECT_EQ(config["imgsz"], "64");
+  auto model = app::ModelRegistry(*meta_, *blobs_, Env::Default()).Resolve("birds@v1");
+  ASSERT_TRUE(model.IsOk());
+  EXPECT_EQ(job->job.spec.dataset_version, model->dataset_version);
+  for (const std::vector<std::string>& keys :
+       std::vector<std::vector<std::string>>{{"kind=export", "model=birds@v1", "opset=11"},
+                                             {"kind=export", "model=birds@v1", "imgsz=33"},
+                                             {"kind=export", "model=birds@v1", "format=tflite"},
+                                             {"kind=export", "model=birds@v1", "output=/etc/x.onnx"},
+                                             {"kind=export", "model=birds@v1", "min_map50=0.5"}}) {
+    auto want = app::DraftJob(keys, nullptr);
+    ASSERT_FALSE(want.IsOk());
+    json body = {{"keys", json::object()}};
+    for (const auto& k : keys) body["keys"][k.substr(0, k.find('='))] = k.substr(k.find('=') + 1);
+    json doc = Doc(Call("POST", "/api/jobs", write_, body.dump()), 400, body.dump());
+    EXPECT_EQ(doc["error"]["message"], want.GetStatus().Message());
+    EXPECT_EQ(doc["error"]["field"], want.GetStatus().Where().field);
+  }
+}
+
 TEST_F(AuthWriteTest, TagPromoteAndUntagReturnTheCliViews) {
   json tagged = Doc(Call("POST", "/api/models/birds@v1/tags", write_, R"({"tag": "candidate"})"), 200, "tag");
   app::ModelRegistry reg(*meta_, *blobs_, Env::Default());
