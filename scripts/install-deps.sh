@@ -16,6 +16,7 @@ PACKAGES=(
   libcurl4-openssl-dev               # webhooks
   libboost-dev                       # Boost.Beast/Asio (header-only): the HTTP server (src/server)
   python3                            # test tooling only (tools/soak), never the product
+  python3-torch                      # test tooling only: tools/gpu's PyTorch reference (ctest gpu_reference_matches_kestrel)
   chromium                           # the web UI's browser test (tests/web, playwright-core drives it)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev           # libFuzzer + sanitizers for tools/fuzz.sh (run by test.sh)
