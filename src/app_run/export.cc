@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "app_run/export_runtimes.h"
+#include "eval/box.h"
+#include "eval/postprocess.h"
 #include "export/onnx_export.h"
 #include "export/onnx_quantize.h"
 #include "model/predictor.h"
@@ -22,6 +24,8 @@ namespace {
 
 static_assert(kExportMinOpset == exporter::kMinOpset && kExportMaxOpset == exporter::kMaxOpset,
               "app/export_keys.h's opset range is the exporter's");
+static_assert(kExportMaxDet == exporter::kMaxNmsDetections,
+              "app/export_keys.h's max_det bound is the exporter's");
 
 // Where the file goes when output= is empty (ExportRequest::output).
 std::string DefaultOutput(Env& env, const std::string& model_arg) {
@@ -319,6 +323,134 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
   return checks;
 }
 
+Result<NmsCheck> VerifyOnnxNms(const std::string& nms_path, const std::string& weights,
+                               const std::string& raw_path, const std::vector<std::vector<int64_t>>& shapes,
+                               int images_per_shape, double conf, double iou, int max_det, bool half) {
+  NmsCheck check;
+  check.reference = half ? "onnxruntime raw0 (FP16)" : "libtorch";
+  const OnnxRuntimeLocation ort = LocateOnnxRuntime();
+  if (!ort.unavailable.empty()) {
+    check.runtime = "onnxruntime";
+    check.error = "ONNX Runtime check did not run: " + ort.unavailable;
+    return check;
+  }
+  std::vector<FloatTensor> inputs;
+  uint32_t seed = 20240607;
+  for (const std::vector<int64_t>& shape : shapes) {
+    const int b = static_cast<int>(shape[0]), h = static_cast<int>(shape[2]), w = static_cast<int>(shape[3]);
+    const int n = ((images_per_shape + b - 1) / b) * b;
+    const std::vector<float> images = SyntheticImages(n, h, w, seed++);
+    const size_t per_batch = static_cast<size_t>(b) * 3 * h * w;
+    for (int start = 0; start < n; start += b) {
+      const auto first = images.begin() + static_cast<std::ptrdiff_t>(start / b * per_batch);
+      inputs.push_back(
+          FloatTensor{shape, std::vector<float>(first, first + static_cast<std::ptrdiff_t>(per_batch))});
+    }
+  }
+  std::unique_ptr<OnnxRuntime> runtime = MakeOnnxRuntimeNode(ort);
+  check.runtime = runtime->Name();
+  std::vector<FloatTensor> refs;
+  if (half) {
+    KESTREL_ASSIGN_OR_RETURN(refs, runtime->Run(raw_path, inputs));
+  } else {
+    model::PredictorOptions popts;
+    popts.imgsz = static_cast<int>(shapes.at(0)[2]);
+    popts.batch = static_cast<int>(shapes.at(0)[0]);
+    popts.fuse = false;
+    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<model::Predictor> net, model::Predictor::Load(weights, popts));
+    for (const FloatTensor& in : inputs) {
+      SafeTensor t{
+          "F32", in.shape,
+          std::string(reinterpret_cast<const char*>(in.data.data()), in.data.size() * sizeof(float))};
+      KESTREL_ASSIGN_OR_RETURN(SafeTensor ref, net->ForwardDecoded(t));
+      FloatTensor r{ref.shape, std::vector<float>(ref.data.size() / sizeof(float))};
+      std::memcpy(r.data.data(), ref.data.data(), ref.data.size());
+      refs.push_back(std::move(r));
+    }
+  }
+  check.ran = true;
+  Result<std::vector<FloatTensor>> outs = runtime->Run(nms_path, inputs);
+  if (!outs.IsOk()) {
+    check.error = outs.GetStatus().ToString();
+    return check;
+  }
+  eval::NmsOptions nms;  // predict's: best class per anchor, per class
+  nms.conf = static_cast<float>(conf);
+  nms.iou = static_cast<float>(iou);
+  nms.max_det = max_det;
+  std::ostringstream why;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const FloatTensor& ref = refs[i];
+    const FloatTensor& got = (*outs)[i];
+    const int64_t batch = inputs[i].shape[0];
+    if (ref.shape.size() != 3 || ref.shape[0] != batch || ref.shape[1] < 5) {
+      return Status::Internal("reference raw output of shape " + ShapeText(ref.shape));
+    }
+    if (got.shape != std::vector<int64_t>{batch, max_det, 6}) {
+      check.error = check.runtime + " returned output0 of shape " + ShapeText(got.shape) + " for input " +
+                    ShapeText(inputs[i].shape) + ", expected [" + std::to_string(batch) + ", " +
+                    std::to_string(max_det) + ", 6]";
+      return check;
+    }
+    const int nc = static_cast<int>(ref.shape[1]) - 4;
+    const auto anchors = static_cast<int>(ref.shape[2]);
+    for (int64_t b = 0; b < batch; ++b) {
+      const int image = check.images++;
+      const std::vector<eval::Detection> want = eval::PostprocessYolo(
+          ref.data.data() + static_cast<size_t>(b) * ref.shape[1] * ref.shape[2], nc, anchors, nms);
+      std::vector<eval::Detection> have;
+      bool padding = false;
+      for (int64_t r = 0; r < max_det; ++r) {
+        const float* row = got.data.data() + (static_cast<size_t>(b) * max_det + r) * 6;
+        if (row[4] <= 0) {
+          padding = true;
+          continue;
+        }
+        if (padding && why.str().empty()) why << "image " << image << ": a detection after a padding row";
+        have.push_back(eval::Detection{eval::Box{row[0], row[1], row[2], row[3]}, row[4],
+                                       static_cast<int>(std::lround(row[5]))});
+      }
+      check.reference_boxes += static_cast<int64_t>(want.size());
+      check.file_boxes += static_cast<int64_t>(have.size());
+      if (want.size() != have.size() && why.str().empty()) {
+        why << "image " << image << ": " << have.size() << " detections, " << check.reference
+            << " + eval NMS " << want.size();
+      }
+      std::vector<bool> used(have.size(), false);
+      for (const eval::Detection& d : want) {
+        int best = -1;
+        double best_iou = -1;
+        for (size_t k = 0; k < have.size(); ++k) {
+          if (used[k] || have[k].class_id != d.class_id) continue;
+          const double v = eval::Iou(d.box, have[k].box);
+          if (v > best_iou) best_iou = v, best = static_cast<int>(k);
+        }
+        if (best < 0) {
+          if (why.str().empty())
+            why << "image " << image << ": no class " << d.class_id << " detection left to match";
+          continue;
+        }
+        used[static_cast<size_t>(best)] = true;
+        const double score_diff =
+            std::fabs(static_cast<double>(d.score) - have[static_cast<size_t>(best)].score);
+        ++check.matched;
+        check.min_iou = std::min(check.min_iou, best_iou);
+        check.max_score_diff = std::max(check.max_score_diff, score_diff);
+        if ((best_iou < kExportNmsMinIou || score_diff > kExportNmsScoreTolerance) && why.str().empty()) {
+          why << "image " << image << ": class " << d.class_id << " detection matched at IoU " << best_iou
+              << ", |score diff| " << score_diff;
+        }
+      }
+    }
+  }
+  check.passed = why.str().empty();
+  if (!check.passed) {
+    check.error = "NMS output differs from " + check.reference + " + eval NMS (" + why.str() +
+                  "; IoU >= " + std::to_string(kExportNmsMinIou) + " and |score diff| <= 1e-4 required)";
+  }
+  return check;
+}
+
 Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const ExportWeightsResolver& resolve,
                                  const ExportCalibrationLoader& calibrate,
                                  const ExportMapSource& map_source) {
@@ -334,6 +466,10 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   opts.opset = request.opset;
   opts.dynamic = request.dynamic;
   opts.half = request.half;
+  opts.nms = request.nms;
+  opts.conf = request.conf;
+  opts.iou = request.iou;
+  opts.max_det = request.max_det;
   KESTREL_RETURN_IF_ERROR(exporter::ValidateOnnxOptions(info.spec, opts));
   // The same tensors, torch-free (a .pt's floats widened to F32).
   KESTREL_ASSIGN_OR_RETURN(SafeTensorFile state, model::ReadWeightsFile(res.weights));
@@ -362,12 +498,35 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   const size_t required_runtime = request.half || request.int8 ? 1 : 0;
   const std::string tmp = res.path + ".verifying.onnx";
   KESTREL_RETURN_IF_ERROR(exporter::WriteOnnxFile(env, onnx, tmp));
+  // nms=true: OpenCV DNN 4.6 cannot import NonMaxSuppression, so the raw
+  // checks (and data='s mAP) run the same graph without the NMS tail, and
+  // VerifyOnnxNms checks the file's detections in ONNX Runtime.
+  std::string raw_path = tmp;
+  if (request.nms) {
+    exporter::OnnxExportOptions raw_opts = opts;
+    raw_opts.nms = false;
+    KESTREL_ASSIGN_OR_RETURN(exporter::OnnxModel raw, exporter::BuildOnnxModel(info.spec, state, raw_opts));
+    raw_path = res.path + ".verifying.raw.onnx";
+    if (Status s = exporter::WriteOnnxFile(env, raw, raw_path); !s.IsOk()) {
+      (void)env.RemoveFile(tmp);
+      (void)env.RemoveFile(raw_path);
+      return s;
+    }
+  }
+  // Removes the raw graph on every way out below.
+  struct RemoveRaw {
+    Env& env;
+    std::string path;
+    ~RemoveRaw() {
+      if (!path.empty()) (void)env.RemoveFile(path);
+    }
+  } remove_raw{env, request.nms ? raw_path : std::string()};
   res.verify_shapes = VerifyShapes(request);
   const double tolerance = request.half   ? std::max(request.tolerance, kExportHalfTolerance)
                            : request.int8 ? std::max(request.tolerance, kExportInt8Tolerance)
                                           : request.tolerance;
   Result<std::vector<RuntimeCheck>> checks = VerifyOnnxFile(
-      tmp, res.weights, res.verify_shapes, request.verify_images, tolerance, request.half, request.int8);
+      raw_path, res.weights, res.verify_shapes, request.verify_images, tolerance, request.half, request.int8);
   if (!checks.IsOk()) {
     (void)env.RemoveFile(tmp);
     return checks.GetStatus();
@@ -385,6 +544,23 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   const RuntimeCheck& required = res.checks[required_runtime];
   passed = passed && required.ran;
   if (!required.ran) failures += (failures.empty() ? "" : "; ") + required.error;
+  if (request.nms) {
+    Result<NmsCheck> nc = VerifyOnnxNms(tmp, res.weights, raw_path, res.verify_shapes, request.verify_images,
+                                        request.conf, request.iou, request.max_det, request.half);
+    if (!nc.IsOk()) {
+      (void)env.RemoveFile(tmp);
+      return nc.GetStatus();
+    }
+    res.nms_check = std::move(*nc);
+    if (!res.nms_check.passed) {
+      passed = false;
+      failures += (failures.empty() ? "" : "; ") +
+                  (res.nms_check.ran ? res.nms_check.runtime + ": " + res.nms_check.error
+                                     : "nms=true is verified in ONNX Runtime only (OpenCV DNN 4.6 cannot run "
+                                       "NonMaxSuppression): " +
+                                           res.nms_check.error);
+    }
+  }
   if (map_split) {
     // The mAP check in every runtime the raw check ran in.
     MapCheckRequest mreq;
@@ -398,7 +574,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
     for (int k = 0; k < kMapRuntimes && k < static_cast<int>(res.checks.size()); ++k) {
       if (!res.checks[k].ran) mreq.skip[k] = res.checks[k].error;
     }
-    Result<MapCheck> mc = RunExportMapCheck(*map_source.blobs, *map_split, tmp, res.weights, mreq);
+    Result<MapCheck> mc = RunExportMapCheck(*map_source.blobs, *map_split, raw_path, res.weights, mreq);
     if (!mc.IsOk()) {
       (void)env.RemoveFile(tmp);
       return mc.GetStatus();
@@ -441,12 +617,19 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   res.dynamic = request.dynamic;
   res.half = request.half;
   res.int8 = request.int8;
+  res.nms = request.nms;
+  if (request.nms) {
+    res.conf = request.conf;
+    res.iou = request.iou;
+    res.max_det = request.max_det;
+  }
   res.opset = request.opset;
   const int64_t dyn = -1;
   res.input_shape = {request.dynamic ? dyn : request.batch, 3, request.dynamic ? dyn : request.imgsz_h,
                      request.dynamic ? dyn : request.imgsz_w};
   res.output_shape = {request.dynamic ? dyn : request.batch, onnx.output_channels,
                       request.dynamic ? dyn : onnx.anchors};
+  if (request.nms) res.output_shape = {request.dynamic ? dyn : request.batch, request.max_det, 6};
   res.bytes = static_cast<int64_t>(onnx.bytes.size());
   res.nodes = onnx.nodes;
   res.parameters = onnx.parameters;
@@ -482,6 +665,26 @@ nlohmann::json Int8CalibrationJson(const ExportResult& r) {
 }
 }  // namespace
 
+namespace {
+nlohmann::json NmsCheckJson(const ExportResult& r) {
+  if (!r.nms) return nullptr;
+  const NmsCheck& c = r.nms_check;
+  nlohmann::json j = {
+      {"conf", r.conf},           {"iou", r.iou}, {"max_det", r.max_det}, {"runtime", c.runtime},
+      {"reference", c.reference}, {"ran", c.ran}, {"passed", c.passed}};
+  if (c.ran) {
+    j["images"] = c.images;
+    j["reference_boxes"] = c.reference_boxes;
+    j["file_boxes"] = c.file_boxes;
+    j["matched"] = c.matched;
+    j["min_iou"] = c.min_iou;
+    j["max_score_diff"] = c.max_score_diff;
+  }
+  if (!c.passed) j["error"] = c.error;
+  return j;
+}
+}  // namespace
+
 nlohmann::json ExportResultJson(const ExportResult& r) {
   nlohmann::json runtimes = nlohmann::json::array();
   for (const RuntimeCheck& c : r.checks) {
@@ -507,6 +710,7 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
       {"dynamic", r.dynamic},
       {"half", r.half},
       {"int8", r.int8},
+      {"nms", r.nms},
       {"calibration", Int8CalibrationJson(r)},
       {"opset", r.opset},
       {"input", {{"name", "images"}, {"shape", r.input_shape}}},
@@ -529,6 +733,7 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
   if (!r.verified) j["verification"]["error"] = r.verification_error;
   j["verification"]["map"] =
       r.map.ran || !r.map.error.empty() ? MapCheckJson(r.map) : nlohmann::json(nullptr);
+  j["verification"]["nms"] = NmsCheckJson(r);
   return j;
 }
 
@@ -559,6 +764,13 @@ std::string ExportResultText(const ExportResult& r) {
     }
     s << "  " << c.runtime << ": max |diff| " << c.max_abs_diff << " (class scores " << c.max_abs_diff_scores
       << ", box pixels " << c.max_abs_diff_boxes << " = " << c.max_rel_diff_boxes << " relative)\n";
+  }
+  if (r.nms) {
+    const NmsCheck& c = r.nms_check;
+    s << "  NMS in the graph (conf " << r.conf << ", iou " << r.iou << ", max_det " << r.max_det << "), "
+      << c.runtime << " vs " << c.reference << " + eval NMS: " << c.matched << " of " << c.reference_boxes
+      << " detections matched on " << c.images << " images, min IoU " << c.min_iou << ", max |score diff| "
+      << c.max_score_diff << "\n";
   }
   s << MapCheckText(r.map);
   return s.str();

@@ -35,6 +35,27 @@ struct RuntimeCheck {
   double max_abs_diff = 0, max_abs_diff_boxes = 0, max_abs_diff_scores = 0, max_rel_diff_boxes = 0;
 };
 
+// nms=true: the NMS file run in ONNX Runtime against Kestrel's own
+// post-processing (eval::PostprocessYolo, predict's options with the
+// export's conf/iou/max_det) of the reference raw output on the same inputs:
+// LibTorch's, or for half=true the raw FP16 graph's in ONNX Runtime (FP16
+// moves scores by ~3e-4, more than the score bound). Per image the same
+// number of detections; each reference detection matched (in score order) to
+// the unmatched file detection of its class with the highest IoU, which must
+// be >= kExportNmsMinIou with |score diff| <= kExportNmsScoreTolerance.
+inline constexpr double kExportNmsMinIou = 0.99;
+inline constexpr double kExportNmsScoreTolerance = 1e-4;
+struct NmsCheck {
+  bool ran = false;       // false: ONNX Runtime is not there (error says why)
+  bool passed = false;    // ran, and every image's detections matched
+  std::string runtime;    // "onnxruntime 1.23.2"
+  std::string reference;  // "libtorch" or "onnxruntime raw0 (FP16)"
+  std::string error;      // why it did not run or what did not match ("" when passed)
+  int images = 0;
+  int64_t reference_boxes = 0, file_boxes = 0, matched = 0;
+  double min_iou = 1, max_score_diff = 0;  // over the matched pairs
+};
+
 struct ExportResult {
   std::string path;     // the written .onnx file
   std::string weights;  // the resolved weights file
@@ -46,6 +67,12 @@ struct ExportResult {
   bool dynamic = false;
   bool half = false;  // FP16 graph (ExportRequest::half)
   bool int8 = false;  // INT8 QDQ graph (ExportRequest::int8)
+  // nms=true: output0 is [batch, max_det, 6] detections; `checks` are then
+  // of the same graph without the NMS tail, `nms_check` of the file.
+  bool nms = false;
+  double conf = 0, iou = 0;
+  int max_det = 0;
+  NmsCheck nms_check;
   // int8: how the activation ranges were found (Int8CalibrationJson).
   struct Int8Calibration {
     std::string dataset, version_id, split;  // "shapes@v1", 64 hex, "train"
@@ -100,6 +127,16 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
                                                  const std::vector<std::vector<int64_t>>& shapes,
                                                  int images_per_shape, double tolerance, bool half = false,
                                                  bool int8 = false);
+
+// Runs the nms=true file at `nms_path` in ONNX Runtime on `images_per_shape`
+// synthetic images per shape and compares its detections with
+// eval::PostprocessYolo (best class per anchor, per-class NMS: predict's) of
+// the reference raw output (NmsCheck): LibTorch's model of `weights`, or with
+// `half` the raw graph at `raw_path` in ONNX Runtime. ONNX Runtime missing:
+// ran false with why. Errors: the weights cannot be loaded.
+Result<NmsCheck> VerifyOnnxNms(const std::string& nms_path, const std::string& weights,
+                               const std::string& raw_path, const std::vector<std::vector<int64_t>>& shapes,
+                               int images_per_shape, double conf, double iou, int max_det, bool half);
 
 // Turns `model=` into a weights path (the CLI resolves registry references).
 using ExportWeightsResolver = std::function<Status(std::string* weights)>;

@@ -39,7 +39,8 @@ Result<store::ModelExportRecord> RecordExport(const Context& ctx, const store::M
   app::ExportRecordRequest req;
   req.path = doc.at("path").get<std::string>();
   req.format = doc.at("format").get<std::string>();
-  for (const char* key : {"imgsz", "batch", "opset", "dynamic", "half"}) req.options[key] = doc.at(key);
+  for (const char* key : {"imgsz", "batch", "opset", "dynamic", "half", "nms"})
+    req.options[key] = doc.at(key);
   req.verification = doc.at("verification");
   req.verified = req.verification.at("verified").get<bool>();
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -456,17 +456,6 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"export", "model=m", "format=onnx", "opset=" + H},
       {"export", "model=m", "format=onnx", "imgsz=" + H},
       {"export", "model=m", "format=onnx", "half=" + X},
-      // export --job: an export job's attempt (what the worker runs)
-      {"export", "--job", H, "--attempt", "1"},
-      {"export", "--job", "12", "--attempt", "1"},
-      {"export", "--job", "12"},
-      {"export", "--job", "12", "--attempt", "1", "model=m"},
-      // export data= (the mAP check's dataset): refused before anything is imported or written
-      {"export", "model=m", "data=d@v" + H},
-      {"export", "model=m", "data=" + X},
-      {"export", "model=/etc/passwd", "data=d"},
-      {"export", "model=m", "data={work}/nosuch/data.yaml"},
-      {"export", "model=m", "imgsz=64,96", "data=d"},
       // export int8=true: its keys refused before anything is calibrated or written
       {"export", "model=m", "int8=" + X},
       {"export", "model=m", "int8=true"},
@@ -478,6 +467,29 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"export", "model=m", "int8=true", "data=d", "fraction=nan"},
       {"export", "model=m", "int8=true", "data=d", "calib_method=" + X},
       {"export", "model=/etc/passwd", "int8=true", "data=d"},
+      // export --job: an export job's attempt (what the worker runs)
+      {"export", "--job", H, "--attempt", "1"},
+      {"export", "--job", "12", "--attempt", "1"},
+      {"export", "--job", "12"},
+      {"export", "--job", "12", "--attempt", "1", "model=m"},
+      // export data= (the mAP check's dataset): refused before anything is imported or written
+      {"export", "model=m", "data=d@v" + H},
+      {"export", "model=m", "data=" + X},
+      {"export", "model=/etc/passwd", "data=d"},
+      {"export", "model=m", "data={work}/nosuch/data.yaml"},
+      {"export", "model=m", "imgsz=64,96", "data=d"},
+      // export nms=true: its keys refused before anything is written
+      {"export", "model=m", "nms=" + X},
+      {"export", "model=m", "nms=true", "conf=" + X},
+      {"export", "model=m", "nms=true", "conf=1"},
+      {"export", "model=m", "nms=true", "conf=-0.1"},
+      {"export", "model=m", "nms=true", "conf=nan"},
+      {"export", "model=m", "nms=true", "iou=1.5"},
+      {"export", "model=m", "nms=true", "iou=" + H},
+      {"export", "model=m", "nms=true", "max_det=0"},
+      {"export", "model=m", "nms=true", "max_det=" + H},
+      {"export", "model=m", "nms=true", "int8=true", "data=d"},
+      {"export", "model=/etc/passwd", "nms=true"},
   };
 #endif
   for (const auto& c : cases) ExpectCleanFailure(c);
