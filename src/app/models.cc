@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -518,14 +519,19 @@ Result<store::ModelExportRecord> ModelRegistry::RecordExport(const store::ModelR
   rec.model_id = model.id;
   rec.created_ms = now_ms;
   rec.format = req.format;
-  rec.path = req.path;
+  // Stored absolute: the record is read later from other working
+  // directories (the server's file route, `models show`), where a relative
+  // path would name another file or none.
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(req.path, ec);
+  rec.path = ec ? req.path : abs.lexically_normal().string();
   rec.sha256 = sha;
   rec.bytes = static_cast<int64_t>(info.size);
   rec.options_json = req.options.dump();
   rec.verified = req.verified;
   rec.verification_json = req.verification.dump();
   rec.kestrel_version = KestrelVersion();
-  rec.id = Sha256Hex(model.id + "\n" + req.path + "\n" + sha + "\n" + std::to_string(now_ms) + "\n" +
+  rec.id = Sha256Hex(model.id + "\n" + rec.path + "\n" + sha + "\n" + std::to_string(now_ms) + "\n" +
                      rec.options_json);
   KESTREL_RETURN_IF_ERROR(meta_.AddModelExport(rec));
   return rec;

@@ -417,13 +417,20 @@ TEST_P(ModelRegistryTest, RecordedExportsAreHashedAndShownInTheDetailedView) {
   EXPECT_EQ(e["verification"], req.verification);
   EXPECT_FALSE(ModelJson(*shown, *blobs_, false).contains("exports")) << "only the detailed view";
 
+  // A relative path is recorded as the absolute one it named.
+  req.path = std::filesystem::relative(onnx).string();
+  ASSERT_FALSE(std::filesystem::path(req.path).is_absolute()) << req.path;
+  auto relative = reg_->RecordExport(m, req, ++now_);
+  ASSERT_TRUE(relative.IsOk()) << relative.GetStatus().ToString();
+  EXPECT_EQ(relative->path, std::filesystem::absolute(onnx).lexically_normal().string());
+
   // A missing file is not recorded.
   req.path = (dir_ / "gone.onnx").string();
   auto missing = reg_->RecordExport(m, req, ++now_);
   ASSERT_FALSE(missing.IsOk());
   EXPECT_EQ(missing.GetStatus().Code(), StatusCode::kNotFound);
   EXPECT_EQ(missing.GetStatus().Where().field, "path");
-  EXPECT_EQ(reg_->Resolve("birds@v1")->exports.size(), 1u);
+  EXPECT_EQ(reg_->Resolve("birds@v1")->exports.size(), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ModelRegistryTest, ::testing::Values("sqlite", "postgres"),

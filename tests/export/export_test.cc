@@ -367,9 +367,12 @@ TEST_F(ExportTest, ExportOfARegisteredModelIsListedOnTheModel) {
   EXPECT_EQ(e["format"], "onnx");
   EXPECT_EQ(e["sha256"], Sha256File(out).Value());
   EXPECT_EQ(e["bytes"].get<int64_t>(), static_cast<int64_t>(fs::file_size(out)));
-  EXPECT_EQ(e["options"],
-            nlohmann::json(
-                {{"imgsz", {64, 96}}, {"batch", 1}, {"opset", 16}, {"dynamic", false}, {"half", false}}));
+  EXPECT_EQ(e["options"], nlohmann::json({{"imgsz", {64, 96}},
+                                          {"batch", 1},
+                                          {"opset", 16},
+                                          {"dynamic", false},
+                                          {"half", false},
+                                          {"nms", false}}));
   EXPECT_TRUE(e["verified"].get<bool>());
   EXPECT_EQ(e["verification"], ej["verification"]) << "the per-runtime figures as reported";
   EXPECT_EQ(e["verification"]["runtimes"].size(), 2u);
