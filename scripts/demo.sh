@@ -2,9 +2,9 @@
 # The main job: install, build the `kestrel` binary (only that target) and
 # the web UI, then the workflow end to end on a generated sample:
 #   synth -> validate -> import -> show -> train -> val
-# print the time from the first step to the first validated result, register
-# the model, queue a fine-tuning run, and end in `kestrel serve` (foreground,
-# Ctrl-C stops it) with one local worker training that run live.
+# print the time from the first step to the first validated result, queue a
+# fine-tuning run, and end in `kestrel serve` (foreground, Ctrl-C stops it)
+# with one local worker training that run live.
 #
 #   ./scripts/demo.sh              # install dependencies, build kestrel, run the steps
 #   ./scripts/demo.sh --no-build   # the steps only, with an already-built binary
@@ -14,7 +14,7 @@
 # DEMO_SEED (synthetic data and training seed, default 1), DEMO_EPOCHS,
 # DEMO_IMAGES, DEMO_IMGSZ (see below; the defaults are what was measured),
 # DEMO_PORT (the web workspace's port, default 8080), KESTREL_DEMO_SERVE=0
-# (non-interactive use: register and queue, then exit instead of serving).
+# (non-interactive use: queue, then exit instead of serving).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" != "--no-build" ]]; then
@@ -66,21 +66,21 @@ echo "Kestrel home: $KESTREL_HOME   (kestrel dataset list | show | diff | export
 echo "Run directory: $OUT/runs/train  (results.csv, args.yaml, weights/, plots)"
 echo "Validation:    $OUT/runs/val    (PR/F1 curves, confusion matrix, result.json)"
 
-# The web workspace on the demo's store: the dataset, the trained model and
-# a second run (a 10-epoch fine-tune from the best weights) that one local
-# worker trains while the page is open, so its charts move live.
+# The web workspace on the demo's store: the dataset and a second run (a
+# 10-epoch fine-tune from the best weights) that one local worker trains
+# while the page is open, so its charts move live; when it succeeds the job
+# registers its model (metrics, plots, lineage back to these weights). A
+# hand registration (`kestrel models register`) would carry no evaluation.
 BEST="$OUT/runs/train/weights/best.safetensors"
 echo
-echo "== 7. register the trained model"
-"$K" models register "$BEST" --name shapes data=shapes
-echo "== 8. queue a fine-tuning run for the worker (its loss and mAP charts update live in the browser)"
+echo "== 7. queue a fine-tuning run for the worker (its loss and mAP charts update live in the browser)"
 "$K" submit data=shapes model=n pretrained="$BEST" imgsz="$IMGSZ" batch=16 nbs=16 epochs=10 warmup_epochs=1 \
-  close_mosaic=3 plots=false seed="$SEED"
+  close_mosaic=3 seed="$SEED"
 if [[ "${KESTREL_DEMO_SERVE:-1}" == 0 ]]; then
   echo "KESTREL_DEMO_SERVE=0: not serving; 'kestrel serve --workers 1' shows it all in a browser"
   exit 0
 fi
 PORT="${DEMO_PORT:-8080}"
-echo "== 9. the web workspace (Ctrl-C stops the server and its worker; the queued run resumes next time)"
-echo "Open http://127.0.0.1:$PORT/ : Datasets > shapes, Jobs > the running job's live charts, Models > shapes"
+echo "== 8. the web workspace (Ctrl-C stops the server and its worker; the queued run resumes next time)"
+echo "Open http://127.0.0.1:$PORT/ : Datasets > shapes, Jobs > the running job's live charts, Models > shapes (once it succeeds)"
 exec "$K" serve --port "$PORT" --workers 1 --public-read
