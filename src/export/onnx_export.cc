@@ -457,7 +457,7 @@ void AppendNms(GraphBuilder& g, const std::string& raw, int nc, const OnnxExport
                const std::string& out) {
   const std::string p = "nms";
   auto slice = [&g, &p](const std::string& x, int64_t begin, int64_t end, const std::string& tag) {
-    const std::string y = g.Fresh(p + "." + tag);
+    std::string y = g.Fresh(p + "." + tag);
     g.Node("Slice",
            {x, g.Int64Init(g.Fresh(p + "." + tag + "_begin"), {begin}),
             g.Int64Init(g.Fresh(p + "." + tag + "_end"), {end}),
