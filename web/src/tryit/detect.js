@@ -13,6 +13,14 @@
 //               candidates, class-aware greedy suppression at IoU > iou in
 //               float32 (IouF), at most max_det boxes.
 //   back:       ScaleToOriginal: (x - pad) / scale, clipped to the image.
+// Every variant `kestrel export` writes (docs/export.md) is told apart by
+// describeExport from the file's metadata_props and its graph's input and
+// output shapes, never guessed: fixed or dynamic=true (the input side is the
+// file's imgsz either way, as predict letterboxes into its imgsz), half=true
+// and int8=true (float32 in and out, nothing changes here), batch=N (the
+// image in slot 0, grey 114 in the others, as predict fills a short batch),
+// and nms=true (output0 [batch, max_det, 6] = final detections: no decode or
+// NMS here, only the mapping back and the confidence threshold).
 // No DOM and no onnxruntime here: tests/web/detect.test.mjs runs it in Node.
 
 const f32 = Math.fround
@@ -236,6 +244,139 @@ export function scaleToOriginal(dets, lb, width, height) {
 export function postprocess(raw, numClasses, numAnchors, lb, width, height, opts = {}) {
   const o = { ...DEFAULTS, ...opts }
   return scaleToOriginal(nms(decodeYoloOutput(raw, numClasses, numAnchors, o.conf), o), lb, width, height)
+}
+
+// The rows of an nms=true file's output0 for one image (Float32Array
+// [max_det * 6]: x1, y1, x2, y2 in input pixels, score, class id), in the
+// file's order (descending score): the real rows (score > 0; the graph pads
+// with zero rows) whose score is > conf, as { box, score, classId }.
+// Filtering the graph's result at a conf above the one baked into it gives
+// predict's result at that conf: greedy NMS decides a box by better-scored
+// boxes only, so dropping the lower-scored ones changes nothing else.
+export function decodeNmsOutput(rows, maxDet, numClasses, conf = DEFAULTS.conf) {
+  if (rows.length < maxDet * 6) throw new Error(`nms output: ${rows.length} values, expected ${maxDet} rows of 6`)
+  const out = []
+  const c32 = f32(conf)
+  for (let r = 0; r < maxDet; r++) {
+    const o = r * 6
+    const score = rows[o + 4]
+    if (!(score > 0) || !(score > c32)) continue
+    const classId = rows[o + 5]
+    if (!Number.isInteger(classId) || classId < 0 || (numClasses > 0 && classId >= numClasses)) {
+      throw new Error(`nms output row ${r}: class id ${classId} is not one of the file's ${numClasses} classes`)
+    }
+    out.push({ box: [rows[o], rows[o + 1], rows[o + 2], rows[o + 3]], score, classId })
+  }
+  return out
+}
+
+const isDim = (d) => Number.isInteger(d) && d > 0
+const shapeText = (s) => `[${(s || []).map((d) => (isDim(d) ? d : String(d))).join(', ')}]`
+
+// What a Kestrel ONNX export is, from its metadata_props (readOnnxMetadata)
+// and the graph's input and output as onnxruntime describes them
+// ({ name, type, shape }: a number per fixed axis, a name per dynamic one).
+// Throws naming the field when the two disagree or the layout is not one
+// `kestrel export` writes. Returns { names, nc, imgsz: [h, w], batch (the
+// input's fixed batch, 1 when dynamic), dynamic, half, int8, nms (null, or
+// { conf, iou, maxDet } as baked into the graph), variant (a label) }.
+export function describeExport(meta, input, output) {
+  if (!input || !output) throw new Error('the file has no input or no output')
+  if (input.name !== 'images' || output.name !== 'output0') {
+    throw new Error(`the file's input/output are '${input.name}'/'${output.name}', a Kestrel export has 'images'/'output0'`)
+  }
+  if (input.type !== 'float32') throw new Error(`input images is ${input.type}, expected float32 (every Kestrel export takes float32)`)
+  if (output.type !== 'float32') throw new Error(`output0 is ${output.type}, expected float32`)
+  const names = meta.names === undefined ? [] : parseNames(meta.names)
+  const m = /^\[\s*(\d+)\s*,\s*(\d+)\s*\]$/.exec(meta.imgsz || '')
+  if (!m) throw new Error(`metadata imgsz '${meta.imgsz ?? ''}' is not [h, w]`)
+  const imgsz = [Number(m[1]), Number(m[2])]
+  const stride = meta.stride === undefined ? 32 : Number(meta.stride)
+  if (!(stride > 0) || imgsz.some((v) => !(v > 0) || v % stride !== 0)) {
+    throw new Error(`metadata imgsz ${meta.imgsz} is not a multiple of the stride ${meta.stride}`)
+  }
+  const is = input.shape || []
+  if (is.length !== 4 || is[1] !== 3) throw new Error(`input images has shape ${shapeText(is)}, expected [batch, 3, H, W]`)
+  const dynamic = meta.dynamic === 'true'
+  const fixedHW = isDim(is[2]) && isDim(is[3])
+  if (dynamic === fixedHW) {
+    throw new Error(`metadata dynamic is ${dynamic} but input images has shape ${shapeText(is)}`)
+  }
+  if (fixedHW && (is[2] !== imgsz[0] || is[3] !== imgsz[1])) {
+    throw new Error(`input images has shape ${shapeText(is)} but metadata imgsz is ${meta.imgsz}`)
+  }
+  const batch = isDim(is[0]) ? is[0] : 1
+  const half = meta.half === 'true'
+  const int8 = meta.int8 === 'true'
+  const os = output.shape || []
+  if (os.length !== 3) throw new Error(`output0 has shape ${shapeText(os)}, expected 3 axes`)
+  let nms = null
+  let nc = names.length
+  if (meta.nms === 'true') {
+    const maxDet = Number(meta.max_det)
+    const conf = Number(meta.conf)
+    const iou = Number(meta.iou)
+    if (!isDim(maxDet)) throw new Error(`metadata max_det '${meta.max_det ?? ''}' is not a positive integer`)
+    if (!(conf >= 0 && conf < 1)) throw new Error(`metadata conf '${meta.conf ?? ''}' is not in [0, 1)`)
+    if (!(iou >= 0 && iou <= 1)) throw new Error(`metadata iou '${meta.iou ?? ''}' is not in [0, 1]`)
+    if (os[1] !== maxDet || os[2] !== 6) {
+      throw new Error(`metadata nms is true but output0 has shape ${shapeText(os)}, expected [batch, ${maxDet}, 6]`)
+    }
+    nms = { conf, iou, maxDet }
+  } else {
+    if (isDim(os[1])) {
+      if (os[1] < 5) throw new Error(`output0 has shape ${shapeText(os)}, expected [batch, 4 + nc, anchors]`)
+      if (names.length && os[1] !== 4 + names.length) {
+        throw new Error(`output0 has ${os[1]} rows but metadata names has ${names.length} classes (expected 4 + nc)`)
+      }
+      nc = os[1] - 4
+    }
+    if (fixedHW && isDim(os[2])) {
+      const anchors = [8, 16, 32].reduce((a, s) => a + (imgsz[0] / s) * (imgsz[1] / s), 0)
+      if (os[2] !== anchors) {
+        throw new Error(`output0 has ${os[2]} anchors, expected ${anchors} for imgsz ${meta.imgsz} (no NMS in a file without metadata nms)`)
+      }
+    }
+  }
+  const variant = [
+    int8 ? 'INT8' : half ? 'FP16' : 'FP32',
+    dynamic ? 'dynamic' : `fixed ${imgsz[1]}×${imgsz[0]}`,
+    batch > 1 ? `batch ${batch}` : '',
+    nms ? `NMS in the file (conf ${nms.conf}, IoU ${nms.iou}, max ${nms.maxDet})` : '',
+  ].filter(Boolean).join(' · ')
+  return { names, nc, imgsz, batch, dynamic, half, int8, nms, variant }
+}
+
+// The input tensor's data for one image's CHW planes: the image in batch
+// slot 0, the other slots of a fixed batch grey 114/255 (predict's filler).
+export function batchInput(chw, batch) {
+  if (batch <= 1) return chw
+  const data = new Float32Array(batch * chw.length)
+  data.fill(f32(114 / 255), chw.length)
+  data.set(chw, 0)
+  return data
+}
+
+// The detections of batch slot 0 of output0 (data and dims as onnxruntime
+// returns them), mapped to the original image: decode + NMS for a raw file,
+// the file's own rows for nms=true. opts: conf, iou (raw files only),
+// maxDet, maxNms.
+export function detectionsOf(desc, data, dims, lb, width, height, opts = {}) {
+  const o = { ...DEFAULTS, ...opts }
+  if (!dims || dims.length !== 3 || dims[0] < 1) throw new Error(`output0 has shape ${shapeText(dims)}`)
+  const per = dims[1] * dims[2]
+  const slot = data.subarray(0, per)
+  if (desc.nms) {
+    if (dims[1] !== desc.nms.maxDet || dims[2] !== 6) {
+      throw new Error(`output0 has shape ${shapeText(dims)}, expected [batch, ${desc.nms.maxDet}, 6]`)
+    }
+    const rows = decodeNmsOutput(slot, desc.nms.maxDet, desc.nc, o.conf)
+    return scaleToOriginal(rows.slice(0, o.maxDet), lb, width, height)
+  }
+  if (dims[1] < 5 || (desc.nc && dims[1] !== 4 + desc.nc)) {
+    throw new Error(`output0 has shape ${shapeText(dims)}, expected [batch, ${desc.nc ? 4 + desc.nc : '4 + nc'}, anchors]`)
+  }
+  return postprocess(slot, dims[1] - 4, dims[2], lb, width, height, o)
 }
 
 // The metadata_props of an ONNX file (ModelProto field 14: repeated
