@@ -10,6 +10,7 @@ import assert from 'node:assert/strict'
 import {
   batchInput,
   computeLetterbox,
+  confFloor,
   decodeNmsOutput,
   decodeYoloOutput,
   describeExport,
@@ -256,4 +257,8 @@ test('detectionsOf: batch slot 0 of a raw or an nms=true output, mapped back thr
   assert.deepEqual(fin.map((d) => [d.classId, d.box.map((v) => Number(v.toFixed(3)))]), [[1, [135, 135, 165, 165]]])
   assert.equal(detectionsOf(nmsDesc, rows, [2, 2, 6], lb, 480, 320, { conf: 0.95 }).length, 0)
   assert.throws(() => detectionsOf(nmsDesc, rows, [2, 7, 2], lb, 480, 320), /expected \[batch, 2, 6\]/)
+})
+
+test('the conf slider of an nms=true file starts at its conf, rounded up to 0.01 steps', () => {
+  assert.deepEqual([0.25, 0.1, 0.07, 0.333, 0, 0.001, 0.995].map((c) => confFloor(c)), [0.25, 0.1, 0.07, 0.34, 0.01, 0.01, 0.99])
 })

@@ -347,6 +347,14 @@ export function describeExport(meta, input, output) {
   return { names, nc, imgsz, batch, dynamic, half, int8, nms, variant }
 }
 
+// The lowest confidence slider value for an nms=true file baked at `conf`:
+// conf rounded up to the slider's steps (0.01), within [step, 1 - step]; - 1e-6
+// because 0.1 * 100 is 10.000000000000002 in double.
+export function confFloor(conf, step = 0.01) {
+  const n = Math.min(Math.max(1, Math.ceil(conf / step - 1e-6)), Math.round(1 / step) - 1)
+  return Number((n * step).toFixed(6))
+}
+
 // The input tensor's data for one image's CHW planes: the image in batch
 // slot 0, the other slots of a fixed batch grey 114/255 (predict's filler).
 export function batchInput(chw, batch) {
