@@ -1,8 +1,176 @@
 #include "app/datasets.h"
 
+#include <algorithm>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "app/jobs.h"
+#include "core/hash.h"
 #include "data/preview.h"
 
 namespace kestrel::app {
+namespace {
+
+ErrorLocation At(const std::string& field) { return {kRequestFile, 0, field}; }
+
+Status CheckPage(int64_t offset, int64_t limit, int64_t max_limit) {
+  if (offset < 0)
+    return Status::InvalidArgument("offset must be >= 0, got " + std::to_string(offset), At("offset"));
+  if (limit < 1 || limit > max_limit) {
+    return Status::InvalidArgument(
+        "limit must be in [1, " + std::to_string(max_limit) + "], got " + std::to_string(limit), At("limit"));
+  }
+  return {};
+}
+
+// The class a request names: a name of the version, or an id in range.
+Result<int> ParseClass(const std::string& text, const std::vector<std::string>& names) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == text) return static_cast<int>(i);
+  const bool numeric =
+      !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (numeric && text.size() <= 9 && std::stoll(text) < static_cast<int64_t>(names.size()))
+    return static_cast<int>(std::stoll(text));
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) list += (i ? ", " : "") + std::to_string(i) + " " + names[i];
+  return Status::InvalidArgument("unknown class '" + text + "'; this version's classes are: " + list,
+                                 At("class"));
+}
+
+// Parsed manifests of the versions asked for last, by version id: the
+// gallery asks for one page and then each of its images, and a version's
+// content never changes (its id is the manifest's hash). Two entries: a
+// manifest with boxes of 100k images is tens of MB.
+class ManifestCache {
+ public:
+  std::shared_ptr<const data::Manifest> Find(const std::string& version_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+      if (it->first != version_id) continue;
+      lru_.splice(lru_.begin(), lru_, it);
+      return lru_.front().second;
+    }
+    return nullptr;
+  }
+  void Put(const std::string& version_id, std::shared_ptr<const data::Manifest> m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lru_.emplace_front(version_id, std::move(m));
+    if (lru_.size() > kEntries) lru_.pop_back();
+  }
+
+ private:
+  static constexpr size_t kEntries = 2;
+  std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const data::Manifest>>> lru_;  // newest first
+};
+
+ManifestCache& Manifests() {
+  static ManifestCache cache;
+  return cache;
+}
+
+struct LoadedManifest {
+  store::DatasetVersionRecord record;
+  std::shared_ptr<const data::Manifest> manifest;
+};
+
+// The version's record (always from the store) and its manifest (cached).
+Result<LoadedManifest> LoadManifest(store::MetadataStore& meta, data::Registry& registry,
+                                    const std::string& spec) {
+  std::string name, ref;
+  store::SplitDatasetRef(spec, &name, &ref);
+  LoadedManifest out;
+  KESTREL_ASSIGN_OR_RETURN(out.record, meta.GetVersion(name, ref));
+  out.manifest = Manifests().Find(out.record.version_id);
+  if (out.manifest == nullptr) {
+    KESTREL_ASSIGN_OR_RETURN(auto v, registry.Load(spec));
+    out.manifest = std::make_shared<const data::Manifest>(std::move(v.manifest));
+    Manifests().Put(out.record.version_id, out.manifest);
+  }
+  return out;
+}
+
+// A report field as text ("" when absent or not a string: an old or odd
+// report must not throw in a request).
+std::string Text(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::string StripExtension(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path;
+  return path.substr(0, dot);
+}
+
+// Manifest paths (with and without extension) -> entry indices, built once
+// per request and asked for each finding on the page.
+class FindingImageIndex {
+ public:
+  explicit FindingImageIndex(const data::Manifest& m) : m_(m) {
+    for (size_t i = 0; i < m.entries.size(); ++i) {
+      by_path_[m.entries[i].path].push_back(static_cast<int64_t>(i));
+      by_stem_[StripExtension(m.entries[i].path)].push_back(static_cast<int64_t>(i));
+    }
+  }
+
+  int64_t Resolve(const std::string& file, const std::string& message) const {
+    if (!file.empty()) {
+      if (int64_t i = BySuffix(by_path_, file, file); i >= 0) return i;
+      if (int64_t i = BySuffix(by_stem_, StripExtension(file), file); i >= 0) return i;
+    }
+    // Words of the message ("box of birds/a.jpg has ..."), quotes and
+    // trailing punctuation stripped.
+    size_t pos = 0;
+    while (pos < message.size()) {
+      const size_t end = std::min(message.find(' ', pos), message.size());
+      std::string word = message.substr(pos, end - pos);
+      pos = end + 1;
+      while (!word.empty() && (word.front() == '\'' || word.front() == '"' || word.front() == '('))
+        word.erase(0, 1);
+      while (!word.empty() && std::string_view("'\",:;.)").find(word.back()) != std::string_view::npos)
+        word.pop_back();
+      if (auto it = by_path_.find(word); it != by_path_.end()) return Pick(it->second, file);
+    }
+    return -1;
+  }
+
+ private:
+  using Index = std::map<std::string, std::vector<int64_t>, std::less<>>;
+
+  // The longest '/'-bounded suffix of `key` that is in `index`.
+  int64_t BySuffix(const Index& index, const std::string& key, const std::string& file) const {
+    size_t start = 0;
+    for (;;) {
+      if (auto it = index.find(std::string_view(key).substr(start)); it != index.end())
+        return Pick(it->second, file);
+      const size_t slash = key.find('/', start);
+      if (slash == std::string::npos) return -1;
+      start = slash + 1;
+    }
+  }
+
+  // Entries of one path differ by split: the one whose split is a folder of `file`.
+  int64_t Pick(const std::vector<int64_t>& candidates, const std::string& file) const {
+    for (int64_t i : candidates) {
+      const std::string folder =
+          std::string("/") + data::SplitName(m_.entries[static_cast<size_t>(i)].split) + "/";
+      if (("/" + file).find(folder) != std::string::npos) return i;
+    }
+    return candidates.front();
+  }
+
+  const data::Manifest& m_;
+  Index by_path_, by_stem_;
+};
+
+}  // namespace
 
 Result<data::ImportResult> Datasets::Import(const std::string& path, const std::string& name,
                                             const data::ImportOptions& opts,
@@ -51,6 +219,150 @@ Result<DatasetPreview> Datasets::Preview(const PreviewRequest& req) {
   KESTREL_RETURN_IF_ERROR(data::WriteAugmentedPreview(
       v.manifest, data::ArtifactImageSource(blobs_), req.augment, lo, v.manifest.names, req.out, req.images));
   return DatasetPreview{req.spec, req.out, req.images, req.aug};
+}
+
+Result<DatasetImagesPage> Datasets::Images(const DatasetImagesRequest& req) {
+  KESTREL_RETURN_IF_ERROR(CheckPage(req.offset, req.limit, DatasetImagesRequest::kMaxLimit));
+  std::optional<data::Split> split;
+  if (!req.split.empty()) {
+    if (req.split != "train" && req.split != "val" && req.split != "test") {
+      return Status::InvalidArgument("unknown split '" + req.split + "', expected train, val or test",
+                                     At("split"));
+    }
+    KESTREL_ASSIGN_OR_RETURN(split, data::ParseSplit(req.split));
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto v, LoadManifest(meta_, registry_, req.spec));
+  const data::Manifest& m = *v.manifest;
+  std::optional<int> cls;
+  if (!req.cls.empty()) {
+    KESTREL_ASSIGN_OR_RETURN(cls, ParseClass(req.cls, m.names));
+  }
+  DatasetImagesPage page;
+  page.offset = req.offset;
+  page.limit = req.limit;
+  for (const auto& e : m.entries) {
+    if (split && e.split != *split) continue;
+    if (cls &&
+        std::none_of(e.boxes.begin(), e.boxes.end(), [&](const data::Box& b) { return b.cls == *cls; }))
+      continue;
+    if (page.total >= req.offset && page.total < req.offset + req.limit) page.images.push_back(e);
+    ++page.total;
+  }
+  page.record = std::move(v.record);
+  page.names = m.names;
+  return page;
+}
+
+Result<DatasetImageBytes> Datasets::ImageBytes(const std::string& spec, const std::string& sha) {
+  if (!IsSha256Hex(sha)) {
+    return Status::InvalidArgument(
+        "an image is named by its SHA-256 (64 lowercase hex digits), got '" + sha + "'", At("sha"));
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto v, LoadManifest(meta_, registry_, spec));
+  const bool member = std::any_of(v.manifest->entries.begin(), v.manifest->entries.end(),
+                                  [&](const data::ManifestEntry& e) { return e.image_sha == sha; });
+  if (!member) {
+    return Status::NotFound("dataset " + v.record.dataset + "@v" + std::to_string(v.record.seq) +
+                                " has no image with SHA-256 " + sha,
+                            At("sha"));
+  }
+  DatasetImageBytes out;
+  KESTREL_ASSIGN_OR_RETURN(out.bytes, blobs_.Get(sha));
+  out.sha = sha;
+  out.content_type = ImageContentType(out.bytes);
+  return out;
+}
+
+Result<DatasetFindingsPage> Datasets::Findings(const DatasetFindingsRequest& req) {
+  KESTREL_RETURN_IF_ERROR(CheckPage(req.offset, req.limit, DatasetFindingsRequest::kMaxLimit));
+  if (!req.severity.empty() && req.severity != "error" && req.severity != "warning" &&
+      req.severity != "info") {
+    return Status::InvalidArgument("unknown severity '" + req.severity + "', expected error, warning or info",
+                                   At("severity"));
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto v, registry_.Load(req.spec));
+  DatasetFindingsPage page;
+  page.offset = req.offset;
+  page.limit = req.limit;
+  const nlohmann::json* all =
+      v.report.is_object() && v.report.contains("findings") && v.report["findings"].is_array()
+          ? &v.report["findings"]
+          : nullptr;
+  if (all != nullptr) {
+    std::set<std::string> checks;
+    const FindingImageIndex index(v.manifest);
+    for (const auto& f : *all) {
+      if (!f.is_object()) continue;
+      const std::string check = Text(f, "check");
+      checks.insert(check);
+      if (!req.severity.empty() && Text(f, "severity") != req.severity) continue;
+      if (!req.check.empty() && check != req.check) continue;
+      if (page.total >= req.offset && page.total < req.offset + req.limit) {
+        nlohmann::json row = f;
+        const int64_t i = index.Resolve(Text(f, "file"), Text(f, "message"));
+        row["image"] =
+            i < 0 ? nlohmann::json(nullptr) : DatasetImageJson(v.manifest.entries[static_cast<size_t>(i)]);
+        page.findings.push_back(std::move(row));
+      }
+      ++page.total;
+    }
+    page.checks.assign(checks.begin(), checks.end());
+  }
+  page.record = std::move(v.record);
+  return page;
+}
+
+int64_t ResolveFindingImage(const data::Manifest& m, const std::string& file, const std::string& message) {
+  return FindingImageIndex(m).Resolve(file, message);
+}
+
+std::string ImageContentType(std::string_view b) {
+  auto starts = [&](std::string_view sig, size_t at = 0) {
+    return b.size() >= at + sig.size() && b.substr(at, sig.size()) == sig;
+  };
+  if (starts("\xFF\xD8\xFF")) return "image/jpeg";
+  if (starts("\x89PNG\r\n\x1A\n")) return "image/png";
+  if (starts("GIF87a") || starts("GIF89a")) return "image/gif";
+  if (starts("BM")) return "image/bmp";
+  if (starts("RIFF") && starts("WEBP", 8)) return "image/webp";
+  if (starts(std::string_view("II*\0", 4)) || starts(std::string_view("MM\0*", 4))) return "image/tiff";
+  return "application/octet-stream";
+}
+
+nlohmann::json DatasetImageJson(const data::ManifestEntry& e) {
+  nlohmann::json boxes = nlohmann::json::array();
+  for (const auto& b : e.boxes)
+    boxes.push_back({{"cls", b.cls}, {"cx", b.cx}, {"cy", b.cy}, {"w", b.w}, {"h", b.h}});
+  return {{"path", e.path},     {"split", data::SplitName(e.split)}, {"sha", e.image_sha}, {"width", e.width},
+          {"height", e.height}, {"boxes", std::move(boxes)}};
+}
+
+namespace {
+nlohmann::json NextOffset(int64_t offset, int64_t limit, int64_t total) {
+  return offset + limit < total ? nlohmann::json(offset + limit) : nlohmann::json(nullptr);
+}
+}  // namespace
+
+nlohmann::json DatasetImagesPageJson(const DatasetImagesPage& p) {
+  nlohmann::json images = nlohmann::json::array();
+  for (const auto& e : p.images) images.push_back(DatasetImageJson(e));
+  return {{"version", DatasetVersionJson(p.record)},
+          {"names", p.names},
+          {"total", p.total},
+          {"offset", p.offset},
+          {"limit", p.limit},
+          {"next_offset", NextOffset(p.offset, p.limit, p.total)},
+          {"images", std::move(images)}};
+}
+
+nlohmann::json DatasetFindingsPageJson(const DatasetFindingsPage& p) {
+  return {{"version", DatasetVersionJson(p.record)},
+          {"checks", p.checks},
+          {"total", p.total},
+          {"offset", p.offset},
+          {"limit", p.limit},
+          {"next_offset", NextOffset(p.offset, p.limit, p.total)},
+          {"findings", p.findings}};
 }
 
 nlohmann::json DatasetVersionJson(const store::DatasetVersionRecord& r) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/env.h"
@@ -57,6 +58,52 @@ struct DatasetPreview {
   bool augmented = false;
 };
 
+// The gallery (GET /api/datasets/{name}/images): a page of a version's
+// images with their label boxes, in manifest order (path, split).
+struct DatasetImagesRequest {
+  static constexpr int64_t kMaxLimit = 200;
+  std::string spec;   // NAME or NAME@VERSION
+  std::string split;  // "" = every split; else train, val or test
+  std::string cls;    // "" = every image; else a class name or id: images with a box of it
+  int64_t offset = 0;
+  int64_t limit = 48;  // [1, kMaxLimit]
+};
+struct DatasetImagesPage {
+  store::DatasetVersionRecord record;
+  std::vector<std::string> names;
+  std::vector<data::ManifestEntry> images;
+  int64_t total = 0;  // images that match the filter, all pages
+  int64_t offset = 0;
+  int64_t limit = 0;
+};
+
+// One image's bytes (GET /api/datasets/{name}/images/{sha}).
+struct DatasetImageBytes {
+  std::string sha;
+  std::string content_type;  // from the bytes' signature (ImageContentType)
+  std::string bytes;
+};
+
+// The findings table (GET /api/datasets/{name}/findings): the stored
+// report's finding examples, filtered, each with the manifest image it is
+// about when one can be named (ResolveFindingImage).
+struct DatasetFindingsRequest {
+  static constexpr int64_t kMaxLimit = 500;
+  std::string spec;
+  std::string severity;  // "" = all; error, warning or info
+  std::string check;     // "" = all; a check id ("label.out_of_bounds")
+  int64_t offset = 0;
+  int64_t limit = 100;  // [1, kMaxLimit]
+};
+struct DatasetFindingsPage {
+  store::DatasetVersionRecord record;
+  nlohmann::json findings = nlohmann::json::array();  // the report's objects + "image"
+  std::vector<std::string> checks;                    // every check id among the examples, sorted
+  int64_t total = 0;                                  // examples that match the filter
+  int64_t offset = 0;
+  int64_t limit = 0;
+};
+
 // `dataset validate`, the dry run (no store needed): a source that cannot be
 // read at all is an error; findings (even errors) are in the record.
 Result<DatasetValidation> ValidateDataset(const std::string& path, const data::ImportOptions& opts,
@@ -83,6 +130,18 @@ class Datasets {
   // The grid of what the trainer sees (data::WriteAugmentedPreview).
   // kInvalidArgument (command line) for bad augmentation values.
   Result<DatasetPreview> Preview(const PreviewRequest& req);
+  // A page of the version's images with their boxes. kInvalidArgument at
+  // {kRequestFile, 0, "split" | "class" | "offset" | "limit"} for a bad
+  // filter or page (an unknown class names the version's classes).
+  Result<DatasetImagesPage> Images(const DatasetImagesRequest& req);
+  // The bytes of the image whose SHA-256 is `sha`, only when an entry of the
+  // version has it: kInvalidArgument (field "sha") for anything but 64
+  // lowercase hex digits, kNotFound (field "sha") for an image of another
+  // version or dataset. The store verifies the bytes (kCorruption).
+  Result<DatasetImageBytes> ImageBytes(const std::string& spec, const std::string& sha);
+  // The findings of the version's stored report, filtered and paged
+  // (kInvalidArgument at "severity", "offset" or "limit").
+  Result<DatasetFindingsPage> Findings(const DatasetFindingsRequest& req);
 
  private:
   store::MetadataStore& meta_;
@@ -108,5 +167,25 @@ nlohmann::json DatasetDiffJson(const DatasetDiff& d);
 nlohmann::json DatasetExportJson(const DatasetExport& e);
 // {"out", "augmented"}.
 nlohmann::json DatasetPreviewJson(const DatasetPreview& p);
+// One manifest image: {"path", "split", "sha", "width", "height", "boxes":
+// [{"cls", "cx", "cy", "w", "h"}]} (boxes normalized to the image, centre and size).
+nlohmann::json DatasetImageJson(const data::ManifestEntry& e);
+// {"version": DatasetVersionJson, "names", "total", "offset", "limit",
+// "next_offset" (null on the last page), "images": [DatasetImageJson]}.
+nlohmann::json DatasetImagesPageJson(const DatasetImagesPage& p);
+// {"version", "checks", "total", "offset", "limit", "next_offset",
+// "findings": [{severity, check, file, line, field, message, action,
+// "image": DatasetImageJson or null}]}.
+nlohmann::json DatasetFindingsPageJson(const DatasetFindingsPage& p);
+
+// "image/jpeg", "image/png", "image/gif", "image/bmp", "image/webp",
+// "image/tiff" from the first bytes; "application/octet-stream" otherwise.
+std::string ImageContentType(std::string_view bytes);
+// The manifest entry a finding is about, or -1: an entry whose path ends
+// `file` (an image path), else whose path without extension ends `file`
+// without extension (a YOLO/VOC label file), else (annotation files such as
+// COCO's JSON) an entry path that is a word of `message`. Among entries of
+// the same path (one per split) the one whose split is a folder of `file`.
+int64_t ResolveFindingImage(const data::Manifest& m, const std::string& file, const std::string& message);
 
 }  // namespace kestrel::app

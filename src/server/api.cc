@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/json.h"
 #include "core/parse.h"
+#include "server/api_dataset_images.h"
 #include "server/api_exports.h"
 #include "server/api_metrics.h"
 #include "server/api_write.h"
@@ -350,6 +351,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddWriteRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddMetricRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddExportRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
   const json doc = OpenApiDocument(r);
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},
                                 [doc](const Request&, const PathParams&) { return JsonResponse(doc); }));

@@ -1,0 +1,107 @@
+#include "server/api_dataset_images.h"
+
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "app/datasets.h"
+#include "app/jobs.h"
+#include "core/parse.h"
+
+namespace kestrel::server {
+namespace {
+
+using nlohmann::json;
+
+std::string Query(const Request& req, const std::string& name) {
+  auto it = req.query.find(name);
+  return it == req.query.end() ? std::string() : it->second;
+}
+
+// A query parameter as an integer (`fallback` when absent); the range is
+// the use case's to check, so its message names the bounds.
+Result<int64_t> QueryInt(const Request& req, const std::string& name, int64_t fallback) {
+  auto it = req.query.find(name);
+  if (it == req.query.end()) return fallback;
+  return ParseInt64(it->second, {app::kRequestFile, 0, name}, std::numeric_limits<int32_t>::min(),
+                    std::numeric_limits<int32_t>::max());
+}
+
+}  // namespace
+
+Status AddDatasetImageRoutes(Router& router, ApiContext& ctx) {
+  KESTREL_RETURN_IF_ERROR(router.Add(
+      "GET", "/api/datasets/{name}/images",
+      {"A page of a dataset version's images (NAME or NAME@VERSION) with their label boxes as JSON, "
+       "normalized centre and size, for the client to draw; manifest order",
+       {{"split", "only this split: train, val or test"},
+        {"class", "only images with a box of this class (a name or an id)"},
+        {"offset", "skip this many matching images (default 0); the response's next_offset is the next page"},
+        {"limit", "at most this many images, 1.." + std::to_string(app::DatasetImagesRequest::kMaxLimit) +
+                      " (default 48)"}}},
+      [&ctx](const Request& req, const PathParams& p) {
+        app::DatasetImagesRequest r;
+        r.spec = p.at("name");
+        r.split = Query(req, "split");
+        r.cls = Query(req, "class");
+        auto offset = QueryInt(req, "offset", r.offset);
+        if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
+        auto limit = QueryInt(req, "limit", r.limit);
+        if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
+        r.offset = *offset;
+        r.limit = *limit;
+        auto page = app::Datasets(ctx.meta, ctx.blobs).Images(r);
+        return page.IsOk() ? JsonResponse(app::DatasetImagesPageJson(*page))
+                           : ErrorResponse(page.GetStatus());
+      }));
+  KESTREL_RETURN_IF_ERROR(router.Add(
+      "GET", "/api/datasets/{name}/images/{sha}",
+      {"One image of a dataset version by its SHA-256 (as the images route lists it): served only when the "
+       "version has it (404 otherwise), content-addressed, so cacheable for good (ETag = the SHA; "
+       "If-None-Match answers 304)",
+       {},
+       "image/*"},
+      [&ctx](const Request& req, const PathParams& p) {
+        auto img = app::Datasets(ctx.meta, ctx.blobs).ImageBytes(p.at("name"), p.at("sha"));
+        if (!img.IsOk()) return ErrorResponse(img.GetStatus());
+        Response r;
+        r.content_type = img->content_type;
+        const std::string etag = "\"" + img->sha + "\"";
+        r.headers.emplace_back("ETag", etag);
+        // Private: read routes may need a token, so no shared cache keeps it.
+        r.headers.emplace_back("Cache-Control", "private, max-age=31536000, immutable");
+        r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+        if (req.Header("if-none-match") == etag) {
+          r.status = 304;
+          return r;
+        }
+        r.body = std::move(img->bytes);
+        return r;
+      }));
+  return router.Add(
+      "GET", "/api/datasets/{name}/findings",
+      {"A dataset version's validation findings (the stored report's examples), filtered and paged; each "
+       "with \"image\": the manifest image it is about (path, split, sha, size, boxes) or null",
+       {{"severity", "only this severity: error, warning or info"},
+        {"check", "only this check id (label.out_of_bounds, ...); the response's checks lists them"},
+        {"offset", "skip this many matching findings (default 0)"},
+        {"limit", "at most this many, 1.." + std::to_string(app::DatasetFindingsRequest::kMaxLimit) +
+                      " (default 100)"}}},
+      [&ctx](const Request& req, const PathParams& p) {
+        app::DatasetFindingsRequest r;
+        r.spec = p.at("name");
+        r.severity = Query(req, "severity");
+        r.check = Query(req, "check");
+        auto offset = QueryInt(req, "offset", r.offset);
+        if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
+        auto limit = QueryInt(req, "limit", r.limit);
+        if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
+        r.offset = *offset;
+        r.limit = *limit;
+        auto page = app::Datasets(ctx.meta, ctx.blobs).Findings(r);
+        return page.IsOk() ? JsonResponse(app::DatasetFindingsPageJson(*page))
+                           : ErrorResponse(page.GetStatus());
+      });
+}
+
+}  // namespace kestrel::server
