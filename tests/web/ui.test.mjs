@@ -118,6 +118,9 @@ before(async () => {
   assert.ok(fs.existsSync(path.join(DIST, 'index.html')), `${DIST} is not built (scripts/build-web.sh)`)
   fs.mkdirSync(home)
   kestrel('dataset', 'synth', path.join(tmp, 'synth'), '--images', '8', '--classes', '2', '--imgsz', '64')
+  // One box past the right edge: a label.out_of_bounds finding about an image (the gallery test).
+  const labels = path.join(tmp, 'synth', 'labels', 'train')
+  fs.appendFileSync(path.join(labels, fs.readdirSync(labels).sort()[0]), '1 0.95 0.5 0.3 0.2\n')
   kestrel('dataset', 'import', path.join(tmp, 'synth'), '--name', 'shapes')
   auth = kestrelOk('token', '--help')
   if (auth) token = kestrelJson('token', 'create', '--name', 'web-ui', '--read-only').token
@@ -236,9 +239,71 @@ test('datasets: the imported dataset with its counts, class chart and findings',
   const findings = await textOf('findings-summary')
   assert.match(findings, new RegExp(`${show.report.errors} errors`))
   assert.match(findings, new RegExp(`${show.report.infos} infos`))
-  const rows = await page.locator('[data-testid="findings-table"] tbody tr').count()
-  assert.equal(rows, show.report.findings.length)
+  // The table reads the findings route (server-side filters): every stored example on one page.
+  await page.waitForFunction(
+    (n) => document.querySelectorAll('[data-testid="findings-table"] tbody tr').length === n,
+    show.report.findings.length,
+    { timeout: WAIT },
+  )
   await shot('dataset')
+})
+
+test('dataset gallery: boxes drawn, class filter, the box viewer from a finding and the keyboard', async () => {
+  // The dataset page is open (the test before).
+  const api = async (p) => (await fetch(`${base}${p}`, { headers: { Authorization: `Bearer ${token}` } })).json()
+  const all = await api('/api/datasets/shapes@v1/images?limit=200')
+  const thumbs = page.locator('[data-testid="gallery-item"] img')
+  await thumbs.nth(all.images.length - 1).waitFor({ timeout: WAIT })
+  assert.equal(await byTest('gallery-item').count(), all.images.length)
+  const drawn = page.locator('[data-testid="gallery"] [data-testid="box"]')
+  assert.equal(await drawn.count(), all.images.reduce((n, im) => n + im.boxes.length, 0))
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="gallery-item"] img')].every((i) => i.complete && i.naturalWidth === 64), null, { timeout: WAIT })
+  await shot('gallery')
+
+  // Class filter: only images with a circle, as the API counts them.
+  const circles = await api('/api/datasets/shapes@v1/images?limit=200&class=circle')
+  assert.ok(circles.total > 0 && circles.total < all.total, `${circles.total} of ${all.total}`)
+  await byTest('gallery-class').click()
+  await byTest('gallery-class-circle').click()
+  await waitText('gallery-range', `1–${circles.images.length} of ${circles.total}`)
+  assert.equal(await byTest('gallery-item').count(), circles.images.length)
+  const classes = await byTest('gallery-item').evaluateAll((items) =>
+    items.map((it) => [...it.querySelectorAll('[data-testid="box"]')].map((b) => b.getAttribute('data-cls'))),
+  )
+  assert.ok(classes.every((c) => c.includes('0')), JSON.stringify(classes))
+
+  // A finding, filtered by check, opens the viewer on its image with its boxes.
+  const oob = (await api('/api/datasets/shapes@v1/findings?check=label.out_of_bounds')).findings
+  assert.equal(oob.length, 1)
+  const target = oob[0].image
+  await byTest('findings-check').click()
+  await byTest('findings-check-label.out_of_bounds').click()
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="findings-table"] tbody tr').length === 1, null, { timeout: WAIT })
+  await byTest('finding-view').click()
+  await waitText('viewer-title', target.path)
+  const viewerBoxes = page.locator('[data-testid="viewer-image"] [data-testid="box"]')
+  assert.equal(await viewerBoxes.count(), target.boxes.length)
+  await page.waitForFunction(() => document.querySelector('[data-testid="viewer-image"] img')?.naturalWidth === 64, null, { timeout: WAIT })
+  await shot('box-viewer')
+  // Class toggles: rectangles off, then on again.
+  await byTest('class-toggle-rectangle').click()
+  assert.equal(await viewerBoxes.count(), target.boxes.filter((b) => b.cls !== 1).length)
+  await byTest('class-toggle-rectangle').click()
+  assert.equal(await viewerBoxes.count(), target.boxes.length)
+  await page.keyboard.press('Escape')
+  await byTest('viewer-title').waitFor({ state: 'hidden', timeout: WAIT })
+
+  // From the gallery: → and ← walk the page, Esc closes.
+  await byTest('gallery-item').first().click()
+  await waitText('viewer-title', circles.images[0].path)
+  if (circles.images.length > 1) {
+    await page.keyboard.press('ArrowRight')
+    await waitText('viewer-title', circles.images[1].path)
+    await page.keyboard.press('ArrowLeft')
+    await waitText('viewer-title', circles.images[0].path)
+  }
+  await page.keyboard.press('Escape')
+  await byTest('viewer-title').waitFor({ state: 'hidden', timeout: WAIT })
 })
 
 test('jobs: a submitted job is listed, the state filter applies', async () => {

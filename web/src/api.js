@@ -131,6 +131,45 @@ export async function getBytes(path, { signal } = {}) {
   return resp.arrayBuffer()
 }
 
+// An image route's bytes as an object URL, with the token (an <img> cannot
+// send it). Dataset images are content-addressed and cacheable: the browser's
+// cache keeps the bytes, and the last 400 URLs are kept here (the oldest
+// revoked first), so paging back and forth costs no new request.
+const imageUrls = new Map()
+export function getImageUrl(path) {
+  const known = imageUrls.get(path)
+  if (known) return known
+  const p = (async () => {
+    let resp
+    try {
+      resp = await fetch(path, { headers: headers({ Accept: 'image/*' }) })
+    } catch {
+      markUnreachable()
+      throw new ApiError(0, 'the server is unreachable')
+    }
+    markReachable()
+    if (resp.status === 401) conn.needToken = true
+    if (!resp.ok) {
+      let doc = null
+      try {
+        doc = await resp.json()
+      } catch {
+        doc = null
+      }
+      throw new ApiError(resp.status, doc?.error?.message || `HTTP ${resp.status}`, doc)
+    }
+    return URL.createObjectURL(await resp.blob())
+  })()
+  imageUrls.set(path, p)
+  p.catch(() => imageUrls.delete(path))
+  if (imageUrls.size > 400) {
+    const [oldest, url] = imageUrls.entries().next().value
+    imageUrls.delete(oldest)
+    url.then((u) => URL.revokeObjectURL(u)).catch(() => {})
+  }
+  return p
+}
+
 // POST (or another method) a JSON body to a write route. Resolves to the
 // answer's document; throws ApiError whose `doc.error` is the server's
 // {code, message, field} (field: the key or body part it is about).
