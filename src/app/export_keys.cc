@@ -57,7 +57,6 @@ Status ValidateExportRequest(const ExportRequest& r) {
                         std::to_string(kExportMinOpset) + ".." + std::to_string(kExportMaxOpset),
                     "opset");
   }
-  if (r.half && r.dynamic) return KeyError("half=true is not implemented with dynamic=true", "half");
   if (r.verify_images < 1 || r.verify_images > 64)
     return KeyError("verify_images must be in [1, 64]", "verify_images");
   if (!(r.tolerance >= 0)) return KeyError("tolerance must be >= 0", "tolerance");
@@ -86,6 +85,7 @@ void ExportKeys::Bind(OptionSet& s) {
   s.Int("opset", &r.opset, "ONNX opset, 13..17");
   s.Bool("dynamic", &r.dynamic, "dynamic batch, height and width axes");
   s.Bool("half", &r.half, "FP16 weights and compute, float32 input/output (verified in ONNX Runtime)");
+  s.Bool("simplify", &r.simplify, "fold constants, drop no-op nodes, infer shapes (value_info) first");
   s.String("output", &r.output, "where to write (default: beside the weights, <stem>.onnx)");
   s.Int("verify_images", &r.verify_images, "synthetic images the verification runs, 1..64");
   s.Bool("force", &r.force, "keep a file that failed verification, marked unverified in its metadata");

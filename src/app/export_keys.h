@@ -49,6 +49,11 @@ struct ExportRequest {
   // initializers, so ONNX Runtime alone verifies it, at
   // max(tolerance, kExportHalfTolerance); without ONNX Runtime it fails.
   bool half = false;
+  // simplify=true (default, as Ultralytics): exporter::SimplifyOnnxModel
+  // over the graph as built (and quantized): constant folding, no-op and
+  // dead-node removal, shape inference (value_info); false writes the graph
+  // as built.
+  bool simplify = true;
   // Where to write; "" = beside a weights file (<stem>.onnx), or
   // ./<reference with '@' as '_'>.onnx for a registry reference.
   std::string output;
@@ -88,7 +93,7 @@ struct ExportRequest {
 Result<std::pair<int, int>> ParseExportImgsz(std::string_view text);
 
 // Every check of a request that needs no weights: model= present, format,
-// imgsz (multiples of 32 in [32, 8192]), batch, opset, half with dynamic,
+// imgsz (multiples of 32 in [32, 8192]), batch, opset,
 // verify_images, tolerance. InvalidArgument located at ("command line", 0,
 // KEY). ExportModel runs it first; `kestrel submit kind=export` runs it at
 // submit.

@@ -196,6 +196,20 @@ Result<exporter::OnnxModel> ToInt8(exporter::OnnxModel fp32,
   return fp32;
 }
 
+// simplify=true: exporter::SimplifyOnnxModel over the graph as built (and
+// quantized), its counts into *rec; false: the graph as built, counted.
+Result<exporter::OnnxModel> Simplify(exporter::OnnxModel m, bool simplify, exporter::SimplifyReport* rec) {
+  if (!simplify) {
+    KESTREL_ASSIGN_OR_RETURN(*rec, exporter::CountOnnxModel(m.bytes));
+    return m;
+  }
+  KESTREL_ASSIGN_OR_RETURN(exporter::SimplifiedModel sm, exporter::SimplifyOnnxModel(m.bytes));
+  *rec = sm.report;
+  m.bytes = std::move(sm.bytes);
+  m.nodes = sm.report.nodes_after;
+  return m;
+}
+
 }  // namespace
 
 namespace {
@@ -494,6 +508,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
         CalibrateInt8(env, request, onnx.bytes, res.path + ".calibrating.onnx", calibrate, &res.calibration));
     KESTREL_ASSIGN_OR_RETURN(onnx, ToInt8(std::move(onnx), int8_ranges, &res.calibration));
   }
+  KESTREL_ASSIGN_OR_RETURN(onnx, Simplify(std::move(onnx), request.simplify, &res.simplified));
   // The runtime an FP16 or INT8 file is verified in: ONNX Runtime.
   const size_t required_runtime = request.half || request.int8 ? 1 : 0;
   const std::string tmp = res.path + ".verifying.onnx";
@@ -506,6 +521,8 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
     exporter::OnnxExportOptions raw_opts = opts;
     raw_opts.nms = false;
     KESTREL_ASSIGN_OR_RETURN(exporter::OnnxModel raw, exporter::BuildOnnxModel(info.spec, state, raw_opts));
+    exporter::SimplifyReport raw_simplified;  // the raw graph is simplified as the file is
+    KESTREL_ASSIGN_OR_RETURN(raw, Simplify(std::move(raw), request.simplify, &raw_simplified));
     raw_path = res.path + ".verifying.raw.onnx";
     if (Status s = exporter::WriteOnnxFile(env, raw, raw_path); !s.IsOk()) {
       (void)env.RemoveFile(tmp);
@@ -599,6 +616,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
     if (request.int8) {
       KESTREL_ASSIGN_OR_RETURN(onnx, ToInt8(std::move(onnx), int8_ranges, &res.calibration));
     }
+    KESTREL_ASSIGN_OR_RETURN(onnx, Simplify(std::move(onnx), request.simplify, &res.simplified));
     KESTREL_RETURN_IF_ERROR(exporter::WriteOnnxFile(env, onnx, res.path));
   } else {
     KESTREL_RETURN_IF_ERROR(env.Rename(tmp, res.path));
@@ -617,6 +635,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   res.dynamic = request.dynamic;
   res.half = request.half;
   res.int8 = request.int8;
+  res.simplify = request.simplify;
   res.nms = request.nms;
   if (request.nms) {
     res.conf = request.conf;
@@ -685,6 +704,27 @@ nlohmann::json NmsCheckJson(const ExportResult& r) {
 }
 }  // namespace
 
+namespace {
+// {"enabled", "nodes_before", "nodes_after", "initializers_before",
+//  "initializers_after", "value_info", "constants", "folded", "kept_large",
+//  "removed_noops", "removed_dead", "removed_initializers"}.
+nlohmann::json SimplifyJson(const ExportResult& r) {
+  const exporter::SimplifyReport& x = r.simplified;
+  return {{"enabled", r.simplify},
+          {"nodes_before", x.nodes_before},
+          {"nodes_after", x.nodes_after},
+          {"initializers_before", x.initializers_before},
+          {"initializers_after", x.initializers_after},
+          {"value_info", x.value_info},
+          {"constants", x.constants},
+          {"folded", x.folded},
+          {"kept_large", x.kept_large},
+          {"removed_noops", x.removed_noops},
+          {"removed_dead", x.removed_dead},
+          {"removed_initializers", x.removed_initializers}};
+}
+}  // namespace
+
 nlohmann::json ExportResultJson(const ExportResult& r) {
   nlohmann::json runtimes = nlohmann::json::array();
   for (const RuntimeCheck& c : r.checks) {
@@ -710,6 +750,7 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
       {"dynamic", r.dynamic},
       {"half", r.half},
       {"int8", r.int8},
+      {"simplify", SimplifyJson(r)},
       {"nms", r.nms},
       {"calibration", Int8CalibrationJson(r)},
       {"opset", r.opset},
@@ -737,6 +778,26 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
   return j;
 }
 
+namespace {
+// "simplify: 236 -> 234 nodes (2 folded, ...), 412 value_info" or "simplify=false: ...".
+std::string SimplifyText(const ExportResult& r) {
+  const exporter::SimplifyReport& x = r.simplified;
+  std::ostringstream s;
+  if (!r.simplify) {
+    s << "simplify=false: the graph as built (" << x.nodes_after << " nodes, " << x.initializers_after
+      << " initializers, " << x.value_info << " value_info)\n";
+    return s.str();
+  }
+  s << "simplify: " << x.nodes_before << " -> " << x.nodes_after << " nodes (" << x.folded << " folded, "
+    << x.removed_noops << " no-op, " << x.removed_dead << " dead removed";
+  if (x.kept_large > 0)
+    s << ", " << x.kept_large << " left unfolded: over " << exporter::kMaxFoldBytes << " bytes";
+  s << "), " << x.initializers_before << " -> " << x.initializers_after << " initializers, " << x.value_info
+    << " value_info from shape inference\n";
+  return s.str();
+}
+}  // namespace
+
 std::string ExportResultText(const ExportResult& r) {
   std::ostringstream s;
   s << "exported " << r.arch << (r.half ? " FP16" : "") << (r.int8 ? " INT8" : "") << " (" << r.nc
@@ -744,6 +805,7 @@ std::string ExportResultText(const ExportResult& r) {
     << " nodes)\n";
   s << "input images " << ShapeText(r.input_shape) << ", output output0 " << ShapeText(r.output_shape)
     << (r.dynamic ? " (-1: dynamic axis)" : "") << "\n";
+  s << SimplifyText(r);
   if (!r.verified) {
     s << "UNVERIFIED (kept by --force): " << r.verification_error << "\n" << MapCheckText(r.map);
     return s.str();

@@ -20,6 +20,7 @@
 #include "app_run/export_map.h"
 #include "core/env.h"
 #include "core/status.h"
+#include "export/onnx_simplify.h"
 
 namespace kestrel::app {
 
@@ -67,6 +68,11 @@ struct ExportResult {
   bool dynamic = false;
   bool half = false;  // FP16 graph (ExportRequest::half)
   bool int8 = false;  // INT8 QDQ graph (ExportRequest::int8)
+  // simplify=true (ExportRequest::simplify): what exporter::SimplifyOnnxModel
+  // did to the written graph; false: the counts of the graph as built
+  // (before == after, nothing folded or removed, no value_info).
+  bool simplify = false;
+  exporter::SimplifyReport simplified;
   // nms=true: output0 is [batch, max_det, 6] detections; `checks` are then
   // of the same graph without the NMS tail, `nms_check` of the file.
   bool nms = false;

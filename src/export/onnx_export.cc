@@ -551,7 +551,6 @@ Status ValidateOnnxOptions(const model::ModelSpec& spec, const OnnxExportOptions
                         std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset),
                     "opset");
   }
-  if (o.half && o.dynamic) return KeyError("half=true is not implemented with dynamic=true", "half");
   // Negated comparisons so NaN fails too.
   if (!(o.conf >= 0 && o.conf < 1))
     return KeyError("conf must be in [0, 1), got " + FormatThreshold(o.conf), "conf");

@@ -41,8 +41,9 @@ struct OnnxExportOptions {
   bool dynamic = false;
   // FP16 weights and compute: every float initializer but Resize's `scales`
   // as FLOAT16, a Cast to FLOAT16 after `images` and to FLOAT before
-  // `output0`, so the file still takes and returns float32. Not with
-  // dynamic (refused, key "half"). Metadata `half` = "true".
+  // `output0`, so the file still takes and returns float32. With dynamic
+  // too (the CumSum anchors are whole numbers and halves, exact in FP16 up
+  // to 1024 cells). Metadata `half` = "true".
   bool half = false;
   // nms=true: ONNX NonMaxSuppression appended, so `output0` holds final
   // detections, float32 [batch, max_det, 6]: rows x1, y1, x2, y2 (input

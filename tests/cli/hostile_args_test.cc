@@ -456,6 +456,8 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"export", "model=m", "format=onnx", "opset=" + H},
       {"export", "model=m", "format=onnx", "imgsz=" + H},
       {"export", "model=m", "format=onnx", "half=" + X},
+      {"export", "model=m", "format=onnx", "simplify=" + X},
+      {"export", "model=m", "simplify=maybe"},
       // export int8=true: its keys refused before anything is calibrated or written
       {"export", "model=m", "int8=" + X},
       {"export", "model=m", "int8=true"},
