@@ -1,6 +1,6 @@
 // The job system's commands (torch-free): `kestrel submit`, `kestrel worker`,
-// `kestrel jobs list|show|logs|cancel|retry`, `kestrel stats` and
-// `kestrel breaker reset`. Semantics in docs/jobs.md; the JSON shapes are
+// `kestrel jobs list|show|logs|cancel|retry`, `kestrel stats`, `kestrel
+// workers` and `kestrel breaker show|reset`. Semantics in docs/jobs.md; the JSON shapes are
 // what tools/soak reads, so keep them.
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -21,11 +21,11 @@
 
 #include "app/jobs.h"
 #include "app/stats.h"
+#include "app/system.h"
 #include "app/templates.h"
 #include "cli/cli.h"
 #include "core/json.h"
 #include "core/parse.h"
-#include "jobs/breaker.h"
 #include "jobs/job_keys.h"
 #include "jobs/retry.h"
 #include "jobs/webhook.h"
@@ -510,6 +510,30 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
 
   CLI::App* breaker = app.add_subcommand("breaker", "The circuit breaker that pauses automatic retries");
   breaker->require_subcommand(1);
+  CLI::App* show =
+      breaker->add_subcommand("show", "The breaker's state, reason, counts and since when (docs/jobs.md)");
+  show->callback([&ctx, exit_code] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto b = app::ReadBreaker(*stores->meta);
+    if (!b.IsOk()) {
+      *exit_code = Fail(ctx, b.GetStatus());
+      return;
+    }
+    std::ostringstream t;
+    t << "circuit breaker: " << (b->open ? "OPEN, " + b->reason : std::string("closed")) << "\n";
+    t << "window: " << b->failed << " retryable failures in the last " << b->counted
+      << " finished attempts (opens above " << std::fixed << std::setprecision(0)
+      << b->options.threshold * 100 << "% of at least " << b->options.min_attempts << " of the last "
+      << b->options.window << ")";
+    for (const auto& [reason, n] : b->failed_by_reason) t << "\n  " << reason << ": " << n;
+    t << "\nsince: " << (b->since_ms > 0 ? FormatMs(b->since_ms) : std::string("(no change on record)"));
+    t << "\nlast reset: " << (b->reset_ms > 0 ? FormatMs(b->reset_ms) : std::string("never"));
+    Emit(ctx, t.str(), app::BreakerJson(*b));
+  });
   CLI::App* reset =
       breaker->add_subcommand("reset", "Close the breaker for every worker (ignores earlier failures)");
   reset->callback([&ctx, exit_code] {
@@ -518,14 +542,57 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    const int64_t now = WallMs();
-    Status s = jobs::PersistBreakerReset(*stores->meta, now);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
+    auto b = app::ResetBreaker(*stores->meta, WallMs());
+    if (!b.IsOk()) {
+      *exit_code = Fail(ctx, b.GetStatus());
       return;
     }
-    Emit(ctx, "circuit breaker reset; workers resume retries on their next claim",
-         {{"ok", true}, {"reset_ms", now}});
+    Emit(ctx, app::kBreakerResetMessage, app::BreakerResetJson(*b));
+  });
+}
+
+// ---- workers
+
+std::string DevicesText(const nlohmann::json& devices) {
+  std::string out;
+  for (const auto& d : devices) {
+    if (!out.empty()) out += ",";
+    out += d.value("kind", std::string("?")) + "#" + std::to_string(d.value("index", 0));
+    if (d.contains("memory_mb")) out += "(" + std::to_string(d.value("memory_mb", int64_t{0})) + " MB)";
+  }
+  return out.empty() ? "-" : out;
+}
+
+void AddWorkers(CLI::App& app, Context& ctx, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "workers", "Registered workers: devices, running jobs, heartbeat age, busy/idle/stale (docs/jobs.md)");
+  cmd->callback([&ctx, exit_code] {
+    auto stores = OpenStores(ctx);
+    if (!stores.IsOk()) {
+      *exit_code = Fail(ctx, stores.GetStatus());
+      return;
+    }
+    auto r = app::ListWorkerStatus(*stores->meta, WallMs());
+    if (!r.IsOk()) {
+      *exit_code = Fail(ctx, r.GetStatus());
+      return;
+    }
+    const nlohmann::json doc = app::WorkersJson(*r);
+    std::ostringstream t;
+    if (r->workers.empty()) t << "no workers registered (kestrel worker, kestrel serve --workers N)";
+    for (const auto& w : doc["workers"]) {
+      if (t.tellp() > 0) t << "\n";
+      t << w["id"].get<std::string>() << "  " << w["state"].get<std::string>() << "  heartbeat " << std::fixed
+        << std::setprecision(1) << w["heartbeat_age_ms"].get<int64_t>() / 1000.0 << " s ago  "
+        << DevicesText(w["devices"]);
+      for (const auto& j : w["jobs"]) {
+        t << "\n  job " << j["id"].get<int64_t>() << " (" << j["kind"].get<std::string>() << ", attempt "
+          << j["attempt"].get<int64_t>();
+        if (j["attempt_pid"].is_number()) t << ", pid " << j["attempt_pid"].get<int64_t>();
+        t << ")";
+      }
+    }
+    Emit(ctx, t.str(), doc);
   });
 }
 
@@ -536,6 +603,7 @@ void AddJobCommands(CLI::App& app, Context& ctx, int* exit_code) {
   AddWorker(app, ctx, exit_code);
   AddJobs(app, ctx, exit_code);
   AddStats(app, ctx, exit_code);
+  AddWorkers(app, ctx, exit_code);
 }
 
 }  // namespace kestrel::cli

@@ -29,6 +29,9 @@ void CircuitBreaker::Update(const std::vector<store::AttemptRecord>& recent) {
       ++reasons[a.reason];
     }
   }
+  counted_ = total;
+  failed_ = failed;
+  failed_by_reason_ = reasons;
   rate_ = total > 0 ? static_cast<double>(failed) / total : 0.0;
   open_ = total >= options_.min_attempts && rate_ > options_.threshold;
   reason_.clear();
@@ -68,6 +71,8 @@ void CircuitBreaker::Reset(int64_t now_ms) {
   reset_at_ms_ = now_ms;
   open_ = false;
   rate_ = 0;
+  counted_ = failed_ = 0;
+  failed_by_reason_.clear();
   reason_.clear();
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ class CircuitBreaker {
   // Why it is open ("" when closed), for stats, the API and the UI.
   const std::string& Reason() const { return reason_; }
   double FailureRate() const { return rate_; }
+  // What the last Update() counted: finished attempts in the window (those
+  // ended after the last reset) and the retryable failures among them, by
+  // reason.
+  int Counted() const { return counted_; }
+  int Failed() const { return failed_; }
+  const std::map<std::string, int>& FailedByReason() const { return failed_by_reason_; }
   // Closes the breaker; attempts ended at or before `now_ms` no longer count.
   void Reset(int64_t now_ms);
   int64_t ResetAtMs() const { return reset_at_ms_; }
@@ -50,6 +57,8 @@ class CircuitBreaker {
   BreakerOptions options_;
   bool open_ = false;
   double rate_ = 0;
+  int counted_ = 0, failed_ = 0;
+  std::map<std::string, int> failed_by_reason_;
   std::string reason_;
   int64_t reset_at_ms_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "server/api.h"
 
 #include <cctype>
+#include <chrono>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "app/jobs.h"
 #include "app/models.h"
 #include "app/stats.h"
+#include "app/system.h"
 #include "app/templates.h"
 #include "core/env.h"
 #include "core/json.h"
@@ -17,6 +19,7 @@
 #include "server/api_dataset_images.h"
 #include "server/api_exports.h"
 #include "server/api_metrics.h"
+#include "server/api_system.h"
 #include "server/api_write.h"
 #include "server/auth.h"
 #include "server/static_files.h"
@@ -25,6 +28,12 @@ namespace kestrel::server {
 namespace {
 
 using nlohmann::json;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 json Ok(json view) {
   view["ok"] = true;
@@ -76,9 +85,10 @@ Response EventStreamResponse(ApiContext& ctx, int64_t job_id, int64_t after_id) 
   return r;
 }
 
-// Queue depth by state and priority, failed attempts by reason and the
-// availability, read from the store at each scrape.
-Result<std::string> StoreMetrics(ApiContext& ctx) {
+// Queue depth by state and priority, failed attempts by reason, the
+// availability and each worker's heartbeat age at `now_ms`, read from the
+// store at each scrape.
+Result<std::string> StoreMetrics(ApiContext& ctx, int64_t now_ms) {
   store::JobFilter all;
   all.limit = std::numeric_limits<int64_t>::max();
   KESTREL_ASSIGN_OR_RETURN(auto jobs, ctx.meta.ListJobs(all));
@@ -105,6 +115,12 @@ Result<std::string> StoreMetrics(ApiContext& ctx) {
   o << "# HELP kestrel_job_availability Succeeded jobs over finished jobs (0 when none finished).\n"
     << "# TYPE kestrel_job_availability gauge\n"
     << "kestrel_job_availability " << stats.availability << "\n";
+  KESTREL_ASSIGN_OR_RETURN(auto workers, app::ListWorkerStatus(ctx.meta, now_ms));
+  o << "# HELP kestrel_worker_heartbeat_age_seconds Seconds since each registered worker's last heartbeat.\n"
+    << "# TYPE kestrel_worker_heartbeat_age_seconds gauge\n";
+  for (const auto& w : workers.workers)
+    o << "kestrel_worker_heartbeat_age_seconds{worker=\"" << PromLabel(w.worker.id) << "\",state=\""
+      << w.state << "\"} " << static_cast<double>(w.heartbeat_age_ms) / 1000.0 << "\n";
   return o.str();
 }
 
@@ -126,7 +142,7 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
       r.Add("GET", "/metrics",
             {"Prometheus metrics, text exposition format 0.0.4", {}, "text/plain; version=0.0.4"},
             [&ctx](const Request&, const PathParams&) {
-              auto store_text = StoreMetrics(ctx);
+              auto store_text = StoreMetrics(ctx, WallMs());
               if (!store_text.IsOk()) return ErrorResponse(store_text.GetStatus());
               Response resp;
               resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -351,6 +367,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddWriteRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddMetricRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddExportRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddSystemRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
   const json doc = OpenApiDocument(r);
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},

@@ -20,8 +20,8 @@ Response Unauthenticated(const std::string& message) {
   return r;
 }
 
-// The token of "Bearer <token>" (scheme case-insensitive, RFC 7235); false
-// for another scheme.
+}  // namespace
+
 bool BearerToken(const std::string& header, std::string* token) {
   const std::string scheme = "bearer";
   if (header.size() <= scheme.size() || header[scheme.size()] != ' ') return false;
@@ -34,8 +34,6 @@ bool BearerToken(const std::string& header, std::string* token) {
   *token = header.substr(b, e - b + 1);
   return true;
 }
-
-}  // namespace
 
 Authorizer TokenAuthorizer(store::MetadataStore& meta, bool public_read) {
   return [&meta, public_read](const Request& req, const Route& route) -> std::optional<Response> {

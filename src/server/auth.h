@@ -7,6 +7,8 @@
 // even where none is needed.
 #pragma once
 
+#include <string>
+
 #include "server/router.h"
 #include "store/metadata_store.h"
 
@@ -17,5 +19,10 @@ namespace kestrel::server {
 // read-only token on a kWrite route; the store's error (503 ...) when it
 // cannot answer. `meta` is borrowed (the server's I/O thread uses it).
 Authorizer TokenAuthorizer(store::MetadataStore& meta, bool public_read);
+
+// The token of an Authorization header "Bearer <token>" (scheme
+// case-insensitive, RFC 7235, spaces around the token dropped); false for
+// another scheme or no token.
+bool BearerToken(const std::string& header, std::string* token);
 
 }  // namespace kestrel::server

@@ -1,0 +1,79 @@
+#include "server/api_system.h"
+
+#include <chrono>
+#include <string>
+
+#include "app/jobs.h"
+#include "app/system.h"
+#include "app/tokens.h"
+#include "server/auth.h"
+
+namespace kestrel::server {
+namespace {
+
+using nlohmann::json;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The reset takes no body; an empty one or {} is accepted, anything else is
+// refused naming the body, as the other bodiless writes do.
+Status NoBody(const Request& req) {
+  if (req.body.find_first_not_of(" \t\r\n") == std::string::npos) return {};
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_object() && body.empty()) return {};
+  return Status::InvalidArgument("this route takes no request body (none, or {})",
+                                 {app::kRequestFile, 0, "body"});
+}
+
+}  // namespace
+
+Status AddSystemRoutes(Router& r, ApiContext& ctx) {
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/api/workers",
+            {"Registered workers with their devices, running jobs, heartbeat ages and state (`kestrel "
+             "workers`)"},
+            [&ctx](const Request&, const PathParams&) {
+              auto w = app::ListWorkerStatus(ctx.meta, WallMs());
+              return w.IsOk() ? JsonResponse(app::WorkersJson(*w)) : ErrorResponse(w.GetStatus());
+            }));
+  KESTREL_RETURN_IF_ERROR(r.Add(
+      "GET", "/api/breaker",
+      {"The circuit breaker: state, reason, counts, last reset and since when (`kestrel breaker show`)"},
+      [&ctx](const Request&, const PathParams&) {
+        auto b = app::ReadBreaker(ctx.meta);
+        return b.IsOk() ? JsonResponse(app::BreakerJson(*b)) : ErrorResponse(b.GetStatus());
+      }));
+  KESTREL_RETURN_IF_ERROR(r.Add("POST", "/api/breaker/reset",
+                                {"Close the circuit breaker for every worker (`kestrel breaker reset`)",
+                                 {},
+                                 "application/json",
+                                 Access::kWrite,
+                                 "none, or {}"},
+                                [&ctx](const Request& req, const PathParams&) {
+                                  if (Status s = NoBody(req); !s.IsOk()) return ErrorResponse(s);
+                                  auto b = app::ResetBreaker(ctx.meta, WallMs());
+                                  return b.IsOk() ? JsonResponse(app::BreakerResetJson(*b))
+                                                  : ErrorResponse(b.GetStatus());
+                                }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/api/token",
+            {"The API token this request carries (name, read_only: whether writes are refused); null without "
+             "one (--public-read)"},
+            [&ctx](const Request& req, const PathParams&) {
+              std::string token;
+              if (!BearerToken(req.Header("authorization"), &token))
+                return JsonResponse({{"ok", true}, {"token", nullptr}, {"public_read", ctx.public_read}});
+              // The authorizer accepted it a moment ago; this reads its record.
+              auto rec = app::AuthenticateToken(ctx.meta, token, WallMs());
+              if (!rec.IsOk()) return ErrorResponse(rec.GetStatus());
+              return JsonResponse(
+                  {{"ok", true}, {"token", app::TokenJson(*rec)}, {"public_read", ctx.public_read}});
+            }));
+  return {};
+}
+
+}  // namespace kestrel::server
