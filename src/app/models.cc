@@ -509,7 +509,8 @@ json ModelJson(const store::ModelRecord& m, const store::ArtifactStore& blobs, b
 }
 
 Result<store::ModelExportRecord> ModelRegistry::RecordExport(const store::ModelRecord& model,
-                                                             const ExportRecordRequest& req, int64_t now_ms) {
+                                                             const ExportRecordRequest& req, int64_t now_ms,
+                                                             bool* created) {
   const FileInfo info = env_.Stat(req.path);
   if (!info.exists || !info.is_regular) {
     return Status::NotFound("exported file " + req.path + " does not exist", {req.path, 0, "path"});
@@ -533,8 +534,8 @@ Result<store::ModelExportRecord> ModelRegistry::RecordExport(const store::ModelR
   rec.kestrel_version = KestrelVersion();
   rec.id = Sha256Hex(model.id + "\n" + rec.path + "\n" + sha + "\n" + std::to_string(now_ms) + "\n" +
                      rec.options_json);
-  KESTREL_RETURN_IF_ERROR(meta_.AddModelExport(rec));
-  return rec;
+  // The same file recorded before (a retried job): that record, updated.
+  return meta_.AddModelExport(rec, created);
 }
 
 json ModelExportJson(const store::ModelExportRecord& e) {

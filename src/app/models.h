@@ -119,10 +119,16 @@ class ModelRegistry {
 
   // Records an export of `model` (migration 12): the sha256 and size of the
   // file at req.path as it is now, the options and verification as given,
-  // this build's KestrelVersion. kNotFound (field `path`) when the file is
-  // missing; ModelJson with `detail` lists the record.
+  // this build's KestrelVersion. Idempotent per file (the store's
+  // AddModelExport): when the model already has a record of the same
+  // absolute path and sha256 (an export job retried after a crash between
+  // its record and its end, or the same export run again), that record is
+  // updated and returned with *created false, never a second one. kNotFound
+  // (field `path`) when the file is missing; ModelJson with `detail` lists
+  // the record.
   Result<store::ModelExportRecord> RecordExport(const store::ModelRecord& model,
-                                                const ExportRecordRequest& req, int64_t now_ms);
+                                                const ExportRecordRequest& req, int64_t now_ms,
+                                                bool* created = nullptr);
 
   // The comparison of `model` with the baseline among `others` (see
   // docs/models.md); null when there is no baseline on the same version.

@@ -154,10 +154,17 @@ class MetadataStore {
   // production holder is refused (kFailedPrecondition) unless even_production.
   virtual Status DeleteModel(const std::string& model_id, bool even_production) = 0;
   // Records an export of the model with exactly rec.model_id (kNotFound,
-  // field `model`, otherwise); kInvalidArgument for an id or sha256 that is
-  // not 64 hex chars, kAlreadyExists for a taken id. ListModels returns it
-  // in ModelRecord::exports.
-  virtual Status AddModelExport(const ModelExportRecord& rec) = 0;
+  // field `model`, otherwise), idempotently: in one transaction that locks
+  // the model's row, an export of that model with the same path and sha256
+  // (the same file recorded again: an export job retried after a crash
+  // between its record and its end, or the same export run twice) is
+  // updated in place — format, bytes, options, verified, verification and
+  // kestrel_version from rec; its id and created time kept — and returned
+  // with *created false; otherwise rec is inserted (*created true).
+  // kInvalidArgument for an id or sha256 that is not 64 hex chars,
+  // kAlreadyExists for an id another export holds. ListModels returns it in
+  // ModelRecord::exports.
+  virtual Result<ModelExportRecord> AddModelExport(const ModelExportRecord& rec, bool* created) = 0;
 
   // ---- config templates (docs/templates.md; records in template_types.h).
   // The application layer (app/templates.h) validates the keys.

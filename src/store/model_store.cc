@@ -136,24 +136,61 @@ Result<std::vector<ModelRecord>> SqlStore::SelectModels(const ModelFilter& f, bo
   return out;
 }
 
-Status SqlStore::AddModelExport(const ModelExportRecord& rec) {
+Result<ModelExportRecord> SqlStore::AddModelExport(const ModelExportRecord& rec, bool* created) {
   if (!IsSha256Hex(rec.id))
     return Status::InvalidArgument("model export id is not 64 hex chars", {"", 0, "id"});
   if (!IsSha256Hex(rec.sha256))
     return Status::InvalidArgument("model export sha256 is not a sha256 hex digest", {"", 0, "sha256"});
-  return InTransaction([&]() -> Status {
-    KESTREL_ASSIGN_OR_RETURN(auto model, conn_->Query("SELECT id FROM models WHERE id = $1", {rec.model_id}));
+  ModelExportRecord out;
+  bool made = false;
+  Status st = InTransaction([&]() -> Status {
+    made = false;
+    // The model's row locked first (PostgreSQL; SQLite's write transaction
+    // is exclusive anyway): concurrent records of one model serialize, so
+    // the lookup below sees every earlier commit and one file gets one row.
+    KESTREL_ASSIGN_OR_RETURN(
+        auto model, conn_->Query(std::string("SELECT id FROM models WHERE id = $1") + conn_->ForUpdate(),
+                                 {rec.model_id}));
     if (model.empty()) return Status::NotFound("no model with id " + rec.model_id, {"", 0, "model"});
+    KESTREL_ASSIGN_OR_RETURN(auto same_file,
+                             conn_->Query(std::string("SELECT ") + kExportColumns +
+                                              " FROM model_exports WHERE model_id = $1 AND path = $2 AND "
+                                              "sha256 = $3 ORDER BY created_at, id",
+                                          {rec.model_id, rec.path, rec.sha256}));
+    if (!same_file.empty()) {
+      out = ReadExport(same_file[0]);
+      out.format = rec.format;
+      out.bytes = rec.bytes;
+      out.options_json = rec.options_json;
+      out.verified = rec.verified;
+      out.verification_json = rec.verification_json;
+      out.kestrel_version = rec.kestrel_version;
+      return conn_
+          ->Exec(
+              "UPDATE model_exports SET format = $1, bytes = $2, options_json = $3, verified = $4, "
+              "verification_json = $5, kestrel_version = $6 WHERE id = $7",
+              {out.format, out.bytes, out.options_json, int64_t{out.verified ? 1 : 0}, out.verification_json,
+               out.kestrel_version, out.id})
+          .GetStatus();
+    }
     KESTREL_ASSIGN_OR_RETURN(auto same, conn_->Query("SELECT id FROM model_exports WHERE id = $1", {rec.id}));
     if (!same.empty())
       return Status::AlreadyExists("a model export with id " + rec.id + " exists", {"", 0, "id"});
-    return conn_
-        ->Exec(std::string("INSERT INTO model_exports(") + kExportColumns +
-                   ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-               {rec.id, rec.model_id, rec.created_ms, rec.format, rec.path, rec.sha256, rec.bytes,
-                rec.options_json, int64_t{rec.verified ? 1 : 0}, rec.verification_json, rec.kestrel_version})
-        .GetStatus();
+    KESTREL_RETURN_IF_ERROR(
+        conn_
+            ->Exec(
+                std::string("INSERT INTO model_exports(") + kExportColumns +
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                {rec.id, rec.model_id, rec.created_ms, rec.format, rec.path, rec.sha256, rec.bytes,
+                 rec.options_json, int64_t{rec.verified ? 1 : 0}, rec.verification_json, rec.kestrel_version})
+            .GetStatus());
+    out = rec;
+    made = true;
+    return Status();
   });
+  if (!st.IsOk()) return st;
+  if (created != nullptr) *created = made;
+  return out;
 }
 
 Result<ModelRecord> SqlStore::AddModel(const ModelRecord& rec, bool* created) {

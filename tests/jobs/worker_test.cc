@@ -104,7 +104,10 @@ class HookedStore final : public store::MetadataStore {
   Status DeleteModel(const std::string& id, bool even_production) override {
     return in_->DeleteModel(id, even_production);
   }
-  Status AddModelExport(const store::ModelExportRecord& rec) override { return in_->AddModelExport(rec); }
+  Result<store::ModelExportRecord> AddModelExport(const store::ModelExportRecord& rec,
+                                                  bool* created) override {
+    return in_->AddModelExport(rec, created);
+  }
   Result<store::TemplateRecord> AddTemplate(const store::TemplateRecord& t, bool* created) override {
     return in_->AddTemplate(t, created);
   }

@@ -1,7 +1,8 @@
 // Export records of registered models in the store (migration 12) on both
 // backends: recorded against an existing model only, listed with the model
-// (oldest first, every field kept, across reopening), malformed or duplicate
-// records refused, and removed with the model.
+// (oldest first, every field kept, across reopening), malformed records and
+// taken ids refused, the same file recorded twice kept as one record
+// (updated), and removed with the model.
 #include "job_store_fixture.h"
 
 namespace kestrel::store {
@@ -54,9 +55,9 @@ TEST_P(ModelExportStoreTest, RecordedExportsAreListedWithTheirModelOldestFirst) 
   ModelExportRecord second = Export(birds.id, "b2.onnx", 3000);
   second.verified = false;
   second.verification_json = R"({"verified":false,"error":"over tolerance"})";
-  ASSERT_TRUE(store_->AddModelExport(second).IsOk());
-  ASSERT_TRUE(store_->AddModelExport(Export(birds.id, "b1.onnx", 2000)).IsOk());
-  ASSERT_TRUE(store_->AddModelExport(Export(cats.id, "c1.onnx", 2500)).IsOk());
+  ASSERT_TRUE(store_->AddModelExport(second, nullptr).IsOk());
+  ASSERT_TRUE(store_->AddModelExport(Export(birds.id, "b1.onnx", 2000), nullptr).IsOk());
+  ASSERT_TRUE(store_->AddModelExport(Export(cats.id, "c1.onnx", 2500), nullptr).IsOk());
 
   store_ = Open();  // kept across reopening
   auto b = Find(birds.id);
@@ -90,7 +91,8 @@ TEST_P(ModelExportStoreTest, RecordedExportsAreListedWithTheirModelOldestFirst) 
 
 TEST_P(ModelExportStoreTest, UnknownModelsMalformedAndDuplicateRecordsAreRefused) {
   const ModelRecord birds = AddModelNamed("birds");
-  auto orphan = store_->AddModelExport(Export(Sha256Hex("no such model"), "x.onnx", 1));
+  Status orphan =
+      store_->AddModelExport(Export(Sha256Hex("no such model"), "x.onnx", 1), nullptr).GetStatus();
   ASSERT_FALSE(orphan.IsOk());
   EXPECT_EQ(orphan.Code(), StatusCode::kNotFound);
   EXPECT_EQ(orphan.Where().field, "model");
@@ -101,22 +103,71 @@ TEST_P(ModelExportStoreTest, UnknownModelsMalformedAndDuplicateRecordsAreRefused
   bad_sha.sha256 = "not-a-digest";
   for (const auto& [rec, field] :
        std::vector<std::pair<ModelExportRecord, std::string>>{{bad_id, "id"}, {bad_sha, "sha256"}}) {
-    Status s = store_->AddModelExport(rec);
+    Status s = store_->AddModelExport(rec, nullptr).GetStatus();
     ASSERT_FALSE(s.IsOk()) << field;
     EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(s.Where().field, field);
   }
 
-  ASSERT_TRUE(store_->AddModelExport(Export(birds.id, "a.onnx", 1)).IsOk());
-  Status twin = store_->AddModelExport(Export(birds.id, "a.onnx", 1));
-  ASSERT_FALSE(twin.IsOk());
-  EXPECT_EQ(twin.Code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(store_->AddModelExport(Export(birds.id, "a.onnx", 1), nullptr).IsOk());
+  // Its id on another file is taken.
+  ModelExportRecord twin = Export(birds.id, "a.onnx", 1);
+  twin.path = "other.onnx";
+  Status taken = store_->AddModelExport(twin, nullptr).GetStatus();
+  ASSERT_FALSE(taken.IsOk());
+  EXPECT_EQ(taken.Code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(taken.Where().field, "id");
   EXPECT_EQ(Find(birds.id)->exports.size(), 1u);
+}
+
+// An export job retried after a crash between its record and its end
+// records the same file again: the first record is updated (id and created
+// time kept), not duplicated. Another file at the same path, or the same
+// file of another model, is a record of its own.
+TEST_P(ModelExportStoreTest, TheSameFileRecordedAgainUpdatesItsRecord) {
+  const ModelRecord birds = AddModelNamed("birds");
+  const ModelRecord cats = AddModelNamed("cats");
+  bool created = false;
+  auto first = store_->AddModelExport(Export(birds.id, "a.onnx", 1000), &created);
+  ASSERT_TRUE(first.IsOk()) << first.GetStatus().ToString();
+  EXPECT_TRUE(created);
+  ModelExportRecord retry = Export(birds.id, "a.onnx", 5000);  // a new id and time, the same path and sha256
+  retry.verified = false;
+  retry.verification_json = R"({"verified":false,"error":"retried"})";
+  retry.options_json = R"({"imgsz":[64,64]})";
+  retry.kestrel_version = "v-retry";
+  auto again = store_->AddModelExport(retry, &created);
+  ASSERT_TRUE(again.IsOk()) << again.GetStatus().ToString();
+  EXPECT_FALSE(created);
+  EXPECT_EQ(again->id, first->id);
+  EXPECT_EQ(again->created_ms, 1000);
+  EXPECT_FALSE(again->verified);
+  store_ = Open();
+  auto b = Find(birds.id);
+  ASSERT_TRUE(b.has_value());
+  ASSERT_EQ(b->exports.size(), 1u);
+  const ModelExportRecord& e = b->exports[0];
+  EXPECT_EQ(e.id, first->id);
+  EXPECT_EQ(e.created_ms, 1000);
+  EXPECT_FALSE(e.verified);
+  EXPECT_EQ(e.verification_json, retry.verification_json);
+  EXPECT_EQ(e.options_json, retry.options_json);
+  EXPECT_EQ(e.kestrel_version, "v-retry");
+  // The file rewritten (another sha256) at the same path: a second record.
+  ModelExportRecord rewritten = Export(birds.id, "a.onnx", 6000);
+  rewritten.sha256 = Sha256Hex("other bytes");
+  ASSERT_TRUE(store_->AddModelExport(rewritten, &created).IsOk());
+  EXPECT_TRUE(created);
+  // The same path and sha256 on another model: that model's own record.
+  ASSERT_TRUE(store_->AddModelExport(Export(cats.id, "a.onnx", 7000), &created).IsOk());
+  EXPECT_TRUE(created);
+  EXPECT_EQ(Find(birds.id)->exports.size(), 2u);
+  EXPECT_EQ(Find(cats.id)->exports.size(), 1u);
 }
 
 TEST_P(ModelExportStoreTest, DeletingAModelRemovesItsExports) {
   const ModelRecord birds = AddModelNamed("birds");
-  ASSERT_TRUE(store_->AddModelExport(Export(birds.id, "a.onnx", 1)).IsOk());
+  ASSERT_TRUE(store_->AddModelExport(Export(birds.id, "a.onnx", 1), nullptr).IsOk());
   Status del = store_->DeleteModel(birds.id, false);
   ASSERT_TRUE(del.IsOk()) << del.ToString();
   EXPECT_TRUE(store_->ListModels(ModelFilter{})->empty());

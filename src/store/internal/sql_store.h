@@ -58,7 +58,7 @@ class SqlStore final : public MetadataStore {
   Result<std::string> TagModel(const std::string& model_id, const std::string& tag, int64_t now_ms) override;
   Result<bool> UntagModel(const std::string& model_id, const std::string& tag) override;
   Status DeleteModel(const std::string& model_id, bool even_production) override;
-  Status AddModelExport(const ModelExportRecord& rec) override;
+  Result<ModelExportRecord> AddModelExport(const ModelExportRecord& rec, bool* created) override;
 
   // Config templates (template_store.cc).
   Result<TemplateRecord> AddTemplate(const TemplateRecord& rec, bool* created) override;
