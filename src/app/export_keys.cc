@@ -71,8 +71,15 @@ Status ValidateExportRequest(const ExportRequest& r) {
   if (!(r.fraction > 0 && r.fraction <= 1)) return KeyError("fraction must be in (0, 1]", "fraction");
   if (r.calib_method != "minmax" && r.calib_method != "percentile")
     return KeyError("calib_method '" + r.calib_method + "' is not minmax or percentile", "calib_method");
-  if (r.int8 && r.data.empty()) {
-    return KeyError("int8=true calibrates on a dataset: give data=NAME[@VERSION] (or a data.yaml)", "data");
+  return {};
+}
+
+Status CheckExportCalibrationData(const ExportRequest& r) {
+  if (r.int8 && r.data.empty() && r.model_data.empty()) {
+    return KeyError(
+        "int8=true calibrates on a dataset: give data=NAME[@VERSION] (or a data.yaml); only a registered "
+        "model (model=NAME@vN) trained on a dataset version calibrates on that version by default",
+        "data");
   }
   return {};
 }

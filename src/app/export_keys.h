@@ -85,6 +85,12 @@ struct ExportRequest {
   // The dataset (NAME[@VERSION] or a data.yaml, as `val data=`): int8's
   // calibration images (and the mAP check's validation split).
   std::string data;
+  // Not a key: the dataset version a registered model (model=NAME@vN) was
+  // trained on, "NAME@<version id>", set once model= is resolved (the CLI,
+  // an export job's child); "" for a weights file. The file's class names
+  // when the weights record none, and int8's calibration set when data= is
+  // empty (CheckExportCalibrationData).
+  std::string model_data;
 };
 
 // "640", "320,256" or "[320, 256]" (Ultralytics' [h, w]) as {height,
@@ -98,6 +104,13 @@ Result<std::pair<int, int>> ParseExportImgsz(std::string_view text);
 // KEY). ExportModel runs it first; `kestrel submit kind=export` runs it at
 // submit.
 Status ValidateExportRequest(const ExportRequest& request);
+
+// int8=true calibrates on a dataset: data=, or by default a registered
+// model's own dataset version (model_data). A weights file without data=:
+// InvalidArgument naming `data`. Needs model= resolved, so it runs after
+// ValidateExportRequest: in ExportModel, and at `submit kind=export` once
+// the model is pinned.
+Status CheckExportCalibrationData(const ExportRequest& request);
 
 // The keys as typed: `imgsz` is kept as text until Request() parses it.
 struct ExportKeys {

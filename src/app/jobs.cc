@@ -159,6 +159,12 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
     // What `kestrel export` checks before it opens the weights, with its messages.
     KESTREL_RETURN_IF_ERROR(InRequest(ek.Request().GetStatus()));
     KESTREL_RETURN_IF_ERROR(ResolveExportModel(ek, d, resolve_weights, resolve_model));
+    {
+      // int8=true without data= calibrates on the registered model's dataset version.
+      ExportRequest pinned = ek.r;
+      pinned.model_data = d.model_dataset_version;
+      KESTREL_RETURN_IF_ERROR(InRequest(CheckExportCalibrationData(pinned)));
+    }
     d.config = set.ToJson();
     d.config[jobs::kJobKindKey] = jobs::JobKindName(kind);
     // data= (optional: int8 calibration, the mAP check) resolves like any job's.

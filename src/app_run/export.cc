@@ -117,9 +117,12 @@ Result<std::map<std::string, exporter::TensorRange>> CalibrateInt8(Env& env, con
                                                                    const std::string& scratch,
                                                                    const ExportCalibrationLoader& calibrate,
                                                                    ExportResult::Int8Calibration* rec) {
-  if (r.data.empty() || !calibrate) {
+  KESTREL_RETURN_IF_ERROR(CheckExportCalibrationData(r));
+  // data=, or by default the registered model's own dataset version.
+  const std::string& data = r.data.empty() ? r.model_data : r.data;
+  if (!calibrate) {
     return Status::InvalidArgument(
-        "int8=true calibrates on a dataset: give data=NAME[@VERSION] (or a data.yaml)",
+        "int8=true needs the dataset registry to read calibration images of " + data,
         {"command line", 0, "data"});
   }
   const OnnxRuntimeLocation ort = LocateOnnxRuntime();
@@ -129,8 +132,8 @@ Result<std::map<std::string, exporter::TensorRange>> CalibrateInt8(Env& env, con
         {"command line", 0, "int8"});
   }
   KESTREL_ASSIGN_OR_RETURN(exporter::CalibMethod method, exporter::ParseCalibMethod(r.calib_method));
-  KESTREL_ASSIGN_OR_RETURN(CalibrationSet set, calibrate(r.data, r.calib, r.fraction, r.imgsz_h, r.imgsz_w));
-  if (set.images.empty()) return Status::InvalidArgument("no calibration images", {r.data, 0, "data"});
+  KESTREL_ASSIGN_OR_RETURN(CalibrationSet set, calibrate(data, r.calib, r.fraction, r.imgsz_h, r.imgsz_w));
+  if (set.images.empty()) return Status::InvalidArgument("no calibration images", {data, 0, "data"});
   // Fixed batch B: B images per run (the last run filled up from the first
   // images); a dynamic graph runs them one at a time.
   const int b = r.dynamic ? 1 : r.batch;
@@ -241,6 +244,54 @@ Result<LoadedSplit> LoadMapSplit(const ExportRequest& r, int nc, const ExportMap
                                    {"command line", 0, "data"});
   }
   return loaded;
+}
+
+// The file's class names into res->names / names_source / names_dataset
+// (ExportModel's comment has the order): nc of them, always.
+Status ChooseClassNames(const model::WeightsInfo& info, const ExportRequest& r,
+                        const std::optional<LoadedSplit>& data_split, const ExportMapSource& source,
+                        ExportResult* res) {
+  const int nc = info.spec.nc;
+  const auto label = [](const LoadedSplit& s) {
+    return s.version.record.dataset + "@v" + std::to_string(s.version.record.seq);
+  };
+  if (static_cast<int>(info.names.size()) == nc) {
+    res->names = info.names;
+    res->names_source = "weights";
+    return {};
+  }
+  if (!r.model_data.empty()) {
+    DatasetClassNames d;
+    if (data_split && r.data == r.model_data) {
+      d = {label(*data_split), data_split->split.names};
+    } else if (!source.names) {
+      return Status::InvalidArgument("the class names of the registered model's dataset version " +
+                                         r.model_data + " need the dataset registry",
+                                     {"command line", 0, "model"});
+    } else {
+      KESTREL_ASSIGN_OR_RETURN(d, source.names(r.model_data));
+    }
+    if (static_cast<int>(d.names.size()) != nc) {
+      const std::string msg = "class count mismatch: the weights of " + r.model + " have " +
+                              std::to_string(nc) + " classes, the dataset version it is registered with (" +
+                              d.dataset + ") has " + std::to_string(d.names.size());
+      return Status::InvalidArgument(msg, {"command line", 0, "model"});
+    }
+    res->names = std::move(d.names);
+    res->names_source = "model_dataset";
+    res->names_dataset = d.dataset;
+    return {};
+  }
+  if (data_split) {  // its class count was checked with the split (LoadMapSplit)
+    res->names = data_split->split.names;
+    res->names_source = "data";
+    res->names_dataset = label(*data_split);
+    return {};
+  }
+  res->names.clear();
+  for (int c = 0; c < nc; ++c) res->names.push_back("class" + std::to_string(c));
+  res->names_source = "default";
+  return {};
 }
 
 }  // namespace
@@ -469,6 +520,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
                                  const ExportCalibrationLoader& calibrate,
                                  const ExportMapSource& map_source) {
   KESTREL_RETURN_IF_ERROR(ValidateExportRequest(request));
+  KESTREL_RETURN_IF_ERROR(CheckExportCalibrationData(request));
   ExportResult res;
   res.weights = request.model;
   if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&res.weights));
@@ -487,17 +539,14 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   KESTREL_RETURN_IF_ERROR(exporter::ValidateOnnxOptions(info.spec, opts));
   // The same tensors, torch-free (a .pt's floats widened to F32).
   KESTREL_ASSIGN_OR_RETURN(SafeTensorFile state, model::ReadWeightsFile(res.weights));
-  // The Predictor's names: the recorded ones, or class<i> where not recorded.
-  opts.names = info.names;
-  if (static_cast<int>(opts.names.size()) != info.spec.nc) {
-    opts.names.clear();
-    for (int c = 0; c < info.spec.nc; ++c) opts.names.push_back("class" + std::to_string(c));
-  }
   // data=: the mAP check's split, loaded and checked before anything is written.
   std::optional<LoadedSplit> map_split;
   if (!request.data.empty()) {
     KESTREL_ASSIGN_OR_RETURN(map_split, LoadMapSplit(request, info.spec.nc, map_source));
   }
+  // The file's names: the weights', the registered dataset version's, data='s or class<i>.
+  KESTREL_RETURN_IF_ERROR(ChooseClassNames(info, request, map_split, map_source, &res));
+  opts.names = res.names;
   KESTREL_ASSIGN_OR_RETURN(exporter::OnnxModel onnx, exporter::BuildOnnxModel(info.spec, state, opts));
 
   res.path = request.output.empty() ? DefaultOutput(env, request.model) : request.output;
@@ -628,7 +677,6 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   res.format = request.format;
   res.arch = info.spec.Name();
   res.nc = info.spec.nc;
-  res.names = opts.names;
   res.imgsz_h = request.imgsz_h;
   res.imgsz_w = request.imgsz_w;
   res.batch = request.batch;
@@ -745,6 +793,8 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
       {"arch", r.arch},
       {"nc", r.nc},
       {"names", r.names},
+      {"names_source", r.names_source},
+      {"names_dataset", r.names_dataset.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.names_dataset)},
       {"imgsz", {r.imgsz_h, r.imgsz_w}},
       {"batch", r.batch},
       {"dynamic", r.dynamic},
@@ -779,6 +829,23 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
 }
 
 namespace {
+// "class names: a, b, c (from ...)\n"; the default says why there are none.
+std::string ClassNamesText(const ExportResult& r) {
+  std::string list;
+  for (size_t k = 0; k < r.names.size() && k < 8; ++k) list += (k ? ", " : "") + r.names[k];
+  if (r.names.size() > 8) list += ", ... (" + std::to_string(r.names.size()) + ")";
+  if (r.names_source == "weights") return "class names: " + list + " (from the weights)\n";
+  if (r.names_source == "model_dataset")
+    return "class names: " + list + " (from " + r.names_dataset +
+           ", the registered model's dataset version)\n";
+  if (r.names_source == "data") return "class names: " + list + " (from data=" + r.names_dataset + ")\n";
+  return "class names: " + list +
+         " (default: the weights record no class names, the model is not registered with a dataset version "
+         "and no data= was given)\n";
+}
+}  // namespace
+
+namespace {
 // "simplify: 236 -> 234 nodes (2 folded, ...), 412 value_info" or "simplify=false: ...".
 std::string SimplifyText(const ExportResult& r) {
   const exporter::SimplifyReport& x = r.simplified;
@@ -806,6 +873,7 @@ std::string ExportResultText(const ExportResult& r) {
   s << "input images " << ShapeText(r.input_shape) << ", output output0 " << ShapeText(r.output_shape)
     << (r.dynamic ? " (-1: dynamic axis)" : "") << "\n";
   s << SimplifyText(r);
+  s << ClassNamesText(r);
   if (!r.verified) {
     s << "UNVERIFIED (kept by --force): " << r.verification_error << "\n" << MapCheckText(r.map);
     return s.str();

@@ -63,7 +63,12 @@ struct ExportResult {
   std::string format;   // "onnx"
   std::string arch;     // "yolov8n"
   int nc = 0;
-  std::vector<std::string> names;
+  std::vector<std::string> names;  // the file's `names` metadata, in class order
+  // Where `names` came from (ExportModel): "weights" (the weights' own),
+  // "model_dataset" (the registered model's dataset version), "data"
+  // (data='s dataset) or "default" (class0, class1, ...: none of those had
+  // them). names_dataset: the version they came from ("square@v1"), else "".
+  std::string names_source, names_dataset;
   int imgsz_h = 0, imgsz_w = 0, batch = 0, opset = 0;
   bool dynamic = false;
   bool half = false;  // FP16 graph (ExportRequest::half)
@@ -153,13 +158,25 @@ using ExportWeightsResolver = std::function<Status(std::string* weights)>;
 using ExportCalibrationLoader =
     std::function<Result<CalibrationSet>(const std::string& data, int count, double fraction, int h, int w)>;
 
-// What the mAP check of `data=` reads (export_map.h): the CLI's stores.
+// A dataset version's class names (ExportMapSource::names).
+struct DatasetClassNames {
+  std::string dataset;  // "square@v1"
+  std::vector<std::string> names;
+};
+
+// What the mAP check of `data=` (export_map.h) and the registered model's
+// dataset version (ExportRequest::model_data) read: the CLI's stores.
 struct ExportMapSource {
   // request.data's validation split (app::LoadSplit: NAME[@VERSION]; the CLI
   // imports a data.yaml first). Empty: data= cannot be checked
   // (InvalidArgument naming `data`).
   std::function<Result<LoadedSplit>(const std::string& data)> load;
   store::ArtifactStore* blobs = nullptr;  // the split's images
+  // A dataset version's class names (NAME@<version id>, as model_data
+  // holds it): the file's names when the weights record none. Empty: a
+  // request with model_data cannot name its classes from it (InvalidArgument
+  // naming `model`).
+  std::function<Result<DatasetClassNames>(const std::string& data)> names;
   // |mAP diff| allowed; < 0: by precision (kExportMapTolerance FP32,
   // kExportHalfMapTolerance FP16; INT8 reports its drop). Tests set 0.
   double tolerance = -1;
@@ -183,10 +200,17 @@ inline constexpr double kExportInt8BoxMinScore = 0.1;
 // measured difference — unless `force`, which writes the file marked unverified and returns it with verified
 // false.
 // int8=true: the FP32 graph is calibrated first (needs ONNX Runtime, and
-// `calibrate` for request.data's images: InvalidArgument naming `data`
-// without it), then quantized (exporter::QuantizeOnnxModel) and verified in
-// ONNX Runtime; OpenCV DNN is tried and reported as not run when it cannot
-// load the QDQ file.
+// `calibrate` for the images of request.data, or of request.model_data
+// when data= is empty: InvalidArgument naming `data` without either,
+// CheckExportCalibrationData), then quantized (exporter::QuantizeOnnxModel)
+// and verified in ONNX Runtime; OpenCV DNN is tried and reported as not run
+// when it cannot load the QDQ file. With dynamic=true the calibration runs
+// one image at a time and the QDQ file is verified at VerifyShapes' four
+// shapes like any dynamic export.
+// Class names (ExportResult::names_source): the weights' own when they
+// record nc of them; else request.model_data's (map.names; a class count
+// other than the model's: InvalidArgument naming `model`); else data='s
+// (its class count is checked with the split: `data`); else class<i>.
 // data= (request.data non-empty): the split is loaded first (`map.load`;
 // its class count must be the model's and a fixed imgsz square, else
 // InvalidArgument naming `data` / `imgsz`), and after the raw check the
@@ -198,7 +222,8 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
                                  const ExportCalibrationLoader& calibrate = {},
                                  const ExportMapSource& map = {});
 
-// {"path", "weights", "format", "arch", "nc", "names", "imgsz": [h, w],
+// {"path", "weights", "format", "arch", "nc", "names", "names_source",
+//  "names_dataset" (null unless from a dataset), "imgsz": [h, w],
 //  "batch", "dynamic", "opset", "input": {"name", "shape"}, "output":
 //  {"name", "shape"} (-1 on dynamic axes), "bytes", "nodes", "parameters",
 //  "verification": {"runtime", "reference", "images", "shapes",

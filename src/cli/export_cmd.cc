@@ -26,27 +26,30 @@
 #include "cli/cli.h"
 #include "cli/job_child.h"
 #include "core/failure_of.h"
+#include "data/registry.h"
 #include "jobs/job_keys.h"
 
 namespace kestrel::cli {
 namespace {
 
 // The registry record of an export of `model`, from ExportResultJson's view.
+// Idempotent per file (ModelRegistry::RecordExport): a retried export job's
+// second record of the same file updates the first (*created false).
 Result<store::ModelExportRecord> RecordExport(const Context& ctx, const store::ModelRecord& model,
-                                              const nlohmann::json& doc) {
+                                              const nlohmann::json& doc, bool* created) {
   KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
   app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
   app::ExportRecordRequest req;
   req.path = doc.at("path").get<std::string>();
   req.format = doc.at("format").get<std::string>();
-  for (const char* key : {"imgsz", "batch", "opset", "dynamic", "half", "nms"})
+  for (const char* key : {"imgsz", "batch", "opset", "dynamic", "half", "int8", "nms"})
     req.options[key] = doc.at(key);
   req.verification = doc.at("verification");
   req.verified = req.verification.at("verified").get<bool>();
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  return reg.RecordExport(model, req, now_ms);
+  return reg.RecordExport(model, req, now_ms, created);
 }
 
 // Where RunExport reports: the command's (Fail/Emit on this process) or,
@@ -102,6 +105,11 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys, const 
         << "): " << resolved->path << std::endl;
   }
   std::string map_note;  // why a registered model's dataset is not checked
+  // Its dataset version: the file's class names when the weights record
+  // none, int8's calibration set when data= is empty.
+  if (registered && !registered->dataset_version.empty()) {
+    req.model_data = registered->dataset + "@" + registered->dataset_version;
+  }
   if (req.data.empty() && registered && !registered->dataset_version.empty()) {
     if (req.dynamic || req.imgsz_h == req.imgsz_w) {
       req.data = registered->dataset + "@" + registered->dataset_version;
@@ -116,6 +124,11 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys, const 
     return app::LoadSplit(*stores->meta, *stores->blobs, data, "val");
   };
   map.blobs = stores->blobs.get();
+  map.names = [&stores](const std::string& data) -> Result<app::DatasetClassNames> {
+    data::Registry datasets(*stores->meta, *stores->blobs);
+    KESTREL_ASSIGN_OR_RETURN(data::VersionView v, datasets.Load(data));
+    return app::DatasetClassNames{v.record.dataset + "@v" + std::to_string(v.record.seq), v.manifest.names};
+  };
   auto r = app::ExportModel(
       Env::Default(), req,
       [&resolved](std::string* weights) -> Status {
@@ -133,7 +146,8 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys, const 
   if (!registered) {
     text += "not a registered model: the export is not recorded in the registry\n";
   } else {
-    Result<store::ModelExportRecord> rec = RecordExport(ctx, *registered, doc);
+    bool created = true;
+    Result<store::ModelExportRecord> rec = RecordExport(ctx, *registered, doc, &created);
     if (!rec.IsOk()) {
       *exit_code = report.fail(
           Status(rec.GetStatus().Code(),
@@ -142,8 +156,10 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys, const 
       return;
     }
     const std::string ref = registered->name + "@v" + std::to_string(registered->seq);
-    doc["registry"] = {{"model", ref}, {"model_id", registered->id}, {"export_id", rec->id}};
-    text += "recorded on model " + ref + " (export " + rec->id.substr(0, 12) + ")\n";
+    doc["registry"] = {
+        {"model", ref}, {"model_id", registered->id}, {"export_id", rec->id}, {"created", created}};
+    text += "recorded on model " + ref + " (export " + rec->id.substr(0, 12) +
+            (created ? ")\n" : ": this file's earlier record, updated)\n");
   }
   *exit_code = report.done(text, doc);
 }

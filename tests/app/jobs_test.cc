@@ -217,6 +217,19 @@ TEST_F(JobsAppTest, ExportDraftsTakeTheExportKeysAndPinTheModel) {
   auto filed = SubmitJob(*meta_, *pinned, 3000);
   ASSERT_TRUE(filed.IsOk()) << filed.GetStatus().ToString();
   EXPECT_EQ(filed->job.spec.dataset_version, std::string(64, 'a'));
+  // int8=true without data=: a weights file has nothing to calibrate on
+  // (usage error naming `data`); a registered model calibrates on its own
+  // dataset version.
+  ExpectRequestError(DraftJob({"kind=export", "model=" + w, "int8=true"}, nullptr).GetStatus(), "data");
+  auto int8 = DraftJob({"kind=export", "model=birds@v3", "int8=true"}, nullptr,
+                       [&](const std::string&) -> Result<ResolvedWeights> {
+                         store::ModelRecord m;
+                         m.name = "birds";
+                         m.seq = 3;
+                         m.dataset_version = std::string(64, 'a');
+                         return ResolvedWeights{w, m};
+                       });
+  EXPECT_TRUE(int8.IsOk()) << int8.GetStatus().ToString();
   // Train jobs still need a dataset.
   EXPECT_FALSE(Submit({"epochs=2"}).IsOk());
 }

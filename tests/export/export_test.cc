@@ -24,7 +24,9 @@
 #include "core/env.h"
 #include "core/hash.h"
 #include "core/safetensors.h"
+#include "data/synth.h"
 #include "export/onnx_export.h"
+#include "export/onnx_info.h"
 #include "model/pt_checkpoint.h"
 #include "model/weights.h"
 #include "model/yolo.h"
@@ -372,15 +374,100 @@ TEST_F(ExportTest, ExportOfARegisteredModelIsListedOnTheModel) {
                                           {"opset", 16},
                                           {"dynamic", false},
                                           {"half", false},
+                                          {"int8", false},
                                           {"nms", false}}));
   EXPECT_TRUE(e["verified"].get<bool>());
   EXPECT_EQ(e["verification"], ej["verification"]) << "the per-runtime figures as reported";
   EXPECT_EQ(e["verification"]["runtimes"].size(), 2u);
   EXPECT_NE(Kestrel("models show birds@v1").out.find("exports:\n  onnx " + out), std::string::npos);
 
-  // A second export adds a record; the first stays.
+  EXPECT_EQ(ej["registry"]["created"], true);
+
+  // The same export again writes the same bytes to the same path — what an
+  // export job retried after a crash between its record and its end does:
+  // the record is updated, not duplicated.
+  testing::CliRun again = Kestrel("--json export model=birds@v1 imgsz=64,96 opset=16 output=" + out);
+  ASSERT_EQ(again.code, 0) << again.out;
+  const nlohmann::json aj = Json(again);
+  EXPECT_EQ(aj["registry"]["export_id"], ej["registry"]["export_id"]);
+  EXPECT_EQ(aj["registry"]["created"], false);
+  const nlohmann::json after = Json(Kestrel("--json models show birds@v1"))["model"]["exports"];
+  ASSERT_EQ(after.size(), 1u) << after.dump();
+  EXPECT_EQ(after[0]["id"], e["id"]);
+  EXPECT_EQ(after[0]["created_ms"], e["created_ms"]);
+  EXPECT_EQ(after[0]["sha256"], e["sha256"]);
+  EXPECT_NE(
+      Kestrel("export model=birds@v1 imgsz=64,96 opset=16 output=" + out).out.find("earlier record, updated"),
+      std::string::npos);
+  EXPECT_EQ(Json(Kestrel("--json models show birds@v1"))["model"]["exports"].size(), 1u);
+
+  // Another file adds a record; the first stays.
   ASSERT_EQ(Kestrel("export model=birds@v1 imgsz=64 output=" + (dir_ / "b2.onnx").string()).code, 0);
   EXPECT_EQ(Json(Kestrel("--json models show birds@v1"))["model"]["exports"].size(), 2u);
+}
+
+// The file's `names` metadata (docs/export.md "Class names"): weights that
+// record none take the registered model's dataset version's names, else
+// data='s, else class0, class1, ... — and the result says which. A class
+// count other than the model's is refused naming the key, nothing written.
+TEST_F(ExportTest, ClassNamesComeFromTheRegisteredDatasetOrDataElseTheDefault) {
+  const std::string w = RandomWeights(2, 29);  // SaveWeights without names: none recorded
+  auto file_names = [](const std::string& path) {
+    const std::string bytes = Env::Default().ReadFile(path).Value();
+    Result<exporter::OnnxDetectorInfo> info = exporter::ReadOnnxDetectorInfo(bytes, path);
+    EXPECT_TRUE(info.IsOk()) << info.GetStatus().ToString();
+    return info.IsOk() ? info->names : std::vector<std::string>{};
+  };
+  const std::string plain = (dir_ / "plain.onnx").string();
+  testing::CliRun cli = Kestrel("export model=" + w + " imgsz=64 output=" + plain);
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  EXPECT_NE(cli.out.find("class names: class0, class1 (default: the weights record no class names"),
+            std::string::npos)
+      << cli.out;
+  EXPECT_EQ(file_names(plain), (std::vector<std::string>{"class0", "class1"}));
+
+  const std::vector<std::string> synth = data::SynthClassNames(2);
+  ASSERT_NE(synth[0], "class0");
+  ASSERT_EQ(Kestrel("dataset synth two --images 6 --imgsz 64 --classes 2 --seed 1").code, 0);
+  ASSERT_EQ(Kestrel("dataset import two --name two").code, 0);
+  // data=: its names (and its val split runs the mAP check).
+  const std::string with_data = (dir_ / "data.onnx").string();
+  cli = Kestrel("--json export model=" + w + " imgsz=64 data=two output=" + with_data);
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  nlohmann::json j = Json(cli);
+  EXPECT_EQ(j["names"], nlohmann::json(synth));
+  EXPECT_EQ(j["names_source"], "data");
+  EXPECT_EQ(j["names_dataset"], "two@v1");
+  EXPECT_EQ(file_names(with_data), synth);
+  // A registered model: its dataset version's, also where no mAP check runs
+  // (a non-square fixed imgsz).
+  ASSERT_EQ(Kestrel("models register " + w + " data=two --name tw").code, 0);
+  const std::string reg = (dir_ / "reg.onnx").string();
+  cli = Kestrel("--json export model=tw@v1 imgsz=64,96 output=" + reg);
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  j = Json(cli);
+  EXPECT_EQ(j["names"], nlohmann::json(synth));
+  EXPECT_EQ(j["names_source"], "model_dataset");
+  EXPECT_EQ(j["names_dataset"], "two@v1");
+  EXPECT_TRUE(j["verification"]["map"].is_null());
+  EXPECT_EQ(file_names(reg), synth);
+
+  // Three classes against the model's two: data= names `data`, a registered
+  // dataset version `model`; nothing is written.
+  ASSERT_EQ(Kestrel("dataset synth three --images 6 --imgsz 64 --classes 3 --seed 2").code, 0);
+  ASSERT_EQ(Kestrel("dataset import three --name three").code, 0);
+  const std::string bad = (dir_ / "bad.onnx").string();
+  cli = Kestrel("--json export model=" + w + " imgsz=64 data=three output=" + bad);
+  EXPECT_EQ(cli.code, 2) << cli.out;
+  EXPECT_EQ(Json(cli)["error"]["field"], "data");
+  EXPECT_NE(Json(cli)["error"]["message"].get<std::string>().find("class count mismatch"), std::string::npos);
+  ASSERT_EQ(Kestrel("models register " + w + " data=three --name tr").code, 0);
+  cli = Kestrel("--json export model=tr@v1 imgsz=64,96 output=" + bad);
+  EXPECT_EQ(cli.code, 2) << cli.out;
+  EXPECT_EQ(Json(cli)["error"]["field"], "model");
+  EXPECT_NE(Json(cli)["error"]["message"].get<std::string>().find("three@v1) has 3"), std::string::npos)
+      << cli.out;
+  EXPECT_FALSE(fs::exists(bad));
 }
 
 }  // namespace

@@ -12,11 +12,13 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -377,6 +379,78 @@ TEST_F(Int8ExportTest, CalibratesOnTheTrainSplitsFirstFraction) {
   std::cout << "synthetic shapes val at 160: mAP50-95 LibTorch FP32 " << fp32 << ", ONNX Runtime INT8 "
             << int8 << "\n";
   EXPECT_LT(fp32 - int8, 0.01);
+}
+
+// int8=true on a registered model without data= calibrates on the model's
+// own dataset version (as the mAP check defaults to it); a weights file
+// without data= stays a usage error naming `data`. With dynamic=true the
+// QDQ file is verified in ONNX Runtime at two input sizes and two batch
+// sizes against LibTorch, as every dynamic export is, and its mAP (rect
+// batches) is reported. The registered weights carry no class names: the
+// file takes the dataset version's.
+TEST_F(Int8ExportTest, RegisteredModelCalibratesOnItsOwnDatasetAndInt8DynamicVerifies) {
+  if (!fs::exists(kParity)) GTEST_SKIP() << "no ../shared reference val_parity";
+  const std::string w = (dir_ / "shapes.safetensors").string();
+  fs::copy_file(kParity + "/yolov8n_shapes_p.safetensors", w);
+  testing::CliRun plain = Kestrel("--json export model=" + w + " imgsz=160 int8=true");
+  EXPECT_EQ(plain.code, 2) << plain.out;
+  EXPECT_EQ(Json(plain)["error"]["field"], "data") << plain.out;
+  EXPECT_FALSE(fs::exists(dir_ / "shapes.onnx"));
+  ASSERT_EQ(Kestrel("dataset import " + kParity + "/square --name square").code, 0);
+  ASSERT_EQ(Kestrel("models register " + w + " data=square --name sq").code, 0);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  testing::CliRun ex =
+      Kestrel("--json export model=sq@v1 int8=true dynamic=true imgsz=160 calib=8 output=sqdyn.onnx");
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const nlohmann::json j = Json(ex);
+  if (ex.code == 1 &&
+      j["error"]["message"].get<std::string>().find("needs ONNX Runtime") != std::string::npos)
+    GTEST_SKIP() << "no ONNX Runtime";
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  EXPECT_EQ(j["int8"], true);
+  EXPECT_EQ(j["dynamic"], true);
+  const nlohmann::json& c = j["calibration"];
+  EXPECT_EQ(c["dataset"], "square@v1") << c;  // no data= given: the model's own version
+  EXPECT_EQ(c["split"], "val") << c;
+  EXPECT_EQ(c["images"], 8) << c;
+  EXPECT_EQ(c["quantized_convs"], 57) << c;
+  EXPECT_EQ(j["names"], nlohmann::json::array({"circle", "rectangle", "triangle"}));
+  EXPECT_EQ(j["names_source"], "model_dataset");
+  EXPECT_EQ(j["names_dataset"], "square@v1");
+  EXPECT_EQ(j["input"]["shape"], nlohmann::json::array({-1, 3, -1, -1}));
+  const nlohmann::json& v = j["verification"];
+  EXPECT_EQ(v["verified"], true) << v;
+  EXPECT_EQ(v["shapes"], nlohmann::json::parse("[[1,3,160,160],[1,3,128,192],[2,3,160,160],[2,3,128,192]]"))
+      << v["shapes"];
+  EXPECT_EQ(v["images"], 4 + 4 + 4 + 4);
+  EXPECT_EQ(v["runtimes"][0]["ran"], false) << v;  // OpenCV DNN 4.6 cannot load per-channel DQ
+  EXPECT_EQ(v["runtimes"][1]["ran"], true) << v;
+  EXPECT_EQ(v["runtimes"][1]["passed"], true) << v;
+  EXPECT_LE(v["max_abs_diff_scores"].get<double>(), v["tolerance"].get<double>());
+  EXPECT_LE(v["max_rel_diff_boxes"].get<double>(), v["tolerance"].get<double>());
+  const nlohmann::json& map = v["map"];
+  ASSERT_EQ(map["ran"], true) << map;
+  EXPECT_EQ(map["dataset"], "square@v1");
+  EXPECT_EQ(map["rect"], true);  // a dynamic file runs val's rect batches
+  ASSERT_EQ(map["runtimes"][1]["ran"], true) << map;
+  const double fp32 = map["libtorch"]["map50_95"].get<double>();
+  const double int8 = map["runtimes"][1]["map50_95"].get<double>();
+  ASSERT_GT(fp32, 0.05) << "the reference detector should find shapes at 160";
+  EXPECT_LT(fp32 - int8, 0.01) << "the INT8 goal: under one point of mAP50-95";
+  std::cout << "INT8 dynamic at 160 (ONNX Runtime vs LibTorch, 4 shapes): scores " << v["max_abs_diff_scores"]
+            << ", boxes " << v["max_rel_diff_boxes"]
+            << " relative; mAP50-95 on square@v1 val (rect) LibTorch FP32 " << fp32 << ", INT8 " << int8
+            << " (drop " << (fp32 - int8) * 100 << " points); export " << wall_s << " s\n";
+  // The file: the dataset's names in its metadata, recorded on the model.
+  std::ifstream in(dir_ / "sqdyn.onnx", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("{0: 'circle', 1: 'rectangle', 2: 'triangle'}"), std::string::npos);
+  EXPECT_EQ(j["registry"]["model"], "sq@v1");
+  const nlohmann::json exports = Json(Kestrel("--json models show sq@v1"))["model"]["exports"];
+  ASSERT_EQ(exports.size(), 1u);
+  EXPECT_EQ(exports[0]["options"]["dynamic"], true);
+  EXPECT_EQ(exports[0]["options"]["int8"], true);
 }
 
 }  // namespace
