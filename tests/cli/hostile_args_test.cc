@@ -272,6 +272,8 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
                            "stats",
                            "breaker",
                            "breaker reset",
+                           "breaker show",
+                           "workers",
                            "webhooks",
                            "webhooks add",
                            "webhooks list",
@@ -381,6 +383,9 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"stats", X},
       {"breaker"},
       {"breaker", "reset", "extra"},
+      {"breaker", "show", X},
+      {"workers", X},
+      {"workers", "--limit", H},
       // gc, du, the worker's watermark
       {"gc", X},
       {"gc", "--grace-s", H},
