@@ -580,14 +580,51 @@ test('models: the registered model, its page with lineage', async () => {
   await shot('model')
 })
 
-test('system: availability, failures and the breaker', async () => {
-  const stats = kestrelJson('stats')
-  await page.goto(`${base}/#/system`)
-  await waitText('breaker-state', stats.breaker.open ? 'open' : 'closed')
-  assert.equal(await textOf('availability'), `${(100 * stats.availability).toFixed(2)} %`)
-  assert.equal(await textOf('jobs-total'), `${stats.jobs} / ${stats.attempts}`)
-  await byTest('no-failures').waitFor({ timeout: WAIT })
-  await shot('system')
+test('system: a worker row with a ticking heartbeat, availability, failures and the breaker', async () => {
+  // A worker that can claim nothing here (it offers one 1 MB GPU; every job
+  // asks for a CPU), heartbeating every second until the test stops it.
+  const worker = spawn(
+    CLI,
+    ['--home', home, 'worker', '--id', 'web-worker', '--devices', 'gpu:0:1', '--no-webhooks', '--heartbeat-s', '1', '--poll-s', '0.2'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
+  let workerErr = ''
+  worker.stderr.on('data', (d) => (workerErr += d))
+  const exited = new Promise((resolve) => worker.once('exit', (code) => resolve(code)))
+  try {
+    const stats = kestrelJson('stats')
+    await page.goto(`${base}/#/system`)
+    await waitText('breaker-state', stats.breaker.open ? 'open' : 'closed')
+    assert.equal(await textOf('availability'), `${(100 * stats.availability).toFixed(2)} %`)
+    assert.equal(await textOf('jobs-total'), `${stats.jobs} / ${stats.attempts}`)
+    await byTest('no-failures').waitFor({ timeout: WAIT })
+    // The UI holds a read-only token: Reset is off and says why.
+    await byTest('breaker-reset-why').waitFor({ timeout: WAIT })
+    assert.match(await textOf('breaker-reset-why'), /'web-ui' is read-only/)
+    assert.equal(await byTest('breaker-reset').isDisabled(), true)
+
+    const row = byTest('worker-state-web-worker').waitFor({ timeout: WAIT }).then(() => 'row')
+    const gone = exited.then((code) => `exited ${code}`)
+    const first = await Promise.race([row, gone])
+    if (first !== 'row' && /without LibTorch/.test(workerErr)) {
+      console.log('system: this kestrel cannot run `kestrel worker` (no LibTorch); no worker row to check')
+    } else {
+      assert.equal(first, 'row', `the worker ${first}: ${workerErr}`)
+      await waitText('worker-state-web-worker', 'idle')
+      assert.ok(kestrelJson('workers').workers.some((w) => w.id === 'web-worker' && w.state === 'idle'))
+      const age = await textOf('worker-age-web-worker')
+      assert.match(age, /^\d+ s ago$/)
+      await page.waitForFunction(
+        ([sel, was]) => document.querySelector(sel)?.textContent.trim() !== was,
+        ['[data-testid="worker-age-web-worker"]', age],
+        { timeout: WAIT },
+      )
+      await shot('system')
+    }
+  } finally {
+    if (worker.exitCode === null) worker.kill('SIGTERM')
+    await exited
+  }
 })
 
 test('keyboard: the section links are real links', async () => {
@@ -694,4 +731,19 @@ test('writes: a bad submit value shows the CLI\'s message at its field; a valid 
   await page.locator('[data-testid="model-tags"]', { hasText: 'candidate' }).waitFor({ timeout: WAIT })
   assert.ok(kestrelJson('models', 'show', 'shapes@v1').model.tags.includes('candidate'))
   await shot('model-tagged')
+
+  // The breaker's Reset, with a read-write token, after a confirmation;
+  // the page says what `kestrel breaker reset` says.
+  await page.goto(`${base}/#/system`)
+  await byTest('breaker').waitFor({ timeout: WAIT })
+  await page.waitForFunction(() => document.querySelector('[data-testid="breaker-reset"]')?.disabled === false, null, { timeout: WAIT })
+  assert.equal(await byTest('breaker-reset-why').count(), 0)
+  await byTest('breaker-reset').click()
+  await byTest('breaker-confirm').waitFor({ timeout: WAIT })
+  await byTest('breaker-confirm-reset').click()
+  await byTest('breaker-reset-result').waitFor({ timeout: WAIT })
+  const shownReset = kestrelJson('breaker', 'show').reset_ms
+  assert.ok(shownReset > 0, 'the store holds the reset')
+  assert.equal(await textOf('breaker-reset-result'), kestrel('breaker', 'reset').trim())
+  await shot('system-reset')
 })
