@@ -417,12 +417,24 @@ TEST_P(ModelRegistryTest, RecordedExportsAreHashedAndShownInTheDetailedView) {
   EXPECT_EQ(e["verification"], req.verification);
   EXPECT_FALSE(ModelJson(*shown, *blobs_, false).contains("exports")) << "only the detailed view";
 
-  // A relative path is recorded as the absolute one it named.
+  // A relative path is recorded as the absolute one it named: the same
+  // file, so its record is updated (a retried export job), not duplicated.
   req.path = std::filesystem::relative(onnx).string();
   ASSERT_FALSE(std::filesystem::path(req.path).is_absolute()) << req.path;
-  auto relative = reg_->RecordExport(m, req, ++now_);
+  req.verified = false;
+  bool created = true;
+  auto relative = reg_->RecordExport(m, req, ++now_, &created);
   ASSERT_TRUE(relative.IsOk()) << relative.GetStatus().ToString();
   EXPECT_EQ(relative->path, std::filesystem::absolute(onnx).lexically_normal().string());
+  EXPECT_FALSE(created);
+  EXPECT_EQ(relative->id, rec->id);
+  EXPECT_FALSE(reg_->Resolve("birds@v1")->exports.at(0).verified);
+  // Other bytes at that path: another file, another record.
+  std::ofstream(onnx, std::ios::binary | std::ios::trunc) << "other bytes";
+  auto rewritten = reg_->RecordExport(m, req, ++now_, &created);
+  ASSERT_TRUE(rewritten.IsOk()) << rewritten.GetStatus().ToString();
+  EXPECT_TRUE(created);
+  EXPECT_NE(rewritten->id, rec->id);
 
   // A missing file is not recorded.
   req.path = (dir_ / "gone.onnx").string();
