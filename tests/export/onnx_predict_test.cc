@@ -211,9 +211,10 @@ TEST_F(OnnxPredictTest, HalfExportIsVerifiedInOnnxRuntimeOnly) {
   testing::CliRun dyn =
       Kestrel("--json export model=" + pt + " imgsz=64 half=true dynamic=true output=half_dynamic.onnx");
   ASSERT_EQ(dyn.code, 0) << dyn.out;
-  const nlohmann::json& dv = Json(dyn)["verification"];
-  EXPECT_EQ(Json(dyn)["half"], true);
-  EXPECT_EQ(Json(dyn)["dynamic"], true);
+  const nlohmann::json dj = Json(dyn);
+  const nlohmann::json& dv = dj["verification"];
+  EXPECT_EQ(dj["half"], true);
+  EXPECT_EQ(dj["dynamic"], true);
   EXPECT_EQ(dv["verified"], true) << dv;
   EXPECT_EQ(dv["shapes"], nlohmann::json::parse("[[1,3,64,64],[1,3,32,96],[2,3,64,64],[2,3,32,96]]")) << dv;
   EXPECT_EQ(dv["runtimes"][0]["ran"], false) << dv;
