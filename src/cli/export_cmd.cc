@@ -44,6 +44,7 @@ Result<store::ModelExportRecord> RecordExport(const Context& ctx, const store::M
   req.format = doc.at("format").get<std::string>();
   for (const char* key : {"imgsz", "batch", "opset", "dynamic", "half", "int8", "nms"})
     req.options[key] = doc.at(key);
+  req.options["simplify"] = doc.at("simplify").at("enabled");  // simplify=true|false
   req.verification = doc.at("verification");
   req.verified = req.verification.at("verified").get<bool>();
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
