@@ -7,12 +7,15 @@ namespace kestrel::app {
 void ValKeys::Bind(OptionSet& s) {
   s.String("predictions", &predictions,
            "predictions to score: folder of YOLO txt files or COCO results JSON");
-  s.String("model", &model, "weights file (.safetensors) to run on the split");
+  s.String("model", &model, "weights file (.safetensors, .pt) or exported .onnx file to run on the split");
   s.String("data", &data, "dataset NAME or NAME@VERSION");
   s.Choice("split", &split, {"train", "val", "test"}, "split to evaluate");
   // iou, imgsz and batch apply to model=; iou is recorded for predictions=.
   train::BindInferenceKeys(s, &conf, &iou, &imgsz, &max_det, &batch);
   s.String("device", &device, "model=: cpu, cuda, cuda:N or a CUDA device index N (val jobs: cpu)");
+  s.Choice("runtime", &runtime, {"opencv", "onnxruntime"},
+           "model=*.onnx: opencv (OpenCV DNN in process) or onnxruntime (ONNX Runtime through node; runs "
+           "FP16 and INT8 exports)");
   s.Bool("rect", &rect,
          "model=: batches by aspect ratio, each letterboxed to its own shape plus half a stride "
          "(the reference validator); false: every image letterboxed into imgsz x imgsz");

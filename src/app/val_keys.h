@@ -20,7 +20,8 @@ struct ValKeys {
   int max_det = 300;
   int imgsz = 640;
   int batch = 16;
-  std::string device = "cpu";  // model=: cpu, cuda, cuda:N or N (core/device_spec.h)
+  std::string device = "cpu";      // model=: cpu, cuda, cuda:N or N (core/device_spec.h)
+  std::string runtime = "opencv";  // model=*.onnx: opencv (OpenCV DNN) or onnxruntime
   bool rect = true;
   std::string image_ids = "auto";
   std::string project = "runs/val";

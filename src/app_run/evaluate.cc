@@ -5,129 +5,16 @@
 #include <utility>
 #include <vector>
 
-#include "app_run/onnx_predict.h"
+#include "app_run/score_split.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/image.h"
 #include "eval/compare_plots.h"
 #include "eval/plots.h"
-#include "model/predictor.h"
 
 namespace kestrel::app {
 namespace {
-
-struct ModelRunOptions {
-  int imgsz = 640;
-  int batch = 16;
-  double conf = 0.001;  // validator settings (multi-label NMS)
-  double iou = 0.7;
-  int max_det = 300;
-  bool rect = true;            // eval/val_shapes.h: batches by aspect ratio (false: imgsz x imgsz)
-  double pad = 0.5;            // rect border in strides
-  std::string device = "cpu";  // LibTorch models (core/device_spec.h); ONNX files run on the CPU
-};
-
-eval::ValShapeOptions ValShapes(const ModelRunOptions& opts) {
-  eval::ValShapeOptions s;
-  s.imgsz = opts.imgsz;
-  s.batch = opts.batch;
-  s.rect = opts.rect;
-  s.pad = opts.pad;
-  return s;
-}
-
-PredictSpeed Speed(const eval::StageTimes& t, int imgsz) {
-  return {t.preprocess_ms, t.inference_ms, t.postprocess_ms, t.images, t.Fps(), imgsz};
-}
-
-// One split through either runner, one image decoded at a time.
-Result<std::vector<eval::ImagePrediction>> RunSplit(model::Predictor& p, store::ArtifactStore& blobs,
-                                                    const eval::EvalSplit& split,
-                                                    const std::vector<eval::ImageSize>& sizes,
-                                                    const eval::ValShapeOptions& shapes) {
-  return p.PredictVal(sizes, shapes, [&](size_t i) -> Result<cv::Mat> {
-    KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
-    return data::DecodeImage(bytes, split.images[i].path);
-  });
-}
-Result<std::vector<eval::ImagePrediction>> RunSplit(OnnxPredictor& p, store::ArtifactStore& blobs,
-                                                    const eval::EvalSplit& split,
-                                                    const std::vector<eval::ImageSize>& sizes,
-                                                    const eval::ValShapeOptions& shapes) {
-  cv::Mat current;  // valid until the next load, as BatchInference requires
-  return p.PredictVal(sizes, shapes, [&](size_t i) -> Result<eval::ImageView> {
-    KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
-    KESTREL_ASSIGN_OR_RETURN(current, data::DecodeImage(bytes, split.images[i].path));
-    return eval::ImageView{current.data, current.cols, current.rows, current.channels(), current.step[0]};
-  });
-}
-
-std::string ArchName(const model::Predictor& p) { return p.Spec().Name(); }
-std::string ArchName(const OnnxPredictor& p) { return p.Info().arch; }
-
-// A model's detections on every image of a split, scored (ScoredSplit
-// without the provenance source, which the caller names). `pred` is
-// model::Predictor or OnnxPredictor: the same eval::BatchInference.
-template <class Runner>
-Result<ScoredSplit> ScoreWith(Runner& pred, store::ArtifactStore& blobs, const std::string& weights,
-                              const eval::EvalSplit& split, const ModelRunOptions& opts) {
-  if (pred.NumClasses() != static_cast<int>(split.names.size())) {
-    return Status::InvalidArgument("class count mismatch: the model has " +
-                                       std::to_string(pred.NumClasses()) + " classes, the dataset has " +
-                                       std::to_string(split.names.size()),
-                                   {weights, 0, "nc"});
-  }
-  std::vector<eval::ImageSize> sizes;
-  sizes.reserve(split.images.size());
-  for (const auto& im : split.images) sizes.push_back({im.width, im.height});
-  KESTREL_ASSIGN_OR_RETURN(auto preds, RunSplit(pred, blobs, split, sizes, ValShapes(opts)));
-  ScoredSplit out;
-  for (auto& p : preds) out.per_image.push_back(std::move(p.detections));
-  out.source_kind = "model";
-  out.source = weights;
-  out.extra = {{"model", ArchName(pred)}, {"nc", pred.NumClasses()}, {"imgsz", opts.imgsz},
-               {"batch", opts.batch},     {"nms_conf", opts.conf},   {"nms_iou", opts.iou},
-               {"multi_label", true},     {"rect", opts.rect},       {"pad", opts.pad}};
-  out.speed = PredictSpeedJson(Speed(pred.Timing(), opts.imgsz));
-  out.speed_text = PredictSpeedText(Speed(pred.Timing(), opts.imgsz));
-  eval::EvalOptions eo;
-  eo.conf = opts.conf;
-  eo.iou = opts.iou;
-  eo.max_det = opts.max_det;
-  // Labels as the reference validator scores them after its letterbox.
-  const eval::EvalSplit scored = eval::ValScoredSplit(split, ValShapes(opts));
-  KESTREL_ASSIGN_OR_RETURN(out.result, eval::EvaluateSplit(scored, out.per_image, eo));
-  return out;
-}
-
-Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
-                                      const eval::EvalSplit& split, ModelRunOptions opts) {
-  model::PredictorOptions po;
-  po.imgsz = opts.imgsz;
-  po.batch = opts.batch;
-  po.nms.conf = static_cast<float>(opts.conf);
-  po.nms.iou = static_cast<float>(opts.iou);
-  po.nms.max_det = opts.max_det;
-  po.device = opts.device;
-  po.nms.multi_label = true;  // the validator's setting for mAP
-  if (IsOnnxModelPath(weights)) {
-    // OpenCV DNN on the exported file. A graph with a fixed input has one
-    // shape: every image is letterboxed into the file's side (rect=false),
-    // which the record's provenance shows (docs/evaluation.md); a dynamic
-    // one runs the rect batches as LibTorch does.
-    KESTREL_ASSIGN_OR_RETURN(auto onnx, OnnxPredictor::Load(weights, po));
-    if (onnx->Info().FixedSize()) {
-      opts.imgsz = onnx->Options().imgsz;
-      opts.rect = false;
-    }
-    KESTREL_ASSIGN_OR_RETURN(ScoredSplit out, ScoreWith(*onnx, blobs, weights, split, opts));
-    out.extra["runtime"] = onnx->RuntimeName();
-    return out;
-  }
-  KESTREL_ASSIGN_OR_RETURN(auto pred, model::Predictor::Load(weights, po));
-  return ScoreWith(*pred, blobs, weights, split, opts);
-}
 
 inline constexpr size_t kMaxDiffImages = 8;
 
@@ -152,12 +39,7 @@ Result<std::string> RenderSideBySide(store::ArtifactStore& blobs, const eval::Ev
 
 Result<ValRun> EvaluateModel(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
                              const ValKeys& keys, const std::string& dir_or_empty) {
-  KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(meta, blobs, keys.data, keys.split));
-  ModelRunOptions mo{keys.imgsz, keys.batch, keys.conf, keys.iou, keys.max_det};
-  mo.device = keys.device;
-  mo.rect = keys.rect;
-  KESTREL_ASSIGN_OR_RETURN(ScoredSplit scored, ScoreModelOnSplit(blobs, keys.model, loaded.split, mo));
-  return WriteValRun(env, blobs, keys, loaded, scored, dir_or_empty);
+  return EvaluateModelWith(env, meta, blobs, keys, dir_or_empty, LoadDetector);
 }
 
 Result<CompareResult> CompareModels(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
@@ -170,7 +52,7 @@ Result<CompareResult> CompareModels(Env& env, store::MetadataStore& meta, store:
   std::vector<ScoredSplit> scored;
   for (std::string m : models) {
     if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&m));  // e.g. a registered model's reference
-    KESTREL_ASSIGN_OR_RETURN(ScoredSplit s, ScoreModelOnSplit(blobs, m, split, mo));
+    KESTREL_ASSIGN_OR_RETURN(ScoredSplit s, ScoreModelOnSplit(blobs, m, split, mo, LoadDetector));
     scored.push_back(std::move(s));
   }
   const ScoredSplit& a = scored[0];

@@ -132,8 +132,11 @@ Result<std::unique_ptr<OnnxPredictor>> OnnxPredictor::Load(const std::string& pa
     impl->net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
     impl->net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
   } catch (const cv::Exception& e) {
-    return Status::InvalidArgument(std::string("OpenCV DNN cannot load the file: ") + e.what(),
-                                   {path, 0, "model"});
+    return Status::InvalidArgument(
+        std::string(
+            "OpenCV DNN cannot load the file (FP16 and INT8 exports run with runtime=onnxruntime): ") +
+            e.what(),
+        {path, 0, "model"});
   }
   impl->run = std::make_unique<eval::BatchInference>(info.nc, impl->opts);
   return std::unique_ptr<OnnxPredictor>(new OnnxPredictor(std::move(impl)));
@@ -142,6 +145,8 @@ Result<std::unique_ptr<OnnxPredictor>> OnnxPredictor::Load(const std::string& pa
 const exporter::OnnxDetectorInfo& OnnxPredictor::Info() const { return impl_->info; }
 int OnnxPredictor::NumClasses() const { return impl_->info.nc; }
 const std::vector<std::string>& OnnxPredictor::Names() const { return impl_->info.names; }
+std::string OnnxPredictor::Arch() const { return impl_->info.arch; }
+bool OnnxPredictor::FixedInputSize() const { return impl_->info.FixedSize(); }
 const eval::InferenceOptions& OnnxPredictor::Options() const { return impl_->opts; }
 std::string OnnxPredictor::RuntimeName() const {
   return impl_->session ? impl_->session->Name() : "opencv-dnn " CV_VERSION;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "app_run/detector.h"
 #include "core/status.h"
 #include "eval/inference.h"
 #include "eval/plots.h"
@@ -33,7 +34,7 @@ bool IsOnnxModelPath(const std::string& model);
 // runs FP16 files, which OpenCV DNN 4.6 cannot load).
 enum class OnnxEngine { kOpenCvDnn, kOnnxRuntime };
 
-class OnnxPredictor {
+class OnnxPredictor final : public Detector {
  public:
   // Reads `path`, checks the graph's layout (exporter::ReadOnnxDetectorInfo:
   // input [batch, 3, H, W], output [batch, 4 + nc, A]) and has OpenCV DNN
@@ -51,28 +52,28 @@ class OnnxPredictor {
   static Result<std::unique_ptr<OnnxPredictor>> Load(const std::string& path,
                                                      const eval::InferenceOptions& options,
                                                      OnnxEngine engine = OnnxEngine::kOpenCvDnn);
-  ~OnnxPredictor();
-  OnnxPredictor(const OnnxPredictor&) = delete;
-  OnnxPredictor& operator=(const OnnxPredictor&) = delete;
+  ~OnnxPredictor() override;
 
   const exporter::OnnxDetectorInfo& Info() const;
-  int NumClasses() const;
+  int NumClasses() const override;
   // The file's `names` metadata; "class<i>" where not recorded.
-  const std::vector<std::string>& Names() const;
-  const eval::InferenceOptions& Options() const;  // imgsz as in the file
+  const std::vector<std::string>& Names() const override;
+  std::string Arch() const override;                       // the file's `arch` metadata
+  const eval::InferenceOptions& Options() const override;  // imgsz as in the file
   // "opencv-dnn 4.6.0" or "onnxruntime 1.23.2".
-  std::string RuntimeName() const;
+  std::string RuntimeName() const override;
+  bool FixedInputSize() const override;  // Info().FixedSize()
 
   // As model::Predictor::Predict / PredictVal (eval::BatchInference), the
   // images as views: 8-bit RGB, any sizes. In PredictVal of a fixed-size
   // file the shapes must be the file's (shapes.rect false and shapes.imgsz
   // the file's side; else InvalidArgument naming "rect" or "imgsz").
-  Result<std::vector<eval::ImagePrediction>> Predict(const std::vector<eval::ImageView>& images);
+  Result<std::vector<eval::ImagePrediction>> Predict(const std::vector<eval::ImageView>& images) override;
   Result<std::vector<eval::ImagePrediction>> PredictVal(
       const std::vector<eval::ImageSize>& sizes, const eval::ValShapeOptions& shapes,
-      const std::function<Result<eval::ImageView>(size_t index)>& load);
+      const std::function<Result<eval::ImageView>(size_t index)>& load) override;
 
-  eval::StageTimes Timing() const;
+  eval::StageTimes Timing() const override;
   void ResetTiming();
 
  private:

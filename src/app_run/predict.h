@@ -1,16 +1,20 @@
 // `predict` as a use case: a model run over an image file or a folder, the
 // run folder it writes (annotated JPEGs, YOLO txt, one JSON per image) and
 // the one JSON view of the result that `kestrel predict --json` prints and
-// a server returns. Torch-free and OpenCV-free header (the predictor and
-// the drawing live in predict.cc).
+// a server returns. Torch-free and OpenCV-free header. The pipeline
+// (predict_files.cc, library kestrel_onnx_run) is torch-free and shared by
+// `kestrel-deploy`; Predict/LoadDetector (predict.cc, kestrel_app_run) add
+// LibTorch models.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "app_run/detector.h"
 #include "core/env.h"
 #include "core/status.h"
 #include "eval/detection.h"
@@ -23,7 +27,8 @@ struct PredictRequest {
   std::string source;  // an image file or a folder of images (not recursive)
   double conf = 0.25, iou = 0.7;
   int imgsz = 640, batch = 1, max_det = 300;
-  std::string device = "cpu";                           // cpu, cuda, cuda:N or N (core/device_spec.h)
+  std::string device = "cpu";      // cpu, cuda, cuda:N or N (core/device_spec.h)
+  std::string runtime = "opencv";  // model=*.onnx: opencv (OpenCV DNN) or onnxruntime (ONNX Runtime, node)
   bool save = true, save_txt = true, save_json = true;  // <stem>.jpg, labels/<stem>.txt, <stem>.json
   std::string project = "runs/predict", name;           // name "" = predict, predict2, ...
   bool exist_ok = false;
@@ -54,11 +59,52 @@ struct PredictResult {
 // such as NAME@vN here). Called once, after the source was checked.
 using WeightsResolver = std::function<Status(std::string* weights)>;
 
+// Where a detector runs: `device` for LibTorch models (ONNX files run on the
+// CPU), `runtime` for ONNX files ("opencv": OpenCV DNN in process;
+// "onnxruntime": ONNX Runtime through node, export_runtimes.h).
+struct DetectorPlacement {
+  std::string device = "cpu";
+  std::string runtime = "opencv";
+};
+// Loads the detector for a resolved weights path with `options` (imgsz,
+// batch, NMS).
+using DetectorLoader = std::function<Result<std::unique_ptr<Detector>>(
+    const std::string& weights, const eval::InferenceOptions& options, const DetectorPlacement& where)>;
+
 // Checks the source (kNotFound naming it: missing, or a folder without
-// images), resolves and loads the model, predicts every image `batch` at a
-// time, then writes the run folder. Nothing is written for a bad source or
-// model; a failure while writing leaves no run folder. `model` and
-// `source` must be non-empty (kInvalidArgument naming the field otherwise).
+// images), resolves the model, loads it through `load`, predicts every image
+// `batch` at a time, then writes the run folder (PredictFiles). Nothing is
+// written for a bad source or model; a failure while writing leaves no run
+// folder. `model` and `source` must be non-empty (kInvalidArgument naming
+// the field otherwise).
+Result<PredictResult> PredictWith(Env& env, const PredictRequest& request, const WeightsResolver& resolve,
+                                  const DetectorLoader& load);
+// The images `files` (already checked) through `detector`, `batch` at a
+// time, then the run folder.
+Result<PredictResult> PredictFiles(Env& env, const PredictRequest& request,
+                                   const std::vector<std::string>& files, Detector& detector);
+// imgsz, batch, conf, iou and max_det of a request.
+eval::InferenceOptions InferenceOptionsOf(const PredictRequest& request);
+
+// The LibTorch-free loader (kestrel_onnx_run): an `.onnx` file in OpenCV
+// DNN or ONNX Runtime (OnnxPredictor; its input side replaces imgsz);
+// anything else is kFailedPrecondition naming `model` (export it first); a
+// runtime other than opencv/onnxruntime is kInvalidArgument naming it.
+Result<std::unique_ptr<Detector>> LoadOnnxDetector(const std::string& weights,
+                                                   const eval::InferenceOptions& options,
+                                                   const DetectorPlacement& where);
+// PredictWith(LoadOnnxDetector): `kestrel-deploy predict`.
+Result<PredictResult> PredictOnnx(Env& env, const PredictRequest& request,
+                                  const WeightsResolver& resolve = {});
+
+// kestrel_app_run only (LibTorch): an `.onnx` file as LoadOnnxDetector,
+// anything else a weights file run by model::Predictor on where.device
+// (where.runtime other than "opencv" is then kInvalidArgument naming
+// `runtime`: it selects how an ONNX file runs).
+Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
+                                               const eval::InferenceOptions& options,
+                                               const DetectorPlacement& where);
+// PredictWith(LoadDetector): `kestrel predict`.
 Result<PredictResult> Predict(Env& env, const PredictRequest& request, const WeightsResolver& resolve = {});
 
 // The JSON views (`kestrel predict --json` prints PredictResultJson).

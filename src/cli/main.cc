@@ -1,6 +1,7 @@
 // kestrel: the command-line entry point. Thin: it parses global flags, sets
 // process-wide state (logging, codec log level) and dispatches to the
-// subcommand modules.
+// subcommand modules. Built twice: `kestrel`, and with KESTREL_DEPLOY the
+// LibTorch-free `kestrel-deploy` (predict and val of ONNX files only).
 //
 // Whatever happens, the process ends with an exit code below 128 and, with
 // --json, exactly one JSON document on stdout: usage errors (CLI11's and the
@@ -17,6 +18,9 @@
 #include <sstream>
 
 #include "cli/cli.h"
+#ifdef KESTREL_DEPLOY
+#include "cli/deploy.h"
+#endif
 #include "core/log.h"
 #include "core/options.h"
 #include "data/image.h"
@@ -94,13 +98,20 @@ Status CheckCommandWords(const CLI::App& app, int argc, char** argv) {
 
 int Run(Context& ctx, int argc, char** argv) {
   int exit_code = kExitOk;
+#ifdef KESTREL_DEPLOY
+  CLI::App app{"kestrel-deploy: run exported ONNX detectors without LibTorch (docs/deploy.md)"};
+#else
   CLI::App app{"kestrel: train object detectors reliably"};
+#endif
   app.set_version_flag("--version", KESTREL_VERSION);
   app.require_subcommand(1);
   app.fallthrough();
   app.add_flag("--json", ctx.json, "print one JSON document on stdout");
   app.add_option("--log-level", ctx.log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   app.add_option("--home", ctx.home, "Kestrel home folder (default $KESTREL_HOME or ./.kestrel)");
+#ifdef KESTREL_DEPLOY
+  AddDeployCommands(app, ctx, &exit_code);
+#else
   AddDatasetCommands(app, ctx, &exit_code);
 #ifdef KESTREL_WITH_TORCH
   AddTrainCommands(app, ctx, &exit_code);
@@ -114,6 +125,7 @@ int Run(Context& ctx, int argc, char** argv) {
   AddTemplateCommands(app, ctx, &exit_code);
   AddServeCommands(app, ctx, &exit_code);
   AddTokenCommands(app, ctx, &exit_code);
+#endif
 
   app.parse_complete_callback([&] {
     Status s = InitLogging(ctx.log_level);

@@ -8,6 +8,7 @@
 #include "app_run/evaluate.h"
 #include "app_run/predict.h"
 #include "cli/eval_model.h"
+#include "cli/predict_keys.h"
 #include "model/device.h"
 #include "train/train_config.h"
 
@@ -16,16 +17,7 @@ namespace {
 
 struct PredictOptions {
   app::PredictRequest r;
-  void Bind(OptionSet& s) {
-    s.String("model", &r.model, "weights file (.safetensors)");
-    s.String("source", &r.source, "an image file or a folder of images");
-    train::BindInferenceKeys(s, &r.conf, &r.iou, &r.imgsz, &r.max_det, &r.batch);
-    s.String("device", &r.device, "cpu, cuda, cuda:N or a CUDA device index N");
-    s.Bool("save", &r.save, "write annotated images");
-    s.Bool("save_txt", &r.save_txt, "write YOLO txt (class cx cy w h conf, normalized) per image");
-    s.Bool("save_json", &r.save_json, "write a JSON file per image");
-    train::BindRunFolderKeys(s, &r.project, &r.name, &r.exist_ok);  // name "" = predict, predict2, ...
-  }
+  void Bind(OptionSet& s) { BindPredictKeys(s, &r); }
 };
 
 // The use case is app::Predict (app_run/predict.h); --json prints its one

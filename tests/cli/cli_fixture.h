@@ -33,9 +33,12 @@ class KestrelCliTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Runs kestrel in the test folder with KESTREL_HOME inside it; stderr is dropped.
-  CliRun Kestrel(const std::string& args) {
+  CliRun Kestrel(const std::string& args) { return Run(KESTREL_CLI, args); }
+
+  // Runs `program` (e.g. kestrel-deploy) as Kestrel runs kestrel.
+  CliRun Run(const std::string& program, const std::string& args) {
     std::string cmd = "cd '" + dir_.string() + "' && KESTREL_HOME='" + (dir_ / "home").string() + "' " +
-                      KESTREL_CLI + " " + args + " 2>/dev/null";
+                      program + " " + args + " 2>/dev/null";
     CliRun r;
     FILE* p = popen(cmd.c_str(), "r");
     if (p == nullptr) return r;

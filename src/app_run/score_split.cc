@@ -1,0 +1,108 @@
+#include "app_run/score_split.h"
+
+#include <opencv2/core.hpp>
+#include <utility>
+#include <vector>
+
+#include "data/image.h"
+
+namespace kestrel::app {
+namespace {
+
+eval::ValShapeOptions ValShapes(const ModelRunOptions& opts) {
+  eval::ValShapeOptions s;
+  s.imgsz = opts.imgsz;
+  s.batch = opts.batch;
+  s.rect = opts.rect;
+  s.pad = opts.pad;
+  return s;
+}
+
+PredictSpeed Speed(const eval::StageTimes& t, int imgsz) {
+  return {t.preprocess_ms, t.inference_ms, t.postprocess_ms, t.images, t.Fps(), imgsz};
+}
+
+// A model's detections on every image of a split, scored (ScoredSplit
+// without the provenance source, which the caller names).
+Result<ScoredSplit> ScoreDetector(Detector& pred, store::ArtifactStore& blobs, const std::string& weights,
+                                  const eval::EvalSplit& split, const ModelRunOptions& opts) {
+  if (pred.NumClasses() != static_cast<int>(split.names.size())) {
+    return Status::InvalidArgument("class count mismatch: the model has " +
+                                       std::to_string(pred.NumClasses()) + " classes, the dataset has " +
+                                       std::to_string(split.names.size()),
+                                   {weights, 0, "nc"});
+  }
+  std::vector<eval::ImageSize> sizes;
+  sizes.reserve(split.images.size());
+  for (const auto& im : split.images) sizes.push_back({im.width, im.height});
+  cv::Mat current;  // one image decoded at a time, valid until the next load
+  KESTREL_ASSIGN_OR_RETURN(
+      auto preds, pred.PredictVal(sizes, ValShapes(opts), [&](size_t i) -> Result<eval::ImageView> {
+        KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
+        KESTREL_ASSIGN_OR_RETURN(current, data::DecodeImage(bytes, split.images[i].path));
+        return eval::ImageView{current.data, current.cols, current.rows, current.channels(), current.step[0]};
+      }));
+  ScoredSplit out;
+  for (auto& p : preds) out.per_image.push_back(std::move(p.detections));
+  out.source_kind = "model";
+  out.source = weights;
+  out.extra = {{"model", pred.Arch()}, {"nc", pred.NumClasses()}, {"imgsz", opts.imgsz},
+               {"batch", opts.batch},  {"nms_conf", opts.conf},   {"nms_iou", opts.iou},
+               {"multi_label", true},  {"rect", opts.rect},       {"pad", opts.pad}};
+  out.speed = PredictSpeedJson(Speed(pred.Timing(), opts.imgsz));
+  out.speed_text = PredictSpeedText(Speed(pred.Timing(), opts.imgsz));
+  eval::EvalOptions eo;
+  eo.conf = opts.conf;
+  eo.iou = opts.iou;
+  eo.max_det = opts.max_det;
+  // Labels as the reference validator scores them after its letterbox.
+  const eval::EvalSplit scored = eval::ValScoredSplit(split, ValShapes(opts));
+  KESTREL_ASSIGN_OR_RETURN(out.result, eval::EvaluateSplit(scored, out.per_image, eo));
+  return out;
+}
+
+}  // namespace
+
+Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
+                                      const eval::EvalSplit& split, ModelRunOptions opts,
+                                      const DetectorLoader& load) {
+  eval::InferenceOptions io;
+  io.imgsz = opts.imgsz;
+  io.batch = opts.batch;
+  io.nms.conf = static_cast<float>(opts.conf);
+  io.nms.iou = static_cast<float>(opts.iou);
+  io.nms.max_det = opts.max_det;
+  io.nms.multi_label = true;  // the validator's setting for mAP
+  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<Detector> pred,
+                           load(weights, io, DetectorPlacement{opts.device, opts.runtime}));
+  if (pred->FixedInputSize()) {
+    // An ONNX file with a fixed input has one shape: every image is
+    // letterboxed into the file's side (rect=false), which the record's
+    // provenance shows (docs/evaluation.md); a dynamic one runs the rect
+    // batches as LibTorch does.
+    opts.imgsz = pred->Options().imgsz;
+    opts.rect = false;
+  }
+  KESTREL_ASSIGN_OR_RETURN(ScoredSplit out, ScoreDetector(*pred, blobs, weights, split, opts));
+  if (const std::string runtime = pred->RuntimeName(); !runtime.empty()) out.extra["runtime"] = runtime;
+  return out;
+}
+
+Result<ValRun> EvaluateModelWith(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
+                                 const ValKeys& keys, const std::string& dir_or_empty,
+                                 const DetectorLoader& load) {
+  KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(meta, blobs, keys.data, keys.split));
+  ModelRunOptions mo{keys.imgsz, keys.batch, keys.conf, keys.iou, keys.max_det};
+  mo.device = keys.device;
+  mo.runtime = keys.runtime;
+  mo.rect = keys.rect;
+  KESTREL_ASSIGN_OR_RETURN(ScoredSplit scored, ScoreModelOnSplit(blobs, keys.model, loaded.split, mo, load));
+  return WriteValRun(env, blobs, keys, loaded, scored, dir_or_empty);
+}
+
+Result<ValRun> EvaluateOnnxModel(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
+                                 const ValKeys& keys, const std::string& dir_or_empty) {
+  return EvaluateModelWith(env, meta, blobs, keys, dir_or_empty, LoadOnnxDetector);
+}
+
+}  // namespace kestrel::app

@@ -1,0 +1,27 @@
+// The keys of `predict`, bound once for `kestrel predict` (model_cmd.cc) and
+// `kestrel-deploy predict` (deploy_cmd.cc), so the two cannot disagree on a
+// name, range or default. Torch-free header.
+#pragma once
+
+#include "app_run/predict.h"
+#include "core/options.h"
+#include "train/train_config.h"
+
+namespace kestrel::cli {
+
+inline void BindPredictKeys(OptionSet& s, app::PredictRequest* r) {
+  s.String("model", &r->model, "weights file (.safetensors, .pt) or an exported .onnx file");
+  s.String("source", &r->source, "an image file or a folder of images");
+  train::BindInferenceKeys(s, &r->conf, &r->iou, &r->imgsz, &r->max_det, &r->batch);
+  s.String("device", &r->device, "cpu, cuda, cuda:N or a CUDA device index N");
+  s.Choice(
+      "runtime", &r->runtime, {"opencv", "onnxruntime"},
+      "model=*.onnx: opencv (OpenCV DNN in process) or onnxruntime (ONNX Runtime through node; runs FP16 "
+      "and INT8 exports)");
+  s.Bool("save", &r->save, "write annotated images");
+  s.Bool("save_txt", &r->save_txt, "write YOLO txt (class cx cy w h conf, normalized) per image");
+  s.Bool("save_json", &r->save_json, "write a JSON file per image");
+  train::BindRunFolderKeys(s, &r->project, &r->name, &r->exist_ok);  // name "" = predict, predict2, ...
+}
+
+}  // namespace kestrel::cli
