@@ -38,12 +38,15 @@ struct OnnxPredictor::Impl {
   Result<int64_t> Forward(const float* input, int n, int height, int width) {
     const int batch = info.batch > 0 ? info.batch : n;
     int64_t anchors = info.anchors;
-    if (anchors < 0) {
+    if (anchors < 0 && !info.nms) {
       anchors = 0;
       for (int s : {8, 16, 32}) anchors += int64_t(height / s) * (width / s);
     }
     const int64_t image_in = 3 * int64_t(height) * width;
-    const int64_t image_out = (4 + int64_t(info.nc)) * anchors;
+    // Raw: [4 + nc, anchors] per image; nms=true: [max_det, 6] final detections.
+    const std::vector<int64_t> shape = info.nms ? std::vector<int64_t>{batch, info.max_det, 6}
+                                                : std::vector<int64_t>{batch, 4 + info.nc, anchors};
+    const int64_t image_out = shape[1] * shape[2];
     decoded.resize(size_t(int64_t(n) * image_out));
     for (int start = 0; start < n; start += batch) {
       const int k = std::min(batch, n - start);
@@ -55,7 +58,7 @@ struct OnnxPredictor::Impl {
       }
       if (session) {
         KESTREL_ASSIGN_OR_RETURN(FloatTensor out, session->Run(src, {batch, 3, height, width}));
-        if (out.shape != std::vector<int64_t>{batch, 4 + info.nc, anchors}) {
+        if (out.shape != shape) {
           return Status::Internal(
               session->Name() + " returned output0 of another shape than the file declares",
               {path, 0, "model"});
@@ -69,8 +72,8 @@ struct OnnxPredictor::Impl {
       const cv::Mat blob(4, sizes, CV_32F, const_cast<float*>(src));
       net.setInput(blob, info.input.name);
       const cv::Mat out = net.forward(info.output.name);
-      if (out.type() != CV_32F || out.dims != 3 || out.size[0] != batch || out.size[1] != 4 + info.nc ||
-          out.size[2] != anchors || !out.isContinuous()) {
+      if (out.type() != CV_32F || out.dims != 3 || out.size[0] != batch || out.size[1] != shape[1] ||
+          out.size[2] != shape[2] || !out.isContinuous()) {
         return Status::Internal("OpenCV DNN returned output0 of another shape than the file declares",
                                 {path, 0, "model"});
       }
@@ -89,6 +92,7 @@ struct OnnxPredictor::Impl {
                                        {path, 0, "imgsz"});
       }
       KESTREL_ASSIGN_OR_RETURN(int64_t anchors, Forward(input, n, height, width));
+      if (info.nms) return eval::DecodedOutput{decoded.data(), 0, info.max_det};
       return eval::DecodedOutput{decoded.data(), anchors};
     };
   }
@@ -116,6 +120,12 @@ Result<std::unique_ptr<OnnxPredictor>> OnnxPredictor::Load(const std::string& pa
   if (info.FixedSize()) impl->opts.imgsz = info.width;
   Status valid = impl->opts.Validate();
   if (!valid.IsOk()) return valid.WithLocation({path, 0, valid.Where().field});
+  if (info.nms && engine != OnnxEngine::kOnnxRuntime) {
+    return Status::InvalidArgument(
+        "exported with nms=true (NonMaxSuppression in the graph, output0 holds final detections), which "
+        "OpenCV DNN 4.6 cannot import: run it with runtime=onnxruntime, or export again with nms=false",
+        {path, 0, "model"});
+  }
   if (engine == OnnxEngine::kOnnxRuntime) {
     const OnnxRuntimeLocation where = LocateOnnxRuntime();
     if (!where.unavailable.empty()) {

@@ -44,6 +44,21 @@ BatchInference::BatchInference(int num_classes, const InferenceOptions& options)
 
 std::vector<std::vector<Detection>> BatchInference::Postprocess(const DecodedOutput& decoded, int n) const {
   std::vector<std::vector<Detection>> out(static_cast<size_t>(n));
+  if (decoded.final_rows > 0) {
+    for (int i = 0; i < n; ++i) {
+      std::vector<Detection>& dets = out[static_cast<size_t>(i)];
+      const float* r = decoded.data + int64_t(i) * decoded.final_rows * 6;
+      for (int64_t k = 0; k < decoded.final_rows; ++k, r += 6) {
+        const int cls = static_cast<int>(r[5]);
+        if (!(r[4] > 0) || r[4] < opts_.nms.conf || cls < 0 || cls >= num_classes_) continue;
+        dets.push_back({{r[0], r[1], r[2], r[3]}, r[4], cls});
+      }
+      std::stable_sort(dets.begin(), dets.end(),
+                       [](const Detection& a, const Detection& b) { return a.score > b.score; });
+      if (dets.size() > size_t(opts_.nms.max_det)) dets.resize(size_t(opts_.nms.max_det));
+    }
+    return out;
+  }
   const int64_t rows = 4 + num_classes_;
   for (int i = 0; i < n; ++i) {
     out[static_cast<size_t>(i)] = PostprocessYolo(decoded.data + int64_t(i) * rows * decoded.anchors,

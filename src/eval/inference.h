@@ -53,9 +53,14 @@ struct ImagePrediction {
 // The network's output for one forward: F32 [n, 4 + nc, anchors] row-major
 // (cx, cy, w, h in input pixels, then the nc class scores), owned by the
 // network adapter and valid until its next forward.
+// A graph with NonMaxSuppression inside (`kestrel export nms=true`) outputs
+// final detections instead: `final_rows` > 0 and `data` F32 [n, final_rows,
+// 6] (x1 y1 x2 y2 score class in input pixels, zero rows after the last);
+// Postprocess then keeps the rows with score >= conf, up to max_det.
 struct DecodedOutput {
   const float* data = nullptr;
   int64_t anchors = 0;
+  int64_t final_rows = 0;
 };
 // One forward of the network: `input` F32 [n, 3, height, width] row-major,
 // RGB in [0, 1], letterboxed with grey 114. Errors are returned as they are.

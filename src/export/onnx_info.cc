@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <utility>
 
 namespace kestrel::exporter {
@@ -50,6 +51,46 @@ struct Cursor {
   }
 };
 
+// The rest of an nms=true file's layout (docs/export.md "NMS in the graph"):
+// output0 float32 [batch, max_det, 6] with the input's batch; the class
+// count is the `names` metadata's (the output does not carry it).
+Result<OnnxDetectorInfo> ReadNmsLayout(OnnxDetectorInfo info, const std::vector<int64_t>& in,
+                                       const std::vector<int64_t>& out, bool float_output,
+                                       const std::string& path) {
+  // The NonMaxSuppression tail's output may carry no declared shape: its
+  // rows are then the file's max_det metadata.
+  std::vector<int64_t> shape = out;
+  if (shape.empty() || (shape.size() == 3 && shape[1] == -1)) {
+    auto md = info.metadata.find("max_det");
+    const int64_t rows = md != info.metadata.end() ? std::strtoll(md->second.c_str(), nullptr, 10) : 0;
+    if (rows >= 1) shape = {in[0], rows, 6};
+  }
+  if (!float_output || shape.size() != 3 || (shape[0] != in[0] && shape[0] != -1) || shape[1] < 1 ||
+      shape[2] != 6) {
+    return Bad("output '" + info.output.name +
+                   "' of an nms=true file must be float32 [batch, max_det, 6] with the input's batch, is " +
+                   ShapeText(out),
+               path);
+  }
+  auto it = info.metadata.find("names");
+  if (it == info.metadata.end()) {
+    return Bad("an nms=true file needs its names metadata (the class count is not in its output)", path);
+  }
+  Result<std::vector<std::string>> names = ParseNamesMetadata(it->second);
+  if (!names.IsOk()) return Bad(names.GetStatus().Message(), path);
+  if (names->empty()) return Bad("metadata names is empty", path);
+  info.nms = true;
+  info.max_det = shape[1];
+  info.batch = static_cast<int>(in[0]);
+  info.height = static_cast<int>(in[2]);
+  info.width = static_cast<int>(in[3]);
+  info.nc = static_cast<int>(names->size());
+  info.names = std::move(names).Value();
+  auto arch = info.metadata.find("arch");
+  info.arch = arch != info.metadata.end() ? arch->second : "onnx";
+  return info;
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> ParseNamesMetadata(const std::string& text) {
@@ -91,18 +132,10 @@ Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const st
     return Bad("not an ONNX model (the protobuf does not parse)", path);
   }
   const onnx::GraphProto& g = proto.graph();
-  // nms=true files: output0 holds final detections, and OpenCV DNN 4.6 cannot
-  // import NonMaxSuppression; say so before the layout check below.
+  // nms=true files: output0 holds final detections [batch, max_det, 6].
   bool nms = false;
   for (const auto& e : proto.metadata_props()) nms = nms || (e.key() == "nms" && e.value() == "true");
   for (const auto& n : g.node()) nms = nms || n.op_type() == "NonMaxSuppression";
-  if (nms) {
-    return Bad(
-        "exported with nms=true (NonMaxSuppression in the graph, output0 holds final detections), "
-        "which OpenCV DNN 4.6 cannot run and predict/val do not read: export it again with nms=false "
-        "(docs/export.md, \"NMS in the graph\")",
-        path);
-  }
   // Initializers may be listed as graph inputs by older exporters.
   std::vector<const onnx::ValueInfoProto*> inputs;
   for (const auto& in : g.input()) {
@@ -130,6 +163,12 @@ Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const st
                    "both fixed or both dynamic), is " + ShapeText(in),
                path);
   }
+  for (const auto& e : proto.metadata_props()) info.metadata[e.key()] = e.value();
+  if (nms) {
+    // Copies: `in` and `out` refer into `info`, which is moved.
+    const std::vector<int64_t> in_shape = in, out_shape = out;
+    return ReadNmsLayout(std::move(info), in_shape, out_shape, IsFloatTensor(g.output(0)), path);
+  }
   if (!IsFloatTensor(g.output(0)) || out.size() != 3 || out[0] != in[0] || out[1] < 5 || !sized(out[2]) ||
       (out[2] == -1) != (in[2] == -1)) {
     return Bad("output '" + info.output.name +
@@ -142,7 +181,6 @@ Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const st
   info.width = static_cast<int>(in[3]);
   info.nc = static_cast<int>(out[1] - 4);
   info.anchors = out[2];  // -1 exactly when height and width are dynamic
-  for (const auto& e : proto.metadata_props()) info.metadata[e.key()] = e.value();
   if (auto it = info.metadata.find("names"); it != info.metadata.end()) {
     Result<std::vector<std::string>> names = ParseNamesMetadata(it->second);
     if (!names.IsOk()) return Bad(names.GetStatus().Message(), path);

@@ -21,7 +21,11 @@ struct OnnxTensorInfo {
 
 // A YOLOv8 detection graph as `kestrel export` writes it: input float32
 // [batch, 3, height, width], output float32 [batch, 4 + nc, anchors]; batch,
-// height and width (and so anchors) may be dynamic (`dynamic=true`).
+// height and width (and so anchors) may be dynamic (`dynamic=true`). An
+// `nms=true` export instead outputs final detections, float32
+// [batch, max_det, 6] (x1 y1 x2 y2 score class in input pixels, zero rows
+// after the last): `nms` is then true, `max_det` its second dimension,
+// `anchors` 0, and nc the count of its `names` metadata.
 struct OnnxDetectorInfo {
   OnnxTensorInfo input;
   OnnxTensorInfo output;
@@ -30,6 +34,8 @@ struct OnnxDetectorInfo {
   int width = 0;
   int nc = 0;           // output channels - 4 (always fixed)
   int64_t anchors = 0;  // last output dimension; -1 where dynamic
+  bool nms = false;     // NonMaxSuppression in the graph: output0 [batch, max_det, 6]
+  int64_t max_det = 0;  // nms files: rows of output0 per image
   bool FixedSize() const { return height > 0 && width > 0; }
   std::vector<std::string> names;               // metadata `names`, else "class<i>"
   std::string arch;                             // metadata `arch` ("yolov8n"), else "onnx"
@@ -42,8 +48,9 @@ struct OnnxDetectorInfo {
 // for bytes that are not an ONNX model, another input/output layout (one
 // input and one output; only batch, height + width together, and anchors
 // may be dynamic), an nms=true export (metadata nms or a NonMaxSuppression
-// node: the message names nms=true), or a
-// `names` entry that does not parse or whose count is not nc.
+// node) whose output is not [batch, max_det, 6] or that has no `names`
+// (its class count), or a `names` entry that does not parse or whose count
+// is not nc.
 Result<OnnxDetectorInfo> ReadOnnxDetectorInfo(const std::string& bytes, const std::string& path);
 
 // The `names` metadata value as the exporter writes it (a Python dict
