@@ -7,6 +7,7 @@
 // the same ValidateExportRequest first.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -91,6 +92,12 @@ struct ExportRequest {
   // when the weights record none, and int8's calibration set when data= is
   // empty (CheckExportCalibrationData).
   std::string model_data;
+  // Not a key: metadata_props the file carries beside the exporter's own
+  // (names, stride, imgsz, task, kestrel version...): for a registered model
+  // `model` (NAME@vN), `model_id` and, when it was trained on a registered
+  // dataset version, `dataset` and `dataset_version_id`; set once model= is
+  // resolved, like model_data.
+  std::map<std::string, std::string> provenance;
 };
 
 // "640", "320,256" or "[320, 256]" (Ultralytics' [h, w]) as {height,

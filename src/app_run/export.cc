@@ -547,6 +547,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const E
   // The file's names: the weights', the registered dataset version's, data='s or class<i>.
   KESTREL_RETURN_IF_ERROR(ChooseClassNames(info, request, map_split, map_source, &res));
   opts.names = res.names;
+  for (const auto& [key, value] : request.provenance) opts.extra_metadata[key] = value;
   KESTREL_ASSIGN_OR_RETURN(exporter::OnnxModel onnx, exporter::BuildOnnxModel(info.spec, state, opts));
 
   res.path = request.output.empty() ? DefaultOutput(env, request.model) : request.output;

@@ -111,6 +111,15 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys, const 
   if (registered && !registered->dataset_version.empty()) {
     req.model_data = registered->dataset + "@" + registered->dataset_version;
   }
+  // The file says which registered model (and dataset version) it came from.
+  if (registered) {
+    req.provenance["model"] = registered->name + "@v" + std::to_string(registered->seq);
+    req.provenance["model_id"] = registered->id;
+    if (!registered->dataset_version.empty()) {
+      req.provenance["dataset"] = registered->dataset;
+      req.provenance["dataset_version_id"] = registered->dataset_version;
+    }
+  }
   if (req.data.empty() && registered && !registered->dataset_version.empty()) {
     if (req.dynamic || req.imgsz_h == req.imgsz_w) {
       req.data = registered->dataset + "@" + registered->dataset_version;

@@ -375,11 +375,21 @@ TEST_F(ExportTest, ExportOfARegisteredModelIsListedOnTheModel) {
                                           {"dynamic", false},
                                           {"half", false},
                                           {"int8", false},
-                                          {"nms", false}}));
+                                          {"nms", false},
+                                          {"simplify", true}}));
   EXPECT_TRUE(e["verified"].get<bool>());
   EXPECT_EQ(e["verification"], ej["verification"]) << "the per-runtime figures as reported";
   EXPECT_EQ(e["verification"]["runtimes"].size(), 2u);
   EXPECT_NE(Kestrel("models show birds@v1").out.find("exports:\n  onnx " + out), std::string::npos);
+  // The file names the registered model it came from (no dataset: registered by hand).
+  {
+    const std::string bytes = Env::Default().ReadFile(out).Value();
+    Result<exporter::OnnxDetectorInfo> info = exporter::ReadOnnxDetectorInfo(bytes, out);
+    ASSERT_TRUE(info.IsOk()) << info.GetStatus().ToString();
+    EXPECT_EQ(info->metadata["model"], "birds@v1");
+    EXPECT_EQ(info->metadata["model_id"], show["model"]["id"].get<std::string>());
+    EXPECT_EQ(info->metadata.count("dataset_version_id"), 0u);
+  }
 
   EXPECT_EQ(ej["registry"]["created"], true);
 
@@ -451,6 +461,18 @@ TEST_F(ExportTest, ClassNamesComeFromTheRegisteredDatasetOrDataElseTheDefault) {
   EXPECT_EQ(j["names_dataset"], "two@v1");
   EXPECT_TRUE(j["verification"]["map"].is_null());
   EXPECT_EQ(file_names(reg), synth);
+  // ... and its metadata names the model and the dataset version it was trained on.
+  {
+    const nlohmann::json model = Json(Kestrel("--json models show tw@v1"))["model"];
+    Result<exporter::OnnxDetectorInfo> info =
+        exporter::ReadOnnxDetectorInfo(Env::Default().ReadFile(reg).Value(), reg);
+    ASSERT_TRUE(info.IsOk()) << info.GetStatus().ToString();
+    EXPECT_EQ(info->metadata["model"], "tw@v1");
+    EXPECT_EQ(info->metadata["model_id"], model["id"].get<std::string>());
+    EXPECT_EQ(info->metadata["dataset"], "two");
+    EXPECT_EQ(info->metadata["dataset_version_id"], model["dataset_version"].get<std::string>());
+    EXPECT_EQ(info->metadata["dataset_version_id"].size(), 64u) << model.dump();
+  }
 
   // Three classes against the model's two: data= names `data`, a registered
   // dataset version `model`; nothing is written.
