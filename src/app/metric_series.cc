@@ -104,35 +104,46 @@ std::vector<MetricSeries> MetricSeriesBuilder::Series() const {
   return out;
 }
 
+int64_t MetricSeriesBuilder::PointCount() const {
+  int64_t n = 0;
+  for (const auto& [name, s] : series_) n += static_cast<int64_t>(s.points.size());
+  return n;
+}
+
+Status ReadJobMetricsSince(store::MetadataStore& meta, int64_t job_id, MetricSeriesBuilder& b,
+                           int64_t* after_id) {
+  for (;;) {
+    KESTREL_ASSIGN_OR_RETURN(auto page, meta.ReadEvents(*after_id, job_id, 2000));
+    if (page.empty()) return {};
+    for (const auto& ev : page) {
+      *after_id = ev.id;
+      b.Add(ev);
+    }
+  }
+}
+
 Result<MetricSeriesBuilder> ReadJobMetrics(store::MetadataStore& meta, int64_t job_id) {
   KESTREL_RETURN_IF_ERROR(meta.GetJob(job_id).GetStatus());
   MetricSeriesBuilder b;
   int64_t after = 0;
-  for (;;) {
-    KESTREL_ASSIGN_OR_RETURN(auto page, meta.ReadEvents(after, job_id, 2000));
-    if (page.empty()) break;
-    for (const auto& ev : page) {
-      after = ev.id;
-      b.Add(ev);
-    }
-  }
+  KESTREL_RETURN_IF_ERROR(ReadJobMetricsSince(meta, job_id, b, &after));
   return b;
 }
 
 json JobMetricsJson(int64_t job_id, const MetricSeriesBuilder& metrics, const MetricsQuery& q) {
-  const std::vector<MetricSeries> all = metrics.Series();
+  const std::map<std::string, MetricSeries>& all = metrics.SeriesByName();
   json names = json::array();
-  for (const auto& s : all) names.push_back({{"name", s.name}, {"x", s.axis}});
+  for (const auto& [name, s] : all) names.push_back({{"name", s.name}, {"x", s.axis}});
   std::vector<const MetricSeries*> chosen;
   std::vector<MetricSeries> missing;
   missing.reserve(q.names.size());
   if (q.names.empty()) {
-    for (const auto& s : all) chosen.push_back(&s);
+    for (const auto& [name, s] : all) chosen.push_back(&s);
   } else {
     for (const auto& name : q.names) {
-      auto it = std::find_if(all.begin(), all.end(), [&](const MetricSeries& s) { return s.name == name; });
+      auto it = all.find(name);
       if (it != all.end()) {
-        chosen.push_back(&*it);
+        chosen.push_back(&it->second);
       } else {
         missing.push_back({name, "", {}, 0});
         chosen.push_back(&missing.back());

@@ -55,7 +55,9 @@ struct MetricSeries {
 class MetricSeriesBuilder {
  public:
   void Add(const store::EventRecord& ev);
-  std::vector<MetricSeries> Series() const;  // by name
+  std::vector<MetricSeries> Series() const;                                            // by name
+  const std::map<std::string, MetricSeries>& SeriesByName() const { return series_; }  // no copy
+  int64_t PointCount() const;  // points over every series
   const nlohmann::json& Progress() const { return progress_; }
 
  private:
@@ -67,6 +69,14 @@ class MetricSeriesBuilder {
 // Reads every event of job `job_id` (paging) into a builder. kNotFound for
 // an unknown job.
 Result<MetricSeriesBuilder> ReadJobMetrics(store::MetadataStore& meta, int64_t job_id);
+
+// Folds job `job_id`'s events with id > `*after_id` into `b` (paging) and
+// advances `*after_id` past them. Event ids grow in commit order, so a
+// builder kept with its `after_id` follows a running job by reading only
+// its new events and ends up as ReadJobMetrics would build it. On an error
+// `b` holds the events up to `*after_id`.
+Status ReadJobMetricsSince(store::MetadataStore& meta, int64_t job_id, MetricSeriesBuilder& b,
+                           int64_t* after_id);
 
 struct MetricsQuery {
   int64_t width = 1000;             // pixel columns, >= 1

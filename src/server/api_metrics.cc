@@ -1,6 +1,9 @@
 #include "server/api_metrics.h"
 
+#include <algorithm>
 #include <limits>
+#include <list>
+#include <memory>
 #include <string>
 
 #include "app/jobs.h"
@@ -42,6 +45,52 @@ Result<app::MetricsQuery> ParseMetricsQuery(const Request& req) {
   return q;
 }
 
+// The series of the jobs asked for lately, each brought up to date with its
+// job's new events on every request (app::ReadJobMetricsSince), so a long
+// run's history is read and folded once, not on every chart load or zoom.
+// Bounded: at most kJobs jobs and, past the one just asked for, kPoints
+// points in all; the least recently asked go first. I/O thread only (api.h).
+class MetricsCache {
+ public:
+  Result<const app::MetricSeriesBuilder*> Get(store::MetadataStore& meta, int64_t job_id) {
+    auto it = std::find_if(jobs_.begin(), jobs_.end(), [&](const Entry& e) { return e.job_id == job_id; });
+    if (it != jobs_.end()) {
+      jobs_.splice(jobs_.begin(), jobs_, it);
+    } else {
+      jobs_.push_front(Entry{job_id, 0, {}});
+    }
+    Entry& e = jobs_.front();
+    Status st = meta.GetJob(job_id).GetStatus();  // kNotFound: 404 (a removed job leaves the cache)
+    if (st.IsOk()) st = app::ReadJobMetricsSince(meta, job_id, e.builder, &e.after_id);
+    if (!st.IsOk()) {
+      jobs_.pop_front();
+      return st;
+    }
+    int64_t points = 0;
+    int kept = 0;
+    for (auto k = jobs_.begin(); k != jobs_.end();) {
+      points += k->builder.PointCount();
+      if (kept > 0 && (points > kPoints || kept >= kJobs)) {
+        k = jobs_.erase(k);
+      } else {
+        ++k;
+        ++kept;
+      }
+    }
+    return &e.builder;
+  }
+
+ private:
+  static constexpr int kJobs = 8;
+  static constexpr int64_t kPoints = 8'000'000;  // ~128 MB of points
+  struct Entry {
+    int64_t job_id;
+    int64_t after_id;  // the last event folded into `builder`
+    app::MetricSeriesBuilder builder;
+  };
+  std::list<Entry> jobs_;  // most recently asked first
+};
+
 }  // namespace
 
 Status AddMetricRoutes(Router& router, ApiContext& ctx) {
@@ -53,15 +102,15 @@ Status AddMetricRoutes(Router& router, ApiContext& ctx) {
         {"from", "first x (epoch or step) of the window (default: the series' first)"},
         {"to", "last x of the window (default: the series' last)"},
         {"series", "comma-separated series names (default: every series); `names` lists them"}}},
-      [&ctx](const Request& req, const PathParams& p) {
+      [&ctx, cache = std::make_shared<MetricsCache>()](const Request& req, const PathParams& p) {
         auto id = ParseInt64(p.at("id"), {app::kRequestFile, 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
                              "a job id (a positive number)");
         if (!id.IsOk()) return ErrorResponse(id.GetStatus());
         auto q = ParseMetricsQuery(req);
         if (!q.IsOk()) return ErrorResponse(q.GetStatus());
-        auto metrics = app::ReadJobMetrics(ctx.meta, *id);
+        auto metrics = cache->Get(ctx.meta, *id);
         if (!metrics.IsOk()) return ErrorResponse(metrics.GetStatus());
-        return JsonResponse(app::JobMetricsJson(*id, *metrics, *q));
+        return JsonResponse(app::JobMetricsJson(*id, **metrics, *q));
       });
 }
 

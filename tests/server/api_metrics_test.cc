@@ -17,6 +17,7 @@
 #include "app/datasets.h"
 #include "app/jobs.h"
 #include "app/metric_events.h"
+#include "app/metric_series.h"
 #include "birds_home.h"
 #include "data/synth.h"
 #include "http_client.h"
@@ -173,6 +174,32 @@ TEST_F(ApiMetricsTest, AnAttemptsMetricEventsAreServedAsSoonAsTheyAreWritten) {
   // open event stream adds at most its poll interval (250 ms) to this.
   std::cout << "metric event written -> served: " << ms << " ms" << std::endl;
   EXPECT_EQ(w.Finish(5000), 2);
+}
+
+// The route keeps each job's series between requests and reads only the new
+// events: after more steps, a resumed attempt rewriting the tail and a
+// stale attempt's late point, it serves what a fresh fold of every event
+// gives; an unknown job is still a 404.
+TEST_F(ApiMetricsTest, AKeptSeriesFollowsNewEventsAsAFreshFoldWould) {
+  const std::string target = "/api/jobs/" + std::to_string(job_) + "/metrics?width=5";
+  for (int64_t i = 1; i <= 20; ++i)
+    Append(1, app::kMetricEventKind, app::StepMetricsPayload({1, i, 1.0 * i, 1, 1}));
+  EXPECT_EQ(GetJson(target)["series"][0]["points"], 20);
+  for (int64_t i = 21; i <= 30; ++i)
+    Append(1, app::kMetricEventKind, app::StepMetricsPayload({1, i, 1.0 * i, 1, 1}));
+  for (int64_t i = 15; i <= 25; ++i)
+    Append(2, app::kMetricEventKind, app::StepMetricsPayload({1, i, -1.0 * i, 1, 1}));
+  Append(1, app::kMetricEventKind, app::StepMetricsPayload({1, 31, 99, 1, 1}));
+  Append(2, app::kProgressEventKind, app::ProgressPayload({1, 3, 25, 30, 25, 90, 4, 16}));
+  const json served = GetJson(target);
+  auto fresh = app::ReadJobMetrics(*meta_, job_);
+  ASSERT_TRUE(fresh.IsOk()) << fresh.GetStatus().ToString();
+  app::MetricsQuery q;
+  q.width = 5;
+  EXPECT_EQ(served, app::JobMetricsJson(job_, *fresh, q));
+  EXPECT_EQ(served["series"][0]["points"], 25);
+  EXPECT_EQ(served["progress"]["attempt"], 2);
+  EXPECT_EQ(GetJson("/api/jobs/999999/metrics", 404)["error"]["code"], "not_found");
 }
 
 }  // namespace
