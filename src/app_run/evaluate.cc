@@ -114,9 +114,7 @@ Result<CompareResult> CompareModels(Env& env, store::MetadataStore& meta, store:
       {"a", {{"model", models[0]}, {"info", a.extra}, {"metrics", eval::EvalResultToJson(a.result)}}},
       {"b", {{"model", models[1]}, {"info", b.extra}, {"metrics", eval::EvalResultToJson(b.result)}}},
       {"delta", metrics},
-      {"right_rule",
-       "every label matched one-to-one by a same-class prediction with IoU >= 0.5 and conf >= 0.25, "
-       "and no prediction with conf >= 0.25 unmatched"},
+      {"right_rule", eval::kRightRule},
       {"differing_images", lists}};
   out.title = "kestrel compare: A " + models[0] + " vs B " + models[1] + " on " + rec.dataset + "@v" +
               std::to_string(rec.seq) + " " + split.split;

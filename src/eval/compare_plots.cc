@@ -35,17 +35,6 @@ const ClassMetrics* FindClass(const EvalResult& r, int id) {
   return nullptr;
 }
 
-std::vector<double> MeanPr(const EvalResult& r) {
-  std::vector<double> mean(r.curves.x.size(), 0.0);
-  for (const auto& row : r.curves.pr) {
-    for (size_t i = 0; i < mean.size() && i < row.size(); ++i) mean[i] += row[i];
-  }
-  if (!r.curves.pr.empty()) {
-    for (double& v : mean) v /= static_cast<double>(r.curves.pr.size());
-  }
-  return mean;
-}
-
 std::string HtmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -152,8 +141,8 @@ Result<std::string> RenderPrOverlay(const EvalResult& a, const EvalResult& b, co
     Axes ax(cv::Size(900, 700), 0, 1, 0, 1);
     ax.DrawFrame("Mean Precision-Recall Curve (IoU 0.5)", "Recall", "Precision", 0.2, 0.2, 1);
     const cv::Scalar ca = internal::SeriesColor(0), cb = internal::SeriesColor(1);
-    ax.Line(a.curves.x, MeanPr(a), ca, 3);
-    ax.Line(b.curves.x, MeanPr(b), cb, 3);
+    ax.Line(a.curves.x, MeanCurvesOf(a).pr_precision, ca, 3);
+    ax.Line(b.curves.x, MeanCurvesOf(b).pr_precision, cb, 3);
     ax.Legend({{"A " + label_a + " " + internal::Fixed(a.map50, 3) + " mAP@0.5", ca, 3},
                {"B " + label_b + " " + internal::Fixed(b.map50, 3) + " mAP@0.5", cb, 3}});
     std::vector<uint8_t> png;

@@ -22,6 +22,10 @@ namespace kestrel::eval {
 // every label is matched and no such prediction is left unmatched.
 bool ImageIsRight(const std::vector<GroundTruth>& labels, const std::vector<Detection>& preds,
                   double min_conf = 0.25, double min_iou = 0.5);
+// ImageIsRight at its defaults in words (compare.json's and the API's "right_rule").
+inline constexpr const char* kRightRule =
+    "every label matched one-to-one by a same-class prediction with IoU >= 0.5 and conf >= 0.25, "
+    "and no prediction with conf >= 0.25 unmatched";
 
 // {"overall": {"map50": {"a", "b", "delta"}, ...}, "classes": [{"class_id",
 // "name", "map50": {"a", "b", "delta"}, ...}]} with delta = b - a. Classes are

@@ -9,15 +9,21 @@ ConfusionMatrix::ConfusionMatrix(int num_classes, double conf, double iou)
     : nc_(std::max(0, num_classes)), conf_(conf), iou_(iou), m_(size_t(nc_ + 1) * size_t(nc_ + 1), 0) {}
 
 void ConfusionMatrix::ProcessImage(const std::vector<GroundTruth>& gt, const std::vector<Detection>& preds) {
-  const size_t bg = size_t(nc_);
-  auto cell = [&](size_t p, size_t g) -> int64_t& { return m_[p * (bg + 1) + g]; };
-  std::vector<const Detection*> dets;
-  for (const Detection& d : preds) {
-    if (d.score > conf_) dets.push_back(&d);
+  const size_t n = size_t(nc_) + 1;
+  for (const ConfusionMatch& m : MatchImage(gt, preds)) ++m_[size_t(m.row) * n + size_t(m.col)];
+}
+
+std::vector<ConfusionMatch> ConfusionMatrix::MatchImage(const std::vector<GroundTruth>& gt,
+                                                        const std::vector<Detection>& preds) const {
+  const int bg = nc_;
+  std::vector<ConfusionMatch> out;
+  std::vector<int> dets;  // indices into preds with score > conf
+  for (size_t i = 0; i < preds.size(); ++i) {
+    if (preds[i].score > conf_) dets.push_back(int(i));
   }
   if (gt.empty()) {
-    for (const Detection* d : dets) ++cell(size_t(d->class_id), bg);
-    return;
+    for (int d : dets) out.push_back({-1, d, preds[size_t(d)].class_id, bg});
+    return out;
   }
   struct Pair {
     uint32_t g, d;
@@ -26,14 +32,14 @@ void ConfusionMatrix::ProcessImage(const std::vector<GroundTruth>& gt, const std
   std::vector<Pair> pairs;
   for (size_t g = 0; g < gt.size(); ++g) {
     for (size_t d = 0; d < dets.size(); ++d) {
-      const double v = eval::Iou(gt[g].box, dets[d]->box);
+      const double v = eval::Iou(gt[g].box, preds[size_t(dets[d])].box);
       if (v > iou_) pairs.push_back(Pair{uint32_t(g), uint32_t(d), v});
     }
   }
   auto by_iou = [](const Pair& a, const Pair& b) { return a.iou > b.iou; };
   std::stable_sort(pairs.begin(), pairs.end(), by_iou);
   // Best pair per prediction, then best remaining pair per label.
-  std::vector<char> det_used(dets.size(), 0), gt_used(gt.size(), 0);
+  std::vector<char> det_used(dets.size(), 0);
   std::vector<Pair> per_det;
   for (const Pair& p : pairs) {
     if (!det_used[p.d]) {
@@ -50,15 +56,34 @@ void ConfusionMatrix::ProcessImage(const std::vector<GroundTruth>& gt, const std
     }
   }
   for (size_t g = 0; g < gt.size(); ++g) {
-    const size_t gc = size_t(gt[g].class_id);
+    const int gc = gt[g].class_id;
     if (gt_match[g] >= 0) {
-      ++cell(size_t(dets[size_t(gt_match[g])]->class_id), gc);
+      const int d = dets[size_t(gt_match[g])];
+      out.push_back({int(g), d, preds[size_t(d)].class_id, gc});
     } else {
-      ++cell(bg, gc);
+      out.push_back({int(g), -1, bg, gc});
     }
   }
   for (size_t d = 0; d < dets.size(); ++d) {
-    if (!det_matched[d]) ++cell(size_t(dets[d]->class_id), bg);
+    if (!det_matched[d]) out.push_back({-1, dets[d], preds[size_t(dets[d])].class_id, bg});
+  }
+  return out;
+}
+
+Result<ConfusionMatrix> ConfusionMatrix::FromJson(const nlohmann::json& j) {
+  const ErrorLocation at{"", 0, "confusion"};
+  try {
+    ConfusionMatrix cm(j.at("nc").get<int>(), j.at("conf").get<double>(), j.at("iou").get<double>());
+    const auto rows = j.at("matrix").get<std::vector<std::vector<int64_t>>>();
+    const size_t n = size_t(cm.nc_) + 1;
+    if (cm.nc_ < 0 || rows.size() != n) return Status::Corruption("the matrix is not (nc+1) x (nc+1)", at);
+    for (size_t p = 0; p < n; ++p) {
+      if (rows[p].size() != n) return Status::Corruption("the matrix is not (nc+1) x (nc+1)", at);
+      for (size_t g = 0; g < n; ++g) cm.m_[p * n + g] = rows[p][g];
+    }
+    return cm;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(std::string("not a confusion matrix: ") + e.what(), at);
   }
 }
 

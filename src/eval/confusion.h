@@ -17,9 +17,19 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "eval/detection.h"
 
 namespace kestrel::eval {
+
+// Where one label and/or prediction of an image lands: cell [row][col] =
+// [predicted class or nc][label class or nc].
+struct ConfusionMatch {
+  int gt = -1;    // index into the image's labels, -1: a background prediction
+  int pred = -1;  // index into the image's predictions, -1: a missed label
+  int row = 0;    // predicted class, nc for a missed label
+  int col = 0;    // label class, nc for a background prediction
+};
 
 class ConfusionMatrix {
  public:
@@ -28,6 +38,13 @@ class ConfusionMatrix {
 
   // REQUIRES: class ids in [0, nc) (DetectionEvaluator validates first).
   void ProcessImage(const std::vector<GroundTruth>& gt, const std::vector<Detection>& preds);
+  // What ProcessImage counts for one image, one entry per count: labels in
+  // order (matched or missed), then the unmatched predictions above conf.
+  std::vector<ConfusionMatch> MatchImage(const std::vector<GroundTruth>& gt,
+                                         const std::vector<Detection>& preds) const;
+  // The inverse of ToJson; kCorruption (field "confusion") when `j` is not
+  // that shape.
+  static Result<ConfusionMatrix> FromJson(const nlohmann::json& j);
   // Adds another matrix with the same shape.
   void Merge(const ConfusionMatrix& other);
 

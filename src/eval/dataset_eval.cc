@@ -225,6 +225,8 @@ std::string EvalSummaryText(const EvalResult& r) {
 
 nlohmann::json EvalRecordJson(const EvalResult& r, const EvalProvenance& p, int64_t created_at) {
   nlohmann::json metrics = EvalResultToJson(r);
+  // The mean curves the plots draw, 101 points (additive: format_version 1).
+  if (!r.curves.x.empty()) metrics["curves"] = MeanCurvesJson(MeanCurvesOf(r, kRecordCurvePoints));
   nlohmann::json settings = metrics.contains("settings") ? metrics["settings"] : nlohmann::json::object();
   return {{"kind", "kestrel.eval_result"},
           {"format_version", 1},

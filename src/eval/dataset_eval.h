@@ -106,7 +106,10 @@ struct EvalProvenance {
 };
 
 // The result record: {"kind": "kestrel.eval_result", "format_version": 1,
-// "created_at", "provenance": {...}, "settings": {...}, "metrics": <EvalResultToJson>}.
+// "created_at", "provenance": {...}, "settings": {...}, "metrics":
+// <EvalResultToJson> plus "curves": MeanCurvesJson at kRecordCurvePoints
+// (absent when the result has no curves, and in records written before it)}.
+inline constexpr size_t kRecordCurvePoints = 101;
 nlohmann::json EvalRecordJson(const EvalResult& r, const EvalProvenance& p, int64_t created_at);
 
 // "runs/val" + "val" -> first free of runs/val/val, runs/val/val2, ... (the

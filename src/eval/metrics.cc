@@ -62,6 +62,18 @@ std::vector<uint32_t> ScoreOrder(const std::vector<Detection>& preds) {
 
 }  // namespace
 
+std::vector<Detection> ScoredPredictions(const std::vector<Detection>& preds, double conf, int max_det) {
+  const std::vector<uint32_t> order = ScoreOrder(preds);
+  std::vector<Detection> kept;
+  const size_t cap = size_t(std::max(0, max_det));
+  kept.reserve(std::min(order.size(), cap));
+  for (uint32_t i : order) {
+    if (kept.size() >= cap) break;
+    if (double(preds[i].score) > conf) kept.push_back(preds[i]);
+  }
+  return kept;
+}
+
 Status EvalOptions::Validate() const {
   if (num_classes < 1) {
     return Status::InvalidArgument("must be >= 1, got " + std::to_string(num_classes), Field("num_classes"));
@@ -169,13 +181,7 @@ Status DetectionEvaluator::OptionsStatus() const { return s_->opts_status; }
 Status DetectionEvaluator::AddImage(const std::vector<GroundTruth>& gt, const std::vector<Detection>& preds) {
   KESTREL_RETURN_IF_ERROR(s_->opts_status);
   KESTREL_RETURN_IF_ERROR(CheckInputs(gt, preds, s_->opts.num_classes));
-  const std::vector<uint32_t> order = ScoreOrder(preds);
-  std::vector<Detection> kept;
-  kept.reserve(std::min(order.size(), size_t(s_->opts.max_det)));
-  for (uint32_t i : order) {
-    if (kept.size() >= size_t(s_->opts.max_det)) break;
-    if (double(preds[i].score) > s_->opts.conf) kept.push_back(preds[i]);
-  }
+  const std::vector<Detection> kept = ScoredPredictions(preds, s_->opts.conf, s_->opts.max_det);
   const std::vector<uint16_t> tp = MatchPredictions(gt, kept);
   for (size_t i = 0; i < kept.size(); ++i) {
     s_->entries[size_t(kept[i].class_id)].push_back(State::Entry{kept[i].score, tp[i]});
@@ -362,6 +368,107 @@ nlohmann::json EvalResultToJson(const EvalResult& r, bool with_curves) {
                          {"pr", r.curves.pr}};
   }
   return out;
+}
+
+std::vector<double> MeanOverClasses(const std::vector<std::vector<double>>& rows, size_t n) {
+  std::vector<double> m(n, 0.0);
+  if (rows.empty()) return m;
+  for (const auto& row : rows) {
+    for (size_t k = 0; k < n && k < row.size(); ++k) m[k] += row[k];
+  }
+  for (double& v : m) v /= double(rows.size());
+  return m;
+}
+
+namespace {
+
+// `y` sampled at x (ascending) read at `points` evenly spaced values 0..1.
+std::vector<double> Resample(const std::vector<double>& x, const std::vector<double>& y, size_t points) {
+  const std::vector<double> q = Linspace01(points);
+  std::vector<double> out(points, 0.0);
+  if (x.empty() || y.size() != x.size()) return out;
+  InterpAscending(q.data(), q.size(), x.data(), y.data(), x.size(), y.front(), y.back(), out.data());
+  return out;
+}
+
+}  // namespace
+
+MeanCurves MeanCurvesOf(const EvalResult& r, size_t points) {
+  MeanCurves c;
+  const std::vector<double>& x = r.curves.x;
+  if (x.empty()) return c;
+  c.confidence = c.pr_recall = x;
+  c.precision = SmoothBox(MeanOverClasses(r.curves.precision, x.size()), kMeanCurveSmoothing);
+  c.recall = SmoothBox(MeanOverClasses(r.curves.recall, x.size()), kMeanCurveSmoothing);
+  c.f1 = SmoothBox(MeanOverClasses(r.curves.f1, x.size()), kMeanCurveSmoothing);
+  c.pr_precision = MeanOverClasses(r.curves.pr, x.size());
+  if (points == 0 || points == x.size()) return c;
+  for (std::vector<double>* v : {&c.precision, &c.recall, &c.f1, &c.pr_precision})
+    *v = Resample(x, *v, points);
+  c.confidence = c.pr_recall = Linspace01(points);
+  return c;
+}
+
+nlohmann::json MeanCurvesJson(const MeanCurves& c) {
+  return nlohmann::json{{"confidence", c.confidence},
+                        {"precision", c.precision},
+                        {"recall", c.recall},
+                        {"f1", c.f1},
+                        {"pr", {{"recall", c.pr_recall}, {"precision", c.pr_precision}}}};
+}
+
+Result<EvalResult> EvalResultFromJson(const nlohmann::json& metrics) {
+  using nlohmann::json;
+  EvalResult r;
+  std::string at = "metrics";
+  try {
+    const json& s = metrics.at("settings");
+    at = "metrics.settings";
+    EvalOptions& o = r.settings;
+    o.num_classes = s.at("num_classes").get<int>();
+    o.conf = s.at("conf").get<double>();
+    o.iou = s.at("iou").get<double>();
+    o.max_det = s.at("max_det").get<int>();
+    o.confusion_conf = s.at("confusion_conf").get<double>();
+    o.confusion_iou = s.at("confusion_iou").get<double>();
+    if (s.contains("class_names")) o.class_names = s["class_names"].get<std::vector<std::string>>();
+    const json& e = s.at("errors");
+    o.errors = {e.at("conf").get<double>(), e.at("fg_iou").get<double>(), e.at("bg_iou").get<double>()};
+    at = "metrics";
+    r.images = metrics.at("images").get<int64_t>();
+    r.instances = metrics.at("instances").get<int64_t>();
+    r.predictions = metrics.at("predictions").get<int64_t>();
+    r.predictions_dropped = metrics.at("predictions_dropped").get<int64_t>();
+    r.precision = metrics.at("precision").get<double>();
+    r.recall = metrics.at("recall").get<double>();
+    r.map50 = metrics.at("map50").get<double>();
+    r.map5095 = metrics.at("map5095").get<double>();
+    r.fitness = metrics.at("fitness").get<double>();
+    r.best_conf = metrics.at("best_conf").get<double>();
+    r.best_f1 = metrics.at("best_f1").get<double>();
+    r.label_counts = metrics.at("label_counts").get<std::vector<int64_t>>();
+    at = "metrics.classes";
+    for (const json& c : metrics.at("classes")) {
+      ClassMetrics m;
+      m.class_id = c.at("class_id").get<int>();
+      m.name = c.at("name").get<std::string>();
+      m.images = c.at("images").get<int64_t>();
+      m.instances = c.at("instances").get<int64_t>();
+      m.predictions = c.at("predictions").get<int64_t>();
+      m.precision = c.at("precision").get<double>();
+      m.recall = c.at("recall").get<double>();
+      m.f1 = c.at("f1").get<double>();
+      m.ap50 = c.at("map50").get<double>();
+      m.ap5095 = c.at("map5095").get<double>();
+      m.ap = c.at("ap").get<std::array<double, kNumIouThresholds>>();
+      r.classes.push_back(std::move(m));
+    }
+  } catch (const json::exception& ex) {
+    return Status::Corruption(std::string("not an evaluation's metrics: ") + ex.what(), {"", 0, at});
+  }
+  KESTREL_ASSIGN_OR_RETURN(r.confusion, ConfusionMatrix::FromJson(metrics.value("confusion", json())));
+  r.errors = ErrorAnalyzer(r.settings.num_classes, r.settings.errors);
+  return r;
 }
 
 }  // namespace kestrel::eval

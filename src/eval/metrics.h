@@ -97,6 +97,39 @@ struct EvalResult {
 // Everything but the curves (set with_curves to include them).
 nlohmann::json EvalResultToJson(const EvalResult& r, bool with_curves = false);
 
+// The inverse of EvalResultToJson (without curves) for what it stores:
+// settings, counts, overall and per-class metrics, label counts and the
+// confusion matrix; curves stay empty and the error counts zero (a stored
+// record keeps those as JSON). kCorruption naming the field when `metrics`
+// is not that shape.
+Result<EvalResult> EvalResultFromJson(const nlohmann::json& metrics);
+
+// The element-wise mean of per-class curves (`rows`, each at least `n`
+// points; shorter rows count as 0 past their end); n zeros for no rows.
+std::vector<double> MeanOverClasses(const std::vector<std::vector<double>>& rows, size_t n);
+
+// The mean curves over classes at IoU 0.5 that the plots draw (plots.h):
+// precision, recall and F1 vs confidence as the mean of the classes' curves
+// smoothed by a 5% box filter (SmoothBox), and the mean PR envelope.
+struct MeanCurves {
+  std::vector<double> confidence;  // x of precision/recall/f1
+  std::vector<double> precision, recall, f1;
+  std::vector<double> pr_recall;  // x of pr_precision
+  std::vector<double> pr_precision;
+};
+inline constexpr double kMeanCurveSmoothing = 0.05;
+// points 0: at the result's own samples (EvalCurves::x, 1000 points); else
+// linearly interpolated at `points` evenly spaced values 0..1 (101: 0, 0.01,
+// ..., 1). All empty when the result has no curves.
+MeanCurves MeanCurvesOf(const EvalResult& r, size_t points = 0);
+// {"confidence", "precision", "recall", "f1", "pr": {"recall", "precision"}}.
+nlohmann::json MeanCurvesJson(const MeanCurves& c);
+
+// The predictions DetectionEvaluator::AddImage scores for one image (and
+// hands to the confusion matrix and the error counts): by descending score
+// (stable), score > conf, at most max_det of them.
+std::vector<Detection> ScoredPredictions(const std::vector<Detection>& preds, double conf, int max_det);
+
 // Per-prediction match result for one image: bit t of tp[i] is set when
 // prediction i (index into `preds`, which must already be in the order that
 // defines "lowest index") is a true positive at kIouThresholds[t].

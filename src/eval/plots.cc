@@ -51,16 +51,6 @@ std::string ResultClassName(const EvalResult& r, size_t row) {
   return c.name.empty() ? std::to_string(c.class_id) : c.name;
 }
 
-std::vector<double> MeanRows(const std::vector<std::vector<double>>& rows, size_t n) {
-  std::vector<double> m(n, 0.0);
-  if (rows.empty()) return m;
-  for (const auto& row : rows) {
-    for (size_t k = 0; k < n && k < row.size(); ++k) m[k] += row[k];
-  }
-  for (double& v : m) v /= double(rows.size());
-  return m;
-}
-
 }  // namespace
 
 Result<std::string> RenderPrCurve(const EvalResult& r) {
@@ -77,7 +67,7 @@ Result<std::string> RenderPrCurve(const EvalResult& r) {
         legend.push_back({ResultClassName(r, i) + " " + Fixed(r.classes[i].ap50, 3), color, 2});
       }
     }
-    ax.Line(x, MeanRows(r.curves.pr, x.size()), kMean, 3);
+    ax.Line(x, MeanCurvesOf(r).pr_precision, kMean, 3);
     legend.push_back({"all classes " + Fixed(r.map50, 3) + " mAP@0.5", kMean, 3});
     ax.Legend(legend);
     return ax.Image();
@@ -103,7 +93,10 @@ Result<std::string> RenderConfidenceCurve(const EvalResult& r, ConfidenceCurve w
       if (per_class_legend) legend.push_back({ResultClassName(r, i), color, 2});
     }
     // The mean curve is drawn smoothed (5% box filter), as the reference plots do.
-    const std::vector<double> mean = SmoothBox(MeanRows(rows, x.size()), 0.05);
+    const MeanCurves means = MeanCurvesOf(r);
+    const std::vector<double>& mean = which == ConfidenceCurve::kF1          ? means.f1
+                                      : which == ConfidenceCurve::kPrecision ? means.precision
+                                                                             : means.recall;
     ax.Line(x, mean, kMean, 3);
     if (!mean.empty()) {
       const size_t best = size_t(std::max_element(mean.begin(), mean.end()) - mean.begin());

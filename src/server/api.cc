@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/parse.h"
 #include "server/api_dataset_images.h"
+#include "server/api_evaluations.h"
 #include "server/api_exports.h"
 #include "server/api_metrics.h"
 #include "server/api_system.h"
@@ -368,6 +369,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddMetricRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddExportRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddSystemRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddEvaluationRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
   const json doc = OpenApiDocument(r);
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},

@@ -107,6 +107,38 @@ TEST_F(DatasetEvalTest, PerfectYoloTxtPredictionsScoreTheMaximum) {
   EXPECT_DOUBLE_EQ(rec["settings"]["conf"].get<double>(), 0.001);
   EXPECT_EQ(rec["settings"]["max_det"].get<int>(), 300);
   EXPECT_NEAR(rec["metrics"]["map50"].get<double>(), 0.995, 1e-12);
+  // The mean curves the plots draw, at 101 points; at x = k/100 they
+  // interpolate the 1000-point curves (the plots' own samples).
+  const nlohmann::json& curves = rec["metrics"]["curves"];
+  ASSERT_EQ(curves["pr"]["recall"].size(), 101u);
+  ASSERT_EQ(curves["f1"].size(), 101u);
+  EXPECT_DOUBLE_EQ(curves["confidence"][50].get<double>(), 0.5);
+  const MeanCurves full = MeanCurvesOf(*r);
+  ASSERT_EQ(full.f1.size(), r->curves.x.size());
+  EXPECT_DOUBLE_EQ(curves["f1"][0].get<double>(), full.f1[0]);
+  EXPECT_DOUBLE_EQ(curves["f1"][100].get<double>(), full.f1.back());
+  EXPECT_DOUBLE_EQ(curves["pr"]["precision"][0].get<double>(), full.pr_precision[0]);
+  EXPECT_NEAR(curves["pr"]["precision"][50].get<double>(), 1.0, 1e-9) << "perfect predictions";
+  // The stored metrics read back into the EvalResult compare's deltas take.
+  auto back = EvalResultFromJson(rec["metrics"]);
+  ASSERT_TRUE(back.IsOk()) << back.GetStatus().ToString();
+  nlohmann::json want = EvalResultToJson(*r), got = EvalResultToJson(*back);
+  want.erase("errors");  // error counts stay in the record's JSON
+  got.erase("errors");
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(back->confusion.Counts(), r->confusion.Counts());
+  EXPECT_EQ(back->classes.size(), r->classes.size());
+  EXPECT_DOUBLE_EQ(back->map5095, r->map5095);
+  EXPECT_EQ(back->settings.class_names, r->settings.class_names);
+  EXPECT_FALSE(EvalResultFromJson(nlohmann::json{{"images", 1}}).IsOk());
+  // Each match of MatchImage is one count of ProcessImage.
+  const auto kept = ScoredPredictions(p->per_image[0], 0.001, 300);
+  ConfusionMatrix cm(3, 0.25, 0.45);
+  cm.ProcessImage(s->images[0].labels, kept);
+  std::vector<int64_t> counts(16, 0);
+  for (const ConfusionMatch& m : cm.MatchImage(s->images[0].labels, kept))
+    ++counts[size_t(m.row * 4 + m.col)];
+  EXPECT_EQ(counts, cm.Counts());
 }
 
 TEST_F(DatasetEvalTest, NanCoordinateNamesFileLineAndField) {
