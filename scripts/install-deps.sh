@@ -15,6 +15,7 @@ PACKAGES=(
   nlohmann-json3-dev libspdlog-dev libcli11-dev libyaml-cpp-dev libpugixml-dev
   libcurl4-openssl-dev               # webhooks
   libboost-dev                       # Boost.Beast/Asio (header-only): the HTTP server (src/server)
+  libarchive-dev                     # zip uploads unpacked under limits (src/server/upload_archive.cc)
   python3                            # test tooling only (tools/soak), never the product
   python3-torch                      # test tooling only: tools/gpu's PyTorch reference (ctest gpu_reference_matches_kestrel)
   chromium                           # the web UI's browser test (tests/web, playwright-core drives it)

@@ -46,6 +46,7 @@ LIBRARIES = {
     "curl": ["curl/"],
     "boost": ["boost/"],
     "onnx": ["onnx/"],
+    "libarchive": ["archive.h", "archive_entry.h"],
 }
 
 # C and POSIX headers used with a ".h" (C++ standard headers have no dot).

@@ -120,6 +120,12 @@ class FindingImageIndex {
     }
   }
 
+  // The entry at manifest path `path` (or a '/'-bounded suffix of it) in
+  // `split`, else in any split; -1 when none.
+  int64_t ResolveInSplit(const std::string& path, const std::string& split) const {
+    return BySuffix(by_path_, path, split + "/");
+  }
+
   int64_t Resolve(const std::string& file, const std::string& message) const {
     if (!file.empty()) {
       if (int64_t i = BySuffix(by_path_, file, file); i >= 0) return i;
@@ -169,6 +175,55 @@ class FindingImageIndex {
   const data::Manifest& m_;
   Index by_path_, by_stem_;
 };
+
+// The two images of a near-duplicate or leakage finding, read back from its
+// message as data/analyze.cc writes it: "...: P1 (split) and P2 (split),
+// pHash distance N", where P1 is the finding's file.
+struct PairPaths {
+  std::string a, a_split, b, b_split;
+  int64_t distance = -1;
+};
+std::optional<PairPaths> ParsePairMessage(const std::string& file, const std::string& message) {
+  if (file.empty()) return std::nullopt;
+  const size_t pos = message.find(": " + file + " (");
+  if (pos == std::string::npos) return std::nullopt;
+  PairPaths p;
+  p.a = file;
+  const size_t split_at = pos + 2 + file.size() + 2;
+  const size_t and_at = message.find(") and ", split_at);
+  const std::string tail = ", pHash distance ";
+  const size_t tail_at = message.rfind(tail);
+  if (and_at == std::string::npos || tail_at == std::string::npos || tail_at < and_at + 6)
+    return std::nullopt;
+  p.a_split = message.substr(split_at, and_at - split_at);
+  const std::string second = message.substr(and_at + 6, tail_at - and_at - 6);  // "P2 (split)"
+  const size_t paren = second.rfind(" (");
+  if (paren == std::string::npos || second.back() != ')') return std::nullopt;
+  p.b = second.substr(0, paren);
+  p.b_split = second.substr(paren + 2, second.size() - paren - 3);
+  const std::string digits = message.substr(tail_at + tail.size());
+  if (digits.empty() || digits.size() > 2 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  p.distance = std::stoll(digits);
+  return p;
+}
+
+// The per-class instance counts of a version's stored summary (all splits),
+// by class name; empty for a record without a readable summary.
+std::vector<std::pair<std::string, int64_t>> ClassCounts(const store::DatasetVersionRecord& r) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  auto summary = nlohmann::json::parse(r.summary_json, nullptr, false);
+  if (!summary.is_object() || !summary.contains("classes") || !summary["classes"].is_array()) return out;
+  for (const auto& c : summary["classes"]) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) continue;
+    int64_t n = 0;
+    for (const char* split : {"train", "val", "test"})
+      if (c.contains(split) && c[split].is_number_integer()) n += c[split].get<int64_t>();
+    out.emplace_back(c["name"].get<std::string>(), n);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -242,6 +297,7 @@ Result<DatasetImagesPage> Datasets::Images(const DatasetImagesRequest& req) {
   page.limit = req.limit;
   for (const auto& e : m.entries) {
     if (split && e.split != *split) continue;
+    if (!req.path.empty() && e.path != req.path) continue;
     if (cls &&
         std::none_of(e.boxes.begin(), e.boxes.end(), [&](const data::Box& b) { return b.cls == *cls; }))
       continue;
@@ -302,6 +358,18 @@ Result<DatasetFindingsPage> Datasets::Findings(const DatasetFindingsRequest& req
         const int64_t i = index.Resolve(Text(f, "file"), Text(f, "message"));
         row["image"] =
             i < 0 ? nlohmann::json(nullptr) : DatasetImageJson(v.manifest.entries[static_cast<size_t>(i)]);
+        row["pair"] = nullptr;
+        if (check == "split.leakage" || check == "image.near_duplicate") {
+          if (auto pp = ParsePairMessage(Text(f, "file"), Text(f, "message")); pp) {
+            const int64_t ia = index.ResolveInSplit(pp->a, pp->a_split);
+            const int64_t ib = index.ResolveInSplit(pp->b, pp->b_split);
+            if (ia >= 0 && ib >= 0) {
+              row["pair"] = {{"distance", pp->distance},
+                             {"a", DatasetImageJson(v.manifest.entries[static_cast<size_t>(ia)])},
+                             {"b", DatasetImageJson(v.manifest.entries[static_cast<size_t>(ib)])}};
+            }
+          }
+        }
         page.findings.push_back(std::move(row));
       }
       ++page.total;
@@ -396,10 +464,32 @@ nlohmann::json DatasetShowJson(const data::VersionView& v) {
           {"report", v.report}};
 }
 
+nlohmann::json DatasetDiffClasses(const DatasetDiff& d) {
+  const auto ca = ClassCounts(d.a);
+  const auto cb = ClassCounts(d.b);
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<int64_t, int64_t>> counts;
+  for (const auto& [name, n] : ca) {
+    if (!counts.count(name)) order.push_back(name);
+    counts[name].first = n;
+  }
+  for (const auto& [name, n] : cb) {
+    if (!counts.count(name)) order.push_back(name);
+    counts[name].second = n;
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& name : order) {
+    const auto [a, b] = counts[name];
+    out.push_back({{"name", name}, {"a", a}, {"b", b}, {"delta", b - a}});
+  }
+  return out;
+}
+
 nlohmann::json DatasetDiffJson(const DatasetDiff& d) {
   nlohmann::json j = d.diff.ToJson();
   j["a"] = DatasetVersionJson(d.a);
   j["b"] = DatasetVersionJson(d.b);
+  j["classes"] = DatasetDiffClasses(d);
   return j;
 }
 

@@ -65,6 +65,7 @@ struct DatasetImagesRequest {
   std::string spec;   // NAME or NAME@VERSION
   std::string split;  // "" = every split; else train, val or test
   std::string cls;    // "" = every image; else a class name or id: images with a box of it
+  std::string path;   // "" = every image; else only the image(s) at this manifest path
   int64_t offset = 0;
   int64_t limit = 48;  // [1, kMaxLimit]
 };
@@ -161,8 +162,13 @@ nlohmann::json DatasetImportJson(const data::ImportResult& r);
 nlohmann::json DatasetValidationJson(const DatasetValidation& v);
 // {"version": DatasetVersionJson, "names", "summary", "report"}.
 nlohmann::json DatasetShowJson(const data::VersionView& v);
-// data::ManifestDiff's fields + {"a", "b": DatasetVersionJson}.
+// data::ManifestDiff's fields + {"a", "b": DatasetVersionJson, "classes":
+// DatasetDiffClasses}.
 nlohmann::json DatasetDiffJson(const DatasetDiff& d);
+// Instances per class in a and b (all splits, from the versions' stored
+// summaries), matched by class name: [{"name", "a", "b", "delta" (b - a)}],
+// a's classes in order, then b's new ones (0 where a version lacks one).
+nlohmann::json DatasetDiffClasses(const DatasetDiff& d);
 // {"out", "format"}.
 nlohmann::json DatasetExportJson(const DatasetExport& e);
 // {"out", "augmented"}.
@@ -175,7 +181,9 @@ nlohmann::json DatasetImageJson(const data::ManifestEntry& e);
 nlohmann::json DatasetImagesPageJson(const DatasetImagesPage& p);
 // {"version", "checks", "total", "offset", "limit", "next_offset",
 // "findings": [{severity, check, file, line, field, message, action,
-// "image": DatasetImageJson or null}]}.
+// "image": DatasetImageJson or null, "pair": null, or for a near-duplicate
+// or leakage finding (image.near_duplicate, split.leakage) both images:
+// {"distance" (pHash Hamming), "a", "b": DatasetImageJson}}]}.
 nlohmann::json DatasetFindingsPageJson(const DatasetFindingsPage& p);
 
 // "image/jpeg", "image/png", "image/gif", "image/bmp", "image/webp",

@@ -79,7 +79,8 @@ std::string ShowText(const data::VersionView& v) {
   return out;
 }
 
-std::string DiffText(const std::string& a, const std::string& b, const data::ManifestDiff& d) {
+std::string DiffText(const std::string& a, const std::string& b, const data::ManifestDiff& d,
+                     const nlohmann::json& classes) {
   std::string out = "diff " + a + " -> " + b + "\n";
   auto section = [&](const char* title, const std::vector<std::string>& items, char mark) {
     out += "  " + std::string(title) + ": " + std::to_string(items.size()) + "\n";
@@ -93,6 +94,13 @@ std::string DiffText(const std::string& a, const std::string& b, const data::Man
   section("labels changed", d.labels_changed, '~');
   section("moved between splits", d.split_moved, '>');
   if (d.names_changed) out += "  class names changed\n";
+  for (const auto& c : classes) {
+    const int64_t delta = c["delta"].get<int64_t>();
+    if (delta == 0) continue;
+    out += "  instances of " + c["name"].get<std::string>() + ": " + std::to_string(c["a"].get<int64_t>()) +
+           " -> " + std::to_string(c["b"].get<int64_t>()) + " (" + (delta > 0 ? "+" : "") +
+           std::to_string(delta) + ")\n";
+  }
   return out;
 }
 
@@ -246,7 +254,8 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, d.GetStatus());
       return;
     }
-    *exit_code = Emit(ctx, DiffText(*diff_a, *diff_b, d->diff), Ok(app::DatasetDiffJson(*d)));
+    *exit_code = Emit(ctx, DiffText(*diff_a, *diff_b, d->diff, app::DatasetDiffClasses(*d)),
+                      Ok(app::DatasetDiffJson(*d)));
   });
 
   struct ExportState {

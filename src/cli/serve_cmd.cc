@@ -36,6 +36,11 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("--web-dir", o->web_dir,
                   "the web UI's built files (default: web/dist of the build tree this executable is in, "
                   "when scripts/build-web.sh has built it)");
+  cmd->add_option_function<int64_t>(
+         "--max-upload-mb", [o](const int64_t& mb) { o->upload_limit_bytes = mb << 20; },
+         "the largest zip POST /api/datasets/upload takes, in MiB (413 beyond; it may unpack to 4x that)")
+      ->default_str(std::to_string(o->upload_limit_bytes >> 20))
+      ->check(IntArg(1, 1 << 20));
   cmd->callback([&ctx, exit_code, o, workers] {
     // The workers first: a child inherits the signal mask blocked below, and
     // a worker must get the SIGTERM passed on to it. (A signal before the

@@ -133,7 +133,8 @@ Result<ImportResult> Registry::ImportAnalyzed(const std::string& path, const std
   rec.num_images = static_cast<int64_t>(entries.size());
   rec.num_boxes = a.report.boxes;
   rec.num_classes = static_cast<int>(a.manifest.names.size());
-  rec.source = a.report.format + ":" + EscapeInvalidUtf8(path);
+  rec.source =
+      a.report.format + ":" + EscapeInvalidUtf8(opts.source_label.empty() ? path : opts.source_label);
   rec.summary_json = std::move(summary_json);
   ImportResult out;
   KESTREL_ASSIGN_OR_RETURN(out.record, meta_.AddDatasetVersion(rec, &out.created));

@@ -40,6 +40,10 @@ struct ImportOptions {
   double tiny_object_px = 8.0;           // min side below this (at imgsz) = tiny
   double imbalance_ratio = 20.0;         // warn when max/min class count exceeds it
   int threads = 0;                       // 0 = all cores
+  // Not a command-line key: what the version's source records after the
+  // format ("" = the path read). An upload's unpacked folder is temporary,
+  // so the server records "upload:FILE" instead.
+  std::string source_label;
 
   void Bind(OptionSet& s);
 };

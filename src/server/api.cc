@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/parse.h"
 #include "server/api_dataset_images.h"
+#include "server/api_dataset_upload.h"
 #include "server/api_evaluations.h"
 #include "server/api_exports.h"
 #include "server/api_metrics.h"
@@ -327,6 +328,12 @@ json OpenApiDocument(const Router& router) {
                            {"description", doc.body},
                            {"content", {{"application/json", {{"schema", {{"type", "object"}}}}}}}};
     }
+    if (!doc.upload.empty()) {
+      op["requestBody"] = {
+          {"required", true},
+          {"description", doc.body},
+          {"content", {{doc.upload, {{"schema", {{"type", "string"}, {"contentMediaType", doc.upload}}}}}}}};
+    }
   };
   for (const auto& r : router.Routes()) {
     if (!r.doc.summary.empty()) add(r.method, r.pattern, r.doc);
@@ -371,6 +378,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddSystemRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddEvaluationRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddDatasetUploadRoutes(r, ctx));
   const json doc = OpenApiDocument(r);
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},
                                 [doc](const Request&, const PathParams&) { return JsonResponse(doc); }));
@@ -384,6 +392,10 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, con
   s->blobs_ = std::make_unique<store::ArtifactStore>(home);
   s->ctx_ = std::make_unique<ApiContext>(ApiContext{*s->meta_, *s->blobs_, s->metrics_, home});
   s->ctx_->public_read = options.public_read;
+  ServerOptions http_options = options;
+  if (http_options.upload_dir.empty()) http_options.upload_dir = home + "/uploads";
+  s->ctx_->upload_dir = http_options.upload_dir;
+  s->ctx_->upload_limit_bytes = http_options.upload_limit_bytes;
   KESTREL_ASSIGN_OR_RETURN(s->ctx_->data_roots, DataRoots::Open(options.data_roots));
   KESTREL_ASSIGN_OR_RETURN(Router router, BuildApiRouter(*s->ctx_));
   s->router_ = std::make_unique<Router>(std::move(router));
@@ -391,7 +403,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, con
     KESTREL_ASSIGN_OR_RETURN(StaticFiles files, StaticFiles::Open(options.web_dir));
     s->router_->SetFallback([files](const Request& req, const PathParams&) { return files.Serve(req); });
   }
-  KESTREL_ASSIGN_OR_RETURN(s->http_, HttpServer::Start(options, *s->router_, s->metrics_));
+  KESTREL_ASSIGN_OR_RETURN(s->http_, HttpServer::Start(http_options, *s->router_, s->metrics_));
   return s;
 }
 

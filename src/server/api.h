@@ -34,6 +34,12 @@ struct ApiContext {
   // The largest export file GET /api/models/{ref}/exports/{id}/file serves
   // (it is read whole into the response).
   uint64_t export_file_limit = uint64_t{512} << 20;
+  // POST /api/datasets/upload: the zip's size limit (the transport's,
+  // ServerOptions::upload_limit_bytes); it may expand to 4x that, in at most
+  // upload_max_entries entries, unpacked under upload_dir.
+  int64_t upload_limit_bytes = int64_t{512} << 20;
+  int64_t upload_max_entries = 100'000;
+  std::string upload_dir;  // "" = <home>/uploads
 };
 
 // Every route of the read API, the write routes (api_write.h), /metrics, the

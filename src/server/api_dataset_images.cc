@@ -36,6 +36,7 @@ Status AddDatasetImageRoutes(Router& router, ApiContext& ctx) {
        "normalized centre and size, for the client to draw; manifest order",
        {{"split", "only this split: train, val or test"},
         {"class", "only images with a box of this class (a name or an id)"},
+        {"path", "only the image at this manifest path (as the diff and findings routes name it)"},
         {"offset", "skip this many matching images (default 0); the response's next_offset is the next page"},
         {"limit", "at most this many images, 1.." + std::to_string(app::DatasetImagesRequest::kMaxLimit) +
                       " (default 48)"}}},
@@ -44,6 +45,7 @@ Status AddDatasetImageRoutes(Router& router, ApiContext& ctx) {
         r.spec = p.at("name");
         r.split = Query(req, "split");
         r.cls = Query(req, "class");
+        r.path = Query(req, "path");
         auto offset = QueryInt(req, "offset", r.offset);
         if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
         auto limit = QueryInt(req, "limit", r.limit);
@@ -77,6 +79,37 @@ Status AddDatasetImageRoutes(Router& router, ApiContext& ctx) {
         }
         r.body = std::move(img->bytes);
         return r;
+      }));
+  KESTREL_RETURN_IF_ERROR(router.Add(
+      "GET", "/api/datasets/{name}/diff",
+      {"Images and labels added, removed or changed between two versions of a dataset, and instances per "
+       "class in each (`kestrel dataset diff NAME@A NAME@B --json`)",
+       {{"a", "the older version: vN or a version id prefix (required)"},
+        {"b", "the newer version: vN or a version id prefix (required)"}}},
+      [&ctx](const Request& req, const PathParams& p) {
+        const std::string& name = p.at("name");
+        if (name.find('@') != std::string::npos) {
+          return ErrorResponse(
+              Status::InvalidArgument("the diff route takes a dataset name; the versions are ?a= and ?b=",
+                                      {app::kRequestFile, 0, "name"}));
+        }
+        std::string spec[2];
+        const char* keys[2] = {"a", "b"};
+        for (int i = 0; i < 2; ++i) {
+          const std::string v = Query(req, keys[i]);
+          if (v.empty() || v.find('@') != std::string::npos) {
+            return ErrorResponse(Status::InvalidArgument(
+                std::string("query parameter ") + keys[i] + " must name a version of " + name +
+                    " (vN or a version id prefix)" + (v.empty() ? ", it is missing" : ", got '" + v + "'"),
+                {app::kRequestFile, 0, keys[i]}));
+          }
+          spec[i] = name + "@" + v;
+        }
+        auto d = app::Datasets(ctx.meta, ctx.blobs).Diff(spec[0], spec[1]);
+        if (!d.IsOk()) return ErrorResponse(d.GetStatus());
+        nlohmann::json doc = app::DatasetDiffJson(*d);
+        doc["ok"] = true;  // the CLI's --json document, "ok" included
+        return JsonResponse(doc);
       }));
   return router.Add(
       "GET", "/api/datasets/{name}/findings",

@@ -168,9 +168,15 @@ Response ImportDataset(ApiContext& ctx, const Request& req) {
   auto path = ctx.data_roots.Resolve((*body)["path"].get<std::string>());
   if (!path.IsOk()) return ErrorResponse(path.GetStatus());
   ConfinedEnv env(Env::Default(), ctx.data_roots, ctx.home);
+  return ImportDatasetResponse(ctx, env, *path, (*body)["name"].get<std::string>(), opts);
+}
+
+}  // namespace
+
+Response ImportDatasetResponse(ApiContext& ctx, Env& env, const std::string& path, const std::string& name,
+                               const data::ImportOptions& opts) {
   data::ValidationReport report;
-  auto r = app::Datasets(ctx.meta, ctx.blobs, env)
-               .Import(*path, (*body)["name"].get<std::string>(), opts, &report);
+  auto r = app::Datasets(ctx.meta, ctx.blobs, env).Import(path, name, opts, &report);
   if (!r.IsOk()) {
     Response err = ErrorResponse(r.GetStatus());
     if (report.source.empty()) return err;
@@ -185,8 +191,6 @@ Response ImportDataset(ApiContext& ctx, const Request& req) {
   doc["ok"] = true;
   return JsonResponse(doc, r->created ? 201 : 200);
 }
-
-}  // namespace
 
 Status AddWriteRoutes(Router& r, ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(r.Add(

@@ -5,6 +5,10 @@
 // the router's authorizer (auth.h) lets only read-write tokens through.
 #pragma once
 
+#include <string>
+
+#include "app/datasets.h"
+#include "core/env.h"
 #include "core/status.h"
 #include "server/api.h"
 #include "server/router.h"
@@ -15,5 +19,13 @@ namespace kestrel::server {
 // POST /api/models/{ref}/tags, DELETE /api/models/{ref}/tags/{tag} and
 // POST /api/datasets/import (from the data roots only, data_roots.h).
 Status AddWriteRoutes(Router& r, ApiContext& ctx);
+
+// `dataset import PATH --name NAME` of a `path` the caller has checked,
+// read through `env`: 201 (new version) or 200 (identical content stored
+// already) with the command's --json document, else its error document
+// plus "report" (the validation report) when the source was read. Shared by
+// POST /api/datasets/import and POST /api/datasets/upload.
+Response ImportDatasetResponse(ApiContext& ctx, Env& env, const std::string& path, const std::string& name,
+                               const data::ImportOptions& opts);
 
 }  // namespace kestrel::server

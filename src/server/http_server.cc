@@ -2,18 +2,24 @@
 // headers cost seconds per translation unit, and nothing outside needs them.
 #include "server/http_server.h"
 
+#include <unistd.h>
+
 #include <array>
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/file_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cctype>
 #include <chrono>
+#include <filesystem>
+#include <limits>
 #include <list>
 #include <optional>
 #include <thread>
@@ -75,13 +81,130 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
+  // The header first: the body's limit depends on the route (an upload
+  // route's body goes to a file, with its own limit), so OnHeader sets it.
   void Read() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_.options.header_limit_bytes));
-    parser_->body_limit(static_cast<std::uint64_t>(server_.options.body_limit_bytes));
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     stream_.expires_after(Ms(server_.options.request_timeout_ms));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (closed_) return;
+    if (ec) {
+      OnRead(ec);
+      return;
+    }
+    const auto& msg = parser_->get();
+    Request head;
+    head.method = std::string(msg.method_string());
+    const bool upload = !server_.options.upload_dir.empty() &&
+                        ParseTarget(std::string(msg.target()), &head.path, &head.query) &&
+                        server_.router.TakesUpload(head.method, head.path);
+    limit_ = upload ? server_.options.upload_limit_bytes : server_.options.body_limit_bytes;
+    const auto length = parser_->content_length();
+    if (length && *length > static_cast<std::uint64_t>(limit_)) {
+      OnRead(http::error::body_limit);
+      return;
+    }
+    if (!upload) {
+      parser_->body_limit(static_cast<std::uint64_t>(limit_));
+      http::async_read(stream_, buffer_, *parser_,
+                       [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRead(ec); });
+      return;
+    }
+    // An upload: refused before its body is read when the token may not
+    // send it, else streamed to a file that is removed after the response.
+    CopyHeaders(msg, &head);
+    msg_expect_ = head.Header("expect");
+    if (auto denied = server_.router.Authorize(head)) {
+      unread_request_ = true;
+      Send(std::move(*denied), head.method, Clock::now(), false);
+      return;
+    }
+    static std::atomic<uint64_t> counter{0};
+    std::error_code fs_ec;
+    std::filesystem::create_directories(server_.options.upload_dir, fs_ec);
+    upload_file_ = server_.options.upload_dir + "/upload-" + std::to_string(::getpid()) + "-" +
+                   std::to_string(counter.fetch_add(1)) + ".part";
+    upload_parser_.emplace(std::move(*parser_));
+    parser_.reset();
+    upload_parser_->body_limit(static_cast<std::uint64_t>(limit_));
+    upload_parser_->get().body().open(upload_file_.c_str(), beast::file_mode::write, ec);
+    if (ec) {
+      upload_file_.clear();
+      unread_request_ = true;
+      Send(ErrorResponse(500, "internal", "cannot store the upload: " + ec.message()), head.method,
+           Clock::now(), false);
+      return;
+    }
+    stream_.expires_after(Ms(server_.options.upload_timeout_ms));
+    std::string expect(msg_expect_);
+    for (char& c : expect) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (expect != "100-continue") {
+      ReadUpload();
+      return;
+    }
+    // A client that asked (curl does for large bodies) sends the body only now.
+    auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
+    asio::async_write(stream_, asio::buffer(*cont),
+                      [self = shared_from_this(), cont](beast::error_code ec, std::size_t) {
+                        if (ec) {
+                          self->Close();
+                          return;
+                        }
+                        self->ReadUpload();
+                      });
+  }
+
+  void ReadUpload() {
+    http::async_read(stream_, buffer_, *upload_parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnUpload(ec); });
+  }
+
+  void OnUpload(beast::error_code ec) {
+    if (closed_) {
+      RemoveUpload();
+      return;
+    }
+    if (ec) {
+      RemoveUpload();
+      OnRead(ec);
+      return;
+    }
+    auto& msg = upload_parser_->get();
+    msg.body().close();
+    const auto start = Clock::now();
+    Request req;
+    req.method = std::string(msg.method_string());
+    ParseTarget(std::string(msg.target()), &req.path, &req.query);  // parsed once already in OnHeader
+    CopyHeaders(msg, &req);
+    req.body_file = upload_file_;
+    const bool keep_alive = msg.keep_alive();
+    Response resp = server_.router.Dispatch(req);
+    RemoveUpload();
+    upload_parser_.reset();
+    Send(std::move(resp), req.method, start, keep_alive);
+  }
+
+  void RemoveUpload() {
+    if (upload_file_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove(upload_file_, ec);
+    upload_file_.clear();
+  }
+
+  template <class Fields>
+  static void CopyHeaders(const Fields& msg, Request* req) {
+    for (const auto& f : msg) {
+      std::string name(f.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      req->headers[name] = std::string(f.value());
+    }
   }
 
   void OnRead(beast::error_code ec) {
@@ -97,9 +220,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec == http::error::body_limit) {
       unread_request_ = true;
-      Send(ErrorResponse(
-               413, "body_too_large",
-               "request body exceeds " + std::to_string(server_.options.body_limit_bytes) + " bytes"),
+      Send(ErrorResponse(413, "body_too_large", "request body exceeds " + std::to_string(limit_) + " bytes"),
            "", start, false);
       return;
     }
@@ -121,11 +242,7 @@ class Session : public std::enable_shared_from_this<Session> {
            req.method, start, false);
       return;
     }
-    for (const auto& f : msg) {
-      std::string name(f.name_string());
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      req.headers[name] = std::string(f.value());
-    }
+    CopyHeaders(msg, &req);
     req.body = msg.body();
     const bool keep_alive = msg.keep_alive();
     Response resp = server_.router.Dispatch(req);
@@ -264,6 +381,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Close() {
+    RemoveUpload();
     if (closed_) return;
     closed_ = true;
     timer_.cancel();
@@ -277,6 +395,10 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpServer::Impl& server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<http::file_body>> upload_parser_;  // an upload route's request
+  std::string upload_file_;  // where upload_parser_ writes; removed after the response
+  int64_t limit_ = 0;        // the body limit of the request being read
+  std::string msg_expect_;   // an upload's Expect header
   asio::steady_timer timer_;
   bool writing_ = false;
   bool closed_ = false;

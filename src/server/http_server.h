@@ -32,6 +32,14 @@ struct ServerOptions {
   bool public_read = false;      // read routes without a token (ApiServer; docs/server.md "Auth")
   std::string web_dir;           // the web UI's built files (static_files.h); "" serves none
   std::vector<std::string> data_roots;  // folders POST /api/datasets/import may read (data_roots.h)
+  // Upload routes (RouteDoc::upload): the body is streamed to a file in
+  // upload_dir (Request::body_file, removed after the response), up to
+  // upload_limit_bytes (larger: 413, before a byte is written when the
+  // Content-Length says so), refused before the body when the token may not
+  // write. upload_dir "" refuses uploads (413 at body_limit_bytes).
+  std::string upload_dir;
+  int64_t upload_limit_bytes = int64_t{512} << 20;
+  int64_t upload_timeout_ms = 600'000;  // to read an upload's body
 };
 
 class HttpServer {

@@ -118,6 +118,21 @@ bool Router::Matches(const std::string& method, const std::string& path) const {
   return Find(method, path, &p, nullptr) != nullptr;
 }
 
+bool Router::TakesUpload(const std::string& method, const std::string& path) const {
+  PathParams p;
+  const Route* r = Find(method, path, &p, nullptr);
+  return r != nullptr && !r->doc.upload.empty();
+}
+
+std::optional<Response> Router::Authorize(const Request& req) const {
+  PathParams p;
+  const Route* r = Find(req.method, req.path, &p, nullptr);
+  if (r == nullptr || !authorizer_ || r->doc.access == Access::kOpen) return std::nullopt;
+  std::optional<Response> denied = authorizer_(req, *r);
+  if (denied) denied->route = r->pattern;
+  return denied;
+}
+
 Response Router::Dispatch(const Request& req) const {
   PathParams params;
   std::vector<std::string> allowed;

@@ -25,6 +25,9 @@ struct Request {
   std::map<std::string, std::string> query;    // percent-decoded; a repeated key keeps its last value
   std::map<std::string, std::string> headers;  // names lowercased
   std::string body;
+  // An upload route's body (RouteDoc::upload): the file the transport
+  // streamed it to (body stays empty), removed after the response; "" else.
+  std::string body_file;
 
   // The header's value ("" when absent); `name` lowercase.
   std::string Header(const std::string& name) const;
@@ -79,6 +82,10 @@ struct RouteDoc {
   std::string content_type = "application/json";  // of the success response
   Access access = Access::kRead;
   std::string body;  // the JSON request body, described; "" = the route takes none
+  // Set (a media type, "application/zip"): the body is a file the transport
+  // streams to disk (Request::body_file) under its own size limit
+  // (ServerOptions::upload_limit_bytes), not the JSON body limit.
+  std::string upload;
 };
 
 struct Route {
@@ -102,6 +109,12 @@ class Router {
 
   // Whether some route has this method and a pattern matching `path`.
   bool Matches(const std::string& method, const std::string& path) const;
+  // Whether the route for this method and path is an upload route (RouteDoc::upload).
+  bool TakesUpload(const std::string& method, const std::string& path) const;
+  // The authorizer's answer for `req` (its headers; the body need not be
+  // read yet): std::nullopt when it may go on (or the route is kOpen or
+  // unknown: Dispatch answers those), else the 401/403 response.
+  std::optional<Response> Authorize(const Request& req) const;
 
   const std::vector<Route>& Routes() const { return routes_; }
 

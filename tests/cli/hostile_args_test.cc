@@ -369,6 +369,11 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"serve", "--data-root", X, "--port", "0"},
       {"serve", "--data-root", "", "--port", "0"},
       {"serve", "--web-dir", X, "--port", "0"},
+      {"serve", "--max-upload-mb", H, "--port", "0"},
+      {"serve", "--max-upload-mb", "0", "--port", "0"},
+      {"serve", "--max-upload-mb", "-5", "--port", "0"},
+      {"serve", "--max-upload-mb", "1e9", "--port", "0"},
+      {"serve", "--max-upload-mb", "9223372036854775807", "--port", "0"},
       // jobs
       {"jobs", "list", "--state", X},
       {"jobs", "list", "--limit", H},

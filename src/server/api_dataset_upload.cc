@@ -1,0 +1,131 @@
+#include "server/api_dataset_upload.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "app/datasets.h"
+#include "app/jobs.h"
+#include "core/env.h"
+#include "core/options.h"
+#include "server/api_write.h"
+#include "server/data_roots.h"
+#include "server/upload_archive.h"
+
+namespace kestrel::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status QueryError(const std::string& message, const std::string& field) {
+  return Status::InvalidArgument(message, {app::kRequestFile, 0, field});
+}
+
+// A fresh folder under `parent`, removed (with what is in it) when this goes.
+class TempFolder {
+ public:
+  explicit TempFolder(const std::string& parent) {
+    static std::atomic<uint64_t> counter{0};
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    path_ = parent + "/import-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
+    fs::remove_all(path_, ec);
+    ok_ = fs::create_directory(path_, ec) && !ec;
+  }
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+  bool Ok() const { return ok_; }
+  const std::string& Path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool ok_ = false;
+};
+
+// The dataset inside the unpacked zip: the folder itself, or its one
+// top-level folder when the zip wraps the dataset in one ("birds/...").
+std::string DatasetFolder(const std::string& dir) {
+  std::error_code ec;
+  std::string only;
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (++n > 1) return dir;
+    if (!e.is_directory(ec)) return dir;
+    only = e.path().string();
+  }
+  return n == 1 ? only : dir;
+}
+
+Response Upload(ApiContext& ctx, const Request& req) {
+  std::string type = req.Header("content-type");
+  type = type.substr(0, type.find(';'));
+  while (!type.empty() && type.back() == ' ') type.pop_back();
+  if (type != "application/zip" && type != "application/x-zip-compressed") {
+    return ErrorResponse(
+        415, "unsupported_media_type",
+        "the request body must be a zip archive sent as Content-Type: application/zip, got '" + type + "'",
+        "body");
+  }
+  if (req.body_file.empty())
+    return ErrorResponse(QueryError("the request body must be a zip archive; none arrived", "body"));
+  auto name = req.query.find("name");
+  if (name == req.query.end() || name->second.empty())
+    return ErrorResponse(
+        QueryError("query parameter name is required: the registry name to import as", "name"));
+  data::ImportOptions opts;
+  OptionSet set;
+  opts.Bind(set);
+  for (const auto& [k, v] : req.query) {
+    if (k == "name" || k == "filename") continue;
+    Status s = set.Set(k, v, {app::kRequestFile, 0, k});
+    if (!s.IsOk()) return ErrorResponse(s);
+  }
+  // The unpacked folder is gone after this request: the version's source
+  // names the upload instead.
+  auto filename = req.query.find("filename");
+  opts.source_label =
+      "upload:" + (filename != req.query.end() && !filename->second.empty() ? filename->second.substr(0, 200)
+                                                                            : name->second + ".zip");
+  TempFolder tmp(ctx.upload_dir.empty() ? ctx.home + "/uploads" : ctx.upload_dir);
+  if (!tmp.Ok())
+    return ErrorResponse(500, "internal", "cannot make a folder to unpack the upload in", "body");
+  ExtractLimits limits;
+  limits.max_entries = ctx.upload_max_entries;
+  limits.max_bytes = 4 * ctx.upload_limit_bytes;
+  if (Status s = ExtractZip(req.body_file, tmp.Path(), limits); !s.IsOk()) return ErrorResponse(s);
+  // The importer reads nothing outside the unpacked folder (data_roots.h):
+  // a data.yaml in the zip cannot point it at the server's files.
+  auto roots = DataRoots::Open({tmp.Path()});
+  if (!roots.IsOk()) return ErrorResponse(roots.GetStatus());
+  const std::string canonical = roots->Roots().front().path;
+  ConfinedEnv env(Env::Default(), *roots, canonical);
+  return ImportDatasetResponse(ctx, env, DatasetFolder(canonical), name->second, opts);
+}
+
+}  // namespace
+
+Status AddDatasetUploadRoutes(Router& router, ApiContext& ctx) {
+  RouteDoc doc{
+      "Import a dataset sent as a zip (`kestrel dataset import` of its unpacked folder): 201 when a new "
+      "version is stored, 200 when identical content is already the dataset's; 413 over "
+      "`serve --max-upload-mb` or when it expands past 4x that; 400 for entries with absolute or '..' "
+      "paths, links or devices; 415 for another Content-Type. The query's other parameters are "
+      "`dataset import`'s options (val_ratio=0.1, allow_errors=true, ...)",
+      {{"name", "the registry name to import as (required)"},
+       {"filename", "the zip's file name, recorded as the version's source (upload:FILE; default NAME.zip)"}},
+      "application/json",
+      Access::kWrite,
+      "the zip file: a dataset folder (YOLO, COCO or VOC), at the top or in one top-level folder"};
+  doc.upload = "application/zip";
+  return router.Add("POST", "/api/datasets/upload", doc,
+                    [&ctx](const Request& req, const PathParams&) { return Upload(ctx, req); });
+}
+
+}  // namespace kestrel::server

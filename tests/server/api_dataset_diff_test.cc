@@ -1,0 +1,150 @@
+// GET /api/datasets/{name}/diff and the findings route's pairs over real
+// HTTP on loopback (docs/server.md "Dataset images"): the diff route's
+// document is `kestrel dataset diff --json`'s (the app view the CLI prints,
+// "ok" included), with per-class instance counts; bad version parameters
+// name the field; a train/val leakage finding carries both images (sha, path,
+// split, boxes) so the UI can show them side by side; the images route's
+// path filter.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "app/datasets.h"
+#include "birds_home.h"
+#include "http_client.h"
+#include "server/api.h"
+
+namespace kestrel::server {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::Get;
+using testing::HttpReply;
+
+class DatasetDiffTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::OpenHomeWithBirds("kestrel_dsdiff_", 6, &dir_, &home_, &meta_, &blobs_);
+    if (HasFatalFailure()) return;
+    // v2: one train image removed, one train label changed, and a train
+    // image copied into val (added, and a train/val leakage pair).
+    const fs::path synth = dir_ / "synth";
+    std::vector<std::string> train;
+    for (const auto& e : fs::directory_iterator(synth / "images" / "train"))
+      train.push_back(e.path().stem().string());
+    std::sort(train.begin(), train.end());
+    ASSERT_GE(train.size(), 3u);
+    const std::string ext = ".jpg";
+    ASSERT_TRUE(fs::exists(synth / "images" / "train" / (train[0] + ext)));
+    fs::remove(synth / "images" / "train" / (train[0] + ext));
+    fs::remove(synth / "labels" / "train" / (train[0] + ".txt"));
+    std::ofstream(synth / "labels" / "train" / (train[1] + ".txt"), std::ios::app) << "1 0.5 0.5 0.2 0.2\n";
+    fs::copy_file(synth / "images" / "train" / (train[2] + ext), synth / "images" / "val" / ("copy" + ext));
+    fs::copy_file(synth / "labels" / "train" / (train[2] + ".txt"), synth / "labels" / "val" / "copy.txt");
+    removed_ = "train/" + train[0] + ext;  // split/path, the path relative to the split's images
+    auto v2 = app::Datasets(*meta_, *blobs_).Import(synth.string(), "birds", {});
+    ASSERT_TRUE(v2.IsOk()) << v2.GetStatus().ToString();
+    ASSERT_EQ(v2->record.seq, 2);
+
+    ServerOptions o;
+    o.port = 0;
+    o.request_timeout_ms = 2000;
+    o.public_read = true;
+    auto srv = ApiServer::Start(home_, o);
+    ASSERT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
+    server_ = std::move(srv).Value();
+  }
+  void TearDown() override {
+    server_.reset();
+    meta_.reset();
+    fs::remove_all(dir_);
+  }
+  json GetJson(const std::string& target, int status = 200) {
+    HttpReply r = Get(server_->Port(), target);
+    EXPECT_EQ(r.status, status) << target << ": " << r.body;
+    auto j = json::parse(r.body, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << target << ": " << r.body;
+    return j;
+  }
+
+  fs::path dir_;
+  std::string home_;
+  std::string removed_;
+  std::unique_ptr<store::MetadataStore> meta_;
+  std::unique_ptr<store::ArtifactStore> blobs_;
+  std::unique_ptr<ApiServer> server_;
+};
+
+TEST_F(DatasetDiffTest, DiffRouteIsTheCliDocument) {
+  auto d = app::Datasets(*meta_, *blobs_).Diff("birds@v1", "birds@v2");
+  ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
+  json cli = app::DatasetDiffJson(*d);
+  cli["ok"] = true;  // what `kestrel dataset diff birds@v1 birds@v2 --json` prints
+  json doc = GetJson("/api/datasets/birds/diff?a=v1&b=v2");
+  EXPECT_EQ(doc, cli);
+  EXPECT_EQ(doc["removed"], json::array({removed_}));
+  EXPECT_EQ(doc["added"], json::array({"val/copy.jpg"}));
+  EXPECT_EQ(doc["labels_changed"].size(), 1u);
+  EXPECT_EQ(doc["a"]["version"], "v1");
+  EXPECT_EQ(doc["b"]["version"], "v2");
+  // Instances per class: b - a over all splits, equal to the versions' counts.
+  int64_t delta = 0;
+  for (const auto& c : doc["classes"]) {
+    EXPECT_EQ(c["delta"].get<int64_t>(), c["b"].get<int64_t>() - c["a"].get<int64_t>());
+    delta += c["delta"].get<int64_t>();
+  }
+  EXPECT_EQ(delta, doc["b"]["num_boxes"].get<int64_t>() - doc["a"]["num_boxes"].get<int64_t>());
+  // A version id prefix works as vN does.
+  const std::string id = doc["a"]["version_id"].get<std::string>().substr(0, 10);
+  EXPECT_EQ(GetJson("/api/datasets/birds/diff?a=" + id + "&b=v2"), cli);
+}
+
+TEST_F(DatasetDiffTest, BadVersionsNameTheField) {
+  for (const auto& [target, field] :
+       std::vector<std::pair<std::string, std::string>>{{"/api/datasets/birds/diff?b=v2", "a"},
+                                                        {"/api/datasets/birds/diff?a=v1", "b"},
+                                                        {"/api/datasets/birds/diff?a=v1&b=fish@v1", "b"}}) {
+    json doc = GetJson(target, 400);
+    EXPECT_EQ(doc["error"]["field"], field) << target << ": " << doc.dump();
+  }
+  json missing = GetJson("/api/datasets/birds/diff?a=v1&b=v9", 404);
+  EXPECT_EQ(missing["error"]["code"], "not_found");
+  GetJson("/api/datasets/nosuch/diff?a=v1&b=v2", 404);
+}
+
+TEST_F(DatasetDiffTest, LeakageFindingCarriesBothImages) {
+  json page = GetJson("/api/datasets/birds@v2/findings?check=split.leakage");
+  ASSERT_GE(page["findings"].size(), 1u) << page.dump();
+  const json& f = page["findings"][0];
+  ASSERT_TRUE(f["pair"].is_object()) << f.dump();
+  const json& a = f["pair"]["a"];
+  const json& b = f["pair"]["b"];
+  EXPECT_EQ(a["sha"], b["sha"]);  // the val image is a byte copy
+  EXPECT_NE(a["split"], b["split"]);
+  EXPECT_EQ(f["pair"]["distance"], 0);
+  std::set<std::string> paths{a["path"].get<std::string>(), b["path"].get<std::string>()};
+  EXPECT_TRUE(paths.count("copy.jpg")) << f.dump();
+  EXPECT_EQ(f["image"], a);
+  EXPECT_FALSE(a["boxes"].empty());
+  // Other findings have no pair.
+  json all = GetJson("/api/datasets/birds@v2/findings");
+  for (const auto& g : all["findings"]) {
+    if (g["check"] != "split.leakage" && g["check"] != "image.near_duplicate") {
+      EXPECT_TRUE(g["pair"].is_null()) << g.dump();
+    }
+  }
+  // The images route finds each by its path and split.
+  json one = GetJson("/api/datasets/birds@v2/images?split=val&path=copy.jpg");
+  ASSERT_EQ(one["images"].size(), 1u);
+  EXPECT_EQ(one["images"][0]["sha"], a["sha"]);
+  EXPECT_EQ(GetJson("/api/datasets/birds@v2/images?path=nope.jpg")["total"], 0);
+}
+
+}  // namespace
+}  // namespace kestrel::server

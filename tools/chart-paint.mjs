@@ -1,0 +1,241 @@
+#!/usr/bin/env node
+// Browser benchmark of a job page's training charts (not a test;
+// docs/server.md "Performance"), in Debian's Chromium driven by
+// playwright-core (web/node_modules) as tests/web/ui.test.mjs does:
+//
+//  1. first paint: a job with SERIES step series x POINTS points each (one
+//     metric event per step carrying every series' value, written through
+//     the store by bench/serve_load's kestrel_bench_event_writer); the time
+//     from navigation start to the iteration chart's first rendered frame
+//     (the `echart-painted:Iteration losses` performance mark that
+//     web/src/components/EChart.vue sets on ECharts' first "finished"),
+//     over --runs fresh page loads, twice: the page as it is (its event
+//     stream replays every event of the job, 500 per poll) and with the
+//     page's stream request redirected to start after the history (what
+//     the charts' metrics load already covers), which times the charts
+//     alone;
+//  2. live latency: on that page (its stream caught up), --samples metric
+//     events appended one at a time at random moments; for each, the time
+//     from the event's created_ms (its write) to the chart's option
+//     holding its point (polled every animation frame), p50/p95/max.
+//
+//   node tools/chart-paint.mjs [--series 20] [--points 100000] [--runs 5]
+//        [--samples 20] [--json report.json] [--kestrel build/src/cli/kestrel]
+//        [--writer build/bench/serve_load/kestrel_bench_event_writer]
+//        [--dist build/web/dist]
+// Exits 0 after printing the figures, 2 on a setup error (77: no chromium
+// or web/node_modules).
+import { execFileSync, spawn } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import readline from 'node:readline'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const opts = {
+  series: 20,
+  points: 100000,
+  runs: 5,
+  samples: 20,
+  json: '',
+  kestrel: path.join(repo, 'build/src/cli/kestrel'),
+  writer: path.join(repo, 'build/bench/serve_load/kestrel_bench_event_writer'),
+  dist: path.join(repo, 'build/web/dist'),
+  modules: path.join(repo, 'web/node_modules'),
+  chromium: '/usr/bin/chromium',
+}
+for (let i = 2; i < process.argv.length; i += 2) {
+  const k = process.argv[i].replace(/^--/, '')
+  if (!(k in opts) || i + 1 >= process.argv.length) {
+    console.error(`chart-paint: unknown or incomplete option '${process.argv[i]}'`)
+    process.exit(2)
+  }
+  opts[k] = typeof opts[k] === 'number' ? Number(process.argv[i + 1]) : process.argv[i + 1]
+  if (typeof opts[k] === 'number' && !(opts[k] >= 1)) {
+    console.error(`chart-paint: --${k} must be a number >= 1`)
+    process.exit(2)
+  }
+}
+if (!fs.existsSync(opts.chromium) || !fs.existsSync(path.join(opts.modules, 'playwright-core'))) {
+  console.log(`SKIP: needs ${opts.chromium} and ${opts.modules}/playwright-core (scripts/build-web.sh)`)
+  process.exit(77)
+}
+for (const f of [opts.kestrel, opts.writer, path.join(opts.dist, 'index.html')]) {
+  if (!fs.existsSync(f)) {
+    console.error(`chart-paint: ${f} is not built (ninja -C build kestrel kestrel_bench_event_writer; scripts/build-web.sh)`)
+    process.exit(2)
+  }
+}
+const { chromium } = createRequire(path.join(opts.modules, '..', 'package.json'))('playwright-core')
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kestrel-chart-paint-'))
+const home = path.join(tmp, 'home')
+let server = null
+let writer = null
+let context = null
+process.on('exit', () => {
+  for (const p of [writer, server]) if (p && p.exitCode === null) p.kill('SIGKILL')
+  fs.rmSync(tmp, { recursive: true, force: true })
+})
+const kestrel = (...args) => execFileSync(opts.kestrel, ['--home', home, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+const kestrelJson = (...args) => JSON.parse(kestrel('--json', ...args))
+const log = (s) => process.stderr.write(`chart-paint: ${s}\n`)
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(opts.kestrel, ['--home', home, 'serve', '--port', '0', '--web-dir', opts.dist], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    let err = ''
+    const timer = setTimeout(() => reject(new Error(`kestrel serve did not start: ${out}${err}`)), 15000)
+    proc.stderr.on('data', (d) => (err += d))
+    proc.stdout.on('data', (d) => {
+      out += d
+      const m = /kestrel serve: listening on (http:\/\/\S+)\n/.exec(out)
+      if (m) {
+        clearTimeout(timer)
+        resolve({ proc, url: m[1] })
+      }
+    })
+  })
+}
+
+function pct(values, p) {
+  const s = [...values].sort((a, b) => a - b)
+  return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : null
+}
+
+async function main() {
+  fs.mkdirSync(home)
+  kestrel('dataset', 'synth', path.join(tmp, 'synth'), '--images', '8', '--classes', '2', '--imgsz', '64')
+  kestrel('dataset', 'import', path.join(tmp, 'synth'), '--name', 'shapes')
+  const job = kestrelJson('submit', 'data=shapes', 'model=n', 'epochs=1', 'imgsz=64').job_id
+  let token = ''
+  try {
+    token = kestrelJson('token', 'create', '--name', 'chart-paint', '--read-only').token
+  } catch {
+    token = ''
+  }
+  let t0 = Date.now()
+  const lastBulkId = Number(execFileSync(opts.writer, [home, String(job), 'bulk', String(opts.series), String(opts.points)], { encoding: 'utf8' }).trim())
+  log(`job ${job}: ${opts.points} step events x ${opts.series} series written in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
+  const s = await startServer()
+  server = s.proc
+  const base = s.url
+  const headers = token ? { Authorization: `Bearer ${token}` } : {}
+  // The route alone, as the page asks for it (1280 px page: width ~600).
+  const routeMs = []
+  for (let i = 0; i < 8; i++) {
+    t0 = performance.now()
+    const r = await fetch(`${base}/api/jobs/${job}/metrics?width=600`, { headers })
+    const doc = await r.json()
+    routeMs.push(performance.now() - t0)
+    if (!doc.ok || doc.series.length !== opts.series) throw new Error(`metrics route: ${JSON.stringify(doc).slice(0, 300)}`)
+  }
+  log(`GET /api/jobs/${job}/metrics?width=600: ${routeMs.map((m) => m.toFixed(0)).join(', ')} ms`)
+
+  context = await chromium.launchPersistentContext(path.join(tmp, 'profile'), {
+    executablePath: opts.chromium,
+    headless: true,
+    viewport: { width: 1280, height: 800 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  })
+  const page = context.pages()[0] || (await context.newPage())
+  if (token) await page.addInitScript((t) => localStorage.setItem('kestrel.token', t), token)
+  const MARK = 'echart-painted:Iteration losses'
+  async function firstPaints() {
+    const out = []
+    for (let i = 0; i < opts.runs; i++) {
+      await page.goto('about:blank')
+      await page.goto(`${base}/#/jobs/${job}`)
+      const ms = await page.waitForFunction(
+        (mark) => {
+          const e = performance.getEntriesByName(mark)
+          return e.length ? e[0].startTime : false
+        },
+        MARK,
+        { timeout: 60000, polling: 50 },
+      )
+      out.push(await ms.jsonValue())
+      // Where the time went: the document loaded, the metrics request out and back.
+      const t = await page.evaluate(() => {
+        const nav = performance.getEntriesByType('navigation')[0]
+        const m = performance.getEntriesByType('resource').find((r) => r.name.includes('/metrics?'))
+        return [nav.domContentLoadedEventEnd, m ? m.startTime : -1, m ? m.responseEnd : -1].map(Math.round)
+      })
+      log(`  DOMContentLoaded ${t[0]} ms, metrics request ${t[1]}..${t[2]} ms, charts painted ${Math.round(out[out.length - 1])} ms`)
+    }
+    return out
+  }
+  // As the page is: its event stream replays the job's every event.
+  const paints = await firstPaints()
+  log(`first paint, the page as it is (ms from navigation start): ${paints.map((m) => m.toFixed(0)).join(', ')}`)
+  // The charts alone: the page's event stream starts after the history
+  // (what the route's fold already covers), so no replay competes.
+  const events = `**/api/jobs/${job}/events`
+  await page.route(events, (route) => route.continue({ url: `${base}/api/jobs/${job}/events?last_event_id=${lastBulkId}` }))
+  const chartPaints = await firstPaints()
+  log(`first paint, stream from the history's end (ms from navigation start): ${chartPaints.map((m) => m.toFixed(0)).join(', ')}`)
+  const drawn = await page.evaluate(() => {
+    const el = document.querySelector('[data-testid="iter-chart"]')
+    return el.echart.getOption().series.filter(Boolean).map((s) => s.data.length)
+  })
+  if (drawn.length !== opts.series) throw new Error(`the iteration chart draws ${drawn.length} series, not ${opts.series}`)
+  fs.mkdirSync(path.join(repo, 'build/bench/serve_load'), { recursive: true })
+  await page.screenshot({ path: path.join(repo, 'build/bench/serve_load/chart-paint.png'), fullPage: true })
+  log(`${drawn.length} series of ${Math.min(...drawn)}..${Math.max(...drawn)} points drawn`)
+
+  // Live: one event at a time through the store; time until the chart has it.
+  writer = spawn(opts.writer, [home, String(job), 'stdin', String(opts.series)], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const answers = readline.createInterface({ input: writer.stdout })
+  const waiting = []
+  answers.on('line', (l) => waiting.shift()(l))
+  const write = (x) =>
+    new Promise((resolve) => {
+      waiting.push(resolve)
+      writer.stdin.write(`${x}\n`)
+    })
+  const live = []
+  for (let i = 0; i < opts.samples; i++) {
+    await sleep(200 + Math.random() * 300)
+    const x = opts.points + 1 + i
+    const seen = page.waitForFunction(
+      (want) => {
+        const el = document.querySelector('[data-testid="iter-chart"]')
+        const s = el && el.echart && el.echart.getOption().series.find((t) => t && t.name === 'iter/s00')
+        return s && s.data.length && s.data[s.data.length - 1][0] === want ? Date.now() : false
+      },
+      x,
+      { timeout: 10000, polling: 'raf' },
+    )
+    const [, createdMs] = (await write(x)).split(' ').map(Number)
+    live.push((await (await seen).jsonValue()) - createdMs)
+  }
+  writer.stdin.end()
+  log(`live (ms from write to the chart holding the point): ${live.join(', ')}`)
+  const report = {
+    series: opts.series,
+    points: opts.points,
+    metrics_route_ms: routeMs.map((m) => Math.round(m)),
+    first_paint_ms: paints.map((m) => Math.round(m)),
+    first_paint_median_ms: Math.round(pct(paints, 50)),
+    first_paint_no_replay_ms: chartPaints.map((m) => Math.round(m)),
+    first_paint_no_replay_median_ms: Math.round(pct(chartPaints, 50)),
+    points_drawn_per_series: Math.max(...drawn),
+    live_ms: { n: live.length, p50: pct(live, 50), p95: pct(live, 95), max: Math.max(...live) },
+  }
+  console.log(`chart-paint: ${opts.series} series x ${opts.points} points: first paint median ${report.first_paint_median_ms} ms (runs: ${report.first_paint_ms.join(', ')} ms); with the page's stream starting after the history: median ${report.first_paint_no_replay_median_ms} ms (${report.first_paint_no_replay_ms.join(', ')} ms); metrics route ${report.metrics_route_ms.join(', ')} ms`)
+  console.log(`live: a logged value on the open chart after p50 ${report.live_ms.p50} ms, p95 ${report.live_ms.p95} ms, max ${report.live_ms.max} ms (${live.length} samples)`)
+  if (opts.json) fs.writeFileSync(opts.json, JSON.stringify(report, null, 2) + '\n')
+  await context.close()
+  server.kill('SIGTERM')
+  process.exit(0)
+}
+
+main().catch(async (e) => {
+  log(e.stack || String(e))
+  if (context) await context.close().catch(() => {})
+  process.exit(2)
+})
