@@ -1,6 +1,7 @@
 #include "app/jobs.h"
 
 #include <filesystem>
+#include <limits>
 
 #include "app/export_keys.h"
 #include "app/val_keys.h"
@@ -219,21 +220,142 @@ Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64
   return r;
 }
 
+namespace {
+
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+const char* SortName(store::JobSort s) {
+  switch (s) {
+    case store::JobSort::kCreated:
+      return "created";
+    case store::JobSort::kPriority:
+      return "priority";
+    case store::JobSort::kState:
+      return "state";
+  }
+  return "created";
+}
+
+}  // namespace
+
 Result<store::JobFilter> JobListFilter(const JobListRequest& req) {
   store::JobFilter f;
   f.limit = req.limit;
   if (!req.state.empty()) {
-    store::JobState s;
-    if (!store::ParseJobState(req.state, &s)) return Bad("state", "unknown state '" + req.state + "'");
-    f.states.push_back(s);
+    for (const auto& name : SplitCommas(req.state)) {
+      store::JobState s;
+      if (!store::ParseJobState(name, &s))
+        return Bad("state",
+                   "unknown state '" + EscapeInvalidUtf8(name) +
+                       "' (queued, running, succeeded, failed_retryable, failed_permanent, cancelled)");
+      f.states.push_back(s);
+    }
+  }
+  if (!req.priority.empty()) {
+    for (const auto& name : SplitCommas(req.priority)) {
+      store::JobPriority p;
+      if (!store::ParseJobPriority(name, &p))
+        return Bad("priority", "unknown priority '" + EscapeInvalidUtf8(name) + "' (high, normal, low)");
+      f.priorities.push_back(p);
+    }
+  }
+  if (!req.kind.empty()) {
+    jobs::JobKind k;
+    if (!jobs::ParseJobKind(req.kind, &k))
+      return Bad("kind", "unknown kind '" + EscapeInvalidUtf8(req.kind) + "' (train, val, export)");
+    f.kind = jobs::JobKindName(k);
+  }
+  if (req.sort.empty() || req.sort == "created") {
+    f.sort = store::JobSort::kCreated;
+  } else if (req.sort == "priority") {
+    f.sort = store::JobSort::kPriority;
+  } else if (req.sort == "state") {
+    f.sort = store::JobSort::kState;
+  } else {
+    return Bad("sort", "unknown sort '" + EscapeInvalidUtf8(req.sort) + "' (created, priority, state)");
+  }
+  if (req.order.empty()) {
+    f.descending = f.sort != store::JobSort::kState;
+  } else if (req.order == "asc" || req.order == "desc") {
+    f.descending = req.order == "desc";
+  } else {
+    return Bad("order", "unknown order '" + EscapeInvalidUtf8(req.order) + "' (asc, desc)");
   }
   if (f.limit < 1) return Bad("limit", "limit must be at least 1");
+  if (req.before < 0) return Bad("before", "before must be a job id (a positive number)");
+  if (req.offset < 0) return Bad("offset", "offset must be >= 0, got " + std::to_string(req.offset));
+  f.after_id = req.before;
+  f.offset = req.offset;
   return f;
 }
 
-Result<std::vector<store::JobRecord>> ListJobs(store::MetadataStore& meta, const JobListRequest& req) {
+Result<JobPage> ListJobPage(store::MetadataStore& meta, const JobListRequest& req) {
   KESTREL_ASSIGN_OR_RETURN(store::JobFilter f, JobListFilter(req));
-  return meta.ListJobs(f);
+  if (!req.dataset.empty()) {
+    std::string name, ref;
+    store::SplitDatasetRef(req.dataset, &name, &ref);
+    if (req.dataset.find('@') == std::string::npos) {
+      auto versions = meta.ListVersions(name);
+      if (!versions.IsOk()) return versions.GetStatus();
+      if (versions->empty())
+        return Bad("dataset", "dataset '" + EscapeInvalidUtf8(name) + "' does not exist");
+      f.dataset = name;
+    } else {
+      auto v = meta.GetVersion(name, ref);
+      if (!v.IsOk()) {
+        const Status& vs = v.GetStatus();
+        if (vs.Code() == StatusCode::kNotFound || vs.Code() == StatusCode::kInvalidArgument)
+          return Bad("dataset", "dataset=" + EscapeInvalidUtf8(req.dataset) + ": " + vs.Message());
+        return vs;
+      }
+      f.dataset_version = v->version_id;
+    }
+  }
+  JobPage page;
+  page.sort = f.sort;
+  page.descending = f.descending;
+  const int64_t limit = f.limit;
+  // One more than the page says whether another follows.
+  f.limit = limit < std::numeric_limits<int64_t>::max() ? limit + 1 : limit;
+  auto jobs = meta.ListJobs(f);
+  if (!jobs.IsOk()) {
+    const Status& js = jobs.GetStatus();
+    if (js.Code() == StatusCode::kNotFound && js.Where().field == "before")
+      return Status::InvalidArgument(js.Message(), {kRequestFile, 0, "before"});
+    return js;
+  }
+  page.jobs = std::move(*jobs);
+  const bool more = static_cast<int64_t>(page.jobs.size()) > limit;
+  if (more) page.jobs.resize(static_cast<size_t>(limit));
+  if (more && !page.jobs.empty()) page.next_cursor = page.jobs.back().id;
+  if (more && req.before == 0) page.next_offset = req.offset + limit;
+  KESTREL_ASSIGN_OR_RETURN(page.total, meta.CountJobs(f));
+  return page;
+}
+
+Result<std::vector<store::JobRecord>> ListJobs(store::MetadataStore& meta, const JobListRequest& req) {
+  KESTREL_ASSIGN_OR_RETURN(JobPage page, ListJobPage(meta, req));
+  return std::move(page.jobs);
+}
+
+json JobPageJson(const JobPage& page) {
+  json arr = json::array();
+  for (const auto& j : page.jobs) arr.push_back(JobJson(j, false));
+  return {{"jobs", arr},
+          {"total", page.total},
+          {"next_cursor", page.next_cursor > 0 ? json(page.next_cursor) : json(nullptr)},
+          {"next_offset", page.next_offset >= 0 ? json(page.next_offset) : json(nullptr)},
+          {"sort", SortName(page.sort)},
+          {"order", page.descending ? "desc" : "asc"}};
 }
 
 Result<JobDetail> ShowJob(store::MetadataStore& meta, int64_t job_id) {

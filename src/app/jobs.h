@@ -89,16 +89,43 @@ struct SubmitResult {
 // and version_id then name the model's, or are "").
 Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64_t now_ms);
 
-// Newest first. `state` "" = every state; kInvalidArgument (field `state`)
-// for an unknown state name.
+// A job list (`kestrel jobs list`, GET /api/jobs; docs/jobs.md "List"):
+// filters, a sort, and a page from a cursor or an offset, all done by the
+// store's query. Each filter "" = all; kInvalidArgument naming the field for
+// a bad value.
 struct JobListRequest {
-  std::string state;
+  std::string state;  // a state name, or several joined by commas
   int64_t limit = 100;
+  std::string kind;      // train | val | export
+  std::string priority;  // high | normal | low, or several joined by commas
+  // A dataset NAME (jobs on any of its versions) or NAME@REF (that version:
+  // vN, latest, an id prefix); kInvalidArgument when it does not exist.
+  std::string dataset;
+  std::string sort;    // created (default) | priority | state (store::JobSort)
+  std::string order;   // asc | desc; "" = the sort's default: desc for created
+                       // and priority (high first), asc for state (queued first)
+  int64_t before = 0;  // cursor: the jobs after this one in the order (a page's next_cursor)
+  int64_t offset = 0;  // then skip this many (the older paging; next_offset)
 };
-// The store filter of a list request (no store needed: a front end can
-// refuse a bad request before it opens one).
+// The store filter of a list request, but for `dataset` (no store needed:
+// a front end can refuse a bad request before it opens one).
 Result<store::JobFilter> JobListFilter(const JobListRequest& req);
+// One page of the list.
+struct JobPage {
+  std::vector<store::JobRecord> jobs;
+  int64_t total = 0;         // jobs the filters select (all pages)
+  int64_t next_cursor = 0;   // the last job's id when more follow, else 0
+  int64_t next_offset = -1;  // offset + limit when more follow and no cursor was given, else -1
+  store::JobSort sort = store::JobSort::kCreated;
+  bool descending = true;
+};
+Result<JobPage> ListJobPage(store::MetadataStore& meta, const JobListRequest& req);
+// The page's jobs only.
 Result<std::vector<store::JobRecord>> ListJobs(store::MetadataStore& meta, const JobListRequest& req);
+// {"jobs": [JobJson], "total", "next_cursor" (null on the last page),
+// "next_offset" (null on the last page or with a cursor), "sort", "order"}:
+// what `kestrel jobs list --json` prints and GET /api/jobs returns.
+nlohmann::json JobPageJson(const JobPage& page);
 
 // A job and its attempts (oldest first).
 struct JobDetail {

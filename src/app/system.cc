@@ -25,7 +25,7 @@ int64_t PidOfId(const std::string& id, const std::string& host) {
   return std::strtoll(digits.c_str(), nullptr, 10);
 }
 
-int StateRank(const std::string& state) { return state == "stale" ? 1 : 0; }
+int StateRank(const std::string& state) { return state == "stale" ? 1 : state == "stopped" ? 2 : 0; }
 
 // The shared reset time; 0 when none was recorded (or it does not parse:
 // RefreshBreaker ignores such a value too).
@@ -101,7 +101,13 @@ Result<WorkersReport> ListWorkerStatus(store::MetadataStore& meta, int64_t now_m
       }
       s.jobs.push_back(std::move(wj));
     }
-    s.state = s.heartbeat_age_ms > kWorkerStaleMs ? "stale" : s.jobs.empty() ? "idle" : "busy";
+    // A stop mark counts while no heartbeat came after it (UpsertWorker
+    // clears it on the next heartbeat of the same id anyway).
+    const bool stopped = w.stopped_ms > 0 && w.stopped_ms >= w.heartbeat_ms;
+    s.state = stopped                               ? "stopped"
+              : s.heartbeat_age_ms > kWorkerStaleMs ? "stale"
+              : s.jobs.empty()                      ? "idle"
+                                                    : "busy";
     s.worker = std::move(w);
     r.workers.push_back(std::move(s));
   }
@@ -136,6 +142,7 @@ json WorkersJson(const WorkersReport& r) {
                    {"heartbeat_ms", s.worker.heartbeat_ms},
                    {"heartbeat_age_ms", s.heartbeat_age_ms},
                    {"state", s.state},
+                   {"stopped_ms", s.state == "stopped" ? json(s.worker.stopped_ms) : json(nullptr)},
                    {"jobs", jobs}});
   }
   return {{"ok", true}, {"now_ms", r.now_ms}, {"stale_after_ms", kWorkerStaleMs}, {"workers", arr}};

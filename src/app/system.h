@@ -21,10 +21,10 @@
 
 namespace kestrel::app {
 
-// A worker not heard from for longer than this is "stale": stopped, or lost
-// with its machine (its running jobs are reclaimed when their leases
-// expire). A worker heartbeats every --heartbeat-s (default 30 s); this is
-// three of those, the default lease.
+// A worker not heard from for longer than this is "stale": crashed, killed,
+// or lost with its machine (its running jobs are reclaimed when their leases
+// expire); one that exited gracefully says "stopped" at once instead. A worker heartbeats every --heartbeat-s
+// (default 30 s); this is three of those, the default lease.
 inline constexpr int64_t kWorkerStaleMs = 90'000;
 
 // A running job whose lease a worker holds, with its current attempt.
@@ -40,14 +40,17 @@ struct WorkerStatus {
   // worker` without --id); 0 when the id is another text.
   int64_t pid = 0;
   int64_t heartbeat_age_ms = 0;  // now - last heartbeat, >= 0 (clocks of other machines may be ahead)
-  // "busy" (runs jobs), "idle", or "stale" (no heartbeat for kWorkerStaleMs).
+  // "busy" (runs jobs), "idle", "stopped" (exited gracefully: its last
+  // write marked it so) or "stale" (no heartbeat for kWorkerStaleMs and not
+  // marked stopped: crashed, killed or lost with its machine).
   std::string state;
   std::vector<WorkerJob> jobs;  // by job id
 };
 
 struct WorkersReport {
   int64_t now_ms = 0;
-  std::vector<WorkerStatus> workers;  // live ones (busy, idle) first, then stale; by id within each
+  std::vector<WorkerStatus>
+      workers;  // live ones (busy, idle) first, then stale, then stopped; by id within each
 };
 
 // Every registered worker with its running jobs (lease owner = the worker)
@@ -57,7 +60,7 @@ Result<WorkersReport> ListWorkerStatus(store::MetadataStore& meta, int64_t now_m
 // {"ok": true, "now_ms", "stale_after_ms", "workers": [{"id", "host", "pid"
 // (null when unknown), "devices" (the worker's devices: [{"kind", "index",
 // "memory_mb" (gpu)}]), "started_ms", "heartbeat_ms", "heartbeat_age_ms",
-// "state", "jobs": [{"id", "kind", "attempt", "attempt_started_ms",
+// "state", "stopped_ms" (null unless stopped), "jobs": [{"id", "kind", "attempt", "attempt_started_ms",
 // "attempt_pid" (null until recorded), "lease_until_ms", "device", "gpu_mem",
 // "priority"}]}]}.
 nlohmann::json WorkersJson(const WorkersReport& r);

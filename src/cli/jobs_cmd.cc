@@ -311,15 +311,27 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* jobs = app.add_subcommand("jobs", "List, inspect, cancel and retry jobs");
   jobs->require_subcommand(1);
 
-  auto state = std::make_shared<std::string>();
-  auto limit = std::make_shared<int64_t>(100);
-  CLI::App* list = jobs->add_subcommand("list", "Jobs, newest first");
-  list->add_option("--state", *state, "only this state (queued, running, succeeded, failed_retryable, ...)");
-  list->add_option("--limit", *limit, "at most this many")
+  auto lr = std::make_shared<app::JobListRequest>();
+  CLI::App* list =
+      jobs->add_subcommand("list", "Jobs, newest first: filter, sort and page them (docs/server.md \"Job list\")");
+  list->add_option("--state", lr->state,
+                   "only these states, comma-separated (queued, running, succeeded, failed_retryable, "
+                   "failed_permanent, cancelled)");
+  list->add_option("--kind", lr->kind, "only this kind: train, val or export");
+  list->add_option("--priority", lr->priority, "only these priorities, comma-separated (high, normal, low)");
+  list->add_option("--dataset", lr->dataset, "only jobs on this dataset: NAME (any version) or NAME@VERSION");
+  list->add_option("--sort", lr->sort, "created (default), priority or state");
+  list->add_option("--order", lr->order,
+                   "asc or desc (default: desc for created and priority, asc for state)");
+  list->add_option("--before", lr->before,
+                   "a job id: list the jobs after it in this order (a page's next_cursor)")
+      ->check(IntArg(1));
+  list->add_option("--offset", lr->offset, "skip this many")->check(IntArg(0));
+  list->add_option("--limit", lr->limit, "at most this many")
       ->capture_default_str()
       ->check(IntArg(1, 1000000000));
-  list->callback([&ctx, exit_code, state, limit] {
-    const app::JobListRequest req{*state, *limit};
+  list->callback([&ctx, exit_code, lr] {
+    const app::JobListRequest& req = *lr;
     if (auto f = app::JobListFilter(req); !f.IsOk()) {
       *exit_code = Fail(ctx, OnCommandLine(f.GetStatus()));
       return;
@@ -329,25 +341,27 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    auto list = app::ListJobs(*stores->meta, req);
-    if (!list.IsOk()) {
-      *exit_code = Fail(ctx, OnCommandLine(list.GetStatus()));
+    auto page = app::ListJobPage(*stores->meta, req);
+    if (!page.IsOk()) {
+      *exit_code = Fail(ctx, OnCommandLine(page.GetStatus()));
       return;
     }
-    nlohmann::json arr = nlohmann::json::array();
+    const std::vector<store::JobRecord>* list = &page->jobs;
     std::ostringstream t;
     t << std::left << std::setw(6) << "ID" << std::setw(18) << "STATE" << std::setw(8) << "ATTEMPT"
       << std::setw(8) << "PRIO" << std::setw(9) << "RETRIES" << std::setw(21) << "CREATED"
       << "LAST REASON\n";
     for (const auto& j : *list) {
-      arr.push_back(app::JobJson(j, false));
       t << std::left << std::setw(6) << j.id << std::setw(18) << store::JobStateName(j.state) << std::setw(8)
         << j.attempt << std::setw(8) << store::JobPriorityName(j.spec.priority) << std::setw(9)
         << (std::to_string(j.retries_used) + "+" + std::to_string(j.infra_retries_used)) << std::setw(21)
         << FormatMs(j.created_ms) << j.last_reason << "\n";
     }
     if (list->empty()) t.str("no jobs\n");
-    Emit(ctx, t.str(), {{"jobs", arr}});
+    if (page->next_cursor > 0)
+      t << list->size() << " of " << page->total << " jobs; next page: --before " << page->next_cursor
+        << "\n";
+    Emit(ctx, t.str(), app::JobPageJson(*page));
   });
 
   auto show_id = std::make_shared<std::string>();
@@ -565,7 +579,8 @@ std::string DevicesText(const nlohmann::json& devices) {
 
 void AddWorkers(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
-      "workers", "Registered workers: devices, running jobs, heartbeat age, busy/idle/stale (docs/jobs.md)");
+      "workers",
+      "Registered workers: devices, running jobs, heartbeat age, busy/idle/stale/stopped (docs/jobs.md)");
   cmd->callback([&ctx, exit_code] {
     auto stores = OpenStores(ctx);
     if (!stores.IsOk()) {

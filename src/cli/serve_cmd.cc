@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <system_error>
@@ -10,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/serve_workers.h"
 #include "server/api.h"
+#include "server/metrics.h"
 #include "server/static_files.h"
 
 namespace kestrel::cli {
@@ -78,7 +80,16 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
     }
     std::cout << "kestrel serve: listening on " << (*srv)->Url() << std::endl;
     int sig = 0;
-    sigwait(&stop, &sig);
+    if (local) {
+      // Wait for a stop signal, restarting local workers that exit meanwhile.
+      server::HttpMetrics& metrics = (*srv)->Metrics();
+      metrics.SetLocalWorkers(local->Count());
+      local->OnRestart([&metrics](int k) { metrics.LocalWorkerRestarted(k); });
+      const timespec tick{0, 200'000'000};
+      while ((sig = sigtimedwait(&stop, nullptr, &tick)) < 0) local->Supervise();
+    } else {
+      sigwait(&stop, &sig);
+    }
     std::cerr << "kestrel serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
               << ", finishing requests and closing streams" << std::endl;
     (*srv)->Stop();

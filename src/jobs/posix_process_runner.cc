@@ -233,6 +233,12 @@ Result<std::unique_ptr<ChildProcess>> PosixProcessRunner::Start(const ProcessSpe
     // before the prctl took effect), do not start at all.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (::getppid() != parent) ::_exit(127);
+    // Start with no signal blocked: a parent that waits in sigwait (kestrel
+    // serve, restarting a local worker) has SIGTERM blocked, and a child
+    // inheriting that mask could never be stopped by it.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
     ::dup2(log_fd, 1);

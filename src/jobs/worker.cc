@@ -245,6 +245,17 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     heartbeat();
   }
   for (auto& t : threads) t.join();
+  // Every slot has handed its attempt back or finished it: the row says
+  // `stopped` at once (app::ListWorkerStatus), not `idle` until stale.
+  if (!store) {
+    if (auto s = open_store_(); s.IsOk()) store = std::move(*s);
+  }
+  if (store) {
+    rec.heartbeat_ms = NowMs();
+    rec.stopped_ms = rec.heartbeat_ms;
+    Status s = store->UpsertWorker(rec);
+    if (!s.IsOk()) spdlog::warn("worker {}: marking it stopped failed: {}", options_.id, s.ToString());
+  }
   if (store && LowDisk()) {
     // A stopped worker holds nothing back: `kestrel stats` must not list it.
     const nlohmann::json v = {{"low", false}, {"stopped", true}, {"changed_ms", NowMs()}};

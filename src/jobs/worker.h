@@ -15,6 +15,9 @@
 // - Stop (SIGTERM to the worker): no more claims; children get SIGTERM (they
 //   checkpoint), SIGKILL after the grace period; their attempts complete as
 //   infrastructure failures `worker_stopped`, so another worker resumes them.
+//   When Run() returns (stopped, max_jobs, exit_when_idle) the worker's row
+//   is marked stopped (WorkerRecord::stopped_ms): `kestrel workers` shows it
+//   `stopped` at once; a crashed worker only goes stale.
 //
 // Webhooks: Run() also runs a webhook dispatcher beside the slots (unless
 // options.webhooks is false) and drains it before returning.

@@ -20,6 +20,7 @@
 #include "server/api_dataset_upload.h"
 #include "server/api_evaluations.h"
 #include "server/api_exports.h"
+#include "server/api_jobs.h"
 #include "server/api_metrics.h"
 #include "server/api_system.h"
 #include "server/api_write.h"
@@ -183,30 +184,6 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
               doc["versions"] = arr;
               return JsonResponse(doc);
             }));
-  KESTREL_RETURN_IF_ERROR(r.Add(
-      "GET", "/api/jobs",
-      {"Jobs, newest first (`kestrel jobs list`); pages by limit and offset",
-       {{"state",
-         "only this state (queued, running, succeeded, failed_retryable, failed_permanent, cancelled)"},
-        {"limit", "at most this many, 1..1000 (default 100)"},
-        {"offset",
-         "skip this many of the newest first (default 0); the response's next_offset is the next page"}}},
-      [&ctx](const Request& req, const PathParams&) {
-        auto limit = QueryInt(req, "limit", 100, 1, 1000);
-        if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
-        auto offset = QueryInt(req, "offset", 0, 0, 1'000'000'000);
-        if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
-        // One more than the page says whether there is a next one.
-        const app::JobListRequest list_req{Query(req, "state"), *offset + *limit + 1};
-        auto list = app::ListJobs(ctx.meta, list_req);
-        if (!list.IsOk()) return ErrorResponse(list.GetStatus());
-        json arr = json::array();
-        const auto n = static_cast<int64_t>(list->size());
-        for (int64_t i = *offset; i < n && i < *offset + *limit; ++i)
-          arr.push_back(app::JobJson((*list)[static_cast<size_t>(i)], false));
-        json next = n > *offset + *limit ? json(*offset + *limit) : json(nullptr);
-        return JsonResponse({{"jobs", arr}, {"next_offset", next}});
-      }));
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/jobs/{id}", {"A job and its attempts (`kestrel jobs show ID`)"},
                                 [&ctx](const Request&, const PathParams& p) {
                                   auto id = JobId(p.at("id"));
@@ -377,6 +354,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddExportRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddSystemRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddEvaluationRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddJobRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetUploadRoutes(r, ctx));
   const json doc = OpenApiDocument(r);

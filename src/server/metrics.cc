@@ -74,7 +74,25 @@ std::string HttpMetrics::Render() const {
   o << "# HELP kestrel_sse_clients Open Server-Sent Event streams.\n"
     << "# TYPE kestrel_sse_clients gauge\n"
     << "kestrel_sse_clients " << streams_ << "\n";
+  if (!worker_restarts_.empty()) {
+    o << "# HELP kestrel_serve_worker_restarts_total Restarts of each local worker (serve --workers) after "
+         "it "
+         "exited.\n"
+      << "# TYPE kestrel_serve_worker_restarts_total counter\n";
+    for (const auto& [k, n] : worker_restarts_)
+      o << "kestrel_serve_worker_restarts_total{worker=\"" << k << "\"} " << n << "\n";
+  }
   return o.str();
+}
+
+void HttpMetrics::SetLocalWorkers(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int k = 1; k <= n; ++k) worker_restarts_.try_emplace(k, 0);
+}
+
+void HttpMetrics::LocalWorkerRestarted(int k) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++worker_restarts_[k];
 }
 
 }  // namespace kestrel::server

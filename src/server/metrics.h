@@ -26,9 +26,14 @@ class HttpMetrics {
   void StreamOpened();
   void StreamClosed();
   int64_t StreamClients() const;
+  // `kestrel serve --workers N`: N local workers, each restart of worker k
+  // (1-based) counted in kestrel_serve_worker_restarts_total{worker="k"}.
+  void SetLocalWorkers(int n);
+  void LocalWorkerRestarted(int k);
 
   // kestrel_http_requests_total, kestrel_http_request_duration_seconds,
-  // kestrel_sse_clients, each with its # HELP and # TYPE lines.
+  // kestrel_sse_clients (and kestrel_serve_worker_restarts_total with local
+  // workers), each with its # HELP and # TYPE lines.
   std::string Render() const;
 
  private:
@@ -41,6 +46,7 @@ class HttpMetrics {
   std::map<std::tuple<std::string, std::string, int>, int64_t> requests_;  // method, route, status
   std::map<std::string, Latency> latency_;                                 // by route
   int64_t streams_ = 0;
+  std::map<int, int64_t> worker_restarts_;  // by local worker number
 };
 
 // A Prometheus label value with '\\', '"' and newlines escaped.

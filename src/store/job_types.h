@@ -139,10 +139,34 @@ struct WorkerRecord {
   std::string id, host;
   std::string devices_json = "[]";
   int64_t started_ms = 0, heartbeat_ms = 0;
+  // When the worker exited gracefully (its last write); 0 while it runs.
+  // UpsertWorker stores it as given, so a heartbeat (0) clears a stop.
+  int64_t stopped_ms = 0;
 };
 
+// What a job list is sorted by (docs/jobs.md "List"), each with the job id
+// as the tie-break in the same direction, so that (key, id) orders every
+// job and a cursor (the last id of a page) says where the next page starts.
+//   kCreated:  id (= submit order). Descending: newest first.
+//   kPriority: descending = high first, oldest first within a priority
+//              (claim order); ascending = low first, newest first within.
+//   kState:    the lifecycle rank queued < running < failed_retryable <
+//              succeeded < failed_permanent < cancelled; ascending = queued
+//              first, oldest first within a state.
+enum class JobSort { kCreated, kPriority, kState };
+
 struct JobFilter {
-  std::vector<JobState> states;  // empty = all
+  std::vector<JobState> states;         // empty = all
+  std::vector<JobPriority> priorities;  // empty = all
+  std::string kind;                     // "" = all; else the config's kind ("train" when it names none)
+  std::string dataset;                  // "" = all; else jobs on any version of this dataset
+  std::string dataset_version;          // "" = all; else jobs on this version id
+  JobSort sort = JobSort::kCreated;
+  bool descending = true;
+  // Keyset cursor: only jobs after the job with this id in the sort order
+  // (0 = from the first). kNotFound when that job does not exist.
+  int64_t after_id = 0;
+  int64_t offset = 0;  // then skip this many
   int64_t limit = 100;
 };
 

@@ -102,8 +102,11 @@ class MetadataStore {
   // kAlreadyExists when an identical job is live meanwhile.
   virtual Result<JobRecord> RetryJob(int64_t job_id, int64_t now_ms) = 0;
   virtual Result<JobRecord> GetJob(int64_t job_id) = 0;
-  // Newest first.
+  // The jobs `filter` selects, in its sort order (default newest first),
+  // from its cursor and offset, at most `limit`; one query.
   virtual Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // How many jobs `filter` selects, ignoring its cursor, offset and limit.
+  virtual Result<int64_t> CountJobs(const JobFilter& filter) = 0;
   // Oldest first.
   virtual Result<std::vector<AttemptRecord>> ListAttempts(int64_t job_id) = 0;
   // The last `n` finished attempts over all jobs, newest first (circuit

@@ -254,6 +254,13 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "  kestrel_version TEXT NOT NULL)",
           "CREATE INDEX model_exports_by_model ON model_exports(model_id, created_at)",
       },
+      // 13: a worker that exits gracefully marks its row stopped (docs/jobs.md
+      // "Workers"), so it shows `stopped` at once instead of `idle` until its
+      // heartbeat goes stale. 0 = running (or crashed: then stale by age); a
+      // heartbeat after a stop (the same --id started again) clears it.
+      {
+          "ALTER TABLE workers ADD COLUMN stopped_at BIGINT NOT NULL DEFAULT 0",
+      },
   };
   // NOLINTEND(bugprone-suspicious-missing-comma)
   return kMigrations;

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../server/http_client.h"
 #include "app/metric_events.h"
 #include "app/metric_series.h"
 #include "cli_fixture.h"
@@ -302,6 +303,74 @@ TEST_F(LiveMetricsCliTest, ServeWithOneWorkerRunsAJobAndLeavesNoProcessAfterSigt
   const json show = Show(slow);
   EXPECT_EQ(show["attempts"].back()["reason"], "worker_stopped") << show.dump(2);
   EXPECT_TRUE(fs::exists(dir_ / "home" / "logs" / "serve-worker-1.log"));
+}
+
+// The worker `kestrel workers` lists with this pid, or null.
+json WorkerWithPid(const json& workers, int64_t pid) {
+  for (const auto& w : workers["workers"]) {
+    if (w["pid"].is_number() && w["pid"].get<int64_t>() == pid) return w;
+  }
+  return nullptr;
+}
+
+TEST_F(LiveMetricsCliTest, ServeRestartsAKilledWorkerAndLeavesNothingAfterSigterm) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  Serve s = StartServe(dir_, {"--workers", "1", "--public-read"});
+  ASSERT_GT(s.pid, 0);
+  const size_t colon = s.first_line.rfind(':');
+  ASSERT_NE(colon, std::string::npos) << s.first_line;
+  const int port = std::stoi(s.first_line.substr(colon + 1));
+  // The worker: a child of serve that registered itself (its guard is a child too).
+  auto registered_child = [&](int64_t not_pid) -> int64_t {
+    for (int i = 0; i < 200; ++i) {
+      const json ws = Json(Kestrel("--json workers"));
+      for (pid_t p : ChildrenOf(s.pid)) {
+        const json w = WorkerWithPid(ws, p);
+        if (p != not_pid && w.is_object() && w["state"] == "idle") return p;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return 0;
+  };
+  const int64_t first = registered_child(0);
+  ASSERT_GT(first, 0) << "no worker child of serve registered";
+  std::set<pid_t> spawned = ChildrenOf(s.pid);
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(static_cast<pid_t>(first), SIGKILL), 0);
+  // Back within a few seconds (1 s backoff): a new pid that heartbeats.
+  const int64_t second = registered_child(first);
+  const double back_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  ASSERT_GT(second, 0) << "the killed worker was not restarted";
+  EXPECT_LT(back_s, 8.0);
+  std::cerr << "worker back " << back_s << " s after SIGKILL\n";
+  for (pid_t p : ChildrenOf(s.pid)) spawned.insert(p);
+  const server::testing::HttpReply m = server::testing::Get(port, "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("kestrel_serve_worker_restarts_total{worker=\"1\"} 1\n"), std::string::npos)
+      << m.body;
+  // The killed worker could not say it stopped: it is not `stopped` (stale after 90 s).
+  EXPECT_EQ(WorkerWithPid(Json(Kestrel("--json workers")), first)["state"], "idle");
+
+  ::kill(s.pid, SIGTERM);
+  int status = -1;
+  for (int i = 0; i < 6000; ++i) {
+    if (::waitpid(s.pid, &status, WNOHANG) == s.pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "serve did not exit within 60 s";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ::close(s.out);
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  for (pid_t p : spawned) EXPECT_FALSE(Alive(p)) << "pid " << p << " outlived kestrel serve";
+  // The restarted worker stopped gracefully and said so at once.
+  const json after = Json(Kestrel("--json workers"));
+  EXPECT_EQ(WorkerWithPid(after, second)["state"], "stopped") << after.dump(2);
+  EXPECT_TRUE(WorkerWithPid(after, second)["stopped_ms"].is_number());
+  EXPECT_EQ(WorkerWithPid(after, first)["state"], "idle");
+  std::cerr << "test body " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+            << " s\n";
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ class HookedStore final : public store::MetadataStore {
   Result<std::vector<store::JobRecord>> ListJobs(const store::JobFilter& f) override {
     return in_->ListJobs(f);
   }
+  Result<int64_t> CountJobs(const store::JobFilter& f) override { return in_->CountJobs(f); }
   Result<std::vector<store::AttemptRecord>> ListAttempts(int64_t job) override {
     return in_->ListAttempts(job);
   }
@@ -505,6 +506,12 @@ TEST_F(WorkerTest, StopHandsRunningAttemptsBackAsWorkerStopped) {
     ASSERT_FALSE(child.signals.empty());
     EXPECT_EQ(child.signals[0].second, SIGTERM);
   }
+  // A graceful stop marks the worker's row: `kestrel workers` says stopped at once.
+  auto workers = db_->ListWorkers();
+  ASSERT_TRUE(workers.IsOk());
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_GT((*workers)[0].stopped_ms, 0);
+  EXPECT_GE((*workers)[0].stopped_ms, (*workers)[0].heartbeat_ms);
 }
 
 TEST_F(WorkerTest, TwoSlotsNeverOversubscribeGpuMemory) {

@@ -118,6 +118,8 @@ TEST_F(ApiSystemTest, WorkersListTheirJobsHeartbeatAgesAndStates) {
   Register("hostA:4242", "hostA", now - 5000);
   Register("gpu-box", "hostB", now - 200'000);  // not heard from for 200 s
   Register("hostC:17", "hostC", now - 1000);
+  // Exited gracefully 2 s ago: stopped at once, not idle until stale.
+  ASSERT_TRUE(meta_->UpsertWorker({"hostD:33", "hostD", "[]", now - 9000, now - 2000, now - 2000}).IsOk());
   const int64_t job = Submit(1);
   store::ClaimedJob c = Claim("hostA:4242", now - 4000);
   ASSERT_EQ(c.job.id, job);
@@ -130,7 +132,7 @@ TEST_F(ApiSystemTest, WorkersListTheirJobsHeartbeatAgesAndStates) {
   ASSERT_TRUE(expected.IsOk()) << expected.GetStatus().ToString();
   EXPECT_EQ(doc, app::WorkersJson(*expected)) << "the app view `kestrel --json workers` prints";
 
-  ASSERT_EQ(doc["workers"].size(), 3u) << doc;
+  ASSERT_EQ(doc["workers"].size(), 4u) << doc;
   const json& a = doc["workers"][0];
   EXPECT_EQ(a["id"], "hostA:4242");
   EXPECT_EQ(a["pid"], 4242) << "from the default id HOST:PID";
@@ -154,6 +156,12 @@ TEST_F(ApiSystemTest, WorkersListTheirJobsHeartbeatAgesAndStates) {
   EXPECT_EQ(stale["state"], "stale");
   EXPECT_TRUE(stale["pid"].is_null()) << "a custom id names no pid";
   EXPECT_GE(stale["heartbeat_age_ms"].get<int64_t>(), 200'000);
+  EXPECT_TRUE(stale["stopped_ms"].is_null());
+  const json& stopped = doc["workers"][3];
+  EXPECT_EQ(stopped["id"], "hostD:33") << "stopped workers come after stale ones";
+  EXPECT_EQ(stopped["state"], "stopped");
+  EXPECT_EQ(stopped["stopped_ms"], now - 2000);
+  EXPECT_TRUE(idle["stopped_ms"].is_null());
   EXPECT_EQ(doc["stale_after_ms"], app::kWorkerStaleMs);
 
   HttpReply m = Call("GET", "/metrics", read_);

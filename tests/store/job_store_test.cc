@@ -639,6 +639,69 @@ TEST_P(JobStoreTest, WorkersAreRegisteredAndHeartbeat) {
   ASSERT_EQ(ws.size(), 1u);
   EXPECT_EQ(ws[0].started_ms, 10);
   EXPECT_EQ(ws[0].heartbeat_ms, 20);
+  EXPECT_EQ(ws[0].stopped_ms, 0);
+  // A graceful exit marks the row stopped; the same id heartbeating again clears it.
+  ASSERT_TRUE(store_->UpsertWorker({"w1", "h1", "[]", 10, 30, 30}).IsOk());
+  EXPECT_EQ((*store_->ListWorkers())[0].stopped_ms, 30);
+  ASSERT_TRUE(store_->UpsertWorker({"w1", "h1", "[]", 40, 40}).IsOk());
+  EXPECT_EQ((*store_->ListWorkers())[0].stopped_ms, 0);
+}
+
+TEST_P(JobStoreTest, ListJobsFiltersSortsAndPagesFromACursor) {
+  // Six jobs: priorities high, normal, low, high, normal, low; kind val for
+  // the even ones; the second one cancelled.
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    const std::string kind = i % 2 == 0 ? R"(,"kind":"val")" : "";
+    ids.push_back(
+        Submit(Spec(R"({"epochs":)" + std::to_string(i + 1) + kind + "}", static_cast<JobPriority>(i % 3)))
+            .id);
+  }
+  ASSERT_TRUE(store_->CancelJob(ids[1], Now()).IsOk());
+  auto list = [&](JobFilter f) {
+    std::vector<int64_t> out;
+    auto jobs = store_->ListJobs(f);
+    EXPECT_TRUE(jobs.IsOk()) << jobs.GetStatus().ToString();
+    if (jobs.IsOk()) {
+      for (const auto& j : *jobs) out.push_back(j.id);
+    }
+    return out;
+  };
+  JobFilter f;
+  EXPECT_EQ(list(f), (std::vector<int64_t>{ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}));
+  f.kind = "val";
+  EXPECT_EQ(list(f), (std::vector<int64_t>{ids[4], ids[2], ids[0]}));
+  EXPECT_EQ(*store_->CountJobs(f), 3);
+  f.kind = "train";
+  EXPECT_EQ(list(f), (std::vector<int64_t>{ids[5], ids[3], ids[1]}));
+  f = JobFilter{};
+  f.sort = JobSort::kPriority;  // descending: high first, oldest first within
+  EXPECT_EQ(list(f), (std::vector<int64_t>{ids[0], ids[3], ids[1], ids[4], ids[2], ids[5]}));
+  f.after_id = ids[3];  // the cursor: the jobs after it in that order
+  f.limit = 2;
+  EXPECT_EQ(list(f), (std::vector<int64_t>{ids[1], ids[4]}));
+  f.offset = 1;
+  EXPECT_EQ(list(f), (std::vector<int64_t>{ids[4], ids[2]}));
+  f = JobFilter{};
+  f.sort = JobSort::kState;
+  f.descending = false;  // queued first
+  f.priorities = {JobPriority::kNormal, JobPriority::kLow};
+  EXPECT_EQ(list(f), (std::vector<int64_t>{ids[2], ids[4], ids[5], ids[1]}));
+  f.after_id = ids[5];
+  EXPECT_EQ(list(f), (std::vector<int64_t>{ids[1]}));
+  EXPECT_EQ(*store_->CountJobs(f), 4) << "the count ignores the cursor";
+  f.states = {JobState::kCancelled};
+  f.after_id = 0;
+  EXPECT_EQ(list(f), (std::vector<int64_t>{ids[1]}));
+  f.after_id = 424242;
+  auto missing = store_->ListJobs(f);
+  EXPECT_EQ(missing.GetStatus().Code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.GetStatus().Where().field, "before");
+  f = JobFilter{};
+  f.dataset_version = Sha256Hex("birds");
+  EXPECT_EQ(*store_->CountJobs(f), 6);
+  f.dataset = "nosuch";
+  EXPECT_EQ(*store_->CountJobs(f), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, JobStoreTest, ::testing::Values("sqlite", "postgres"),

@@ -353,6 +353,54 @@ test('job page: live events, a server restart mid-stream, no duplicates', async 
   await shot('job')
 })
 
+test('jobs: server-side sort, filter and cursor pages; a job page diffs its config with another job', async () => {
+  const t0 = Date.now()
+  const mine = ['low', 'high', 'normal'].map(
+    (p, i) => kestrelJson('submit', 'data=shapes', 'model=n', `epochs=${i + 2}`, 'imgsz=64', `priority=${p}`).job_id,
+  )
+  const shownIds = () =>
+    page.evaluate(() => [...document.querySelectorAll('[data-testid^="job-link-"]')].map((a) => Number(a.getAttribute('data-testid').slice(9))))
+  const waitIds = (ids) =>
+    page.waitForFunction(
+      (want) => [...document.querySelectorAll('[data-testid^="job-link-"]')].map((a) => a.getAttribute('data-testid').slice(9)).join() === want.join(),
+      ids,
+      { timeout: WAIT },
+    )
+  // The sort select asks the server: priority high first, two a page.
+  await page.goto(`${base}/#/jobs?state=queued&limit=2`)
+  await byTest('job-sort').click()
+  await byTest('sort-option-priority-desc').click()
+  const cli = (...more) => kestrelJson('jobs', 'list', '--state', 'queued', '--sort', 'priority', '--limit', '2', ...more)
+  const p1 = cli()
+  await waitIds(p1.jobs.map((j) => j.id))
+  assert.equal(p1.jobs[0].priority, 'high')
+  await waitText('jobs-range', `jobs 1–2 of ${p1.total}`)
+  // Next: the page after the cursor, as `jobs list --before` gives it; Previous: back.
+  await byTest('page-next').click()
+  await waitIds(cli('--before', String(p1.next_cursor)).jobs.map((j) => j.id))
+  assert.ok(page.url().includes(`before=${p1.next_cursor}`))
+  await byTest('page-prev').click()
+  await waitIds(p1.jobs.map((j) => j.id))
+  // A filter: low priority only.
+  await byTest('priority-filter').click()
+  await byTest('priority-option-low').click()
+  await waitIds(kestrelJson('jobs', 'list', '--state', 'queued', '--priority', 'low', '--sort', 'priority', '--limit', '2').jobs.map((j) => j.id))
+  assert.ok((await shownIds()).includes(mine[0]))
+  await shot('jobs-sorted')
+
+  // The config diff of two of them: epochs changed, the rest equal.
+  await page.goto(`${base}/#/jobs/${mine[0]}`)
+  await byTest('diff-with').click()
+  await byTest(`diff-option-${mine[1]}`).click()
+  await waitText('diff-change-epochs', 'changed')
+  const diff = kestrelJson('template', 'diff', `job:${mine[0]}`, `job:${mine[1]}`)
+  assert.equal(await page.locator('[data-testid^="diff-key-"]').count(), diff.differences.length)
+  assert.equal(await textOf('diff-summary'), `job:${mine[0]} → job:${mine[1]}: ${diff.differences.length} keys differ, ${diff.same} equal`)
+  await shot('job-diff')
+  for (const id of mine) kestrel('jobs', 'cancel', String(id))
+  console.log(`# jobs sort/filter/cursor + config diff: ${Date.now() - t0} ms`)
+})
+
 // A stand-in for GET /api/jobs/{id}/metrics over `series` ({name: {x, data}}):
 // the route's document and its downsampling (app/metric_series.h: every
 // point of the window when it holds at most 2*width, else the lowest and

@@ -40,6 +40,7 @@ class SqlStore final : public MetadataStore {
   Result<JobRecord> RetryJob(int64_t job_id, int64_t now_ms) override;
   Result<JobRecord> GetJob(int64_t job_id) override;
   Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  Result<int64_t> CountJobs(const JobFilter& filter) override;
   Result<std::vector<AttemptRecord>> ListAttempts(int64_t job_id) override;
   Result<std::vector<AttemptRecord>> RecentAttempts(int n) override;
   Result<int64_t> AppendEvent(const EventRecord& ev) override;

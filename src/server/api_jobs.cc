@@ -1,0 +1,97 @@
+#include "server/api_jobs.h"
+
+#include <limits>
+#include <string>
+
+#include "app/jobs.h"
+#include "app/templates.h"
+#include "core/parse.h"
+
+namespace kestrel::server {
+namespace {
+
+using nlohmann::json;
+
+std::string Query(const Request& req, const std::string& name) {
+  auto it = req.query.find(name);
+  return it == req.query.end() ? std::string() : it->second;
+}
+
+Result<int64_t> QueryInt(const Request& req, const std::string& name, int64_t fallback, int64_t min,
+                         int64_t max, const std::string& what) {
+  auto it = req.query.find(name);
+  if (it == req.query.end()) return fallback;
+  return ParseInt64(it->second, {app::kRequestFile, 0, name}, min, max, what);
+}
+
+Result<int64_t> JobIdText(const std::string& text, const std::string& field) {
+  return ParseInt64(text, {app::kRequestFile, 0, field}, 1, std::numeric_limits<int64_t>::max(),
+                    "a job id (a positive number)");
+}
+
+}  // namespace
+
+Status AddJobRoutes(Router& router, ApiContext& ctx) {
+  KESTREL_RETURN_IF_ERROR(router.Add(
+      "GET", "/api/jobs",
+      {"Jobs filtered and sorted by the store, a page at a time (`kestrel jobs list`); page with before= "
+       "(the response's next_cursor) or offset=",
+       {{"state",
+         "only these states, comma-separated (queued, running, succeeded, failed_retryable, "
+         "failed_permanent, cancelled)"},
+        {"kind", "only this kind: train, val or export"},
+        {"priority", "only these priorities, comma-separated (high, normal, low)"},
+        {"dataset", "only jobs on this dataset: NAME (any version) or NAME@VERSION"},
+        {"sort", "created (default), priority or state"},
+        {"order", "asc or desc (default: desc for created and priority, asc for state)"},
+        {"before", "a job id: the jobs after it in this order (the previous page's next_cursor)"},
+        {"limit", "at most this many, 1..1000 (default 100)"},
+        {"offset", "skip this many (default 0); the response's next_offset is the next page"}}},
+      [&ctx](const Request& req, const PathParams&) {
+        app::JobListRequest r;
+        auto limit = QueryInt(req, "limit", 100, 1, 1000, "an integer");
+        if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
+        auto offset = QueryInt(req, "offset", 0, 0, 1'000'000'000, "an integer");
+        if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
+        auto before = QueryInt(req, "before", 0, 1, std::numeric_limits<int64_t>::max(),
+                               "a job id (a positive number)");
+        if (!before.IsOk()) return ErrorResponse(before.GetStatus());
+        r.limit = *limit;
+        r.offset = *offset;
+        r.before = *before;
+        r.state = Query(req, "state");
+        r.kind = Query(req, "kind");
+        r.priority = Query(req, "priority");
+        r.dataset = Query(req, "dataset");
+        r.sort = Query(req, "sort");
+        r.order = Query(req, "order");
+        auto page = app::ListJobPage(ctx.meta, r);
+        if (!page.IsOk()) return ErrorResponse(page.GetStatus());
+        json doc = app::JobPageJson(*page);
+        doc["ok"] = true;
+        return JsonResponse(doc);
+      }));
+  KESTREL_RETURN_IF_ERROR(router.Add(
+      "GET", "/api/jobs/{id}/diff",
+      {"Key-by-key differences of two jobs' effective configs (`kestrel template diff job:ID job:OTHER`)",
+       {{"other", "the job id to compare with (required)"}}},
+      [&ctx](const Request& req, const PathParams& p) {
+        auto id = JobIdText(p.at("id"), "id");
+        if (!id.IsOk()) return ErrorResponse(id.GetStatus());
+        const std::string other_text = Query(req, "other");
+        if (other_text.empty())
+          return ErrorResponse(Status::InvalidArgument("other= is required: the job to compare with",
+                                                       {app::kRequestFile, 0, "other"}));
+        auto other = JobIdText(other_text, "other");
+        if (!other.IsOk()) return ErrorResponse(other.GetStatus());
+        auto d = app::TemplateLibrary(ctx.meta).Diff("job:" + std::to_string(*id),
+                                                     "job:" + std::to_string(*other));
+        if (!d.IsOk()) return ErrorResponse(d.GetStatus());
+        json doc = app::ConfigDiffJson(*d);
+        doc["ok"] = true;
+        return JsonResponse(doc);
+      }));
+  return {};
+}
+
+}  // namespace kestrel::server
