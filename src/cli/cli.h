@@ -121,6 +121,8 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel token create|list|revoke`: the server's API tokens (docs/server.md "Auth").
 void AddTokenCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel evaluations list|show|images|confusion|compare` (evaluations_cmd.cc, app/evaluations.h).
+void AddEvaluationCommands(CLI::App& app, Context& ctx, int* exit_code);
 // The worker's success hook: registers the job's model (app/models.h) with
 // blobs under `home`; failures are logged, never fatal to the worker.
 std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> JobModelRegistrar(

@@ -125,6 +125,7 @@ int Run(Context& ctx, int argc, char** argv) {
   AddTemplateCommands(app, ctx, &exit_code);
   AddServeCommands(app, ctx, &exit_code);
   AddTokenCommands(app, ctx, &exit_code);
+  AddEvaluationCommands(app, ctx, &exit_code);
 #endif
 
   app.parse_complete_callback([&] {

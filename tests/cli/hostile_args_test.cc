@@ -443,6 +443,27 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"template", "list", X},
       {"template", "diff", "job:" + H, "t"},
       {"template", "diff", "t", X},
+      // evaluations (no val job ran: every id is unknown)
+      {"evaluations"},
+      {"evaluations", "list", "--model", X},
+      {"evaluations", "list", "--dataset", "d@v" + H},
+      {"evaluations", "list", "--dataset", "../" + X},
+      {"evaluations", "list", "--split", X},
+      {"evaluations", "list", "--limit", H},
+      {"evaluations", "list", "--offset", "-1"},
+      {"evaluations", "show", H},
+      {"evaluations", "show", "-1"},
+      {"evaluations", "show", X},
+      {"evaluations", "show", "7"},
+      {"evaluations", "images", "1", "--filter", X},
+      {"evaluations", "images", "1", "--limit", H},
+      {"evaluations", "images", X},
+      {"evaluations", "confusion", "1", "--gt", H, "--pred", "0"},
+      {"evaluations", "confusion", "1", "--gt", "0"},
+      {"evaluations", "confusion", "1", "--gt", "-1", "--pred", "0"},
+      {"evaluations", "compare", "1", H},
+      {"evaluations", "compare", "1"},
+      {"evaluations", "compare", X, "2"},
   };
 #ifdef KESTREL_CLI_WITH_TORCH
   const std::vector<std::vector<std::string>> torch_cases = {
