@@ -795,3 +795,73 @@ test('writes: a bad submit value shows the CLI\'s message at its field; a valid 
   assert.equal(await textOf('breaker-reset-result'), kestrel('breaker', 'reset').trim())
   await shot('system-reset')
 })
+
+test('dataset pages: a zip uploaded through Import, the diff of two versions side by side, a leakage pair', async () => {
+  // An upload needs a read-write token. v2 of shapes as a zip: a train
+  // image copied into val (a train/val leakage pair) and one more box in a
+  // train label.
+  const t0 = Date.now()
+  const src = path.join(tmp, 'synth-v2')
+  fs.cpSync(path.join(tmp, 'synth'), src, { recursive: true })
+  const train = fs.readdirSync(path.join(src, 'images', 'train')).sort()
+  const stem = (f) => f.replace(/\.[^.]+$/, '')
+  const ext = path.extname(train[1])
+  fs.copyFileSync(path.join(src, 'images', 'train', train[1]), path.join(src, 'images', 'val', `leak${ext}`))
+  fs.copyFileSync(path.join(src, 'labels', 'train', `${stem(train[1])}.txt`), path.join(src, 'labels', 'val', 'leak.txt'))
+  fs.appendFileSync(path.join(src, 'labels', 'train', `${stem(train[2])}.txt`), '0 0.5 0.5 0.2 0.2\n')
+  const zip = path.join(tmp, 'shapes-v2.zip')
+  execFileSync('python3', ['-c', 'import shutil, sys; shutil.make_archive(sys.argv[1], "zip", sys.argv[2])', zip.slice(0, -4), src])
+
+  const rw = auth ? kestrelJson('token', 'create', '--name', 'web-datasets').token : token
+  await page.goto(`${base}/#/datasets`)
+  await page.evaluate((t) => localStorage.setItem('kestrel.token', t), rw)
+  await page.reload()
+  await byTest('import-button').click()
+  await byTest('import-file').setInputFiles(zip)
+  await inputOf('import-name').fill('shapes')
+  await byTest('import-send').click()
+  await byTest('import-result').waitFor({ timeout: WAIT })
+  assert.match(await textOf('import-result'), /Imported shapes@v2/)
+  await shot('dataset-import-upload')
+  const v2 = kestrelJson('dataset', 'show', 'shapes@v2')
+  assert.equal(v2.version.source, 'yolo:upload:shapes-v2.zip')
+
+  // "Compare with…" on the new version's page opens the diff, counted as the CLI counts.
+  await byTest('import-result-link').click()
+  await waitText('dataset-title', 'shapes@v2')
+  await byTest('compare-select').click()
+  await byTest('compare-v1').click()
+  await waitText('diff-title', 'shapes: v1 → v2')
+  const cli = kestrelJson('dataset', 'diff', 'shapes@v1', 'shapes@v2')
+  await waitText('diff-count-added', String(cli.added.length))
+  assert.equal(await textOf('diff-count-labels_changed'), String(cli.labels_changed.length))
+  assert.equal(cli.labels_changed.length, 1)
+  const grew = cli.classes.find((c) => c.name === 'circle')
+  assert.equal(await textOf('diff-delta-circle'), grew.delta > 0 ? `+${grew.delta}` : String(grew.delta))
+  // The changed label: both versions side by side, v2 with one more box.
+  await byTest('diff-kind-labels_changed').click()
+  await byTest('diff-view').first().click()
+  await waitText('pair-title', cli.labels_changed[0])
+  const sideImgs = '[data-testid^="pair-side-"] img'
+  await page.waitForFunction((sel) => [...document.querySelectorAll(sel)].filter((i) => i.naturalWidth === 64).length === 2, sideImgs, { timeout: WAIT })
+  const boxesIn = (i) => page.locator(`[data-testid="pair-side-${i}"] [data-testid="box"]`).count()
+  assert.equal(await boxesIn(1), (await boxesIn(0)) + 1)
+  await shot('dataset-diff-side-by-side')
+  await page.keyboard.press('Escape')
+  await byTest('pair-title').waitFor({ state: 'hidden', timeout: WAIT })
+  await shot('dataset-diff')
+
+  // The leakage finding: its two images side by side with their boxes.
+  await page.goto(`${base}/#/datasets/shapes@v2`)
+  await byTest('findings-check').click()
+  await byTest('findings-check-split.leakage').click()
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="findings-table"] tbody tr').length >= 1, null, { timeout: WAIT })
+  await byTest('finding-pair').first().click()
+  await page.waitForFunction((sel) => [...document.querySelectorAll(sel)].filter((i) => i.naturalWidth === 64).length === 2, sideImgs, { timeout: WAIT })
+  const paths = [await textOf('pair-path-0'), await textOf('pair-path-1')]
+  assert.ok(paths.includes(`leak${ext}`), JSON.stringify(paths))
+  assert.ok((await boxesIn(0)) > 0 && (await boxesIn(0)) === (await boxesIn(1)))
+  await shot('dataset-leakage-pair')
+  await page.keyboard.press('Escape')
+  console.log(`dataset pages test: ${Date.now() - t0} ms`)
+})

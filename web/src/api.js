@@ -201,6 +201,36 @@ export async function sendJson(method, path, body) {
   return doc
 }
 
+// POST a file (a zip for /api/datasets/upload) as the raw request body
+// with its media type; resolves and throws as sendJson does.
+export async function sendFile(path, file, contentType) {
+  let resp
+  try {
+    resp = await fetch(path, {
+      method: 'POST',
+      headers: headers({ Accept: 'application/json', 'Content-Type': contentType }),
+      cache: 'no-store',
+      body: file,
+    })
+  } catch {
+    markUnreachable()
+    throw new ApiError(0, 'the server is unreachable')
+  }
+  markReachable()
+  let doc = null
+  try {
+    doc = await resp.json()
+  } catch {
+    doc = null
+  }
+  if (resp.status === 401) conn.needToken = true
+  if (!resp.ok) {
+    const msg = doc && doc.error && doc.error.message ? doc.error.message : `HTTP ${resp.status}`
+    throw new ApiError(resp.status, msg, doc)
+  }
+  return doc
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 // Opens an event stream and keeps it open: after a drop it reconnects with
