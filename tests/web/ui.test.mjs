@@ -797,9 +797,10 @@ test('writes: a bad submit value shows the CLI\'s message at its field; a valid 
 })
 
 test('dataset pages: a zip uploaded through Import, the diff of two versions side by side, a leakage pair', async () => {
-  // An upload needs a read-write token. v2 of shapes as a zip: a train
-  // image copied into val (a train/val leakage pair) and one more box in a
-  // train label.
+  // An upload needs a read-write token. Its own dataset, so that later
+  // tests still see shapes@v1 as the latest: v1 the synth folder, v2 a zip
+  // of it with a train image copied into val (a train/val leakage pair) and
+  // one more box in a train label.
   const t0 = Date.now()
   const src = path.join(tmp, 'synth-v2')
   fs.cpSync(path.join(tmp, 'synth'), src, { recursive: true })
@@ -809,7 +810,8 @@ test('dataset pages: a zip uploaded through Import, the diff of two versions sid
   fs.copyFileSync(path.join(src, 'images', 'train', train[1]), path.join(src, 'images', 'val', `leak${ext}`))
   fs.copyFileSync(path.join(src, 'labels', 'train', `${stem(train[1])}.txt`), path.join(src, 'labels', 'val', 'leak.txt'))
   fs.appendFileSync(path.join(src, 'labels', 'train', `${stem(train[2])}.txt`), '0 0.5 0.5 0.2 0.2\n')
-  const zip = path.join(tmp, 'shapes-v2.zip')
+  kestrel('dataset', 'import', path.join(tmp, 'synth'), '--name', 'leaky')
+  const zip = path.join(tmp, 'leaky-v2.zip')
   execFileSync('python3', ['-c', 'import shutil, sys; shutil.make_archive(sys.argv[1], "zip", sys.argv[2])', zip.slice(0, -4), src])
 
   const rw = auth ? kestrelJson('token', 'create', '--name', 'web-datasets').token : token
@@ -818,21 +820,21 @@ test('dataset pages: a zip uploaded through Import, the diff of two versions sid
   await page.reload()
   await byTest('import-button').click()
   await byTest('import-file').setInputFiles(zip)
-  await inputOf('import-name').fill('shapes')
+  await inputOf('import-name').fill('leaky')
   await byTest('import-send').click()
   await byTest('import-result').waitFor({ timeout: WAIT })
-  assert.match(await textOf('import-result'), /Imported shapes@v2/)
+  assert.match(await textOf('import-result'), /Imported leaky@v2/)
   await shot('dataset-import-upload')
-  const v2 = kestrelJson('dataset', 'show', 'shapes@v2')
-  assert.equal(v2.version.source, 'yolo:upload:shapes-v2.zip')
+  const v2 = kestrelJson('dataset', 'show', 'leaky@v2')
+  assert.equal(v2.version.source, 'yolo:upload:leaky-v2.zip')
 
   // "Compare with…" on the new version's page opens the diff, counted as the CLI counts.
   await byTest('import-result-link').click()
-  await waitText('dataset-title', 'shapes@v2')
+  await waitText('dataset-title', 'leaky@v2')
   await byTest('compare-select').click()
   await byTest('compare-v1').click()
-  await waitText('diff-title', 'shapes: v1 → v2')
-  const cli = kestrelJson('dataset', 'diff', 'shapes@v1', 'shapes@v2')
+  await waitText('diff-title', 'leaky: v1 → v2')
+  const cli = kestrelJson('dataset', 'diff', 'leaky@v1', 'leaky@v2')
   await waitText('diff-count-added', String(cli.added.length))
   assert.equal(await textOf('diff-count-labels_changed'), String(cli.labels_changed.length))
   assert.equal(cli.labels_changed.length, 1)
@@ -852,7 +854,7 @@ test('dataset pages: a zip uploaded through Import, the diff of two versions sid
   await shot('dataset-diff')
 
   // The leakage finding: its two images side by side with their boxes.
-  await page.goto(`${base}/#/datasets/shapes@v2`)
+  await page.goto(`${base}/#/datasets/leaky@v2`)
   await byTest('findings-check').click()
   await byTest('findings-check-split.leakage').click()
   await page.waitForFunction(() => document.querySelectorAll('[data-testid="findings-table"] tbody tr').length >= 1, null, { timeout: WAIT })
