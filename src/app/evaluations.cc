@@ -226,6 +226,7 @@ Result<EvaluationList> Evaluations::List(const EvaluationListRequest& req) {
   }
   store::JobFilter f;
   f.states = {store::JobState::kSucceeded};
+  f.kind = "val";
   f.limit = std::numeric_limits<int64_t>::max();
   KESTREL_ASSIGN_OR_RETURN(auto jobs, meta_.ListJobs(f));
   std::sort(jobs.begin(), jobs.end(), [](const auto& x, const auto& y) { return x.id > y.id; });

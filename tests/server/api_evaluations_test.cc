@@ -390,8 +390,22 @@ TEST_F(ApiEvaluationsTest, ComparisonsNeedTheSameDatasetVersionAndSplit) {
   EXPECT_NE(msg.find("birds@v2"), std::string::npos) << msg;
   EXPECT_EQ(Get("/api/evaluations?dataset=birds@v2", 200)["evaluations"].size(), 1u);
   EXPECT_EQ(Get("/api/evaluations?dataset=birds", 200)["evaluations"].size(), 2u);
-  // An id that is no job is no evaluation.
+  // An id that is no job, a training job and a queued val job are no evaluations.
   EXPECT_EQ(Get("/api/evaluations/" + std::to_string(b + 100), 404)["error"]["field"], "id");
+  store::JobSpec train;
+  train.dataset_version = v1_;
+  train.config_json = R"({"data": "birds", "epochs": 1})";
+  bool created = false;
+  auto t = meta_->SubmitJob(train, WallMs(), &created);
+  ASSERT_TRUE(t.IsOk());
+  const json not_val = Get("/api/evaluations/" + std::to_string(t->id), 404);
+  EXPECT_NE(not_val["error"]["message"].get<std::string>().find("not a val job"), std::string::npos);
+  store::JobSpec queued = train;
+  queued.config_json = R"({"kind": "val", "data": "birds", "model": "m"})";
+  auto q = meta_->SubmitJob(queued, WallMs(), &created);
+  ASSERT_TRUE(q.IsOk());
+  EXPECT_EQ(Get("/api/evaluations/" + std::to_string(q->id), 404)["error"]["field"], "id");
+  EXPECT_EQ(Get("/api/evaluations", 200)["evaluations"].size(), 2u);
 }
 
 }  // namespace
