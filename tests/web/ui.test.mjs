@@ -867,3 +867,199 @@ test('dataset pages: a zip uploaded through Import, the diff of two versions sid
   await page.keyboard.press('Escape')
   console.log(`dataset pages test: ${Date.now() - t0} ms`)
 })
+
+// Runs `kestrel worker --exit-when-idle` (stopped after 120 s: a job that keeps
+// failing retryably would hold it) and resolves to the states of `ids`.
+function runJobs(id, ids) {
+  return new Promise((resolve, reject) => {
+    const w = spawn(CLI, ['--home', home, 'worker', '--id', id, '--exit-when-idle', '--poll-s', '0.1', '--heartbeat-s', '1', '--no-webhooks'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    let err = ''
+    w.stderr.on('data', (d) => (err += d))
+    const timer = setTimeout(() => w.kill('SIGTERM'), 120000)
+    w.once('exit', (code) => {
+      clearTimeout(timer)
+      const states = ids.map((j) => kestrelJson('jobs', 'show', String(j)).job.state)
+      if (code !== 0 && states.every((s) => s === 'succeeded')) reject(new Error(`worker exited ${code}: ${err}`))
+      else resolve(states)
+    })
+  })
+}
+// Whether a job's attempts failed because this kestrel cannot run LibTorch.
+function noLibTorch(jobId) {
+  const dir = path.join(home, 'jobs', String(jobId))
+  return fs.existsSync(dir) && fs.readdirSync(dir).some((f) => /LibTorch|kestrel-torch/.test(fs.readFileSync(path.join(dir, f), 'utf8')))
+}
+
+test('compare: two models evaluated from the Models page; curves, matrices, crops, CSV, side by side with TP/FP/FN', async (t) => {
+  const started = Date.now()
+  // Two tiny models of the shapes data (other seeds, 1 and 2 epochs: other weights).
+  const trainKeys = ['data=shapes', 'model=t', 'imgsz=64', 'batch=4', 'workers=1', 'threads=1', 'plots=false', 'warmup_epochs=0']
+  const trainJobs = [1, 2].map((n) => kestrelJson('submit', ...trainKeys, `epochs=${n}`, `seed=${n}`).job_id)
+  const trained = await runJobs('web-train', trainJobs)
+  if (trained.some((s) => s !== 'succeeded')) {
+    for (const id of trainJobs) kestrelOk('jobs', 'cancel', String(id))
+    if (trainJobs.some(noLibTorch)) {
+      t.skip('this kestrel cannot run LibTorch: no models to evaluate')
+      return
+    }
+    assert.fail(`training jobs ${trainJobs}: ${trained}`)
+  }
+  const models = kestrelJson('models', 'list').models.filter((m) => trainJobs.includes(m.job_id))
+  assert.equal(models.length, 2, JSON.stringify(kestrelJson('models', 'list')))
+  const [ma, mb] = trainJobs.map((id) => models.find((m) => m.job_id === id).ref)
+
+  // Models page (a read-write token: Evaluate submits jobs): tick both, Compare:
+  // no evaluations yet -> Evaluate submits a val job per model.
+  const rw = auth ? kestrelJson('token', 'create', '--name', 'web-compare').token : token
+  await page.goto(`${base}/#/models`)
+  await page.evaluate((t) => localStorage.setItem('kestrel.token', t), rw)
+  await page.reload()
+  for (const ref of [ma, mb]) await page.locator('[data-testid="models-table"] tbody tr', { has: byTest(`model-link-${ref}`) }).locator('.el-checkbox').click()
+  await byTest('models-compare').click()
+  await byTest('compare-models-missing').waitFor({ timeout: WAIT })
+  await byTest('compare-models-evaluate').click()
+  await byTest('compare-models-jobs').waitFor({ timeout: WAIT })
+  const valJobs = (await byTest('compare-models-jobs').locator('a').allInnerTexts()).map((s) => Number(/#(\d+)/.exec(s)[1]))
+  assert.equal(valJobs.length, 2)
+  for (const id of valJobs) {
+    const job = kestrelJson('jobs', 'show', String(id)).job
+    assert.equal(job.kind, 'val')
+    assert.equal(String(job.config.save_json), 'true')
+    assert.equal(job.config.imgsz, 64) // the imgsz the model was trained at
+  }
+  assert.deepEqual(await runJobs('web-val', valJobs), ['succeeded', 'succeeded'])
+  // The dialog looks again every 3 s and then links the comparison.
+  await byTest('compare-models-open').waitFor({ timeout: WAIT })
+  await shot('compare-models')
+  await byTest('compare-models-open').click()
+  const [ea, eb] = valJobs
+  await page.waitForFunction((want) => window.location.hash === want, `#/compare?a=${ea}&b=${eb}`, { timeout: WAIT })
+  await byTest('compare-headline').waitFor({ timeout: WAIT })
+
+  const api = async (p) => {
+    const r = await fetch(`${base}${p}`, { headers: { Authorization: `Bearer ${rw}` } })
+    assert.equal(r.status, 200, `${p}: ${await r.clone().text()}`)
+    return r.json()
+  }
+  const cmp = await api(`/api/comparisons?a=${ea}&b=${eb}`)
+  const nc = cmp.confusion.names.length - 1
+
+  // The PR and F1 curves of both, overlaid.
+  const pr = await waitDrawn('compare-pr', (d) => d.length === 2 && d.every((s) => s.data.length > 10), 'two PR curves')
+  assert.deepEqual(pr.map((s) => s.name), [`A: ${cmp.a.model} (#${ea})`, `B: ${cmp.b.model} (#${eb})`])
+  await waitDrawn('compare-f1', (d) => d.length === 2, 'two F1 curves')
+
+  // Both confusion matrices, the records' counts in every cell.
+  for (const side of ['a', 'b']) {
+    const d = await waitDrawn(`confusion-${side}`, (x) => x.length === 1 && x[0].data.length === (nc + 1) ** 2, `matrix ${side}`)
+    for (const cell of d[0].data) assert.equal(cell.count, cmp.confusion[side][cell.value[1]][cell.value[0]])
+  }
+  await shot('compare')
+
+  // A non-empty cell of A opens its boxes: one crop each.
+  let cell = null
+  cmp.confusion.a.forEach((row, p) => row.forEach((n, g) => n > 0 && n <= 60 && (!cell || n < cell.n) && (cell = { p, g, n })))
+  assert.ok(cell, JSON.stringify(cmp.confusion.a))
+  const at = await page.evaluate(([g, p]) => {
+    const el = document.querySelector('[data-testid="confusion-a"]')
+    const [x, y] = el.echart.convertToPixel({ seriesIndex: 0 }, [g, p])
+    return { x, y }
+  }, [cell.g, cell.p])
+  await byTest('confusion-a').click({ position: at })
+  await byTest('crops-range').waitFor({ timeout: WAIT })
+  await page.waitForFunction(
+    (n) => {
+      const c = [...document.querySelectorAll('[data-testid="crops-dialog"] [data-testid="crop"]')]
+      return c.length === n && c.every((e) => e.width > 0)
+    },
+    cell.n,
+    { timeout: WAIT },
+  )
+  await shot('compare-crops')
+  await page.keyboard.press('Escape')
+  await byTest('crops-range').waitFor({ state: 'hidden', timeout: WAIT })
+
+  // The per-class CSV: a header and one row per class.
+  const [download] = await Promise.all([page.waitForEvent('download', { timeout: WAIT }), byTest('compare-csv').click()])
+  const csv = fs.readFileSync(await download.path(), 'utf8').trimEnd().split('\r\n')
+  assert.match(csv[0], /^class_id,name,instances,precision_a,precision_b,precision_delta,/)
+  assert.equal(csv.length, 1 + nc)
+  assert.equal(csv.length, 1 + cmp.delta.classes.length)
+
+  // The server's right/wrong lists follow the same rule as match.js over the stored predictions.
+  const { imageRight, matchDetections } = await import(path.join(repo, 'web/src/match.js'))
+  const imagesOf = async (id) => new Map((await api(`/api/evaluations/${id}/images?filter=all&limit=500`)).images.map((im) => [im.sha, im]))
+  const [ia, ib] = [await imagesOf(ea), await imagesOf(eb)]
+  const rightA = (sha) => imageRight(ia.get(sha).labels, ia.get(sha).detections)
+  const rightB = (sha) => imageRight(ib.get(sha).labels, ib.get(sha).detections)
+  assert.deepEqual(cmp.images.a_right_b_wrong.map((x) => x.sha).sort(), [...ia.keys()].filter((s) => rightA(s) && !rightB(s)).sort())
+  assert.deepEqual(cmp.images.b_right_a_wrong.map((x) => x.sha).sort(), [...ia.keys()].filter((s) => rightB(s) && !rightA(s)).sort())
+
+  // An image from a list opens with both models' detections side by side. One-epoch
+  // models are wrong on nearly every image, so when both lists are empty the page
+  // gets the real comparison with one real image of the split listed (a stand-in list).
+  let listed = cmp.images.a_right_b_wrong[0] || cmp.images.b_right_a_wrong[0]
+  const stand = !listed
+  if (stand) {
+    const im = [...ia.values()].find((x) => x.labels.length > 0)
+    listed = { sha: im.sha, path: im.path }
+    await page.route('**/api/comparisons?*', async (route) => {
+      const real = await (await route.fetch()).json()
+      real.images.a_right_b_wrong = [listed]
+      await route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(real) })
+    })
+    await page.reload()
+  }
+  const key = cmp.images.a_right_b_wrong.length || stand ? 'a_right_b_wrong' : 'b_right_a_wrong'
+  await byTest(`${key}-item`).first().click()
+  await waitText('viewer-title', listed.path)
+  if (stand) await page.unroute('**/api/comparisons?*')
+  const panelBoxes = (i, what) => page.locator(`[data-testid="viewer-panel-${i}"] [data-testid="${what}"]`)
+  const imA = ia.get(listed.sha)
+  const imB = ib.get(listed.sha)
+  for (const [i, im] of [[0, imA], [1, imB]]) {
+    assert.equal(await panelBoxes(i, 'box').count(), im.labels.length)
+    assert.equal(await panelBoxes(i, 'pred').count(), im.detections.filter((d) => d.score >= 0.25).length)
+  }
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="viewer-image"] img')].every((i) => i.naturalWidth === 64), null, { timeout: WAIT })
+  await shot('compare-side-by-side')
+
+  // The confidence slider: at its low end every stored detection of the image is drawn.
+  const before = await panelBoxes(0, 'pred').count()
+  assert.ok(imA.detections.some((d) => d.score < 0.25), 'detections under 0.25 are stored')
+  const runway = page.locator('[data-testid="viewer-conf"] .el-slider__runway')
+  const rb = await runway.boundingBox()
+  await runway.click({ position: { x: 1, y: rb.height / 2 } })
+  const conf = Number(await textOf('viewer-conf-value'))
+  assert.ok(conf <= 0.02, `conf ${conf}`)
+  await page.waitForFunction(
+    ([sel, n]) => document.querySelectorAll(sel).length === n,
+    ['[data-testid="viewer-panel-0"] [data-testid="pred"]', imA.detections.filter((d) => d.score >= conf).length],
+    { timeout: WAIT },
+  )
+  assert.notEqual(await panelBoxes(0, 'pred').count(), before)
+
+  // TP/FP/FN: every drawn box's outcome is match.js's at this confidence and IoU, for 0.5 and 0.95.
+  const statuses = (i, what) => panelBoxes(i, what).evaluateAll((els) => els.map((e) => e.getAttribute('data-status')))
+  for (const iou of [0.5, 0.95]) {
+    if (iou !== 0.5) {
+      await byTest('viewer-iou').click()
+      await byTest(`viewer-iou-${iou.toFixed(2)}`).click()
+    }
+    for (const [i, im] of [[0, imA], [1, imB]]) {
+      const m = matchDetections(im.labels, im.detections, { conf, iouThreshold: iou })
+      await waitText(`viewer-counts-${i}`, `TP ${m.tp} · FP ${m.fp} · FN ${m.fn}`)
+      assert.deepEqual(await statuses(i, 'pred'), m.detections.map((d) => d.status))
+      assert.deepEqual(await statuses(i, 'box'), m.labels.map((l) => l.status))
+    }
+  }
+  const seen = new Set([...(await statuses(0, 'pred')), ...(await statuses(0, 'box')), ...(await statuses(1, 'pred')), ...(await statuses(1, 'box'))])
+  assert.ok(seen.has('fp') && seen.has('fn'), [...seen].join(','))
+  const colours = await page.locator('[data-testid="viewer-image"] rect').evaluateAll((els) => [...new Set(els.map((e) => e.getAttribute('stroke')))])
+  assert.ok(colours.includes('#d1242f') && colours.includes('#f08c00'), colours.join(','))
+  await shot('compare-viewer-outcomes')
+  await page.keyboard.press('Escape')
+  console.log(`compare: ${((Date.now() - started) / 1000).toFixed(1)} s`)
+})
