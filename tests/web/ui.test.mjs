@@ -977,6 +977,7 @@ test('compare: two models evaluated from the Models page; curves, matrices, crop
     cell.n,
     { timeout: WAIT },
   )
+  await page.waitForTimeout(300) // the dialog's fade-in, for the screenshot
   await shot('compare-crops')
   await page.keyboard.press('Escape')
   await byTest('crops-range').waitFor({ state: 'hidden', timeout: WAIT })
@@ -1061,5 +1062,16 @@ test('compare: two models evaluated from the Models page; curves, matrices, crop
   assert.ok(colours.includes('#d1242f') && colours.includes('#f08c00'), colours.join(','))
   await shot('compare-viewer-outcomes')
   await page.keyboard.press('Escape')
+
+  // The evaluation page of A: every image of the split, its matrix, its per-class CSV.
+  await page.goto(`${base}/#/evaluations/${ea}`)
+  await waitText('evaluation-title', `Evaluation #${ea}`)
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="evaluation-image"]').length === n, ia.size, { timeout: WAIT })
+  await waitDrawn('evaluation-confusion', (d) => d.length === 1 && d[0].data.length === (nc + 1) ** 2, 'the matrix')
+  const [perClass] = await Promise.all([page.waitForEvent('download', { timeout: WAIT }), byTest('evaluation-csv').click()])
+  const rows = fs.readFileSync(await perClass.path(), 'utf8').trimEnd().split('\r\n')
+  assert.equal(rows[0], 'class_id,name,images,instances,precision,recall,f1,map50,map50_95')
+  assert.equal(rows.length, 1 + nc)
+  await shot('evaluation')
   console.log(`compare: ${((Date.now() - started) / 1000).toFixed(1)} s`)
 })
