@@ -42,7 +42,7 @@ struct ZipEntry {
 std::string MakeZip(const std::vector<ZipEntry>& entries) {
   struct archive* a = archive_write_new();
   archive_write_set_format_zip(a);
-  std::vector<char> buf(size_t{64} << 20);
+  std::vector<char> buf(size_t{8} << 20);  // the zips here are at most a few hundred KB
   size_t used = 0;
   EXPECT_EQ(archive_write_open_memory(a, buf.data(), buf.size(), &used), ARCHIVE_OK);
   for (const auto& z : entries) {
