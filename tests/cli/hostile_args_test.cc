@@ -383,7 +383,7 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"jobs", "list", "--dataset", "nosuch@v" + H},
       {"jobs", "list", "--dataset", "../" + X},
       {"jobs", "list", "--sort", "id; DROP TABLE jobs"},
-      {"jobs", "list", "--order", ""},
+      {"jobs", "list", "--order", "sideways"},
       {"jobs", "list", "--before", H},
       {"jobs", "list", "--before", "-1"},
       {"jobs", "list", "--before", "424242"},

@@ -153,14 +153,25 @@ TEST_F(JobsCliTest, JsonOutputIsTheAppLayersViewOfTheSameRecords) {
   EXPECT_EQ(again, app::SubmitResultJson({*job, false, "", ""}));
   const int64_t other = SubmitId(TinyJob("epochs=2"));
   // list (newest first), with and without a filter
-  auto all = app::ListJobs(*meta, {});
+  auto all = app::ListJobPage(*meta, {});
   ASSERT_TRUE(all.IsOk());
-  ASSERT_EQ(all->size(), 2u);
+  ASSERT_EQ(all->jobs.size(), 2u);
   json views = json::array();
-  for (const auto& j : *all) views.push_back(app::JobJson(j, false));
-  EXPECT_EQ(Json(Kestrel("--json jobs list")), json({{"jobs", views}}));
-  EXPECT_EQ(Json(Kestrel("--json jobs list --state queued --limit 1")),
-            json({{"jobs", json::array({views[0]})}}));
+  for (const auto& j : all->jobs) views.push_back(app::JobJson(j, false));
+  EXPECT_EQ(Json(Kestrel("--json jobs list")), app::JobPageJson(*all));
+  app::JobListRequest first_req;
+  first_req.state = "queued";
+  first_req.limit = 1;
+  auto first = app::ListJobPage(*meta, first_req);
+  ASSERT_TRUE(first.IsOk());
+  const json page1 = Json(Kestrel("--json jobs list --state queued --limit 1"));
+  EXPECT_EQ(page1, app::JobPageJson(*first));
+  EXPECT_EQ(page1["jobs"], json::array({views[0]}));
+  // The next page from the cursor: the older job, and no page after it.
+  const json page2 = Json(Kestrel("--json jobs list --state queued --limit 1 --before " +
+                                  std::to_string(page1["next_cursor"].get<int64_t>())));
+  EXPECT_EQ(page2["jobs"], json::array({views[1]}));
+  EXPECT_TRUE(page2["next_cursor"].is_null());
   EXPECT_EQ(views[0]["id"], other);
   EXPECT_EQ(views[0]["kind"], "train");
   // attempts: a worker's steps through the store (claim, pid, a retryable
