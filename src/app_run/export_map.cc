@@ -1,88 +1,43 @@
-// The mAP check of an export: LibTorch (model::Predictor) and the ONNX file
-// (app::OnnxPredictor in OpenCV DNN and in ONNX Runtime) run the same split
-// through eval::BatchInference's PredictVal with the same shapes, and each
-// is scored as `kestrel val` scores a model. No torch header: the
-// predictor's is torch-free.
+// The mAP check of an export: LibTorch (LoadDetector) and the ONNX file
+// (LoadOnnxDetector in OpenCV DNN and in ONNX Runtime) each scored on the
+// same split exactly as `kestrel val model=` scores (score_split.h), with
+// the same shapes and NMS. No torch header: predict.h is torch-free.
 #include "app_run/export_map.h"
 
 #include <chrono>
 #include <cmath>
 #include <iomanip>
-#include <opencv2/core.hpp>
 #include <sstream>
 #include <utility>
 
-#include "app_run/onnx_predict.h"
-#include "data/image.h"
-#include "eval/dataset_eval.h"
-#include "model/predictor.h"
+#include "app_run/predict.h"
+#include "app_run/score_split.h"
 
 namespace kestrel::app {
 namespace {
 
-eval::ValShapeOptions Shapes(const MapCheckRequest& r) {
-  eval::ValShapeOptions s;
-  s.imgsz = r.imgsz;
-  s.batch = r.batch;
-  s.rect = r.rect;
-  return s;
-}
-
-eval::InferenceOptions Inference(const MapCheckRequest& r) {
-  eval::InferenceOptions o;
-  o.imgsz = r.imgsz;
-  o.batch = r.batch;
-  o.nms.conf = static_cast<float>(r.conf);
-  o.nms.iou = static_cast<float>(r.iou);
-  o.nms.max_det = r.max_det;
-  o.nms.multi_label = true;  // the validator's setting for mAP
+ModelRunOptions RunOptions(const MapCheckRequest& r, const char* runtime) {
+  ModelRunOptions o{r.imgsz, r.batch, r.conf, r.iou, r.max_det};
+  o.rect = r.rect;
+  o.runtime = runtime;
   return o;
 }
 
-// The split's images decoded one at a time, as `kestrel val` loads them.
-Result<std::vector<eval::ImagePrediction>> Predict(model::Predictor& p, store::ArtifactStore& blobs,
-                                                   const eval::EvalSplit& split,
-                                                   const std::vector<eval::ImageSize>& sizes,
-                                                   const eval::ValShapeOptions& shapes) {
-  return p.PredictVal(sizes, shapes, [&](size_t i) -> Result<cv::Mat> {
-    KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
-    return data::DecodeImage(bytes, split.images[i].path);
-  });
-}
-Result<std::vector<eval::ImagePrediction>> Predict(OnnxPredictor& p, store::ArtifactStore& blobs,
-                                                   const eval::EvalSplit& split,
-                                                   const std::vector<eval::ImageSize>& sizes,
-                                                   const eval::ValShapeOptions& shapes) {
-  cv::Mat current;  // valid until the next load, as BatchInference requires
-  return p.PredictVal(sizes, shapes, [&](size_t i) -> Result<eval::ImageView> {
-    KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
-    KESTREL_ASSIGN_OR_RETURN(current, data::DecodeImage(bytes, split.images[i].path));
-    return eval::ImageView{current.data, current.cols, current.rows, current.channels(), current.step[0]};
-  });
-}
-
-// mAP50 / mAP50-95 of one runner on the split (labels letterboxed as the
-// validator scores them), and its wall time per image.
-template <class Runner>
-Status Score(Runner& runner, store::ArtifactStore& blobs, const eval::EvalSplit& split,
-             const MapCheckRequest& req, MapRuntime* out) {
-  std::vector<eval::ImageSize> sizes;
-  sizes.reserve(split.images.size());
-  for (const auto& im : split.images) sizes.push_back({im.width, im.height});
+// mAP50 / mAP50-95 of one runtime on the split, loaded through `load` and
+// scored as `val model=` scores (score_split.h), and its wall time per
+// image (decode, letterbox and NMS included, the load not).
+Status Score(const DetectorLoader& load, const std::string& file, const char* runtime,
+             store::ArtifactStore& blobs, const eval::EvalSplit& split, const MapCheckRequest& req,
+             MapRuntime* out) {
+  const ModelRunOptions opts = RunOptions(req, runtime);
+  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<Detector> detector,
+                           load(file, ModelRunInference(opts), DetectorPlacement{opts.device, opts.runtime}));
+  if (const std::string name = detector->RuntimeName(); !name.empty()) out->runtime = name;
   const auto t0 = std::chrono::steady_clock::now();
-  KESTREL_ASSIGN_OR_RETURN(auto preds, Predict(runner, blobs, split, sizes, Shapes(req)));
+  KESTREL_ASSIGN_OR_RETURN(ScoredSplit scored, ScoreLoadedModelOnSplit(*detector, blobs, file, split, opts));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<std::vector<eval::Detection>> per_image;
-  per_image.reserve(preds.size());
-  for (auto& p : preds) per_image.push_back(std::move(p.detections));
-  eval::EvalOptions eo;
-  eo.conf = req.conf;
-  eo.iou = req.iou;
-  eo.max_det = req.max_det;
-  const eval::EvalSplit scored = eval::ValScoredSplit(split, Shapes(req));
-  KESTREL_ASSIGN_OR_RETURN(eval::EvalResult result, eval::EvaluateSplit(scored, per_image, eo));
-  out->map50 = result.map50;
-  out->map50_95 = result.map5095;
+  out->map50 = scored.result.map50;
+  out->map50_95 = scored.result.map5095;
   out->ms_per_image = split.images.empty() ? 0 : ms / static_cast<double>(split.images.size());
   out->scored = true;
   return {};
@@ -118,15 +73,12 @@ Result<MapCheck> RunExportMapCheck(store::ArtifactStore& blobs, const LoadedSpli
   check.report_only = request.report_only;
 
   // The reference: the LibTorch model as `kestrel val` runs it.
-  model::PredictorOptions popts;
-  static_cast<eval::InferenceOptions&>(popts) = Inference(request);
-  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<model::Predictor> torch, model::Predictor::Load(weights, popts));
   check.libtorch.runtime = "libtorch";
-  KESTREL_RETURN_IF_ERROR(Score(*torch, blobs, split, request, &check.libtorch).WithContext("LibTorch"));
+  KESTREL_RETURN_IF_ERROR(
+      Score(LoadDetector, weights, "opencv", blobs, split, request, &check.libtorch).WithContext("LibTorch"));
   check.libtorch.ran = check.libtorch.passed = true;  // scored by Score
-  torch.reset();
 
-  const OnnxEngine engines[kMapRuntimes] = {OnnxEngine::kOpenCvDnn, OnnxEngine::kOnnxRuntime};
+  const char* runtimes[kMapRuntimes] = {"opencv", "onnxruntime"};
   const char* names[kMapRuntimes] = {"opencv-dnn", "onnxruntime"};
   bool any_ran = false;
   std::string failures;
@@ -140,13 +92,7 @@ Result<MapCheck> RunExportMapCheck(store::ArtifactStore& blobs, const LoadedSpli
     }
     rt.ran = true;
     any_ran = true;
-    Result<std::unique_ptr<OnnxPredictor>> onnx =
-        OnnxPredictor::Load(onnx_path, Inference(request), engines[k]);
-    Status scored = onnx.IsOk() ? Status() : onnx.GetStatus();
-    if (onnx.IsOk()) {
-      rt.runtime = (*onnx)->RuntimeName();
-      scored = Score(**onnx, blobs, split, request, &rt);
-    }
+    const Status scored = Score(LoadOnnxDetector, onnx_path, runtimes[k], blobs, split, request, &rt);
     if (!scored.IsOk()) {
       rt.error = scored.ToString();
     } else {

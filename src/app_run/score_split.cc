@@ -63,9 +63,7 @@ Result<ScoredSplit> ScoreDetector(Detector& pred, store::ArtifactStore& blobs, c
 
 }  // namespace
 
-Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
-                                      const eval::EvalSplit& split, ModelRunOptions opts,
-                                      const DetectorLoader& load) {
+eval::InferenceOptions ModelRunInference(const ModelRunOptions& opts) {
   eval::InferenceOptions io;
   io.imgsz = opts.imgsz;
   io.batch = opts.batch;
@@ -73,19 +71,32 @@ Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::st
   io.nms.iou = static_cast<float>(opts.iou);
   io.nms.max_det = opts.max_det;
   io.nms.multi_label = true;  // the validator's setting for mAP
-  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<Detector> pred,
-                           load(weights, io, DetectorPlacement{opts.device, opts.runtime}));
-  if (pred->FixedInputSize()) {
+  return io;
+}
+
+Result<ScoredSplit> ScoreLoadedModelOnSplit(Detector& detector, store::ArtifactStore& blobs,
+                                            const std::string& weights, const eval::EvalSplit& split,
+                                            ModelRunOptions opts) {
+  if (detector.FixedInputSize()) {
     // An ONNX file with a fixed input has one shape: every image is
     // letterboxed into the file's side (rect=false), which the record's
     // provenance shows (docs/evaluation.md); a dynamic one runs the rect
     // batches as LibTorch does.
-    opts.imgsz = pred->Options().imgsz;
+    opts.imgsz = detector.Options().imgsz;
     opts.rect = false;
   }
-  KESTREL_ASSIGN_OR_RETURN(ScoredSplit out, ScoreDetector(*pred, blobs, weights, split, opts));
-  if (const std::string runtime = pred->RuntimeName(); !runtime.empty()) out.extra["runtime"] = runtime;
+  KESTREL_ASSIGN_OR_RETURN(ScoredSplit out, ScoreDetector(detector, blobs, weights, split, opts));
+  if (const std::string runtime = detector.RuntimeName(); !runtime.empty()) out.extra["runtime"] = runtime;
   return out;
+}
+
+Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
+                                      const eval::EvalSplit& split, ModelRunOptions opts,
+                                      const DetectorLoader& load) {
+  KESTREL_ASSIGN_OR_RETURN(
+      std::unique_ptr<Detector> pred,
+      load(weights, ModelRunInference(opts), DetectorPlacement{opts.device, opts.runtime}));
+  return ScoreLoadedModelOnSplit(*pred, blobs, weights, split, opts);
 }
 
 Result<ValRun> EvaluateModelWith(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,

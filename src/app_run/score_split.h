@@ -42,6 +42,15 @@ Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::st
                                       const eval::EvalSplit& split, ModelRunOptions opts,
                                       const DetectorLoader& load);
 
+// ScoreModelOnSplit with the detector already loaded (with the options
+// ModelRunOptionsInference gives), so a caller can time the run alone.
+Result<ScoredSplit> ScoreLoadedModelOnSplit(Detector& detector, store::ArtifactStore& blobs,
+                                            const std::string& weights, const eval::EvalSplit& split,
+                                            ModelRunOptions opts);
+// The inference options (imgsz, batch, multi-label NMS at conf/iou/max_det)
+// a detector is loaded with for ScoreModelOnSplit.
+eval::InferenceOptions ModelRunInference(const ModelRunOptions& opts);
+
 // `val model=` with a caller's loader: keys.data's split (a registry
 // reference) scored as ScoreModelOnSplit, then WriteValRun into
 // `dir_or_empty` (or the next free keys.project/keys.name).
