@@ -312,8 +312,8 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   jobs->require_subcommand(1);
 
   auto lr = std::make_shared<app::JobListRequest>();
-  CLI::App* list =
-      jobs->add_subcommand("list", "Jobs, newest first: filter, sort and page them (docs/server.md \"Job list\")");
+  CLI::App* list = jobs->add_subcommand(
+      "list", "Jobs, newest first: filter, sort and page them (docs/server.md \"Job list\")");
   list->add_option("--state", lr->state,
                    "only these states, comma-separated (queued, running, succeeded, failed_retryable, "
                    "failed_permanent, cancelled)");
