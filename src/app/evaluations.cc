@@ -10,6 +10,7 @@
 #include "app/jobs.h"
 #include "app/models.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "eval/compare_plots.h"
 #include "eval/confusion.h"
 #include "eval/dataset_eval.h"
@@ -200,6 +201,15 @@ Result<EvaluationList> Evaluations::List(const EvaluationListRequest& req) {
   KESTREL_RETURN_IF_ERROR(CheckPage(req.offset, req.limit, 1000));
   if (!req.split.empty() && req.split != "train" && req.split != "val" && req.split != "test")
     return Bad("split", "unknown split '" + req.split + "' (train, val or test)");
+  // Stored configs are JSON (UTF-8) and dataset names have no '/': a filter
+  // that cannot match anything stored is a mistake to report, not an empty list.
+  if (!IsValidUtf8(req.model))
+    return Bad("model", "model=" + EscapeForDisplay(req.model) + ": not UTF-8, so it names no model or file");
+  if (const std::string name = req.dataset.substr(0, req.dataset.find('@'));
+      !IsValidUtf8(name) || name.find('/') != std::string::npos) {
+    return Bad("dataset", "dataset=" + EscapeForDisplay(req.dataset) +
+                              ": not a dataset name (UTF-8 without '/'; NAME or NAME@VERSION)");
+  }
   // --model: every version of a model name, or the model a reference names,
   // or the text as submitted.
   std::set<std::string> model_ids;
