@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/eval_model.h"  // AddModelCommands (only with LibTorch)
 #include "cli/job_child.h"
+#include "cli/torch_commands.h"
 #include "core/device_spec.h"
 #include "core/failure_of.h"
 #include "core/json.h"
@@ -174,8 +175,7 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
   };
   auto st = std::make_shared<ValState>();
   st->opts.Bind(st->set);
-  CLI::App* val = app.add_subcommand(
-      "val", "Score a model or predictions made elsewhere on a dataset version (mAP, P, R, errors, plots)");
+  CLI::App* val = app.add_subcommand(kValCommand.name, kValCommand.help);
   val->add_option("key=value", st->extras, "e.g. predictions=DIR data=coco128 split=val conf=0.001");
   AddOptionFlags(val, st->set, &st->flags);
   val->add_option("--job", st->job,

@@ -25,6 +25,7 @@
 #include "app_run/export.h"
 #include "cli/cli.h"
 #include "cli/job_child.h"
+#include "cli/torch_commands.h"
 #include "core/failure_of.h"
 #include "data/registry.h"
 #include "jobs/job_keys.h"
@@ -279,8 +280,7 @@ void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code) {
   };
   auto st = std::make_shared<ExportState>();
   st->opts.Bind(st->set);
-  CLI::App* cmd = app.add_subcommand(
-      "export", "Write a model as ONNX, verified in OpenCV DNN and ONNX Runtime against LibTorch");
+  CLI::App* cmd = app.add_subcommand(kExportCommand.name, kExportCommand.help);
   cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors format=onnx imgsz=640");
   AddOptionFlags(cmd, st->set, &st->flags);
   cmd->add_option("--job", st->job,

@@ -1,7 +1,13 @@
 // kestrel: the command-line entry point. Thin: it parses global flags, sets
 // process-wide state (logging, codec log level) and dispatches to the
-// subcommand modules. Built twice: `kestrel`, and with KESTREL_DEPLOY the
-// LibTorch-free `kestrel-deploy` (predict and val of ONNX files only).
+// subcommand modules. Built three times: `kestrel-torch` (every command),
+// `kestrel` with KESTREL_FORWARD_TORCH (every command that needs no
+// LibTorch runs in process; a command line whose command is one of
+// torch_commands.h is handed to kestrel-torch beside it by execv, so the
+// process, its pid, streams and exit code are kestrel-torch's: `kestrel
+// jobs list` starts without loading LibTorch, about 1 s less), and with
+// KESTREL_DEPLOY the LibTorch-free `kestrel-deploy` (predict and val of
+// ONNX files only).
 //
 // Whatever happens, the process ends with an exit code below 128 and, with
 // --json, exactly one JSON document on stdout: usage errors (CLI11's and the
@@ -10,14 +16,18 @@
 // an internal error with exit 1 (cli::FailInternal), and one that escapes a
 // thread ends the process through the terminate handler with exit 1.
 #include <malloc.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
 #include "cli/cli.h"
+#include "cli/torch_commands.h"
 #ifdef KESTREL_DEPLOY
 #include "cli/deploy.h"
 #endif
@@ -43,6 +53,42 @@ bool HasJsonFlag(int argc, char** argv) {
   return false;
 }
 
+#ifdef KESTREL_FORWARD_TORCH
+// The first command word: the first argument that is not an option or a
+// global option's value ("" when there is none).
+std::string FirstCommandWord(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string tok = argv[i];
+    if (tok == "--") break;
+    if (tok == "--home" || tok == "--log-level") {
+      ++i;  // the global option's value
+      continue;
+    }
+    if (!tok.empty() && tok[0] == '-') continue;
+    return tok;
+  }
+  return "";
+}
+
+// A command of torch_commands.h: execv kestrel-torch (beside this program)
+// with the same arguments. Returns only when that fails (exit 1, saying why).
+int ForwardToTorchProgram(const Context& ctx, int argc, char** argv) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string torch = (self.parent_path() / "kestrel-torch").string();
+  if (!ec) {
+    std::vector<char*> args(argv, argv + argc);
+    args.push_back(nullptr);
+    ::execv(torch.c_str(), args.data());
+  }
+  const std::string why = ec ? ec.message() : std::strerror(errno);
+  return Fail(ctx, Status::FailedPrecondition("`" + FirstCommandWord(argc, argv) +
+                                              "` runs in kestrel-torch (the LibTorch half of kestrel), which "
+                                              "could not be started: " +
+                                              torch + ": " + why));
+}
+#endif
+
 std::vector<std::string> CommandNames(const CLI::App& app) {
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App* a) { return !a->get_name().empty(); })) {
@@ -62,7 +108,7 @@ Status CheckCommandWords(const CLI::App& app, int argc, char** argv) {
     const std::string tok = argv[i];
     if (tok == "--") break;
     if (tok == "--home" || tok == "--log-level") {
-      ++i;  // the global option's value
+      ++i;  // the global option's value (as FirstCommandWord skips it)
       continue;
     }
     if (tok == "-h" || tok == "--help" || tok == "--help-all" || tok == "--version") asked_help = true;
@@ -113,11 +159,17 @@ int Run(Context& ctx, int argc, char** argv) {
   AddDeployCommands(app, ctx, &exit_code);
 #else
   AddDatasetCommands(app, ctx, &exit_code);
+#if defined(KESTREL_FORWARD_TORCH)
+  // Listed in the help and known to the command-word check; a command line
+  // naming one never gets here (main hands it to kestrel-torch).
+  for (const TorchCommand& c : kTorchCommands) app.add_subcommand(c.name, c.help)->allow_extras();
+#else
 #ifdef KESTREL_WITH_TORCH
   AddTrainCommands(app, ctx, &exit_code);
   AddExportCommands(app, ctx, &exit_code);
 #endif
   AddEvalCommands(app, ctx, &exit_code);
+#endif
   AddJobCommands(app, ctx, &exit_code);
   AddDiskCommands(app, ctx, &exit_code);
   AddWebhookCommands(app, ctx, &exit_code);
@@ -170,6 +222,12 @@ int main(int argc, char** argv) {
   ctx.json = cli::HasJsonFlag(argc, argv);
   cli::InstallTerminateHandler(ctx.json);
   try {
+#ifdef KESTREL_FORWARD_TORCH
+    const std::string command = cli::FirstCommandWord(argc, argv);
+    for (const cli::TorchCommand& c : cli::kTorchCommands) {
+      if (command == c.name) return cli::ForwardToTorchProgram(ctx, argc, argv);
+    }
+#endif
     ctx.home = store::KestrelHome();
     return cli::Run(ctx, argc, argv);
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include "app_run/predict.h"
 #include "cli/eval_model.h"
 #include "cli/predict_keys.h"
+#include "cli/torch_commands.h"
 #include "model/device.h"
 #include "train/train_config.h"
 
@@ -92,8 +93,7 @@ void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
   };
   auto st = std::make_shared<PredictState>();
   st->opts.Bind(st->set);
-  CLI::App* cmd =
-      app.add_subcommand("predict", "Run a model on images: annotated images, YOLO txt, JSON, speed");
+  CLI::App* cmd = app.add_subcommand(kPredictCommand.name, kPredictCommand.help);
   cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors source=images/ conf=0.25");
   AddOptionFlags(cmd, st->set, &st->flags);
   cmd->callback([&ctx, exit_code, st] {
@@ -113,9 +113,7 @@ void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
   };
   auto cs = std::make_shared<CompareState>();
   cs->opts.Bind(cs->set);
-  CLI::App* cmp = app.add_subcommand(
-      "compare",
-      "Two models on one dataset split: metric deltas, PR curves, confusion matrices, HTML report");
+  CLI::App* cmp = app.add_subcommand(kCompareCommand.name, kCompareCommand.help);
   cmp->add_option("args", cs->extras, "A.safetensors B.safetensors data=NAME[@VERSION] key=value...");
   AddOptionFlags(cmp, cs->set, &cs->flags);
   cmp->callback([&ctx, exit_code, cs] {

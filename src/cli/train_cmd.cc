@@ -19,6 +19,7 @@
 #include "app_run/train_job.h"
 #include "cli/cli.h"
 #include "cli/job_child.h"
+#include "cli/torch_commands.h"
 #include "core/failure.h"
 #include "core/json.h"
 #include "model/device.h"
@@ -73,8 +74,7 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
   };
   auto st = std::make_shared<TrainState>();
   st->opts.Bind(st->set);
-  CLI::App* cmd =
-      app.add_subcommand("train", "Train a YOLOv8 detector on a registry dataset (docs/training.md)");
+  CLI::App* cmd = app.add_subcommand(kTrainCommand.name, kTrainCommand.help);
   cmd->add_option("key=value", st->extras,
                   "options Ultralytics-style, e.g. data=shapes model=n epochs=10 imgsz=320");
   AddOptionFlags(cmd, st->set, &st->flags);

@@ -69,11 +69,39 @@ TEST_F(DeployTest, NeedsNoLibTorchLibraryAtRunTime) {
   const std::string closure = Output(std::string("ldd '") + KESTREL_DEPLOY + "'");
   EXPECT_FALSE(MentionsTorch(closure)) << closure;
   EXPECT_EQ(closure.find("not found"), std::string::npos) << closure;
-  // The same check on kestrel finds LibTorch: it can fail.
-  EXPECT_TRUE(MentionsTorch(Output(std::string("ldd '") + KESTREL_CLI + "'")));
+  // The same check on kestrel-torch finds LibTorch: it can fail.
+  EXPECT_TRUE(MentionsTorch(Output(std::string("ldd '") + KESTREL_TORCH + "'")));
   std::cout << "kestrel-deploy NEEDED (" << needed.size() << "): " << list << "\n"
             << "size: kestrel-deploy " << fs::file_size(KESTREL_DEPLOY) << " B, kestrel "
-            << fs::file_size(KESTREL_CLI) << " B\n";
+            << fs::file_size(KESTREL_CLI) << " B, kestrel-torch " << fs::file_size(KESTREL_TORCH) << " B\n";
+}
+
+// `kestrel` itself (the front, main.cc with KESTREL_FORWARD_TORCH) loads no
+// LibTorch: its commands start without LibTorch's static initialisation,
+// and the LibTorch commands run in kestrel-torch, to which the front hands
+// the whole command line (same pid, streams and exit code).
+TEST_F(DeployTest, KestrelLoadsNoLibTorchAndHandsTheTorchCommandsToKestrelTorch) {
+  const std::string closure = Output(std::string("ldd '") + KESTREL_CLI + "'");
+  EXPECT_FALSE(MentionsTorch(closure)) << closure;
+  EXPECT_EQ(closure.find("not found"), std::string::npos) << closure;
+  // A LibTorch command answers through kestrel: its help and its usage
+  // errors (exit 2, one JSON document), as kestrel-torch gives them.
+  for (const char* args :
+       {"--json train --help", "--json export model=m format=onnx opset=x", "--json val"}) {
+    testing::CliRun front = Kestrel(args);
+    testing::CliRun torch = Run(KESTREL_TORCH, args);
+    EXPECT_EQ(front.code, torch.code) << args;
+    // Help names the program it was called as (argv[0] is kept).
+    for (size_t p; (p = torch.out.find(KESTREL_TORCH)) != std::string::npos;) {
+      torch.out.replace(p, std::string(KESTREL_TORCH).size(), KESTREL_CLI);
+    }
+    EXPECT_EQ(Json(front), Json(torch)) << args;
+  }
+  // The front's own help lists them.
+  const std::string help = Json(Kestrel("--json --help"))["help"];
+  for (const char* cmd : {"train", "export", "val", "predict", "compare", "jobs", "serve"}) {
+    EXPECT_NE(help.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd << " not in\n" << help;
+  }
 }
 
 TEST_F(DeployTest, PredictAndValGiveWhatKestrelGivesOnTheSameFile) {
