@@ -157,10 +157,18 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
 std::atomic<bool> g_worker_stop{false};
 extern "C" void OnWorkerStop(int /*sig*/) { g_worker_stop.store(true); }
 
-std::string SelfExe() {
+// The program a worker starts its attempts with (`train --job`, a LibTorch
+// command): kestrel-torch beside this program when there is one (the
+// `kestrel` front would only execv it, one start more per attempt, and a
+// test or an operator that finds the attempt by its pid would see it change
+// program under them), else this program itself.
+std::string AttemptProgram() {
   std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string() : p.string();
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::string();
+  const std::filesystem::path torch = self.parent_path() / "kestrel-torch";
+  if (self.filename() != "kestrel-torch" && ::access(torch.c_str(), X_OK) == 0) return torch.string();
+  return self.string();
 }
 
 std::string HostName() {
@@ -220,8 +228,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.host = HostName();
     o.id = a->id.empty() ? o.host + ":" + std::to_string(::getpid()) : a->id;
     o.home = std::filesystem::absolute(ctx.home).string();
-    std::string exe = SelfExe();
-    o.child_command = {exe, "--home", o.home, "--log-level", ctx.log_level};
+    o.child_command = {AttemptProgram(), "--home", o.home, "--log-level", ctx.log_level};
     o.slots = a->slots;
     for (double v : {a->heartbeat_s, a->hang_timeout_s, a->lease_s, a->poll_s}) {
       if (!(v > 0) || !(v <= kMaxSeconds)) {
