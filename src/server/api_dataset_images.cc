@@ -1,33 +1,13 @@
 #include "server/api_dataset_images.h"
 
-#include <limits>
 #include <string>
 #include <utility>
 
 #include "app/datasets.h"
 #include "app/jobs.h"
-#include "core/parse.h"
+#include "server/query_params.h"
 
 namespace kestrel::server {
-namespace {
-
-using nlohmann::json;
-
-std::string Query(const Request& req, const std::string& name) {
-  auto it = req.query.find(name);
-  return it == req.query.end() ? std::string() : it->second;
-}
-
-// A query parameter as an integer (`fallback` when absent); the range is
-// the use case's to check, so its message names the bounds.
-Result<int64_t> QueryInt(const Request& req, const std::string& name, int64_t fallback) {
-  auto it = req.query.find(name);
-  if (it == req.query.end()) return fallback;
-  return ParseInt64(it->second, {app::kRequestFile, 0, name}, std::numeric_limits<int32_t>::min(),
-                    std::numeric_limits<int32_t>::max());
-}
-
-}  // namespace
 
 Status AddDatasetImageRoutes(Router& router, ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(router.Add(
@@ -43,15 +23,11 @@ Status AddDatasetImageRoutes(Router& router, ApiContext& ctx) {
       [&ctx](const Request& req, const PathParams& p) {
         app::DatasetImagesRequest r;
         r.spec = p.at("name");
-        r.split = Query(req, "split");
-        r.cls = Query(req, "class");
-        r.path = Query(req, "path");
-        auto offset = QueryInt(req, "offset", r.offset);
-        if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
-        auto limit = QueryInt(req, "limit", r.limit);
-        if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
-        r.offset = *offset;
-        r.limit = *limit;
+        r.split = QueryText(req, "split");
+        r.cls = QueryText(req, "class");
+        r.path = QueryText(req, "path");
+        if (Status s = QueryInts(req, {{"offset", &r.offset}, {"limit", &r.limit}}); !s.IsOk())
+          return ErrorResponse(s);
         auto page = app::Datasets(ctx.meta, ctx.blobs).Images(r);
         return page.IsOk() ? JsonResponse(app::DatasetImagesPageJson(*page))
                            : ErrorResponse(page.GetStatus());
@@ -96,7 +72,7 @@ Status AddDatasetImageRoutes(Router& router, ApiContext& ctx) {
         std::string spec[2];
         const char* keys[2] = {"a", "b"};
         for (int i = 0; i < 2; ++i) {
-          const std::string v = Query(req, keys[i]);
+          const std::string v = QueryText(req, keys[i]);
           if (v.empty() || v.find('@') != std::string::npos) {
             return ErrorResponse(Status::InvalidArgument(
                 std::string("query parameter ") + keys[i] + " must name a version of " + name +
@@ -123,14 +99,10 @@ Status AddDatasetImageRoutes(Router& router, ApiContext& ctx) {
       [&ctx](const Request& req, const PathParams& p) {
         app::DatasetFindingsRequest r;
         r.spec = p.at("name");
-        r.severity = Query(req, "severity");
-        r.check = Query(req, "check");
-        auto offset = QueryInt(req, "offset", r.offset);
-        if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
-        auto limit = QueryInt(req, "limit", r.limit);
-        if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
-        r.offset = *offset;
-        r.limit = *limit;
+        r.severity = QueryText(req, "severity");
+        r.check = QueryText(req, "check");
+        if (Status s = QueryInts(req, {{"offset", &r.offset}, {"limit", &r.limit}}); !s.IsOk())
+          return ErrorResponse(s);
         auto page = app::Datasets(ctx.meta, ctx.blobs).Findings(r);
         return page.IsOk() ? JsonResponse(app::DatasetFindingsPageJson(*page))
                            : ErrorResponse(page.GetStatus());

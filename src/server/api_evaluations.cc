@@ -7,23 +7,10 @@
 #include "app/jobs.h"
 #include "core/env.h"
 #include "core/parse.h"
+#include "server/query_params.h"
 
 namespace kestrel::server {
 namespace {
-
-std::string Query(const Request& req, const std::string& name) {
-  auto it = req.query.find(name);
-  return it == req.query.end() ? std::string() : it->second;
-}
-
-// A query parameter as an integer (`fallback` when absent); the range is the
-// use case's to check, so its message names the bounds.
-Result<int64_t> QueryInt(const Request& req, const std::string& name, int64_t fallback) {
-  auto it = req.query.find(name);
-  if (it == req.query.end()) return fallback;
-  return ParseInt64(it->second, {app::kRequestFile, 0, name}, std::numeric_limits<int32_t>::min(),
-                    std::numeric_limits<int32_t>::max());
-}
 
 // An evaluation id (a val job's id), named by `field`.
 Result<int64_t> EvaluationId(const std::string& text, const std::string& field) {
@@ -55,15 +42,11 @@ Status AddEvaluationRoutes(Router& r, ApiContext& ctx) {
               {"offset", "skip this many (default 0); the response's next_offset is the next page"}}},
             [&ctx](const Request& req, const PathParams&) {
               app::EvaluationListRequest lr;
-              lr.model = Query(req, "model");
-              lr.dataset = Query(req, "dataset");
-              lr.split = Query(req, "split");
-              auto limit = QueryInt(req, "limit", lr.limit);
-              if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
-              auto offset = QueryInt(req, "offset", lr.offset);
-              if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
-              lr.limit = *limit;
-              lr.offset = *offset;
+              lr.model = QueryText(req, "model");
+              lr.dataset = QueryText(req, "dataset");
+              lr.split = QueryText(req, "split");
+              if (Status s = QueryInts(req, {{"limit", &lr.limit}, {"offset", &lr.offset}}); !s.IsOk())
+                return ErrorResponse(s);
               return Reply(Use(ctx).List(lr), app::EvaluationListJson);
             }));
   KESTREL_RETURN_IF_ERROR(
@@ -87,13 +70,9 @@ Status AddEvaluationRoutes(Router& r, ApiContext& ctx) {
         auto id = EvaluationId(p.at("id"), "id");
         if (!id.IsOk()) return ErrorResponse(id.GetStatus());
         app::EvaluationImagesRequest ir;
-        ir.filter = Query(req, "filter");
-        auto limit = QueryInt(req, "limit", ir.limit);
-        if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
-        auto offset = QueryInt(req, "offset", ir.offset);
-        if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
-        ir.limit = *limit;
-        ir.offset = *offset;
+        ir.filter = QueryText(req, "filter");
+        if (Status s = QueryInts(req, {{"limit", &ir.limit}, {"offset", &ir.offset}}); !s.IsOk())
+          return ErrorResponse(s);
         return Reply(Use(ctx).Images(*id, ir), app::EvaluationImagesJson);
       }));
   KESTREL_RETURN_IF_ERROR(r.Add(
@@ -109,7 +88,7 @@ Status AddEvaluationRoutes(Router& r, ApiContext& ctx) {
         if (!id.IsOk()) return ErrorResponse(id.GetStatus());
         app::ConfusionCellRequest cr;
         for (const auto& [name, dst] : {std::pair{"gt", &cr.gt}, std::pair{"pred", &cr.pred}}) {
-          if (Query(req, name).empty())
+          if (QueryText(req, name).empty())
             return ErrorResponse(
                 Status::InvalidArgument(std::string(name) + " is required (a class id, nc = background)",
                                         {app::kRequestFile, 0, name}));
@@ -117,12 +96,8 @@ Status AddEvaluationRoutes(Router& r, ApiContext& ctx) {
           if (!v.IsOk()) return ErrorResponse(v.GetStatus());
           *dst = *v;
         }
-        auto limit = QueryInt(req, "limit", cr.limit);
-        if (!limit.IsOk()) return ErrorResponse(limit.GetStatus());
-        auto offset = QueryInt(req, "offset", cr.offset);
-        if (!offset.IsOk()) return ErrorResponse(offset.GetStatus());
-        cr.limit = *limit;
-        cr.offset = *offset;
+        if (Status s = QueryInts(req, {{"limit", &cr.limit}, {"offset", &cr.offset}}); !s.IsOk())
+          return ErrorResponse(s);
         return Reply(Use(ctx).Confusion(*id, cr), app::ConfusionCellJson);
       }));
   KESTREL_RETURN_IF_ERROR(r.Add(
@@ -135,7 +110,7 @@ Status AddEvaluationRoutes(Router& r, ApiContext& ctx) {
         int64_t ids[2] = {0, 0};
         const char* names[2] = {"a", "b"};
         for (int i = 0; i < 2; ++i) {
-          const std::string v = Query(req, names[i]);
+          const std::string v = QueryText(req, names[i]);
           if (v.empty())
             return ErrorResponse(
                 Status::InvalidArgument(std::string(names[i]) + "=ID is required (an evaluation id)",

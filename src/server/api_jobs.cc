@@ -6,23 +6,12 @@
 #include "app/jobs.h"
 #include "app/templates.h"
 #include "core/parse.h"
+#include "server/query_params.h"
 
 namespace kestrel::server {
 namespace {
 
 using nlohmann::json;
-
-std::string Query(const Request& req, const std::string& name) {
-  auto it = req.query.find(name);
-  return it == req.query.end() ? std::string() : it->second;
-}
-
-Result<int64_t> QueryInt(const Request& req, const std::string& name, int64_t fallback, int64_t min,
-                         int64_t max, const std::string& what) {
-  auto it = req.query.find(name);
-  if (it == req.query.end()) return fallback;
-  return ParseInt64(it->second, {app::kRequestFile, 0, name}, min, max, what);
-}
 
 Result<int64_t> JobIdText(const std::string& text, const std::string& field) {
   return ParseInt64(text, {app::kRequestFile, 0, field}, 1, std::numeric_limits<int64_t>::max(),
@@ -59,12 +48,12 @@ Status AddJobRoutes(Router& router, ApiContext& ctx) {
         r.limit = *limit;
         r.offset = *offset;
         r.before = *before;
-        r.state = Query(req, "state");
-        r.kind = Query(req, "kind");
-        r.priority = Query(req, "priority");
-        r.dataset = Query(req, "dataset");
-        r.sort = Query(req, "sort");
-        r.order = Query(req, "order");
+        r.state = QueryText(req, "state");
+        r.kind = QueryText(req, "kind");
+        r.priority = QueryText(req, "priority");
+        r.dataset = QueryText(req, "dataset");
+        r.sort = QueryText(req, "sort");
+        r.order = QueryText(req, "order");
         auto page = app::ListJobPage(ctx.meta, r);
         if (!page.IsOk()) return ErrorResponse(page.GetStatus());
         json doc = app::JobPageJson(*page);
@@ -78,7 +67,7 @@ Status AddJobRoutes(Router& router, ApiContext& ctx) {
       [&ctx](const Request& req, const PathParams& p) {
         auto id = JobIdText(p.at("id"), "id");
         if (!id.IsOk()) return ErrorResponse(id.GetStatus());
-        const std::string other_text = Query(req, "other");
+        const std::string other_text = QueryText(req, "other");
         if (other_text.empty())
           return ErrorResponse(Status::InvalidArgument("other= is required: the job to compare with",
                                                        {app::kRequestFile, 0, "other"}));
