@@ -11,6 +11,7 @@
 
 #include "core/hash.h"
 #include "core/json.h"
+#include "store/internal/job_rows.h"
 #include "store/internal/sql_store.h"
 #include "store/retry_decision.h"
 
@@ -29,11 +30,6 @@ const std::string& PgEventInsert() {
   return sql;
 }
 
-constexpr const char* kJobColumns =
-    "id, spec_json, config_json, dataset_version, priority, dedup_key, state, attempt, lease_owner, "
-    "lease_until, not_before, max_retries, retries_used, max_infra_retries, infra_retries_used, backoff_ms, "
-    "device_kind, device_memory_mb, wall_clock_limit_ms, created_at, updated_at, finished_at, result_json, "
-    "last_reason, min_map50";
 constexpr const char* kAttemptColumns =
     "job_id, attempt, worker, host, pid, started_at, ended_at, exit_code, signal, succeeded, stage, "
     "failure_class, infra, reason, message, detected_at";
@@ -58,6 +54,9 @@ std::vector<int64_t> SplitMs(const std::string& s) {
   return out;
 }
 
+}  // namespace
+
+// The job row of kJobColumns (store/internal/job_rows.h).
 JobRecord ReadJob(const SqlRow& r) {
   JobRecord j;
   j.id = r.Int(0);
@@ -87,6 +86,8 @@ JobRecord ReadJob(const SqlRow& r) {
   j.spec.min_map50 = std::strtod(r.Text(24).c_str(), nullptr);
   return j;
 }
+
+namespace {
 
 AttemptRecord ReadAttempt(const SqlRow& r) {
   AttemptRecord a;
@@ -528,127 +529,7 @@ Result<JobRecord> SqlStore::RetryJob(int64_t job_id, int64_t now_ms) {
 
 Result<JobRecord> SqlStore::GetJob(int64_t job_id) { return LoadJob(job_id, false); }
 
-namespace {
-
-// JobSort::kState's lifecycle rank (job_types.h), in SQL and in C++.
-constexpr const char* kStateRankSql =
-    "(CASE state WHEN 'queued' THEN 0 WHEN 'running' THEN 1 WHEN 'failed_retryable' THEN 2 WHEN 'succeeded' "
-    "THEN 3 WHEN 'failed_permanent' THEN 4 ELSE 5 END)";
-int64_t StateRank(JobState s) {
-  switch (s) {
-    case JobState::kQueued:
-      return 0;
-    case JobState::kRunning:
-      return 1;
-    case JobState::kFailedRetryable:
-      return 2;
-    case JobState::kSucceeded:
-      return 3;
-    case JobState::kFailedPermanent:
-      return 4;
-    case JobState::kCancelled:
-      return 5;
-  }
-  return 5;
-}
-
-// " WHERE ..." of a job filter's selection (not its cursor), "" for none;
-// its values are appended to `params` and named by position.
-std::string JobWhere(const JobFilter& f, SqlDialect dialect, SqlParams* params) {
-  std::vector<std::string> terms;
-  auto param = [&](SqlValue v) {
-    params->push_back(std::move(v));
-    return "$" + std::to_string(params->size());
-  };
-  if (!f.states.empty()) {
-    std::string t = "state IN (";
-    for (size_t i = 0; i < f.states.size(); ++i)
-      t += (i ? ", " : "") + param(std::string(JobStateName(f.states[i])));
-    terms.push_back(t + ")");
-  }
-  if (!f.priorities.empty()) {
-    std::string t = "priority IN (";
-    for (size_t i = 0; i < f.priorities.size(); ++i)
-      t += (i ? ", " : "") + param(static_cast<int64_t>(f.priorities[i]));
-    terms.push_back(t + ")");
-  }
-  if (!f.kind.empty()) {
-    // The kind is a key of the stored config (absent: train); every stored
-    // config is a JSON object (SubmitJob parses it for the dedup key).
-    const std::string kind =
-        dialect == SqlDialect::kPostgres
-            ? "COALESCE(config_json::jsonb ->> 'kind', 'train')"
-            : "(CASE WHEN json_valid(config_json) THEN COALESCE(json_extract(config_json, "
-              "'$.kind'), 'train') ELSE 'train' END)";
-    terms.push_back(kind + " = " + param(f.kind));
-  }
-  if (!f.dataset.empty())
-    terms.push_back("dataset_version IN (SELECT version_id FROM dataset_versions WHERE dataset = " +
-                    param(f.dataset) + ")");
-  if (!f.dataset_version.empty()) terms.push_back("dataset_version = " + param(f.dataset_version));
-  std::string out;
-  for (size_t i = 0; i < terms.size(); ++i) out += (i ? " AND " : " WHERE ") + terms[i];
-  return out;
-}
-
-}  // namespace
-
-Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
-  SqlParams params;
-  std::string where = JobWhere(filter, conn_->Dialect(), &params);
-  // The sort key (none: the id alone) and each column's direction.
-  std::string key;
-  bool key_asc = false;
-  if (filter.sort == JobSort::kPriority) {
-    key = "priority";
-    key_asc = filter.descending;  // descending = high first = the column's 0 first
-  } else if (filter.sort == JobSort::kState) {
-    key = kStateRankSql;
-    key_asc = !filter.descending;
-  }
-  const bool id_asc = key.empty() ? !filter.descending : key_asc;
-  if (filter.after_id > 0) {
-    KESTREL_ASSIGN_OR_RETURN(
-        auto at, conn_->Query("SELECT priority, state FROM jobs WHERE id = $1", {filter.after_id}));
-    if (at.empty()) {
-      return Status::NotFound(
-          "job " + std::to_string(filter.after_id) + " (the list's cursor) does not exist",
-          {"", 0, "before"});
-    }
-    const std::string id_cmp = std::string(id_asc ? " > " : " < ") + "$" + std::to_string(params.size() + 1);
-    params.push_back(filter.after_id);
-    std::string term = "id" + id_cmp;
-    if (!key.empty()) {
-      JobState st = JobState::kQueued;
-      ParseJobState(at[0].Text(1), &st);
-      params.push_back(filter.sort == JobSort::kPriority ? at[0].Int(0) : StateRank(st));
-      const std::string k = "$" + std::to_string(params.size());
-      term = "(" + key + (key_asc ? " > " : " < ") + k + " OR (" + key + " = " + k + " AND " + term + "))";
-    }
-    where += (where.empty() ? " WHERE " : " AND ") + term;
-  }
-  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs" + where + " ORDER BY ";
-  if (!key.empty()) sql += key + (key_asc ? " ASC, " : " DESC, ");
-  sql += std::string("id") + (id_asc ? " ASC" : " DESC");
-  params.push_back(std::max<int64_t>(filter.limit, 0));
-  sql += " LIMIT $" + std::to_string(params.size());
-  if (filter.offset > 0) {
-    params.push_back(filter.offset);
-    sql += " OFFSET $" + std::to_string(params.size());
-  }
-  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(sql, params));
-  std::vector<JobRecord> out;
-  out.reserve(rows.size());
-  for (const auto& r : rows) out.push_back(ReadJob(r));
-  return out;
-}
-
-Result<int64_t> SqlStore::CountJobs(const JobFilter& filter) {
-  SqlParams params;
-  const std::string where = JobWhere(filter, conn_->Dialect(), &params);
-  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query("SELECT COUNT(*) FROM jobs" + where, params));
-  return rows.empty() ? int64_t{0} : rows[0].Int(0);
-}
+// ListJobs and CountJobs: job_list_query.cc.
 
 Result<std::vector<AttemptRecord>> SqlStore::ListAttempts(int64_t job_id) {
   KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(std::string("SELECT ") + kAttemptColumns +

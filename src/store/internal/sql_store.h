@@ -1,8 +1,9 @@
 // SqlStore: the one implementation of MetadataStore, written against the
 // SqlConn adapter so SQLite and PostgreSQL run the same logic and the same
 // migrations. Dataset operations live in sql_store.cc, job operations in
-// job_store.cc, the model registry in model_store.cc, config templates in
-// template_store.cc, API tokens in token_store.cc. Private to the store module.
+// job_store.cc (the job list's query in job_list_query.cc), the model
+// registry in model_store.cc, config templates in template_store.cc, API
+// tokens in token_store.cc. Private to the store module.
 #pragma once
 
 #include <memory>
