@@ -280,8 +280,8 @@ TEST_F(JobsCliTest, WorkerRunsAValJobAndShowsItsResult) {
   const auto trained = Show(train);
   ASSERT_EQ(trained["job"]["state"], "succeeded") << trained.dump(2);
   const std::string weights = trained["job"]["result"]["best"];
-  auto sub =
-      Json(Kestrel("--json submit kind=val model=" + weights + " data=tiny split=val imgsz=64 batch=4"));
+  auto sub = Json(Kestrel("--json submit kind=val model=" + weights +
+                          " data=tiny split=val imgsz=64 batch=4 save_json=true"));
   ASSERT_EQ(sub["ok"], true) << sub.dump();
   const int64_t id = sub["job_id"];
   CliRun w = Kestrel("--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10 --id wv");
@@ -304,6 +304,20 @@ TEST_F(JobsCliTest, WorkerRunsAValJobAndShowsItsResult) {
   EXPECT_EQ(show["attempts"][0]["exit_code"], 0);
   // Only the training job made a model.
   EXPECT_EQ(Json(Kestrel("--json models list"))["models"].size(), 1u);
+  // The succeeded val job is an evaluation (what /api/evaluations serves):
+  // listed with the job's figures, its images read from the predictions the
+  // worker's child saved.
+  const auto evals = Json(Kestrel("--json evaluations list"))["evaluations"];
+  ASSERT_EQ(evals.size(), 1u) << evals.dump(2);
+  EXPECT_EQ(evals[0]["id"], id);
+  EXPECT_EQ(evals[0]["map50"], result["map50"]);
+  EXPECT_EQ(evals[0]["images"], result["images"]);
+  EXPECT_EQ(evals[0]["has_predictions"], true);
+  const auto one = Json(Kestrel("--json evaluations show " + std::to_string(id)));
+  EXPECT_EQ(one["evaluation"]["split"], "val") << one.dump(2);
+  const auto images = Json(Kestrel("--json evaluations images " + std::to_string(id)));
+  EXPECT_EQ(images["total"], result["images"]) << images.dump(2);
+  EXPECT_EQ(images["right"].get<int64_t>() + images["wrong"].get<int64_t>(), result["images"].get<int64_t>());
   // The gate judges a val job's map50 too; the child refuses a job of another kind.
   const int64_t strict =
       SubmitId("submit kind=val model=" + weights + " data=tiny imgsz=64 batch=4 plots=false min_map50=1");
