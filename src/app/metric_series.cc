@@ -63,6 +63,10 @@ Downsampled Downsample(const std::vector<SeriesPoint>& sorted, int64_t width, st
 }
 
 void MetricSeriesBuilder::Add(const store::EventRecord& ev) {
+  last_event_id_ = std::max(last_event_id_, ev.id);
+  ++event_count_;
+  if (recent_.size() >= kRecentEvents) recent_.pop_front();
+  recent_.push_back(ev);
   if (ev.kind == kProgressEventKind) {
     if (ev.attempt < progress_attempt_) return;
     json p = json::parse(ev.payload_json, nullptr, false);
@@ -168,7 +172,9 @@ json JobMetricsJson(int64_t job_id, const MetricSeriesBuilder& metrics, const Me
           {"to", q.to ? json(*q.to) : json(nullptr)},
           {"names", std::move(names)},
           {"series", std::move(series)},
-          {"progress", metrics.Progress()}};
+          {"progress", metrics.Progress()},
+          {"last_event_id", metrics.LastEventId()},
+          {"event_count", metrics.EventCount()}};
 }
 
 }  // namespace kestrel::app

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -50,7 +51,11 @@ struct MetricSeries {
 // x >= its own (the newer timeline wins from where it starts), and a point
 // from an older attempt than the series' newest is ignored (a stale child).
 // So every (series, x) appears once, from the latest attempt. The newest
-// "progress" payload of the newest attempt is kept too.
+// "progress" payload of the newest attempt is kept too, and so are the
+// newest kRecentEvents events of every kind (a job page's event table) and
+// the id of the newest event folded: a client that draws the series and
+// then follows the job's event stream from that id gets every later point
+// once, without replaying the history the series already hold.
 // NOLINTNEXTLINE(bugprone-exception-escape): implicit moves of a map and a json (noexcept in practice)
 class MetricSeriesBuilder {
  public:
@@ -59,9 +64,16 @@ class MetricSeriesBuilder {
   const std::map<std::string, MetricSeries>& SeriesByName() const { return series_; }  // no copy
   int64_t PointCount() const;  // points over every series
   const nlohmann::json& Progress() const { return progress_; }
+  int64_t LastEventId() const { return last_event_id_; }  // 0: no event yet
+  int64_t EventCount() const { return event_count_; }     // events folded, of every kind
+  static constexpr size_t kRecentEvents = 200;
+  const std::deque<store::EventRecord>& RecentEvents() const { return recent_; }  // oldest first
 
  private:
   std::map<std::string, MetricSeries> series_;
+  std::deque<store::EventRecord> recent_;
+  int64_t last_event_id_ = 0;
+  int64_t event_count_ = 0;
   nlohmann::json progress_;  // null until a progress event
   int64_t progress_attempt_ = 0;
 };
@@ -86,7 +98,9 @@ struct MetricsQuery {
 
 // {"ok", "job_id", "width", "from", "to", "names": [{"name", "x"}] (every
 // series the job has), "series": [{"name", "x", "points" (raw points in the
-// window), "downsampled", "data": [[x, y], ...]}], "progress": {...}|null}.
+// window), "downsampled", "data": [[x, y], ...]}], "progress": {...}|null,
+// "last_event_id" (the newest event the series include: follow the job's
+// event stream from it), "event_count" (the job's events so far)}.
 // A requested name the job has no points for yet comes back empty.
 nlohmann::json JobMetricsJson(int64_t job_id, const MetricSeriesBuilder& metrics, const MetricsQuery& q);
 

@@ -9,9 +9,19 @@
 #include "app/jobs.h"
 #include "app/metric_series.h"
 #include "core/parse.h"
+#include "server/api.h"
 
 namespace kestrel::server {
 namespace {
+
+// ?events=N: the newest N events of the job (every kind), as its event
+// stream sends them, oldest first; 0 (the default): none.
+Result<int64_t> RecentEventsWanted(const Request& req) {
+  auto it = req.query.find("events");
+  if (it == req.query.end()) return int64_t{0};
+  return ParseInt64(it->second, {app::kRequestFile, 0, "events"}, 0,
+                    static_cast<int64_t>(app::MetricSeriesBuilder::kRecentEvents), "a count of events");
+}
 
 // The query of the route: width, from, to, series (comma-separated names).
 Result<app::MetricsQuery> ParseMetricsQuery(const Request& req) {
@@ -101,16 +111,30 @@ Status AddMetricRoutes(Router& router, ApiContext& ctx) {
        {{"width", "pixel columns, 1..100000 (default 1000): at most 2 points per column come back"},
         {"from", "first x (epoch or step) of the window (default: the series' first)"},
         {"to", "last x of the window (default: the series' last)"},
-        {"series", "comma-separated series names (default: every series); `names` lists them"}}},
+        {"series", "comma-separated series names (default: every series); `names` lists them"},
+        {"events",
+         "0..200 (default 0): also `events`, the job's newest events as its event stream sends them; "
+         "follow the stream from `last_event_id`"}}},
       [&ctx, cache = std::make_shared<MetricsCache>()](const Request& req, const PathParams& p) {
         auto id = ParseInt64(p.at("id"), {app::kRequestFile, 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
                              "a job id (a positive number)");
         if (!id.IsOk()) return ErrorResponse(id.GetStatus());
         auto q = ParseMetricsQuery(req);
         if (!q.IsOk()) return ErrorResponse(q.GetStatus());
+        auto recent = RecentEventsWanted(req);
+        if (!recent.IsOk()) return ErrorResponse(recent.GetStatus());
         auto metrics = cache->Get(ctx.meta, *id);
         if (!metrics.IsOk()) return ErrorResponse(metrics.GetStatus());
-        return JsonResponse(app::JobMetricsJson(*id, **metrics, *q));
+        nlohmann::json doc = app::JobMetricsJson(*id, **metrics, *q);
+        if (*recent > 0) {
+          const auto& tail = (*metrics)->RecentEvents();
+          nlohmann::json events = nlohmann::json::array();
+          for (auto it = tail.end() - std::min<int64_t>(*recent, static_cast<int64_t>(tail.size()));
+               it != tail.end(); ++it)
+            events.push_back(EventJson(*it));
+          doc["events"] = std::move(events);
+        }
+        return JsonResponse(doc);
       });
 }
 

@@ -218,6 +218,26 @@ TEST(JobMetricsJson, ListsNamesAndDownsamplesEachRequestedSeries) {
   EXPECT_EQ(doc["series"][1]["name"], "metrics/mAP50(B)");
   EXPECT_TRUE(doc["series"][1]["data"].empty()) << "a series the job has not reported yet is empty";
   EXPECT_TRUE(doc["progress"].is_null());
+  EXPECT_EQ(doc["last_event_id"], 5000) << "a page follows the stream from here, replaying nothing";
+  EXPECT_EQ(doc["event_count"], 5000);
+}
+
+// The document says up to which event the series go (the newest event of
+// any kind folded), and the builder keeps a bounded tail of the newest
+// events for a job page's table.
+TEST(MetricSeriesBuilder, KnowsItsNewestEventAndKeepsABoundedTail) {
+  MetricSeriesBuilder b;
+  EXPECT_EQ(JobMetricsJson(1, b, {})["last_event_id"], 0);
+  const auto n = static_cast<int64_t>(MetricSeriesBuilder::kRecentEvents) + 50;
+  for (int64_t i = 1; i <= n; ++i)
+    b.Add(Ev(10 * i, 1, kMetricEventKind, StepMetricsPayload({1, i, 1.0, 0, 0})));
+  b.Add(Ev(10 * n + 3, 1, "state", {{"state", "succeeded"}}));
+  EXPECT_EQ(b.LastEventId(), 10 * n + 3);
+  EXPECT_EQ(b.EventCount(), n + 1);
+  ASSERT_EQ(b.RecentEvents().size(), MetricSeriesBuilder::kRecentEvents);
+  EXPECT_EQ(b.RecentEvents().back().kind, "state");
+  EXPECT_EQ(b.RecentEvents().front().id,
+            10 * (n - static_cast<int64_t>(MetricSeriesBuilder::kRecentEvents) + 2));
 }
 
 class MetricEventsStoreTest : public ::testing::Test {

@@ -58,14 +58,16 @@ class ApiMetricsTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  void Append(int64_t attempt, const std::string& kind, const json& payload) {
+  int64_t Append(int64_t attempt, const std::string& kind, const json& payload) {
     store::EventRecord ev;
     ev.job_id = job_;
     ev.attempt = attempt;
     ev.kind = kind;
     ev.payload_json = payload.dump();
     ev.created_ms = 5000;
-    ASSERT_TRUE(meta_->AppendEvent(ev).IsOk());
+    auto id = meta_->AppendEvent(ev);
+    EXPECT_TRUE(id.IsOk()) << id.GetStatus().ToString();
+    return id.IsOk() ? *id : 0;
   }
 
   json GetJson(const std::string& target, int status = 200) {
@@ -200,6 +202,37 @@ TEST_F(ApiMetricsTest, AKeptSeriesFollowsNewEventsAsAFreshFoldWould) {
   EXPECT_EQ(served["series"][0]["points"], 25);
   EXPECT_EQ(served["progress"]["attempt"], 2);
   EXPECT_EQ(GetJson("/api/jobs/999999/metrics", 404)["error"]["code"], "not_found");
+}
+
+// The document names the newest event its series include, so a job page
+// follows the event stream from there instead of replaying the history:
+// an event of another job does not move it, a new event of this job does;
+// ?events=N carries the job's newest N events as the stream sends them.
+TEST_F(ApiMetricsTest, TheDocumentSaysFromWhichEventToFollowTheStream) {
+  const std::string base = "/api/jobs/" + std::to_string(job_) + "/metrics";
+  int64_t last = 0;
+  for (int64_t i = 1; i <= 5; ++i)
+    last = Append(1, app::kMetricEventKind, app::StepMetricsPayload({1, i, 1.0 * i, 1, 1}));
+  json doc = GetJson(base + "?width=5&events=3");
+  EXPECT_EQ(doc["last_event_id"], last);
+  EXPECT_EQ(doc["event_count"], 6) << "the submission's state event and 5 metric events";
+  ASSERT_EQ(doc["events"].size(), 3u);
+  EXPECT_EQ(doc["events"][2]["id"], last);
+  EXPECT_EQ(doc["events"][2]["kind"], "metric");
+  EXPECT_EQ(doc["events"][2]["payload"]["x"], 5);
+  EXPECT_EQ(doc["events"][0]["id"].get<int64_t>(), last - 2);
+
+  auto other = app::SubmitJob(*meta_, std::move(app::DraftJob({"data=birds"}, nullptr)).Value(), 2000);
+  ASSERT_TRUE(other.IsOk()) << other.GetStatus().ToString();
+  EXPECT_EQ(GetJson(base)["last_event_id"], last);
+  EXPECT_FALSE(GetJson(base).contains("events"));
+  const int64_t state = Append(1, "state", {{"state", "running"}});
+  doc = GetJson(base + "?events=200");
+  EXPECT_EQ(doc["last_event_id"], state);
+  EXPECT_EQ(doc["events"].size(), 7u);
+  EXPECT_EQ(doc["events"].back()["payload"]["state"], "running");
+  const json bad = GetJson(base + "?events=201", 400);
+  EXPECT_EQ(bad["error"]["field"], "events") << bad.dump();
 }
 
 }  // namespace

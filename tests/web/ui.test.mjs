@@ -319,9 +319,15 @@ test('jobs: a submitted job is listed, the state filter applies', async () => {
 })
 
 test('job page: live events, a server restart mid-stream, no duplicates', async () => {
+  const opened = requests.length
   await page.goto(`${base}/#/jobs/${jobId}`)
   await waitText('stream-status', 'live')
   await waitText('event-count', '1 events')
+  // No history replay: the table's tail came with the metrics document, and
+  // the stream starts after the document's last_event_id (the job's event 1).
+  const first = requests.slice(opened).find((r) => r.url.endsWith(`/api/jobs/${jobId}/events`))
+  assert.equal(first.headers['last-event-id'], '1')
+  assert.ok(requests.slice(opened).some((r) => r.url.includes(`/api/jobs/${jobId}/metrics?`) && r.url.includes('events=100')))
   // A state change reaches the open page through the stream.
   kestrel('jobs', 'cancel', String(jobId))
   await waitText('event-count', '2 events')

@@ -237,8 +237,9 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 // Last-Event-ID set to the last event received, and drops any event whose
 // id is not above it, so each event reaches onEvent exactly once.
 // onStatus gets 'connecting', 'live', 'reconnecting' or 'unauthorized'.
-export function openEventStream(path, { onEvent, onStatus = () => {} }) {
-  let lastId = null
+// after: start after this event id (what the page already has), not at the first.
+export function openEventStream(path, { onEvent, onStatus = () => {}, after = null }) {
+  let lastId = after
   let retryMs = 1000
   let stopped = false
   let controller = null
