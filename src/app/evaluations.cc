@@ -9,6 +9,7 @@
 #include "app/evaluate.h"
 #include "app/jobs.h"
 #include "app/models.h"
+#include "core/hash.h"
 #include "core/json.h"
 #include "core/utf8.h"
 #include "eval/compare_plots.h"
@@ -316,6 +317,10 @@ Result<EvaluationDetail> Evaluations::Show(int64_t id) {
 Result<EvaluationImages> Evaluations::Images(int64_t id, const EvaluationImagesRequest& req) {
   KESTREL_ASSIGN_OR_RETURN(ImageFilter filter, ParseFilter(req.filter));
   KESTREL_RETURN_IF_ERROR(CheckPage(req.offset, req.limit, 500));
+  if (!req.sha.empty() && !IsSha256Hex(req.sha)) {
+    return Bad("sha", "sha must be an image's SHA-256 (64 lowercase hex digits), got '" +
+                          EscapeForDisplay(req.sha) + "'");
+  }
   KESTREL_ASSIGN_OR_RETURN(Loaded l, Load(id, true));
   KESTREL_ASSIGN_OR_RETURN(
       auto sp, ReadPredictions(meta_, blobs_, env_, l.detail.summary, l.predictions_path, l.image_ids));
@@ -324,10 +329,16 @@ Result<EvaluationImages> Evaluations::Images(int64_t id, const EvaluationImagesR
   out.summary = l.detail.summary;
   out.names = split.names;
   out.filter = req.filter.empty() ? "all" : req.filter;
+  out.sha = req.sha;
+  bool sha_seen = false;
   for (size_t i = 0; i < split.images.size(); ++i) {
     const eval::SplitImage& im = split.images[i];
     const bool right = eval::ImageIsRight(im.labels, sp.per_image[i]);
     ++(right ? out.right : out.wrong);
+    if (!req.sha.empty()) {
+      if (im.image_sha != req.sha) continue;
+      sha_seen = true;
+    }
     if ((filter == ImageFilter::kRight && !right) || (filter == ImageFilter::kWrong && right)) continue;
     if (out.total >= req.offset && out.total < req.offset + req.limit) {
       out.images.push_back({{"sha", im.image_sha},
@@ -339,6 +350,12 @@ Result<EvaluationImages> Evaluations::Images(int64_t id, const EvaluationImagesR
                             {"right", right}});
     }
     ++out.total;
+  }
+  if (!req.sha.empty() && !sha_seen) {
+    return Status::NotFound("evaluation " + std::to_string(id) + ": the " + out.summary.split + " split of " +
+                                out.summary.dataset + "@" + out.summary.version +
+                                " has no image with SHA-256 " + req.sha,
+                            {kRequestFile, 0, "sha"});
   }
   if (out.total > req.offset + req.limit) out.next_offset = req.offset + req.limit;
   return out;
@@ -517,6 +534,7 @@ json EvaluationImagesJson(const EvaluationImages& p) {
           {"split", s.split},
           {"names", p.names},
           {"filter", p.filter},
+          {"sha", p.sha.empty() ? json(nullptr) : json(p.sha)},
           {"right_rule", eval::kRightRule},
           {"total", p.total},
           {"right", p.right},

@@ -73,6 +73,9 @@ enum class ImageFilter { kAll, kRight, kWrong };
 
 struct EvaluationImagesRequest {
   std::string filter = "all";  // all|right|wrong
+  // "" = every image; else only the rows of the image with this SHA-256 (64
+  // lowercase hex digits; kNotFound, field "sha", when the split has none).
+  std::string sha;
   int64_t offset = 0;
   int64_t limit = 50;  // 1..500
 };
@@ -87,7 +90,8 @@ struct EvaluationImages {
   EvaluationSummary summary;
   std::vector<std::string> names;  // class names
   std::string filter;
-  int64_t total = 0;                                // images that pass the filter
+  std::string sha;                                  // the sha= filter, "" = none
+  int64_t total = 0;                                // images that pass the filter (and sha=)
   int64_t right = 0, wrong = 0;                     // over the whole split
   nlohmann::json images = nlohmann::json::array();  // the page
   std::optional<int64_t> next_offset;

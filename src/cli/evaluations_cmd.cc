@@ -79,6 +79,8 @@ void AddEvaluationCommands(CLI::App& app, Context& ctx, int* exit_code) {
       "An evaluation's images with labels, stored detections and right/wrong (needs save_json=true)");
   images->add_option("id", ia->id, "evaluation id")->required()->check(IntArg(1));
   images->add_option("--filter", ia->req.filter, "all, right or wrong")->capture_default_str();
+  images->add_option("--sha", ia->req.sha,
+                     "only the image with this SHA-256 (64 lowercase hex digits, as the list names it)");
   images->add_option("--offset", ia->req.offset, "skip this many images")
       ->capture_default_str()
       ->check(IntArg(0));

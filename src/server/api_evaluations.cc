@@ -60,10 +60,13 @@ Status AddEvaluationRoutes(Router& r, ApiContext& ctx) {
             }));
   KESTREL_RETURN_IF_ERROR(r.Add(
       "GET", "/api/evaluations/{id}/images",
-      {"A page of an evaluation's images: labels, the stored detections (score >= 0.001, at most 300) and "
-       "whether the image is right by `kestrel compare`'s rule; 409 without stored predictions "
-       "(save_json=true)",
+      {"A page of an evaluation's images (or one image's, sha=): labels, the stored detections (score >= "
+       "0.001, at most 300) and whether the image is right by `kestrel compare`'s rule; 409 without stored "
+       "predictions (save_json=true)",
        {{"filter", "all (default), right or wrong"},
+        {"sha",
+         "only the rows of the image with this SHA-256 (64 lowercase hex digits, as the rows name it); "
+         "404 when the split has no such image"},
         {"offset", "skip this many matching images (default 0)"},
         {"limit", "at most this many images, 1..500 (default 50)"}}},
       [&ctx](const Request& req, const PathParams& p) {
@@ -71,6 +74,7 @@ Status AddEvaluationRoutes(Router& r, ApiContext& ctx) {
         if (!id.IsOk()) return ErrorResponse(id.GetStatus());
         app::EvaluationImagesRequest ir;
         ir.filter = QueryText(req, "filter");
+        ir.sha = QueryText(req, "sha");
         if (Status s = QueryInts(req, {{"limit", &ir.limit}, {"offset", &ir.offset}}); !s.IsOk())
           return ErrorResponse(s);
         return Reply(Use(ctx).Images(*id, ir), app::EvaluationImagesJson);

@@ -457,6 +457,7 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"evaluations", "show", "7"},
       {"evaluations", "images", "1", "--filter", X},
       {"evaluations", "images", "1", "--limit", H},
+      {"evaluations", "images", "1", "--sha", X},
       {"evaluations", "images", X},
       {"evaluations", "confusion", "1", "--gt", H, "--pred", "0"},
       {"evaluations", "confusion", "1", "--gt", "0"},

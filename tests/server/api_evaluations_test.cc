@@ -16,6 +16,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "app/evaluate.h"
 #include "app/tokens.h"
@@ -286,6 +288,37 @@ TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
   for (const auto& im : wrong["images"]) EXPECT_EQ(im["right"], false);
   EXPECT_EQ(Get("/api/evaluations/" + std::to_string(a) + "/images?filter=odd", 400)["error"]["field"],
             "filter");
+  // sha=: one image's rows (those of every split entry with that SHA), the
+  // same rows as the whole list's; right/wrong still count the whole split.
+  for (size_t i : {size_t(0), size_t(1)}) {
+    const std::string sha = split_.images[i].image_sha;
+    json want = json::array();
+    for (const auto& im : imgs["images"])
+      if (im["sha"] == sha) want.push_back(im);
+    const json one = Get("/api/evaluations/" + std::to_string(a) + "/images?sha=" + sha, 200);
+    EXPECT_EQ(one["sha"], sha);
+    EXPECT_EQ(one["images"], want);
+    EXPECT_EQ(one["total"], want.size());
+    EXPECT_EQ(one["right"], imgs["right"]);
+    EXPECT_EQ(one["wrong"], imgs["wrong"]);
+    EXPECT_TRUE(one["next_offset"].is_null());
+    // With a filter it does not pass: no rows, not an error.
+    const std::string other = want[0]["right"].get<bool>() ? "wrong" : "right";
+    const json none =
+        Get("/api/evaluations/" + std::to_string(a) + "/images?filter=" + other + "&sha=" + sha, 200);
+    EXPECT_EQ(none["total"], 0);
+    EXPECT_TRUE(none["images"].empty());
+  }
+  EXPECT_TRUE(imgs["sha"].is_null());
+  for (const std::string& bad : std::vector<std::string>{
+           "abc", std::string(64, 'A'), std::string(63, '0') + "g", "..%2F..%2Fetc%2Fpasswd"}) {
+    const json e = Get("/api/evaluations/" + std::to_string(a) + "/images?sha=" + bad, 400);
+    EXPECT_EQ(e["error"]["field"], "sha") << bad;
+  }
+  const json unknown =
+      Get("/api/evaluations/" + std::to_string(a) + "/images?sha=" + std::string(64, '0'), 404);
+  EXPECT_EQ(unknown["error"]["field"], "sha");
+  EXPECT_NE(unknown["error"]["message"].get<std::string>().find(std::string(64, '0')), std::string::npos);
   const json no_preds = Get("/api/evaluations/" + std::to_string(plain) + "/images", 409);
   EXPECT_EQ(no_preds["error"]["field"], "id");
   EXPECT_NE(no_preds["error"]["message"].get<std::string>().find("save_json=true"), std::string::npos);
