@@ -104,6 +104,8 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
 // submit, worker, jobs list|show|logs|cancel|retry, stats, breaker reset
 // (torch-free; docs/jobs.md).
 void AddJobCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel jobs samples ID [--epoch E]` under `jobs` (app/job_media.h).
+void AddJobSamplesCommand(CLI::App& jobs, Context& ctx, int* exit_code);
 // `kestrel gc` and `kestrel du` (torch-free; docs/disk.md).
 void AddDiskCommands(CLI::App& app, Context& ctx, int* exit_code);
 // The worker's success hook `then`, followed by the job's checkpoint

@@ -474,6 +474,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   };
   cancel->callback([change, cancel_id] { change(*cancel_id, true); });
   retry->callback([change, retry_id] { change(*retry_id, false); });
+  AddJobSamplesCommand(*jobs, ctx, exit_code);
 }
 
 // ---- stats, breaker

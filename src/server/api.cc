@@ -20,6 +20,7 @@
 #include "server/api_dataset_upload.h"
 #include "server/api_evaluations.h"
 #include "server/api_exports.h"
+#include "server/api_job_media.h"
 #include "server/api_jobs.h"
 #include "server/api_metrics.h"
 #include "server/api_system.h"
@@ -355,6 +356,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddSystemRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddEvaluationRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddJobRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddJobMediaRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetUploadRoutes(r, ctx));
   const json doc = OpenApiDocument(r);

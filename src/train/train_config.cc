@@ -43,6 +43,8 @@ void TrainConfig::Bind(OptionSet& s) {
   s.String("run_dir", &run_dir, "explicit run directory (overrides project/name)");
   s.Bool("val", &val, "validate every epoch");
   s.Bool("plots", &plots, "write evaluation plots and train_batch0.jpg");
+  s.Int("val_samples", &val_samples,
+        "first N val images whose predictions each epoch writes to samples/epoch-E.json (0 = off)", 0, 64);
   loader.Bind(s, kMinImgsz, kMaxImgsz, /*auto_batch=*/true);
   augment.Bind(s);
   optimizer.Bind(s);

@@ -66,6 +66,7 @@ struct TrainConfig {
   std::string run_dir;           // explicit run directory (overrides project/name)
   bool val = true;               // validate every epoch
   bool plots = true;             // eval plots + train_batch0.jpg
+  int val_samples = 4;           // first N val images whose predictions each epoch keeps (train/samples.h)
   data::LoaderOptions loader;    // imgsz, batch, workers, prefetch, max_bad_fraction, rect
   data::AugmentOptions augment;  // hsv_*, degrees, ..., mosaic, mixup, close_mosaic
   OptimizerOptions optimizer;    // optimizer, lr0, lrf, momentum, ..., cos_lr

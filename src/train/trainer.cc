@@ -32,6 +32,7 @@
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/results_png.h"
+#include "train/samples.h"
 #include "train/validator.h"
 
 namespace kestrel::train {
@@ -326,8 +327,10 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
                            data::Loader::Create(r.dataset.manifest, data::Split::kTrain,
                                                 data::ArtifactImageSource(*r.blobs), tl, o.augment));
   if (o.val) {
+    ValidatorOptions vo;
+    vo.samples = o.val_samples;
     auto v = Validator::Create(r.dataset.manifest, data::ArtifactImageSource(*r.blobs), tl,
-                               r.dataset.manifest.names, r.device);
+                               r.dataset.manifest.names, r.device, vo);
     if (v.IsOk()) {
       r.validator = std::move(v).Value();
     } else {
@@ -430,6 +433,14 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
     rec.map50 = ev.map50;
     rec.map5095 = ev.map5095;
     rec.fitness = 0.1 * ev.map50 + 0.9 * ev.map5095;
+    if (r.opt.val_samples > 0) {
+      // Before the checkpoint: a crash in between leaves this epoch's file,
+      // which the resumed run redoes and replaces (one file per epoch).
+      SampleSource src{r.dataset.record.dataset, r.dataset.record.seq, r.dataset.record.version_id,
+                       r.dataset.manifest.names};
+      KESTREL_RETURN_IF_ERROR(
+          WriteEpochSamples(*r.env, r.run_dir, rec.epoch, src, r.validator->LastSamples()));
+    }
     Print(r, FormatValidationTable(ev));
     r.last_eval = std::move(ev);
   } else {

@@ -20,6 +20,9 @@ Result<std::unique_ptr<Validator>> Validator::Create(const data::Manifest& manif
   if (!(loader.max_bad_fraction >= 0 && loader.max_bad_fraction <= 1)) {
     return Status::InvalidArgument("must be in [0, 1]", {"", 0, "max_bad_fraction"});
   }
+  if (options.samples < 0) {
+    return Status::InvalidArgument("must be >= 0 (0 = no samples)", {"", 0, "val_samples"});
+  }
   if (options.batch < 0) {
     return Status::InvalidArgument("val batch must be >= 0 (0 = twice the training batch)", {"", 0, "batch"});
   }
@@ -46,6 +49,7 @@ Result<std::unique_ptr<Validator>> Validator::Create(const data::Manifest& manif
   v->max_bad_fraction_ = loader.max_bad_fraction;
   v->names_ = names;
   v->device_ = device;
+  v->samples_ = options.samples;
   return v;
 }
 
@@ -110,6 +114,14 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
                                         const std::function<void(int64_t done, int64_t total)>& on_progress) {
   last_loss_ = {0, 0, 0};
   bad_images_ = 0;
+  last_samples_.clear();
+  // Batches follow the aspect-ratio plan, not manifest order: collect the
+  // sample entries (the first samples_ val entries) by identity, sort after.
+  const auto samples_end =
+      entries_.begin() + static_cast<ptrdiff_t>(std::min(entries_.size(), static_cast<size_t>(samples_)));
+  const auto sample_rank = [&](const data::ManifestEntry* e) {
+    return std::find(entries_.begin(), samples_end, e) - entries_.begin();  // == K: not a sample
+  };
   const int64_t total = NumImages();
   int64_t done = 0;
   int64_t loss_batches = 0;
@@ -173,6 +185,14 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
           auto dets =
               eval::PostprocessYolo(base + static_cast<int64_t>(i) * (4 + nc) * anchors, nc, anchors, nms);
           eval::ScaleToOriginal(dets, g.letterbox, e.width, e.height);
+          if (entries_.begin() + sample_rank(&e) != samples_end) {
+            SampleImage sample;
+            sample.entry = &e;
+            for (const auto& d : dets) {
+              if (d.score >= kSampleConf) sample.detections.push_back(d);
+            }
+            last_samples_.push_back(std::move(sample));
+          }
           std::vector<eval::GroundTruth> gt;
           gt.reserve(e.boxes.size());
           for (const auto& b : e.boxes) {
@@ -194,6 +214,9 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
   }
   if (was_training) model.train();
   KESTREL_RETURN_IF_ERROR(status);
+  std::sort(last_samples_.begin(), last_samples_.end(), [&](const SampleImage& a, const SampleImage& b) {
+    return sample_rank(a.entry) < sample_rank(b.entry);
+  });
   if (loss_batches > 0) {
     for (double& v : last_loss_) v /= static_cast<double>(loss_batches);
   }

@@ -23,6 +23,7 @@
 #include "eval/val_shapes.h"
 #include "model/yolo.h"
 #include "train/loss.h"
+#include "train/samples.h"
 
 namespace kestrel::train {
 
@@ -33,6 +34,10 @@ struct ValidatorOptions {
   // trainer validates with). With rect, the batch size changes the shapes
   // and so the numbers on non-square data.
   int batch = 0;
+  // The first N val images (manifest order) whose detections (conf >=
+  // kSampleConf) Run() keeps in LastSamples(); 0 = none. Costs nothing
+  // extra: they are scored anyway.
+  int samples = 0;
 };
 
 class Validator {
@@ -58,6 +63,9 @@ class Validator {
   int64_t NumImages() const;  // images in the val split
   const std::array<double, 3>& LastLoss() const { return last_loss_; }
   int64_t BadImages() const { return bad_images_; }  // unreadable images in the last Run()
+  // The last Run()'s sample images (ValidatorOptions::samples), manifest
+  // order; an unreadable one is left out. Entries borrow from the manifest.
+  const std::vector<SampleImage>& LastSamples() const { return last_samples_; }
   // The batches Run() goes through (indices into the val entries in manifest order).
   const std::vector<eval::ValBatchShape>& Batches() const { return plan_; }
 
@@ -72,6 +80,8 @@ class Validator {
   torch::Device device_ = torch::kCPU;
   std::array<double, 3> last_loss_{};
   int64_t bad_images_ = 0;
+  int samples_ = 0;
+  std::vector<SampleImage> last_samples_;
 };
 
 // The per-class table printed after each epoch: all, then one row per class

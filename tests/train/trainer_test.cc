@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -119,6 +120,59 @@ TEST_F(TrainerTest, TinyRunWritesArtifactsAndLearns) {
   }
   EXPECT_NE(log.str().find("torch threads: 1"), std::string::npos);
   EXPECT_NE(log.str().find("mAP50-95"), std::string::npos);
+  // val_samples (default 4; the split has 3): one samples file per epoch,
+  // the first val images in manifest order, labels and detections as xyxy
+  // pixels of the original image.
+  {
+    auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
+    ASSERT_TRUE(meta.IsOk());
+    store::ArtifactStore blobs(Home());
+    auto view = data::Registry(**meta, blobs).Load("tiny");
+    ASSERT_TRUE(view.IsOk()) << view.GetStatus().ToString();
+    std::vector<const data::ManifestEntry*> val;
+    for (const auto& e : view->manifest.entries) {
+      if (e.split == data::Split::kVal) val.push_back(&e);
+    }
+    ASSERT_EQ(val.size(), 3u);
+    size_t detections = 0;
+    for (int epoch = 1; epoch <= 8; ++epoch) {
+      const std::string path = o.run_dir + "/samples/epoch-" + std::to_string(epoch) + ".json";
+      std::ifstream in(path);
+      ASSERT_TRUE(in) << path;
+      const auto doc = nlohmann::json::parse(in);
+      EXPECT_EQ(doc["format"], "kestrel-epoch-samples");
+      EXPECT_EQ(doc["epoch"], epoch);
+      EXPECT_EQ(doc["dataset"], "tiny");
+      EXPECT_EQ(doc["version"], view->record.seq);
+      ASSERT_EQ(doc["images"].size(), 3u);
+      for (size_t i = 0; i < 3; ++i) {
+        const auto& img = doc["images"][i];
+        const data::ManifestEntry& e = *val[i];
+        EXPECT_EQ(img["sha"], e.image_sha);
+        EXPECT_EQ(img["path"], e.path);
+        EXPECT_EQ(img["width"], e.width);
+        ASSERT_EQ(img["labels"].size(), e.boxes.size());
+        for (size_t k = 0; k < e.boxes.size(); ++k) {
+          const auto& b = img["labels"][k]["box"];
+          EXPECT_NEAR(b[0].get<double>(), (e.boxes[k].cx - e.boxes[k].w / 2) * e.width, 1e-6);
+          EXPECT_NEAR(b[3].get<double>(), (e.boxes[k].cy + e.boxes[k].h / 2) * e.height, 1e-6);
+          EXPECT_EQ(img["labels"][k]["class_id"], e.boxes[k].cls);
+        }
+        for (const auto& d : img["detections"]) {
+          ++detections;
+          EXPECT_GE(d["score"].get<double>(), 0.25);
+          const auto& b = d["box"];
+          EXPECT_GE(b[0].get<double>(), 0);
+          EXPECT_GE(b[1].get<double>(), 0);
+          EXPECT_LE(b[2].get<double>(), e.width);
+          EXPECT_LE(b[3].get<double>(), e.height);
+          EXPECT_LE(b[0].get<double>(), b[2].get<double>());
+        }
+      }
+    }
+    EXPECT_FALSE(fs::exists(o.run_dir + "/samples/epoch-9.json"));
+    std::printf("[ trainer ] %zu sample detections (conf >= 0.25) over 8 epochs\n", detections);
+  }
   std::printf("[ trainer ] %.1f images/s, first epoch loss %.3f, last %.3f, best mAP50 %.3f\n",
               r->images_per_second, total(r->history.front()), total(r->history.back()), r->best_map50);
 }
@@ -165,6 +219,20 @@ TEST_F(TrainerTest, KilledAndResumedRunIsBitwiseIdentical) {
     EXPECT_EQ(x.recall, y.recall);
     EXPECT_EQ(x.lr, y.lr);
   }
+  // The per-epoch samples: the resumed run redid epoch 2 (the halt lost its
+  // end) and wrote epochs 2 and 3 once each; all three equal the full run's.
+  for (int epoch = 1; epoch <= 3; ++epoch) {
+    const std::string name = "/samples/epoch-" + std::to_string(epoch) + ".json";
+    std::ifstream fa(Tiny("full").run_dir + name), fb(o.run_dir + name);
+    ASSERT_TRUE(fa && fb) << name;
+    std::stringstream sa, sb;
+    sa << fa.rdbuf();
+    sb << fb.rdbuf();
+    EXPECT_EQ(sa.str(), sb.str()) << name;
+  }
+  size_t files = 0;
+  for (const auto& f : fs::directory_iterator(o.run_dir + "/samples")) files += f.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 3u);  // no temp file left, no extra epoch
 }
 
 TEST_F(TrainerTest, HugeLearningRateIsRefusedUpFront) {
