@@ -393,6 +393,12 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"jobs", "show", X},
       {"jobs", "logs", "1", "--attempt", H},
       {"jobs", "logs", X},
+      {"jobs", "samples", X},
+      {"jobs", "samples", "-1"},
+      {"jobs", "samples", "424242"},
+      {"jobs", "samples", "1", "--epoch", H},
+      {"jobs", "samples", "1", "--epoch", "0"},
+      {"jobs", "samples", "1", "--epoch", "../" + X},
       {"jobs", "cancel", H},
       {"jobs", "retry", X},
       // stats, breaker
