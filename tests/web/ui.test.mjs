@@ -617,6 +617,84 @@ test('job page: curves from the metrics route, zoom refetches raw points, live e
   await page.unroute('**/api/jobs/777')
 })
 
+test('job page: prediction samples per epoch, one keyboard slider for the job and an overlaid run', async () => {
+  // The real routes for a job that never trained: no epochs; an epoch is a 404 naming the field.
+  const hdr = { headers: { Authorization: `Bearer ${token}` } }
+  const real = await (await fetch(`${base}/api/jobs/${jobId}/samples`, hdr)).json()
+  assert.deepEqual(real.epochs, [])
+  const none = await fetch(`${base}/api/jobs/${jobId}/samples/1`, hdr)
+  assert.equal(none.status, 404)
+  assert.equal((await none.json()).error.field, 'epoch')
+  // No trainer runs here: job 778 and the overlaid job's samples are served
+  // by the test (the trainer's format, docs/formats.md "Epoch samples") on
+  // real images of the dataset; epoch E of job 778 has E detections.
+  const imgs = (await (await fetch(`${base}/api/datasets/shapes/images?limit=2`, hdr)).json()).images
+  const panel = (id, epoch, dets) => ({
+    job: id, epoch, attempt: 1, dataset: 'shapes', version: 1, version_id: 'x', conf: 0.25, names: ['a', 'b'],
+    images: imgs.map((im) => ({
+      sha: im.sha, path: im.path, width: im.width, height: im.height,
+      labels: im.boxes.map((b) => ({ class_id: b.cls, box: [(b.cx - b.w / 2) * im.width, (b.cy - b.h / 2) * im.height, (b.cx + b.w / 2) * im.width, (b.cy + b.h / 2) * im.height] })),
+      detections: Array.from({ length: dets }, (_, k) => ({ class_id: k % 2, score: 0.9 - 0.1 * k, box: [2 + k, 2 + k, 20 + k, 24 + k] })),
+    })),
+  })
+  const samples = { 778: [1, 2, 3], [jobId]: [2] }
+  const json = (body) => ({ status: 200, contentType: 'application/json', body: JSON.stringify(body) })
+  const asked = []
+  for (const id of [778, jobId]) {
+    await page.route(`**/api/jobs/${id}/samples`, (route) => route.fulfill(json({ job: id, epochs: samples[id].map((epoch) => ({ epoch, attempt: 1 })) })))
+    await page.route(`**/api/jobs/${id}/samples/*`, (route) => {
+      const epoch = Number(route.request().url().split('/').pop())
+      asked.push(`${id}:${epoch}`)
+      return route.fulfill(json(panel(id, epoch, id === 778 ? epoch : 1)))
+    })
+  }
+  const job = { job: { id: 778, state: 'succeeded', priority: 'normal', attempt: 1, max_retries: 3, retries_used: 0, infra_retries_used: 0, last_reason: '', created_ms: Date.now(), updated_ms: Date.now(), config: { data: 'shapes@abc', model: 'n', epochs: 3, imgsz: 64 } }, attempts: [] }
+  await page.route('**/api/jobs/778', (route) => route.fulfill(json(job)))
+  await page.route('**/api/jobs/778/metrics?*', (route) => route.fulfill(json({ ok: true, job_id: 778, names: [], series: [], last_event_id: 0, events: [] })))
+  await page.route('**/api/jobs/778/events', (route) => route.fulfill({ status: 200, contentType: 'text/event-stream', body: 'retry: 60000\n\n' }))
+  await page.goto(`${base}/#/jobs/778`)
+
+  // The slider starts at the newest epoch; both images show with labels and epoch 3's 3 predictions.
+  const run = byTest('samples-run-778')
+  await page.waitForFunction(() => document.querySelector('[data-testid="samples-run-778"]')?.dataset.epoch === '3', null, { timeout: WAIT })
+  assert.equal(await textOf('epoch-value'), '3 / 3')
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="samples-run-778"] [data-testid="pred"]').length === 6, null, { timeout: WAIT })
+  assert.equal(await run.locator('[data-testid="sample-image"]').count(), 2)
+  assert.equal(await run.locator('[data-testid="box"]').count(), imgs.reduce((n, im) => n + im.boxes.length, 0))
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="samples-run-778"] img')].filter((i) => i.complete && i.naturalWidth > 0).length === 2, null, { timeout: WAIT })
+
+  // Keyboard: Tab-focusable slider; ArrowLeft moves one epoch, the panel follows.
+  const handle = byTest('epoch-slider').locator('[role="slider"]')
+  await handle.focus()
+  await page.keyboard.press('ArrowLeft')
+  await page.waitForFunction(() => document.querySelector('[data-testid="samples-run-778"]')?.dataset.epoch === '2', null, { timeout: WAIT })
+  assert.equal(await textOf('epoch-value'), '2 / 3')
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="samples-run-778"] [data-testid="pred"]').length === 4, null, { timeout: WAIT })
+
+  // Overlay another run on the charts: its panel joins, driven by the same slider
+  // (its newest epoch <= the slider's); Home goes before its first epoch.
+  await byTest('overlay-select').click()
+  await page.locator(`[data-testid="overlay-option-${jobId}"]`).click()
+  await page.keyboard.press('Escape')
+  await page.waitForFunction((id) => document.querySelector(`[data-testid="samples-run-${id}"]`)?.dataset.epoch === '2', jobId, { timeout: WAIT })
+  await shot('epoch-samples')
+  await handle.focus()
+  await page.keyboard.press('End')
+  await page.waitForFunction(() => document.querySelector('[data-testid="samples-run-778"]')?.dataset.epoch === '3', null, { timeout: WAIT })
+  assert.equal(await byTest(`samples-run-${jobId}`).getAttribute('data-epoch'), '2')
+  await page.keyboard.press('Home')
+  await page.waitForFunction(() => document.querySelector('[data-testid="samples-run-778"]')?.dataset.epoch === '1', null, { timeout: WAIT })
+  await page.waitForFunction((id) => document.querySelector(`[data-testid="samples-run-${id}"]`)?.dataset.epoch === '', jobId, { timeout: WAIT })
+  assert.ok(asked.includes('778:1') && asked.includes(`${jobId}:2`), asked.join(' '))
+  for (const id of [778, jobId]) {
+    await page.unroute(`**/api/jobs/${id}/samples`)
+    await page.unroute(`**/api/jobs/${id}/samples/*`)
+  }
+  await page.unroute('**/api/jobs/778')
+  await page.unroute('**/api/jobs/778/metrics?*')
+  await page.unroute('**/api/jobs/778/events')
+})
+
 test('models: the registered model, its page with lineage', async () => {
   // A minimal safetensors file: one F32 tensor.
   const header = Buffer.from(JSON.stringify({ w: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }))
