@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "app/datasets.h"
-#include "app/tokens.h"
 #include "birds_home.h"
 #include "http_client.h"
 #include "server/api.h"
 #include "server/upload_archive.h"
+#include "write_route_test.h"
 
 namespace kestrel::server {
 namespace {
@@ -78,32 +78,17 @@ std::vector<ZipEntry> FolderEntries(const fs::path& dir, const std::string& pref
   return out;
 }
 
-class DatasetUploadTest : public ::testing::Test {
+class DatasetUploadTest : public testing::WriteRouteTest {
  protected:
   void SetUp() override {
     testing::OpenHomeWithBirds("kestrel_dsup_", 6, &dir_, &home_, &meta_, &blobs_);
     if (HasFatalFailure()) return;
-    auto w = app::CreateToken(*meta_, "writer", false, 1000);
-    auto r = app::CreateToken(*meta_, "reader", true, 1000);
-    ASSERT_TRUE(w.IsOk() && r.IsOk());
-    write_ = w->token;
-    read_ = r->token;
-  }
-  void TearDown() override {
-    servers_.clear();
-    meta_.reset();
-    fs::remove_all(dir_);
+    CreateTokens();
   }
   int Start(int64_t limit = int64_t{512} << 20) {
     ServerOptions o;
-    o.port = 0;
-    o.request_timeout_ms = 5000;
     o.upload_limit_bytes = limit;
-    auto srv = ApiServer::Start(home_, o);
-    EXPECT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
-    if (!srv.IsOk()) return 0;
-    servers_.push_back(std::move(srv).Value());
-    return servers_.back()->Port();
+    return StartServer(o);
   }
   static HttpReply Upload(int port, const std::string& query, const std::string& zip,
                           const std::string& token, const std::string& type = "application/zip") {
@@ -124,11 +109,7 @@ class DatasetUploadTest : public ::testing::Test {
     return j;
   }
 
-  fs::path dir_;
-  std::string home_, write_, read_;
-  std::unique_ptr<store::MetadataStore> meta_;
   std::unique_ptr<store::ArtifactStore> blobs_;
-  std::vector<std::unique_ptr<ApiServer>> servers_;
 };
 
 TEST_F(DatasetUploadTest, ZipImportsAsThePathImportDoes) {

@@ -12,12 +12,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/tokens.h"
 #include "core/env.h"
 #include "data/synth.h"
 #include "http_client.h"
 #include "server/api.h"
 #include "server/data_roots.h"
+#include "write_route_test.h"
 
 namespace kestrel::server {
 namespace {
@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::HttpReply;
 
-class DatasetImportTest : public ::testing::Test {
+class DatasetImportTest : public testing::WriteRouteTest {
  protected:
   void SetUp() override {
     const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -41,16 +41,7 @@ class DatasetImportTest : public ::testing::Test {
     meta_ = std::move(m).Value();
     Synth(root_ / "birds");
     Synth(dir_ / "outside");
-    auto w = app::CreateToken(*meta_, "writer", false, 1000);
-    auto r = app::CreateToken(*meta_, "reader", true, 1000);
-    ASSERT_TRUE(w.IsOk() && r.IsOk());
-    write_ = w->token;
-    read_ = r->token;
-  }
-  void TearDown() override {
-    servers_.clear();
-    meta_.reset();
-    fs::remove_all(dir_);
+    CreateTokens();
   }
 
   static void Synth(const fs::path& out) {
@@ -63,14 +54,8 @@ class DatasetImportTest : public ::testing::Test {
   }
   int Start(const std::vector<std::string>& roots) {
     ServerOptions o;
-    o.port = 0;
-    o.request_timeout_ms = 5000;
     o.data_roots = roots;
-    auto srv = ApiServer::Start(home_, o);
-    EXPECT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
-    if (!srv.IsOk()) return 0;
-    servers_.push_back(std::move(srv).Value());
-    return servers_.back()->Port();
+    return StartServer(o);
   }
   HttpReply Post(int port, const json& body, const std::string& token) {
     const std::string text = body.dump();
@@ -93,10 +78,7 @@ class DatasetImportTest : public ::testing::Test {
     return all.IsOk() ? all->size() : 0;
   }
 
-  fs::path dir_, root_;
-  std::string home_, write_, read_;
-  std::unique_ptr<store::MetadataStore> meta_;
-  std::vector<std::unique_ptr<ApiServer>> servers_;
+  fs::path root_;
 };
 
 TEST_F(DatasetImportTest, ImportsUnderARootAndListsIt) {
