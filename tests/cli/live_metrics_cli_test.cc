@@ -257,6 +257,24 @@ std::set<pid_t> ChildrenOf(pid_t parent) {
   return out;
 }
 
+// SIGTERM to serve; it must exit 0 within 60 s. Then reaps what this
+// subreaper inherited and expects none of `spawned` (its workers, their
+// guards and trainers) still alive.
+void StopServe(const Serve& s, const std::set<pid_t>& spawned) {
+  ::kill(s.pid, SIGTERM);
+  int status = -1;
+  for (int i = 0; i < 6000; ++i) {
+    if (::waitpid(s.pid, &status, WNOHANG) == s.pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "serve did not exit within 60 s";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ::close(s.out);
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  for (pid_t p : spawned) EXPECT_FALSE(Alive(p)) << "pid " << p << " outlived kestrel serve";
+}
+
 TEST_F(LiveMetricsCliTest, ServeWithOneWorkerRunsAJobAndLeavesNoProcessAfterSigterm) {
   // Orphans re-parent to this test, which reaps them: "left behind" is then
   // a live process, not a zombie of someone else's.
@@ -287,18 +305,7 @@ TEST_F(LiveMetricsCliTest, ServeWithOneWorkerRunsAJobAndLeavesNoProcessAfterSigt
   spawned.insert(static_cast<pid_t>(trainer));
   for (pid_t p : spawned) EXPECT_TRUE(Alive(p)) << p;
 
-  ::kill(s.pid, SIGTERM);
-  int status = -1;
-  for (int i = 0; i < 6000; ++i) {
-    if (::waitpid(s.pid, &status, WNOHANG) == s.pid) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(WIFEXITED(status)) << "serve did not exit within 60 s";
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  ::close(s.out);
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
-  for (pid_t p : spawned) EXPECT_FALSE(Alive(p)) << "pid " << p << " outlived kestrel serve";
+  ASSERT_NO_FATAL_FAILURE(StopServe(s, spawned));
   // The worker stopped the trainer and handed the job back, not left it to a lease expiry.
   const json show = Show(slow);
   EXPECT_EQ(show["attempts"].back()["reason"], "worker_stopped") << show.dump(2);
@@ -352,18 +359,7 @@ TEST_F(LiveMetricsCliTest, ServeRestartsAKilledWorkerAndLeavesNothingAfterSigter
   // The killed worker could not say it stopped: it is not `stopped` (stale after 90 s).
   EXPECT_EQ(WorkerWithPid(Json(Kestrel("--json workers")), first)["state"], "idle");
 
-  ::kill(s.pid, SIGTERM);
-  int status = -1;
-  for (int i = 0; i < 6000; ++i) {
-    if (::waitpid(s.pid, &status, WNOHANG) == s.pid) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(WIFEXITED(status)) << "serve did not exit within 60 s";
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  ::close(s.out);
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
-  }
-  for (pid_t p : spawned) EXPECT_FALSE(Alive(p)) << "pid " << p << " outlived kestrel serve";
+  ASSERT_NO_FATAL_FAILURE(StopServe(s, spawned));
   // The restarted worker stopped gracefully and said so at once.
   const json after = Json(Kestrel("--json workers"));
   EXPECT_EQ(WorkerWithPid(after, second)["state"], "stopped") << after.dump(2);
