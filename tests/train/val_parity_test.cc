@@ -83,18 +83,50 @@ nlohmann::json Expected() {
   return nlohmann::json::parse(ss.str());
 }
 
+// With `samples`, also the epoch samples of the first 4 val images (ValidatorOptions::samples).
 Result<eval::EvalResult> Validate(const data::Manifest& m, const std::string& root, model::YoloImpl& model,
-                                  int batch, bool rect) {
+                                  int batch, bool rect, std::vector<SampleImage>* samples = nullptr) {
   data::LoaderOptions lo;
   lo.imgsz = 320;
   lo.batch = 16;
   ValidatorOptions vo;
   vo.rect = rect;
   vo.batch = batch;
+  vo.samples = samples != nullptr ? 4 : 0;
   KESTREL_ASSIGN_OR_RETURN(auto v, Validator::Create(m, FileSource(root), lo, m.names, torch::kCPU, vo));
   auto r = v->Run(model);
   EXPECT_EQ(v->BadImages(), 0);
+  if (samples != nullptr) *samples = v->LastSamples();
   return r;
+}
+
+// The epoch samples of a rect run on non-square images: the first 4 val
+// entries in manifest order (whatever batch each landed in), detections
+// >= kSampleConf inside the original image, and in its pixels: some overlap
+// a label of their class at IoU >= 0.5 (letterboxed coordinates would not).
+void ExpectSamplesInOriginalPixels(const std::vector<SampleImage>& samples, const data::Manifest& m,
+                                   const std::string& what) {
+  ASSERT_EQ(samples.size(), 4u) << what;
+  int dets = 0, hits = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const data::ManifestEntry& e = *samples[i].entry;
+    EXPECT_EQ(&e, &m.entries[i]) << what;
+    for (const eval::Detection& d : samples[i].detections) {
+      ++dets;
+      EXPECT_GE(d.score, kSampleConf) << what;
+      EXPECT_TRUE(d.box.x1 >= 0 && d.box.y1 >= 0 && d.box.x2 <= e.width && d.box.y2 <= e.height) << what;
+      for (const data::Box& b : e.boxes) {
+        const eval::Box px{float((b.cx - b.w / 2) * e.width), float((b.cy - b.h / 2) * e.height),
+                           float((b.cx + b.w / 2) * e.width), float((b.cy + b.h / 2) * e.height)};
+        if (b.cls == d.class_id && eval::Iou(px, d.box) >= 0.5) {
+          ++hits;
+          break;
+        }
+      }
+    }
+  }
+  std::printf("%s: %d sample detections, %d on a label (IoU >= 0.5)\n", what.c_str(), dets, hits);
+  EXPECT_GT(hits, 0) << what;
 }
 
 void ExpectMatches(const Result<eval::EvalResult>& run, const nlohmann::json& e, const std::string& what) {
@@ -139,8 +171,11 @@ TEST_F(ValParity, NonSquareSplitMatchesReferenceAtBatch16And1) {
   ASSERT_EQ(m.entries.size(), 24u);
   model::Yolo model = LoadParityModel();
   const nlohmann::json e = Expected()["nonsquare"];
-  ExpectMatches(Validate(m, root, *model, 16, true), e["batch16"], "nonsquare batch16");
-  ExpectMatches(Validate(m, root, *model, 1, true), e["batch1"], "nonsquare batch1");
+  std::vector<SampleImage> s16, s1;
+  ExpectMatches(Validate(m, root, *model, 16, true, &s16), e["batch16"], "nonsquare batch16");
+  ExpectMatches(Validate(m, root, *model, 1, true, &s1), e["batch1"], "nonsquare batch1");
+  ExpectSamplesInOriginalPixels(s16, m, "nonsquare batch16 samples");
+  ExpectSamplesInOriginalPixels(s1, m, "nonsquare batch1 samples");
 }
 
 // rect=false evaluates at exactly imgsz x imgsz: on 320x320 images that is
