@@ -170,17 +170,17 @@ export function getImageUrl(path) {
   return p
 }
 
-// POST (or another method) a JSON body to a write route. Resolves to the
-// answer's document; throws ApiError whose `doc.error` is the server's
-// {code, message, field} (field: the key or body part it is about).
-export async function sendJson(method, path, body) {
+// Sends a write request; `body` goes as it is with its `contentType`.
+// Resolves to the answer's document; throws ApiError whose `doc.error` is
+// the server's {code, message, field} (field: the key or body part it is about).
+async function send(method, path, { body, contentType } = {}) {
   let resp
   try {
     resp = await fetch(path, {
       method,
-      headers: headers({ Accept: 'application/json', 'Content-Type': 'application/json' }),
+      headers: headers({ Accept: 'application/json', 'Content-Type': contentType }),
       cache: 'no-store',
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body,
     })
   } catch {
     markUnreachable()
@@ -201,34 +201,16 @@ export async function sendJson(method, path, body) {
   return doc
 }
 
+// POST (or another method) a JSON body to a write route; resolves and
+// throws as send does.
+export function sendJson(method, path, body) {
+  return send(method, path, { body: body === undefined ? undefined : JSON.stringify(body), contentType: 'application/json' })
+}
+
 // POST a file (a zip for /api/datasets/upload) as the raw request body
 // with its media type; resolves and throws as sendJson does.
-export async function sendFile(path, file, contentType) {
-  let resp
-  try {
-    resp = await fetch(path, {
-      method: 'POST',
-      headers: headers({ Accept: 'application/json', 'Content-Type': contentType }),
-      cache: 'no-store',
-      body: file,
-    })
-  } catch {
-    markUnreachable()
-    throw new ApiError(0, 'the server is unreachable')
-  }
-  markReachable()
-  let doc = null
-  try {
-    doc = await resp.json()
-  } catch {
-    doc = null
-  }
-  if (resp.status === 401) conn.needToken = true
-  if (!resp.ok) {
-    const msg = doc && doc.error && doc.error.message ? doc.error.message : `HTTP ${resp.status}`
-    throw new ApiError(resp.status, msg, doc)
-  }
-  return doc
+export function sendFile(path, file, contentType) {
+  return send('POST', path, { body: file, contentType })
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
