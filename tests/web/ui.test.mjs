@@ -1098,8 +1098,16 @@ test('compare: two models evaluated from the Models page; curves, matrices, crop
     await page.reload()
   }
   const key = cmp.images.a_right_b_wrong.length || stand ? 'a_right_b_wrong' : 'b_right_a_wrong'
+  const readsFrom = requests.length
   await byTest(`${key}-item`).first().click()
   await waitText('viewer-title', listed.path)
+  // The viewer read that image's rows for both models (…/images?sha=), not the evaluations' image lists.
+  const reads = requests.slice(readsFrom).map((r) => new URL(r.url)).filter((u) => /^\/api\/evaluations\/\d+\/images$/.test(u.pathname))
+  assert.ok(reads.every((u) => /^[0-9a-f]{64}$/.test(u.searchParams.get('sha') || '')), reads.join('\n'))
+  assert.deepEqual(
+    new Set(reads.filter((u) => u.searchParams.get('sha') === listed.sha).map((u) => u.pathname)),
+    new Set([`/api/evaluations/${ea}/images`, `/api/evaluations/${eb}/images`]),
+  )
   if (stand) await page.unroute('**/api/comparisons?*')
   const panelBoxes = (i, what) => page.locator(`[data-testid="viewer-panel-${i}"] [data-testid="${what}"]`)
   const imA = ia.get(listed.sha)

@@ -1,29 +1,24 @@
-// An evaluation's images with labels and detections (GET
-// /api/evaluations/{id}/images), looked up by image sha for the compare
-// page's side-by-side viewer: the whole split is read once per evaluation
-// (500 a page) and kept for the page's life.
+// One image of an evaluation with its labels and the stored detections
+// (GET /api/evaluations/{id}/images?sha=): the compare page's side-by-side
+// viewer reads each image it shows this way, one request per model, and
+// keeps the answer for the page's life.
 import { getJson } from './api.js'
 
 const cache = new Map()
 
-export function evaluationImages(id) {
-  const key = String(id)
-  const known = cache.get(key)
-  if (known) return known
-  const p = (async () => {
-    const bySha = new Map()
-    let offset = 0
-    let split = ''
-    for (;;) {
-      const doc = await getJson(`/api/evaluations/${encodeURIComponent(key)}/images?filter=all&limit=500&offset=${offset}`)
-      split = doc.split || split
-      for (const im of doc.images) bySha.set(im.sha, im)
-      if (doc.next_offset === null || doc.next_offset === undefined || doc.next_offset <= offset) break
-      offset = doc.next_offset
-    }
-    return { bySha, split }
-  })()
-  cache.set(key, p)
-  p.catch(() => cache.delete(key))
-  return p
+// The row of `sha` (at `path` when the split holds the same bytes at
+// several paths); throws when the evaluation lists no such image.
+export async function evaluationImage(id, sha, path = '') {
+  const key = `${id}/${sha}`
+  let doc = cache.get(key)
+  if (!doc) {
+    const q = new URLSearchParams({ sha })
+    doc = getJson(`/api/evaluations/${encodeURIComponent(String(id))}/images?${q}`)
+    cache.set(key, doc)
+    doc.catch(() => cache.delete(key))
+  }
+  const rows = (await doc).images || []
+  const row = rows.find((im) => im.path === path) || rows[0]
+  if (!row) throw new Error(`evaluation #${id} lists no image ${sha.slice(0, 12)}…`)
+  return row
 }
