@@ -327,7 +327,7 @@ test('job page: live events, a server restart mid-stream, no duplicates', async 
   // the stream starts after the document's last_event_id (the job's event 1).
   const first = requests.slice(opened).find((r) => r.url.endsWith(`/api/jobs/${jobId}/events`))
   assert.equal(first.headers['last-event-id'], '1')
-  assert.ok(requests.slice(opened).some((r) => r.url.includes(`/api/jobs/${jobId}/metrics?`) && r.url.includes('events=100')))
+  assert.ok(requests.slice(opened).some((r) => r.url.includes(`/api/jobs/${jobId}/metrics?`) && r.url.includes('events=50')))
   // A state change reaches the open page through the stream.
   kestrel('jobs', 'cancel', String(jobId))
   await waitText('event-count', '2 events')
