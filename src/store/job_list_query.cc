@@ -109,15 +109,22 @@ Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
     }
     where += (where.empty() ? " WHERE " : " AND ") + term;
   }
-  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs" + where + " ORDER BY ";
-  if (!key.empty()) sql += key + (key_asc ? " ASC, " : " DESC, ");
-  sql += std::string("id") + (id_asc ? " ASC" : " DESC");
+  std::string order = " ORDER BY ";
+  if (!key.empty()) order += key + (key_asc ? " ASC, " : " DESC, ");
+  order += std::string("id") + (id_asc ? " ASC" : " DESC");
+  // The page's ids first, then their rows: a scan that sorts carries only
+  // (key, id) per job instead of every column with its config (10,000 jobs
+  // with full configs over HTTP, sort=priority: 108 -> 14 ms median;
+  // docs/server.md "Job list").
+  std::string ids = "SELECT id FROM jobs" + where + order;
   params.push_back(std::max<int64_t>(filter.limit, 0));
-  sql += " LIMIT $" + std::to_string(params.size());
+  ids += " LIMIT $" + std::to_string(params.size());
   if (filter.offset > 0) {
     params.push_back(filter.offset);
-    sql += " OFFSET $" + std::to_string(params.size());
+    ids += " OFFSET $" + std::to_string(params.size());
   }
+  const std::string sql =
+      std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id IN (" + ids + ")" + order;
   KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(sql, params));
   std::vector<JobRecord> out;
   out.reserve(rows.size());
