@@ -12,6 +12,11 @@
 //   kestrel_bench_event_writer HOME JOB stdin SERIES
 //       one step event per line read from stdin ("X"), answering
 //       "ID CREATED_MS" on stdout: the latency probe of chart-paint.mjs.
+//   kestrel_bench_event_writer HOME JOB jobs COUNT
+//       COUNT more jobs, copies of job JOB's spec through
+//       MetadataStore::SubmitJob (priority cycling high, normal, low; config
+//       "seed" 1000 + i so that none is deduplicated), every fourth one then
+//       cancelled: a long queue for tools/job-list.mjs. Prints the last id.
 //
 // The store is $KESTREL_DB or HOME/kestrel.db (store::MetadataUrl).
 #include <chrono>
@@ -51,8 +56,38 @@ std::string Payload(int64_t x, int series) {
   return kestrel::DumpJson({{"type", "step"}, {"x", x}, {"epoch", 1 + x / 1000}, {"values", values}});
 }
 
+// The "jobs" mode: `count` copies of job `like`'s spec, every fourth cancelled.
+int SubmitCopies(kestrel::store::MetadataStore& meta, int64_t like, int64_t count) {
+  auto fail = [](const kestrel::Status& s) {
+    std::cerr << "event_writer: " << s.ToString() << "\n";
+    return 1;
+  };
+  auto base = meta.GetJob(like);
+  if (!base.IsOk()) return fail(base.GetStatus());
+  nlohmann::json config = nlohmann::json::parse(base->spec.config_json, nullptr, false);
+  if (!config.is_object()) return fail(kestrel::Status::InvalidArgument("job config is not a JSON object"));
+  int64_t last = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    kestrel::store::JobSpec spec = base->spec;
+    spec.priority = static_cast<kestrel::store::JobPriority>(i % 3);
+    config["seed"] = 1000 + i;
+    spec.config_json = kestrel::DumpJson(config);
+    bool created = false;
+    auto rec = meta.SubmitJob(spec, WallMs(), &created);
+    if (!rec.IsOk()) return fail(rec.GetStatus());
+    last = rec->id;
+    if (i % 4 == 3) {
+      auto cancelled = meta.CancelJob(rec->id, WallMs());
+      if (!cancelled.IsOk()) return fail(cancelled.GetStatus());
+    }
+  }
+  std::cout << last << "\n";
+  return 0;
+}
+
 int Usage() {
   std::cerr << "usage: kestrel_bench_event_writer HOME JOB bulk SERIES POINTS\n"
+               "       kestrel_bench_event_writer HOME JOB jobs COUNT\n"
                "       kestrel_bench_event_writer HOME JOB live SERIES RATE SECONDS [FIRST_X]\n"
                "       kestrel_bench_event_writer HOME JOB stdin SERIES\n";
   return 2;
@@ -66,12 +101,14 @@ int main(int argc, char** argv) {
   const int64_t job = std::atoll(argv[2]);
   const std::string mode = argv[3];
   const int series = std::atoi(argv[4]);
-  if (job <= 0 || series <= 0 || series > 100) return Usage();
+  const bool jobs_mode = mode == "jobs" && argc == 5;
+  if (job <= 0 || series <= 0 || (series > 100 && !jobs_mode)) return Usage();
   auto meta = kestrel::store::MetadataStore::Open(kestrel::store::MetadataUrl(home));
   if (!meta.IsOk()) {
     std::cerr << "event_writer: " << meta.GetStatus().ToString() << "\n";
     return 1;
   }
+  if (jobs_mode) return SubmitCopies(**meta, job, series);
   int64_t created_ms = 0;  // of the last append
   auto append = [&](int64_t x) -> int64_t {
     EventRecord ev;
