@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <utility>
 
@@ -26,6 +27,7 @@
 #include "server/api_system.h"
 #include "server/api_write.h"
 #include "server/auth.h"
+#include "server/event_feed.h"
 #include "server/static_files.h"
 
 namespace kestrel::server {
@@ -73,13 +75,18 @@ Result<int64_t> LastEventId(const Request& req) {
   return QueryInt(req, "last_event_id", 0, 0, std::numeric_limits<int64_t>::max(), "an event id");
 }
 
-Response EventStreamResponse(ApiContext& ctx, int64_t job_id, int64_t after_id) {
+// A stream's polls are answered by the routes' one EventFeed (one store
+// read per 50 ms for every open stream, server/event_feed.h).
+Response EventStreamResponse(const std::shared_ptr<EventFeed>& feed, int64_t job_id, int64_t after_id) {
   Response r;
   r.content_type = "text/event-stream";
   EventStream s;
   s.last_id = after_id;
-  s.poll = [&ctx, job_id](int64_t after) -> Result<std::vector<StreamEvent>> {
-    KESTREL_ASSIGN_OR_RETURN(auto events, ctx.meta.ReadEvents(after, job_id, ctx.event_page));
+  s.poll = [feed, job_id](int64_t after) -> Result<std::vector<StreamEvent>> {
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+    KESTREL_ASSIGN_OR_RETURN(auto events, feed->Since(after, job_id, now_ms));
     std::vector<StreamEvent> out;
     out.reserve(events.size());
     for (const auto& ev : events) out.push_back({ev.id, ev.kind, DumpJson(EventJson(ev))});
@@ -238,28 +245,29 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
               if (!t.IsOk()) return ErrorResponse(t.GetStatus());
               return JsonResponse({{"ok", true}, {"template", app::TemplateJson(*t, true)}});
             }));
+  auto feed = std::make_shared<EventFeed>(ctx.meta, ctx.event_page);
   KESTREL_RETURN_IF_ERROR(
       r.Add("GET", "/api/events",
             {"Server-Sent Events of every job, from the store's events table (docs/server.md)",
              {{"last_event_id", "replay the events after this id (the Last-Event-ID header wins)"}},
              "text/event-stream"},
-            [&ctx](const Request& req, const PathParams&) {
+            [feed](const Request& req, const PathParams&) {
               auto after = LastEventId(req);
               if (!after.IsOk()) return ErrorResponse(after.GetStatus());
-              return EventStreamResponse(ctx, 0, *after);
+              return EventStreamResponse(feed, 0, *after);
             }));
   KESTREL_RETURN_IF_ERROR(
       r.Add("GET", "/api/jobs/{id}/events",
             {"Server-Sent Events of one job (docs/server.md)",
              {{"last_event_id", "replay the events after this id (the Last-Event-ID header wins)"}},
              "text/event-stream"},
-            [&ctx](const Request& req, const PathParams& p) {
+            [&ctx, feed](const Request& req, const PathParams& p) {
               auto id = JobId(p.at("id"));
               if (!id.IsOk()) return ErrorResponse(id.GetStatus());
               auto after = LastEventId(req);
               if (!after.IsOk()) return ErrorResponse(after.GetStatus());
               if (auto job = ctx.meta.GetJob(*id); !job.IsOk()) return ErrorResponse(job.GetStatus());
-              return EventStreamResponse(ctx, *id, *after);
+              return EventStreamResponse(feed, *id, *after);
             }));
   return {};
 }
