@@ -33,6 +33,12 @@ Result<std::vector<store::EventRecord>> EventFeed::Since(int64_t after_id, int64
     floor_ = cursor_ = after_id;
     refreshed_ms_ = now_ms - fresh_ms_;
   }
+  // An empty window may move down (to a stream that started past every
+  // event, say a made-up Last-Event-ID, no later stream must be held).
+  if (window_.empty() && after_id < floor_) {
+    floor_ = cursor_ = after_id;
+    refreshed_ms_ = now_ms - fresh_ms_;
+  }
   if (now_ms - refreshed_ms_ >= fresh_ms_) {
     KESTREL_RETURN_IF_ERROR(Refresh());
     refreshed_ms_ = now_ms;

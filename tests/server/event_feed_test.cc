@@ -95,5 +95,15 @@ TEST_F(EventFeedTest, AStreamBehindTheWindowReadsTheStoreUntilItCatchesUp) {
   EXPECT_EQ(feed.StoreReads(), reads + 1);
 }
 
+TEST_F(EventFeedTest, AStreamStartedPastEveryEventDoesNotHoldTheWindow) {
+  const int64_t a = Append(1);
+  EventFeed feed(*meta_, 500, 50, 100);
+  EXPECT_TRUE(Ids(feed.Since(1'000'000, 0, 0)).empty());  // a made-up Last-Event-ID
+  EXPECT_EQ(Ids(feed.Since(0, 1, 10)), (std::vector<int64_t>{a}));
+  const int64_t b = Append(1);
+  EXPECT_EQ(Ids(feed.Since(a, 1, 100)), (std::vector<int64_t>{b}));
+  EXPECT_EQ(feed.Floor(), 0) << "the window moved down to the second stream";
+}
+
 }  // namespace
 }  // namespace kestrel::server
