@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/relabel_paths.h"
 #include "core/utf8.h"
 
 namespace kestrel {
@@ -29,6 +30,28 @@ std::string DumpJson(const nlohmann::json& j, int indent) {
     // 316: invalid UTF-8 somewhere. Rare, so the copy is only made then.
   }
   return EscapeInvalidUtf8InJson(j).dump(indent);
+}
+
+void RelabelPaths(nlohmann::json& j, const std::string& from, const std::string& to) {
+  if (from.empty() || from == to) return;
+  auto relabel = [&](std::string& text) {
+    for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size()))
+      text.replace(pos, from.size(), to);
+  };
+  if (j.is_string()) {
+    relabel(j.get_ref<std::string&>());
+  } else if (j.is_array()) {
+    for (auto& v : j) RelabelPaths(v, from, to);
+  } else if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto& [k, v] : j.items()) {
+      std::string key = k;
+      relabel(key);
+      RelabelPaths(v, from, to);
+      out[key] = std::move(v);
+    }
+    j = std::move(out);
+  }
 }
 
 }  // namespace kestrel

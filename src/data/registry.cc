@@ -7,6 +7,7 @@
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/parallel.h"
+#include "core/relabel_paths.h"
 #include "core/staged_dir.h"
 #include "data/text.h"
 
@@ -95,8 +96,14 @@ Result<ImportResult> Registry::ImportAnalyzed(const std::string& path, const std
   std::string manifest_json, report_json, summary_json;
   try {
     manifest_json = ManifestToJson(a.manifest);
-    report_json = DumpJson(a.report.ToJson());
-    summary_json = DumpJson(SummarizeVersion(a.manifest, a.report));
+    nlohmann::json report = a.report.ToJson();
+    nlohmann::json summary = SummarizeVersion(a.manifest, a.report);
+    if (!opts.source_label.empty()) {
+      RelabelPaths(report, EscapeInvalidUtf8(path), EscapeInvalidUtf8(opts.source_label));
+      RelabelPaths(summary, EscapeInvalidUtf8(path), EscapeInvalidUtf8(opts.source_label));
+    }
+    report_json = DumpJson(report);
+    summary_json = DumpJson(summary);
   } catch (const nlohmann::json::exception& e) {
     return Status::Internal(std::string("cannot serialize the version: ") + e.what(),
                             {EscapeInvalidUtf8(path)});

@@ -42,7 +42,9 @@ struct ImportOptions {
   int threads = 0;                       // 0 = all cores
   // Not a command-line key: what the version's source records after the
   // format ("" = the path read). An upload's unpacked folder is temporary,
-  // so the server records "upload:FILE" instead.
+  // so the server records "upload:FILE" instead; the stored report and
+  // summary then name files as "upload:FILE/labels/a.txt" too
+  // (core/json.h RelabelPaths), never the folder that is gone after the request.
   std::string source_label;
 
   void Bind(OptionSet& s);

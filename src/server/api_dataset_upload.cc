@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <system_error>
 
@@ -11,6 +12,7 @@
 #include "app/jobs.h"
 #include "core/env.h"
 #include "core/options.h"
+#include "core/relabel_paths.h"
 #include "server/api_write.h"
 #include "server/data_roots.h"
 #include "server/upload_archive.h"
@@ -106,7 +108,16 @@ Response Upload(ApiContext& ctx, const Request& req) {
   if (!roots.IsOk()) return ErrorResponse(roots.GetStatus());
   const std::string canonical = roots->Roots().front().path;
   ConfinedEnv env(Env::Default(), *roots, canonical);
-  return ImportDatasetResponse(ctx, env, DatasetFolder(canonical), name->second, opts);
+  const std::string folder = DatasetFolder(canonical);
+  Response r = ImportDatasetResponse(ctx, env, folder, name->second, opts);
+  // The answer (created version, or the error and its report) names files
+  // as the stored report does: under the upload's label, not the folder
+  // that is removed when this request ends.
+  nlohmann::json doc = nlohmann::json::parse(r.body, nullptr, false);
+  if (doc.is_discarded()) return r;
+  RelabelPaths(doc, folder, opts.source_label);
+  RelabelPaths(doc, canonical, opts.source_label);
+  return JsonResponse(doc, r.status);
 }
 
 }  // namespace

@@ -138,6 +138,40 @@ TEST_F(DatasetUploadTest, ZipImportsAsThePathImportDoes) {
   ExpectNoUploadLeft();
 }
 
+// A zip with a bad label line: the finding, in the answer and in the
+// stored report, names the file under the upload's label, never the
+// unpacked folder that is removed when the request ends.
+TEST_F(DatasetUploadTest, FindingsNameTheUploadNotItsTemporaryFolder) {
+  const int port = Start();
+  std::vector<ZipEntry> entries = FolderEntries(dir_ / "synth", "birds");
+  std::string bad_label;
+  for (auto& e : entries) {
+    if (e.name.find("/labels/") == std::string::npos || e.name.size() < 4 ||
+        e.name.compare(e.name.size() - 4, 4, ".txt") != 0)
+      continue;
+    e.data += "99 0.5 0.5 0.1 0.1\n";  // a class the dataset does not have
+    bad_label = e.name.substr(std::string("birds/").size());
+    break;
+  }
+  ASSERT_FALSE(bad_label.empty());
+  HttpReply r = Upload(port, "name=flawed&filename=flawed.zip&allow_errors=true", MakeZip(entries), write_);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string uploads = (fs::path(home_) / "uploads").string();
+  EXPECT_EQ(r.body.find(uploads), std::string::npos) << r.body;
+  bool named = false;
+  const json doc = Parse(r);
+  for (const auto& f : doc["report"]["findings"]) {
+    if (f["file"] == "upload:flawed.zip/" + bad_label) named = true;
+  }
+  EXPECT_TRUE(named) << r.body;
+  auto shown = app::Datasets(*meta_, *blobs_).Show("flawed");
+  ASSERT_TRUE(shown.IsOk()) << shown.GetStatus().ToString();
+  const std::string stored = shown->report.dump() + shown->record.summary_json;
+  EXPECT_EQ(stored.find(uploads), std::string::npos) << stored;
+  EXPECT_NE(stored.find("upload:flawed.zip/" + bad_label), std::string::npos) << stored;
+  ExpectNoUploadLeft();
+}
+
 TEST_F(DatasetUploadTest, OverTheLimitIs413AndNothingIsStored) {
   const std::string zip = MakeZip(FolderEntries(dir_ / "synth", "birds"));
   const int port = Start(static_cast<int64_t>(zip.size()) - 1);
