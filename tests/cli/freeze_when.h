@@ -57,19 +57,23 @@ inline char LeaderState(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : 0;
 }
 
-// The pid of the `kestrel train --job JOB --attempt N` child a worker started
-// (found by its command line in /proc, which is faster than asking the store),
-// polling every millisecond; 0 when none appeared within `limit`.
-inline pid_t WaitForTrainAttempt(int64_t job, int attempt, std::chrono::milliseconds limit) {
+// The pid of the `kestrel --home HOME ... train --job JOB --attempt N` child a
+// worker on store `home` started (found by its command line in /proc, which
+// is faster than asking the store), polling every millisecond; 0 when none
+// appeared within `limit`. The home matters: tests running at the same time
+// each have a job 1 attempt 1, and killing another test's trainer fails both.
+inline pid_t WaitForTrainAttempt(int64_t job, int attempt, const std::string& home,
+                                 std::chrono::milliseconds limit) {
   const std::string needle = std::string("train") + '\0' + "--job" + '\0' + std::to_string(job) + '\0' +
                              "--attempt" + '\0' + std::to_string(attempt) + '\0';
+  const std::string home_arg = std::string("--home") + '\0' + home + '\0';
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     std::error_code ec;
     for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
       std::ifstream f(it->path() / "cmdline", std::ios::binary);
       const std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      if (cmd.find(needle) != std::string::npos)
+      if (cmd.find(needle) != std::string::npos && cmd.find(home_arg) != std::string::npos)
         return static_cast<pid_t>(std::atoll(it->path().filename().c_str()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -433,7 +433,7 @@ TEST_F(JobsCliTest, SigkilledChildResumesFromThePreviousAttemptsCheckpoint) {
   // exists. The check runs while the child is frozen (FreezeWhen), so a
   // loaded machine cannot let it finish between the check and the kill.
   const fs::path ckpt = JobDir(id) / "attempt-1" / "weights" / "last.ckpt";
-  const pid_t pid = WaitForTrainAttempt(id, 1, std::chrono::minutes(2));
+  const pid_t pid = WaitForTrainAttempt(id, 1, (dir_ / "home").string(), std::chrono::minutes(2));
   ASSERT_GT(pid, 0) << "attempt 1 never started";
   const Freeze frozen = FreezeWhen(
       pid, [&] { return fs::exists(ckpt); }, std::chrono::minutes(2));

@@ -158,7 +158,7 @@ TEST_F(LiveMetricsCliTest, AResumedAttemptReportsEveryEpochExactlyOnce) {
   std::thread worker([&] { w = Kestrel("--json worker --exit-when-idle --poll-s 0.1"); });
   const fs::path job_dir = dir_ / "home" / "jobs" / std::to_string(id);
   const fs::path ckpt = job_dir / "attempt-1" / "weights" / "last.ckpt";
-  const pid_t pid = WaitForTrainAttempt(id, 1, std::chrono::minutes(2));
+  const pid_t pid = WaitForTrainAttempt(id, 1, (dir_ / "home").string(), std::chrono::minutes(2));
   ASSERT_GT(pid, 0) << "attempt 1 never started";
   const Freeze frozen = FreezeWhen(
       pid, [&] { return fs::exists(ckpt); }, std::chrono::minutes(2));
