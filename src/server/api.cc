@@ -28,6 +28,7 @@
 #include "server/api_write.h"
 #include "server/auth.h"
 #include "server/event_feed.h"
+#include "server/query_params.h"
 #include "server/static_files.h"
 
 namespace kestrel::server {
@@ -44,25 +45,6 @@ int64_t WallMs() {
 json Ok(json view) {
   view["ok"] = true;
   return view;
-}
-
-// A query parameter as an integer in [min, max]; `fallback` when absent.
-// Errors are located at the request's parameter, with the CLI's texts.
-Result<int64_t> QueryInt(const Request& req, const std::string& name, int64_t fallback, int64_t min,
-                         int64_t max, const std::string& what = "an integer") {
-  auto it = req.query.find(name);
-  if (it == req.query.end()) return fallback;
-  return ParseInt64(it->second, {app::kRequestFile, 0, name}, min, max, what);
-}
-
-Result<int64_t> JobId(const std::string& text) {
-  return ParseInt64(text, {app::kRequestFile, 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
-                    "a job id (a positive number)");
-}
-
-std::string Query(const Request& req, const std::string& name) {
-  auto it = req.query.find(name);
-  return it == req.query.end() ? std::string() : it->second;
 }
 
 // The replay point of an event stream: the Last-Event-ID header (what an
@@ -194,7 +176,7 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
             }));
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/jobs/{id}", {"A job and its attempts (`kestrel jobs show ID`)"},
                                 [&ctx](const Request&, const PathParams& p) {
-                                  auto id = JobId(p.at("id"));
+                                  auto id = JobIdText(p.at("id"));
                                   if (!id.IsOk()) return ErrorResponse(id.GetStatus());
                                   auto d = app::ShowJob(ctx.meta, *id);
                                   return d.IsOk() ? JsonResponse(app::JobDetailJson(*d))
@@ -208,9 +190,9 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
                                 [&ctx](const Request& req, const PathParams&) {
                                   app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
                                   store::ModelFilter f;
-                                  f.name = Query(req, "name");
-                                  f.dataset = Query(req, "dataset");
-                                  f.tag = Query(req, "tag");
+                                  f.name = QueryText(req, "name");
+                                  f.dataset = QueryText(req, "dataset");
+                                  f.tag = QueryText(req, "tag");
                                   auto list = reg.List(f);
                                   if (!list.IsOk()) return ErrorResponse(list.GetStatus());
                                   json arr = json::array();
@@ -262,7 +244,7 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
              {{"last_event_id", "replay the events after this id (the Last-Event-ID header wins)"}},
              "text/event-stream"},
             [&ctx, feed](const Request& req, const PathParams& p) {
-              auto id = JobId(p.at("id"));
+              auto id = JobIdText(p.at("id"));
               if (!id.IsOk()) return ErrorResponse(id.GetStatus());
               auto after = LastEventId(req);
               if (!after.IsOk()) return ErrorResponse(after.GetStatus());

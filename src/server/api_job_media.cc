@@ -7,6 +7,7 @@
 #include "app/jobs.h"
 #include "core/env.h"
 #include "core/parse.h"
+#include "server/query_params.h"
 
 namespace kestrel::server {
 
@@ -16,8 +17,7 @@ Status AddJobMediaRoutes(Router& router, ApiContext& ctx) {
       {"The epochs of a training job with prediction samples (val_samples), each with the attempt whose file "
        "is served (a later attempt wins) (`kestrel jobs samples ID`)"},
       [&ctx](const Request&, const PathParams& p) {
-        auto id = ParseInt64(p.at("id"), {app::kRequestFile, 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
-                             "a job id (a positive number)");
+        auto id = JobIdText(p.at("id"));
         if (!id.IsOk()) return ErrorResponse(id.GetStatus());
         auto r = app::JobMedia(ctx.meta, Env::Default(), ctx.home).Epochs(*id);
         return r.IsOk() ? JsonResponse(app::JobSampleEpochsJson(*r)) : ErrorResponse(r.GetStatus());
@@ -29,8 +29,7 @@ Status AddJobMediaRoutes(Router& router, ApiContext& ctx) {
        "dataset image route), their labels and the detections with score >= conf, boxes xyxy in original "
        "pixels (`kestrel jobs samples ID --epoch E`)"},
       [&ctx](const Request&, const PathParams& p) {
-        auto id = ParseInt64(p.at("id"), {app::kRequestFile, 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
-                             "a job id (a positive number)");
+        auto id = JobIdText(p.at("id"));
         if (!id.IsOk()) return ErrorResponse(id.GetStatus());
         auto epoch =
             ParseInt64(p.at("epoch"), {app::kRequestFile, 0, "epoch"}, 1, 1'000'000, "an epoch (1-based)");

@@ -13,11 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-Result<int64_t> JobIdText(const std::string& text, const std::string& field) {
-  return ParseInt64(text, {app::kRequestFile, 0, field}, 1, std::numeric_limits<int64_t>::max(),
-                    "a job id (a positive number)");
-}
-
 }  // namespace
 
 Status AddJobRoutes(Router& router, ApiContext& ctx) {

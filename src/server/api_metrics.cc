@@ -10,6 +10,7 @@
 #include "app/metric_series.h"
 #include "core/parse.h"
 #include "server/api.h"
+#include "server/query_params.h"
 
 namespace kestrel::server {
 namespace {
@@ -17,10 +18,8 @@ namespace {
 // ?events=N: the newest N events of the job (every kind), as its event
 // stream sends them, oldest first; 0 (the default): none.
 Result<int64_t> RecentEventsWanted(const Request& req) {
-  auto it = req.query.find("events");
-  if (it == req.query.end()) return int64_t{0};
-  return ParseInt64(it->second, {app::kRequestFile, 0, "events"}, 0,
-                    static_cast<int64_t>(app::MetricSeriesBuilder::kRecentEvents), "a count of events");
+  return QueryInt(req, "events", 0, 0, static_cast<int64_t>(app::MetricSeriesBuilder::kRecentEvents),
+                  "a count of events");
 }
 
 // The query of the route: width, from, to, series (comma-separated names).
@@ -116,8 +115,7 @@ Status AddMetricRoutes(Router& router, ApiContext& ctx) {
          "0..200 (default 0): also `events`, the job's newest events as its event stream sends them; "
          "follow the stream from `last_event_id`"}}},
       [&ctx, cache = std::make_shared<MetricsCache>()](const Request& req, const PathParams& p) {
-        auto id = ParseInt64(p.at("id"), {app::kRequestFile, 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
-                             "a job id (a positive number)");
+        auto id = JobIdText(p.at("id"));
         if (!id.IsOk()) return ErrorResponse(id.GetStatus());
         auto q = ParseMetricsQuery(req);
         if (!q.IsOk()) return ErrorResponse(q.GetStatus());

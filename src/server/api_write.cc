@@ -14,6 +14,7 @@
 #include "core/options.h"
 #include "core/parse.h"
 #include "server/data_roots.h"
+#include "server/query_params.h"
 
 namespace kestrel::server {
 namespace {
@@ -69,11 +70,6 @@ Result<std::string> ValueText(const std::string& key, const json& v) {
                    key);
 }
 
-Result<int64_t> JobId(const std::string& text) {
-  return ParseInt64(text, {app::kRequestFile, 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
-                    "a job id (a positive number)");
-}
-
 // `kestrel submit`'s steps over a JSON body: {"template": "NAME[@vN]"}
 // and/or {"keys": {key: value}}, the keys winning over the template's like
 // the command line does.
@@ -124,7 +120,7 @@ Response Submit(ApiContext& ctx, const Request& req) {
 }
 
 Response ChangeJob(ApiContext& ctx, const Request& req, const PathParams& p, bool cancel) {
-  auto id = JobId(p.at("id"));
+  auto id = JobIdText(p.at("id"));
   if (!id.IsOk()) return ErrorResponse(id.GetStatus());
   auto body = BodyObject(req, {}, false);
   if (!body.IsOk()) return ErrorResponse(body.GetStatus());

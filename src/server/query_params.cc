@@ -24,4 +24,9 @@ Status QueryInts(const Request& req, std::initializer_list<std::pair<const char*
   return {};
 }
 
+Result<int64_t> JobIdText(const std::string& text, const std::string& field) {
+  return ParseInt64(text, {app::kRequestFile, 0, field}, 1, std::numeric_limits<int64_t>::max(),
+                    "a job id (a positive number)");
+}
+
 }  // namespace kestrel::server

@@ -32,4 +32,8 @@ Result<int64_t> QueryInt(const Request& req, const std::string& name, int64_t fa
 // QueryInts(req, {{"offset", &r.offset}, {"limit", &r.limit}}).
 Status QueryInts(const Request& req, std::initializer_list<std::pair<const char*, int64_t*>> params);
 
+// A job id (path segment or parameter `field`): a positive integer, the
+// error at {app::kRequestFile, 0, field}.
+Result<int64_t> JobIdText(const std::string& text, const std::string& field = "id");
+
 }  // namespace kestrel::server
