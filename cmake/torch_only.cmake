@@ -23,10 +23,11 @@ find_package(Torch REQUIRED)
 add_subdirectory(${PROJECT_SOURCE_DIR}/src/core ${PROJECT_BINARY_DIR}/src/core)
 
 # The model without predictor.cc (eval's post-processing, OpenCV); spec.cc
-# and pt_checkpoint.cc are kestrel_train_config's in the full build.
+# and the .pt reader (pt_checkpoint.cc, internal/pt_zip.cc, internal/pt_pickle.cc)
+# are kestrel_train_config's in the full build.
 set(_m ${PROJECT_SOURCE_DIR}/src/model)
 set(_kestrel_model_sources ${_m}/anchors.cc ${_m}/layers.cc ${_m}/yolo.cc ${_m}/weights.cc ${_m}/spec.cc
-                           ${_m}/pt_checkpoint.cc)
+                           ${_m}/pt_checkpoint.cc ${_m}/internal/pt_zip.cc ${_m}/internal/pt_pickle.cc)
 if(EXISTS ${_m}/torch_compat.cc)
   list(APPEND _kestrel_model_sources ${_m}/torch_compat.cc)
 endif()
@@ -41,7 +42,8 @@ kestrel_torch_pch(kestrel_train_core)
 # The torch-free TUs are compiled as in kestrel_train_config (src/cli/
 # CMakeLists.txt): no torch PCH, and no FMA contraction (the schedule must
 # reproduce the reference's double arithmetic bit for bit).
-set_source_files_properties(${_m}/spec.cc ${_m}/pt_checkpoint.cc ${_t}/schedule.cc ${_t}/loss_keys.cc
+set_source_files_properties(${_m}/spec.cc ${_m}/pt_checkpoint.cc ${_m}/internal/pt_zip.cc
+                            ${_m}/internal/pt_pickle.cc ${_t}/schedule.cc ${_t}/loss_keys.cc
                             PROPERTIES SKIP_PRECOMPILE_HEADERS ON COMPILE_OPTIONS -ffp-contract=off)
 
 # ctest: torch_only_audit (below) and bench/train_throughput's gpu_reference_params.
