@@ -457,7 +457,9 @@ function drawn(testId) {
     const el = document.querySelector(sel)
     if (!el || !el.echart) return null
     // Series a new option removed are left as holes (null) in getOption().
-    return el.echart.getOption().series.filter(Boolean).map((s) => ({ id: s.id, name: s.name, data: s.data }))
+    // The training charts hand each line over as a flat Float64Array [x0, y0, x1, y1, ...].
+    const pairs = (d) => (ArrayBuffer.isView(d) ? Array.from({ length: d.length / 2 }, (_, i) => [d[2 * i], d[2 * i + 1]]) : d)
+    return el.echart.getOption().series.filter(Boolean).map((s) => ({ id: s.id, name: s.name, data: pairs(s.data) }))
   }, `[data-testid="${testId}"]`)
 }
 async function waitDrawn(testId, pred, what) {

@@ -56,3 +56,7 @@ for (const c of [
 ])
   app.use(c)
 app.mount('#app')
+performance.mark('app-mounted') // tools/chart-paint.mjs: where a first paint's time went
+// index.html's early metrics request is for the first render only (the job
+// page's charts took it during mount if they wanted it): never a later page's.
+delete window.__kestrelMetrics
