@@ -2,16 +2,20 @@
 // temporary SQLite store: streams of different jobs (and of every job) get
 // exactly their events in id order, one store read per freshness interval
 // serves them all, and a stream behind the window (an old Last-Event-ID)
-// still gets every event from the store.
+// still gets every event from the store. On PostgreSQL (KESTREL_TEST_PG),
+// the feed must not pass an event that commits after one with a higher id.
 #include "server/event_feed.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "../store/pg_event_race.h"
 #include "store/artifact_store.h"
 
 namespace kestrel::server {
@@ -103,6 +107,40 @@ TEST_F(EventFeedTest, AStreamStartedPastEveryEventDoesNotHoldTheWindow) {
   const int64_t b = Append(1);
   EXPECT_EQ(Ids(feed.Since(a, 1, 100)), (std::vector<int64_t>{b}));
   EXPECT_EQ(feed.Floor(), 0) << "the window moved down to the second stream";
+}
+
+// The lost-event race of tests/store/pg_event_race.h read through the feed:
+// the streams' shared reader gets both events, once each, in id order.
+TEST(EventFeedPostgresTest, AnEventCommittedAfterAHigherIdStillReachesTheStreams) {
+  const char* pg = std::getenv("KESTREL_TEST_PG");
+  if (pg == nullptr || *pg == '\0') GTEST_SKIP() << "KESTREL_TEST_PG not set";
+  std::random_device rd;
+  const std::string schema = "feed" + std::to_string(::getpid()) + "_" + std::to_string(rd() % 1000000);
+  ASSERT_TRUE(store::ExecPostgres(pg, "CREATE SCHEMA " + schema).IsOk());
+  struct Drop {
+    std::string pg, schema;
+    ~Drop() { store::ExecPostgres(pg, "DROP SCHEMA " + schema + " CASCADE"); }
+  } drop{pg, schema};
+  store::EventRace race(store::WithParam(pg, "options=-csearch_path%3D" + schema));
+  auto a = race.Open("a");
+  auto b = race.Open("b");
+  auto r = race.Open("r");
+  ASSERT_TRUE(a && b && r);
+  EventFeed feed(*r, 100, 50, 1000);
+  int64_t now_ms = 0;
+  ASSERT_TRUE(feed.Since(0, 0, now_ms).IsOk());  // the window starts before the race
+  auto got = race.Run(
+      *a, *b,
+      [](store::MetadataStore& s) {
+        return s.AppendEvent({0, 7, 1, "metric", "{}", 1}).GetStatus();
+      },
+      [&](int64_t after) {
+        now_ms += 50;  // a refresh per read
+        return feed.Since(after, 0, now_ms);
+      });
+  ASSERT_GT(got.n, 0);
+  ASSERT_EQ(got.stored, (std::vector<int64_t>{got.n, got.n + 1}));
+  EXPECT_EQ(got.read, got.stored) << "first read: " << ::testing::PrintToString(got.first);
 }
 
 }  // namespace

@@ -104,7 +104,8 @@ class SqlStore final : public MetadataStore {
   Result<int64_t> InsertEvent(int64_t job_id, int64_t attempt, const std::string& kind,
                               const std::string& payload_json, int64_t now_ms);
   Status StateEvent(const JobRecord& job, int64_t now_ms);
-  Result<std::vector<EventRecord>> SelectEvents(int64_t after_id, int64_t job_id, int limit);
+  // Events with after_id < id (<= bound when bound > 0), of job_id (0: all).
+  Result<std::vector<EventRecord>> SelectEvents(int64_t after_id, int64_t job_id, int limit, int64_t bound);
   Result<JobRecord> LoadJob(int64_t job_id, bool lock);
   Status SaveJob(const JobRecord& job);
   // Closes an attempt: it ended (failed) at ended_ms and that was known at
