@@ -1,7 +1,9 @@
 #include "app/jobs.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "app/export_keys.h"
 #include "app/val_keys.h"
@@ -245,6 +247,41 @@ const char* SortName(store::JobSort s) {
   return "created";
 }
 
+// JobPage::datasets of `jobs`: one registry query for the page's distinct
+// version ids.
+Result<std::vector<JobDatasetName>> NameDatasets(store::MetadataStore& meta,
+                                                 const std::vector<store::JobRecord>& jobs) {
+  std::vector<std::string> ids;
+  for (const auto& j : jobs) {
+    if (!j.spec.dataset_version.empty()) ids.push_back(j.spec.dataset_version);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  KESTREL_ASSIGN_OR_RETURN(auto versions, meta.ListVersionsById(ids));
+  std::map<std::string, std::vector<const store::DatasetVersionRecord*>> by_id;
+  for (const auto& v : versions) by_id[v.version_id].push_back(&v);
+  std::vector<JobDatasetName> out(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    auto it = by_id.find(jobs[i].spec.dataset_version);
+    if (it == by_id.end()) continue;
+    const store::DatasetVersionRecord* v = it->second.front();
+    if (it->second.size() > 1) {
+      // Only then is the config parsed: its data= is NAME@<version id>.
+      auto cfg = json::parse(jobs[i].spec.config_json, nullptr, false);
+      const json* data = cfg.is_object() && cfg.contains("data") ? &cfg["data"] : nullptr;
+      if (data != nullptr && data->is_string()) {
+        std::string name, ref;
+        store::SplitDatasetRef(data->get<std::string>(), &name, &ref);
+        for (const auto* c : it->second) {
+          if (c->dataset == name) v = c;
+        }
+      }
+    }
+    out[i] = {v->dataset, v->seq};
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<store::JobFilter> JobListFilter(const JobListRequest& req) {
@@ -339,6 +376,7 @@ Result<JobPage> ListJobPage(store::MetadataStore& meta, const JobListRequest& re
   if (more && !page.jobs.empty()) page.next_cursor = page.jobs.back().id;
   if (more && req.before == 0) page.next_offset = req.offset + limit;
   KESTREL_ASSIGN_OR_RETURN(page.total, meta.CountJobs(f));
+  KESTREL_ASSIGN_OR_RETURN(page.datasets, NameDatasets(meta, page.jobs));
   return page;
 }
 
@@ -349,7 +387,13 @@ Result<std::vector<store::JobRecord>> ListJobs(store::MetadataStore& meta, const
 
 json JobPageJson(const JobPage& page) {
   json arr = json::array();
-  for (const auto& j : page.jobs) arr.push_back(JobJson(j, false));
+  for (size_t i = 0; i < page.jobs.size(); ++i) {
+    json v = JobJson(page.jobs[i], false);
+    const bool named = i < page.datasets.size() && !page.datasets[i].name.empty();
+    v["dataset"] = named ? json(page.datasets[i].name) : json(nullptr);
+    v["version"] = named ? json("v" + std::to_string(page.datasets[i].seq)) : json(nullptr);
+    arr.push_back(std::move(v));
+  }
   return {{"jobs", arr},
           {"total", page.total},
           {"next_cursor", page.next_cursor > 0 ? json(page.next_cursor) : json(nullptr)},

@@ -110,9 +110,21 @@ struct JobListRequest {
 // The store filter of a list request, but for `dataset` (no store needed:
 // a front end can refuse a bad request before it opens one).
 Result<store::JobFilter> JobListFilter(const JobListRequest& req);
+// The dataset version a job runs on as the registry names it: "birds" and
+// seq 3 ("v3", as `kestrel dataset versions` shows it). name "" when its
+// version is not in the registry (an export job of a plain weights file).
+struct JobDatasetName {
+  std::string name;
+  int64_t seq = 0;
+};
 // One page of the list.
 struct JobPage {
   std::vector<store::JobRecord> jobs;
+  // Parallel to jobs, from one store query per page
+  // (MetadataStore::ListVersionsById). A version id in several datasets
+  // (the same content imported under two names) takes the name the job's
+  // data= gave, else the first name.
+  std::vector<JobDatasetName> datasets;
   int64_t total = 0;         // jobs the filters select (all pages)
   int64_t next_cursor = 0;   // the last job's id when more follow, else 0
   int64_t next_offset = -1;  // offset + limit when more follow and no cursor was given, else -1
@@ -122,9 +134,11 @@ struct JobPage {
 Result<JobPage> ListJobPage(store::MetadataStore& meta, const JobListRequest& req);
 // The page's jobs only.
 Result<std::vector<store::JobRecord>> ListJobs(store::MetadataStore& meta, const JobListRequest& req);
-// {"jobs": [JobJson], "total", "next_cursor" (null on the last page),
-// "next_offset" (null on the last page or with a cursor), "sort", "order"}:
-// what `kestrel jobs list --json` prints and GET /api/jobs returns.
+// {"jobs": [JobJson with "dataset" (the name) and "version" ("vN"), both
+// null when the registry has no such version], "total", "next_cursor"
+// (null on the last page), "next_offset" (null on the last page or with a
+// cursor), "sort", "order"}: what `kestrel jobs list --json` prints and GET
+// /api/jobs returns.
 nlohmann::json JobPageJson(const JobPage& page);
 
 // A job and its attempts (oldest first).

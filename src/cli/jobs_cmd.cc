@@ -354,13 +354,28 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
       return;
     }
     const std::vector<store::JobRecord>* list = &page->jobs;
+    // DATASET: "birds v3" as the registry names it (the version id's first
+    // 12 characters when the registry has no such version, "-" for none).
+    std::vector<std::string> datasets;
+    size_t dataset_w = 9;
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string& id = (*list)[i].spec.dataset_version;
+      const app::JobDatasetName& d = page->datasets[i];
+      datasets.push_back(!d.name.empty() ? d.name + " v" + std::to_string(d.seq)
+                         : id.empty()    ? std::string("-")
+                                         : id.substr(0, 12));
+      dataset_w = std::max(dataset_w, datasets.back().size() + 2);
+    }
     std::ostringstream t;
     t << std::left << std::setw(6) << "ID" << std::setw(18) << "STATE" << std::setw(8) << "ATTEMPT"
-      << std::setw(8) << "PRIO" << std::setw(9) << "RETRIES" << std::setw(21) << "CREATED"
+      << std::setw(8) << "PRIO" << std::setw(static_cast<int>(dataset_w)) << "DATASET" << std::setw(9)
+      << "RETRIES" << std::setw(21) << "CREATED"
       << "LAST REASON\n";
-    for (const auto& j : *list) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const store::JobRecord& j = (*list)[i];
       t << std::left << std::setw(6) << j.id << std::setw(18) << store::JobStateName(j.state) << std::setw(8)
-        << j.attempt << std::setw(8) << store::JobPriorityName(j.spec.priority) << std::setw(9)
+        << j.attempt << std::setw(8) << store::JobPriorityName(j.spec.priority)
+        << std::setw(static_cast<int>(dataset_w)) << datasets[i] << std::setw(9)
         << (std::to_string(j.retries_used) + "+" + std::to_string(j.infra_retries_used)) << std::setw(21)
         << FormatMs(j.created_ms) << j.last_reason << "\n";
     }

@@ -65,6 +65,13 @@ class MetadataStore {
   // ref: "" or "latest" = newest; "vN" = seq N; otherwise a version-id prefix
   // of at least 6 hex chars (ambiguous prefixes are an error).
   virtual Result<DatasetVersionRecord> GetVersion(const std::string& dataset, const std::string& ref) = 0;
+  // Every version whose id is one of `version_ids` (no repeats), in one
+  // query (the job list names a page's datasets with it), ordered by
+  // dataset then seq. An id may come back more than once: the same content
+  // imported under two names is one id in each; ids not in the registry are
+  // absent.
+  virtual Result<std::vector<DatasetVersionRecord>> ListVersionsById(
+      const std::vector<std::string>& version_ids) = 0;
 
   // ---- jobs (docs/jobs.md). Every change is one transaction; state changes
   // also append a "state" event. `now_ms` is Unix milliseconds from an Env.

@@ -180,6 +180,31 @@ Result<std::vector<DatasetVersionRecord>> SqlStore::ListVersions(const std::stri
   return out;
 }
 
+Result<std::vector<DatasetVersionRecord>> SqlStore::ListVersionsById(
+    const std::vector<std::string>& version_ids) {
+  // At most 500 ids a statement (SQLite's bound-parameter limit is 999 in
+  // older builds); a job list page names a handful.
+  constexpr size_t kChunk = 500;
+  std::vector<DatasetVersionRecord> out;
+  for (size_t at = 0; at < version_ids.size(); at += kChunk) {
+    SqlParams params;
+    std::string in;
+    for (size_t i = at; i < std::min(version_ids.size(), at + kChunk); ++i) {
+      params.push_back(version_ids[i]);
+      in += (in.empty() ? "$" : ", $") + std::to_string(params.size());
+    }
+    KESTREL_ASSIGN_OR_RETURN(auto rows,
+                             conn_->Query(std::string("SELECT ") + kVersionColumns +
+                                              " FROM dataset_versions WHERE version_id IN (" + in + ")",
+                                          params));
+    for (const auto& r : rows) out.push_back(ReadVersion(r));
+  }
+  std::sort(out.begin(), out.end(), [](const DatasetVersionRecord& a, const DatasetVersionRecord& b) {
+    return a.dataset != b.dataset ? a.dataset < b.dataset : a.seq < b.seq;
+  });
+  return out;
+}
+
 Result<DatasetVersionRecord> SqlStore::GetVersion(const std::string& dataset, const std::string& ref) {
   KESTREL_ASSIGN_OR_RETURN(auto versions, ListVersions(dataset));
   if (versions.empty()) return Status::NotFound("no dataset named '" + dataset + "'", {"", 0, "data"});

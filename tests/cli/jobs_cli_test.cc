@@ -156,8 +156,7 @@ TEST_F(JobsCliTest, JsonOutputIsTheAppLayersViewOfTheSameRecords) {
   auto all = app::ListJobPage(*meta, {});
   ASSERT_TRUE(all.IsOk());
   ASSERT_EQ(all->jobs.size(), 2u);
-  json views = json::array();
-  for (const auto& j : all->jobs) views.push_back(app::JobJson(j, false));
+  const json views = app::JobPageJson(*all)["jobs"];
   EXPECT_EQ(Json(Kestrel("--json jobs list")), app::JobPageJson(*all));
   app::JobListRequest first_req;
   first_req.state = "queued";
@@ -174,6 +173,14 @@ TEST_F(JobsCliTest, JsonOutputIsTheAppLayersViewOfTheSameRecords) {
   EXPECT_TRUE(page2["next_cursor"].is_null());
   EXPECT_EQ(views[0]["id"], other);
   EXPECT_EQ(views[0]["kind"], "train");
+  // The registry's name and version of the job's dataset version (one row
+  // is JobJson plus these two).
+  EXPECT_EQ(views[0]["dataset"], "tiny");
+  EXPECT_EQ(views[0]["version"], "v1");
+  json plain = views[0];
+  plain.erase("dataset");
+  plain.erase("version");
+  EXPECT_EQ(plain, app::JobJson(all->jobs[0], false));
   // attempts: a worker's steps through the store (claim, pid, a retryable
   // failure), so `jobs show` has an attempt to show.
   store::ClaimRequest req;

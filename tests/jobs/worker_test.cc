@@ -46,6 +46,10 @@ class HookedStore final : public store::MetadataStore {
   Result<store::DatasetVersionRecord> GetVersion(const std::string& d, const std::string& r) override {
     return in_->GetVersion(d, r);
   }
+  Result<std::vector<store::DatasetVersionRecord>> ListVersionsById(
+      const std::vector<std::string>& ids) override {
+    return in_->ListVersionsById(ids);
+  }
   Result<store::JobRecord> SubmitJob(const store::JobSpec& s, int64_t now, bool* c) override {
     return in_->SubmitJob(s, now, c);
   }

@@ -20,15 +20,12 @@
 #include <vector>
 
 #include "app/evaluate.h"
-#include "app/tokens.h"
-#include "birds_home.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/safetensors.h"
 #include "data/synth.h"
 #include "eval/compare_plots.h"
-#include "http_client.h"
-#include "server/api.h"
+#include "read_route_test.h"
 
 namespace kestrel::server {
 namespace {
@@ -46,14 +43,11 @@ int64_t WallMs() {
 
 enum class Plant { kExact, kWrongClass, kMissAll, kExtraBackground };
 
-class ApiEvaluationsTest : public ::testing::Test {
+class ApiEvaluationsTest : public testing::ReadRouteTest {
  protected:
   void SetUp() override {
-    testing::OpenHomeWithBirds("kestrel_server_evals_", 16, &dir_, &home_, &meta_, &blobs_);
+    OpenHomeAndServe("kestrel_server_evals_", 16);
     if (HasFatalFailure()) return;
-    auto c = app::CreateToken(*meta_, "reader", true, 1000);
-    ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
-    token_ = c->token;
     auto w = app::CreateToken(*meta_, "writer", false, 1000);
     ASSERT_TRUE(w.IsOk()) << w.GetStatus().ToString();
     writer_ = w->token;
@@ -64,17 +58,6 @@ class ApiEvaluationsTest : public ::testing::Test {
     ASSERT_TRUE(split.IsOk()) << split.GetStatus().ToString();
     split_ = split->split;
     ASSERT_GE(split_.images.size(), 4u);
-    ServerOptions o;
-    o.port = 0;
-    o.request_timeout_ms = 5000;
-    auto srv = ApiServer::Start(home_, o);
-    ASSERT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
-    server_ = std::move(srv).Value();
-  }
-  void TearDown() override {
-    server_.reset();
-    meta_.reset();
-    fs::remove_all(dir_);
   }
 
   // YOLO txt predictions under dir_/<name>: per image what `plant(i)` says.
@@ -169,22 +152,8 @@ class ApiEvaluationsTest : public ::testing::Test {
     return id;
   }
 
-  json Get(const std::string& target, int status, bool with_token = true) {
-    std::vector<std::string> headers;
-    if (with_token) headers.push_back("Authorization: Bearer " + token_);
-    HttpReply r = testing::Get(server_->Port(), target, headers);
-    EXPECT_EQ(r.status, status) << target << ": " << r.body;
-    json j = json::parse(r.body, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << target << ": " << r.body;
-    return j;
-  }
-
-  fs::path dir_;
-  std::string home_, token_, writer_, v1_;
-  std::unique_ptr<store::MetadataStore> meta_;
-  std::unique_ptr<store::ArtifactStore> blobs_;
+  std::string writer_, v1_;
   eval::EvalSplit split_;
-  std::unique_ptr<ApiServer> server_;
 };
 
 TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
@@ -219,7 +188,7 @@ TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
   EXPECT_EQ(testing::Get(server_->Port(), "/api/comparisons?a=1&b=2").status, 401);
 
   // The list: newest first, pages, filters.
-  json list = Get("/api/evaluations", 200);
+  json list = Doc("/api/evaluations", 200);
   ASSERT_EQ(list["evaluations"].size(), 3u) << list.dump(1);
   EXPECT_EQ(list["evaluations"][0]["id"], plain);
   EXPECT_EQ(list["evaluations"][2]["id"], a);
@@ -237,24 +206,24 @@ TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
   EXPECT_EQ(ea["has_predictions"], true);
   EXPECT_EQ(list["evaluations"][0]["has_predictions"], false);
   EXPECT_GT(ea["created_ms"].get<int64_t>(), 0);
-  json page = Get("/api/evaluations?limit=2", 200);
+  json page = Doc("/api/evaluations?limit=2", 200);
   EXPECT_EQ(page["evaluations"].size(), 2u);
   EXPECT_EQ(page["next_offset"], 2);
-  EXPECT_EQ(Get("/api/evaluations?limit=2&offset=2", 200)["next_offset"], nullptr);
-  EXPECT_EQ(Get("/api/evaluations?model=" + Weights("b"), 200)["evaluations"].size(), 1u);
+  EXPECT_EQ(Doc("/api/evaluations?limit=2&offset=2", 200)["next_offset"], nullptr);
+  EXPECT_EQ(Doc("/api/evaluations?model=" + Weights("b"), 200)["evaluations"].size(), 1u);
   for (const char* ref : {"ma", "ma@v1", "ma@production"}) {
-    const json by_model = Get(std::string("/api/evaluations?model=") + ref, 200);
+    const json by_model = Doc(std::string("/api/evaluations?model=") + ref, 200);
     ASSERT_EQ(by_model["evaluations"].size(), 1u) << ref;
     EXPECT_EQ(by_model["evaluations"][0]["id"], a);
   }
-  EXPECT_EQ(Get("/api/evaluations?dataset=birds@v1&split=val", 200)["evaluations"].size(), 3u);
-  EXPECT_EQ(Get("/api/evaluations?split=test", 200)["evaluations"].size(), 0u);
-  EXPECT_EQ(Get("/api/evaluations?split=nope", 400)["error"]["field"], "split");
-  EXPECT_EQ(Get("/api/evaluations?limit=0", 400)["error"]["field"], "limit");
-  EXPECT_EQ(Get("/api/evaluations?dataset=birds@v9", 400)["error"]["field"], "dataset");
+  EXPECT_EQ(Doc("/api/evaluations?dataset=birds@v1&split=val", 200)["evaluations"].size(), 3u);
+  EXPECT_EQ(Doc("/api/evaluations?split=test", 200)["evaluations"].size(), 0u);
+  EXPECT_EQ(Doc("/api/evaluations?split=nope", 400)["error"]["field"], "split");
+  EXPECT_EQ(Doc("/api/evaluations?limit=0", 400)["error"]["field"], "limit");
+  EXPECT_EQ(Doc("/api/evaluations?dataset=birds@v9", 400)["error"]["field"], "dataset");
 
   // Show: the record with its 101-point mean curves.
-  json show = Get("/api/evaluations/" + std::to_string(a), 200);
+  json show = Doc("/api/evaluations/" + std::to_string(a), 200);
   EXPECT_EQ(show["evaluation"]["id"], a);
   EXPECT_EQ(show["record"]["kind"], "kestrel.eval_result");
   EXPECT_EQ(show["record"]["format_version"], 1);
@@ -264,12 +233,12 @@ TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
     EXPECT_EQ(show["curves"][k].size(), 101u) << k;
   EXPECT_EQ(show["curves"]["pr"]["recall"].size(), 101u);
   EXPECT_DOUBLE_EQ(show["curves"]["pr"]["recall"][100].get<double>(), 1.0);
-  EXPECT_EQ(Get("/api/evaluations/999", 404)["error"]["field"], "id");
-  EXPECT_EQ(Get("/api/evaluations/abc", 400)["error"]["field"], "id");
+  EXPECT_EQ(Doc("/api/evaluations/999", 404)["error"]["field"], "id");
+  EXPECT_EQ(Doc("/api/evaluations/abc", 400)["error"]["field"], "id");
 
   // Images: right is `kestrel compare`'s rule; A is right exactly on even images.
   std::map<std::string, bool> a_right;
-  json imgs = Get("/api/evaluations/" + std::to_string(a) + "/images?limit=500", 200);
+  json imgs = Doc("/api/evaluations/" + std::to_string(a) + "/images?limit=500", 200);
   ASSERT_EQ(imgs["images"].size(), split_.images.size());
   for (size_t i = 0; i < split_.images.size(); ++i) {
     const json& im = imgs["images"][i];
@@ -282,11 +251,11 @@ TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
       EXPECT_EQ(im["detections"].size(), 2 * split_.images[i].labels.size()) << "noise at 0.05 is shown";
     }
   }
-  const json wrong = Get("/api/evaluations/" + std::to_string(a) + "/images?filter=wrong&limit=2", 200);
+  const json wrong = Doc("/api/evaluations/" + std::to_string(a) + "/images?filter=wrong&limit=2", 200);
   EXPECT_EQ(wrong["total"], imgs["wrong"]);
   EXPECT_LE(wrong["images"].size(), 2u);
   for (const auto& im : wrong["images"]) EXPECT_EQ(im["right"], false);
-  EXPECT_EQ(Get("/api/evaluations/" + std::to_string(a) + "/images?filter=odd", 400)["error"]["field"],
+  EXPECT_EQ(Doc("/api/evaluations/" + std::to_string(a) + "/images?filter=odd", 400)["error"]["field"],
             "filter");
   // sha=: one image's rows (those of every split entry with that SHA), the
   // same rows as the whole list's; right/wrong still count the whole split.
@@ -295,7 +264,7 @@ TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
     json want = json::array();
     for (const auto& im : imgs["images"])
       if (im["sha"] == sha) want.push_back(im);
-    const json one = Get("/api/evaluations/" + std::to_string(a) + "/images?sha=" + sha, 200);
+    const json one = Doc("/api/evaluations/" + std::to_string(a) + "/images?sha=" + sha, 200);
     EXPECT_EQ(one["sha"], sha);
     EXPECT_EQ(one["images"], want);
     EXPECT_EQ(one["total"], want.size());
@@ -305,34 +274,34 @@ TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
     // With a filter it does not pass: no rows, not an error.
     const std::string other = want[0]["right"].get<bool>() ? "wrong" : "right";
     const json none =
-        Get("/api/evaluations/" + std::to_string(a) + "/images?filter=" + other + "&sha=" + sha, 200);
+        Doc("/api/evaluations/" + std::to_string(a) + "/images?filter=" + other + "&sha=" + sha, 200);
     EXPECT_EQ(none["total"], 0);
     EXPECT_TRUE(none["images"].empty());
   }
   EXPECT_TRUE(imgs["sha"].is_null());
   for (const std::string& bad : std::vector<std::string>{
            "abc", std::string(64, 'A'), std::string(63, '0') + "g", "..%2F..%2Fetc%2Fpasswd"}) {
-    const json e = Get("/api/evaluations/" + std::to_string(a) + "/images?sha=" + bad, 400);
+    const json e = Doc("/api/evaluations/" + std::to_string(a) + "/images?sha=" + bad, 400);
     EXPECT_EQ(e["error"]["field"], "sha") << bad;
   }
   const json unknown =
-      Get("/api/evaluations/" + std::to_string(a) + "/images?sha=" + std::string(64, '0'), 404);
+      Doc("/api/evaluations/" + std::to_string(a) + "/images?sha=" + std::string(64, '0'), 404);
   EXPECT_EQ(unknown["error"]["field"], "sha");
   EXPECT_NE(unknown["error"]["message"].get<std::string>().find(std::string(64, '0')), std::string::npos);
-  const json no_preds = Get("/api/evaluations/" + std::to_string(plain) + "/images", 409);
+  const json no_preds = Doc("/api/evaluations/" + std::to_string(plain) + "/images", 409);
   EXPECT_EQ(no_preds["error"]["field"], "id");
   EXPECT_NE(no_preds["error"]["message"].get<std::string>().find("save_json=true"), std::string::npos);
 
   // Every confusion cell's boxes add up to the record's matrix cell.
   for (int64_t id : {a, b}) {
-    const json rec = Get("/api/evaluations/" + std::to_string(id), 200)["record"];
+    const json rec = Doc("/api/evaluations/" + std::to_string(id), 200)["record"];
     const json& m = rec["metrics"]["confusion"]["matrix"];
     const int nc = rec["metrics"]["confusion"]["nc"];
     int64_t total = 0;
     for (int p = 0; p <= nc; ++p) {
       for (int g = 0; g <= nc; ++g) {
         const json cell =
-            Get("/api/evaluations/" + std::to_string(id) + "/confusion?gt=" + std::to_string(g) +
+            Doc("/api/evaluations/" + std::to_string(id) + "/confusion?gt=" + std::to_string(g) +
                     "&pred=" + std::to_string(p) + "&limit=1000",
                 200);
         EXPECT_EQ(cell["count"], m[p][g]) << id << " cell pred " << p << " gt " << g;
@@ -349,18 +318,18 @@ TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
     EXPECT_GT(total, 0);
   }
   // B's wrong classes land off the diagonal, its background boxes in the last column.
-  const json off = Get("/api/evaluations/" + std::to_string(b) + "/confusion?gt=0&pred=1", 200);
-  const json bg = Get("/api/evaluations/" + std::to_string(b) + "/confusion?gt=2&pred=0", 200);
+  const json off = Doc("/api/evaluations/" + std::to_string(b) + "/confusion?gt=0&pred=1", 200);
+  const json bg = Doc("/api/evaluations/" + std::to_string(b) + "/confusion?gt=2&pred=0", 200);
   EXPECT_GT(off["count"].get<int>() + bg["count"].get<int>(), 0);
-  EXPECT_EQ(Get("/api/evaluations/" + std::to_string(a) + "/confusion?gt=3&pred=0", 400)["error"]["field"],
+  EXPECT_EQ(Doc("/api/evaluations/" + std::to_string(a) + "/confusion?gt=3&pred=0", 400)["error"]["field"],
             "gt");
-  EXPECT_EQ(Get("/api/evaluations/" + std::to_string(a) + "/confusion?pred=0", 400)["error"]["field"], "gt");
+  EXPECT_EQ(Doc("/api/evaluations/" + std::to_string(a) + "/confusion?pred=0", 400)["error"]["field"], "gt");
   EXPECT_EQ(
-      Get("/api/evaluations/" + std::to_string(plain) + "/confusion?gt=0&pred=0", 409)["error"]["field"],
+      Doc("/api/evaluations/" + std::to_string(plain) + "/confusion?gt=0&pred=0", 409)["error"]["field"],
       "id");
 
   // The comparison: compare.json's delta and right rule on the stored predictions.
-  const json cmp = Get("/api/comparisons?a=" + std::to_string(a) + "&b=" + std::to_string(b), 200);
+  const json cmp = Doc("/api/comparisons?a=" + std::to_string(a) + "&b=" + std::to_string(b), 200);
   EXPECT_EQ(cmp["right_rule"], std::string(eval::kRightRule));
   EXPECT_EQ(cmp["version"], "v1");
   EXPECT_EQ(cmp["a"]["id"], a);
@@ -392,11 +361,11 @@ TEST_F(ApiEvaluationsTest, ListShowImagesConfusionAndCompare) {
   EXPECT_EQ(cmp["confusion"]["names"][2], "background");
   EXPECT_TRUE(cmp["curves"]["a"].is_object());
   // Without stored predictions the lists are null, and say why.
-  const json half = Get("/api/comparisons?a=" + std::to_string(a) + "&b=" + std::to_string(plain), 200);
+  const json half = Doc("/api/comparisons?a=" + std::to_string(a) + "&b=" + std::to_string(plain), 200);
   EXPECT_TRUE(half["images"].is_null());
   EXPECT_NE(half["images_note"].get<std::string>().find(std::to_string(plain)), std::string::npos);
-  EXPECT_EQ(Get("/api/comparisons?a=" + std::to_string(a), 400)["error"]["field"], "b");
-  EXPECT_EQ(Get("/api/comparisons?a=" + std::to_string(a) + "&b=999", 404)["error"]["field"], "id");
+  EXPECT_EQ(Doc("/api/comparisons?a=" + std::to_string(a), 400)["error"]["field"], "b");
+  EXPECT_EQ(Doc("/api/comparisons?a=" + std::to_string(a) + "&b=999", 404)["error"]["field"], "id");
 }
 
 TEST_F(ApiEvaluationsTest, ComparisonsNeedTheSameDatasetVersionAndSplit) {
@@ -416,29 +385,29 @@ TEST_F(ApiEvaluationsTest, ComparisonsNeedTheSameDatasetVersionAndSplit) {
   const int64_t b = ValJob(PlantPredictions("b", split2->split, [](size_t) { return Plant::kExact; }),
                            "birds@v2", Weights("b"), true);
   ASSERT_FALSE(HasFailure());
-  const json err = Get("/api/comparisons?a=" + std::to_string(a) + "&b=" + std::to_string(b), 400);
+  const json err = Doc("/api/comparisons?a=" + std::to_string(a) + "&b=" + std::to_string(b), 400);
   EXPECT_EQ(err["error"]["field"], "b");
   const std::string msg = err["error"]["message"];
   EXPECT_NE(msg.find("birds@v1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("birds@v2"), std::string::npos) << msg;
-  EXPECT_EQ(Get("/api/evaluations?dataset=birds@v2", 200)["evaluations"].size(), 1u);
-  EXPECT_EQ(Get("/api/evaluations?dataset=birds", 200)["evaluations"].size(), 2u);
+  EXPECT_EQ(Doc("/api/evaluations?dataset=birds@v2", 200)["evaluations"].size(), 1u);
+  EXPECT_EQ(Doc("/api/evaluations?dataset=birds", 200)["evaluations"].size(), 2u);
   // An id that is no job, a training job and a queued val job are no evaluations.
-  EXPECT_EQ(Get("/api/evaluations/" + std::to_string(b + 100), 404)["error"]["field"], "id");
+  EXPECT_EQ(Doc("/api/evaluations/" + std::to_string(b + 100), 404)["error"]["field"], "id");
   store::JobSpec train;
   train.dataset_version = v1_;
   train.config_json = R"({"data": "birds", "epochs": 1})";
   bool created = false;
   auto t = meta_->SubmitJob(train, WallMs(), &created);
   ASSERT_TRUE(t.IsOk());
-  const json not_val = Get("/api/evaluations/" + std::to_string(t->id), 404);
+  const json not_val = Doc("/api/evaluations/" + std::to_string(t->id), 404);
   EXPECT_NE(not_val["error"]["message"].get<std::string>().find("not a val job"), std::string::npos);
   store::JobSpec queued = train;
   queued.config_json = R"({"kind": "val", "data": "birds", "model": "m"})";
   auto q = meta_->SubmitJob(queued, WallMs(), &created);
   ASSERT_TRUE(q.IsOk());
-  EXPECT_EQ(Get("/api/evaluations/" + std::to_string(q->id), 404)["error"]["field"], "id");
-  EXPECT_EQ(Get("/api/evaluations", 200)["evaluations"].size(), 2u);
+  EXPECT_EQ(Doc("/api/evaluations/" + std::to_string(q->id), 404)["error"]["field"], "id");
+  EXPECT_EQ(Doc("/api/evaluations", 200)["evaluations"].size(), 2u);
 }
 
 }  // namespace

@@ -14,10 +14,7 @@
 
 #include "app/job_media.h"
 #include "app/jobs.h"
-#include "app/tokens.h"
-#include "birds_home.h"
-#include "http_client.h"
-#include "server/api.h"
+#include "read_route_test.h"
 
 namespace kestrel::server {
 namespace {
@@ -26,36 +23,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::HttpReply;
 
-class ApiJobMediaTest : public ::testing::Test {
+class ApiJobMediaTest : public testing::ReadRouteTest {
  protected:
-  void SetUp() override {
-    testing::OpenHomeWithBirds("kestrel_server_job_media_", 4, &dir_, &home_, &meta_, &blobs_);
-    if (HasFatalFailure()) return;
-    auto c = app::CreateToken(*meta_, "reader", true, 1000);
-    ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
-    read_ = c->token;
-    ServerOptions o;
-    o.port = 0;
-    o.request_timeout_ms = 5000;
-    auto srv = ApiServer::Start(home_, o);
-    ASSERT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
-    server_ = std::move(srv).Value();
-  }
-  void TearDown() override {
-    server_.reset();
-    meta_.reset();
-    fs::remove_all(dir_);
-  }
-  json Doc(const std::string& target, int status = 200, const std::string& token = "*") {
-    std::vector<std::string> headers;
-    const std::string t = token == "*" ? read_ : token;
-    if (!t.empty()) headers.push_back("Authorization: Bearer " + t);
-    HttpReply r = testing::Get(server_->Port(), target, headers);
-    EXPECT_EQ(r.status, status) << target << ": " << r.body;
-    auto j = json::parse(r.body, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << target << ": " << r.body;
-    return j;
-  }
+  void SetUp() override { OpenHomeAndServe("kestrel_server_job_media_", 4); }
   // A samples file as the trainer writes it (docs/formats.md "Epoch samples").
   void WriteSamples(int64_t job, int attempt, const std::string& name, int epoch, const json& image) {
     const fs::path d =
@@ -73,12 +43,6 @@ class ApiJobMediaTest : public ::testing::Test {
                 {"written_by", attempt}};
     std::ofstream(d / name) << doc.dump();
   }
-
-  fs::path dir_;
-  std::string home_, read_;
-  std::unique_ptr<store::MetadataStore> meta_;
-  std::unique_ptr<store::ArtifactStore> blobs_;
-  std::unique_ptr<ApiServer> server_;
 };
 
 TEST_F(ApiJobMediaTest, ListsEpochsOverAttemptsAndServesTheLatest) {
@@ -157,7 +121,7 @@ TEST_F(ApiJobMediaTest, ListsEpochsOverAttemptsAndServesTheLatest) {
   EXPECT_EQ(Doc("/api/jobs/0/samples/1", 400)["error"]["field"], "id");
   Doc("/api/jobs/999/samples", 404);
   Doc("/api/jobs/999/samples/1", 404);
-  Doc(base, 401, "");
+  Doc(base, 401, false);
   // A file that is not that epoch's samples: an error naming the file, never its content as a panel.
   WriteSamples(id, 2, "epoch-4.json", 7, sample);
   HttpReply bad = testing::Get(server_->Port(), base + "/4", auth);

@@ -20,10 +20,7 @@
 
 #include "app/jobs.h"
 #include "app/templates.h"
-#include "app/tokens.h"
-#include "birds_home.h"
-#include "http_client.h"
-#include "server/api.h"
+#include "read_route_test.h"
 
 namespace kestrel::server {
 namespace {
@@ -32,20 +29,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::HttpReply;
 
-class ApiJobsTest : public ::testing::Test {
+class ApiJobsTest : public testing::ReadRouteTest {
  protected:
   void SetUp() override {
-    testing::OpenHomeWithBirds("kestrel_server_jobs_", 4, &dir_, &home_, &meta_, &blobs_);
+    OpenHomeAndServe("kestrel_server_jobs_", 4);
     if (HasFatalFailure()) return;
-    auto c = app::CreateToken(*meta_, "reader", true, 1000);
-    ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
-    read_ = c->token;
-    ServerOptions o;
-    o.port = 0;
-    o.request_timeout_ms = 5000;
-    auto srv = ApiServer::Start(home_, o);
-    ASSERT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
-    server_ = std::move(srv).Value();
     // A second dataset: jobs on it are what dataset=birds leaves out.
     store::DatasetVersionRecord cats;
     cats.dataset = "cats";
@@ -63,11 +51,6 @@ class ApiJobsTest : public ::testing::Test {
     base_ = s->job.spec;
     birds_version_ = s->version_id;
     ASSERT_TRUE(meta_->CancelJob(s->job.id, 1000).IsOk());
-  }
-  void TearDown() override {
-    server_.reset();
-    meta_.reset();
-    fs::remove_all(dir_);
   }
 
   // Job i: priority i % 3, kind val every 5th, on cats every 4th.
@@ -99,24 +82,7 @@ class ApiJobsTest : public ::testing::Test {
     ASSERT_TRUE(meta_->ClaimJob(req).IsOk());
   }
 
-  HttpReply Get(const std::string& target, const std::string& token) {
-    std::vector<std::string> headers;
-    if (!token.empty()) headers.push_back("Authorization: Bearer " + token);
-    return testing::Get(server_->Port(), target, headers);
-  }
-  json Doc(const std::string& target, int status = 200) {
-    HttpReply r = Get(target, read_);
-    EXPECT_EQ(r.status, status) << target << ": " << r.body;
-    auto j = json::parse(r.body, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << target << ": " << r.body;
-    return j;
-  }
-
-  fs::path dir_;
-  std::string home_, read_, birds_version_;
-  std::unique_ptr<store::MetadataStore> meta_;
-  std::unique_ptr<store::ArtifactStore> blobs_;
-  std::unique_ptr<ApiServer> server_;
+  std::string birds_version_;
   store::JobSpec base_;
 };
 
@@ -165,6 +131,14 @@ TEST_F(ApiJobsTest, FiltersSortsAndCursorPagesInTheStoreQuery) {
   ASSERT_TRUE(all.IsOk()) << all.GetStatus().ToString();
   ASSERT_EQ(all->size(), 31u);
   const std::string cats = std::string(64, 'c');
+  // The birds version imported again as "avian" (the same id in two
+  // datasets, named first): a job keeps the name its data= gave.
+  auto birds_v1 = meta_->GetVersion("birds", "v1");
+  ASSERT_TRUE(birds_v1.IsOk());
+  store::DatasetVersionRecord avian = *birds_v1;
+  avian.dataset = "avian";
+  bool created = false;
+  ASSERT_TRUE(meta_->AddDatasetVersion(avian, &created).IsOk() && created);
   struct Case {
     std::string query, sort, order;
     std::function<bool(const store::JobRecord&)> keep;
@@ -204,7 +178,12 @@ TEST_F(ApiJobsTest, FiltersSortsAndCursorPagesInTheStoreQuery) {
       EXPECT_EQ(doc["total"], static_cast<int64_t>(want.size()));
       EXPECT_EQ(doc["sort"], c.sort);
       EXPECT_EQ(doc["order"], c.order);
-      for (const auto& j : doc["jobs"]) got.push_back(j["id"].get<int64_t>());
+      for (const auto& j : doc["jobs"]) {
+        got.push_back(j["id"].get<int64_t>());
+        // The registry's name and version of the job's dataset version.
+        EXPECT_EQ(j["dataset"], j["dataset_version"] == cats ? "cats" : "birds") << j;
+        EXPECT_EQ(j["version"], "v1") << j;
+      }
       if (doc["next_cursor"].is_null()) break;
       EXPECT_EQ(doc["next_cursor"], doc["jobs"].back()["id"]);
       cursor = "&before=" + std::to_string(doc["next_cursor"].get<int64_t>());
@@ -250,7 +229,7 @@ TEST_F(ApiJobsTest, FiltersSortsAndCursorPagesInTheStoreQuery) {
     json err = Doc("/api/jobs?" + query, 400);
     EXPECT_EQ(err["error"]["field"], field) << query << ": " << err;
   }
-  EXPECT_EQ(Get("/api/jobs", "").status, 401);
+  Doc("/api/jobs", 401, false);
 }
 
 TEST_F(ApiJobsTest, ConfigDiffOfTwoJobsIsTheTemplateDiffView) {
@@ -282,7 +261,7 @@ TEST_F(ApiJobsTest, ConfigDiffOfTwoJobsIsTheTemplateDiffView) {
   EXPECT_EQ(Doc("/api/jobs/" + ida + "/diff?other=x", 400)["error"]["field"], "other");
   EXPECT_EQ(Doc("/api/jobs/0/diff?other=" + idb, 400)["error"]["field"], "id");
   EXPECT_EQ(Doc("/api/jobs/" + ida + "/diff?other=99999", 404)["error"]["code"], "not_found");
-  EXPECT_EQ(Get("/api/jobs/" + ida + "/diff?other=" + idb, "").status, 401);
+  Doc("/api/jobs/" + ida + "/diff?other=" + idb, 401, false);
 }
 
 // The figure: a job list of 10,000 jobs filters and sorts in

@@ -29,6 +29,8 @@ class SqlStore final : public MetadataStore {
   Result<std::vector<DatasetSummary>> ListDatasets() override;
   Result<std::vector<DatasetVersionRecord>> ListVersions(const std::string& dataset) override;
   Result<DatasetVersionRecord> GetVersion(const std::string& dataset, const std::string& ref) override;
+  Result<std::vector<DatasetVersionRecord>> ListVersionsById(
+      const std::vector<std::string>& version_ids) override;
 
   Result<JobRecord> SubmitJob(const JobSpec& spec, int64_t now_ms, bool* created) override;
   Result<ClaimedJob> ClaimJob(const ClaimRequest& req) override;
