@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <atomic>
+#include <filesystem>
 #include <iostream>
 
 #include "core/json.h"
@@ -10,6 +11,13 @@
 #include "data/dataset_ref.h"
 
 namespace kestrel::cli {
+
+Result<ProgramPaths> ThisProgramAndTorch() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return Status::IoError("/proc/self/exe: " + ec.message());
+  return ProgramPaths{self.string(), (self.parent_path() / "kestrel-torch").string()};
+}
 
 CLI::Validator IntArg(int64_t min, int64_t max) {
   return CLI::Validator(

@@ -84,6 +84,16 @@ void PrintJsonDocument(const nlohmann::json& doc);
 // error paths below never add a second one).
 bool JsonDocumentPrinted();
 
+// This program (/proc/self/exe) and kestrel-torch, the LibTorch half of
+// kestrel, beside it (docs/ARCHITECTURE.md "Two programs"): the `kestrel`
+// front execv's it for torch_commands.h, a worker starts attempts with it.
+struct ProgramPaths {
+  std::string self;
+  std::string torch;  // in self's folder; it may not exist
+};
+// kIoError naming /proc/self/exe when this program's path cannot be read.
+Result<ProgramPaths> ThisProgramAndTorch();
+
 // Last-resort error handling (main.cc). An exception that escaped a command:
 // "error: internal error: <what>" on stderr and, with --json when no document
 // was printed yet, the JSON error document; returns kExitFailure.

@@ -163,12 +163,11 @@ extern "C" void OnWorkerStop(int /*sig*/) { g_worker_stop.store(true); }
 // test or an operator that finds the attempt by its pid would see it change
 // program under them), else this program itself.
 std::string AttemptProgram() {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return std::string();
-  const std::filesystem::path torch = self.parent_path() / "kestrel-torch";
-  if (self.filename() != "kestrel-torch" && ::access(torch.c_str(), X_OK) == 0) return torch.string();
-  return self.string();
+  auto programs = ThisProgramAndTorch();
+  if (!programs.IsOk()) return std::string();
+  if (programs->self != programs->torch && ::access(programs->torch.c_str(), X_OK) == 0)
+    return programs->torch;
+  return programs->self;
 }
 
 std::string HostName() {

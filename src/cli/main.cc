@@ -22,7 +22,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -73,19 +72,18 @@ std::string FirstCommandWord(int argc, char** argv) {
 // A command of torch_commands.h: execv kestrel-torch (beside this program)
 // with the same arguments. Returns only when that fails (exit 1, saying why).
 int ForwardToTorchProgram(const Context& ctx, int argc, char** argv) {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::string torch = (self.parent_path() / "kestrel-torch").string();
-  if (!ec) {
+  auto programs = ThisProgramAndTorch();
+  if (programs.IsOk()) {
     std::vector<char*> args(argv, argv + argc);
     args.push_back(nullptr);
-    ::execv(torch.c_str(), args.data());
+    ::execv(programs->torch.c_str(), args.data());
   }
-  const std::string why = ec ? ec.message() : std::strerror(errno);
+  const std::string why = programs.IsOk() ? programs->torch + ": " + std::strerror(errno)
+                                          : "kestrel-torch: " + programs.GetStatus().Message();
   return Fail(ctx, Status::FailedPrecondition("`" + FirstCommandWord(argc, argv) +
                                               "` runs in kestrel-torch (the LibTorch half of kestrel), which "
                                               "could not be started: " +
-                                              torch + ": " + why));
+                                              why));
 }
 #endif
 
