@@ -400,6 +400,10 @@ test('jobs: server-side sort, filter and cursor pages; a job page diffs its conf
   await byTest('priority-option-low').click()
   await waitIds(kestrelJson('jobs', 'list', '--state', 'queued', '--priority', 'low', '--sort', 'priority', '--limit', '1000').jobs.map((j) => j.id))
   assert.ok((await shownIds()).includes(mine[0]))
+  // The Dataset column names the registry's dataset and version, as `jobs list` does.
+  const listed = all.jobs.find((j) => j.id === mine[0])
+  assert.equal(listed.dataset, 'shapes')
+  assert.equal(await textOf(`job-dataset-${mine[0]}`), `shapes ${listed.version}`)
   await shot('jobs-sorted')
 
   // The config diff of two of them: epochs changed, the rest equal.
