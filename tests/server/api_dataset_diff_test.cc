@@ -15,22 +15,18 @@
 #include <vector>
 
 #include "app/datasets.h"
-#include "birds_home.h"
-#include "http_client.h"
-#include "server/api.h"
+#include "read_route_test.h"
 
 namespace kestrel::server {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using testing::Get;
-using testing::HttpReply;
 
-class DatasetDiffTest : public ::testing::Test {
+class DatasetDiffTest : public testing::ReadRouteTest {
  protected:
   void SetUp() override {
-    testing::OpenHomeWithBirds("kestrel_dsdiff_", 6, &dir_, &home_, &meta_, &blobs_);
+    OpenHomeAndServe("kestrel_dsdiff_", 6);
     if (HasFatalFailure()) return;
     // v2: one train image removed, one train label changed, and a train
     // image copied into val (added, and a train/val leakage pair).
@@ -51,34 +47,9 @@ class DatasetDiffTest : public ::testing::Test {
     auto v2 = app::Datasets(*meta_, *blobs_).Import(synth.string(), "birds", {});
     ASSERT_TRUE(v2.IsOk()) << v2.GetStatus().ToString();
     ASSERT_EQ(v2->record.seq, 2);
-
-    ServerOptions o;
-    o.port = 0;
-    o.request_timeout_ms = 2000;
-    o.public_read = true;
-    auto srv = ApiServer::Start(home_, o);
-    ASSERT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
-    server_ = std::move(srv).Value();
-  }
-  void TearDown() override {
-    server_.reset();
-    meta_.reset();
-    fs::remove_all(dir_);
-  }
-  json GetJson(const std::string& target, int status = 200) {
-    HttpReply r = Get(server_->Port(), target);
-    EXPECT_EQ(r.status, status) << target << ": " << r.body;
-    auto j = json::parse(r.body, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << target << ": " << r.body;
-    return j;
   }
 
-  fs::path dir_;
-  std::string home_;
   std::string removed_;
-  std::unique_ptr<store::MetadataStore> meta_;
-  std::unique_ptr<store::ArtifactStore> blobs_;
-  std::unique_ptr<ApiServer> server_;
 };
 
 TEST_F(DatasetDiffTest, DiffRouteIsTheCliDocument) {
@@ -86,7 +57,7 @@ TEST_F(DatasetDiffTest, DiffRouteIsTheCliDocument) {
   ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
   json cli = app::DatasetDiffJson(*d);
   cli["ok"] = true;  // what `kestrel dataset diff birds@v1 birds@v2 --json` prints
-  json doc = GetJson("/api/datasets/birds/diff?a=v1&b=v2");
+  json doc = Doc("/api/datasets/birds/diff?a=v1&b=v2");
   EXPECT_EQ(doc, cli);
   EXPECT_EQ(doc["removed"], json::array({removed_}));
   EXPECT_EQ(doc["added"], json::array({"val/copy.jpg"}));
@@ -102,7 +73,7 @@ TEST_F(DatasetDiffTest, DiffRouteIsTheCliDocument) {
   EXPECT_EQ(delta, doc["b"]["num_boxes"].get<int64_t>() - doc["a"]["num_boxes"].get<int64_t>());
   // A version id prefix works as vN does.
   const std::string id = doc["a"]["version_id"].get<std::string>().substr(0, 10);
-  EXPECT_EQ(GetJson("/api/datasets/birds/diff?a=" + id + "&b=v2"), cli);
+  EXPECT_EQ(Doc("/api/datasets/birds/diff?a=" + id + "&b=v2"), cli);
 }
 
 TEST_F(DatasetDiffTest, BadVersionsNameTheField) {
@@ -110,16 +81,16 @@ TEST_F(DatasetDiffTest, BadVersionsNameTheField) {
        std::vector<std::pair<std::string, std::string>>{{"/api/datasets/birds/diff?b=v2", "a"},
                                                         {"/api/datasets/birds/diff?a=v1", "b"},
                                                         {"/api/datasets/birds/diff?a=v1&b=fish@v1", "b"}}) {
-    json doc = GetJson(target, 400);
+    json doc = Doc(target, 400);
     EXPECT_EQ(doc["error"]["field"], field) << target << ": " << doc.dump();
   }
-  json missing = GetJson("/api/datasets/birds/diff?a=v1&b=v9", 404);
+  json missing = Doc("/api/datasets/birds/diff?a=v1&b=v9", 404);
   EXPECT_EQ(missing["error"]["code"], "not_found");
-  GetJson("/api/datasets/nosuch/diff?a=v1&b=v2", 404);
+  Doc("/api/datasets/nosuch/diff?a=v1&b=v2", 404);
 }
 
 TEST_F(DatasetDiffTest, LeakageFindingCarriesBothImages) {
-  json page = GetJson("/api/datasets/birds@v2/findings?check=split.leakage");
+  json page = Doc("/api/datasets/birds@v2/findings?check=split.leakage");
   ASSERT_GE(page["findings"].size(), 1u) << page.dump();
   const json& f = page["findings"][0];
   ASSERT_TRUE(f["pair"].is_object()) << f.dump();
@@ -133,17 +104,17 @@ TEST_F(DatasetDiffTest, LeakageFindingCarriesBothImages) {
   EXPECT_EQ(f["image"], a);
   EXPECT_FALSE(a["boxes"].empty());
   // Other findings have no pair.
-  json all = GetJson("/api/datasets/birds@v2/findings");
+  json all = Doc("/api/datasets/birds@v2/findings");
   for (const auto& g : all["findings"]) {
     if (g["check"] != "split.leakage" && g["check"] != "image.near_duplicate") {
       EXPECT_TRUE(g["pair"].is_null()) << g.dump();
     }
   }
   // The images route finds each by its path and split.
-  json one = GetJson("/api/datasets/birds@v2/images?split=val&path=copy.jpg");
+  json one = Doc("/api/datasets/birds@v2/images?split=val&path=copy.jpg");
   ASSERT_EQ(one["images"].size(), 1u);
   EXPECT_EQ(one["images"][0]["sha"], a["sha"]);
-  EXPECT_EQ(GetJson("/api/datasets/birds@v2/images?path=nope.jpg")["total"], 0);
+  EXPECT_EQ(Doc("/api/datasets/birds@v2/images?path=nope.jpg")["total"], 0);
 }
 
 }  // namespace

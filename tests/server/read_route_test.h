@@ -1,7 +1,8 @@
-// The read-route tests' shared fixture (job list, job media, evaluations):
-// a test folder dir_ with a Kestrel home home_ holding "birds"
-// (birds_home.h), its stores meta_ and blobs_, a read-only token read_ and
-// one ApiServer server_ on port 0 over home_, all gone after the test.
+// The read-route tests' shared fixture (job list, job media, evaluations,
+// dataset diff): a test folder dir_ with a Kestrel home home_ holding
+// "birds" (birds_home.h), its stores meta_ and blobs_, a read-only token
+// read_ and one ApiServer server_ on port 0 over home_, all gone after the
+// test.
 #pragma once
 
 #include <gtest/gtest.h>
