@@ -20,7 +20,13 @@
 //   node tools/chart-paint.mjs [--series 20] [--points 100000] [--runs 5]
 //        [--samples 20] [--json report.json] [--kestrel build/src/cli/kestrel]
 //        [--writer build/bench/serve_load/kestrel_bench_event_writer]
-//        [--dist build/web/dist]
+//        [--dist build/web/dist] [--cpu yes]
+//  --cpu yes: each load also traced (Chrome's devtools.timeline trace
+//  events through the page's CDP session): the renderer main thread's CPU
+//  time from navigation start to the mark, the sum of its tasks' wall time,
+//  and the CPU of the tasks from the metrics document to the mark — on a
+//  shared machine the wall-clock paint is mostly waiting for a core, the
+//  CPU time much less so.
 // Exits 0 after printing the figures, 2 on a setup error (77: no chromium
 // or web/node_modules).
 import { execFileSync, spawn } from 'node:child_process'
@@ -43,6 +49,7 @@ const opts = {
   dist: path.join(repo, 'build/web/dist'),
   modules: path.join(repo, 'web/node_modules'),
   chromium: '/usr/bin/chromium',
+  cpu: 'no',
 }
 for (let i = 2; i < process.argv.length; i += 2) {
   const k = process.argv[i].replace(/^--/, '')
@@ -51,6 +58,10 @@ for (let i = 2; i < process.argv.length; i += 2) {
     process.exit(2)
   }
   opts[k] = typeof opts[k] === 'number' ? Number(process.argv[i + 1]) : process.argv[i + 1]
+  if (k === 'cpu' && !['yes', 'no'].includes(opts.cpu)) {
+    console.error(`chart-paint: --cpu must be yes or no`)
+    process.exit(2)
+  }
   if (typeof opts[k] === 'number' && !(opts[k] >= 1)) {
     console.error(`chart-paint: --${k} must be a number >= 1`)
     process.exit(2)
@@ -154,10 +165,38 @@ async function main() {
       for (const e of list.getEntries()) if (e.name === mark) window.__kestrelBenchPainted(e.startTime)
     }).observe({ type: 'mark' })
   }, MARK)
+  const cdp = opts.cpu === 'yes' ? await context.newCDPSession(page) : null
+  // Main-thread CPU of one traced load: [cpu to the mark, its tasks' wall, cpu from metrics-doc to the mark] in ms.
+  async function mainThreadCpu(events) {
+    const main = new Set(events.filter((e) => e.name === 'thread_name' && e.args.name === 'CrRendererMain').map((e) => `${e.pid}:${e.tid}`))
+    const at = (name) => events.find((e) => e.name === name)
+    const nav = at('navigationStart')
+    const end = at(MARK)
+    const doc = at('metrics-doc')
+    if (!nav || !end) return null
+    let cpu = 0
+    let wall = 0
+    let afterDoc = 0
+    for (const e of events) {
+      if (e.ph !== 'X' || !main.has(`${e.pid}:${e.tid}`) || !['RunTask', 'ThreadControllerImpl::RunTask'].includes(e.name)) continue
+      if (e.ts < nav.ts || e.ts > end.ts) continue
+      cpu += (e.tdur || 0) / 1000
+      wall += e.dur / 1000
+      if (doc && e.ts + e.dur >= doc.ts) afterDoc += (e.tdur || 0) / 1000
+    }
+    return [cpu, wall, afterDoc].map(Math.round)
+  }
+  const cpuRuns = []
   async function firstPaints() {
     const out = []
     for (let i = 0; i < opts.runs; i++) {
       await page.goto('about:blank')
+      let events = null
+      if (cdp) {
+        events = []
+        cdp.on('Tracing.dataCollected', (e) => events.push(...e.value))
+        await cdp.send('Tracing.start', { categories: 'devtools.timeline,disabled-by-default-devtools.timeline,blink.user_timing,loading', transferMode: 'ReportEvents' })
+      }
       const seen = new Promise((resolve, reject) => {
         painted = resolve
         setTimeout(() => reject(new Error(`no '${MARK}' mark within 60 s`)), 60000).unref()
@@ -165,6 +204,18 @@ async function main() {
       await page.goto(`${base}/#/jobs/${job}`)
       out.push(await seen)
       painted = null
+      let cpuText = ''
+      if (cdp) {
+        const done = new Promise((resolve) => cdp.once('Tracing.tracingComplete', resolve))
+        await cdp.send('Tracing.end')
+        await done
+        cdp.removeAllListeners('Tracing.dataCollected')
+        const c = await mainThreadCpu(events)
+        if (c) {
+          cpuRuns.push(c)
+          cpuText = `; main thread CPU ${c[0]} ms (its tasks' wall ${c[1]} ms), ${c[2]} ms of it from the document to the frame`
+        }
+      }
       // Where the time went: the document loaded, the app mounted (main.js's
       // mark), the metrics request out and back, its document parsed
       // (TrainingCharts.vue's mark), the charts' first frame.
@@ -175,7 +226,7 @@ async function main() {
         return [nav.domContentLoadedEventEnd, mark('app-mounted'), m ? m.startTime : -1, m ? m.responseEnd : -1, mark('metrics-doc')].map(Math.round)
       })
       log(
-        `  DOMContentLoaded ${t[0]} ms, app mounted ${t[1]} ms, metrics request ${t[2]}..${t[3]} ms, its document parsed ${t[4]} ms, charts painted ${Math.round(out[out.length - 1])} ms`,
+        `  DOMContentLoaded ${t[0]} ms, app mounted ${t[1]} ms, metrics request ${t[2]}..${t[3]} ms, its document parsed ${t[4]} ms, charts painted ${Math.round(out[out.length - 1])} ms${cpuText}`,
       )
     }
     return out
@@ -243,10 +294,14 @@ async function main() {
     metrics_route_ms: routeMs.map((m) => Math.round(m)),
     first_paint_ms: paints.map((m) => Math.round(m)),
     first_paint_median_ms: Math.round(pct(paints, 50)),
+    main_thread_cpu_ms: cpuRuns.map((c) => c[0]),
+    main_thread_cpu_median_ms: cpuRuns.length ? pct(cpuRuns.map((c) => c[0]), 50) : null,
     points_drawn_per_series: Math.max(...drawn),
     live_ms: { n: live.length, p50: pct(live, 50), p95: pct(live, 95), max: Math.max(...live) },
   }
   console.log(`chart-paint: ${opts.series} series x ${opts.points} points: first paint median ${report.first_paint_median_ms} ms (runs: ${report.first_paint_ms.join(', ')} ms); metrics route ${report.metrics_route_ms.join(', ')} ms`)
+  if (cpuRuns.length)
+    console.log(`main thread CPU to the first frame: median ${report.main_thread_cpu_median_ms} ms (runs: ${report.main_thread_cpu_ms.join(', ')} ms)`)
   console.log(`live: a logged value on the open chart after p50 ${report.live_ms.p50} ms, p95 ${report.live_ms.p95} ms, max ${report.live_ms.max} ms (${live.length} samples)`)
   if (opts.json) fs.writeFileSync(opts.json, JSON.stringify(report, null, 2) + '\n')
   await context.close()
