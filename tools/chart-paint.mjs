@@ -31,85 +31,23 @@
 // or web/node_modules).
 import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import readline from 'node:readline'
-import { createRequire } from 'node:module'
-import { fileURLToPath } from 'node:url'
+import { BUILT, benchHome, launchBrowser, parseOptions, playwrightChromium, repo, requireBuilt, startServer } from './lib/bench.mjs'
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const opts = {
-  series: 20,
-  points: 100000,
-  runs: 5,
-  samples: 20,
-  json: '',
-  kestrel: path.join(repo, 'build/src/cli/kestrel'),
-  writer: path.join(repo, 'build/bench/serve_load/kestrel_bench_event_writer'),
-  dist: path.join(repo, 'build/web/dist'),
-  modules: path.join(repo, 'web/node_modules'),
-  chromium: '/usr/bin/chromium',
-  cpu: 'no',
+const opts = parseOptions('chart-paint', { series: 20, points: 100000, runs: 5, samples: 20, json: '', cpu: 'no', ...BUILT })
+if (!['yes', 'no'].includes(opts.cpu)) {
+  console.error(`chart-paint: --cpu must be yes or no`)
+  process.exit(2)
 }
-for (let i = 2; i < process.argv.length; i += 2) {
-  const k = process.argv[i].replace(/^--/, '')
-  if (!(k in opts) || i + 1 >= process.argv.length) {
-    console.error(`chart-paint: unknown or incomplete option '${process.argv[i]}'`)
-    process.exit(2)
-  }
-  opts[k] = typeof opts[k] === 'number' ? Number(process.argv[i + 1]) : process.argv[i + 1]
-  if (k === 'cpu' && !['yes', 'no'].includes(opts.cpu)) {
-    console.error(`chart-paint: --cpu must be yes or no`)
-    process.exit(2)
-  }
-  if (typeof opts[k] === 'number' && !(opts[k] >= 1)) {
-    console.error(`chart-paint: --${k} must be a number >= 1`)
-    process.exit(2)
-  }
-}
-if (!fs.existsSync(opts.chromium) || !fs.existsSync(path.join(opts.modules, 'playwright-core'))) {
-  console.log(`SKIP: needs ${opts.chromium} and ${opts.modules}/playwright-core (scripts/build-web.sh)`)
-  process.exit(77)
-}
-for (const f of [opts.kestrel, opts.writer, path.join(opts.dist, 'index.html')]) {
-  if (!fs.existsSync(f)) {
-    console.error(`chart-paint: ${f} is not built (ninja -C build kestrel kestrel_bench_event_writer; scripts/build-web.sh)`)
-    process.exit(2)
-  }
-}
-const { chromium } = createRequire(path.join(opts.modules, '..', 'package.json'))('playwright-core')
+const chromium = playwrightChromium(opts)
+requireBuilt('chart-paint', [opts.kestrel, opts.writer, path.join(opts.dist, 'index.html')], 'ninja -C build kestrel kestrel_bench_event_writer; scripts/build-web.sh')
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kestrel-chart-paint-'))
-const home = path.join(tmp, 'home')
+const { tmp, home, track, kestrel, kestrelJson, log } = benchHome('chart-paint', opts)
 let server = null
 let writer = null
 let context = null
-process.on('exit', () => {
-  for (const p of [writer, server]) if (p && p.exitCode === null) p.kill('SIGKILL')
-  fs.rmSync(tmp, { recursive: true, force: true })
-})
-const kestrel = (...args) => execFileSync(opts.kestrel, ['--home', home, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
-const kestrelJson = (...args) => JSON.parse(kestrel('--json', ...args))
-const log = (s) => process.stderr.write(`chart-paint: ${s}\n`)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(opts.kestrel, ['--home', home, 'serve', '--port', '0', '--web-dir', opts.dist], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    const timer = setTimeout(() => reject(new Error(`kestrel serve did not start: ${out}${err}`)), 15000)
-    proc.stderr.on('data', (d) => (err += d))
-    proc.stdout.on('data', (d) => {
-      out += d
-      const m = /kestrel serve: listening on (http:\/\/\S+)\n/.exec(out)
-      if (m) {
-        clearTimeout(timer)
-        resolve({ proc, url: m[1] })
-      }
-    })
-  })
-}
 
 function pct(values, p) {
   const s = [...values].sort((a, b) => a - b)
@@ -130,8 +68,8 @@ async function main() {
   let t0 = Date.now()
   const lastBulkId = Number(execFileSync(opts.writer, [home, String(job), 'bulk', String(opts.series), String(opts.points)], { encoding: 'utf8' }).trim())
   log(`job ${job}: ${opts.points} step events x ${opts.series} series written in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
-  const s = await startServer()
-  server = s.proc
+  const s = await startServer(opts, home, ['--web-dir', opts.dist])
+  server = track(s.proc)
   const base = s.url
   const headers = token ? { Authorization: `Bearer ${token}` } : {}
   // The route alone, as the page asks for it (1280 px page: width ~600).
@@ -145,12 +83,7 @@ async function main() {
   }
   log(`GET /api/jobs/${job}/metrics?width=600: ${routeMs.map((m) => m.toFixed(0)).join(', ')} ms`)
 
-  context = await chromium.launchPersistentContext(path.join(tmp, 'profile'), {
-    executablePath: opts.chromium,
-    headless: true,
-    viewport: { width: 1280, height: 800 },
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  })
+  context = await launchBrowser(chromium, opts, path.join(tmp, 'profile'))
   const page = context.pages()[0] || (await context.newPage())
   if (token) await page.addInitScript((t) => localStorage.setItem('kestrel.token', t), token)
   const MARK = 'echart-painted:Iteration losses'
@@ -251,7 +184,7 @@ async function main() {
   log(`${drawn.length} series of ${Math.min(...drawn)}..${Math.max(...drawn)} points drawn`)
 
   // Live: one event at a time through the store; time until the chart has it.
-  writer = spawn(opts.writer, [home, String(job), 'stdin', String(opts.series)], { stdio: ['pipe', 'pipe', 'inherit'] })
+  writer = track(spawn(opts.writer, [home, String(job), 'stdin', String(opts.series)], { stdio: ['pipe', 'pipe', 'inherit'] }))
   const answers = readline.createInterface({ input: writer.stdout })
   const waiting = []
   answers.on('line', (l) => waiting.shift()(l))

@@ -28,81 +28,19 @@
 //        [--dist build/web/dist]
 // Exits 0 after printing the figures, 1 when the page showed other rows than
 // the route, 2 on a setup error (77: no chromium or web/node_modules).
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { createRequire } from 'node:module'
-import { fileURLToPath } from 'node:url'
+import { BUILT, benchHome, launchBrowser, parseOptions, playwrightChromium, repo, requireBuilt, startServer } from './lib/bench.mjs'
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const opts = {
-  jobs: 10000,
-  runs: 5,
-  scrolls: 20,
-  json: '',
-  kestrel: path.join(repo, 'build/src/cli/kestrel'),
-  writer: path.join(repo, 'build/bench/serve_load/kestrel_bench_event_writer'),
-  dist: path.join(repo, 'build/web/dist'),
-  modules: path.join(repo, 'web/node_modules'),
-  chromium: '/usr/bin/chromium',
-}
-for (let i = 2; i < process.argv.length; i += 2) {
-  const k = process.argv[i].replace(/^--/, '')
-  if (!(k in opts) || i + 1 >= process.argv.length) {
-    console.error(`job-list: unknown or incomplete option '${process.argv[i]}'`)
-    process.exit(2)
-  }
-  opts[k] = typeof opts[k] === 'number' ? Number(process.argv[i + 1]) : process.argv[i + 1]
-  if (typeof opts[k] === 'number' && !(opts[k] >= 1)) {
-    console.error(`job-list: --${k} must be a number >= 1`)
-    process.exit(2)
-  }
-}
+const opts = parseOptions('job-list', { jobs: 10000, runs: 5, scrolls: 20, json: '', ...BUILT })
 if (opts.jobs < 2) opts.jobs = 2
-if (!fs.existsSync(opts.chromium) || !fs.existsSync(path.join(opts.modules, 'playwright-core'))) {
-  console.log(`SKIP: needs ${opts.chromium} and ${opts.modules}/playwright-core (scripts/build-web.sh)`)
-  process.exit(77)
-}
-for (const f of [opts.kestrel, opts.writer, path.join(opts.dist, 'index.html')]) {
-  if (!fs.existsSync(f)) {
-    console.error(`job-list: ${f} is not built (ninja -C build kestrel kestrel_bench_event_writer; scripts/build-web.sh)`)
-    process.exit(2)
-  }
-}
-const { chromium } = createRequire(path.join(opts.modules, '..', 'package.json'))('playwright-core')
+const chromium = playwrightChromium(opts)
+requireBuilt('job-list', [opts.kestrel, opts.writer, path.join(opts.dist, 'index.html')], 'ninja -C build kestrel kestrel_bench_event_writer; scripts/build-web.sh')
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kestrel-job-list-'))
-const home = path.join(tmp, 'home')
-let server = null
+const { tmp, home, track, kestrel, kestrelJson, log } = benchHome('job-list', opts)
 let context = null
-process.on('exit', () => {
-  if (server && server.exitCode === null) server.kill('SIGKILL')
-  fs.rmSync(tmp, { recursive: true, force: true })
-})
-process.on('SIGINT', () => process.exit(130))
-const kestrel = (...args) => execFileSync(opts.kestrel, ['--home', home, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
-const kestrelJson = (...args) => JSON.parse(kestrel('--json', ...args))
-const log = (s) => process.stderr.write(`job-list: ${s}\n`)
-
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(opts.kestrel, ['--home', home, 'serve', '--port', '0', '--web-dir', opts.dist], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    const timer = setTimeout(() => reject(new Error(`kestrel serve did not start: ${out}${err}`)), 15000)
-    proc.stderr.on('data', (d) => (err += d))
-    proc.stdout.on('data', (d) => {
-      out += d
-      const m = /kestrel serve: listening on (http:\/\/\S+)\n/.exec(out)
-      if (m) {
-        clearTimeout(timer)
-        resolve({ proc, url: m[1] })
-      }
-    })
-    proc.on('exit', (code) => reject(new Error(`kestrel serve exited (${code}): ${err}`)))
-  })
-}
 
 const median = (v) => {
   const s = [...v].sort((a, b) => a - b)
@@ -157,8 +95,8 @@ async function main() {
     token = ''
   }
   log(`store: ${opts.jobs} jobs on 2 datasets written in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
-  const s = await startServer()
-  server = s.proc
+  const s = await startServer(opts, home, ['--web-dir', opts.dist])
+  track(s.proc)
   const base = s.url
   const headers = token ? { Authorization: `Bearer ${token}` } : {}
   const api = async (url) => {
@@ -196,12 +134,7 @@ async function main() {
   report.route.all = { median_ms: median(routeAll), max_ms: Math.max(...routeAll) }
 
   // ---- the page ----
-  context = await chromium.launchPersistentContext(path.join(tmp, 'profile'), {
-    executablePath: opts.chromium,
-    headless: true,
-    viewport: { width: 1280, height: 800 },
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  })
+  context = await launchBrowser(chromium, opts, path.join(tmp, 'profile'))
   const page = context.pages()[0] || (await context.newPage())
   if (token) await page.addInitScript((t) => localStorage.setItem('kestrel.token', t), token)
   await page.goto(`${base}/#/jobs`)

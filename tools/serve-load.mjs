@@ -27,52 +27,28 @@ import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { BUILT, benchHome, parseOptions, requireBuilt, startServer } from './lib/bench.mjs'
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const opts = {
-  seconds: 60,
-  clients: 200,
-  'rest-rate': 100,
-  rate: 20, // metric events per second from the writer
-  series: 3, // values per metric event
-  history: 20000, // step events already in the store for the job the metrics route reads
-  json: '',
-  kestrel: path.join(repo, 'build/src/cli/kestrel'),
-  writer: path.join(repo, 'build/bench/serve_load/kestrel_bench_event_writer'),
-}
-for (let i = 2; i < process.argv.length; i += 2) {
-  const k = process.argv[i].replace(/^--/, '')
-  if (!(k in opts) || i + 1 >= process.argv.length) {
-    console.error(`serve-load: unknown or incomplete option '${process.argv[i]}'\n` + fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(5, 10).join('\n'))
-    process.exit(2)
-  }
-  opts[k] = typeof opts[k] === 'number' ? Number(process.argv[i + 1]) : process.argv[i + 1]
-  if (typeof opts[k] === 'number' && !(opts[k] >= 0)) {
-    console.error(`serve-load: --${k} must be a number >= 0`)
-    process.exit(2)
-  }
-}
-for (const f of [opts.kestrel, opts.writer]) {
-  if (!fs.existsSync(f)) {
-    console.error(`serve-load: ${f} is not built (ninja -C build kestrel kestrel_bench_event_writer)`)
-    process.exit(2)
-  }
-}
+const opts = parseOptions(
+  'serve-load',
+  {
+    seconds: 60,
+    clients: 200,
+    'rest-rate': 100,
+    rate: 20, // metric events per second from the writer
+    series: 3, // values per metric event
+    history: 20000, // step events already in the store for the job the metrics route reads
+    json: '',
+    kestrel: BUILT.kestrel,
+    writer: BUILT.writer,
+  },
+  { min: 0, usage: fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(5, 10).join('\n') },
+)
+requireBuilt('serve-load', [opts.kestrel, opts.writer], 'ninja -C build kestrel kestrel_bench_event_writer')
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kestrel-serve-load-'))
-const home = path.join(tmp, 'home')
+const { tmp, home, track, kestrel, kestrelJson, log } = benchHome('serve-load', opts)
 let server = null
 let writer = null
-function cleanup() {
-  for (const p of [writer, server]) if (p && p.exitCode === null) p.kill('SIGKILL')
-  fs.rmSync(tmp, { recursive: true, force: true })
-}
-process.on('exit', cleanup)
-process.on('SIGINT', () => process.exit(130))
-
-const kestrel = (...args) => execFileSync(opts.kestrel, ['--home', home, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
-const kestrelJson = (...args) => JSON.parse(kestrel('--json', ...args))
-const log = (s) => process.stderr.write(`serve-load: ${s}\n`)
 
 // ---- the store: 3 datasets, 12 jobs, 3 models, a long run's history ----
 function setup() {
@@ -100,25 +76,6 @@ function setup() {
   const last = execFileSync(opts.writer, [home, String(jobs[0]), 'bulk', String(opts.series), String(opts.history)], { encoding: 'utf8' })
   log(`store: 3 datasets, ${jobs.length} jobs, 3 models; job ${jobs[0]} has ${opts.history} step events x ${opts.series} series (${Date.now() - t0} ms to write, last id ${last.trim()})`)
   return { jobs, token, lastId: Number(last.trim()) }
-}
-
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(opts.kestrel, ['--home', home, 'serve', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    const timer = setTimeout(() => reject(new Error(`kestrel serve did not start: ${out}${err}`)), 15000)
-    proc.stderr.on('data', (d) => (err += d))
-    proc.stdout.on('data', (d) => {
-      out += d
-      const m = /kestrel serve: listening on (http:\/\/\S+)\n/.exec(out)
-      if (m) {
-        clearTimeout(timer)
-        resolve({ proc, url: new URL(m[1]) })
-      }
-    })
-    proc.on('exit', (code) => reject(new Error(`kestrel serve exited (${code}): ${err}`)))
-  })
 }
 
 // RSS (KiB) and CPU seconds (user + system) of a process, from /proc.
@@ -233,9 +190,9 @@ async function main() {
     log(`setup failed: ${e.message}\n${e.stderr || ''}`)
     process.exit(2)
   }
-  const s = await startServer()
-  server = s.proc
-  const url = s.url
+  const s = await startServer(opts, home)
+  server = track(s.proc)
+  const url = new URL(s.url)
   log(`server ${url.href} pid ${server.pid}`)
   const stats = { latency: [], measuring: false }
   const clients = []
@@ -262,9 +219,9 @@ async function main() {
   const loadStart = fs.readFileSync('/proc/loadavg', 'utf8').split(' ')[0]
   log(`${opts.clients} event streams open; RSS ${rss.start.rss_kib} KiB; running ${opts.seconds} s at ${opts['rest-rate']} REST requests/s and ${opts.rate} metric events/s`)
 
-  writer = spawn(opts.writer, [home, String(store.jobs[0]), 'live', String(opts.series), String(opts.rate), String(opts.seconds), String(opts.history + 1)], {
+  writer = track(spawn(opts.writer, [home, String(store.jobs[0]), 'live', String(opts.series), String(opts.rate), String(opts.seconds), String(opts.history + 1)], {
     stdio: ['ignore', 'pipe', 'inherit'],
-  })
+  }))
   let writerOut = ''
   writer.stdout.on('data', (d) => (writerOut += d))
   const writerDone = new Promise((r) => writer.on('exit', (code) => r(code)))
