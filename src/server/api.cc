@@ -362,6 +362,7 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, con
   s->blobs_ = std::make_unique<store::ArtifactStore>(home);
   s->ctx_ = std::make_unique<ApiContext>(ApiContext{*s->meta_, *s->blobs_, s->metrics_, home});
   s->ctx_->public_read = options.public_read;
+  s->ctx_->meta_url = store::MetadataUrl(home);
   ServerOptions http_options = options;
   if (http_options.upload_dir.empty()) http_options.upload_dir = home + "/uploads";
   s->ctx_->upload_dir = http_options.upload_dir;

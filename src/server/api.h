@@ -3,7 +3,8 @@
 // for the same question; Prometheus /metrics; the event streams; and the
 // OpenAPI document of the routes. ApiServer puts them on HTTP.
 //
-// Thread-safety: the stores are used by the server's I/O thread only.
+// Thread-safety: `meta` is used by the server's I/O thread only; blocking
+// routes (RouteDoc::blocking) open their own store (ApiContext::meta_url).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,11 @@ struct ApiContext {
   int64_t upload_limit_bytes = int64_t{512} << 20;
   int64_t upload_max_entries = 100'000;
   std::string upload_dir;  // "" = <home>/uploads
+  // The store's URL (store::MetadataUrl(home)). A blocking route's handler
+  // (RouteDoc::blocking: the imports) runs off the I/O thread, and a
+  // MetadataStore serves one thread: it opens its own store from this URL.
+  // "": it uses `meta` (a router dispatched on one thread, as in tests).
+  std::string meta_url;
 };
 
 // Every route of the read API, the write routes (api_write.h), /metrics, the

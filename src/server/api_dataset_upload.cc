@@ -101,7 +101,8 @@ Response Upload(ApiContext& ctx, const Request& req) {
   ExtractLimits limits;
   limits.max_entries = ctx.upload_max_entries;
   limits.max_bytes = 4 * ctx.upload_limit_bytes;
-  if (Status s = ExtractZip(req.body_file, tmp.Path(), limits); !s.IsOk()) return ErrorResponse(s);
+  if (Status s = ExtractZip(req.body_file, tmp.Path(), limits, opts.source_label); !s.IsOk())
+    return ErrorResponse(s);
   // The importer reads nothing outside the unpacked folder (data_roots.h):
   // a data.yaml in the zip cannot point it at the server's files.
   auto roots = DataRoots::Open({tmp.Path()});
@@ -127,7 +128,8 @@ Status AddDatasetUploadRoutes(Router& router, ApiContext& ctx) {
       "Import a dataset sent as a zip (`kestrel dataset import` of its unpacked folder): 201 when a new "
       "version is stored, 200 when identical content is already the dataset's; 413 over "
       "`serve --max-upload-mb` or when it expands past 4x that; 400 for entries with absolute or '..' "
-      "paths, links or devices; 415 for another Content-Type. The query's other parameters are "
+      "paths, links, devices, FIFOs or sockets; 415 for another Content-Type; 503 (Retry-After) while the "
+      "server runs as many imports as it allows. The query's other parameters are "
       "`dataset import`'s options (val_ratio=0.1, allow_errors=true, ...)",
       {{"name", "the registry name to import as (required)"},
        {"filename", "the zip's file name, recorded as the version's source (upload:FILE; default NAME.zip)"}},
@@ -135,6 +137,7 @@ Status AddDatasetUploadRoutes(Router& router, ApiContext& ctx) {
       Access::kWrite,
       "the zip file: a dataset folder (YOLO, COCO or VOC), at the top or in one top-level folder"};
   doc.upload = "application/zip";
+  doc.blocking = true;  // unpacks and imports the whole zip: off the I/O thread
   return router.Add("POST", "/api/datasets/upload", doc,
                     [&ctx](const Request& req, const PathParams&) { return Upload(ctx, req); });
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "core/parse.h"
 #include "server/data_roots.h"
 #include "server/query_params.h"
+#include "store/metadata_store.h"
 
 namespace kestrel::server {
 namespace {
@@ -171,8 +173,15 @@ Response ImportDataset(ApiContext& ctx, const Request& req) {
 
 Response ImportDatasetResponse(ApiContext& ctx, Env& env, const std::string& path, const std::string& name,
                                const data::ImportOptions& opts) {
+  // This runs on a blocking thread (RouteDoc::blocking): its own store.
+  std::unique_ptr<store::MetadataStore> own;
+  if (!ctx.meta_url.empty()) {
+    auto opened = store::MetadataStore::Open(ctx.meta_url);
+    if (!opened.IsOk()) return ErrorResponse(opened.GetStatus());
+    own = std::move(opened).Value();
+  }
   data::ValidationReport report;
-  auto r = app::Datasets(ctx.meta, ctx.blobs, env).Import(path, name, opts, &report);
+  auto r = app::Datasets(own ? *own : ctx.meta, ctx.blobs, env).Import(path, name, opts, &report);
   if (!r.IsOk()) {
     Response err = ErrorResponse(r.GetStatus());
     if (report.source.empty()) return err;
@@ -248,18 +257,20 @@ Status AddWriteRoutes(Router& r, ApiContext& ctx) {
         return JsonResponse(
             {{"ok", true}, {"model", app::ModelJson(*m, ctx.blobs, false)}, {"tag", p.at("tag")}});
       }));
-  KESTREL_RETURN_IF_ERROR(r.Add(
-      "POST", "/api/datasets/import",
-      {"Import a dataset from a folder or file under a data root (`kestrel dataset import`): 201 when a "
-       "new version is stored, 200 when identical content is already the dataset's; 403 when the server "
-       "has no --data-root",
-       {},
-       "application/json",
-       Access::kWrite,
-       "{\"path\": \"ROOT-NAME/folder\" (or relative to the only root, or absolute inside a root), "
-       "\"name\": \"birds\", plus `dataset import`'s options as key -> value (\"val_ratio\": 0.1, "
-       "\"allow_errors\": true, ...)}"},
-      [&ctx](const Request& req, const PathParams&) { return ImportDataset(ctx, req); }));
+  RouteDoc import_doc{
+      "Import a dataset from a folder or file under a data root (`kestrel dataset import`): 201 when a "
+      "new version is stored, 200 when identical content is already the dataset's; 403 when the server "
+      "has no --data-root; 503 (Retry-After) while the server runs as many imports as it allows",
+      {},
+      "application/json",
+      Access::kWrite,
+      "{\"path\": \"ROOT-NAME/folder\" (or relative to the only root, or absolute inside a root), "
+      "\"name\": \"birds\", plus `dataset import`'s options as key -> value (\"val_ratio\": 0.1, "
+      "\"allow_errors\": true, ...)}"};
+  import_doc.blocking = true;  // reads and hashes the whole dataset: off the I/O thread
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("POST", "/api/datasets/import", import_doc,
+            [&ctx](const Request& req, const PathParams&) { return ImportDataset(ctx, req); }));
   return {};
 }
 

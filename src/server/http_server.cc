@@ -4,11 +4,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -18,7 +20,9 @@
 #include <boost/beast/http/write.hpp>
 #include <cctype>
 #include <chrono>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <list>
 #include <optional>
@@ -39,7 +43,12 @@ class Session;
 
 struct HttpServer::Impl {
   Impl(const ServerOptions& o, const Router& r, HttpMetrics& m)
-      : options(o), router(r), metrics(m), acceptor(ioc) {}
+      : options(o),
+        router(r),
+        metrics(m),
+        acceptor(ioc),
+        blocking_limit(std::max(1, o.blocking_threads)),
+        blocking(static_cast<std::size_t>(blocking_limit)) {}
 
   void Accept();
   void Shutdown();
@@ -51,6 +60,9 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor;
   std::list<std::weak_ptr<Session>> sessions;  // I/O thread only
   bool stopping = false;                       // I/O thread only
+  const int blocking_limit;                    // blocking handlers at once (ServerOptions::blocking_threads)
+  int blocking_busy = 0;                       // I/O thread only: blocking handlers started, not yet answered
+  asio::thread_pool blocking;                  // runs them
   std::thread thread;
   std::string host;
   int port = 0;
@@ -69,9 +81,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void Start() { Read(); }
 
   // Graceful shutdown (I/O thread): an idle connection closes now, one
-  // writing a response closes after it, a stream ends after its current write.
+  // writing a response closes after it, a stream ends after its current
+  // write, one waiting for a blocking handler answers and closes after it.
   void Shutdown() {
-    if (closed_) return;
+    if (closed_ || waiting_) return;
     if (streaming_) {
       timer_.cancel();
       if (!writing_) Close();
@@ -124,6 +137,12 @@ class Session : public std::enable_shared_from_this<Session> {
     if (auto denied = server_.router.Authorize(head)) {
       unread_request_ = true;
       Send(std::move(*denied), head.method, Clock::now(), false);
+      return;
+    }
+    // Its import could not start now: refused before the client sends the body.
+    if (server_.router.Blocks(head.method, head.path) && server_.blocking_busy >= server_.blocking_limit) {
+      unread_request_ = true;
+      Send(BusyResponse(), head.method, Clock::now(), false);
       return;
     }
     static std::atomic<uint64_t> counter{0};
@@ -185,10 +204,61 @@ class Session : public std::enable_shared_from_this<Session> {
     CopyHeaders(msg, &req);
     req.body_file = upload_file_;
     const bool keep_alive = msg.keep_alive();
-    Response resp = server_.router.Dispatch(req);
-    RemoveUpload();
     upload_parser_.reset();
-    Send(std::move(resp), req.method, start, keep_alive);
+    const std::string method = req.method;
+    Router::Dispatched d = server_.router.DispatchOrDefer(std::move(req));
+    if (d.deferred) {
+      RunBlocking(std::move(d.deferred), method, start, keep_alive);  // removes the upload when done
+      return;
+    }
+    RemoveUpload();
+    Send(std::move(*d.response), method, start, keep_alive);
+  }
+
+  static Response BusyResponse() {
+    Response r = ErrorResponse(503, "unavailable",
+                               "the server is running as many dataset imports as it allows at once; "
+                               "try again in a few seconds");
+    r.headers.emplace_back("Retry-After", "5");
+    return r;
+  }
+
+  // A blocking route's handler (RouteDoc::blocking) on the pool, off the I/O
+  // thread; its response is sent from the I/O thread when it returns. 503
+  // when every blocking thread is busy. While it runs the connection reads
+  // nothing (HTTP/1.1 answers in order) and Shutdown leaves it be.
+  void RunBlocking(std::function<Response()> call, const std::string& method, Clock::time_point start,
+                   bool keep_alive) {
+    if (server_.blocking_busy >= server_.blocking_limit) {
+      RemoveUpload();
+      Send(BusyResponse(), method, start, keep_alive);
+      return;
+    }
+    ++server_.blocking_busy;
+    waiting_ = true;
+    // Keeps the I/O thread's run() going until the answer is posted back,
+    // also when Stop() has closed everything else.
+    auto work = asio::make_work_guard(server_.ioc);
+    asio::post(server_.blocking, [self = shared_from_this(), call = std::move(call), method, start,
+                                  keep_alive, work = std::move(work)]() mutable {
+      Response resp;
+      try {
+        if (self->server_.options.before_blocking_handler) self->server_.options.before_blocking_handler();
+        resp = call();
+      } catch (const std::exception& e) {
+        resp = ErrorResponse(500, "internal", std::string("the request failed: ") + e.what());
+      }
+      // The session is released on the I/O thread (self moves there), never here.
+      asio::io_context& ioc = self->server_.ioc;
+      asio::post(ioc, [self = std::move(self), resp = std::move(resp), method, start, keep_alive]() mutable {
+        --self->server_.blocking_busy;
+        self->waiting_ = false;
+        self->RemoveUpload();
+        if (self->closed_) return;
+        self->Send(std::move(resp), method, start, keep_alive);
+      });
+      work.reset();
+    });
   }
 
   void RemoveUpload() {
@@ -245,12 +315,18 @@ class Session : public std::enable_shared_from_this<Session> {
     CopyHeaders(msg, &req);
     req.body = msg.body();
     const bool keep_alive = msg.keep_alive();
-    Response resp = server_.router.Dispatch(req);
-    if (resp.stream && resp.status == 200) {
-      StartStream(std::move(resp), req.method, start);
+    const std::string method = req.method;
+    Router::Dispatched d = server_.router.DispatchOrDefer(std::move(req));
+    if (d.deferred) {
+      RunBlocking(std::move(d.deferred), method, start, keep_alive);
       return;
     }
-    Send(std::move(resp), req.method, start, keep_alive);
+    Response resp = std::move(*d.response);
+    if (resp.stream && resp.status == 200) {
+      StartStream(std::move(resp), method, start);
+      return;
+    }
+    Send(std::move(resp), method, start, keep_alive);
   }
 
   void Send(Response resp, const std::string& method, Clock::time_point start, bool keep_alive) {
@@ -401,6 +477,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string msg_expect_;   // an upload's Expect header
   asio::steady_timer timer_;
   bool writing_ = false;
+  bool waiting_ = false;  // a blocking handler is working on this connection's request
   bool closed_ = false;
   bool unread_request_ = false;   // the request was refused before it was read to its end
   std::array<char, 8192> drain_;  // DrainThenClose's discard buffer
@@ -477,8 +554,10 @@ void HttpServer::Stop() {
   impl_->stopped = true;
   Impl* raw = impl_.get();
   asio::post(impl_->ioc, [raw] { raw->Shutdown(); });
-  // The I/O thread ends when the last connection has closed.
+  // The I/O thread ends when the last connection has closed and the last
+  // blocking handler has answered; then the pool has nothing left to run.
   if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->blocking.join();
 }
 
 }  // namespace kestrel::server

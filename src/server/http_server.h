@@ -2,14 +2,17 @@
 // includes them is http_server.cc). One I/O thread serves every connection
 // asynchronously: a handler runs on it to completion (the read API's
 // handlers are short store reads), and an event stream is a timer per
-// stream, never a thread per client.
+// stream, never a thread per client. A blocking route's handler
+// (RouteDoc::blocking) runs on a small pool instead (blocking_threads);
+// its response is written from the I/O thread when it returns.
 //
 // Thread-safety: Start, Port and Stop may be called from any thread; the
 // router, its handlers and the metrics are used from the I/O thread only
-// (metrics also from Render's caller).
+// (metrics also from Render's caller), but for blocking handlers.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +43,15 @@ struct ServerOptions {
   std::string upload_dir;
   int64_t upload_limit_bytes = int64_t{512} << 20;
   int64_t upload_timeout_ms = 600'000;  // to read an upload's body
+  // Blocking routes (RouteDoc::blocking: dataset imports and uploads) run
+  // on this many threads of their own, never on the I/O thread, so an import
+  // stalls no other request or stream. One more while all are busy is
+  // answered 503 "unavailable" with Retry-After (an upload before its body
+  // is read when they are busy then already); nothing queues.
+  int blocking_threads = 2;
+  // Tests only: runs on a blocking thread before each blocking handler (a
+  // test holds an import there on a latch); empty in the product.
+  std::function<void()> before_blocking_handler;
 };
 
 class HttpServer {
@@ -57,9 +69,10 @@ class HttpServer {
   std::string Host() const;
   int Port() const;
 
-  // Graceful shutdown: stops accepting, lets responses being written finish,
-  // closes idle connections and ends event streams, then joins the I/O
-  // thread. Idempotent.
+  // Graceful shutdown: stops accepting, lets responses being written and
+  // blocking handlers running (an import) finish and answer, closes idle
+  // connections and ends event streams, then joins the I/O thread and the
+  // blocking pool. Idempotent.
   void Stop();
 
   struct Impl;

@@ -133,15 +133,26 @@ std::optional<Response> Router::Authorize(const Request& req) const {
   return denied;
 }
 
+bool Router::Blocks(const std::string& method, const std::string& path) const {
+  PathParams p;
+  const Route* r = Find(method, path, &p, nullptr);
+  return r != nullptr && r->doc.blocking;
+}
+
 Response Router::Dispatch(const Request& req) const {
+  Dispatched d = DispatchOrDefer(req);
+  return d.deferred ? d.deferred() : std::move(*d.response);
+}
+
+Router::Dispatched Router::DispatchOrDefer(Request req) const {
   PathParams params;
   std::vector<std::string> allowed;
   const Route* r = Find(req.method, req.path, &params, &allowed);
   if (r == nullptr && req.method == "HEAD") r = Find("GET", req.path, &params, nullptr);
   if (r == nullptr) {
     if (allowed.empty() && fallback_ && (req.method == "GET" || req.method == "HEAD"))
-      return fallback_(req, {});
-    if (allowed.empty()) return ErrorResponse(404, "not_found", "no route for " + req.path);
+      return {fallback_(req, {}), nullptr};
+    if (allowed.empty()) return {ErrorResponse(404, "not_found", "no route for " + req.path), nullptr};
     std::sort(allowed.begin(), allowed.end());
     std::string allow;
     for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
@@ -149,17 +160,25 @@ Response Router::Dispatch(const Request& req) const {
         ErrorResponse(405, "method_not_allowed",
                       req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")");
     resp.headers.emplace_back("Allow", allow);
-    return resp;
+    return {std::move(resp), nullptr};
   }
   if (authorizer_ && r->doc.access != Access::kOpen) {
     if (std::optional<Response> denied = authorizer_(req, *r)) {
       denied->route = r->pattern;
-      return std::move(*denied);
+      return {std::move(denied), nullptr};
     }
+  }
+  if (r->doc.blocking) {
+    // The route outlives the call: routes_ does not change after the router is built.
+    return {std::nullopt, [r, req = std::move(req), params = std::move(params)] {
+              Response resp = r->handler(req, params);
+              resp.route = r->pattern;
+              return resp;
+            }};
   }
   Response resp = r->handler(req, params);
   resp.route = r->pattern;
-  return resp;
+  return {std::move(resp), nullptr};
 }
 
 Response JsonResponse(const nlohmann::json& doc, int status) {

@@ -4,7 +4,8 @@
 // (tests/server/router_test.cc); http_server.h carries them over HTTP/1.1.
 //
 // Thread-safety: a Router is built once, then only Dispatch is called, from
-// one thread (the server's I/O thread).
+// one thread (the server's I/O thread); a blocking route's deferred handler
+// call (DispatchOrDefer) runs on another thread.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +87,11 @@ struct RouteDoc {
   // streams to disk (Request::body_file) under its own size limit
   // (ServerOptions::upload_limit_bytes), not the JSON body limit.
   std::string upload;
+  // The handler may run long (an import reads and hashes a whole dataset):
+  // the transport runs it on its blocking pool, off the I/O thread
+  // (http_server.h, ServerOptions::blocking_threads), so it may not use
+  // what only the I/O thread may (the context's store: ApiContext::meta_url).
+  bool blocking = false;
 };
 
 struct Route {
@@ -107,10 +113,24 @@ class Router {
   // a known path with another method a 405 (with an Allow header).
   Response Dispatch(const Request& req) const;
 
+  // Dispatch in two steps, for a transport that runs blocking routes
+  // (RouteDoc::blocking) off its I/O thread: all Dispatch does but a
+  // blocking route's handler happens now (404, 405, the authorizer, a
+  // non-blocking handler) and is `response`; for a blocking route the
+  // authorizer let through, `deferred` is its handler's call (the request
+  // moved into it), to run once on any thread while the router lives.
+  struct Dispatched {
+    std::optional<Response> response;
+    std::function<Response()> deferred;
+  };
+  Dispatched DispatchOrDefer(Request req) const;
+
   // Whether some route has this method and a pattern matching `path`.
   bool Matches(const std::string& method, const std::string& path) const;
   // Whether the route for this method and path is an upload route (RouteDoc::upload).
   bool TakesUpload(const std::string& method, const std::string& path) const;
+  // Whether the route for this method and path is a blocking route (RouteDoc::blocking).
+  bool Blocks(const std::string& method, const std::string& path) const;
   // The authorizer's answer for `req` (its headers; the body need not be
   // read yet): std::nullopt when it may go on (or the route is kOpen or
   // unknown: Dispatch answers those), else the 401/403 response.

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -23,25 +24,45 @@ Status Refuse(const std::string& entry, const std::string& why) {
   return Status::InvalidArgument("zip entry '" + entry + "' " + why, kBody);
 }
 
-// The entry's path as folders under the target: refuses what could name a
-// place outside it; "." and empty segments are dropped.
-Result<std::vector<std::string>> EntrySegments(const std::string& name) {
-  if (name.empty()) return Refuse(name, "has an empty name");
-  if (name.front() == '/') return Refuse(name, "has an absolute path");
-  if (name.find('\\') != std::string::npos) return Refuse(name, "has a backslash in its path");
-  if (name.size() >= 2 && name[1] == ':') return Refuse(name, "starts with a drive letter");
+// The entry's path `path` as folders under the target: refuses what could
+// name a place outside it; "." and empty segments are dropped. `shown` is
+// how messages name the entry.
+Result<std::vector<std::string>> EntrySegments(const std::string& path, const std::string& shown) {
+  if (path.empty()) return Refuse(shown, "has an empty name");
+  if (path.front() == '/') return Refuse(shown, "has an absolute path");
+  if (path.find('\\') != std::string::npos) return Refuse(shown, "has a backslash in its path");
+  if (path.size() >= 2 && path[1] == ':') return Refuse(shown, "starts with a drive letter");
   std::vector<std::string> out;
   size_t i = 0;
-  while (i <= name.size()) {
-    size_t j = name.find('/', i);
-    if (j == std::string::npos) j = name.size();
-    const std::string seg = name.substr(i, j - i);
-    if (seg == "..") return Refuse(name, "has a '..' segment");
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    const std::string seg = path.substr(i, j - i);
+    if (seg == "..") return Refuse(shown, "has a '..' segment");
     if (!seg.empty() && seg != ".") out.push_back(seg);
     i = j + 1;
   }
-  if (out.empty()) return Refuse(name, "names no file");
+  if (out.empty()) return Refuse(shown, "names no file");
   return out;
+}
+
+// Why an entry of this type (AE_IF*, not a file, folder or symlink) is refused.
+std::string TypeText(unsigned type) {
+  switch (type) {
+    case AE_IFIFO:
+      return "is a FIFO (named pipe), not a file or a folder";
+    case AE_IFCHR:
+      return "is a character device, not a file or a folder";
+    case AE_IFBLK:
+      return "is a block device, not a file or a folder";
+    case AE_IFSOCK:
+      return "is a socket, not a file or a folder";
+    default: {
+      char octal[16];
+      std::snprintf(octal, sizeof octal, "%06o", type);
+      return std::string("is not a file or a folder (file type ") + octal + ")";
+    }
+  }
 }
 
 struct ArchiveCloser {
@@ -77,7 +98,8 @@ Status WriteAll(int fd, const char* data, size_t n, const std::string& entry) {
 
 }  // namespace
 
-Status ExtractZip(const std::string& archive_path, const std::string& dest, const ExtractLimits& limits) {
+Status ExtractZip(const std::string& archive_path, const std::string& dest, const ExtractLimits& limits,
+                  const std::string& label) {
   std::unique_ptr<struct archive, ArchiveCloser> a(archive_read_new());
   if (!a) return Status::Internal("libarchive: out of memory", kBody);
   archive_read_support_format_zip(a.get());
@@ -103,12 +125,15 @@ Status ExtractZip(const std::string& archive_path, const std::string& dest, cons
           "the zip has more than " + std::to_string(limits.max_entries) + " entries", kBody);
     }
     const char* raw_name = archive_entry_pathname(entry);
-    const std::string name = raw_name == nullptr ? std::string() : raw_name;
-    KESTREL_ASSIGN_OR_RETURN(auto segments, EntrySegments(name));
+    const std::string entry_name = raw_name == nullptr ? std::string() : raw_name;
+    const std::string name = label.empty() ? entry_name : label + "/" + entry_name;
+    KESTREL_ASSIGN_OR_RETURN(auto segments, EntrySegments(entry_name, name));
+    // libarchive's zip reader never reports a hardlink (a zip records no
+    // links but symlinks: see upload_archive.h); kept for a reader that does.
     if (archive_entry_hardlink(entry) != nullptr) return Refuse(name, "is a hardlink");
     const auto type = archive_entry_filetype(entry);
     if (type == AE_IFLNK || archive_entry_symlink(entry) != nullptr) return Refuse(name, "is a symlink");
-    if (type != AE_IFREG && type != AE_IFDIR) return Refuse(name, "is not a file or a folder");
+    if (type != AE_IFREG && type != AE_IFDIR) return Refuse(name, TypeText(type));
     fs::path target(dest);
     for (const auto& s : segments) target /= s;
     std::error_code ec;

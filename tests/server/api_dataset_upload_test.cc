@@ -6,7 +6,9 @@
 // nothing written outside; a zip bomb (expanding past 4x the limit) is 413;
 // no token 401, a read-only token 403 (before the body is read); a wrong
 // Content-Type 415; the unpacked folder and the body's file are gone after
-// every request. ExtractZip's entry cap directly.
+// every request; device and socket entries and a bomb whose headers claim
+// a small size, in zips written byte by byte (zip_bytes.h), are refused
+// too. ExtractZip's entry cap and its FIFO entries (plain files) directly.
 #include <archive.h>
 #include <archive_entry.h>
 #include <gtest/gtest.h>
@@ -23,6 +25,7 @@
 #include "server/api.h"
 #include "server/upload_archive.h"
 #include "write_route_test.h"
+#include "zip_bytes.h"
 
 namespace kestrel::server {
 namespace {
@@ -215,6 +218,61 @@ TEST_F(DatasetUploadTest, EntriesThatLeaveTheFolderAreRefused) {
   ExpectNoUploadLeft();
 }
 
+// Entries libarchive's zip writer will not make, written byte by byte
+// (zip_bytes.h: the type is the st_mode in the central directory, made by
+// Unix): character and block devices, a socket and a type no file system
+// has are each a 400 naming the entry as the upload's findings name files
+// (upload:FILE/ENTRY), with no dataset stored and nothing left in the
+// uploads folder. The same zip without the odd entry imports, so the
+// refusals are the types', not the byte builder's. A FIFO entry is
+// ExtractZipTest.FifoEntryIsUnpackedAsAPlainFile; no hardlink case: a zip
+// cannot carry one (upload_archive.h says why).
+TEST_F(DatasetUploadTest, DeviceAndSocketEntriesAreRefusedByName) {
+  const int port = Start();
+  std::vector<testing::RawZipEntry> base;
+  for (auto& e : FolderEntries(dir_ / "synth", "birds")) base.push_back({e.name, e.data});
+  const std::vector<std::pair<uint32_t, std::string>> kinds{
+      {S_IFCHR | 0644, "is a character device"},
+      {S_IFBLK | 0644, "is a block device"},
+      {S_IFSOCK | 0644, "is a socket"},
+      {S_IFMT | 0644, "is not a file or a folder (file type 170000)"},
+  };
+  for (const auto& [mode, why] : kinds) {
+    auto with = base;
+    with.push_back({"birds/images/train/odd.jpg", "", mode});
+    HttpReply r = Upload(port, "name=odd&filename=odd.zip", testing::RawZip(with), write_);
+    EXPECT_EQ(r.status, 400) << why << ": " << r.body;
+    const json doc = Parse(r);
+    EXPECT_EQ(doc["error"]["field"], "body") << why << ": " << r.body;
+    const std::string message =
+        doc["error"]["message"].is_string() ? doc["error"]["message"].get<std::string>() : "";
+    EXPECT_NE(message.find("'upload:odd.zip/birds/images/train/odd.jpg' " + why), std::string::npos)
+        << why << ": " << r.body;
+  }
+  EXPECT_FALSE(app::Datasets(*meta_, *blobs_).Show("odd").IsOk());
+  ExpectNoUploadLeft();
+  HttpReply plain = Upload(port, "name=plain", testing::RawZip(base), write_);
+  EXPECT_EQ(plain.status, 201) << plain.body;
+  ExpectNoUploadLeft();
+}
+
+// A zip bomb whose headers lie: 4 MiB of zeros deflated, claiming 100
+// bytes. The expanded-size cap (4x a 512 KiB limit) counts inflated bytes,
+// so it stops the entry at 2 MiB: 413, nothing stored or left.
+TEST_F(DatasetUploadTest, BombThatClaimsASmallSizeStopsAtTheExpandedCap) {
+  const int port = Start(512 * 1024);
+  const std::string zip = testing::RawZip({{"zeros.bin", std::string(size_t{4} << 20, '\0'), S_IFREG | 0644,
+                                            /*deflate=*/true, /*declared_size=*/100}});
+  ASSERT_LT(zip.size(), size_t{64} << 10);  // a few KB on the wire
+  HttpReply r = Upload(port, "name=liar", zip, write_);
+  EXPECT_EQ(r.status, 413) << r.body;
+  const json doc = Parse(r);
+  EXPECT_EQ(doc["error"]["field"], "body") << r.body;
+  EXPECT_NE(r.body.find("expands to more than 2097152 bytes"), std::string::npos) << r.body;
+  EXPECT_FALSE(app::Datasets(*meta_, *blobs_).Show("liar").IsOk());
+  ExpectNoUploadLeft();
+}
+
 TEST_F(DatasetUploadTest, WritesNeedAWriteTokenAndAZip) {
   const int port = Start();
   const std::string zip = MakeZip(FolderEntries(dir_ / "synth", "birds"));
@@ -244,6 +302,22 @@ TEST(ExtractZipTest, EntryCapAndDuplicates) {
   s = ExtractZip((dir / "b.zip").string(), (dir / "out").string(), {});
   EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.Message().find("twice"), std::string::npos) << s.ToString();
+  fs::remove_all(dir);
+}
+
+// libarchive's zip reader reads a FIFO mode as a regular file (Info-ZIP's
+// `zip -FI` stores what came through a pipe with the pipe's own mode), so a
+// FIFO entry is unpacked as a plain file holding its bytes: no FIFO is
+// ever made in the folder.
+TEST(ExtractZipTest, FifoEntryIsUnpackedAsAPlainFile) {
+  const fs::path dir = fs::temp_directory_path() / ("kestrel_extract_fifo_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "out");
+  std::ofstream(dir / "f.zip", std::ios::binary) << testing::RawZip({{"d/pipe", "piped", S_IFIFO | 0644}});
+  Status s = ExtractZip((dir / "f.zip").string(), (dir / "out").string(), {});
+  EXPECT_TRUE(s.IsOk()) << s.ToString();
+  EXPECT_EQ(fs::status(dir / "out" / "d" / "pipe").type(), fs::file_type::regular);
+  EXPECT_EQ(ReadAll(dir / "out" / "d" / "pipe"), "piped");
   fs::remove_all(dir);
 }
 

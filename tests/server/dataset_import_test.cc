@@ -5,12 +5,20 @@
 // /api/datasets; traversal (`..`, absolute paths elsewhere, percent escapes,
 // NUL, a symlinked folder or image leading out of the root) is refused with
 // nothing stored; no data root and a read-only token are refused; options
-// are checked as on the command line.
+// are checked as on the command line. Imports run off the I/O thread:
+// other requests answer while one is held on a latch, the bound answers
+// 503, and Stop() lets a held import finish.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "core/env.h"
 #include "data/synth.h"
@@ -172,6 +180,127 @@ TEST_F(DatasetImportTest, RefusedWithoutADataRootOrWithAReadOnlyToken) {
   auto bad = ApiServer::Start(home_, o);
   ASSERT_FALSE(bad.IsOk());
   EXPECT_EQ(bad.GetStatus().Where().field, "data-root");
+}
+
+// ServerOptions::before_blocking_handler for the tests below: holds every
+// blocking handler (an import) until Open(). No clock decides anything.
+class Gate {
+ public:
+  void Hold() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++entered_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return open_; });
+  }
+  // Whether `n` handlers have reached Hold (false only after a minute: a
+  // broken server fails the test instead of hanging it).
+  bool WaitEntered(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::minutes(1), [&] { return entered_ >= n; });
+  }
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int entered_ = 0;
+  bool open_ = false;
+};
+
+class HeldImportTest : public DatasetImportTest {
+ protected:
+  void TearDown() override {
+    gate_.Open();  // a failed check must not leave Stop() waiting on a held import
+    DatasetImportTest::TearDown();
+  }
+  // A server over root_ whose imports wait at gate_, `threads` at once.
+  int StartHeld(int threads) {
+    ServerOptions o;
+    o.data_roots = {root_.string()};
+    o.blocking_threads = threads;
+    o.before_blocking_handler = [this] { gate_.Hold(); };
+    return StartServer(o);
+  }
+  std::vector<std::string> StoredNames() {
+    std::vector<std::string> out;
+    auto all = meta_->ListDatasets();
+    EXPECT_TRUE(all.IsOk());
+    if (all.IsOk())
+      for (const auto& d : *all) out.push_back(d.name);
+    return out;
+  }
+
+  Gate gate_;
+};
+
+// An import runs off the I/O thread: while one is held mid-way, /healthz,
+// a REST read and an event stream answer; with the one blocking thread
+// busy, a second import and an upload (before its body is read) get 503
+// "unavailable" with Retry-After and store nothing; released, the held
+// import answers 201 and is stored.
+TEST_F(HeldImportTest, OtherRequestsAnswerWhileAnImportRuns) {
+  const int port = StartHeld(1);
+  HttpReply first;
+  std::thread client([&] { first = Post(port, {{"path", "birds"}, {"name", "held"}}, write_); });
+  const bool held = gate_.WaitEntered(1);
+  EXPECT_TRUE(held);
+  if (held) {
+    EXPECT_EQ(testing::Get(port, "/healthz").status, 200);
+    HttpReply list = testing::Get(port, "/api/datasets", {"Authorization: Bearer " + read_});
+    EXPECT_EQ(list.status, 200) << list.body;
+    {
+      testing::SseClient events(port, "/api/events", {"Authorization: Bearer " + read_});
+      EXPECT_EQ(events.Status(), 200);
+    }
+    HttpReply busy = Post(port, {{"path", "birds"}, {"name", "second"}}, write_);
+    EXPECT_EQ(Doc(busy, 503, "second import")["error"]["code"], "unavailable");
+    EXPECT_EQ(busy.headers["retry-after"], "5");
+    const std::string zip = std::string("PK\x05\x06", 4) + std::string(18, '\0');  // an empty zip
+    HttpReply up = testing::SendRaw(
+        port,
+        "POST /api/datasets/upload?name=up HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        "Authorization: Bearer " +
+            write_ + "\r\nContent-Type: application/zip\r\nContent-Length: " + std::to_string(zip.size()) +
+            "\r\n\r\n" + zip);
+    EXPECT_EQ(Doc(up, 503, "upload")["error"]["code"], "unavailable");
+    EXPECT_EQ(up.headers["retry-after"], "5");
+  }
+  gate_.Open();
+  client.join();
+  EXPECT_EQ(first.status, 201) << first.body;
+  EXPECT_EQ(StoredNames(), std::vector<std::string>{"held"});
+  const fs::path uploads = fs::path(home_) / "uploads";
+  EXPECT_TRUE(!fs::exists(uploads) || fs::is_empty(uploads));
+}
+
+// Stop() (what SIGTERM runs) while an import is held: the listener closes
+// at once, Stop waits for the import, and the import finishes, answers 201
+// and is stored whole.
+TEST_F(HeldImportTest, StopFinishesAHeldImport) {
+  const int port = StartHeld(2);
+  HttpReply first;
+  std::thread client([&] { first = Post(port, {{"path", "birds"}, {"name", "held"}}, write_); });
+  EXPECT_TRUE(gate_.WaitEntered(1));
+  ApiServer& server = *servers_.back();
+  std::thread stopper([&server] { server.Stop(); });
+  // Stop has begun once new connections are refused (bounded: fails, not hangs).
+  bool refused = false;
+  for (int i = 0; i < 2000 && !refused; ++i) {
+    refused = testing::Get(port, "/healthz").status == 0;
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(refused);
+  gate_.Open();
+  client.join();
+  stopper.join();
+  EXPECT_EQ(first.status, 201) << first.body;
+  EXPECT_EQ(StoredNames(), std::vector<std::string>{"held"});
 }
 
 TEST(ConfinedEnvTest, ReadsOnlyInsideTheRootsAndTheHome) {

@@ -1,5 +1,6 @@
 // The router without sockets: pattern matching and precedence, 404/405
-// error documents, pattern validation, target parsing, the SSE format.
+// error documents, pattern validation, target parsing, the SSE format,
+// blocking routes deferred by DispatchOrDefer.
 #include "server/router.h"
 
 #include <gtest/gtest.h>
@@ -60,6 +61,53 @@ TEST(RouterTest, UnknownPathIs404AndWrongMethodIs405WithAllow) {
   EXPECT_EQ(r.Dispatch(Req("GET", "/api/jobs/")).status, 404) << "an empty {param} does not match";
   EXPECT_TRUE(r.Matches("DELETE", "/api/jobs/9"));
   EXPECT_FALSE(r.Matches("PUT", "/api/jobs/9"));
+}
+
+// A blocking route (RouteDoc::blocking) is checked now and run later: the
+// authorizer answers at once, the handler only when the deferred call runs;
+// other routes, 404s and 405s answer at once.
+TEST(RouterTest, DispatchOrDeferDefersOnlyAuthorizedBlockingHandlers) {
+  Router r;
+  int ran = 0;
+  RouteDoc slow{"slow"};
+  slow.blocking = true;
+  ASSERT_TRUE(r.Add("POST", "/api/slow/{id}", slow, [&ran](const Request&, const PathParams& p) {
+                 ++ran;
+                 return JsonResponse({{"id", p.at("id")}});
+               }).IsOk());
+  ASSERT_TRUE(r.Add("GET", "/api/fast", {"fast"}, Echo("fast")).IsOk());
+  r.SetAuthorizer([](const Request& req, const Route&) -> std::optional<Response> {
+    if (req.Header("authorization").empty()) return ErrorResponse(401, "unauthenticated", "no token");
+    return std::nullopt;
+  });
+  EXPECT_TRUE(r.Blocks("POST", "/api/slow/7"));
+  EXPECT_FALSE(r.Blocks("GET", "/api/fast"));
+  Request req = Req("POST", "/api/slow/7");
+  Router::Dispatched denied = r.DispatchOrDefer(req);
+  ASSERT_TRUE(denied.response.has_value());
+  EXPECT_FALSE(denied.deferred);
+  EXPECT_EQ(denied.response->status, 401);
+  req.headers["authorization"] = "Bearer t";
+  Router::Dispatched d = r.DispatchOrDefer(req);
+  ASSERT_TRUE(d.deferred);
+  EXPECT_FALSE(d.response.has_value());
+  EXPECT_EQ(ran, 0);
+  Response resp = d.deferred();
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(Body(resp)["id"], "7");
+  EXPECT_EQ(resp.route, "/api/slow/{id}");
+  req = Req("GET", "/api/fast");
+  req.headers["authorization"] = "Bearer t";
+  Router::Dispatched fast = r.DispatchOrDefer(req);
+  ASSERT_TRUE(fast.response.has_value());
+  EXPECT_FALSE(fast.deferred);
+  EXPECT_EQ(Body(*fast.response)["route"], "fast");
+  EXPECT_EQ(r.DispatchOrDefer(Req("GET", "/api/slow/7")).response->status, 405);
+  // Dispatch runs a blocking handler itself (tests without a transport).
+  req = Req("POST", "/api/slow/8");
+  req.headers["authorization"] = "Bearer t";
+  EXPECT_EQ(Body(r.Dispatch(req))["id"], "8");
+  EXPECT_EQ(ran, 2);
 }
 
 TEST(RouterTest, RefusesMalformedAndDuplicatePatterns) {
