@@ -1,7 +1,8 @@
 // The training loop. Parts: TrainOptions (this file), the loader, the model,
-// the loss, the schedule + optimizer + EMA, the Checkpointer (below, on top
-// of checkpoint.h), the Validator and the progress/report writers. Run holds
-// them for one call of Train(); each phase is a small function.
+// the loss, the schedule + optimizer + EMA, the checkpointer and the end of an
+// epoch (epoch_end.cc, on top of checkpoint.h), the Validator and the
+// progress/report writers. Run (internal/run.h) holds them for one call of
+// Train(); each phase is a small function.
 #include "train/trainer.h"
 
 #include <ATen/Context.h>
@@ -29,10 +30,9 @@
 #include "store/metadata_store.h"
 #include "train/autobatch.h"
 #include "train/checkpoint.h"
+#include "train/internal/run.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
-#include "train/results_png.h"
-#include "train/samples.h"
 #include "train/validator.h"
 
 namespace kestrel::train {
@@ -101,12 +101,16 @@ int TrainSummary::ExitCode() const { return ExitCodeFor(Failure()); }
 
 namespace {
 
-// NaN policy (docs/training.md): a non-finite loss or gradient skips the
-// step; this many in a row, or more than max(3, 10% of an epoch's batches)
-// in one epoch, roll back to the last good checkpoint with half the LR; after
-// kMaxRollbacks rollbacks the run ends as diverged.
-constexpr int kNonFiniteInARow = 3;
-constexpr int kMaxRollbacks = 2;
+using internal::EndEpoch;
+using internal::kMaxRollbacks;
+using internal::kNonFiniteInARow;
+using internal::Print;
+using internal::ReportPhase;
+using internal::Restore;
+using internal::Rollback;
+using internal::Run;
+using internal::WriteCheckpoint;
+
 constexpr double kClipNorm = 10.0;
 
 std::string ResolveRunDir(Env& env, const TrainOptions& o) {
@@ -123,54 +127,6 @@ nlohmann::json ConfigJson(TrainOptions o) {
   OptionSet s;
   o.Bind(s);
   return s.ToJson();
-}
-
-// ---------------------------------------------------------------------------
-// Everything one Train() call composes. Owned here, destroyed at return (so
-// back-to-back runs do not accumulate memory).
-struct Run {
-  TrainOptions opt;
-  Env* env = nullptr;
-  const TrainHooks* hooks = nullptr;
-  std::string run_dir, weights_dir;
-  std::unique_ptr<store::MetadataStore> meta;
-  std::unique_ptr<store::ArtifactStore> blobs;
-  data::VersionView dataset;
-  int nc = 0;
-  torch::Device device = torch::kCPU;
-  bool amp = false;     // CUDA autocast (bf16) around the forward: amp=true on a CUDA device
-  int micro_batch = 0;  // after a CUDA out-of-memory: images per forward (0 = the whole batch)
-  std::optional<model::Yolo> model, ema_model;
-  std::unique_ptr<ModelEma> ema;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  std::optional<Schedule> schedule;
-  std::optional<DetectionLoss> loss;
-  std::unique_ptr<data::Loader> loader;
-  std::unique_ptr<Validator> validator;
-  RunShape shape;
-  CheckpointState state;
-  std::vector<EpochRecord> history;
-  std::string good_checkpoint;  // bytes of the last checkpoint written (rollback target)
-  std::optional<eval::EvalResult> last_eval;
-  int64_t consecutive_nonfinite = 0;
-  TrainSummary summary;
-  std::ostream* out = nullptr;
-  int64_t setup_steps = 0, setup_done = 0;  // Phase::kSetup progress
-};
-
-void Print(Run& r, const std::string& text) {
-  if (r.out != nullptr) (*r.out) << text << std::flush;
-}
-
-void ReportPhase(Run& r, Phase phase, int epoch, int64_t done, int64_t total, std::string_view step = {}) {
-  if (!r.hooks->on_phase_progress) return;
-  PhaseProgress p;
-  p.phase = phase;
-  p.epoch = epoch;
-  p.done = done;
-  p.total = total;
-  p.step = step;
-  r.hooks->on_phase_progress(p);
 }
 
 // Setup step `step` begins (after r.setup_done finished ones); "" ends setup.
@@ -356,132 +312,6 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   if (!ckpt)
     KESTREL_RETURN_IF_ERROR(WriteArgsYaml(env, JoinPath(r.run_dir, "args.yaml"), ConfigJson(stored)));
   return {};
-}
-
-// Puts the run back into the state of a checkpoint (resume and rollback).
-Status Restore(Run& r, const ParsedCheckpoint& ckpt, const std::string& origin) {
-  if (ckpt.state.batches_per_epoch != r.shape.batches_per_epoch || ckpt.state.epochs != r.shape.epochs) {
-    return Status::FailedPrecondition(
-        origin + ": checkpoint was taken with a different run shape (batches per epoch " +
-        std::to_string(ckpt.state.batches_per_epoch) + " vs " + std::to_string(r.shape.batches_per_epoch) +
-        ")");
-  }
-  KESTREL_RETURN_IF_ERROR(ApplyCheckpoint(ckpt, origin, **r.model, **r.ema_model, *r.optimizer));
-  r.ema = std::make_unique<ModelEma>(**r.ema_model, 0.9999, 2000.0, ckpt.state.ema_updates);
-  KESTREL_ASSIGN_OR_RETURN(Schedule sched, Schedule::Create(r.opt.optimizer, r.shape, ckpt.state.schedule));
-  r.schedule = std::move(sched);
-  const std::string keep_config = r.state.config_json;
-  r.state = ckpt.state;
-  r.state.config_json = keep_config;
-  KESTREL_ASSIGN_OR_RETURN(r.history, HistoryFromJson(r.state.history_json));
-  r.consecutive_nonfinite = 0;
-  return {};
-}
-
-// The checkpointer: weights/last.ckpt (+ last.safetensors, EMA weights), and
-// on a new best weights/best.ckpt (+ best.safetensors).
-Status WriteCheckpoint(Run& r, bool is_best) {
-  r.state.schedule = r.schedule->State();
-  r.state.ema_updates = r.ema->Updates();
-  r.state.history_json = HistoryToJson(r.history);
-  KESTREL_ASSIGN_OR_RETURN(std::string bytes, SerializeCheckpoint(r.state, **r.model, *r.ema, *r.optimizer));
-  Env& env = *r.env;
-  KESTREL_RETURN_IF_ERROR(r.ema->CopyTo(**r.ema_model));
-  model::SaveOptions so;
-  so.names = r.dataset.manifest.names;
-  so.env = &env;
-  // best.* before last.*: a crash in between must never leave a last.ckpt
-  // whose best epoch has no weights on disk (resume would trust it).
-  if (is_best) {
-    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "best.ckpt"), bytes));
-    KESTREL_RETURN_IF_ERROR(
-        model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "best.safetensors"), so));
-  }
-  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "last.ckpt"), bytes));
-  KESTREL_RETURN_IF_ERROR(model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "last.safetensors"), so));
-  r.good_checkpoint = std::move(bytes);
-  return {};
-}
-
-// After the last batch of an epoch: validate the EMA, record, checkpoint.
-// Returns true when early stopping ends the run.
-Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double seconds) {
-  EpochRecord rec;
-  rec.epoch = epoch + 1;
-  const auto& a = r.state.accum;
-  if (a.batches > 0) {
-    rec.box = a.box / a.batches;
-    rec.cls = a.cls / a.batches;
-    rec.dfl = a.dfl / a.batches;
-  }
-  for (int g = 0; g < 3; ++g) rec.lr[g] = plan.lr[g] * r.state.lr_scale;
-  rec.seconds = seconds;
-  if (r.validator) {
-    KESTREL_RETURN_IF_ERROR(r.ema->CopyTo(**r.ema_model));
-    std::function<void(int64_t, int64_t)> on_val;
-    if (r.hooks->on_phase_progress) {
-      on_val = [&r, &rec](int64_t done, int64_t total) {
-        ReportPhase(r, Phase::kVal, rec.epoch, done, total);
-      };
-    }
-    KESTREL_ASSIGN_OR_RETURN(eval::EvalResult ev, r.validator->Run(**r.ema_model, &*r.loss, on_val));
-    rec.val_box = r.validator->LastLoss()[0];
-    rec.val_cls = r.validator->LastLoss()[1];
-    rec.val_dfl = r.validator->LastLoss()[2];
-    rec.precision = ev.precision;
-    rec.recall = ev.recall;
-    rec.map50 = ev.map50;
-    rec.map5095 = ev.map5095;
-    rec.fitness = 0.1 * ev.map50 + 0.9 * ev.map5095;
-    if (r.opt.val_samples > 0) {
-      // Before the checkpoint: a crash in between leaves this epoch's file,
-      // which the resumed run redoes and replaces (one file per epoch).
-      SampleSource src{r.dataset.record.dataset, r.dataset.record.seq, r.dataset.record.version_id,
-                       r.dataset.manifest.names};
-      KESTREL_RETURN_IF_ERROR(
-          WriteEpochSamples(*r.env, r.run_dir, rec.epoch, src, r.validator->LastSamples()));
-    }
-    Print(r, FormatValidationTable(ev));
-    r.last_eval = std::move(ev);
-  } else {
-    rec.fitness = -(rec.box + rec.cls + rec.dfl);  // no val split: lower train loss is better
-  }
-  const bool is_best = IsNewBest(r.state, rec.fitness);
-  if (is_best) {
-    r.state.best_fitness = rec.fitness;
-    r.state.best_epoch = rec.epoch;
-  }
-  r.history.push_back(rec);
-  r.state.accum = EpochAccum{};
-  KESTREL_RETURN_IF_ERROR(WriteCheckpoint(r, is_best));
-  if (r.opt.save_period > 0 && rec.epoch % r.opt.save_period == 0) {  // kept per keep_ckpts (docs/disk.md)
-    const std::string name = "epoch" + std::to_string(rec.epoch) + ".ckpt";
-    KESTREL_RETURN_IF_ERROR(r.env->WriteFileAtomic(JoinPath(r.weights_dir, name), r.good_checkpoint));
-  }
-  KESTREL_RETURN_IF_ERROR(WriteResultsCsv(*r.env, JoinPath(r.run_dir, "results.csv"), r.history));
-  if (r.opt.plots) {
-    KESTREL_RETURN_IF_ERROR(
-        WriteResultsPng(*r.env, JoinPath(r.run_dir, "results.png"), r.history, r.validator != nullptr));
-  }
-  if (r.hooks->on_epoch) r.hooks->on_epoch(rec);
-  return rec.epoch - r.state.best_epoch >= r.opt.patience;
-}
-
-// The NaN policy's rollback. Returns false when the run must end as diverged.
-Result<bool> Rollback(Run& r) {
-  if (r.state.rollbacks >= kMaxRollbacks) return false;
-  const int rollbacks = r.state.rollbacks + 1;
-  const double lr_scale = r.state.lr_scale * 0.5;
-  const int64_t nonfinite = r.summary.nonfinite_iterations;
-  KESTREL_ASSIGN_OR_RETURN(ParsedCheckpoint ck, ParseCheckpoint(r.good_checkpoint, "last good checkpoint"));
-  KESTREL_RETURN_IF_ERROR(Restore(r, ck, "last good checkpoint"));
-  r.state.rollbacks = rollbacks;
-  r.state.lr_scale = lr_scale;
-  r.summary.nonfinite_iterations = nonfinite;
-  Print(r, "non-finite loss/gradients: rolled back to iteration " +
-               std::to_string(r.schedule->State().next_iteration) + " with LR x" + std::to_string(lr_scale) +
-               " (rollback " + std::to_string(rollbacks) + " of " + std::to_string(kMaxRollbacks) + ")\n");
-  return true;
 }
 
 struct StepResult {
