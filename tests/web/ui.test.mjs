@@ -357,6 +357,21 @@ test('job page: live events, a server restart mid-stream, no duplicates', async 
   assert.deepEqual(ids.map(Number), [4, 3, 2, 1])
   assert.equal(await textOf('event-count'), '4 events')
   await shot('job')
+
+  // Loaded at #/jobs/ID, the page's first metrics request leaves from
+  // index.html before the bundles run, with the token; the charts take its
+  // answer (one request, not two) and the stream starts after its last_event_id.
+  const reloaded = requests.length
+  await page.reload()
+  await waitText('stream-status', 'live')
+  await waitText('event-count', '4 events')
+  const sent = requests.slice(reloaded)
+  const metrics = sent.filter((r) => r.url.includes(`/api/jobs/${jobId}/metrics?`))
+  assert.equal(metrics.length, 1, JSON.stringify(metrics.map((r) => r.url)))
+  assert.match(metrics[0].url, /\?width=\d+&events=50$/)
+  assert.equal(metrics[0].headers.authorization, `Bearer ${token}`)
+  assert.equal(sent.find((r) => r.url.endsWith(`/api/jobs/${jobId}/events`)).headers['last-event-id'], '4')
+  assert.deepEqual((await page.locator('[data-testid="events-table"] .event-id').allInnerTexts()).map(Number), [4, 3, 2, 1])
 })
 
 test('jobs: server-side sort, filter and cursor pages; a job page diffs its config with another job', async () => {
