@@ -56,6 +56,48 @@ std::vector<float> SyntheticImages(int count, int h, int w, uint32_t seed) {
   return px;
 }
 
+// The verification inputs: for each shape [b, 3, h, w], SyntheticImages
+// (seed, seed + 1, ... per shape) cut into batches of b, at least
+// `images_per_shape` images per shape.
+std::vector<FloatTensor> SyntheticBatches(const std::vector<std::vector<int64_t>>& shapes,
+                                          int images_per_shape, uint32_t seed) {
+  std::vector<FloatTensor> inputs;
+  for (const std::vector<int64_t>& shape : shapes) {
+    const int b = static_cast<int>(shape[0]), h = static_cast<int>(shape[2]), w = static_cast<int>(shape[3]);
+    const int n = ((images_per_shape + b - 1) / b) * b;
+    const std::vector<float> images = SyntheticImages(n, h, w, seed++);
+    const size_t per_batch = static_cast<size_t>(b) * 3 * h * w;
+    for (int start = 0; start < n; start += b) {
+      const auto first = images.begin() + static_cast<std::ptrdiff_t>(start / b * per_batch);
+      inputs.push_back(
+          FloatTensor{shape, std::vector<float>(first, first + static_cast<std::ptrdiff_t>(per_batch))});
+    }
+  }
+  return inputs;
+}
+
+// The reference outputs of `inputs`: the LibTorch model as trained (eval
+// mode, BN unfused), decoded output0 per batch.
+Result<std::vector<FloatTensor>> LibTorchReferences(const std::string& weights,
+                                                    const std::vector<std::vector<int64_t>>& shapes,
+                                                    const std::vector<FloatTensor>& inputs) {
+  model::PredictorOptions popts;
+  popts.imgsz = static_cast<int>(shapes.at(0)[2]);
+  popts.batch = static_cast<int>(shapes.at(0)[0]);
+  popts.fuse = false;
+  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<model::Predictor> net, model::Predictor::Load(weights, popts));
+  std::vector<FloatTensor> refs;
+  for (const FloatTensor& in : inputs) {
+    SafeTensor t{"F32", in.shape,
+                 std::string(reinterpret_cast<const char*>(in.data.data()), in.data.size() * sizeof(float))};
+    KESTREL_ASSIGN_OR_RETURN(SafeTensor ref, net->ForwardDecoded(t));
+    FloatTensor r{ref.shape, std::vector<float>(ref.data.size() / sizeof(float))};
+    std::memcpy(r.data.data(), ref.data.data(), ref.data.size());
+    refs.push_back(std::move(r));
+  }
+  return refs;
+}
+
 // Folds one output0 comparison into `check` (box rows relative, scores
 // absolute; a NaN on either side never verifies).
 // `box_min_score` > 0 (INT8): box rows count only at anchors whose
@@ -111,33 +153,8 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
                                                  const std::vector<std::vector<int64_t>>& shapes,
                                                  int images_per_shape, double tolerance, bool half,
                                                  bool int8) {
-  // The reference: the LibTorch model as trained (eval mode, BN unfused).
-  model::PredictorOptions popts;
-  popts.imgsz = static_cast<int>(shapes.at(0)[2]);
-  popts.batch = static_cast<int>(shapes.at(0)[0]);
-  popts.fuse = false;
-  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<model::Predictor> net, model::Predictor::Load(weights, popts));
-  std::vector<FloatTensor> inputs, refs;
-  uint32_t seed = 20240514;
-  for (const std::vector<int64_t>& shape : shapes) {
-    const int b = static_cast<int>(shape[0]), h = static_cast<int>(shape[2]), w = static_cast<int>(shape[3]);
-    const int n = ((images_per_shape + b - 1) / b) * b;
-    const std::vector<float> images = SyntheticImages(n, h, w, seed++);
-    const size_t per_batch = static_cast<size_t>(b) * 3 * h * w;
-    for (int start = 0; start < n; start += b) {
-      FloatTensor in{shape, std::vector<float>(
-                                images.begin() + static_cast<std::ptrdiff_t>(start / b * per_batch),
-                                images.begin() + static_cast<std::ptrdiff_t>((start / b + 1) * per_batch))};
-      SafeTensor t{
-          "F32", shape,
-          std::string(reinterpret_cast<const char*>(in.data.data()), in.data.size() * sizeof(float))};
-      KESTREL_ASSIGN_OR_RETURN(SafeTensor ref, net->ForwardDecoded(t));
-      FloatTensor r{ref.shape, std::vector<float>(ref.data.size() / sizeof(float))};
-      std::memcpy(r.data.data(), ref.data.data(), ref.data.size());
-      inputs.push_back(std::move(in));
-      refs.push_back(std::move(r));
-    }
-  }
+  const std::vector<FloatTensor> inputs = SyntheticBatches(shapes, images_per_shape, 20240514);
+  KESTREL_ASSIGN_OR_RETURN(const std::vector<FloatTensor> refs, LibTorchReferences(weights, shapes, inputs));
 
   std::vector<RuntimeCheck> checks(2);
   std::vector<std::unique_ptr<OnnxRuntime>> runtimes;
@@ -199,39 +216,14 @@ Result<NmsCheck> VerifyOnnxNms(const std::string& nms_path, const std::string& w
     check.error = "ONNX Runtime check did not run: " + ort.unavailable;
     return check;
   }
-  std::vector<FloatTensor> inputs;
-  uint32_t seed = 20240607;
-  for (const std::vector<int64_t>& shape : shapes) {
-    const int b = static_cast<int>(shape[0]), h = static_cast<int>(shape[2]), w = static_cast<int>(shape[3]);
-    const int n = ((images_per_shape + b - 1) / b) * b;
-    const std::vector<float> images = SyntheticImages(n, h, w, seed++);
-    const size_t per_batch = static_cast<size_t>(b) * 3 * h * w;
-    for (int start = 0; start < n; start += b) {
-      const auto first = images.begin() + static_cast<std::ptrdiff_t>(start / b * per_batch);
-      inputs.push_back(
-          FloatTensor{shape, std::vector<float>(first, first + static_cast<std::ptrdiff_t>(per_batch))});
-    }
-  }
+  const std::vector<FloatTensor> inputs = SyntheticBatches(shapes, images_per_shape, 20240607);
   std::unique_ptr<OnnxRuntime> runtime = MakeOnnxRuntimeNode(ort);
   check.runtime = runtime->Name();
   std::vector<FloatTensor> refs;
   if (half) {
     KESTREL_ASSIGN_OR_RETURN(refs, runtime->Run(raw_path, inputs));
   } else {
-    model::PredictorOptions popts;
-    popts.imgsz = static_cast<int>(shapes.at(0)[2]);
-    popts.batch = static_cast<int>(shapes.at(0)[0]);
-    popts.fuse = false;
-    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<model::Predictor> net, model::Predictor::Load(weights, popts));
-    for (const FloatTensor& in : inputs) {
-      SafeTensor t{
-          "F32", in.shape,
-          std::string(reinterpret_cast<const char*>(in.data.data()), in.data.size() * sizeof(float))};
-      KESTREL_ASSIGN_OR_RETURN(SafeTensor ref, net->ForwardDecoded(t));
-      FloatTensor r{ref.shape, std::vector<float>(ref.data.size() / sizeof(float))};
-      std::memcpy(r.data.data(), ref.data.data(), ref.data.size());
-      refs.push_back(std::move(r));
-    }
+    KESTREL_ASSIGN_OR_RETURN(refs, LibTorchReferences(weights, shapes, inputs));
   }
   check.ran = true;
   Result<std::vector<FloatTensor>> outs = runtime->Run(nms_path, inputs);
