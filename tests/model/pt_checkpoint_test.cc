@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/safetensors.h"
 #include "model/spec.h"
+#include "zip_bytes.h"
 
 namespace kestrel::model {
 namespace {
@@ -27,15 +28,6 @@ std::string Fixture(const std::string& name) {
   return bytes.IsOk() ? *bytes : "";
 }
 
-uint32_t Crc32(const std::string& data) {
-  uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char ch : data) {
-    c ^= ch;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-  }
-  return c ^ 0xFFFFFFFFu;
-}
-
 void Put16(std::string* s, uint32_t v) {
   s->push_back(static_cast<char>(v & 0xFF));
   s->push_back(static_cast<char>((v >> 8) & 0xFF));
@@ -47,50 +39,9 @@ void Put32(std::string* s, uint32_t v) {
 
 // A stored zip like torch.save's: `entries` in order, names as given.
 std::string MakeZip(const std::vector<std::pair<std::string, std::string>>& entries) {
-  std::string out, cd;
-  for (const auto& [name, data] : entries) {
-    const uint32_t offset = static_cast<uint32_t>(out.size());
-    const uint32_t crc = Crc32(data);
-    Put32(&out, 0x04034b50u);
-    Put16(&out, 20);
-    Put16(&out, 0);
-    Put16(&out, 0);
-    Put32(&out, 0);
-    Put32(&out, crc);
-    Put32(&out, static_cast<uint32_t>(data.size()));
-    Put32(&out, static_cast<uint32_t>(data.size()));
-    Put16(&out, static_cast<uint32_t>(name.size()));
-    Put16(&out, 0);
-    out += name + data;
-    Put32(&cd, 0x02014b50u);
-    Put16(&cd, 20);
-    Put16(&cd, 20);
-    Put16(&cd, 0);
-    Put16(&cd, 0);
-    Put32(&cd, 0);
-    Put32(&cd, crc);
-    Put32(&cd, static_cast<uint32_t>(data.size()));
-    Put32(&cd, static_cast<uint32_t>(data.size()));
-    Put16(&cd, static_cast<uint32_t>(name.size()));
-    Put16(&cd, 0);
-    Put16(&cd, 0);
-    Put16(&cd, 0);
-    Put16(&cd, 0);
-    Put32(&cd, 0);
-    Put32(&cd, offset);
-    cd += name;
-  }
-  const uint32_t cd_offset = static_cast<uint32_t>(out.size());
-  out += cd;
-  Put32(&out, 0x06054b50u);
-  Put16(&out, 0);
-  Put16(&out, 0);
-  Put16(&out, static_cast<uint32_t>(entries.size()));
-  Put16(&out, static_cast<uint32_t>(entries.size()));
-  Put32(&out, static_cast<uint32_t>(cd.size()));
-  Put32(&out, cd_offset);
-  Put16(&out, 0);
-  return out;
+  std::vector<testing::RawZipEntry> raw;
+  for (const auto& [name, data] : entries) raw.push_back({name, data});
+  return testing::RawZip(raw);
 }
 
 // An archive "a/" holding `pickle` as data.pkl plus storages.

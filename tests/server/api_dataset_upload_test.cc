@@ -229,7 +229,7 @@ TEST_F(DatasetUploadTest, EntriesThatLeaveTheFolderAreRefused) {
 // cannot carry one (upload_archive.h says why).
 TEST_F(DatasetUploadTest, DeviceAndSocketEntriesAreRefusedByName) {
   const int port = Start();
-  std::vector<testing::RawZipEntry> base;
+  std::vector<kestrel::testing::RawZipEntry> base;
   for (auto& e : FolderEntries(dir_ / "synth", "birds")) base.push_back({e.name, e.data});
   const std::vector<std::pair<uint32_t, std::string>> kinds{
       {S_IFCHR | 0644, "is a character device"},
@@ -240,7 +240,7 @@ TEST_F(DatasetUploadTest, DeviceAndSocketEntriesAreRefusedByName) {
   for (const auto& [mode, why] : kinds) {
     auto with = base;
     with.push_back({"birds/images/train/odd.jpg", "", mode});
-    HttpReply r = Upload(port, "name=odd&filename=odd.zip", testing::RawZip(with), write_);
+    HttpReply r = Upload(port, "name=odd&filename=odd.zip", kestrel::testing::RawZip(with), write_);
     EXPECT_EQ(r.status, 400) << why << ": " << r.body;
     const json doc = Parse(r);
     EXPECT_EQ(doc["error"]["field"], "body") << why << ": " << r.body;
@@ -251,7 +251,7 @@ TEST_F(DatasetUploadTest, DeviceAndSocketEntriesAreRefusedByName) {
   }
   EXPECT_FALSE(app::Datasets(*meta_, *blobs_).Show("odd").IsOk());
   ExpectNoUploadLeft();
-  HttpReply plain = Upload(port, "name=plain", testing::RawZip(base), write_);
+  HttpReply plain = Upload(port, "name=plain", kestrel::testing::RawZip(base), write_);
   EXPECT_EQ(plain.status, 201) << plain.body;
   ExpectNoUploadLeft();
 }
@@ -261,8 +261,9 @@ TEST_F(DatasetUploadTest, DeviceAndSocketEntriesAreRefusedByName) {
 // so it stops the entry at 2 MiB: 413, nothing stored or left.
 TEST_F(DatasetUploadTest, BombThatClaimsASmallSizeStopsAtTheExpandedCap) {
   const int port = Start(512 * 1024);
-  const std::string zip = testing::RawZip({{"zeros.bin", std::string(size_t{4} << 20, '\0'), S_IFREG | 0644,
-                                            /*deflate=*/true, /*declared_size=*/100}});
+  const std::string zip =
+      kestrel::testing::RawZip({{"zeros.bin", std::string(size_t{4} << 20, '\0'), S_IFREG | 0644,
+                                 /*deflate=*/true, /*declared_size=*/100}});
   ASSERT_LT(zip.size(), size_t{64} << 10);  // a few KB on the wire
   HttpReply r = Upload(port, "name=liar", zip, write_);
   EXPECT_EQ(r.status, 413) << r.body;
@@ -313,7 +314,8 @@ TEST(ExtractZipTest, FifoEntryIsUnpackedAsAPlainFile) {
   const fs::path dir = fs::temp_directory_path() / ("kestrel_extract_fifo_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "out");
-  std::ofstream(dir / "f.zip", std::ios::binary) << testing::RawZip({{"d/pipe", "piped", S_IFIFO | 0644}});
+  std::ofstream(dir / "f.zip", std::ios::binary)
+      << kestrel::testing::RawZip({{"d/pipe", "piped", S_IFIFO | 0644}});
   Status s = ExtractZip((dir / "f.zip").string(), (dir / "out").string(), {});
   EXPECT_TRUE(s.IsOk()) << s.ToString();
   EXPECT_EQ(fs::status(dir / "out" / "d" / "pipe").type(), fs::file_type::regular);

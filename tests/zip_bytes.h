@@ -1,9 +1,10 @@
-// Zips written byte by byte for the upload tests (APPNOTE's local file
-// headers, central directory and end record; no zip64, no data
-// descriptors): what libarchive's zip writer will not make — FIFO, device
-// and socket entries (their type is the Unix mode in the central
-// directory's external attributes, "version made by" Unix) and entries
-// whose headers claim fewer bytes than their data expands to.
+// Zips written byte by byte for tests (APPNOTE's local file headers,
+// central directory and end record; no zip64, no data descriptors): the
+// upload tests' entries libarchive's zip writer will not make — FIFO, device
+// and socket entries (their type is the Unix mode in the central directory's
+// external attributes, "version made by" Unix) and entries whose headers
+// claim fewer bytes than their data expands to — and the stored archives
+// (torch.save's layout) of the .pt reader's tests.
 #pragma once
 
 #include <sys/stat.h>
@@ -13,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace kestrel::server::testing {
+namespace kestrel::testing {
 
 struct RawZipEntry {
   std::string name;
@@ -97,4 +98,4 @@ inline std::string RawZip(const std::vector<RawZipEntry>& entries) {
   return out;
 }
 
-}  // namespace kestrel::server::testing
+}  // namespace kestrel::testing
