@@ -181,10 +181,10 @@ Router::Dispatched Router::DispatchOrDefer(Request req) const {
   return {std::move(resp), nullptr};
 }
 
-Response JsonResponse(const nlohmann::json& doc, int status) {
+Response JsonResponse(const nlohmann::json& doc, int status, int indent) {
   Response r;
   r.status = status;
-  r.body = DumpJson(doc, 2) + "\n";
+  r.body = DumpJson(doc, indent) + "\n";
   return r;
 }
 

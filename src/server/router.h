@@ -165,8 +165,10 @@ Response ErrorResponse(const Status& status);
 // An error document with an explicit HTTP status and code (405, 413, ...).
 Response ErrorResponse(int http_status, const std::string& code, const std::string& message,
                        const std::string& field = "");
-// 200 with `doc` as JSON (core DumpJson: invalid UTF-8 escaped, never throws).
-Response JsonResponse(const nlohmann::json& doc, int status = 200);
+// 200 with `doc` as JSON (core DumpJson: invalid UTF-8 escaped, never throws),
+// indented by `indent` spaces (readable with curl); -1: compact, for the
+// large documents (a job's metric series).
+Response JsonResponse(const nlohmann::json& doc, int status = 200, int indent = 2);
 
 // Percent-decodes `text` ('+' stays '+'); false for a malformed escape.
 bool PercentDecode(const std::string& text, std::string* out);
