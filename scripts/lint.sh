@@ -7,15 +7,17 @@
 #   3. clang-tidy (.clang-tidy) on the torch-free modules (core, store, data,
 #      eval, jobs, app, server, export; src/server/api.cc left out, see below),
 #      any finding fails; needs the build's
-#      compile_commands.json (run scripts/build.sh first).
-#   ./scripts/lint.sh               # all three
-#   ./scripts/lint.sh format        # one of: includes, format, tidy
+#      compile_commands.json (run scripts/build.sh first);
+#   4. test tiers: every CTest test has exactly one of the labels unit, e2e,
+#      slow (tools/check-test-tiers.py; docs/testing.md).
+#   ./scripts/lint.sh               # all four
+#   ./scripts/lint.sh format        # one of: includes, format, tidy, tiers
 # Prints the seconds each step took (CI's time budget is tracked in README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${BUILD_DIR:-build}"
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(includes format tidy)
+[[ ${#steps[@]} -eq 0 ]] && steps=(includes format tiers tidy)
 fail=0
 for step in "${steps[@]}"; do
   start=$(date +%s)
@@ -59,7 +61,10 @@ for step in "${steps[@]}"; do
       fi
       rm -f "$log"
       ;;
-    *) echo "lint: unknown step '$step' (includes, format, tidy)"; exit 2 ;;
+    tiers)
+      python3 tools/check-test-tiers.py "$BUILD_DIR" || fail=1
+      ;;
+    *) echo "lint: unknown step '$step' (includes, format, tidy, tiers)"; exit 2 ;;
   esac
   echo "lint: $step took $(( $(date +%s) - start )) s"
 done

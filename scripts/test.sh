@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, runs the whole suite.
-#   ./scripts/test.sh            # everything fast (the default suite)
-#   ./scripts/test.sh -L slow    # extra ctest arguments pass through
+#   ./scripts/test.sh            # the default suite: tiers unit + e2e, then the fuzzers (CI)
+#   ./scripts/test.sh --quick    # the unit tier only (in-process, no binary spawned), no fuzzers
+#   ./scripts/test.sh -L slow    # extra ctest arguments pass through (here: the slow tier)
+# Tiers are ctest labels (docs/testing.md): unit, e2e, slow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+QUICK=0
+if [[ "${1:-}" == "--quick" ]]; then
+  QUICK=1
+  shift
+fi
 ./scripts/install-deps.sh
 ./scripts/install-node-deps.sh   # ONNX Runtime for the export tests (tools/onnxruntime)
 ./scripts/build.sh
@@ -15,6 +22,12 @@ if [[ -z "${KESTREL_TEST_PG:-}" ]]; then
   export KESTREL_TEST_PG=$(sed -n 's/^KESTREL_TEST_PG=//p' <<<"$PG_ENV")
   PG_DIR=$(sed -n 's/^KESTREL_PG_TEST_DIR=//p' <<<"$PG_ENV")
   trap './scripts/pg-test-server.sh stop "$PG_DIR"' EXIT
+fi
+if [[ $QUICK == 1 ]]; then
+  start=$(date +%s)
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" -L unit "$@"
+  echo "test: unit tier took $(( $(date +%s) - start )) s"
+  exit 0
 fi
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" -LE slow "$@"
 # The parsers that read untrusted bytes, under libFuzzer + ASan/UBSan, for a

@@ -403,8 +403,7 @@ TEST_F(HardeningTest, HugeLabelFileValidatesInBoundedMemory) {
               static_cast<double>(json_bytes) / 1024.0);
   // Bound: the 52 MB text plus the process (~60 MB) with a wide margin.
   EXPECT_LT(peak_mb, 400.0);
-  EXPECT_LT(json_bytes, 1u << 20);
-  EXPECT_LT(secs, 60.0);
+  EXPECT_LT(json_bytes, 1u << 20);  // the seconds above are a figure, not an assert (docs/testing.md)
   std::ifstream in(out_json);
   nlohmann::json j = nlohmann::json::parse(in);
   const auto& rep = j["report"];

@@ -213,7 +213,7 @@ TEST(ImageTest, DecompressionBombRejectedFromHeaderFast) {
     EXPECT_EQ(img.GetStatus().Message(),
               "image is 60000x60000 = 3.6e9 pixels, over the limit of 1e8 (decompression bomb)");
     EXPECT_EQ(img.GetStatus().Where().file, name);
-    EXPECT_LT(ms, 100.0) << name;
+    std::printf("[ bomb ] %s refused in %.2f ms\n", name, ms);  // a figure, not an assert (docs/testing.md)
   }
   // The probe itself still reports the claimed size.
   auto info = ProbeImage(png, "bomb.png");

@@ -237,7 +237,7 @@ TEST_F(PosixSupervisorTest, HungChildIgnoringSigtermIsKilledWithItsGroup) {
   EXPECT_TRUE(r->sigkill_needed);
   EXPECT_EQ(r->exit.signal, SIGKILL);
   EXPECT_EQ(r->progress_lines, 1);
-  EXPECT_LT(secs, 3.0);
+  EXPECT_LT(secs, 20.0) << "killed, not waited for: the child sleeps 30 s";
   EXPECT_GE(r->duration_ms, 500);  // 300 ms hang + 200 ms grace
 }
 

@@ -326,9 +326,8 @@ TEST_P(WebhookTest, ADeadUrlDoesNotHoldUpAGoodOne) {
   ASSERT_TRUE(AddWebhook(*store_, {good.Url(), "k"}, NowMs()).IsOk());
   for (int i = 0; i < 5; ++i) RunJob(true);
   auto d = Dispatcher();
-  auto start = Clock::now();
+  // Within 10 s although the black hole holds its request for 30 s.
   ASSERT_TRUE(PollUntil([&] { return d->GetStats().delivered >= 15; }, {d.get()}, 10'000));
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
   auto ids = EventIds(good.Requests());
   EXPECT_EQ(std::set<int64_t>(ids.begin(), ids.end()).size(), 15u);
   // The refused URL keeps failing and backing off; the black hole's first

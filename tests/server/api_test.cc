@@ -264,12 +264,9 @@ TEST_F(ApiTest, EventStreamsReplayWhatAReconnectingClientMissedExactlyOnce) {
     EXPECT_EQ(evs[0].id, std::to_string((*before)[0].id));
     EXPECT_EQ(json::parse(evs[0].data), EventJson((*before)[0]));
     EXPECT_EQ(evs[0].event, (*before)[0].kind);
-    const auto t0 = std::chrono::steady_clock::now();
     const int64_t live = AppendEvent(1, R"({"loss":1.5})");
     auto more = c.ReadEvents(1, 3000);
-    ASSERT_EQ(more.size(), 1u);
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0)
-        << "a new event reaches an open stream within 1 s";
+    ASSERT_EQ(more.size(), 1u) << "a new event reaches an open stream (no reconnect)";
     EXPECT_EQ(more[0].id, std::to_string(live));
     EXPECT_EQ(json::parse(more[0].data)["payload"]["loss"], 1.5);
     last = more[0].id;
