@@ -63,18 +63,20 @@ namespace {
 Status ResolveExportModel(ExportKeys& ek, JobDraft& d, const WeightsResolver& resolve_weights,
                           const ModelResolver& resolve_model) {
   std::string weights = ek.r.model;
+  bool pinned = false;
   if (resolve_model) {
     KESTREL_ASSIGN_OR_RETURN(ResolvedWeights w, resolve_model(ek.r.model));
     weights = w.path;
     if (w.model) {
       ek.r.model = w.model->name + "@v" + std::to_string(w.model->seq);
       d.model_dataset_version = w.model->dataset_version;
+      pinned = true;
     }
   } else if (resolve_weights) {
-    KESTREL_RETURN_IF_ERROR(resolve_weights(&weights));
+    KESTREL_RETURN_IF_ERROR(resolve_weights("model", &weights));
   }
-  // A file (not a reference the child resolves): absolute, as val's model=.
-  if (weights == ek.r.model) ek.r.model = weights = std::filesystem::absolute(weights).string();
+  // A file (not a reference the child resolves): the resolved path, absolute, as val's model=.
+  if (!pinned) ek.r.model = weights = std::filesystem::absolute(weights).string();
   return CheckWeightsFile(weights);
 }
 
@@ -145,9 +147,18 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
   jk.ApplyTo(&d.spec);
   if (kind == jobs::JobKind::kTrain) {
     cfg.device = jk.TrainerDevice();
+    const std::string typed_pretrained = cfg.pretrained;
     // pretrained= may name a registered model: the job stores its blob's path.
-    if (resolve_weights && !cfg.pretrained.empty()) KESTREL_RETURN_IF_ERROR(resolve_weights(&cfg.pretrained));
+    if (resolve_weights && !cfg.pretrained.empty())
+      KESTREL_RETURN_IF_ERROR(resolve_weights("pretrained", &cfg.pretrained));
     if (!cfg.pretrained.empty()) cfg.pretrained = std::filesystem::absolute(cfg.pretrained).string();
+    // model=yolov8n.pt names a weights file too (a scale or yaml names none).
+    if (model::IsWeightsPath(cfg.model)) {
+      const bool same = cfg.model == typed_pretrained;
+      if (resolve_weights) KESTREL_RETURN_IF_ERROR(resolve_weights("model", &cfg.model));
+      cfg.model = std::filesystem::absolute(cfg.model).string();
+      if (same) cfg.pretrained = cfg.model;  // model=X pretrained=X: one file, as Validate allows
+    }
     // What `kestrel train` checks before it starts, with the same messages.
     KESTREL_RETURN_IF_ERROR(InRequest(cfg.Validate()));
     KESTREL_RETURN_IF_ERROR(InRequest(cfg.ValidateFiles()));
@@ -176,7 +187,7 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
     if (jk.device != "cpu") return Bad("device", "a val job runs on the CPU (device=cpu)");
     if (vk.data.empty()) return Bad("data", "data=NAME[@VERSION] is required");
     if (vk.model.empty()) return Bad("model", "model=WEIGHTS is required (the weights the val job scores)");
-    if (resolve_weights) KESTREL_RETURN_IF_ERROR(resolve_weights(&vk.model));
+    if (resolve_weights) KESTREL_RETURN_IF_ERROR(resolve_weights("model", &vk.model));
     vk.model = std::filesystem::absolute(vk.model).string();
     KESTREL_RETURN_IF_ERROR(InRequest(CheckBoundValues(vk)));
     KESTREL_RETURN_IF_ERROR(CheckWeightsFile(vk.model));

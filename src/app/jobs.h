@@ -37,13 +37,17 @@ inline constexpr const char* kRequestFile = "request";
 // errors name a request key (jobs, templates).
 Status RelocateRequestError(const Status& s, const std::string& file);
 
-// A weights argument (pretrained= of a train job, model= of a val job) may
-// name a registered model; the front end resolves it in place (the CLI
-// prints which model it named). Unset: taken as a path.
-using WeightsResolver = std::function<Status(std::string* weights)>;
+// A weights argument (pretrained= and a weights-file model= of a train job,
+// model= of a val job; `key` says which) may name a registered model; the
+// front end resolves it in place (the CLI prints which model it named). It
+// is also where a front end confines the files a job reads: these keys and
+// an export job's model= (ModelResolver) are every job key whose value names
+// a file (the HTTP server: server/job_paths.h). Unset: taken as a path.
+using WeightsResolver = std::function<Status(const std::string& key, std::string* weights)>;
 // The model= of an export job: the weights file, and the registered model it
 // named (ModelRegistry::ResolveWeights), which the job pins as NAME@vN so a
-// retry exports the same version and the export is recorded on it.
+// retry exports the same version and the export is recorded on it; a plain
+// file is stored as the path returned, made absolute.
 using ModelResolver = std::function<Result<ResolvedWeights>(const std::string& text)>;
 
 // A submission with every key bound and validated, not yet stored.

@@ -466,14 +466,24 @@ Result<ResolvedWeights> ModelRegistry::ResolveWeights(const std::string& text) {
     if (text.find('@') != std::string::npos && text.find('/') == std::string::npos) return m.GetStatus();
     return out;
   }
+  return VerifiedWeights(*m);
+}
+
+Result<ResolvedWeights> ModelRegistry::ResolveReference(const std::string& ref) {
+  KESTREL_ASSIGN_OR_RETURN(store::ModelRecord m, Resolve(ref));
+  return VerifiedWeights(m);
+}
+
+Result<ResolvedWeights> ModelRegistry::VerifiedWeights(const store::ModelRecord& m) {
   // Verify the whole blob before anyone loads it.
-  auto bytes = blobs_.Get(m->weights_sha);
+  auto bytes = blobs_.Get(m.weights_sha);
   if (!bytes.IsOk()) {
-    return Status(bytes.GetStatus().Code(), "model " + VersionRef(*m) + " weights blob " + m->weights_sha +
+    return Status(bytes.GetStatus().Code(), "model " + VersionRef(m) + " weights blob " + m.weights_sha +
                                                 ": " + bytes.GetStatus().Message());
   }
-  out.path = blobs_.PathFor(m->weights_sha);
-  out.model = *m;
+  ResolvedWeights out;
+  out.path = blobs_.PathFor(m.weights_sha);
+  out.model = m;
   return out;
 }
 

@@ -116,6 +116,11 @@ class ModelRegistry {
   // registered model is returned unchanged (the caller reports the missing
   // file as it always did).
   Result<ResolvedWeights> ResolveWeights(const std::string& text);
+  // The reference half of ResolveWeights, without looking at the filesystem
+  // (the HTTP server's job keys, server/job_paths.h): the registered model
+  // `ref` names and its hash-verified blob. kNotFound / kInvalidArgument
+  // when it names no model, kCorruption when the blob was damaged.
+  Result<ResolvedWeights> ResolveReference(const std::string& ref);
 
   // Records an export of `model` (migration 12): the sha256 and size of the
   // file at req.path as it is now, the options and verification as given,
@@ -136,6 +141,8 @@ class ModelRegistry {
                                 const std::vector<store::ModelRecord>& others, int64_t now_ms);
 
  private:
+  // `m`'s weights blob, read whole and hash-verified.
+  Result<ResolvedWeights> VerifiedWeights(const store::ModelRecord& m);
   store::MetadataStore& meta_;
   store::ArtifactStore& blobs_;
   Env& env_;

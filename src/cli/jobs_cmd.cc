@@ -110,7 +110,7 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     // pretrained= / model= may name a registered model: the job stores its blob's path.
     // An export job's model= also keeps which registered model it named (pinned as NAME@vN).
     auto draft = app::DraftJob(
-        tokens, [&ctx](std::string* w) { return ResolveWeightsOption(ctx, w); },
+        tokens, [&ctx](const std::string&, std::string* w) { return ResolveWeightsOption(ctx, w); },
         [&ctx](const std::string& text) -> Result<app::ResolvedWeights> {
           KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
           app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());

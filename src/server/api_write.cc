@@ -15,6 +15,7 @@
 #include "core/options.h"
 #include "core/parse.h"
 #include "server/data_roots.h"
+#include "server/job_paths.h"
 #include "server/query_params.h"
 #include "store/metadata_store.h"
 
@@ -102,19 +103,20 @@ Response Submit(ApiContext& ctx, const Request& req) {
         BodyError("the request body needs \"keys\" (and/or \"template\"): nothing to submit"));
   auto expanded = app::TemplateLibrary(ctx.meta).ExpandArgs(tokens);
   if (!expanded.IsOk()) return ErrorResponse(expanded.GetStatus());
-  // pretrained= / model= may name a registered model: the job stores its blob's path.
-  // An export job's model= also keeps which registered model it named (pinned as NAME@vN).
+  // Every key that names a file (pretrained=, model=) is a registered model
+  // (the job stores its blob's path) or a file under a data root or the home
+  // (job_paths.h): an HTTP client reads nothing else of this host. An export
+  // job's model= also keeps which registered model it named (pinned as NAME@vN).
+  const JobFilePolicy files(ctx.data_roots, ctx.home);
+  app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
   auto draft = app::DraftJob(
       *expanded,
-      [&ctx](std::string* weights) -> Status {
-        app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
-        KESTREL_ASSIGN_OR_RETURN(auto resolved, reg.ResolveWeights(*weights));
+      [&](const std::string& key, std::string* weights) -> Status {
+        KESTREL_ASSIGN_OR_RETURN(auto resolved, files.Resolve(reg, key, *weights));
         *weights = resolved.path;
         return {};
       },
-      [&ctx](const std::string& text) {
-        return app::ModelRegistry(ctx.meta, ctx.blobs, Env::Default()).ResolveWeights(text);
-      });
+      [&](const std::string& text) { return files.Resolve(reg, "model", text); });
   if (!draft.IsOk()) return ErrorResponse(draft.GetStatus());
   auto r = app::SubmitJob(ctx.meta, std::move(draft).Value(), WallMs());
   if (!r.IsOk()) return ErrorResponse(r.GetStatus());

@@ -141,7 +141,8 @@ TEST_F(JobsAppTest, ValDraftsNeedModelAndDataAndResolveTheWeights) {
   // A model reference is resolved by the front end's resolver.
   std::string asked;
   auto d = DraftJob({"kind=val", "data=birds", "model=birds@v1", "conf=0.25", "min_map50=0.5"},
-                    [&](std::string* m) {
+                    [&](const std::string& key, std::string* m) {
+                      EXPECT_EQ(key, "model");
                       asked = *m;
                       *m = w;
                       return Status();
@@ -156,8 +157,9 @@ TEST_F(JobsAppTest, ValDraftsNeedModelAndDataAndResolveTheWeights) {
   EXPECT_FALSE(d->config.contains("min_map50"));
   EXPECT_EQ(d->spec.min_map50, 0.5);
   // A resolver's error is returned as it is (not a request error).
-  auto refused = DraftJob({"kind=val", "data=birds", "model=birds@v9"},
-                          [](std::string*) { return Status::Corruption("blob damaged"); });
+  auto refused = DraftJob({"kind=val", "data=birds", "model=birds@v9"}, [](const std::string&, std::string*) {
+    return Status::Corruption("blob damaged");
+  });
   EXPECT_EQ(refused.GetStatus().Code(), StatusCode::kCorruption);
 }
 
