@@ -32,6 +32,11 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
       ->check(IntArg(0, 256));
   cmd->add_flag("--public-read", o->public_read,
                 "read routes without a token (writes still need a read-write token; docs/server.md)");
+  cmd->add_option("--allowed-hosts", o->allowed_hosts,
+                  "host names or addresses a request's Host may name, comma-separated, no ports; others get "
+                  "421 (default: localhost, 127.0.0.1, [::1], --host; on 0.0.0.0/:: also this machine's name "
+                  "and any IP address; '*': any; docs/server.md)")
+      ->delimiter(',');
   cmd->add_option("--data-root", o->data_roots,
                   "a folder POST /api/datasets/import may import from (repeatable; none: import over HTTP is "
                   "refused; docs/server.md)");

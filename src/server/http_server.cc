@@ -29,6 +29,8 @@
 #include <thread>
 #include <utility>
 
+#include "server/request_head.h"
+
 namespace kestrel::server {
 
 namespace asio = boost::asio;
@@ -66,6 +68,8 @@ struct HttpServer::Impl {
   std::thread thread;
   std::string host;
   int port = 0;
+  // options.allowed_hosts made usable (Start); read by the I/O thread.
+  AllowedHosts allowed_hosts;
   bool stopped = false;  // Stop() ran (caller's thread)
 };
 
@@ -101,9 +105,54 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<std::uint32_t>(server_.options.header_limit_bytes));
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     stream_.expires_after(Ms(server_.options.request_timeout_ms));
+    ReadHead();
+  }
+
+  // The head is read and checked (request_head.h) before Beast parses it
+  // from the buffer: a refused head (a framing that could smuggle a second
+  // request, a host not answered) is answered and the connection closes,
+  // so nothing after it is ever read as a request.
+  void ReadHead() {
+    const auto data = buffer_.data();
+    HeadParse got =
+        ParseRequestHead(std::string_view(static_cast<const char*>(data.data()), data.size()),
+                         server_.allowed_hosts, static_cast<size_t>(server_.options.header_limit_bytes));
+    if (got.state == HeadParse::State::kIncomplete) {
+      stream_.async_read_some(buffer_.prepare(8192),
+                              [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                                if (self->closed_) return;
+                                if (ec) {
+                                  self->OnRead(ec);
+                                  return;
+                                }
+                                self->buffer_.commit(n);
+                                self->ReadHead();
+                              });
+      return;
+    }
+    if (got.state == HeadParse::State::kError) {
+      unread_request_ = true;
+      const HeadError& e = got.error;
+      Send(ErrorResponse(e.status, e.code, e.message, e.field), "", Clock::now(), false);
+      return;
+    }
+    buffer_.consume(got.head.skipped);
+    head_ = std::move(got.head);
     http::async_read_header(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
+  }
+
+  // The request as the router takes it: method, path and query from the
+  // checked head (an absolute-form target's too), headers from Beast's
+  // message, "host" the authority the head named.
+  template <class Fields>
+  void FillRequest(const Fields& msg, Request* req) const {
+    req->method = head_.method;
+    req->path = head_.path;
+    req->query = head_.query;
+    CopyHeaders(msg, req);
+    if (!head_.authority.empty()) req->headers["host"] = head_.authority;
   }
 
   void OnHeader(beast::error_code ec) {
@@ -114,10 +163,9 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const auto& msg = parser_->get();
     Request head;
-    head.method = std::string(msg.method_string());
-    const bool upload = !server_.options.upload_dir.empty() &&
-                        ParseTarget(std::string(msg.target()), &head.path, &head.query) &&
-                        server_.router.TakesUpload(head.method, head.path);
+    FillRequest(msg, &head);
+    const bool upload =
+        !server_.options.upload_dir.empty() && server_.router.TakesUpload(head.method, head.path);
     limit_ = upload ? server_.options.upload_limit_bytes : server_.options.body_limit_bytes;
     const auto length = parser_->content_length();
     if (length && *length > static_cast<std::uint64_t>(limit_)) {
@@ -132,7 +180,6 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     // An upload: refused before its body is read when the token may not
     // send it, else streamed to a file that is removed after the response.
-    CopyHeaders(msg, &head);
     msg_expect_ = head.Header("expect");
     if (auto denied = server_.router.Authorize(head)) {
       unread_request_ = true;
@@ -199,9 +246,7 @@ class Session : public std::enable_shared_from_this<Session> {
     msg.body().close();
     const auto start = Clock::now();
     Request req;
-    req.method = std::string(msg.method_string());
-    ParseTarget(std::string(msg.target()), &req.path, &req.query);  // parsed once already in OnHeader
-    CopyHeaders(msg, &req);
+    FillRequest(msg, &req);
     req.body_file = upload_file_;
     const bool keep_alive = msg.keep_alive();
     upload_parser_.reset();
@@ -306,13 +351,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const auto& msg = parser_->get();
     Request req;
-    req.method = std::string(msg.method_string());
-    if (!ParseTarget(std::string(msg.target()), &req.path, &req.query)) {
-      Send(ErrorResponse(400, "bad_request", "malformed request target '" + std::string(msg.target()) + "'"),
-           req.method, start, false);
-      return;
-    }
-    CopyHeaders(msg, &req);
+    FillRequest(msg, &req);
     req.body = msg.body();
     const bool keep_alive = msg.keep_alive();
     const std::string method = req.method;
@@ -322,7 +361,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     Response resp = std::move(*d.response);
-    if (resp.stream && resp.status == 200) {
+    if (resp.stream && resp.status == 200 && method != "HEAD") {  // a HEAD opens no stream
       StartStream(std::move(resp), method, start);
       return;
     }
@@ -339,6 +378,12 @@ class Session : public std::enable_shared_from_this<Session> {
     msg->body() = std::move(resp.body);
     msg->keep_alive(keep_alive && !server_.stopping);
     msg->prepare_payload();
+    // HEAD: the GET's header, its Content-Length too, and no body (RFC 9110
+    // §9.3.2); an event stream's length is its connection's, so none.
+    if (method == "HEAD") {
+      if (resp.stream) msg->erase(http::field::content_length);
+      msg->body().clear();
+    }
     writing_ = true;
     stream_.expires_after(Ms(server_.options.request_timeout_ms));
     http::async_write(stream_, *msg,
@@ -470,6 +515,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   HttpServer::Impl& server_;
   beast::flat_buffer buffer_;
+  // The request being read, as ReadHead checked it: method, target, host.
+  RequestHead head_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::request_parser<http::file_body>> upload_parser_;  // an upload route's request
   std::string upload_file_;  // where upload_parser_ writes; removed after the response
@@ -529,6 +576,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& optio
     return Status::Unavailable("cannot resolve host '" + options.host + "': " + ec.message(),
                                {"command line", 0, "host"});
   const tcp::endpoint ep = found.begin()->endpoint();
+  std::array<char, 256> machine{};
+  if (::gethostname(machine.data(), machine.size() - 1) != 0) machine[0] = '\0';
+  auto allowed = MakeAllowedHosts(options.allowed_hosts, {options.host, ep.address().to_string()},
+                                  ep.address().is_unspecified(), machine.data());
+  if (!allowed.IsOk()) return allowed.GetStatus();
+  impl->allowed_hosts = std::move(allowed).Value();
   impl->acceptor.open(ep.protocol(), ec);
   if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) impl->acceptor.bind(ep, ec);

@@ -35,6 +35,12 @@ struct ServerOptions {
   bool public_read = false;      // read routes without a token (ApiServer; docs/server.md "Auth")
   std::string web_dir;           // the web UI's built files (static_files.h); "" serves none
   std::vector<std::string> data_roots;  // folders POST /api/datasets/import may read (data_roots.h)
+  // The hosts a request may name (its Host, or an absolute-form target's
+  // authority), without ports; another one is answered 421 (request_head.h,
+  // docs/server.md "Request heads"). Empty: localhost, 127.0.0.1, [::1] and
+  // `host` (bound to 0.0.0.0 or ::, also the machine's name and any IP
+  // address). "*": any host.
+  std::vector<std::string> allowed_hosts;
   // Upload routes (RouteDoc::upload): the body is streamed to a file in
   // upload_dir (Request::body_file, removed after the response), up to
   // upload_limit_bytes (larger: 413, before a byte is written when the

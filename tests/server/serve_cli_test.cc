@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "http_client.h"
 
@@ -26,8 +27,15 @@ struct Served {
   std::string first_line;
 };
 
-// `kestrel serve --port 0` (with --public-read when `public_read`).
-Served StartServe(const std::string& home, bool public_read = true) {
+// `kestrel serve --port 0` (with --public-read when `public_read`, then `extra`).
+Served StartServe(const std::string& home, bool public_read = true,
+                  const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {KESTREL_CLI, "--home", home, "serve", "--port", "0"};
+  if (public_read) args.push_back("--public-read");
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   Served s;
   int fds[2];
   if (::pipe(fds) != 0) return s;
@@ -36,8 +44,7 @@ Served StartServe(const std::string& home, bool public_read = true) {
     ::dup2(fds[1], 1);
     ::close(fds[0]);
     ::close(fds[1]);
-    ::execl(KESTREL_CLI, KESTREL_CLI, "--home", home.c_str(), "serve", "--port", "0",
-            public_read ? "--public-read" : static_cast<char*>(nullptr), static_cast<char*>(nullptr));
+    ::execv(KESTREL_CLI, argv.data());
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -119,6 +126,29 @@ TEST_F(ServeCliTest, ReadsNeedATokenFromTokenCreateWithoutPublicRead) {
                 .status,
             403);
   EXPECT_EQ(StopWith(s, SIGTERM), 0);
+}
+
+// --allowed-hosts replaces the hosts a request may name (docs/server.md
+// "Request heads"); one with a port is refused before the server listens.
+TEST_F(ServeCliTest, AllowedHostsFlagDecidesWhichHostsAreAnswered) {
+  Served s = StartServe(home_.string(), true, {"--allowed-hosts", "kestrel.test,10.1.2.3"});
+  ASSERT_GT(s.port, 0) << "first line: " << s.first_line;
+  auto status = [&s](const std::string& host) {
+    return testing::SendRaw(s.port,
+                            "GET /api/jobs HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n")
+        .status;
+  };
+  EXPECT_EQ(status("Kestrel.Test:8080"), 200);
+  EXPECT_EQ(status("10.1.2.3"), 200);
+  EXPECT_EQ(status("127.0.0.1"), 421) << "the list replaces the default";
+  EXPECT_EQ(status("attacker.example"), 421);
+  EXPECT_EQ(StopWith(s, SIGTERM), 0);
+
+  Served bad = StartServe(home_.string(), true, {"--allowed-hosts", "kestrel.test:8080"});
+  EXPECT_EQ(bad.port, 0) << "first line: " << bad.first_line;
+  const int code = StopWith(bad, SIGTERM);
+  EXPECT_GT(code, 0);
+  EXPECT_LT(code, 128) << "an error exit, not the signal";
 }
 
 TEST_F(ServeCliTest, SigintStopsItToo) {

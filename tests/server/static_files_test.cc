@@ -166,7 +166,7 @@ TEST_F(StaticFilesTest, OverHttpTraversalIsRefused) {
   for (const char* target : {"/../secret.txt", "/%2e%2e/secret.txt", "/assets/..%2f..%2fsecret.txt",
                              "/assets/out.txt", "/up/secret.txt", "//secret.txt"}) {
     testing::HttpReply r = testing::SendRaw(
-        port, std::string("GET ") + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        port, std::string("GET ") + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     EXPECT_EQ(r.status, 404) << target;
     EXPECT_EQ(r.body.find("outside"), std::string::npos) << target;
   }
