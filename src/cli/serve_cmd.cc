@@ -48,6 +48,16 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
          "the largest zip POST /api/datasets/upload takes, in MiB (413 beyond; it may unpack to 4x that)")
       ->default_str(std::to_string(o->upload_limit_bytes >> 20))
       ->check(IntArg(1, 1 << 20));
+  cmd->add_option("--max-connections", o->max_connections,
+                  "connections open at once; one more gets 503 + Retry-After (0: the descriptor limit less "
+                  "a reserve, docs/server.md)")
+      ->capture_default_str()
+      ->check(IntArg(0, 1 << 20));
+  cmd->add_option_function<int64_t>(
+         "--stream-max-seconds", [o](const int64_t& s) { o->stream_max_ms = s * 1000; },
+         "an event stream ends after this long with a retry hint; the client reconnects with Last-Event-ID")
+      ->default_str(std::to_string(o->stream_max_ms / 1000))
+      ->check(IntArg(1, 7 * 86400));
   cmd->callback([&ctx, exit_code, o, workers] {
     // The workers first: a child inherits the signal mask blocked below, and
     // a worker must get the SIGTERM passed on to it. (A signal before the

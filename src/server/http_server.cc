@@ -2,6 +2,7 @@
 // headers cost seconds per translation unit, and nothing outside needs them.
 #include "server/http_server.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <list>
 #include <optional>
@@ -48,18 +50,32 @@ struct HttpServer::Impl {
       : options(o),
         router(r),
         metrics(m),
+        max_connections(o.max_connections > 0 ? o.max_connections : DefaultMaxConnections()),
         acceptor(ioc),
+        accept_backoff(ioc),
         blocking_limit(std::max(1, o.blocking_threads)),
         blocking(static_cast<std::size_t>(blocking_limit)) {}
 
+  void Run();
   void Accept();
+  void OnAcceptError(const beast::error_code& ec);
   void Shutdown();
+  // A server log line (ServerOptions::log, else stderr); any thread.
+  void Log(const std::string& line) const;
+  // The 500 "internal" answer to a request whose handler threw, logged.
+  Response HandlerFailed(const std::string& request, const std::exception_ptr& error) const;
 
   ServerOptions options;
   const Router& router;
   HttpMetrics& metrics;
+  // Declared before ioc: a Session released while ioc is destroyed still counts itself out.
+  const int max_connections;   // ServerOptions::max_connections, resolved
+  int connections = 0;         // I/O thread only: sessions being served (each holds a socket)
+  int refusing = 0;            // I/O thread only: sessions answering 503 for being over the cap
+  bool accept_paused = false;  // I/O thread only: accept failed (no descriptors), retrying on a timer
   asio::io_context ioc;
   tcp::acceptor acceptor;
+  asio::steady_timer accept_backoff;           // the wait before accepting again after a failed accept
   std::list<std::weak_ptr<Session>> sessions;  // I/O thread only
   bool stopping = false;                       // I/O thread only
   const int blocking_limit;                    // blocking handlers at once (ServerOptions::blocking_threads)
@@ -77,12 +93,55 @@ namespace {
 
 std::chrono::milliseconds Ms(int64_t ms) { return std::chrono::milliseconds(ms); }
 
+// Refused connections being answered at once (each holds a descriptor for
+// up to DrainThenClose's 2 s); further ones beyond the cap are closed unanswered.
+constexpr int kMaxRefusing = 64;
+// How long accepting pauses after it failed for want of descriptors.
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
+
+// What an exception says, for the log and the 500's message.
+std::string Describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, HttpServer::Impl& server)
-      : stream_(std::move(socket)), server_(server), timer_(server.ioc) {}
+      : stream_(std::move(socket)), server_(server), timer_(server.ioc) {
+    ++server_.connections;
+  }
+  // Released on the I/O thread (blocking handlers post the session back).
+  ~Session() {
+    if (refused_)
+      --server_.refusing;
+    else
+      --server_.connections;
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   void Start() { Read(); }
+
+  // Over ServerOptions::max_connections: 503 without reading the request,
+  // then close (after draining what the client sends, as for any refusal).
+  void Refuse() {
+    refused_ = true;
+    --server_.connections;
+    ++server_.refusing;
+    unread_request_ = true;
+    Response r = ErrorResponse(503, "unavailable",
+                               "the server has " + std::to_string(server_.max_connections) +
+                                   " connections open, as many as it allows (--max-connections); "
+                                   "try again in a few seconds");
+    r.headers.emplace_back("Retry-After", "5");
+    Send(std::move(r), "", Clock::now(), false);
+  }
 
   // Graceful shutdown (I/O thread): an idle connection closes now, one
   // writing a response closes after it, a stream ends after its current
@@ -181,7 +240,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // An upload: refused before its body is read when the token may not
     // send it, else streamed to a file that is removed after the response.
     msg_expect_ = head.Header("expect");
-    if (auto denied = server_.router.Authorize(head)) {
+    if (auto denied = Authorize(head)) {
       unread_request_ = true;
       Send(std::move(*denied), head.method, Clock::now(), false);
       return;
@@ -251,13 +310,32 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep_alive = msg.keep_alive();
     upload_parser_.reset();
     const std::string method = req.method;
-    Router::Dispatched d = server_.router.DispatchOrDefer(std::move(req));
+    Router::Dispatched d = Dispatch(std::move(req));
     if (d.deferred) {
       RunBlocking(std::move(d.deferred), method, start, keep_alive);  // removes the upload when done
       return;
     }
     RemoveUpload();
     Send(std::move(*d.response), method, start, keep_alive);
+  }
+
+  // The router's answer, or its deferred blocking call; a handler (or the
+  // authorizer, or the fallback) that throws, whatever it throws, is a 500
+  // "internal" for this request and a log line, never the server's end.
+  Router::Dispatched Dispatch(Request req) {
+    request_line_ = req.method + " " + req.path;
+    try {
+      return server_.router.DispatchOrDefer(std::move(req));
+    } catch (...) {
+      return {server_.HandlerFailed(request_line_, std::current_exception()), nullptr};
+    }
+  }
+  std::optional<Response> Authorize(const Request& head) {
+    try {
+      return server_.router.Authorize(head);
+    } catch (...) {
+      return server_.HandlerFailed(head.method + " " + head.path, std::current_exception());
+    }
   }
 
   static Response BusyResponse() {
@@ -285,13 +363,14 @@ class Session : public std::enable_shared_from_this<Session> {
     // also when Stop() has closed everything else.
     auto work = asio::make_work_guard(server_.ioc);
     asio::post(server_.blocking, [self = shared_from_this(), call = std::move(call), method, start,
-                                  keep_alive, work = std::move(work)]() mutable {
+                                  keep_alive, work = std::move(work), what = request_line_]() mutable {
       Response resp;
       try {
         if (self->server_.options.before_blocking_handler) self->server_.options.before_blocking_handler();
         resp = call();
-      } catch (const std::exception& e) {
-        resp = ErrorResponse(500, "internal", std::string("the request failed: ") + e.what());
+      } catch (...) {
+        // Anything escaping a pool thread would end the process (std::terminate).
+        resp = self->server_.HandlerFailed(what, std::current_exception());
       }
       // The session is released on the I/O thread (self moves there), never here.
       asio::io_context& ioc = self->server_.ioc;
@@ -355,7 +434,7 @@ class Session : public std::enable_shared_from_this<Session> {
     req.body = msg.body();
     const bool keep_alive = msg.keep_alive();
     const std::string method = req.method;
-    Router::Dispatched d = server_.router.DispatchOrDefer(std::move(req));
+    Router::Dispatched d = Dispatch(std::move(req));
     if (d.deferred) {
       RunBlocking(std::move(d.deferred), method, start, keep_alive);
       return;
@@ -374,6 +453,10 @@ class Session : public std::enable_shared_from_this<Session> {
     msg->set(http::field::server, "kestrel");
     msg->set(http::field::content_type, resp.content_type);
     msg->set(http::field::cache_control, "no-store");
+    // Every response (docs/server.md "Security headers"): no content
+    // sniffing, no framing; a route may say more (the UI's HTML: a CSP).
+    msg->set("X-Content-Type-Options", "nosniff");
+    msg->set("X-Frame-Options", "DENY");
     for (const auto& [k, v] : resp.headers) msg->set(k, v);
     msg->body() = std::move(resp.body);
     msg->keep_alive(keep_alive && !server_.stopping);
@@ -415,8 +498,11 @@ class Session : public std::enable_shared_from_this<Session> {
     server_.metrics.RecordRequest(method, resp.route, 200,
                                   std::chrono::duration<double>(Clock::now() - start).count());
     events_ = std::move(*resp.stream);
+    stream_started_ = Clock::now();
+    auth_checked_ = stream_started_;
     pending_ =
         "HTTP/1.1 200 OK\r\nServer: kestrel\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
+        "X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n"
         "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n"
         "retry: 1000\n\n";
     // A client that closes its end makes the socket readable: the stream
@@ -427,23 +513,57 @@ class Session : public std::enable_shared_from_this<Session> {
     Poll();
   }
 
+  // One round of a stream: its token checked again when the period is up
+  // (a revoked or expired one ends it, sending nothing more), the new
+  // events, and at the lifetime's end a last "retry:" and the close.
   void Poll() {
     if (closed_) return;
     if (!server_.stopping) {
-      auto got = events_.poll(events_.last_id);
-      if (!got.IsOk()) {
-        Close();
-        return;
+      const auto now = Clock::now();
+      if (events_.still_allowed && now - auth_checked_ >= Ms(server_.options.stream_auth_check_ms)) {
+        auth_checked_ = now;
+        bool allowed = false;
+        try {
+          allowed = events_.still_allowed();
+        } catch (...) {
+          server_.Log(request_line_ +
+                      ": the stream's token check threw: " + Describe(std::current_exception()));
+        }
+        if (!allowed) {
+          pending_ += ": the stream's token is no longer valid\n\n";
+          ending_ = true;
+        }
       }
-      for (const auto& ev : *got) {
-        pending_ += FormatStreamEvent(ev);
-        events_.last_id = ev.id;
+      if (!ending_) {
+        Result<std::vector<StreamEvent>> got = Status::Internal("the stream's poll threw");
+        try {
+          got = events_.poll(events_.last_id);
+        } catch (...) {
+          server_.Log(request_line_ + ": the stream's poll threw: " + Describe(std::current_exception()));
+        }
+        if (!got.IsOk()) {
+          ending_ = true;  // what is pending (the head, on a first poll) goes out, then the close
+        } else {
+          for (const auto& ev : *got) {
+            pending_ += FormatStreamEvent(ev);
+            events_.last_id = ev.id;
+          }
+        }
+        // Every event read so far is in pending_: after it the client
+        // reconnects with Last-Event-ID and misses nothing.
+        if (!ending_ && now - stream_started_ >= Ms(server_.options.stream_max_ms)) {
+          pending_ += ": the stream's time is up; reconnect with Last-Event-ID\nretry: 1000\n\n";
+          ending_ = true;
+        }
       }
-      if (pending_.empty() && Clock::now() - last_write_ >= Ms(server_.options.stream_keepalive_ms))
+      if (pending_.empty() && now - last_write_ >= Ms(server_.options.stream_keepalive_ms))
         pending_ = ": keep-alive\n\n";
     }
     if (pending_.empty()) {
-      Wait();
+      if (ending_)
+        Close();
+      else
+        Wait();
       return;
     }
     writing_ = true;
@@ -455,7 +575,7 @@ class Session : public std::enable_shared_from_this<Session> {
                         self->writing_ = false;
                         self->stream_.expires_never();
                         self->last_write_ = Clock::now();
-                        if (ec || self->server_.stopping) {
+                        if (ec || self->server_.stopping || self->ending_) {
                           self->Close();
                           return;
                         }
@@ -529,6 +649,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool unread_request_ = false;   // the request was refused before it was read to its end
   std::array<char, 8192> drain_;  // DrainThenClose's discard buffer
   bool streaming_ = false;
+  bool ending_ = false;       // the stream's last write is under way (token no longer valid, lifetime up)
+  bool refused_ = false;      // over the connection cap: counted in server_.refusing, not connections
+  std::string request_line_;  // "GET /path" of the request being handled (log lines)
+  Clock::time_point stream_started_;
+  Clock::time_point auth_checked_;  // when the stream's token was last checked
   EventStream events_;
   std::string pending_;
   Clock::time_point last_write_ = Clock::now();
@@ -536,15 +661,86 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
+int DefaultMaxConnections() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  const int64_t soft = static_cast<int64_t>(std::min<rlim_t>(lim.rlim_cur, rlim_t{1} << 30));
+  return static_cast<int>(std::max<int64_t>(1, soft - std::min<int64_t>(128, soft / 2)));
+}
+
+void HttpServer::Impl::Log(const std::string& line) const {
+  if (options.log) {
+    options.log(line);
+    return;
+  }
+  std::cerr << "kestrel serve: " + line + "\n" << std::flush;
+}
+
+Response HttpServer::Impl::HandlerFailed(const std::string& request, const std::exception_ptr& error) const {
+  const std::string what = Describe(error);
+  Log(request + ": internal error (the handler threw): " + what);
+  return ErrorResponse(500, "internal", "internal error: " + what);
+}
+
+// The I/O thread. Dispatch, the streams and the blocking pool catch what
+// handlers throw; anything else escaping a completion handler ends only
+// that handler (its connection closes), is logged, and the loop goes on.
+void HttpServer::Impl::Run() {
+  for (;;) {
+    try {
+      ioc.run();
+      return;
+    } catch (...) {
+      Log("the I/O thread caught an exception, serving on: " + Describe(std::current_exception()));
+    }
+  }
+}
+
 void HttpServer::Impl::Accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (stopping) return;  // the acceptor was closed
-    if (!ec) {
-      auto s = std::make_shared<Session>(std::move(socket), *this);
-      sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
-      sessions.push_back(s);
-      s->Start();
+    if (ec) {
+      OnAcceptError(ec);
+      return;
     }
+    if (accept_paused) {
+      accept_paused = false;
+      Log("accepting connections again (" + std::to_string(connections) + " open)");
+    }
+    sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+    if (connections >= max_connections && refusing >= kMaxRefusing) {
+      beast::error_code ignored;
+      socket.close(ignored);  // already answering as many refusals as it may: closed unanswered
+    } else {
+      auto s = std::make_shared<Session>(std::move(socket), *this);
+      sessions.push_back(s);
+      if (connections > max_connections)
+        s->Refuse();
+      else
+        s->Start();
+    }
+    Accept();
+  });
+}
+
+void HttpServer::Impl::OnAcceptError(const beast::error_code& ec) {
+  // The client gave up before it was accepted: the next one.
+  if (ec == asio::error::connection_aborted) {
+    Accept();
+    return;
+  }
+  // No descriptor (EMFILE, ENFILE), no memory, or another failure that
+  // trying again at once would meet again: the connection waits in the
+  // listen queue, accepting pauses (retrying at once spun a core), and
+  // it is said once until an accept succeeds.
+  if (!accept_paused) {
+    accept_paused = true;
+    Log("cannot accept a connection (" + ec.message() + ", " + std::to_string(connections) +
+        " open): retrying every " + std::to_string(kAcceptBackoff.count()) + " ms until one succeeds");
+  }
+  accept_backoff.expires_after(kAcceptBackoff);
+  accept_backoff.async_wait([this](beast::error_code wait_ec) {
+    if (wait_ec || stopping) return;
     Accept();
   });
 }
@@ -553,6 +749,7 @@ void HttpServer::Impl::Shutdown() {
   stopping = true;
   beast::error_code ec;
   acceptor.close(ec);
+  accept_backoff.cancel();
   for (auto& w : sessions) {
     if (auto s = w.lock()) s->Shutdown();
   }
@@ -595,7 +792,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const ServerOptions& optio
   impl->port = bound.port();
   impl->Accept();
   Impl* raw = impl.get();
-  impl->thread = std::thread([raw] { raw->ioc.run(); });
+  impl->thread = std::thread([raw] { raw->Run(); });
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 

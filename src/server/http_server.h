@@ -32,8 +32,25 @@ struct ServerOptions {
   int64_t stream_keepalive_ms =
       15'000;                    // an event stream sends a ": keep-alive" comment after this much silence
   int64_t stream_poll_ms = 250;  // how often an event stream polls for new events
-  bool public_read = false;      // read routes without a token (ApiServer; docs/server.md "Auth")
-  std::string web_dir;           // the web UI's built files (static_files.h); "" serves none
+  // An open event stream asks its route's authorizer again this often
+  // (EventStream::still_allowed: the token revoked or expired since) and
+  // ends when the answer is no; checked at the stream's next poll after the
+  // period, so at most stream_poll_ms later.
+  int64_t stream_auth_check_ms = 30'000;
+  // An event stream ends after this long, cleanly: its last events, then
+  // "retry: 1000", then the connection closes; an EventSource reconnects
+  // with Last-Event-ID and misses nothing (docs/server.md "Events").
+  int64_t stream_max_ms = int64_t{3600} * 1000;
+  // Connections open at once; one more is answered 503 "unavailable" (with
+  // Retry-After and Connection: close) without its request being read.
+  // 0: DefaultMaxConnections(), from the process's file-descriptor limit.
+  int max_connections = 0;
+  // A server log line (a handler's exception, descriptors running out):
+  // empty writes it to stderr as "kestrel serve: ...". Called on the I/O
+  // thread or a blocking thread.
+  std::function<void(const std::string&)> log;
+  bool public_read = false;             // read routes without a token (ApiServer; docs/server.md "Auth")
+  std::string web_dir;                  // the web UI's built files (static_files.h); "" serves none
   std::vector<std::string> data_roots;  // folders POST /api/datasets/import may read (data_roots.h)
   // The hosts a request may name (its Host, or an absolute-form target's
   // authority), without ports; another one is answered 421 (request_head.h,
@@ -59,6 +76,13 @@ struct ServerOptions {
   // test holds an import there on a latch); empty in the product.
   std::function<void()> before_blocking_handler;
 };
+
+// The default ServerOptions::max_connections: the soft RLIMIT_NOFILE less
+// a reserve for what else the process opens (the store and each blocking
+// thread's store, blobs and uploads being read or written, static files,
+// local workers' pipes, the listening socket): min(128, limit / 2), at
+// least 1. 1024 descriptors: 896 connections.
+int DefaultMaxConnections();
 
 class HttpServer {
  public:

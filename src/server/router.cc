@@ -178,6 +178,18 @@ Router::Dispatched Router::DispatchOrDefer(Request req) const {
   }
   Response resp = r->handler(req, params);
   resp.route = r->pattern;
+  if (resp.stream && authorizer_ && r->doc.access != Access::kOpen) {
+    // The stream outlives the request: it is asked again later with the
+    // same credentials (the body is not needed for that).
+    Request creds;
+    creds.method = req.method;
+    creds.path = req.path;
+    creds.query = req.query;
+    creds.headers = req.headers;
+    resp.stream->still_allowed = [authorizer = authorizer_, creds = std::move(creds), r] {
+      return !authorizer(creds, *r).has_value();
+    };
+  }
   return {std::move(resp), nullptr};
 }
 

@@ -47,6 +47,11 @@ struct StreamEvent {
 struct EventStream {
   int64_t last_id = 0;  // replay starts after this id (Last-Event-ID)
   std::function<Result<std::vector<StreamEvent>>(int64_t after_id)> poll;
+  // Whether the request that opened the stream would still be let through
+  // (its token not revoked or expired since): the transport asks on a
+  // timer (ServerOptions::stream_auth_check_ms) and ends the stream on
+  // false. Set by the Router from its Authorizer; empty: always.
+  std::function<bool()> still_allowed;
 };
 
 struct Response {

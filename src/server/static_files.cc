@@ -8,10 +8,32 @@
 #include <system_error>
 #include <utility>
 
+#include "core/hash.h"
+
 namespace kestrel::server {
 namespace {
 
 namespace fs = std::filesystem;
+
+// RFC 4648 base64 with padding (a CSP hash source).
+std::string Base64(const std::string& bytes) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = (static_cast<uint8_t>(bytes[i]) << 16) | (static_cast<uint8_t>(bytes[i + 1]) << 8) |
+                       static_cast<uint8_t>(bytes[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(v >> s) & 63];
+  }
+  if (i + 1 == bytes.size()) {
+    const uint32_t v = static_cast<uint8_t>(bytes[i]) << 16;
+    out += std::string{kAlphabet[(v >> 18) & 63], kAlphabet[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == bytes.size()) {
+    const uint32_t v = (static_cast<uint8_t>(bytes[i]) << 16) | (static_cast<uint8_t>(bytes[i + 1]) << 8);
+    out += std::string{kAlphabet[(v >> 18) & 63], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63], '='};
+  }
+  return out;
+}
 
 Response NotFound(const std::string& path) { return ErrorResponse(404, "not_found", "no route for " + path); }
 
@@ -51,7 +73,43 @@ Result<StaticFiles> StaticFiles::Open(const std::string& dir) {
   if (!fs::is_regular_file(root / "index.html", ec))
     return Status::NotFound(
         "web UI directory '" + dir + "' has no index.html (build it: scripts/build-web.sh)", where);
-  return StaticFiles(root.string());
+  std::ifstream in(root / "index.html", std::ios::binary);
+  const std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof())
+    return Status::Unavailable("cannot read " + (root / "index.html").string(), where);
+  // ECharts and Element Plus set style attributes: inline styles stay
+  // allowed; scripts never run inline but for index.html's own (by hash).
+  // WebAssembly (onnxruntime-web, try it in the browser) needs
+  // 'wasm-unsafe-eval', which allows compiling WASM and nothing else.
+  std::string scripts = "'self' 'wasm-unsafe-eval'";
+  for (const std::string& h : InlineScriptHashes(index)) scripts += " " + h;
+  std::string csp = "default-src 'self'; script-src " + scripts +
+                    "; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; "
+                    "connect-src 'self'; worker-src 'self' blob:; object-src 'none'; base-uri 'self'; "
+                    "form-action 'self'; frame-ancestors 'none'";
+  return StaticFiles(root.string(), std::move(csp));
+}
+
+std::vector<std::string> InlineScriptHashes(const std::string& html) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while ((i = html.find("<script", i)) != std::string::npos) {
+    const size_t open_end = html.find('>', i);
+    if (open_end == std::string::npos) break;
+    const size_t close = html.find("</script", open_end);
+    if (close == std::string::npos) break;
+    const std::string tag = html.substr(i, open_end - i);
+    if (tag.find(" src=") == std::string::npos && tag.find("\tsrc=") == std::string::npos &&
+        tag.find("\nsrc=") == std::string::npos) {
+      const std::string hex = Sha256Hex(std::string_view(html).substr(open_end + 1, close - open_end - 1));
+      std::string digest;
+      for (size_t k = 0; k + 1 < hex.size(); k += 2)
+        digest += static_cast<char>(std::stoi(hex.substr(k, 2), nullptr, 16));
+      out.push_back("'sha256-" + Base64(digest) + "'");
+    }
+    i = close + 1;
+  }
+  return out;
 }
 
 Response StaticFiles::Serve(const Request& req) const {
@@ -72,6 +130,7 @@ Response StaticFiles::Serve(const Request& req) const {
   r.content_type = ContentTypeFor(resolved.filename().string());
   r.route = "/{static}";
   r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  if (r.content_type.rfind("text/html", 0) == 0) r.headers.emplace_back("Content-Security-Policy", csp_);
   if (req.path.rfind("/assets/", 0) == 0)
     r.headers.emplace_back("Cache-Control", "public, max-age=31536000, immutable");
   return r;

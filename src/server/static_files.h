@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "server/router.h"
@@ -28,15 +29,26 @@ class StaticFiles {
   // The file for req.path (GET or HEAD), with its Content-Type; 404 error
   // document when there is none or the path is refused. Hashed build
   // outputs under /assets/ may be cached for a year, index.html never.
+  // An HTML file carries ContentSecurityPolicy().
   Response Serve(const Request& req) const;
 
   // The resolved directory.
   const std::string& Root() const { return root_; }
 
+  // The UI's Content-Security-Policy (docs/server.md "Security headers"):
+  // scripts, styles, fetches and workers from this server only, plus the
+  // inline scripts of index.html as it was at Open, each by its SHA-256.
+  const std::string& ContentSecurityPolicy() const { return csp_; }
+
  private:
-  explicit StaticFiles(std::string root) : root_(std::move(root)) {}
+  StaticFiles(std::string root, std::string csp) : root_(std::move(root)), csp_(std::move(csp)) {}
   std::string root_;
+  std::string csp_;
 };
+
+// The CSP source of each inline <script> (one without src=) of an HTML
+// text: 'sha256-<base64 of the SHA-256 of its text>', in order.
+std::vector<std::string> InlineScriptHashes(const std::string& html);
 
 // The Content-Type for a file name, by extension ("application/octet-stream"
 // for an unknown one). Text types carry charset=utf-8.

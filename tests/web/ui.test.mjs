@@ -41,6 +41,7 @@ let base = ''
 let context = null
 let page = null
 const requests = [] // every request the page made: { url, headers }
+const cspViolations = [] // console messages of the page about its Content-Security-Policy
 
 function kestrel(...args) {
   return execFileSync(CLI, ['--home', home, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
@@ -144,6 +145,9 @@ before(async () => {
   })
   page = context.pages()[0] || (await context.newPage())
   page.on('request', (r) => requests.push({ url: r.url(), headers: r.headers() }))
+  page.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text())
+  })
 })
 
 after(async () => {
@@ -156,6 +160,13 @@ test('the server serves the UI with its content types and keeps /api 404s', asyn
   const index = await fetch(`${base}/`)
   assert.equal(index.status, 200)
   assert.equal(index.headers.get('content-type'), 'text/html; charset=utf-8')
+  // docs/server.md "Security headers": the UI's policy allows index.html's
+  // inline script by its hash, and nothing inline else.
+  const csp = index.headers.get('content-security-policy') || ''
+  assert.match(csp, /script-src 'self' 'wasm-unsafe-eval' 'sha256-[A-Za-z0-9+/]+=*'/)
+  assert.match(csp, /frame-ancestors 'none'/)
+  assert.equal(index.headers.get('x-content-type-options'), 'nosniff')
+  assert.equal(index.headers.get('x-frame-options'), 'DENY')
   const html = await index.text()
   const js = /src="(\/assets\/[^"]+\.js)"/.exec(html)
   assert.ok(js, html)
@@ -1195,4 +1206,10 @@ test('compare: two models evaluated from the Models page; curves, matrices, crop
   assert.equal(rows.length, 1 + nc)
   await shot('evaluation')
   console.log(`compare: ${((Date.now() - started) / 1000).toFixed(1)} s`)
+})
+
+// Last: every page the tests opened ran under the UI's CSP without a
+// violation (Chromium reports each on the console).
+test('no page broke the Content-Security-Policy', () => {
+  assert.deepEqual(cspViolations, [])
 })
