@@ -140,6 +140,13 @@ Result<GcReport> CollectGarbage(store::MetadataStore& meta, store::ArtifactStore
   r.dry_run = options.dry_run;
   r.grace_s = options.grace_s;
   const int64_t keep_since = now_s - options.grace_s;
+  // 0. Crashed writers' temp files and folders (leftovers.h), as old as the
+  //    grace period asks of blobs; a blob a crashed collector left aside is
+  //    put back first, so the steps below decide on it again.
+  LeftoverOptions lo;
+  lo.dry_run = options.dry_run;
+  lo.min_age_s = options.grace_s;
+  KESTREL_ASSIGN_OR_RETURN(r.leftovers, ReclaimLeftovers(blobs.Root(), lo, now_s));
   // 1. List first: a blob written after this point is not considered at all.
   KESTREL_ASSIGN_OR_RETURN(auto listed, blobs.List());
   // 2. Then the references: every record committed before this read is seen;
@@ -199,7 +206,8 @@ json GcReportJson(const GcReport& r) {
           {"deleted", r.deleted},
           {"freed_bytes", r.freed_bytes},
           {"raced", r.raced},
-          {"deleted_shas", r.deleted_shas}};
+          {"deleted_shas", r.deleted_shas},
+          {"leftovers", LeftoverReportJson(r.leftovers)}};
 }
 
 Result<DuReport> DiskUsage(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env) {

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "app/leftovers.h"
 #include "core/env.h"
 #include "core/status.h"
 #include "store/artifact_store.h"
@@ -85,6 +86,9 @@ struct GcReport {
   uint64_t freed_bytes = 0;               // dry run: would free
   int64_t raced = 0;                      // candidates touched by a writer during the removal (kept)
   std::vector<std::string> deleted_shas;  // sorted
+  // Crashed writers' temp files and folders anywhere in the home
+  // (leftovers.h), reclaimed when older than grace_s and their writer is gone.
+  LeftoverReport leftovers;
 };
 
 // Lists the blobs, then reads the references, then removes (or, dry run,
@@ -93,7 +97,8 @@ struct GcReport {
 Result<GcReport> CollectGarbage(store::MetadataStore& meta, store::ArtifactStore& blobs,
                                 const GcOptions& options, int64_t now_s);
 // {"ok", "dry_run", "grace_s", "blobs", "blob_bytes", "referenced", "referenced_bytes",
-//  "records", "records_bytes", "recent", "recent_bytes", "deleted", "freed_bytes", "raced", "deleted_shas"}
+//  "records", "records_bytes", "recent", "recent_bytes", "deleted", "freed_bytes", "raced", "deleted_shas",
+//  "leftovers": LeftoverReportJson}
 nlohmann::json GcReportJson(const GcReport& r);
 
 // `kestrel du`. Blob bytes count once per owner: two versions sharing images

@@ -31,6 +31,18 @@ std::string Bytes(uint64_t b) {
   return o.str();
 }
 
+// The leftovers line of gc's report (app/leftovers.h).
+std::string LeftoversText(const app::LeftoverReport& l, bool dry_run, int64_t grace_s) {
+  std::ostringstream t;
+  t << "leftovers of crashed writers (temp files and folders): " << (dry_run ? "would remove " : "removed ")
+    << l.removed << " (" << Bytes(l.removed_bytes) << ")";
+  if (l.restored > 0) t << ", " << l.restored << " blobs moved back from <sha>.gc";
+  if (l.kept_running > 0) t << ", " << l.kept_running << " kept: their writer runs";
+  if (l.kept_recent > 0) t << ", " << l.kept_recent << " kept: younger than " << grace_s << " s";
+  for (const auto& p : l.removed_paths) t << "\n  " << p;
+  return t.str();
+}
+
 std::string GcText(const app::GcReport& r) {
   std::ostringstream t;
   t << r.blobs << " blobs (" << Bytes(r.blob_bytes) << "): " << r.referenced << " referenced ("
@@ -45,6 +57,7 @@ std::string GcText(const app::GcReport& r) {
       << " bytes)";
     if (r.raced > 0) t << "; " << r.raced << " kept: a writer re-used them meanwhile";
   }
+  t << "\n" << LeftoversText(r.leftovers, r.dry_run, r.grace_s);
   return t.str();
 }
 
@@ -116,10 +129,13 @@ std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> Wit
 
 void AddDiskCommands(CLI::App& app, Context& ctx, int* exit_code) {
   auto opts = std::make_shared<app::GcOptions>();
-  CLI::App* gc = app.add_subcommand("gc", "Delete artifact-store blobs no record references (docs/disk.md)");
+  CLI::App* gc = app.add_subcommand(
+      "gc",
+      "Delete artifact-store blobs no record references and crashed writers' temp files (docs/disk.md)");
   gc->add_flag("--dry-run", opts->dry_run, "only report what would be deleted and freed");
   gc->add_option("--grace-s", opts->grace_s,
-                 "keep unreferenced blobs written or re-used this recently (an import or job in flight)")
+                 "keep unreferenced blobs written or re-used this recently (an import or job in flight), and "
+                 "temp files written this recently")
       ->capture_default_str()
       ->check(IntArg(0, int64_t{100} * 365 * 86400));
   gc->callback([&ctx, exit_code, opts] {

@@ -30,6 +30,7 @@
 #include "jobs/retry.h"
 #include "jobs/webhook.h"
 #include "jobs/worker.h"
+#include "store/private_files.h"
 
 namespace kestrel::cli {
 namespace {
@@ -257,6 +258,9 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
       return;
     }
     o.min_free_bytes = *min_free;
+    // A home others may read (made by an older kestrel, or by hand): said, not changed.
+    for (const auto& line : store::HomeModeWarnings(o.home))
+      std::cerr << "kestrel worker: " << line << std::endl;
     o.webhooks = !a->no_webhooks;  // the worker runs the dispatcher and drains it on exit
     o.wall_anchor_ms = WallMs();
     if (!a->devices.empty()) {

@@ -8,13 +8,45 @@
 #include <iostream>
 #include <system_error>
 
+#include "app/leftovers.h"
 #include "cli/cli.h"
 #include "cli/serve_workers.h"
+#include "core/env.h"
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/static_files.h"
+#include "store/private_files.h"
 
 namespace kestrel::cli {
+
+namespace {
+
+// A crashed server's upload bodies (up to --max-upload-mb, unpacked 4x that)
+// and the blob store's temp files, reclaimed before this one takes uploads
+// (app/leftovers.h: the writer's PID gone, unwritten for 10 minutes); the
+// rest of the home is `kestrel gc`'s. A failure only warns.
+void ReclaimLeftoversAtStart(const std::string& home, const std::string& upload_dir) {
+  app::LeftoverOptions lo;
+  lo.quick = true;
+  lo.upload_dir = upload_dir;
+  auto r = app::ReclaimLeftovers(home, lo, Env::Default().UnixSeconds());
+  if (!r.IsOk()) {
+    std::cerr << "kestrel serve: warning: leftovers of crashed writers not reclaimed: "
+              << r.GetStatus().ToString() << std::endl;
+    return;
+  }
+  if (r->removed == 0 && r->restored == 0) return;
+  std::cerr << "kestrel serve: removed " << r->removed << " leftovers of crashed writers ("
+            << r->removed_bytes << " bytes)";
+  if (r->restored > 0) std::cerr << ", moved " << r->restored << " blobs back from <sha>.gc";
+  std::cerr << ":";
+  constexpr size_t kShown = 10;
+  for (size_t i = 0; i < r->removed_paths.size() && i < kShown; ++i) std::cerr << " " << r->removed_paths[i];
+  if (r->removed_paths.size() > kShown) std::cerr << " ... (" << r->removed_paths.size() - kShown << " more)";
+  std::cerr << std::endl;
+}
+
+}  // namespace
 
 void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
   auto o = std::make_shared<server::ServerOptions>();
@@ -88,11 +120,15 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
                   << "' (scripts/build-web.sh builds it; --web-dir DIR names another): serving the API only"
                   << std::endl;
     }
+    ReclaimLeftoversAtStart(ctx.home, o->upload_dir);
     auto srv = server::ApiServer::Start(ctx.home, *o);
     if (!srv.IsOk()) {
       *exit_code = Fail(ctx, srv.GetStatus());
       return;
     }
+    // A home others may read (made by an older kestrel, or by hand): said, not changed.
+    for (const auto& line : store::HomeModeWarnings(ctx.home))
+      std::cerr << "kestrel serve: " << line << std::endl;
     std::cout << "kestrel serve: listening on " << (*srv)->Url() << std::endl;
     int sig = 0;
     if (local) {

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/hash.h"
+#include "store/private_files.h"
 
 namespace kestrel::store {
 
@@ -36,6 +37,11 @@ Result<std::string> ArtifactStore::PutWithHash(std::string_view bytes, const std
         ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0) == 0) {
       return sha;
     }
+  }
+  if (const std::string objects = JoinPath(root_, "objects"); !env_.Stat(objects).exists) {
+    // The first blob: the home and objects/ owner-only (private_files.h).
+    KESTREL_RETURN_IF_ERROR(CreatePrivateDir(root_));
+    KESTREL_RETURN_IF_ERROR(CreatePrivateDir(objects));
   }
   KESTREL_RETURN_IF_ERROR(env_.CreateDirs(DirName(path)));
   if (durability == Durability::kDeferred) {

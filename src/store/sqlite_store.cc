@@ -11,6 +11,7 @@
 
 #include "core/env.h"
 #include "store/internal/sql_store.h"
+#include "store/private_files.h"
 
 namespace kestrel::store {
 namespace {
@@ -123,7 +124,11 @@ int BusyWait(void*, int count) {
 
 Result<std::unique_ptr<SqlConn>> ConnectSqlite(const std::string& path) {
   std::string dir = DirName(path);
-  KESTREL_RETURN_IF_ERROR(Env::Default().CreateDirs(dir));
+  // Owner-only (private_files.h): the home when this creates it, and a new
+  // database, whose -wal and -shm SQLite then creates with the same mode.
+  if (!dir.empty()) KESTREL_RETURN_IF_ERROR(CreatePrivateDir(dir));
+  if (!path.empty() && path != ":memory:" && path.rfind("file:", 0) != 0)
+    KESTREL_RETURN_IF_ERROR(CreatePrivateFile(path));
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
