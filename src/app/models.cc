@@ -10,6 +10,7 @@
 #include "app/jobs.h"
 #include "core/hash.h"
 #include "core/json.h"
+#include "core/names.h"
 #include "core/safetensors.h"
 #include "jobs/job_keys.h"
 
@@ -108,11 +109,7 @@ Result<store::ModelRecord> ModelRegistry::Register(const RegisterRequest& req, i
     return Status::InvalidArgument("a model needs a name: give --name NAME (or data=DATASET to use its name)",
                                    {"command line", 0, "name"});
   }
-  if (!store::IsValidModelName(m.name)) {
-    return Status::InvalidArgument(
-        "invalid model name '" + m.name + "': letters, digits, '-', '_', '.', not starting with '.' or '-'",
-        {"command line", 0, "name"});
-  }
+  KESTREL_RETURN_IF_ERROR(CheckName(NameKind::kModel, m.name, {"command line", 0, "name"}));
   auto bytes = env_.ReadFile(req.weights_path);
   if (!bytes.IsOk()) return bytes.GetStatus();
   if (bytes->size() >= 2 && (*bytes)[0] == 'P' && (*bytes)[1] == 'K') {
@@ -422,6 +419,7 @@ Result<store::ModelRecord> ModelRegistry::Resolve(const std::string& ref) {
 }
 
 Result<TagResult> ModelRegistry::Tag(const std::string& ref, const std::string& tag, int64_t now_ms) {
+  KESTREL_RETURN_IF_ERROR(CheckName(NameKind::kTag, tag, {"command line", 0, "tag"}));
   KESTREL_ASSIGN_OR_RETURN(auto m, Resolve(ref));
   KESTREL_ASSIGN_OR_RETURN(std::string previous, meta_.TagModel(m.id, tag, now_ms));
   TagResult r;

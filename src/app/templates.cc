@@ -7,6 +7,7 @@
 #include "app/jobs.h"
 #include "core/hash.h"
 #include "core/json.h"
+#include "core/names.h"
 #include "core/options.h"
 #include "core/parse.h"
 #include "core/utf8.h"
@@ -188,10 +189,7 @@ std::string TemplateRef(const store::TemplateRecord& t) { return t.name + "@v" +
 
 Result<TemplateSaveResult> TemplateLibrary::Save(const std::string& name,
                                                  const std::vector<std::string>& args, int64_t now_ms) {
-  if (!store::IsValidTemplateName(name)) {
-    return Usage("name", "invalid template name '" + EscapeInvalidUtf8(name) +
-                             "' (letters, digits, '-', '_', '.'; no '@', ':' or '/')");
-  }
+  KESTREL_RETURN_IF_ERROR(CheckName(NameKind::kTemplate, name, {kRequestFile, 0, "name"}));
   if (args.empty()) return Usage("", "a template needs at least one key=value");
   KESTREL_ASSIGN_OR_RETURN(TemplateKeys keys, ValidateSubmitKeys(args));
   store::TemplateRecord rec;
@@ -208,9 +206,10 @@ Result<store::TemplateRecord> TemplateLibrary::Resolve(const std::string& ref) {
   const size_t at = ref.find('@');
   const std::string name = ref.substr(0, at);
   const ErrorLocation where{kRequestFile, 0, kTemplateKey};
-  if (!store::IsValidTemplateName(name)) {
+  if (Status s = CheckName(NameKind::kTemplate, name, where); !s.IsOk()) {
     return Status::InvalidArgument(
-        "invalid template reference '" + EscapeInvalidUtf8(ref) + "' (NAME or NAME@vN)", where);
+        "invalid template reference '" + EscapeForDisplayCut(ref) + "' (NAME or NAME@vN): " + s.Message(),
+        where);
   }
   store::TemplateFilter f;
   f.name = name;
@@ -235,11 +234,7 @@ Result<store::TemplateRecord> TemplateLibrary::Resolve(const std::string& ref) {
 }
 
 Result<std::vector<store::TemplateRecord>> TemplateLibrary::List(const std::string& name) {
-  if (!name.empty() && !store::IsValidTemplateName(name)) {
-    return Status::InvalidArgument("invalid template name '" + EscapeInvalidUtf8(name) +
-                                       "' (letters, digits, '-', '_', '.'; no '@', ':' or '/')",
-                                   {kRequestFile, 0, "name"});
-  }
+  if (!name.empty()) KESTREL_RETURN_IF_ERROR(CheckName(NameKind::kTemplate, name, {kRequestFile, 0, "name"}));
   store::TemplateFilter f;
   f.name = name;
   KESTREL_ASSIGN_OR_RETURN(auto all, meta_.ListTemplates(f));

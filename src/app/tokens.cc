@@ -2,6 +2,7 @@
 
 #include "app/jobs.h"
 #include "core/hash.h"
+#include "core/names.h"
 
 namespace kestrel::app {
 namespace {
@@ -49,12 +50,7 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 
 Result<CreatedToken> CreateToken(store::MetadataStore& meta, const std::string& name, bool read_only,
                                  int64_t now_ms) {
-  if (!store::IsValidModelName(name)) {
-    return Status::InvalidArgument(
-        "invalid token name '" + name +
-            "' (1-128 letters, digits, '-', '_', '.'; not starting with '.' or '-')",
-        {kRequestFile, 0, "name"});
-  }
+  KESTREL_RETURN_IF_ERROR(CheckName(NameKind::kToken, name, {kRequestFile, 0, "name"}));
   const std::string id = RandomHex(static_cast<int>(kIdHexChars / 2));
   const std::string secret_hex = RandomHex(static_cast<int>(kSecretHexChars / 2));
   std::string secret;

@@ -97,4 +97,12 @@ std::string EscapeForDisplay(std::string_view text) {
   return Escape(text, first, true);
 }
 
+std::string EscapeForDisplayCut(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return EscapeForDisplay(text);
+  size_t cut = max_bytes;
+  // Back off to the start of a UTF-8 sequence so a character is not split.
+  for (int i = 0; i < 3 && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80; ++i) --cut;
+  return EscapeForDisplay(text.substr(0, cut)) + "\u2026 (" + std::to_string(text.size()) + " bytes)";
+}
+
 }  // namespace kestrel

@@ -26,4 +26,9 @@ std::string EscapeInvalidUtf8(std::string_view text);
 // the name would otherwise be invisible.
 std::string EscapeForDisplay(std::string_view text);
 
+// EscapeForDisplay of at most the first `max_bytes` bytes of `text` (cut at
+// a character boundary), followed by "… (N bytes)" when it was cut: for
+// quoting user input in an error message without echoing megabytes of it.
+std::string EscapeForDisplayCut(std::string_view text, size_t max_bytes = 60);
+
 }  // namespace kestrel

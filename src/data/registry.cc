@@ -6,6 +6,7 @@
 
 #include "core/hash.h"
 #include "core/json.h"
+#include "core/names.h"
 #include "core/parallel.h"
 #include "core/relabel_paths.h"
 #include "core/staged_dir.h"
@@ -39,15 +40,10 @@ std::string StripExtension(const std::string& path) {
   return path.substr(0, dot);
 }
 
+// The one rule for dataset names (core/names.h: characters and at most 128
+// characters), for `dataset import`, an upload and a submit's auto-import.
 Status CheckDatasetName(const std::string& name) {
-  if (name.empty() || name.find_first_of("@/ \t") != std::string::npos || !IsValidUtf8(name) ||
-      EscapeForDisplay(name) != name) {
-    return Status::InvalidArgument(
-        "dataset name '" + EscapeForDisplay(name) +
-            "' must be non-empty UTF-8 without '@', '/', spaces or control characters",
-        {"", 0, "name"});
-  }
-  return {};
+  return CheckName(NameKind::kDataset, name, {"", 0, "name"});
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "app/datasets.h"
 #include "app/jobs.h"
 #include "core/env.h"
+#include "core/names.h"
 #include "core/options.h"
 #include "core/relabel_paths.h"
 #include "server/api_write.h"
@@ -81,6 +82,9 @@ Response Upload(ApiContext& ctx, const Request& req) {
   if (name == req.query.end() || name->second.empty())
     return ErrorResponse(
         QueryError("query parameter name is required: the registry name to import as", "name"));
+  // The registry's rule (core/names.h), checked before the zip is unpacked.
+  if (Status s = CheckName(NameKind::kDataset, name->second, {app::kRequestFile, 0, "name"}); !s.IsOk())
+    return ErrorResponse(s);
   data::ImportOptions opts;
   OptionSet set;
   opts.Bind(set);

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "core/hash.h"
+#include "core/names.h"
 #include "store/internal/sql_store.h"
 
 namespace kestrel::store {
@@ -67,21 +68,11 @@ ModelExportRecord ReadExport(const SqlRow& r) {
   return e;
 }
 
-bool NameChar(unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; }
-
 }  // namespace
 
-bool IsValidModelTag(const std::string& tag) {
-  if (tag.empty() || tag.size() > 64 || !std::islower(static_cast<unsigned char>(tag[0]))) return false;
-  return std::all_of(tag.begin(), tag.end(), [](unsigned char c) {
-    return std::islower(c) || std::isdigit(c) || c == '-' || c == '_' || c == '.';
-  });
-}
+bool IsValidModelTag(const std::string& tag) { return IsValidName(NameKind::kTag, tag); }
 
-bool IsValidModelName(const std::string& name) {
-  if (name.empty() || name.size() > 128 || name[0] == '.' || name[0] == '-') return false;
-  return std::all_of(name.begin(), name.end(), [](unsigned char c) { return NameChar(c); });
-}
+bool IsValidModelName(const std::string& name) { return IsValidName(NameKind::kModel, name); }
 
 Result<std::vector<ModelRecord>> SqlStore::SelectModels(const ModelFilter& f, bool lock) {
   std::string sql = std::string("SELECT ") + kModelColumns + " FROM models WHERE 1 = 1";

@@ -85,5 +85,26 @@ TEST_F(TokenCliTest, BadNamesAndUnknownTokensFail) {
   EXPECT_EQ(Json(Kestrel("--json token list"))["tokens"].size(), 1u);
 }
 
+// Names past their bound (core/names.h, issue 26), from the command line:
+// exit 2, one JSON error naming the field and the bound, nothing stored.
+TEST_F(TokenCliTest, NamesPastTheirBoundAreRefusedNamingTheFieldAndTheBound) {
+  const std::string long_name(129, 'n');
+  CliRun token = Kestrel("--json token create --name " + long_name);
+  EXPECT_EQ(token.code, 2) << token.out;
+  auto t = Json(token);
+  EXPECT_EQ(t["error"]["field"], "name") << t.dump();
+  EXPECT_NE(t["error"]["message"].get<std::string>().find("at most 128"), std::string::npos) << t.dump();
+  EXPECT_EQ(Json(Kestrel("--json token list"))["tokens"].size(), 0u);
+
+  ASSERT_EQ(Kestrel("dataset synth data --images 4 --imgsz 32").code, 0);
+  CliRun imp = Kestrel("--json dataset import data --name " + std::string(1000, 'd'));
+  EXPECT_NE(imp.code, 0) << imp.out;
+  auto d = Json(imp);
+  EXPECT_EQ(d["error"]["field"], "name") << d.dump();
+  EXPECT_NE(d["error"]["message"].get<std::string>().find("at most 128"), std::string::npos) << d.dump();
+  EXPECT_LT(imp.out.size(), 1000u) << "the name is quoted cut";
+  EXPECT_EQ(Json(Kestrel("--json dataset list"))["datasets"].size(), 0u);
+}
+
 }  // namespace
 }  // namespace kestrel::testing
