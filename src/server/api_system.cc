@@ -7,6 +7,7 @@
 #include "app/system.h"
 #include "app/tokens.h"
 #include "server/auth.h"
+#include "server/json_body.h"
 
 namespace kestrel::server {
 namespace {
@@ -20,14 +21,9 @@ int64_t WallMs() {
 }
 
 // The reset takes no body; an empty one or {} is accepted, anything else is
-// refused naming the body, as the other bodiless writes do.
-Status NoBody(const Request& req) {
-  if (req.body.find_first_not_of(" \t\r\n") == std::string::npos) return {};
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_object() && body.empty()) return {};
-  return Status::InvalidArgument("this route takes no request body (none, or {})",
-                                 {app::kRequestFile, 0, "body"});
-}
+// refused naming the body or the key (json_body.h), as the other bodiless
+// writes do.
+Status NoBody(const Request& req) { return ReadJsonObjectBody(req.body, {}, false).GetStatus(); }
 
 }  // namespace
 

@@ -14,8 +14,10 @@
 #include "core/env.h"
 #include "core/options.h"
 #include "core/parse.h"
+#include "core/utf8.h"
 #include "server/data_roots.h"
 #include "server/job_paths.h"
+#include "server/json_body.h"
 #include "server/query_params.h"
 #include "store/metadata_store.h"
 
@@ -34,34 +36,10 @@ Status BodyError(const std::string& message, const std::string& field = "body") 
   return Status::InvalidArgument(message, {app::kRequestFile, 0, field});
 }
 
-// The request body as a JSON object with only `allowed` keys; an empty body
-// is {} when `required` is false. Errors name the body or the key.
+// The request body as a JSON object with only `allowed` keys (json_body.h:
+// the one reader of every JSON route's body).
 Result<json> BodyObject(const Request& req, const std::vector<std::string>& allowed, bool required) {
-  const bool blank = req.body.find_first_not_of(" \t\r\n") == std::string::npos;
-  if (blank) {
-    if (required) return BodyError("the request body must be a JSON object; it is empty");
-    return json::object();
-  }
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    return BodyError("the request body is not valid JSON (at byte " + std::to_string(e.byte) + ")");
-  }
-  if (!body.is_object())
-    return BodyError("the request body must be a JSON object, not " + std::string(body.type_name()));
-  std::string expected;
-  for (const auto& k : allowed) expected += (expected.empty() ? "" : ", ") + k;
-  for (const auto& [key, value] : body.items()) {
-    bool known = false;
-    for (const auto& k : allowed) known = known || k == key;
-    if (!known) {
-      return BodyError("unknown key '" + key + "' in the request body (" +
-                           (expected.empty() ? std::string("it takes none") : "keys: " + expected) + ")",
-                       key);
-    }
-  }
-  return body;
+  return ReadJsonObjectBody(req.body, allowed, required);
 }
 
 // A body value as the text a command line would carry.
@@ -69,8 +47,9 @@ Result<std::string> ValueText(const std::string& key, const json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
   if (v.is_number()) return v.dump();
-  return BodyError("key '" + key + "' must be a string, number or boolean, not " + std::string(v.type_name()),
-                   key);
+  return BodyError("key '" + EscapeForDisplayCut(key) + "' must be a string, number or boolean, not " +
+                       std::string(v.type_name()),
+                   EscapeForDisplayCut(key));
 }
 
 // `kestrel submit`'s steps over a JSON body: {"template": "NAME[@vN]"}
@@ -92,7 +71,9 @@ Response Submit(ApiContext& ctx, const Request& req) {
       return ErrorResponse(BodyError("keys must be a JSON object of key -> value (\"epochs\": 10)", "keys"));
     for (const auto& [k, v] : keys.items()) {
       if (k.empty() || k.find('=') != std::string::npos)
-        return ErrorResponse(BodyError("'" + k + "' is not a submit key (keys are names without '=')", k));
+        return ErrorResponse(
+            BodyError("'" + EscapeForDisplayCut(k) + "' is not a submit key (keys are names without '=')",
+                      EscapeForDisplayCut(k)));
       auto text = ValueText(k, v);
       if (!text.IsOk()) return ErrorResponse(text.GetStatus());
       tokens.push_back(k + "=" + *text);

@@ -1,8 +1,34 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace kestrel::server {
+namespace {
+
+// The methods counted by name; any other (an invented one the router answers
+// 405 or 404) is counted as "other", so a client cannot add series.
+constexpr std::array<const char*, 7> kMethods = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+
+// The statuses Kestrel answers with, counted by code; any other as its class
+// ("4xx"). A route or the transport picks the status, never the client, but
+// the bound holds whatever a future route answers.
+constexpr std::array<int, 20> kCodes = {200, 201, 204, 206, 304, 400, 401, 403, 404, 405,
+                                        408, 409, 411, 413, 415, 416, 429, 431, 500, 503};
+
+}  // namespace
+
+std::string MetricMethod(const std::string& method) {
+  for (const char* m : kMethods)
+    if (method == m) return method;
+  return "other";
+}
+
+std::string MetricCode(int status) {
+  if (std::find(kCodes.begin(), kCodes.end(), status) != kCodes.end()) return std::to_string(status);
+  if (status >= 100 && status <= 599) return std::to_string(status / 100) + "xx";
+  return "other";
+}
 
 std::string PromLabel(const std::string& value) {
   std::string out;
@@ -21,9 +47,12 @@ std::string PromLabel(const std::string& value) {
 
 void HttpMetrics::RecordRequest(const std::string& method, const std::string& route, int status,
                                 double seconds) {
-  const std::string label = route.empty() ? "unmatched" : route;
   std::lock_guard<std::mutex> lock(mu_);
-  ++requests_[{method, label, status}];
+  // A route label is a registered pattern; past kMaxRoutes of them (more
+  // than the router has) "other", so the bound holds whatever the caller passes.
+  std::string label = route.empty() ? "unmatched" : route;
+  if (latency_.count(label) == 0 && latency_.size() >= kMaxRoutes) label = "other";
+  ++requests_[{MetricMethod(method), label, MetricCode(status)}];
   Latency& l = latency_[label];
   size_t b = 0;
   while (b < kBuckets.size() && seconds > kBuckets[b]) ++b;
@@ -53,9 +82,9 @@ std::string HttpMetrics::Render() const {
   o << "# HELP kestrel_http_requests_total HTTP requests answered, by method, route pattern and status.\n"
     << "# TYPE kestrel_http_requests_total counter\n";
   for (const auto& [key, n] : requests_) {
-    const auto& [method, route, status] = key;
+    const auto& [method, route, code] = key;
     o << "kestrel_http_requests_total{method=\"" << PromLabel(method) << "\",route=\"" << PromLabel(route)
-      << "\",code=\"" << status << "\"} " << n << "\n";
+      << "\",code=\"" << code << "\"} " << n << "\n";
   }
   o << "# HELP kestrel_http_request_duration_seconds Time from a parsed request to its response, by route.\n"
     << "# TYPE kestrel_http_request_duration_seconds histogram\n";

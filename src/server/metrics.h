@@ -2,6 +2,10 @@
 // format 0.0.4): requests by method, route pattern and status, a latency
 // histogram per route, and the open event streams. The store's gauges
 // (queue depth, failures, availability) are read per scrape in api.cc.
+// Every label takes values from a bounded set (docs/server.md "Metrics"), so
+// no request, however hostile, adds a series beyond them: methods by name
+// only for the standard seven (MetricMethod), statuses by code only for the
+// ones Kestrel answers with (MetricCode), routes by pattern (at most kMaxRoutes).
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -21,7 +25,12 @@ class HttpMetrics {
   static constexpr std::array<double, 10> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025,
                                                       0.05,  0.1,    0.25,  0.5,  1.0};
 
-  // One finished response; `route` "" (no route matched) is labelled "unmatched".
+  // Distinct route labels kept; later new ones count as "other". Above the
+  // router's routes (~50), so in practice only a bug reaches it.
+  static constexpr size_t kMaxRoutes = 200;
+
+  // One finished response; `route` "" (no route matched) is labelled
+  // "unmatched", `method` and `status` as MetricMethod / MetricCode say.
   void RecordRequest(const std::string& method, const std::string& route, int status, double seconds);
   void StreamOpened();
   void StreamClosed();
@@ -43,11 +52,19 @@ class HttpMetrics {
     double sum = 0;
   };
   mutable std::mutex mu_;
-  std::map<std::tuple<std::string, std::string, int>, int64_t> requests_;  // method, route, status
-  std::map<std::string, Latency> latency_;                                 // by route
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> requests_;  // method, route, code
+  std::map<std::string, Latency> latency_;                                         // by route
   int64_t streams_ = 0;
   std::map<int, int64_t> worker_restarts_;  // by local worker number
 };
+
+// The method label: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS as
+// themselves, anything else (an invented method, "") "other".
+std::string MetricMethod(const std::string& method);
+// The code label: 200 201 204 206 304 400 401 403 404 405 408 409 411 413
+// 415 416 429 431 500 503 as themselves, another status as its class ("4xx"),
+// one outside 100-599 "other".
+std::string MetricCode(int status);
 
 // A Prometheus label value with '\\', '"' and newlines escaped.
 std::string PromLabel(const std::string& value);

@@ -215,6 +215,8 @@ TEST_F(ApiSystemTest, BreakerOpensSaysSinceWhenAndAWriteTokenResetsItInTheStore)
   EXPECT_EQ(e["error"]["message"],
             "token 'reader' is read-only; POST /api/breaker/reset needs a read-write token");
   e = Doc(Call("POST", "/api/breaker/reset", write_, R"({"force": true})"), 400, "a body");
+  EXPECT_EQ(e["error"]["field"], "force") << "named, as the other bodiless writes name an unknown key";
+  e = Doc(Call("POST", "/api/breaker/reset", write_, "[]"), 400, "not an object");
   EXPECT_EQ(e["error"]["field"], "body");
   EXPECT_EQ(meta_->GetSetting(jobs::kBreakerResetSetting).GetStatus().Code(), StatusCode::kNotFound);
   EXPECT_EQ(Doc(Call("GET", "/api/breaker", read_), 200, "still open")["open"], true);
