@@ -39,15 +39,22 @@ struct Exchange {
   bool closed = false;
 };
 
-Exchange Talk(int port, const std::string& raw) {
+// Over IPv4 (127.0.0.1), or IPv6 (::1) when `ipv6`.
+Exchange Talk(int port, const std::string& raw, bool ipv6 = false) {
   Exchange ex;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = ::socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return ex;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+  sockaddr_in6 addr6{};
+  addr6.sin6_family = AF_INET6;
+  addr6.sin6_port = htons(static_cast<uint16_t>(port));
+  addr6.sin6_addr = in6addr_loopback;
+  const int connected = ipv6 ? ::connect(fd, reinterpret_cast<sockaddr*>(&addr6), sizeof addr6)
+                             : ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (connected != 0 ||
       ::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(raw.size())) {
     ::close(fd);
     return ex;
@@ -432,6 +439,31 @@ TEST_F(HttpHardeningTest, AWildcardBindAlsoAllowsAddressesAndTheMachinesName) {
   EXPECT_EQ(AskHost("Host: [2001:db8::5]").status, 200);
   EXPECT_EQ(AskHost("Host: localhost").status, 200);
   EXPECT_EQ(AskHost("Host: attacker.example").status, 421);
+}
+
+// A server on ::1, reached over IPv6: the bracketed literal with a port is
+// its own name; the IPv4 loopback names still are by default.
+TEST_F(HttpHardeningTest, AnIpv6LoopbackServerAnswersItsBracketedLiteral) {
+  ServerOptions o;
+  o.host = "::1";
+  o.port = 0;
+  auto s = HttpServer::Start(o, router_, metrics_);
+  if (!s.IsOk()) GTEST_SKIP() << "no IPv6 loopback here: " << s.GetStatus().ToString();
+  const int port = (*s)->Port();
+  EXPECT_EQ((*s)->Host(), "::1");
+  auto status = [port](const std::string& host) {
+    Exchange ex =
+        Talk(port, "GET /api/secret HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n", true);
+    std::string rest;
+    std::vector<Reply> got = SplitReplies(ex.bytes, {}, &rest);
+    return got.size() == 1 ? got[0].status : 0;
+  };
+  EXPECT_EQ(status("[::1]:" + std::to_string(port)), 200);
+  EXPECT_EQ(status("[0000::0001]"), 200);
+  EXPECT_EQ(status("localhost:" + std::to_string(port)), 200);
+  EXPECT_EQ(status("::1"), 400) << "an IPv6 literal needs its brackets";
+  EXPECT_EQ(status("[::2]:" + std::to_string(port)), 421);
+  (*s)->Stop();
 }
 
 // The DNS-rebinding case of the issue: --public-read, a page on
