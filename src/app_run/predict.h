@@ -24,13 +24,15 @@ namespace kestrel::app {
 
 struct PredictRequest {
   std::string model;   // weights file (or a reference the resolver turns into one)
-  std::string source;  // an image file or a folder of images (not recursive)
+  std::string source;  // an image file or a folder of images (and its subfolders)
   double conf = 0.25, iou = 0.7;
   int imgsz = 640, batch = 1, max_det = 300;
   std::string device = "cpu";      // cpu, cuda, cuda:N or N (core/device_spec.h)
   std::string runtime = "opencv";  // model=*.onnx: opencv (OpenCV DNN) or onnxruntime (ONNX Runtime, node)
-  bool save = true, save_txt = true, save_json = true;  // <stem>.jpg, labels/<stem>.txt, <stem>.json
-  std::string project = "runs/predict", name;           // name "" = predict, predict2, ...
+  // <output>.jpg, labels/<output>.txt (only for images with detections, as
+  // the reference), <output>.json; <output> is PredictedImage::output.
+  bool save = true, save_txt = true, save_json = true;
+  std::string project = "runs/predict", name;  // name "" = predict, predict2, ...
   bool exist_ok = false;
 };
 
@@ -43,17 +45,41 @@ struct PredictSpeed {
 };
 
 struct PredictedImage {
-  std::string source;                       // the path as found (folder + file name)
+  std::string source;  // the path as found (folder + relative path)
+  // Where its files are, relative to the run folder and without extension:
+  // the source's relative path with its stem ("a/x" for a/x.jpg, as the
+  // reference names x.jpg "x"); when an earlier file of the listing took
+  // that name (x.jpg before x.webp), the file name with its extension
+  // ("x.webp"), then "-2", "-3"... (PredictOutputNames).
+  std::string output;
   int width = 0, height = 0;                // original pixels (after EXIF orientation)
   std::vector<eval::Detection> detections;  // xyxy in original pixels, descending score
+};
+
+// A source file that was not predicted: it could not be read or decoded
+// (truncated JPEG, a text file named .png). The run goes on without it.
+struct PredictSkip {
+  std::string source;  // the path as found
+  std::string reason;  // the reader's or decoder's message
 };
 
 struct PredictResult {
   std::string dir;                     // the run folder, complete (written beside it, then moved in)
   std::vector<std::string> names;      // the model's class names
-  std::vector<PredictedImage> images;  // in source order (a folder: sorted file names)
+  std::vector<PredictedImage> images;  // in source order (a folder: sorted relative paths)
+  std::vector<PredictSkip> skipped;    // in source order; their files are not in the run folder
   PredictSpeed speed;
 };
+
+// The exit status of `kestrel predict` / `kestrel-deploy predict` for a
+// result: 0 when every source image was predicted, 1 when any was skipped
+// (the others' outputs are written). No image readable at all is an error
+// (PredictWith), also 1.
+int PredictExitCode(const PredictResult& result);
+
+// PredictedImage::output of each of `files` (paths under `root`, in listing
+// order; `root` "" or a file: the file names): collision-free, deterministic.
+std::vector<std::string> PredictOutputNames(const std::string& root, const std::vector<std::string>& files);
 
 // Turns `model=` into a weights path (the CLI resolves registry references
 // such as NAME@vN here). Called once, after the source was checked.
@@ -72,16 +98,20 @@ using DetectorLoader = std::function<Result<std::unique_ptr<Detector>>(
     const std::string& weights, const eval::InferenceOptions& options, const DetectorPlacement& where)>;
 
 // Checks the source (kNotFound naming it: missing, or a folder without
-// images), resolves the model, loads it through `load`, predicts every image
-// `batch` at a time, then writes the run folder (PredictFiles). Nothing is
-// written for a bad source or model; a failure while writing leaves no run
-// folder. `model` and `source` must be non-empty (kInvalidArgument naming
-// the field otherwise).
+// images; a folder is listed with its subfolders, hidden entries and
+// symlinked folders left out), resolves the model, loads it through `load`,
+// predicts every image `batch` at a time, then writes the run folder
+// (PredictFiles). A file that cannot be read or decoded is skipped
+// (PredictResult::skipped) and the others are predicted; when none can be,
+// kCorruption naming `source` and the first reasons. Nothing is written for a
+// bad source or model; a failure while writing leaves no run folder.
+// `model` and `source` must be non-empty (kInvalidArgument naming the field
+// otherwise).
 Result<PredictResult> PredictWith(Env& env, const PredictRequest& request, const WeightsResolver& resolve,
                                   const DetectorLoader& load);
-// The images `files` (already checked) through `detector`, `batch` at a
-// time, then the run folder.
-Result<PredictResult> PredictFiles(Env& env, const PredictRequest& request,
+// The images `files` (listed under `root`: the source folder, or "" for a
+// single file) through `detector`, `batch` at a time, then the run folder.
+Result<PredictResult> PredictFiles(Env& env, const PredictRequest& request, const std::string& root,
                                    const std::vector<std::string>& files, Detector& detector);
 // imgsz, batch, conf, iou and max_det of a request.
 eval::InferenceOptions InferenceOptionsOf(const PredictRequest& request);
@@ -111,14 +141,17 @@ Result<PredictResult> Predict(Env& env, const PredictRequest& request, const Wei
 // Detection: {"class_id", "name" ("" when out of range), "confidence", "box_xyxy"}.
 nlohmann::json DetectionsJson(const std::vector<eval::Detection>& detections,
                               const std::vector<std::string>& names);
-// {"source", "width", "height", "detections"}: also the content of <stem>.json.
+// {"source", "output", "width", "height", "detections"}: also the content
+// of <output>.json.
 nlohmann::json PredictedImageJson(const PredictedImage& image, const std::vector<std::string>& names);
 // {"preprocess_ms", "inference_ms", "postprocess_ms", "images", "fps"}.
 nlohmann::json PredictSpeedJson(const PredictSpeed& speed);
-// {"ok": true, "dir", "speed", "images": [PredictedImageJson...]}.
+// {"ok" (no file skipped), "dir", "speed", "predicted", "images":
+// [PredictedImageJson...], "skipped": [{"source", "reason"}...]}.
 nlohmann::json PredictResultJson(const PredictResult& result);
-// The human summary: one line per image with counts per class, the speed
-// line and "results saved to DIR".
+// The human summary: one line per image with counts per class, one
+// "skipped FILE: reason" line per skipped file, "N images predicted, M
+// skipped", the speed line and "results saved to DIR".
 std::string PredictResultText(const PredictResult& result);
 // "speed: ...ms preprocess, ... per image at WxH (N FPS, M images after warm-up)\n".
 std::string PredictSpeedText(const PredictSpeed& speed);

@@ -5,6 +5,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <set>
 
 #include "app_run/detector.h"
 #include "app_run/onnx_predict.h"
@@ -40,19 +41,48 @@ void DrawDetections(cv::Mat& bgr, const std::vector<eval::Detection>& dets,
   }
 }
 
-// The images of `source`: the file itself, or the image files of a folder.
+// Folder depth beyond which a source is not listed further (a guard; the
+// symlinked folders that could loop are not followed at all).
+constexpr int kMaxSourceDepth = 32;
+
+// Appends the image files under `dir` (relative path `rel`), sorted by name
+// at each level, subfolders in place: hidden entries and symlinked folders
+// are left out.
+Status ListImages(Env& env, const std::string& dir, int depth, std::vector<std::string>* files) {
+  KESTREL_ASSIGN_OR_RETURN(auto names, env.ListDir(dir));
+  for (const auto& n : names) {
+    if (n.empty() || n[0] == '.') continue;
+    const std::string path = JoinPath(dir, n);
+    const FileInfo info = env.Stat(path);
+    if (info.is_dir) {
+      if (info.is_symlink || depth >= kMaxSourceDepth) continue;
+      KESTREL_RETURN_IF_ERROR(ListImages(env, path, depth + 1, files));
+    } else if (data::IsImageExtension(Extension(n))) {
+      files->push_back(path);
+    }
+  }
+  return {};
+}
+
+// The images of `source`: the file itself, or the image files of a folder
+// and its subfolders.
 Result<std::vector<std::string>> SourceFiles(Env& env, const std::string& source) {
   const FileInfo info = env.Stat(source);
   if (!info.exists) return Status::NotFound("source not found", {source, 0, "source"});
   if (!info.is_dir) return std::vector<std::string>{source};
-  KESTREL_ASSIGN_OR_RETURN(auto names, env.ListDir(source));
   std::vector<std::string> files;
-  for (const auto& n : names) {
-    if (data::IsImageExtension(Extension(n))) files.push_back(JoinPath(source, n));
-  }
+  KESTREL_RETURN_IF_ERROR(ListImages(env, source, 0, &files));
   if (files.empty())
     return Status::NotFound("no images (jpg, png, bmp, webp, tif) in folder", {source, 0, "source"});
   return files;
+}
+
+// `path` relative to `root` ("" or not a prefix: its file name).
+std::string RelativeTo(const std::string& root, const std::string& path) {
+  if (root.empty()) return BaseName(path);
+  const std::string prefix = root.back() == '/' ? root : root + "/";
+  if (path.compare(0, prefix.size(), prefix) != 0) return BaseName(path);
+  return path.substr(prefix.size());
 }
 
 }  // namespace
@@ -71,6 +101,7 @@ nlohmann::json DetectionsJson(const std::vector<eval::Detection>& detections,
 
 nlohmann::json PredictedImageJson(const PredictedImage& image, const std::vector<std::string>& names) {
   return {{"source", image.source},
+          {"output", image.output},
           {"width", image.width},
           {"height", image.height},
           {"detections", DetectionsJson(image.detections, names)}};
@@ -87,7 +118,32 @@ nlohmann::json PredictSpeedJson(const PredictSpeed& s) {
 nlohmann::json PredictResultJson(const PredictResult& r) {
   nlohmann::json images = nlohmann::json::array();
   for (const auto& im : r.images) images.push_back(PredictedImageJson(im, r.names));
-  return {{"ok", true}, {"dir", r.dir}, {"speed", PredictSpeedJson(r.speed)}, {"images", images}};
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const auto& s : r.skipped) skipped.push_back({{"source", s.source}, {"reason", s.reason}});
+  return {{"ok", r.skipped.empty()},      {"dir", r.dir},     {"speed", PredictSpeedJson(r.speed)},
+          {"predicted", r.images.size()}, {"images", images}, {"skipped", skipped}};
+}
+
+int PredictExitCode(const PredictResult& r) { return r.skipped.empty() ? 0 : 1; }
+
+std::vector<std::string> PredictOutputNames(const std::string& root, const std::vector<std::string>& files) {
+  std::set<std::string> taken;
+  std::vector<std::string> out;
+  out.reserve(files.size());
+  for (const auto& f : files) {
+    const std::string rel = RelativeTo(root, f);
+    const size_t slash = rel.rfind('/');
+    const std::string stem = slash == std::string::npos ? Stem(rel) : rel.substr(0, slash + 1) + Stem(rel);
+    std::string name = stem;
+    // The reference's name first; then the file name with its extension,
+    // which no other file of the folder has; a numbered one when even that
+    // is some other file's stem (x.webp vs x.webp.png).
+    if (taken.count(name)) name = rel;
+    for (int k = 2; taken.count(name); ++k) name = rel + "-" + std::to_string(k);
+    taken.insert(name);
+    out.push_back(std::move(name));
+  }
+  return out;
 }
 
 std::string PredictSpeedText(const PredictSpeed& s) {
@@ -110,6 +166,9 @@ std::string PredictResultText(const PredictResult& r) {
     for (const auto& [n, c] : counts) text += std::to_string(c) + " " + n + ", ";
     text += "\n";
   }
+  for (const auto& s : r.skipped) text += "skipped " + s.source + ": " + s.reason + "\n";
+  text += std::to_string(r.images.size()) + (r.images.size() == 1 ? " image" : " images") + " predicted, " +
+          std::to_string(r.skipped.size()) + " skipped\n";
   return text + PredictSpeedText(r.speed) + "results saved to " + r.dir + "\n";
 }
 
@@ -146,29 +205,58 @@ Result<std::string> RenderDetectionsJpeg(const eval::ImageView& rgb,
   }
 }
 
-Result<PredictResult> PredictFiles(Env& env, const PredictRequest& o, const std::vector<std::string>& files,
-                                   Detector& p) {
+Result<PredictResult> PredictFiles(Env& env, const PredictRequest& o, const std::string& root,
+                                   const std::vector<std::string>& files, Detector& p) {
   PredictResult out;
   out.names = p.Names();
+  const std::vector<std::string> outputs = PredictOutputNames(root, files);
   // At most one batch of decoded images is held, except the ones kept for
-  // drawing when save=true.
-  std::vector<cv::Mat> decoded(files.size());
-  const size_t batch = size_t(p.Options().batch);
-  for (size_t start = 0; start < files.size(); start += batch) {
-    std::vector<cv::Mat> images;
+  // drawing when save=true (by index into out.images).
+  std::vector<cv::Mat> decoded;
+  const size_t batch = size_t(std::max(1, p.Options().batch));
+  std::vector<cv::Mat> images;
+  std::vector<size_t> batch_files;  // index into `files` of each image in `images`
+  auto run_batch = [&]() -> Status {
+    if (images.empty()) return {};
     std::vector<eval::ImageView> views;
-    for (size_t i = start; i < std::min(files.size(), start + batch); ++i) {
-      KESTREL_ASSIGN_OR_RETURN(std::string bytes, env.ReadFile(files[i]));
-      KESTREL_ASSIGN_OR_RETURN(cv::Mat img, data::DecodeImage(bytes, files[i]));
-      if (o.save) decoded[i] = img;
+    for (const auto& img : images)
       views.push_back({img.data, img.cols, img.rows, img.channels(), img.step[0]});
-      images.push_back(std::move(img));
-    }
     KESTREL_ASSIGN_OR_RETURN(auto preds, p.Predict(views));
-    for (auto& pr : preds) {
-      const size_t i = out.images.size();
-      out.images.push_back({files[i], pr.width, pr.height, std::move(pr.detections)});
+    if (preds.size() != images.size())
+      return Status::Internal("the detector returned a wrong number of images");
+    for (size_t k = 0; k < preds.size(); ++k) {
+      const size_t i = batch_files[k];
+      out.images.push_back(
+          {files[i], outputs[i], preds[k].width, preds[k].height, std::move(preds[k].detections)});
+      if (o.save) decoded.push_back(std::move(images[k]));
     }
+    images.clear();
+    batch_files.clear();
+    return {};
+  };
+  for (size_t i = 0; i < files.size(); ++i) {
+    // A file that cannot be read or decoded is a finding, not the end of
+    // the run: the others are still predicted.
+    Result<std::string> bytes = env.ReadFile(files[i]);
+    Result<cv::Mat> img =
+        bytes.IsOk() ? data::DecodeImage(*bytes, files[i]) : Result<cv::Mat>(bytes.GetStatus());
+    if (!img.IsOk()) {
+      out.skipped.push_back({files[i], img.GetStatus().Message()});
+      continue;
+    }
+    images.push_back(std::move(img).Value());
+    batch_files.push_back(i);
+    if (images.size() == batch) KESTREL_RETURN_IF_ERROR(run_batch());
+  }
+  KESTREL_RETURN_IF_ERROR(run_batch());
+  if (out.images.empty()) {
+    std::string why;
+    for (size_t k = 0; k < out.skipped.size() && k < 3; ++k)
+      why += (k ? "; " : "") + out.skipped[k].source + ": " + out.skipped[k].reason;
+    if (out.skipped.size() > 3) why += "; ... and " + std::to_string(out.skipped.size() - 3) + " more";
+    return Status::Corruption(
+        "no image could be read (" + std::to_string(out.skipped.size()) + " skipped): " + why,
+        {o.source, 0, "source"});
   }
   const eval::StageTimes t = p.Timing();
   out.speed = {t.preprocess_ms, t.inference_ms, t.postprocess_ms, t.images, t.Fps(), p.Options().imgsz};
@@ -178,25 +266,30 @@ Result<PredictResult> PredictFiles(Env& env, const PredictRequest& o, const std:
   // failure halfway leaves no folder that looks like a complete prediction.
   KESTREL_ASSIGN_OR_RETURN(StagedDir staged, StagedDir::Create(env, out.dir));
   const std::string& dir = staged.Path();
-  if (o.save_txt) KESTREL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(dir, "labels")));
-  for (size_t i = 0; i < files.size(); ++i) {
+  std::set<std::string> made;  // folders created in the staged run folder
+  auto write = [&](const std::string& rel, std::string_view data) -> Status {
+    const std::string path = JoinPath(dir, rel);
+    const std::string parent = DirName(path);
+    if (made.insert(parent).second) KESTREL_RETURN_IF_ERROR(env.CreateDirs(parent));
+    return env.WriteFileAtomic(path, data);
+  };
+  for (size_t i = 0; i < out.images.size(); ++i) {
     const PredictedImage& r = out.images[i];
-    const std::string stem = Stem(files[i]);
     if (o.save) {
       const cv::Mat& img = decoded[i];
       const eval::ImageView view{img.data, img.cols, img.rows, 3, img.step};
       Result<std::string> jpg = RenderDetectionsJpeg(view, r.detections, out.names);
-      if (!jpg.IsOk()) return Status::Internal(jpg.GetStatus().Message(), {files[i]});
-      KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, stem + ".jpg"), *jpg));
+      if (!jpg.IsOk()) return Status::Internal(jpg.GetStatus().Message(), {r.source});
+      KESTREL_RETURN_IF_ERROR(write(r.output + ".jpg", *jpg));
       decoded[i].release();
     }
-    if (o.save_txt)
-      KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, "labels/" + stem + ".txt"), YoloTxt(r)));
-    if (o.save_json) {
-      KESTREL_RETURN_IF_ERROR(
-          env.WriteFileAtomic(JoinPath(dir, stem + ".json"), DumpJson(PredictedImageJson(r, out.names), 1)));
-    }
+    // As the reference's save_txt: no file for an image without detections.
+    if (o.save_txt && !r.detections.empty())
+      KESTREL_RETURN_IF_ERROR(write("labels/" + r.output + ".txt", YoloTxt(r)));
+    if (o.save_json)
+      KESTREL_RETURN_IF_ERROR(write(r.output + ".json", DumpJson(PredictedImageJson(r, out.names), 1)));
   }
+  if (o.save_txt) KESTREL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(dir, "labels")));
   KESTREL_RETURN_IF_ERROR(staged.Commit());
   return out;
 }
@@ -219,11 +312,12 @@ Result<PredictResult> PredictWith(Env& env, const PredictRequest& o, const Weigh
   }
   // Inputs first: nothing is written for a bad source or model.
   KESTREL_ASSIGN_OR_RETURN(std::vector<std::string> files, SourceFiles(env, o.source));
+  const std::string root = env.Stat(o.source).is_dir ? o.source : "";
   std::string weights = o.model;
   if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&weights));
   KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<Detector> detector,
                            load(weights, InferenceOptionsOf(o), DetectorPlacement{o.device, o.runtime}));
-  return PredictFiles(env, o, files, *detector);
+  return PredictFiles(env, o, root, files, *detector);
 }
 
 Result<std::unique_ptr<Detector>> LoadOnnxDetector(const std::string& weights,

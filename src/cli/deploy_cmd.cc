@@ -51,7 +51,8 @@ void RunDeployPredict(Context& ctx, int* exit_code, const app::PredictRequest& r
     *exit_code = Fail(ctx, out.GetStatus());
     return;
   }
-  *exit_code = Emit(ctx, app::PredictResultText(*out), app::PredictResultJson(*out));
+  Emit(ctx, app::PredictResultText(*out), app::PredictResultJson(*out));
+  *exit_code = app::PredictExitCode(*out);  // 1 when a file was skipped (kPredictExitHelp)
 }
 
 void RunDeployVal(Context& ctx, int* exit_code, app::ValKeys& o) {
@@ -83,11 +84,12 @@ void RunDeployVal(Context& ctx, int* exit_code, app::ValKeys& o) {
   *exit_code = Emit(ctx, run->text, app::ValRunJson(*run));
 }
 
-// One command: its keys bound once, --flags and key=value applied, then run.
+// One command: its keys bound once, --flags and key=value applied, then
+// run. Returns the command (for a help footer).
 template <class Keys, class RunFn>
-void AddKeysCommand(CLI::App& app, Context& ctx, int* exit_code, const std::string& name,
-                    const std::string& help, const std::string& example, void (*bind)(OptionSet&, Keys*),
-                    RunFn run) {
+CLI::App* AddKeysCommand(CLI::App& app, Context& ctx, int* exit_code, const std::string& name,
+                         const std::string& help, const std::string& example, void (*bind)(OptionSet&, Keys*),
+                         RunFn run) {
   struct State {
     Keys keys;
     OptionSet set;
@@ -107,6 +109,7 @@ void AddKeysCommand(CLI::App& app, Context& ctx, int* exit_code, const std::stri
     }
     run(ctx, exit_code, st->keys);
   });
+  return cmd;
 }
 
 void BindValKeys(OptionSet& s, app::ValKeys* keys) { keys->Bind(s); }
@@ -118,7 +121,8 @@ void AddDeployCommands(CLI::App& app, Context& ctx, int* exit_code) {
       app, ctx, exit_code, "predict",
       "Run an exported ONNX detector on images: annotated images, YOLO txt, JSON, speed",
       "e.g. model=best.onnx source=images/ conf=0.25", &BindPredictKeys,
-      [](Context& c, int* code, const app::PredictRequest& r) { RunDeployPredict(c, code, r); });
+      [](Context& c, int* code, const app::PredictRequest& r) { RunDeployPredict(c, code, r); })
+      ->footer(kPredictExitHelp);
   AddKeysCommand<app::ValKeys>(app, ctx, exit_code, "val",
                                "Score an exported ONNX detector on a dataset (mAP, P, R, errors, plots)",
                                "e.g. model=best.onnx data=path/to/dataset split=val", &BindValKeys,

@@ -41,7 +41,8 @@ void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
     *exit_code = Fail(ctx, r.GetStatus());
     return;
   }
-  *exit_code = Emit(ctx, app::PredictResultText(*r), app::PredictResultJson(*r));
+  Emit(ctx, app::PredictResultText(*r), app::PredictResultJson(*r));
+  *exit_code = app::PredictExitCode(*r);  // 1 when a file was skipped (kPredictExitHelp)
 }
 
 struct CompareOptions {
@@ -95,6 +96,7 @@ void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
   st->opts.Bind(st->set);
   CLI::App* cmd = app.add_subcommand(kPredictCommand.name, kPredictCommand.help);
   cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors source=images/ conf=0.25");
+  cmd->footer(kPredictExitHelp);
   AddOptionFlags(cmd, st->set, &st->flags);
   cmd->callback([&ctx, exit_code, st] {
     Status s = ApplyOptions(st->set, st->flags, st->extras);

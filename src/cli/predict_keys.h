@@ -9,6 +9,13 @@
 
 namespace kestrel::cli {
 
+// The exit status both predict commands document in --help (README "Exit
+// codes", docs/evaluation.md) and set through app::PredictExitCode.
+inline constexpr const char* kPredictExitHelp =
+    "Exit status: 0 every image predicted; 1 a file could not be read or decoded (skipped, listed in "
+    "\"skipped\" and the summary; the other images' outputs are written) or no image could be read at "
+    "all, or another failure; 2 bad command line.";
+
 inline void BindPredictKeys(OptionSet& s, app::PredictRequest* r) {
   s.String("model", &r->model, "weights file (.safetensors, .pt) or an exported .onnx file");
   s.String("source", &r->source, "an image file or a folder of images");

@@ -1,0 +1,242 @@
+// `predict` on a folder with files it cannot read (issue 26, item 14): a
+// truncated JPEG or a text file named .png is skipped with a finding and the
+// other images are predicted; x.jpg and x.webp, and a/x.jpg and b/x.jpg, each
+// keep their own outputs; an image without detections gets no labels/*.txt
+// (the reference's save_txt). The pipeline (app::PredictWith) runs a fake
+// detector here (no model, milliseconds); the exit status is checked through
+// `kestrel predict` with the reference weights at imgsz 64.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <string>
+#include <vector>
+
+#include "../cli/cli_fixture.h"
+#include "app_run/detector.h"
+#include "app_run/predict.h"
+#include "core/env.h"
+
+namespace kestrel::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One box on images whose first pixel is bright (red > 128), none on dark
+// ones: the test chooses which image has detections.
+class BrightPixelDetector final : public Detector {
+ public:
+  BrightPixelDetector() { options_.batch = 2; }
+  int NumClasses() const override { return 1; }
+  const std::vector<std::string>& Names() const override { return names_; }
+  std::string Arch() const override { return "fake"; }
+  const eval::InferenceOptions& Options() const override { return options_; }
+  Result<std::vector<eval::ImagePrediction>> Predict(const std::vector<eval::ImageView>& images) override {
+    std::vector<eval::ImagePrediction> out;
+    for (const auto& v : images) {
+      eval::ImagePrediction p;
+      p.width = v.width;
+      p.height = v.height;
+      if (v.data[0] > 128) {
+        eval::Detection d;
+        d.box = {1, 1, float(v.width - 1), float(v.height - 1)};
+        d.score = 0.9f;
+        d.class_id = 0;
+        p.detections.push_back(d);
+      }
+      out.push_back(std::move(p));
+    }
+    ++batches;
+    return out;
+  }
+  Result<std::vector<eval::ImagePrediction>> PredictVal(
+      const std::vector<eval::ImageSize>&, const eval::ValShapeOptions&,
+      const std::function<Result<eval::ImageView>(size_t)>&) override {
+    return Status::Internal("not used");
+  }
+  eval::StageTimes Timing() const override { return {}; }
+  int batches = 0;
+
+ private:
+  std::vector<std::string> names_{"thing"};
+  eval::InferenceOptions options_;
+};
+
+class PredictFolderTest : public testing::KestrelCliTest {
+ protected:
+  // A 16x12 image file, bright (a detection) or dark (none), in the format
+  // its extension names.
+  void Image(const std::string& rel, bool bright) {
+    const cv::Mat img(12, 16, CV_8UC3, bright ? cv::Scalar(255, 255, 255) : cv::Scalar(10, 10, 10));
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(cv::imencode(fs::path(rel).extension().string(), img, bytes)) << rel;
+    Bytes(rel, std::string(bytes.begin(), bytes.end()));
+  }
+  void Bytes(const std::string& rel, const std::string& data) {
+    fs::create_directories((dir_ / rel).parent_path());
+    std::ofstream(dir_ / rel, std::ios::binary) << data;
+  }
+  std::string Read(const std::string& rel) { return Env::Default().ReadFile((dir_ / rel).string()).Value(); }
+
+  // app::PredictWith over the fake detector.
+  Result<PredictResult> Run(const std::string& source, const std::string& name) {
+    PredictRequest req;
+    req.model = "fake.safetensors";
+    req.source = (dir_ / source).string();
+    req.project = (dir_ / "runs").string();
+    req.name = name;
+    return PredictWith(Env::Default(), req, {},
+                       [this](const std::string&, const eval::InferenceOptions&,
+                              const DetectorPlacement&) -> Result<std::unique_ptr<Detector>> {
+                         auto d = std::make_unique<BrightPixelDetector>();
+                         detector_ = d.get();
+                         return std::unique_ptr<Detector>(std::move(d));
+                       });
+  }
+
+  BrightPixelDetector* detector_ = nullptr;
+};
+
+TEST_F(PredictFolderTest, BadFilesAreSkippedWithAFindingAndEveryGoodImageKeepsItsOutputs) {
+  Image("in/good.jpg", true);
+  Image("in/dark.png", false);
+  Image("in/x.jpg", true);
+  Image("in/x.png", true);
+  Image("in/a/x.jpg", true);
+  Image("in/b/x.jpg", false);
+  Bytes("in/fake.png", "this is a text file, not a PNG\n");
+  Image("in/cut.jpg", true);
+  const std::string jpg = Read("in/cut.jpg");
+  Bytes("in/cut.jpg", jpg.substr(0, jpg.size() / 2));  // truncated: no end-of-image marker
+  Bytes("in/readme.txt", "not an image extension: ignored");
+  Bytes("in/.hidden.jpg", "hidden entries are not listed");
+
+  Result<PredictResult> r = Run("in", "mixed");
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  const std::string in = (dir_ / "in").string();
+
+  // Skipped: the two bad files, in listing order, each with its reason.
+  ASSERT_EQ(r->skipped.size(), 2u);
+  EXPECT_EQ(r->skipped[0].source, in + "/cut.jpg");
+  EXPECT_NE(r->skipped[0].reason.find("truncated JPEG"), std::string::npos) << r->skipped[0].reason;
+  EXPECT_EQ(r->skipped[1].source, in + "/fake.png");
+  EXPECT_FALSE(r->skipped[1].reason.empty());
+  EXPECT_EQ(PredictExitCode(*r), 1);
+
+  // Predicted: every good image, sorted by relative path, outputs collision-free.
+  std::vector<std::string> sources, outputs;
+  for (const auto& im : r->images) {
+    sources.push_back(im.source.substr(in.size() + 1));
+    outputs.push_back(im.output);
+  }
+  EXPECT_EQ(sources,
+            (std::vector<std::string>{"a/x.jpg", "b/x.jpg", "dark.png", "good.jpg", "x.jpg", "x.png"}));
+  EXPECT_EQ(outputs, (std::vector<std::string>{"a/x", "b/x", "dark", "good", "x", "x.png"}));
+  EXPECT_EQ(detector_->batches, 3);  // 6 images, batch 2: the skipped ones take no slot
+
+  const fs::path run = dir_ / "runs/mixed";
+  for (const std::string& out : outputs) {
+    EXPECT_TRUE(fs::is_regular_file(run / (out + ".jpg"))) << out;
+    EXPECT_TRUE(fs::is_regular_file(run / (out + ".json"))) << out;
+  }
+  // YOLO txt only where something was detected (dark.png and b/x.jpg: none).
+  for (const char* out : {"a/x", "good", "x", "x.png"})
+    EXPECT_TRUE(fs::is_regular_file(run / "labels" / (std::string(out) + ".txt"))) << out;
+  EXPECT_FALSE(fs::exists(run / "labels/dark.txt"));
+  EXPECT_FALSE(fs::exists(run / "labels/b/x.txt"));
+  EXPECT_TRUE(fs::is_directory(run / "labels"));
+  // x.png's JSON is its own, not x.jpg's.
+  EXPECT_EQ(nlohmann::json::parse(Read("runs/mixed/x.png.json"))["source"], in + "/x.png");
+  EXPECT_EQ(nlohmann::json::parse(Read("runs/mixed/x.json"))["source"], in + "/x.jpg");
+  EXPECT_FALSE(fs::exists(run / "cut.jpg"));
+  EXPECT_FALSE(fs::exists(run / "fake.json"));
+
+  // The JSON and text views count and list the skipped files.
+  const nlohmann::json j = PredictResultJson(*r);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["predicted"], 6);
+  ASSERT_EQ(j["skipped"].size(), 2u);
+  EXPECT_EQ(j["skipped"][1]["source"], in + "/fake.png");
+  EXPECT_EQ(j["images"][5]["output"], "x.png");
+  const std::string text = PredictResultText(*r);
+  EXPECT_NE(text.find("skipped " + in + "/fake.png: "), std::string::npos) << text;
+  EXPECT_NE(text.find("6 images predicted, 2 skipped\n"), std::string::npos) << text;
+}
+
+TEST_F(PredictFolderTest, AllImagesReadableExitsZero) {
+  Image("in/one.jpg", true);
+  Image("in/two.bmp", false);
+  Result<PredictResult> r = Run("in", "clean");
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_TRUE(r->skipped.empty());
+  EXPECT_EQ(PredictExitCode(*r), 0);
+  EXPECT_EQ(PredictResultJson(*r)["ok"], true);
+  EXPECT_NE(PredictResultText(*r).find("2 images predicted, 0 skipped\n"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ / "runs/clean/labels/one.txt"));
+  EXPECT_FALSE(fs::exists(dir_ / "runs/clean/labels/two.txt"));
+}
+
+TEST_F(PredictFolderTest, NoReadableImageIsAnErrorNamingTheSourceAndWritesNothing) {
+  Bytes("in/fake.png", "text");
+  Bytes("in/empty.jpg", "");
+  Result<PredictResult> r = Run("in", "none");
+  ASSERT_FALSE(r.IsOk());
+  EXPECT_EQ(r.GetStatus().Code(), StatusCode::kCorruption);
+  EXPECT_EQ(r.GetStatus().Where().field, "source");
+  EXPECT_NE(r.GetStatus().Message().find("no image could be read (2 skipped)"), std::string::npos)
+      << r.GetStatus().Message();
+  EXPECT_NE(r.GetStatus().Message().find("fake.png"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "runs"));
+
+  // A single bad file as the source: the same error, nothing written.
+  r = Run("in/fake.png", "single");
+  ASSERT_FALSE(r.IsOk());
+  EXPECT_EQ(r.GetStatus().Code(), StatusCode::kCorruption);
+  EXPECT_FALSE(fs::exists(dir_ / "runs"));
+}
+
+TEST(PredictOutputNamesTest, DeterministicAndCollisionFree) {
+  // The reference's name (the stem) first, then the file name with its
+  // extension, then a number; subfolders keep their relative path.
+  EXPECT_EQ(PredictOutputNames("/d", {"/d/x.jpg", "/d/x.webp", "/d/x.webp.png", "/d/a/x.jpg", "/d/b/x.jpg"}),
+            (std::vector<std::string>{"x", "x.webp", "x.webp.png", "a/x", "b/x"}));
+  EXPECT_EQ(PredictOutputNames("/d/", {"/d/x.png.jpg", "/d/x.jpg", "/d/x.png"}),
+            (std::vector<std::string>{"x.png", "x", "x.png-2"}));
+  // A single file (no root): its file name's stem.
+  EXPECT_EQ(PredictOutputNames("", {"/some/where/img.jpg"}), (std::vector<std::string>{"img"}));
+}
+
+// `kestrel predict` exit status (README "Exit codes", `predict --help`): 1
+// when a file was skipped, 0 when every image was predicted.
+TEST_F(PredictFolderTest, CliExitStatusCountsSkippedFiles) {
+  const std::string weights = std::string(KESTREL_SHARED_DIR) + "/reference/yolov8n_nc3_weights.safetensors";
+  if (!fs::exists(weights)) GTEST_SKIP() << "no ../shared reference weights";
+  Image("in/good.jpg", true);
+  Bytes("in/fake.png", "text");
+  const std::string args = " predict model=" + weights + " source=" + (dir_ / "in").string() +
+                           " project=" + (dir_ / "runs").string() + " imgsz=64";
+  testing::CliRun bad = Kestrel("--json" + args + " name=bad");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  const nlohmann::json j = Json(bad);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["predicted"], 1);
+  ASSERT_EQ(j["skipped"].size(), 1u);
+  EXPECT_EQ(j["skipped"][0]["source"], (dir_ / "in/fake.png").string());
+  EXPECT_TRUE(fs::exists(dir_ / "runs/bad/good.jpg"));
+
+  fs::remove(dir_ / "in/fake.png");
+  testing::CliRun good = Kestrel(args.substr(1) + " name=good");
+  EXPECT_EQ(good.code, 0) << good.out;
+  EXPECT_NE(good.out.find("1 image predicted, 0 skipped"), std::string::npos) << good.out;
+
+  testing::CliRun help = Kestrel("predict --help");
+  EXPECT_NE(help.out.find("Exit status: 0 every image predicted; 1 a file could not be read"),
+            std::string::npos)
+      << help.out;
+}
+
+}  // namespace
+}  // namespace kestrel::app
