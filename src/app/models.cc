@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "app/jobs.h"
@@ -45,6 +46,9 @@ double Num(const json& j, const char* key) {
   auto it = j.find(key);
   return (it != j.end() && it->is_number()) ? it->get<double>() : 0.0;
 }
+
+// A measured number, or null when there is none (never a made-up 0).
+json OptionalJson(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
 bool HasTag(const store::ModelRecord& m, const std::string& tag) {
   return std::find(m.tags.begin(), m.tags.end(), tag) != m.tags.end();
@@ -136,8 +140,15 @@ Result<store::ModelRecord> ModelRegistry::Register(const RegisterRequest& req, i
   // Evaluation record: the caller's metrics plus the run's plots as blobs.
   json eval = req.eval.is_object() ? req.eval : json::object();
   if (!eval.contains("metrics") || !eval["metrics"].is_object()) eval["metrics"] = json::object();
-  m.map50 = Num(eval["metrics"], "map50");
-  m.map50_95 = Num(eval["metrics"], "map50_95");
+  // A number the evaluation measured, or none (not validated; by hand).
+  auto measured = [&eval](const char* key) -> std::optional<double> {
+    const json& metrics = eval["metrics"];
+    auto it = metrics.find(key);
+    if (it == metrics.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  m.map50 = measured("map50");
+  m.map50_95 = measured("map50_95");
   if (!req.run_dir.empty()) {
     json plots = json::array();
     for (const char* f : kPlotFiles) {
@@ -214,7 +225,8 @@ json ModelRegistry::Compare(const store::ModelRecord& model, const std::vector<s
     if (o.id == model.id) continue;
     if (HasTag(o, store::kProductionTag) && o.dataset == model.dataset) production = &o;
     if (o.dataset_version != model.dataset_version) continue;
-    if (best == nullptr || o.map50_95 > best->map50_95) best = &o;
+    if (!o.map50_95) continue;  // never measured: no baseline by mAP
+    if (best == nullptr || *o.map50_95 > *best->map50_95) best = &o;
   }
   json notes = json::array();
   const store::ModelRecord* base = nullptr;
@@ -272,7 +284,14 @@ json ModelRegistry::Compare(const store::ModelRecord& model, const std::vector<s
                       DumpJson(bc[k]) + "): the numbers are not strictly comparable");
     }
   }
-  out["better"] = model.map50_95 > base->map50_95;
+  // Only two measured numbers say which is better; a missing one is said.
+  if (model.map50_95 && base->map50_95) {
+    out["better"] = *model.map50_95 > *base->map50_95;
+  } else {
+    out["better"] = nullptr;
+    notes.push_back(std::string(model.map50_95 ? "the baseline" : "this model") +
+                    " was not validated (no mAP): nothing to compare by mAP50-95");
+  }
   out["notes"] = notes;
   return out;
 }
@@ -323,6 +342,16 @@ Result<store::ModelRecord> ModelRegistry::RegisterJobModel(int64_t job_id, int64
         req.host = a.host;
       }
     }
+  }
+  // A run trained with val=false (or without a val split) measured nothing:
+  // its record has no mAP, precision or recall, and says so.
+  if (result.contains("validated") && result["validated"] == false) {
+    req.eval = {
+        {"source", "training run, not validated (" + result.value("not_validated", std::string("val=false")) +
+                       "): best = the epoch with the lowest train loss"},
+        {"validated", false},
+        {"metrics", {{"best_epoch", result.value("best_epoch", 0)}, {"epochs", result.value("epochs", 0)}}}};
+    return Register(req, now_ms, created);
   }
   // Metrics: the result's best epoch; precision/recall from its results.csv row.
   const double map50 = Num(result, "map50"), map5095 = Num(result, "map50_95");
@@ -504,7 +533,7 @@ json ModelJson(const store::ModelRecord& m, const store::ArtifactStore& blobs, b
             {"attempt", m.attempt},
             {"host", m.host},
             {"kestrel_version", m.kestrel_version},
-            {"metrics", {{"map50", m.map50}, {"map50_95", m.map50_95}}}};
+            {"metrics", {{"map50", OptionalJson(m.map50)}, {"map50_95", OptionalJson(m.map50_95)}}}};
   if (detail) {
     j["lineage"] = ParseObject(m.lineage_json);
     j["evaluation"] = ParseObject(m.eval_json);

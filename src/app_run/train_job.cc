@@ -20,28 +20,33 @@
 namespace kestrel::app {
 
 nlohmann::json TrainSummaryJson(const train::TrainSummary& s) {
+  // Unvalidated epochs have no metrics: null, never a measured-looking 0.
+  auto metric = [&s](double v) { return s.validated ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : s.history) {
     epochs.push_back({{"epoch", e.epoch},
                       {"box", e.box},
                       {"cls", e.cls},
                       {"dfl", e.dfl},
-                      {"precision", e.precision},
-                      {"recall", e.recall},
-                      {"map50", e.map50},
-                      {"map50_95", e.map5095},
+                      {"precision", metric(e.precision)},
+                      {"recall", metric(e.recall)},
+                      {"map50", metric(e.map50)},
+                      {"map50_95", metric(e.map5095)},
                       {"seconds", e.seconds}});
   }
+  nlohmann::json best = {{"epoch", s.best_epoch},
+                         {"fitness", s.best_fitness},
+                         {"map50", metric(s.best_map50)},
+                         {"map50_95", metric(s.best_map5095)}};
+  if (!s.validated) best["chosen_by"] = "lowest train loss (not validated: " + s.not_validated + ")";
   return {{"ok", s.ExitCode() == 0},
           {"exit_reason", train::ExitReasonName(s.reason)},
           {"message", s.message},
           {"run_dir", s.run_dir},
           {"epochs_completed", s.epochs_completed},
-          {"best",
-           {{"epoch", s.best_epoch},
-            {"fitness", s.best_fitness},
-            {"map50", s.best_map50},
-            {"map50_95", s.best_map5095}}},
+          {"validated", s.validated},
+          {"warnings", s.warnings},
+          {"best", std::move(best)},
           {"weights",
            {{"best", s.run_dir + "/weights/best.safetensors"},
             {"last", s.run_dir + "/weights/last.safetensors"},
@@ -213,7 +218,15 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
     m.val_dfl = e.val_dfl;
     m.lr = e.lr;
     m.seconds = e.seconds;
-    events.Post(kMetricEventKind, EpochMetricsPayload(m), /*droppable=*/false);
+    nlohmann::json payload = EpochMetricsPayload(m);
+    if (!opts.val) {
+      // Nothing was validated: no metric or val-loss series, rather than
+      // zeros a chart would draw as measurements.
+      for (const char* k : {"metrics/precision(B)", "metrics/recall(B)", "metrics/mAP50(B)",
+                            "metrics/mAP50-95(B)", "val/box_loss", "val/cls_loss", "val/dfl_loss"})
+        payload["values"].erase(k);
+    }
+    events.Post(kMetricEventKind, payload, /*droppable=*/false);
     reported.insert(e.epoch);
   };
   hooks.on_resumed = [&](const std::vector<train::EpochRecord>& restored) {
@@ -254,8 +267,9 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
   };
   hooks.on_epoch = [&](const train::EpochRecord& e) {
     post_epoch(e);
-    progress("stage=train epoch=" + std::to_string(e.epoch) + " done map50=" + std::to_string(e.map50) +
-             " map50_95=" + std::to_string(e.map5095));
+    progress("stage=train epoch=" + std::to_string(e.epoch) + " done " +
+             (opts.val ? "map50=" + std::to_string(e.map50) + " map50_95=" + std::to_string(e.map5095)
+                       : std::string("not_validated")));
   };
 
   Result<train::TrainSummary> r = Status::Internal("not run");
@@ -326,17 +340,30 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
   o.result = {{"best", best},
               {"last", JoinPath(weights, "last.safetensors")},
               {"checkpoint", JoinPath(weights, "last.ckpt")},
-              {"map50", map50},
-              {"map50_95", map5095},
+              {"validated", sum.validated},
               {"best_epoch", best_epoch},
               {"epochs", sum.epochs_completed},
               {"run_dir", run_dir},
               {"attempt", attempt},
               {"exit_reason", train::ExitReasonName(sum.reason)}};
+  // An unvalidated run has no mAP: the result carries none (the worker's
+  // quality gate and the model registry read its absence, docs/jobs.md).
+  if (sum.validated) {
+    o.result["map50"] = map50;
+    o.result["map50_95"] = map5095;
+  } else {
+    o.result["not_validated"] = sum.not_validated;
+  }
+  if (!sum.warnings.empty()) o.result["warnings"] = sum.warnings;
   if (!note.empty()) o.result["note"] = note;
   progress("result " + DumpJson(o.result));
-  out << "job " << job_id << " attempt " << attempt << ": " << sum.message << "; best mAP50 "
-      << sum.best_map50 << std::endl;
+  out << "job " << job_id << " attempt " << attempt << ": " << sum.message;
+  if (sum.validated) {
+    out << "; best mAP50 " << map50;
+  } else {
+    out << "; not validated (" << sum.not_validated << ")";
+  }
+  out << std::endl;
   return o;
 }
 

@@ -47,6 +47,9 @@ void WithRegistry(Context& ctx, int* exit_code, F&& body) {
   body(reg, *stores);
 }
 
+// "-" for a number that was never measured (ModelRecord::map50).
+std::string Measured(const std::optional<double>& v, int digits = 3) { return v ? Fixed(*v, digits) : "-"; }
+
 std::string ListText(const std::vector<store::ModelRecord>& models) {
   if (models.empty())
     return "no models registered (a successful job registers one; or `kestrel models register`)";
@@ -59,7 +62,7 @@ std::string ListText(const std::vector<store::ModelRecord>& models) {
     const std::string ds = m.dataset.empty() ? "-" : m.dataset + "@" + m.dataset_version.substr(0, 8);
     std::snprintf(line, sizeof(line), "%-24s %-12s %-22s %-20s %8s %9s %6s\n",
                   EscapeInvalidUtf8(Ref(m)).c_str(), Short(m.id).c_str(), Tags(m.tags).c_str(),
-                  EscapeInvalidUtf8(ds).c_str(), Fixed(m.map50).c_str(), Fixed(m.map50_95).c_str(),
+                  EscapeInvalidUtf8(ds).c_str(), Measured(m.map50).c_str(), Measured(m.map50_95).c_str(),
                   m.job_id > 0 ? std::to_string(m.job_id).c_str() : "-");
     t << line;
   }
@@ -73,7 +76,13 @@ std::string ComparisonText(const json& c) {
     t << "comparison: no baseline\n";
   } else {
     t << "comparison with " << c["baseline"].value("ref", "?") << " (" << c["baseline"].value("chosen_as", "")
-      << "): " << (c.value("better", false) ? "better" : "not better") << " by mAP50-95\n";
+      << "): ";
+    const json better = c.value("better", json(nullptr));
+    if (better.is_boolean()) {
+      t << (better.get<bool>() ? "better" : "not better") << " by mAP50-95\n";
+    } else {
+      t << "no verdict by mAP50-95 (see the note)\n";
+    }
     const json metrics = c.value("metrics", json::object());  // a named copy: items() borrows it
     for (const auto& [k, v] : metrics.items()) {
       t << "  " << k << ": " << Fixed(v.value("new", 0.0), 4) << " vs " << Fixed(v.value("baseline", 0.0), 4)
@@ -91,7 +100,11 @@ std::string ShowText(const store::ModelRecord& m, const json& view) {
   t << "model " << Ref(m) << "  id " << m.id << "\n";
   t << "tags: " << Tags(m.tags) << "\n";
   t << "weights: " << m.weights_sha << " (" << m.weights_bytes << " bytes, " << m.format << ")\n";
-  t << "metrics: mAP50 " << Fixed(m.map50, 4) << "  mAP50-95 " << Fixed(m.map50_95, 4) << "\n";
+  if (m.map50 || m.map50_95) {
+    t << "metrics: mAP50 " << Measured(m.map50, 4) << "  mAP50-95 " << Measured(m.map50_95, 4) << "\n";
+  } else {
+    t << "metrics: none (not validated)\n";
+  }
   t << "lineage:\n";
   t << "  dataset: " << (m.dataset.empty() ? "-" : m.dataset) << " version "
     << (m.dataset_version.empty() ? "-" : m.dataset_version) << "\n";

@@ -146,11 +146,20 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
     }
     const train::TrainSummary& sum = *r;
     std::string text = std::string("\n") + train::ExitReasonName(sum.reason) + ": " + sum.message + "\n" +
-                       "run directory: " + sum.run_dir + "\n" + "best epoch " +
-                       std::to_string(sum.best_epoch) + ": mAP50 " + std::to_string(sum.best_map50) +
-                       ", mAP50-95 " + std::to_string(sum.best_map5095) + "\n" + "weights: " + sum.run_dir +
-                       "/weights/best.safetensors, " + sum.run_dir +
-                       "/weights/last.safetensors (resume: " + sum.run_dir + "/weights/last.ckpt)\n";
+                       "run directory: " + sum.run_dir + "\n";
+    if (sum.validated) {
+      text += "best epoch " + std::to_string(sum.best_epoch) + ": mAP50 " + std::to_string(sum.best_map50) +
+              ", mAP50-95 " + std::to_string(sum.best_map5095) + "\n";
+    } else {
+      // No mAP was measured: never print one (docs/training.md "val=false").
+      text += "best epoch: not validated (" + sum.not_validated +
+              "); best.safetensors is the epoch with the "
+              "lowest train loss (" +
+              std::to_string(sum.best_epoch) + "), last.safetensors the final weights\n";
+    }
+    for (const auto& w : sum.warnings) text += "warning: " + w + "\n";
+    text += "weights: " + sum.run_dir + "/weights/best.safetensors, " + sum.run_dir +
+            "/weights/last.safetensors (resume: " + sum.run_dir + "/weights/last.ckpt)\n";
     nlohmann::json doc = app::TrainSummaryJson(sum);
     if (!data_info.is_null()) doc["data"] = data_info;
     Emit(ctx, text, doc);

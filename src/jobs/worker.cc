@@ -620,6 +620,15 @@ store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, En
   auto parsed = ParseSafeTensors(*bytes, best);
   if (!parsed.IsOk()) return fail("best weights do not load: " + parsed.GetStatus().ToString());
   if (parsed->tensors.empty()) return fail("best weights " + best + " hold no tensors");
+  // val=false (or no val split): no mAP was measured. Without a gate the
+  // job succeeds as not validated; a gate it cannot check fails it, never
+  // reading the missing mAP as 0 or as a pass.
+  if (j.contains("validated") && j["validated"] == false) {
+    if (min_map50 <= 0) return o;
+    const std::string why = j.value("not_validated", std::string("val=false"));
+    return fail("the model was not validated (" + why + "): min_map50 " + std::to_string(min_map50) +
+                " cannot be checked; train with val=true and a val split, or submit without min_map50");
+  }
   return GateMap50(j, min_map50, fail, o);
 }
 

@@ -169,7 +169,8 @@ class Worker {
 // that exists and parses as safetensors, and) has a `map50` that reaches
 // `min_map50` (export: instead names an exported `path` that exists and says
 // whether it was `verified`); otherwise a permanent `quality_gate` failure
-// saying which check failed.
+// saying which check failed. A train result with "validated": false has no
+// map50: it passes only when min_map50 is 0 (no gate to check).
 store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env,
                                   JobKind kind = JobKind::kTrain);
 

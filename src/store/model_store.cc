@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "core/hash.h"
 #include "core/names.h"
@@ -23,6 +25,14 @@ constexpr const char* kModelColumns =
     "id, name, seq, created_at, weights_sha, weights_bytes, format, dataset, dataset_version, config_hash, "
     "job_id, "
     "attempt, host, kestrel_version, map50, map50_95, lineage_json, eval_json, comparison_json";
+
+// map50 / map50_95: "" = not measured (ModelRecord); rows written before
+// that was possible hold a number, "0" included, and read back as written.
+std::optional<double> OptionalDouble(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  return std::strtod(text.c_str(), nullptr);
+}
+std::string OptionalDoubleText(const std::optional<double>& v) { return v ? DoubleText(*v) : ""; }
 
 ModelRecord ReadModel(const SqlRow& r) {
   ModelRecord m;
@@ -40,8 +50,8 @@ ModelRecord ReadModel(const SqlRow& r) {
   m.attempt = r.Int(11);
   m.host = r.Text(12);
   m.kestrel_version = r.Text(13);
-  m.map50 = std::strtod(r.Text(14).c_str(), nullptr);
-  m.map50_95 = std::strtod(r.Text(15).c_str(), nullptr);
+  m.map50 = OptionalDouble(r.Text(14));
+  m.map50_95 = OptionalDouble(r.Text(15));
   m.lineage_json = r.Text(16);
   m.eval_json = r.Text(17);
   m.comparison_json = r.Text(18);
@@ -235,8 +245,8 @@ Result<ModelRecord> SqlStore::AddModel(const ModelRecord& rec, bool* created) {
                        "$19)",
                    {out.id, out.name, out.seq, out.created_ms, out.weights_sha, out.weights_bytes, out.format,
                     out.dataset, out.dataset_version, out.config_hash, out.job_id, out.attempt, out.host,
-                    out.kestrel_version, DoubleText(out.map50), DoubleText(out.map50_95), out.lineage_json,
-                    out.eval_json, out.comparison_json})
+                    out.kestrel_version, OptionalDoubleText(out.map50), OptionalDoubleText(out.map50_95),
+                    out.lineage_json, out.eval_json, out.comparison_json})
             .GetStatus());
     made = true;
     return {};

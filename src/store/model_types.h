@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,11 @@ struct ModelRecord {
   int64_t attempt = 0;
   std::string host;  // worker host that trained it
   std::string kestrel_version;
-  double map50 = 0;  // the evaluation record's headline numbers
-  double map50_95 = 0;
+  // The evaluation record's headline numbers; none = never measured (a run
+  // trained with val=false, a weights file registered by hand), stored as ""
+  // in the TEXT column, shown as absent, never compared as 0.
+  std::optional<double> map50;
+  std::optional<double> map50_95;
   std::string lineage_json = "{}";         // full lineage: config, parent weights, ...
   std::string eval_json = "{}";            // evaluation record: metrics, per-class table, plot files
   std::string comparison_json;             // "" = none; else the stored comparison with the baseline

@@ -82,9 +82,7 @@ Result<PaddedTargets> PadTargets(const DetectionTargets& targets, int64_t batch,
 
 }  // namespace
 
-void LossOptions::Bind(OptionSet& set) {
-  BindLossKeys(set, &box_gain, &cls_gain, &dfl_gain, &label_smoothing);
-}
+void LossOptions::Bind(OptionSet& set) { BindLossKeys(set, &box_gain, &cls_gain, &dfl_gain); }
 
 Status LossOptions::Validate() const {
   if (num_classes <= 0) return Field("nc", "must be > 0");
@@ -93,7 +91,7 @@ Status LossOptions::Validate() const {
   for (double s : strides) {
     if (!(s > 0) || !std::isfinite(s)) return Field("strides", "must be positive");
   }
-  KESTREL_RETURN_IF_ERROR(CheckBoundValues(*this));  // box, cls, dfl, label_smoothing
+  KESTREL_RETURN_IF_ERROR(CheckBoundValues(*this));  // box, cls, dfl
   if (!class_weights.empty()) {
     if (class_weights.size() != static_cast<size_t>(num_classes)) {
       return Field("class_weights", "needs one weight per class (" + std::to_string(num_classes) + "), got " +
@@ -180,10 +178,7 @@ Result<LossOutput> DetectionLoss::Compute(const std::vector<torch::Tensor>& head
                           anchors.points * anchors.strides, gt.labels, gt.boxes, gt.valid, options_.assigner);
     const auto score_sum = a.target_scores.sum().clamp_min(1.0);
 
-    auto cls_target = a.target_scores;
-    if (options_.label_smoothing > 0) {
-      cls_target = cls_target * (1 - options_.label_smoothing) + options_.label_smoothing / 2;
-    }
+    const auto& cls_target = a.target_scores;
     torch::Tensor bce;
     if (options_.class_weights.empty()) {
       bce = torch::binary_cross_entropy_with_logits(pred_logits, cls_target, {}, {}, at::Reduction::None);

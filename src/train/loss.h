@@ -28,13 +28,12 @@ struct LossOptions {
   double box_gain = 7.5;                      // key "box"
   double cls_gain = 0.5;                      // key "cls"
   double dfl_gain = 1.5;                      // key "dfl"
-  double label_smoothing = 0.0;               // BCE target t -> t*(1-e) + e/2
   std::vector<double> class_weights;          // empty = none, else nc weights >= 0
                                               // multiplying each class's BCE term
   AssignerOptions assigner;                   // top_k 10, alpha 0.5, beta 6, eps 1e-9
 
-  // Binds box, cls, dfl, label_smoothing (the Ultralytics keys; the ranges
-  // are train::BindLossKeys', shared with TrainConfig).
+  // Binds box, cls, dfl (the Ultralytics keys; the ranges are
+  // train::BindLossKeys', shared with TrainConfig).
   void Bind(OptionSet& set);
   // The bound ranges plus nc, reg_max, strides, class_weights, assigner.
   // Errors name the field.

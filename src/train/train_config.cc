@@ -48,7 +48,8 @@ void TrainConfig::Bind(OptionSet& s) {
   loader.Bind(s, kMinImgsz, kMaxImgsz, /*auto_batch=*/true);
   augment.Bind(s);
   optimizer.Bind(s);
-  BindLossKeys(s, &box, &cls, &dfl, &label_smoothing);
+  BindLossKeys(s, &box, &cls, &dfl);
+  BindLabelSmoothingKey(s, &label_smoothing);
 }
 
 Status TrainConfig::Validate() const {

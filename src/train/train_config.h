@@ -32,10 +32,15 @@ void BindInferenceKeys(OptionSet& s, double* conf, double* iou, int* imgsz, int*
 // Run folders: project, name, exist_ok (train, val, predict, compare).
 void BindRunFolderKeys(OptionSet& s, std::string* project, std::string* name, bool* exist_ok);
 
-// Binds the loss keys box, cls, dfl and label_smoothing with their ranges:
-// TrainConfig's fields and LossOptions' (loss.h) bind through this one
-// function, so the two cannot disagree.
-void BindLossKeys(OptionSet& s, double* box, double* cls, double* dfl, double* label_smoothing);
+// Binds the loss keys box, cls and dfl with their ranges: TrainConfig's
+// fields and LossOptions' (loss.h) bind through this one function, so the
+// two cannot disagree.
+void BindLossKeys(OptionSet& s, double* box, double* cls, double* dfl);
+// The deprecated key label_smoothing ([0, 1), accepted and stored, no
+// effect: docs/training.md "Loss"); TrainConfig binds it, the loss does not.
+void BindLabelSmoothingKey(OptionSet& s, double* label_smoothing);
+// The warning a run with label_smoothing=`value` carries ("" for 0).
+std::string LabelSmoothingWarning(double value);
 // batch=-1: the trainer picks the batch size (train/autobatch.h): on CUDA the
 // largest that fits ~60% of the device's memory, on the CPU kAutoBatchCpu.
 inline constexpr int kAutoBatch = -1;
@@ -70,8 +75,11 @@ struct TrainConfig {
   data::LoaderOptions loader;    // imgsz, batch, workers, prefetch, max_bad_fraction, rect
   data::AugmentOptions augment;  // hsv_*, degrees, ..., mosaic, mixup, close_mosaic
   OptimizerOptions optimizer;    // optimizer, lr0, lrf, momentum, ..., cos_lr
-  // The loss keys (LossOptions' gains and smoothing; TrainOptions::EffectiveLoss).
-  double box = 7.5, cls = 0.5, dfl = 1.5, label_smoothing = 0.0;
+  // The loss keys (LossOptions' gains; TrainOptions::EffectiveLoss).
+  double box = 7.5, cls = 0.5, dfl = 1.5;
+  // Deprecated, no effect (LabelSmoothingWarning): kept so Ultralytics
+  // configs that set it still load; stored with the effective config.
+  double label_smoothing = 0.0;
 
   // Every key with its type, range and default: the only place they are
   // written (`kestrel help keys` and docs/training.md's table print them).

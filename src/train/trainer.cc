@@ -45,7 +45,6 @@ LossOptions TrainOptions::EffectiveLoss() const {
   lo.box_gain = box;
   lo.cls_gain = cls;
   lo.dfl_gain = dfl;
-  lo.label_smoothing = label_smoothing;
   return lo;
 }
 
@@ -218,14 +217,19 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
         .WithReason(FailureReason::kDatasetErrors);
   }
 
+  // The folder is only named here; it is made at the end of Setup, once
+  // every check passed, so a start that fails leaves no empty run folder.
   r.run_dir = ckpt ? o.run_dir : ResolveRunDir(env, o);
   o.run_dir = r.run_dir;
   r.weights_dir = JoinPath(r.run_dir, "weights");
-  KESTREL_RETURN_IF_ERROR(env.CreateDirs(r.weights_dir));
   r.summary.run_dir = r.run_dir;
 
   // Model (seeded init), EMA copy, loss.
   SetupStep(r, "model");
+  if (std::string w = LabelSmoothingWarning(o.label_smoothing); !w.empty()) {
+    Print(r, "warning: " + w + "\n");
+    r.summary.warnings.push_back(std::move(w));
+  }
   torch::manual_seed(static_cast<uint64_t>(o.seed));
   // model=yolov8n.pt (Ultralytics style): the file's architecture, and its
   // weights as pretrained= (TrainConfig::Validate refuses a second file).
@@ -291,8 +295,12 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
       r.validator = std::move(v).Value();
     } else {
       Print(r, "validation disabled: " + v.GetStatus().ToString() + "\n");
+      r.summary.not_validated = "no usable val split: " + v.GetStatus().Message();
     }
+  } else {
+    r.summary.not_validated = "val=false";
   }
+  r.summary.validated = r.validator != nullptr;
   r.shape = RunShape{o.epochs, r.loader->BatchesPerEpoch(), r.loader->NumSamples(), tl.batch, r.nc};
 
   // Optimizer + schedule.
@@ -309,6 +317,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   stored.resume.clear();
   stored.data = r.dataset.record.dataset;
   r.state.config_json = DumpJson(ConfigJson(stored));
+  KESTREL_RETURN_IF_ERROR(env.CreateDirs(r.weights_dir));
   if (!ckpt)
     KESTREL_RETURN_IF_ERROR(WriteArgsYaml(env, JoinPath(r.run_dir, "args.yaml"), ConfigJson(stored)));
   return {};

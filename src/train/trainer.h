@@ -37,11 +37,11 @@ namespace kestrel::train {
 struct TrainOptions : TrainConfig {
   std::string home;  // Kestrel home ("" = $KESTREL_HOME or ./.kestrel)
   // Loss settings the keys do not cover (class_weights; the assigner
-  // constants). Its gains are ignored: box/cls/dfl/label_smoothing of
-  // TrainConfig win (EffectiveLoss).
+  // constants). Its gains are ignored: box/cls/dfl of TrainConfig win
+  // (EffectiveLoss).
   LossOptions loss;
 
-  // `loss` with the gains and label smoothing of the keys.
+  // `loss` with the gains of the keys.
   LossOptions EffectiveLoss() const;
   // TrainConfig::Validate plus the loss extras.
   Status Validate() const;
@@ -67,6 +67,15 @@ struct TrainSummary {
   int epochs_completed = 0;
   int best_epoch = 0;  // 1-based, 0 = none
   double best_fitness = 0, best_map50 = 0, best_map5095 = 0;
+  // Whether the epochs were scored on the val split. false (val=false, or no
+  // usable val split): best_epoch is the lowest train loss, best_map50 and
+  // best_map5095 are not measurements (0) and must not be shown or compared
+  // as such; `not_validated` says why ("val=false", "no val split: ...").
+  bool validated = false;
+  std::string not_validated;
+  // Accepted settings that have no effect (label_smoothing=0.1), each
+  // printed at setup; the job result and `train --json` carry them.
+  std::vector<std::string> warnings;
   int rollbacks = 0;  // NaN-policy rollbacks taken
   int64_t nonfinite_iterations = 0;
   int64_t iterations = 0;        // trained in this process
