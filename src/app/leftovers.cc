@@ -156,7 +156,7 @@ class Reclaimer {
 
  private:
   std::string Shown(const fs::path& p) const {
-    const std::string s = Normal(p);
+    std::string s = Normal(p);
     if (s.size() > home_.size() && s.compare(0, home_.size(), home_) == 0 && s[home_.size()] == '/')
       return s.substr(home_.size() + 1);
     return s;

@@ -34,7 +34,8 @@ Status RefusedJobFile(const std::string& key) {
 JobFilePolicy::JobFilePolicy(const DataRoots& roots, const std::string& home) : roots_(roots) {
   std::error_code ec;
   const fs::path canon = fs::weakly_canonical(home, ec);
-  if (!ec) home_ = canon.string();
+  // A home of "/" would allow every file: then only the roots count.
+  if (!ec && canon != canon.root_path()) home_ = canon.string();
 }
 
 std::string JobFilePolicy::AllowedFile(const std::string& text) const {
