@@ -65,6 +65,7 @@ let exportId = ''
 let image = '' // the test image
 let predicted = null // predict's detections on it
 const requests = []
+const cspViolations = [] // console messages of the page about its Content-Security-Policy
 const t0 = Date.now()
 // The other variants (exported in parallel with the FP32 fixture's work):
 // key -> { args, id, path, variant (TryIt's label) }.
@@ -196,6 +197,10 @@ before(async () => {
   })
   page = context.pages()[0] || (await context.newPage())
   page.on('request', (r) => requests.push(r.url()))
+  // docs/server.md "Security headers": onnxruntime-web runs under the UI's CSP.
+  page.on('console', (m) => {
+    if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text())
+  })
   await page.addInitScript((t) => localStorage.setItem('kestrel.token', t), token)
   console.log(`fixture ready in ${((Date.now() - t0) / 1000).toFixed(1)} s (${image}, ${predicted.detections.length} boxes)`)
 })
@@ -423,4 +428,10 @@ test('the comparison fails when a box moves or changes class', () => {
 
 test('timing', () => {
   console.log(`web.tryit total ${((Date.now() - t0) / 1000).toFixed(1)} s`)
+})
+
+// Last: onnxruntime-web compiled and ran its WebAssembly under the UI's
+// Content-Security-Policy ('wasm-unsafe-eval', no 'unsafe-eval') without a violation.
+test('no page broke the Content-Security-Policy', () => {
+  assert.deepEqual(cspViolations, [])
 })
