@@ -17,7 +17,7 @@ elif [[ -n "${1:-}" ]]; then
 fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${KESTREL_FUZZ_BUILD:-$root/build-fuzz}"
-targets=(${FUZZ_TARGETS:-yolo_label_fuzz coco_reader_fuzz image_decode_fuzz data_yaml_fuzz voc_reader_fuzz version_ref_fuzz pt_reader_fuzz http_request_fuzz})
+targets=(${FUZZ_TARGETS:-yolo_label_fuzz coco_reader_fuzz image_decode_fuzz data_yaml_fuzz voc_reader_fuzz version_ref_fuzz pt_reader_fuzz json_body_fuzz http_request_fuzz})
 
 CXX="${CXX:-clang++}" cmake -S "$root" -B "$build" -G Ninja -DKESTREL_FUZZ=ON \
   -DKESTREL_WITH_TORCH=OFF -DKESTREL_BUILD_TESTS=OFF -DKESTREL_BUILD_BENCH=OFF >/dev/null

@@ -73,7 +73,7 @@ Response Submit(ApiContext& ctx, const Request& req) {
       if (k.empty() || k.find('=') != std::string::npos)
         return ErrorResponse(
             BodyError("'" + EscapeForDisplayCut(k) + "' is not a submit key (keys are names without '=')",
-                      EscapeForDisplayCut(k)));
+                      k.empty() ? "keys" : EscapeForDisplayCut(k)));
       auto text = ValueText(k, v);
       if (!text.IsOk()) return ErrorResponse(text.GetStatus());
       tokens.push_back(k + "=" + *text);

@@ -16,6 +16,9 @@ Status BodyError(const std::string& message, const std::string& field) {
   return Status::InvalidArgument(message, {"request", 0, field});
 }
 
+// A key as a field name: the empty key as "" (a field must name something).
+std::string KeyName(const std::string& key) { return key.empty() ? "\"\"" : key; }
+
 // A number literal's mantissa has a digit other than 0 ("1e-400", "0.0001").
 bool HasNonZeroDigit(const std::string& literal) {
   for (char c : literal) {
@@ -116,7 +119,7 @@ class BodyChecker final : public nlohmann::json_sax<json> {
     for (size_t i = 0; i < frames_.size() && i < n; ++i) {
       const Frame& f = frames_[i];
       if (f.object) {
-        out += (out.empty() ? "" : ".") + f.key;
+        out += (out.empty() ? "" : ".") + KeyName(f.key);
       } else {
         out += "[" + std::to_string(f.index) + "]";
       }
@@ -171,7 +174,7 @@ Result<json> ReadJsonObjectBody(std::string_view body, const std::vector<std::st
     for (const auto& k : allowed) expected += (expected.empty() ? "" : ", ") + k;
     return BodyError("unknown key '" + EscapeForDisplayCut(key) + "' in the request body (" +
                          (expected.empty() ? std::string("it takes none") : "keys: " + expected) + ")",
-                     EscapeForDisplayCut(key));
+                     EscapeForDisplayCut(KeyName(key)));
   }
   return doc;
 }

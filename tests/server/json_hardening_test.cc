@@ -335,6 +335,13 @@ TEST_F(JsonHardeningTest, TheReaderAloneRefusesWhatNlohmannWouldAcceptOrThrowOn)
   EXPECT_EQ((*fine)["a"][4].get<uint64_t>(), 18446744073709551615ull);
   // Two objects may use the same key; one object may not.
   EXPECT_TRUE(ParseJsonBody(R"([{"a":1},{"a":2}])").IsOk());
+  // An empty key is named too (the fuzzer's first find: a field "" named nothing).
+  auto empty_key = ReadJsonObjectBody(R"({"":1})", {"a"}, false);
+  ASSERT_FALSE(empty_key.IsOk());
+  EXPECT_EQ(empty_key.GetStatus().Where().field, "\"\"");
+  auto nested_empty = ParseJsonBody(R"({"":{"b":1e400}})");
+  ASSERT_FALSE(nested_empty.IsOk());
+  EXPECT_EQ(nested_empty.GetStatus().Where().field, "\"\".b");
   auto blank = ReadJsonObjectBody(" \r\n", {}, false);
   ASSERT_TRUE(blank.IsOk());
   EXPECT_TRUE(blank->empty());
