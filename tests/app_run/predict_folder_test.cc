@@ -105,6 +105,7 @@ TEST_F(PredictFolderTest, BadFilesAreSkippedWithAFindingAndEveryGoodImageKeepsIt
   Image("in/dark.png", false);
   Image("in/x.jpg", true);
   Image("in/x.png", true);
+  Image("in/x.webp", true);
   Image("in/a/x.jpg", true);
   Image("in/b/x.jpg", false);
   Bytes("in/fake.png", "this is a text file, not a PNG\n");
@@ -132,10 +133,10 @@ TEST_F(PredictFolderTest, BadFilesAreSkippedWithAFindingAndEveryGoodImageKeepsIt
     sources.push_back(im.source.substr(in.size() + 1));
     outputs.push_back(im.output);
   }
-  EXPECT_EQ(sources,
-            (std::vector<std::string>{"a/x.jpg", "b/x.jpg", "dark.png", "good.jpg", "x.jpg", "x.png"}));
-  EXPECT_EQ(outputs, (std::vector<std::string>{"a/x", "b/x", "dark", "good", "x", "x.png"}));
-  EXPECT_EQ(detector_->batches, 3);  // 6 images, batch 2: the skipped ones take no slot
+  EXPECT_EQ(sources, (std::vector<std::string>{"a/x.jpg", "b/x.jpg", "dark.png", "good.jpg", "x.jpg", "x.png",
+                                               "x.webp"}));
+  EXPECT_EQ(outputs, (std::vector<std::string>{"a/x", "b/x", "dark", "good", "x", "x.png", "x.webp"}));
+  EXPECT_EQ(detector_->batches, 4);  // 7 images, batch 2: the skipped ones take no slot
 
   const fs::path run = dir_ / "runs/mixed";
   for (const std::string& out : outputs) {
@@ -143,12 +144,13 @@ TEST_F(PredictFolderTest, BadFilesAreSkippedWithAFindingAndEveryGoodImageKeepsIt
     EXPECT_TRUE(fs::is_regular_file(run / (out + ".json"))) << out;
   }
   // YOLO txt only where something was detected (dark.png and b/x.jpg: none).
-  for (const char* out : {"a/x", "good", "x", "x.png"})
+  for (const char* out : {"a/x", "good", "x", "x.png", "x.webp"})
     EXPECT_TRUE(fs::is_regular_file(run / "labels" / (std::string(out) + ".txt"))) << out;
   EXPECT_FALSE(fs::exists(run / "labels/dark.txt"));
   EXPECT_FALSE(fs::exists(run / "labels/b/x.txt"));
   EXPECT_TRUE(fs::is_directory(run / "labels"));
-  // x.png's JSON is its own, not x.jpg's.
+  // x.png's and x.webp's JSON are their own, not x.jpg's.
+  EXPECT_EQ(nlohmann::json::parse(Read("runs/mixed/x.webp.json"))["source"], in + "/x.webp");
   EXPECT_EQ(nlohmann::json::parse(Read("runs/mixed/x.png.json"))["source"], in + "/x.png");
   EXPECT_EQ(nlohmann::json::parse(Read("runs/mixed/x.json"))["source"], in + "/x.jpg");
   EXPECT_FALSE(fs::exists(run / "cut.jpg"));
@@ -157,13 +159,13 @@ TEST_F(PredictFolderTest, BadFilesAreSkippedWithAFindingAndEveryGoodImageKeepsIt
   // The JSON and text views count and list the skipped files.
   const nlohmann::json j = PredictResultJson(*r);
   EXPECT_EQ(j["ok"], false);
-  EXPECT_EQ(j["predicted"], 6);
+  EXPECT_EQ(j["predicted"], 7);
   ASSERT_EQ(j["skipped"].size(), 2u);
   EXPECT_EQ(j["skipped"][1]["source"], in + "/fake.png");
   EXPECT_EQ(j["images"][5]["output"], "x.png");
   const std::string text = PredictResultText(*r);
   EXPECT_NE(text.find("skipped " + in + "/fake.png: "), std::string::npos) << text;
-  EXPECT_NE(text.find("6 images predicted, 2 skipped\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("7 images predicted, 2 skipped\n"), std::string::npos) << text;
 }
 
 TEST_F(PredictFolderTest, AllImagesReadableExitsZero) {
