@@ -289,8 +289,10 @@ json ModelRegistry::Compare(const store::ModelRecord& model, const std::vector<s
     out["better"] = *model.map50_95 > *base->map50_95;
   } else {
     out["better"] = nullptr;
-    notes.push_back(std::string(model.map50_95 ? "the baseline" : "this model") +
-                    " was not validated (no mAP): nothing to compare by mAP50-95");
+    notes.push_back(
+        std::string(model.map50_95 ? "the baseline" : "this model") +
+        " has no measured mAP (trained with val=false, or registered by hand): nothing to compare by "
+        "mAP50-95");
   }
   out["notes"] = notes;
   return out;

@@ -86,6 +86,7 @@ TEST_F(NotValidatedCliTest, JobGateAndRegistryTreatAnUnvalidatedModelAsHavingNoM
   EXPECT_EQ(cmp["baseline"]["ref"], "tiny@v1") << cmp.dump(2);
   EXPECT_TRUE(cmp["better"].is_null()) << cmp.dump(2);
   EXPECT_TRUE(cmp["metrics"].empty()) << cmp.dump(2);
+  EXPECT_NE(cmp["notes"].dump().find("this model has no measured mAP"), std::string::npos) << cmp.dump(2);
   CliRun text = Kestrel("models show tiny@v2");
   EXPECT_NE(text.out.find("metrics: none (not validated)"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("no verdict"), std::string::npos) << text.out;
