@@ -184,7 +184,8 @@ int AutoBatchOnDevice(Run& r, model::YoloImpl& m) {
   return c.batch;
 }
 
-Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
+// *created_run_dir: whether this call made the run folder (it did not exist).
+Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_run_dir) {
   TrainOptions& o = r.opt;
   Env& env = *r.env;
   SetupStep(r, "dataset");
@@ -317,6 +318,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt) {
   stored.resume.clear();
   stored.data = r.dataset.record.dataset;
   r.state.config_json = DumpJson(ConfigJson(stored));
+  *created_run_dir = !env.Stat(r.run_dir).exists;
   KESTREL_RETURN_IF_ERROR(env.CreateDirs(r.weights_dir));
   if (!ckpt)
     KESTREL_RETURN_IF_ERROR(WriteArgsYaml(env, JoinPath(r.run_dir, "args.yaml"), ConfigJson(stored)));
@@ -588,7 +590,22 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
     ckpt = std::move(c);
   }
   KESTREL_RETURN_IF_ERROR(r.opt.Validate());
-  KESTREL_RETURN_IF_ERROR(Setup(r, ckpt));
+  // A run that fails before its first checkpoint (a data or torch error in
+  // the first iterations, a failed write at the end of setup) removes the
+  // run folder this start made: it holds nothing but what it wrote itself
+  // (args.yaml, train_batch0.jpg). A folder that existed (exist_ok=true, a
+  // job attempt's) is never touched, nor one with a checkpoint in it.
+  struct RemoveMadeFolderOnFailure {
+    Env& env;
+    std::string dir;  // "" = nothing to remove
+    ~RemoveMadeFolderOnFailure() {
+      if (!dir.empty() && !env.Stat(JoinPath(dir, "weights/last.ckpt")).exists) (void)env.RemoveAll(dir);
+    }
+  } cleanup{env, ""};
+  bool created_run_dir = false;
+  const Status setup = Setup(r, ckpt, &created_run_dir);
+  if (created_run_dir) cleanup.dir = r.run_dir;
+  KESTREL_RETURN_IF_ERROR(setup);
   if (ckpt) {
     SetupStep(r, "restore");
     KESTREL_RETURN_IF_ERROR(Restore(r, *ckpt, options.resume));
@@ -626,6 +643,7 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
         env, r.run_dir, *r.last_eval, eval::LabelStatsFromManifest(r.dataset.manifest, data::Split::kTrain)));
     ReportPhase(r, Phase::kPlots, 0, 1, 1);
   }
+  cleanup.dir.clear();  // ended as a run: whatever it wrote stays
   return r.summary;
 }
 

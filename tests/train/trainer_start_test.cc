@@ -1,9 +1,11 @@
 // What a training run's start leaves behind and reports (issue 26): a start
-// that fails (weights that do not load, weights of another architecture)
-// leaves no run folder; label_smoothing is accepted, stored, warned about and
-// changes nothing in the loss (the reference detection loss never used it);
-// val=false marks the summary as not validated. Tiny synthetic dataset,
-// model "t", imgsz 64, threads=1, a few iterations.
+// that fails (weights that do not load, weights of another architecture, an
+// error in the first iterations) leaves no run folder it made;
+// label_smoothing is accepted, stored, warned about and changes nothing in
+// the loss (the reference detection loss never used it); val=false marks the
+// summary as not validated. Tiny synthetic dataset, model "t", imgsz 64,
+// threads=1, a few iterations.
+#include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -119,6 +121,25 @@ TEST_F(TrainerStartTest, StartThatFailsLeavesNoRunFolder) {
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   EXPECT_TRUE(fs::is_regular_file(*root_ + "/runs/ok/args.yaml"));
   EXPECT_TRUE(fs::is_directory(*root_ + "/runs/ok/weights"));
+}
+
+TEST_F(TrainerStartTest, RunThatFailsBeforeItsFirstCheckpointRemovesOnlyTheFolderItMade) {
+  TrainHooks boom;
+  boom.before_forward = [](int64_t, int) { TORCH_CHECK(false, "injected torch error"); };
+  auto r = Train(Tiny("first_step"), boom);
+  ASSERT_FALSE(r.IsOk());
+  EXPECT_NE(r.GetStatus().Message().find("injected"), std::string::npos) << r.GetStatus().ToString();
+  EXPECT_FALSE(fs::exists(*root_ + "/runs/first_step")) << "args.yaml and train_batch0.jpg of a failed start";
+
+  // A folder that was there (exist_ok=true) stays, with what it held.
+  fs::create_directories(*root_ + "/runs/mine");
+  std::ofstream(*root_ + "/runs/mine/notes.txt") << "the user's";
+  TrainOptions o = Tiny("mine");
+  o.exist_ok = true;
+  r = Train(o, boom);
+  ASSERT_FALSE(r.IsOk());
+  EXPECT_TRUE(fs::is_regular_file(*root_ + "/runs/mine/notes.txt"));
+  EXPECT_TRUE(fs::is_regular_file(*root_ + "/runs/mine/args.yaml"));
 }
 
 TEST_F(TrainerStartTest, LabelSmoothingIsDeprecatedWarnedAboutAndLeavesTheLossUnchanged) {
