@@ -12,7 +12,7 @@
 #      slow (tools/check-test-tiers.py; docs/testing.md).
 #   ./scripts/lint.sh               # all four
 #   ./scripts/lint.sh format        # one of: includes, format, tidy, tiers
-# Prints the seconds each step took (CI's time budget is tracked in README).
+# Prints the seconds each step took (CI's time budget is tracked in docs/setup.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${BUILD_DIR:-build}"

@@ -20,7 +20,7 @@
 
 namespace kestrel::cli {
 
-// Documented in README "Exit codes".
+// Documented in docs/cli.md "Exit codes".
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the operation failed (bad data, I/O, ...)
 inline constexpr int kExitUsage = 2;    // bad command line or options

@@ -9,7 +9,7 @@
 
 namespace kestrel::cli {
 
-// The exit status both predict commands document in --help (README "Exit
+// The exit status both predict commands document in --help (docs/cli.md "Exit
 // codes", docs/evaluation.md) and set through app::PredictExitCode.
 inline constexpr const char* kPredictExitHelp =
     "Exit status: 0 every image predicted; 1 a file could not be read or decoded (skipped, listed in "

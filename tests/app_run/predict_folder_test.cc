@@ -211,7 +211,7 @@ TEST(PredictOutputNamesTest, DeterministicAndCollisionFree) {
   EXPECT_EQ(PredictOutputNames("", {"/some/where/img.jpg"}), (std::vector<std::string>{"img"}));
 }
 
-// `kestrel predict` exit status (README "Exit codes", `predict --help`): 1
+// `kestrel predict` exit status (docs/cli.md "Exit codes", `predict --help`): 1
 // when a file was skipped, 0 when every image was predicted.
 TEST_F(PredictFolderTest, CliExitStatusCountsSkippedFiles) {
   const std::string weights = std::string(KESTREL_SHARED_DIR) + "/reference/yolov8n_nc3_weights.safetensors";
