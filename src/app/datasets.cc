@@ -95,13 +95,6 @@ Result<LoadedManifest> LoadManifest(store::MetadataStore& meta, data::Registry& 
   return out;
 }
 
-// A report field as text ("" when absent or not a string: an old or odd
-// report must not throw in a request).
-std::string Text(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 std::string StripExtension(const std::string& path) {
   const size_t slash = path.rfind('/');
   const size_t dot = path.rfind('.');
@@ -120,31 +113,25 @@ class FindingImageIndex {
     }
   }
 
-  // The entry at manifest path `path` (or a '/'-bounded suffix of it) in
-  // `split`, else in any split; -1 when none.
-  int64_t ResolveInSplit(const std::string& path, const std::string& split) const {
-    return BySuffix(by_path_, path, split + "/");
+  // The entry a finding is about: its typed image when it has one, else an
+  // entry whose path ends its file (an image), else whose stem ends its
+  // file's stem (a YOLO/VOC label). Never from the message: a report stored
+  // before findings had an image resolves by its file alone.
+  int64_t Resolve(const data::Finding& f) const {
+    if (!f.image.path.empty()) return ResolveImage(f.image);
+    if (f.file.empty()) return -1;
+    if (int64_t i = BySuffix(by_path_, f.file, f.file); i >= 0) return i;
+    return BySuffix(by_stem_, StripExtension(f.file), f.file);
   }
 
-  int64_t Resolve(const std::string& file, const std::string& message) const {
-    if (!file.empty()) {
-      if (int64_t i = BySuffix(by_path_, file, file); i >= 0) return i;
-      if (int64_t i = BySuffix(by_stem_, StripExtension(file), file); i >= 0) return i;
-    }
-    // Words of the message ("box of birds/a.jpg has ..."), quotes and
-    // trailing punctuation stripped.
-    size_t pos = 0;
-    while (pos < message.size()) {
-      const size_t end = std::min(message.find(' ', pos), message.size());
-      std::string word = message.substr(pos, end - pos);
-      pos = end + 1;
-      while (!word.empty() && (word.front() == '\'' || word.front() == '"' || word.front() == '('))
-        word.erase(0, 1);
-      while (!word.empty() && std::string_view("'\",:;.)").find(word.back()) != std::string_view::npos)
-        word.pop_back();
-      if (auto it = by_path_.find(word); it != by_path_.end()) return Pick(it->second, file);
-    }
-    return -1;
+  // The entry at exactly `r.path`: the one in `r.split`, else the first
+  // (the importer may assign splits after the finding was made).
+  int64_t ResolveImage(const data::ImageRef& r) const {
+    auto it = by_path_.find(r.path);
+    if (it == by_path_.end()) return -1;
+    for (int64_t i : it->second)
+      if (m_.entries[static_cast<size_t>(i)].split == r.split) return i;
+    return it->second.front();
   }
 
  private:
@@ -175,39 +162,6 @@ class FindingImageIndex {
   const data::Manifest& m_;
   Index by_path_, by_stem_;
 };
-
-// The two images of a near-duplicate or leakage finding, read back from its
-// message as data/analyze.cc writes it: "...: P1 (split) and P2 (split),
-// pHash distance N", where P1 is the finding's file.
-struct PairPaths {
-  std::string a, a_split, b, b_split;
-  int64_t distance = -1;
-};
-std::optional<PairPaths> ParsePairMessage(const std::string& file, const std::string& message) {
-  if (file.empty()) return std::nullopt;
-  const size_t pos = message.find(": " + file + " (");
-  if (pos == std::string::npos) return std::nullopt;
-  PairPaths p;
-  p.a = file;
-  const size_t split_at = pos + 2 + file.size() + 2;
-  const size_t and_at = message.find(") and ", split_at);
-  const std::string tail = ", pHash distance ";
-  const size_t tail_at = message.rfind(tail);
-  if (and_at == std::string::npos || tail_at == std::string::npos || tail_at < and_at + 6)
-    return std::nullopt;
-  p.a_split = message.substr(split_at, and_at - split_at);
-  const std::string second = message.substr(and_at + 6, tail_at - and_at - 6);  // "P2 (split)"
-  const size_t paren = second.rfind(" (");
-  if (paren == std::string::npos || second.back() != ')') return std::nullopt;
-  p.b = second.substr(0, paren);
-  p.b_split = second.substr(paren + 2, second.size() - paren - 3);
-  const std::string digits = message.substr(tail_at + tail.size());
-  if (digits.empty() || digits.size() > 2 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  p.distance = std::stoll(digits);
-  return p;
-}
 
 // The per-class instance counts of a version's stored summary (all splits),
 // by class name; empty for a record without a readable summary.
@@ -347,28 +301,26 @@ Result<DatasetFindingsPage> Datasets::Findings(const DatasetFindingsRequest& req
   if (all != nullptr) {
     std::set<std::string> checks;
     const FindingImageIndex index(v.manifest);
-    for (const auto& f : *all) {
-      if (!f.is_object()) continue;
-      const std::string check = Text(f, "check");
-      checks.insert(check);
-      if (!req.severity.empty() && Text(f, "severity") != req.severity) continue;
-      if (!req.check.empty() && check != req.check) continue;
+    auto image_json = [&](int64_t i) {
+      return i < 0 ? nlohmann::json(nullptr) : DatasetImageJson(v.manifest.entries[static_cast<size_t>(i)]);
+    };
+    for (const auto& stored : *all) {
+      if (!stored.is_object()) continue;
+      const data::Finding f = data::FindingFromJson(stored);
+      checks.insert(f.check);
+      if (!req.severity.empty() && data::SeverityName(f.severity) != req.severity) continue;
+      if (!req.check.empty() && f.check != req.check) continue;
       if (page.total >= req.offset && page.total < req.offset + req.limit) {
-        nlohmann::json row = f;
-        const int64_t i = index.Resolve(Text(f, "file"), Text(f, "message"));
-        row["image"] =
-            i < 0 ? nlohmann::json(nullptr) : DatasetImageJson(v.manifest.entries[static_cast<size_t>(i)]);
+        nlohmann::json row = stored;
+        const int64_t i = index.Resolve(f);
+        row["image"] = image_json(i);
         row["pair"] = nullptr;
-        if (check == "split.leakage" || check == "image.near_duplicate") {
-          if (auto pp = ParsePairMessage(Text(f, "file"), Text(f, "message")); pp) {
-            const int64_t ia = index.ResolveInSplit(pp->a, pp->a_split);
-            const int64_t ib = index.ResolveInSplit(pp->b, pp->b_split);
-            if (ia >= 0 && ib >= 0) {
-              row["pair"] = {{"distance", pp->distance},
-                             {"a", DatasetImageJson(v.manifest.entries[static_cast<size_t>(ia)])},
-                             {"b", DatasetImageJson(v.manifest.entries[static_cast<size_t>(ib)])}};
-            }
-          }
+        // A pair finding names both images (typed since the report format
+        // had "other"; older reports show the finding without its pair).
+        if (!f.other.path.empty() && f.distance >= 0) {
+          const int64_t j = index.ResolveImage(f.other);
+          if (i >= 0 && j >= 0)
+            row["pair"] = {{"distance", f.distance}, {"a", image_json(i)}, {"b", image_json(j)}};
         }
         page.findings.push_back(std::move(row));
       }
@@ -380,8 +332,8 @@ Result<DatasetFindingsPage> Datasets::Findings(const DatasetFindingsRequest& req
   return page;
 }
 
-int64_t ResolveFindingImage(const data::Manifest& m, const std::string& file, const std::string& message) {
-  return FindingImageIndex(m).Resolve(file, message);
+int64_t ResolveFindingImage(const data::Manifest& m, const data::Finding& f) {
+  return FindingImageIndex(m).Resolve(f);
 }
 
 std::string ImageContentType(std::string_view b) {

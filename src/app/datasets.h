@@ -183,17 +183,20 @@ nlohmann::json DatasetImagesPageJson(const DatasetImagesPage& p);
 // "findings": [{severity, check, file, line, field, message, action,
 // "image": DatasetImageJson or null, "pair": null, or for a near-duplicate
 // or leakage finding (image.near_duplicate, split.leakage) both images:
-// {"distance" (pHash Hamming), "a", "b": DatasetImageJson}}]}.
+// {"distance" (pHash Hamming), "a", "b": DatasetImageJson}}]}; both from the
+// finding's typed fields (data::FindingFromJson), never from its message.
 nlohmann::json DatasetFindingsPageJson(const DatasetFindingsPage& p);
 
 // "image/jpeg", "image/png", "image/gif", "image/bmp", "image/webp",
 // "image/tiff" from the first bytes; "application/octet-stream" otherwise.
 std::string ImageContentType(std::string_view bytes);
-// The manifest entry a finding is about, or -1: an entry whose path ends
-// `file` (an image path), else whose path without extension ends `file`
-// without extension (a YOLO/VOC label file), else (annotation files such as
-// COCO's JSON) an entry path that is a word of `message`. Among entries of
-// the same path (one per split) the one whose split is a folder of `file`.
-int64_t ResolveFindingImage(const data::Manifest& m, const std::string& file, const std::string& message);
+// The manifest entry a finding is about, or -1. A finding with a typed
+// image (Finding::image): the entry of that path, in its split (any split
+// when kUnassigned). Otherwise by its file: an entry whose path ends `file`
+// (an image path), else whose path without extension ends `file` without
+// extension (a YOLO/VOC label file); among entries of the same path (one per
+// split) the one whose split is a folder of `file`. Never from the message
+// (a report stored before findings had an image resolves by its file alone).
+int64_t ResolveFindingImage(const data::Manifest& m, const data::Finding& f);
 
 }  // namespace kestrel::app

@@ -32,12 +32,19 @@ struct SampleResult {
   FindingList findings;
 };
 
-// The importer's findings, argument order with the line last (rarely set).
+// The importer's findings, argument order with the line last (rarely set)
+// and the sample's image, when the finding is about one, after it.
 Finding MakeFinding(Severity sev, std::string check, std::string file, std::string field, std::string message,
-                    std::string action, int line = 0) {
-  return data::MakeFinding(sev, std::move(check), std::move(file), line, std::move(field), std::move(message),
-                           std::move(action));
+                    std::string action, int line = 0, ImageRef image = {}) {
+  Finding f = data::MakeFinding(sev, std::move(check), std::move(file), line, std::move(field),
+                                std::move(message), std::move(action));
+  f.image = std::move(image);
+  return f;
 }
+
+// The image of a sample as findings name it (its split may still change
+// when the importer assigns splits; kUnassigned then).
+ImageRef ImageOf(const Sample& s) { return {s.rel_path, s.split}; }
 
 // COCO/VOC pixel boxes -> normalized boxes with the same clip/drop rules the
 // YOLO parser applies to normalized ones.
@@ -49,7 +56,7 @@ std::vector<Box> NormalizePixelBoxes(const Sample& s, int w, int h, FindingList*
     if (!std::isfinite(pb.x1) || !std::isfinite(pb.y1) || !std::isfinite(pb.x2) || !std::isfinite(pb.y2)) {
       out->push_back(MakeFinding(Severity::kError, "label.nonfinite", file, "bbox",
                                  "box of " + s.rel_path + " has a non-finite coordinate", "box dropped",
-                                 pb.line));
+                                 pb.line, ImageOf(s)));
       continue;
     }
     double x1 = pb.x1, y1 = pb.y1, x2 = pb.x2, y2 = pb.y2;
@@ -57,7 +64,7 @@ std::vector<Box> NormalizePixelBoxes(const Sample& s, int w, int h, FindingList*
       out->push_back(MakeFinding(Severity::kWarning, "label.out_of_bounds", file, "bbox",
                                  "box of " + s.rel_path + " extends outside the " + std::to_string(w) + "x" +
                                      std::to_string(h) + " image",
-                                 "clipped", pb.line));
+                                 "clipped", pb.line, ImageOf(s)));
     }
     // Clip only real overshoot: a normalized 1e-6 of float noise is kept, as
     // the YOLO parser does, so a box survives a YOLO -> COCO -> YOLO trip.
@@ -73,7 +80,7 @@ std::vector<Box> NormalizePixelBoxes(const Sample& s, int w, int h, FindingList*
     if (x2 - x1 <= 0 || y2 - y1 <= 0) {
       out->push_back(MakeFinding(Severity::kWarning, "label.degenerate", file, "bbox",
                                  "box of " + s.rel_path + " has zero or negative size after clipping",
-                                 "box dropped", pb.line));
+                                 "box dropped", pb.line, ImageOf(s)));
       continue;
     }
     boxes.push_back({pb.cls, (x1 + x2) / 2 / w, (y1 + y2) / 2 / h, (x2 - x1) / w, (y2 - y1) / h});
@@ -86,36 +93,33 @@ constexpr int64_t kKeepBytesBudget = int64_t{512} << 20;
 SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env,
                            std::atomic<int64_t>& kept_bytes) {
   SampleResult r;
+  const ImageRef about = ImageOf(s);
   auto bytes = env.ReadFile(s.image_path, uint64_t{2} << 30);
   if (!bytes.IsOk()) {
     r.findings.push_back(MakeFinding(Severity::kError, "image.unreadable", s.image_path, "",
-                                     bytes.GetStatus().Message(), "sample excluded"));
+                                     bytes.GetStatus().Message(), "sample excluded", 0, about));
     return r;
   }
   if (bytes->empty()) {
     r.findings.push_back(MakeFinding(Severity::kError, "image.empty", s.image_path, "",
-                                     "image file is empty (0 bytes)", "sample excluded"));
+                                     "image file is empty (0 bytes)", "sample excluded", 0, about));
     return r;
   }
   r.image_sha = Sha256Hex(*bytes);
   DecodeOptions dopt;
   dopt.max_pixels = opts.max_pixels;
   ImageInfo info;
-  auto img = DecodeImage(*bytes, s.image_path, dopt, &info);
+  DecodeFailure failure = DecodeFailure::kNone;
+  auto img = DecodeImage(*bytes, s.image_path, dopt, &info, &failure);
   if (!img.IsOk()) {
-    const Status& st = img.GetStatus();
-    const std::string& msg = st.Message();
-    std::string check = "image.decode";
-    if (msg.find("bomb") != std::string::npos)
-      check = "image.too_large";
-    else if (msg.find("truncated") != std::string::npos)
-      check = "image.truncated";
-    else if (msg.find("zero") != std::string::npos)
-      check = "image.zero_size";
-    r.findings.push_back(MakeFinding(Severity::kError, check, s.image_path, "", msg, "sample excluded"));
+    r.findings.push_back(MakeFinding(Severity::kError, DecodeFailureCheck(failure), s.image_path, "",
+                                     img.GetStatus().Message(), "sample excluded", 0, about));
     return r;
   }
-  for (auto& f : ImageInfoFindings(info, s.image_path)) r.findings.Add(std::move(f));
+  for (auto& f : ImageInfoFindings(info, s.image_path)) {
+    f.image = about;
+    r.findings.Add(std::move(f));
+  }
   r.width = img->cols;
   r.height = img->rows;
   r.phash = PerceptualHash(*img);
@@ -128,7 +132,7 @@ SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env,
                                            std::to_string(s.declared_height) + " for " + s.rel_path +
                                            " but the decoded image is " + std::to_string(r.width) + "x" +
                                            std::to_string(r.height),
-                                       "decoded size used"));
+                                       "decoded size used", 0, about));
     }
     r.boxes = NormalizePixelBoxes(s, r.width, r.height, &r.findings);
   } else {
@@ -326,20 +330,25 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
       for (const auto& p : *classified) {
         const auto& ei = m.entries[static_cast<size_t>(p.pair.i)];
         const auto& ej = m.entries[static_cast<size_t>(p.pair.j)];
-        std::string desc = a.image_paths[static_cast<size_t>(p.pair.i)] + " (" + SplitName(ei.split) +
-                           ") and " + a.image_paths[static_cast<size_t>(p.pair.j)] + " (" +
+        const std::string& file_i = a.image_paths[static_cast<size_t>(p.pair.i)];
+        const std::string& file_j = a.image_paths[static_cast<size_t>(p.pair.j)];
+        std::string desc = file_i + " (" + SplitName(ei.split) + ") and " + file_j + " (" +
                            SplitName(ej.split) + "), pHash distance " + std::to_string(p.pair.distance);
+        Finding f;
         if (p.cross_split) {
           ++rep.leakage_pairs;
-          rep.findings.push_back(MakeFinding(
-              Severity::kWarning, "split.leakage", a.image_paths[static_cast<size_t>(p.pair.i)], "split",
-              "near-duplicate images across splits: " + desc, "kept; consider removing one"));
+          f = MakeFinding(Severity::kWarning, "split.leakage", file_i, "split",
+                          "near-duplicate images across splits: " + desc, "kept; consider removing one");
         } else {
           ++rep.near_duplicate_pairs;
-          rep.findings.push_back(MakeFinding(Severity::kWarning, "image.near_duplicate",
-                                             a.image_paths[static_cast<size_t>(p.pair.i)], "",
-                                             "near-duplicate images: " + desc, "kept"));
+          f = MakeFinding(Severity::kWarning, "image.near_duplicate", file_i, "",
+                          "near-duplicate images: " + desc, "kept");
         }
+        f.image = {ei.path, ei.split};
+        f.other = {ej.path, ej.split};
+        f.other_file = file_j;
+        f.distance = p.pair.distance;
+        rep.findings.push_back(std::move(f));
       }
     }
     if (dups->truncated) {

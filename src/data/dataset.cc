@@ -66,7 +66,8 @@ void FindingList::Store(Finding f) {
   for (CheckCount& c : by_check_) {
     if (c.severity == f.severity && c.check == f.check) ++c.examples;
   }
-  for (std::string* t : {&f.check, &f.file, &f.field, &f.message, &f.action}) {
+  for (std::string* t :
+       {&f.check, &f.file, &f.field, &f.message, &f.action, &f.image.path, &f.other.path, &f.other_file}) {
     if (!IsValidUtf8(*t)) *t = EscapeInvalidUtf8(*t);
   }
   examples_.push_back(std::move(f));

@@ -22,8 +22,24 @@ namespace kestrel::data {
 enum class Severity { kError, kWarning, kInfo };
 const char* SeverityName(Severity s);  // "error", "warning", "info"
 
+enum class Split { kTrain, kVal, kTest, kUnassigned };
+const char* SplitName(Split s);  // "train", "val", "test", "unassigned"
+Result<Split> ParseSplit(const std::string& s);
+
+// A manifest image as a finding names it: its manifest key.
+struct ImageRef {
+  std::string path;                  // Sample::rel_path (= ManifestEntry::path); "" = no image
+  Split split = Split::kUnassigned;  // kUnassigned: not known when the finding was made
+  bool operator==(const ImageRef&) const = default;
+};
+
 // One validation finding. `check` is a stable machine-readable id
 // ("label.syntax", "image.truncated", ...; listed in docs/datasets.md).
+//
+// `message` is for people: it is escaped, cut and shown, and its wording may
+// change; code never reads it. What code needs later (which image, the other
+// image of a pair, the distance) travels in the typed fields below, which the
+// stored report keeps too (docs/formats.md, FindingToJson in registry.h).
 struct Finding {
   Severity severity = Severity::kInfo;
   std::string check;
@@ -32,6 +48,16 @@ struct Finding {
   std::string field;  // e.g. "class", "x_center", "bbox", "file_name"
   std::string message;
   std::string action;  // what import did: "sample excluded", "clipped", "box dropped", ...
+  // The image this finding is about, where its producer knows the sample
+  // (the importer's per-image findings, pairs); empty otherwise (the reader's
+  // label findings name their image through `file`).
+  ImageRef image;
+  // Pair findings (image.near_duplicate, split.leakage): `image` is the
+  // first image (`file` its source path), these the second and the pHash
+  // Hamming distance of the two (0..64). Empty / -1 for other findings.
+  ImageRef other;
+  std::string other_file;
+  int distance = -1;
 };
 
 // Findings with exact counts and a bounded number of stored examples.
@@ -132,10 +158,6 @@ Finding MakeFinding(Severity severity, std::string check, std::string file, int 
                     std::string message, std::string action);
 // Short human form of a number in messages ("%g": 0.5, 1e+06).
 std::string FormatNumber(double v);
-
-enum class Split { kTrain, kVal, kTest, kUnassigned };
-const char* SplitName(Split s);  // "train", "val", "test", "unassigned"
-Result<Split> ParseSplit(const std::string& s);
 
 // A box, normalized to the (EXIF-oriented) image: center x/y, width, height
 // in [0, 1]; `cls` indexes SourceDataset::names.

@@ -30,7 +30,10 @@ bool Has(std::string_view b, size_t off, std::string_view magic) {
   return b.size() >= off + magic.size() && b.substr(off, magic.size()) == magic;
 }
 
-Status Bad(StatusCode code, const std::string& origin, std::string msg) {
+// A refusal: the Status for people and, in `*why`, its typed cause for code.
+Status Bad(DecodeFailure* why, DecodeFailure cause, StatusCode code, const std::string& origin,
+           std::string msg) {
+  *why = cause;
   return Status(code, std::move(msg), ErrorLocation{origin});
 }
 
@@ -196,10 +199,10 @@ JpegScan WalkJpeg(std::string_view b, ImageInfo* info, bool to_eoi) {
   return scan;
 }
 
-Status ProbeJpeg(std::string_view b, const std::string& origin, ImageInfo* info) {
+Status ProbeJpeg(std::string_view b, const std::string& origin, ImageInfo* info, DecodeFailure* why) {
   info->format = "jpeg";
   if (!WalkJpeg(b, info, false).sof) {
-    return Bad(StatusCode::kCorruption, origin,
+    return Bad(why, DecodeFailure::kTruncated, StatusCode::kCorruption, origin,
                "truncated or corrupt JPEG: no frame header (SOF marker) found");
   }
   info->is_gray = info->channels == 1;
@@ -229,14 +232,16 @@ bool WalkPng(std::string_view b, Fn fn) {
   return false;
 }
 
-Status ProbePng(std::string_view b, const std::string& origin, ImageInfo* info) {
+Status ProbePng(std::string_view b, const std::string& origin, ImageInfo* info, DecodeFailure* why) {
   info->format = "png";
   if (b.size() < 8 + 8 + 13 || b.substr(12, 4) != "IHDR") {
-    return Bad(StatusCode::kCorruption, origin, "corrupt PNG: missing IHDR header");
+    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+               "corrupt PNG: missing IHDR header");
   }
   uint32_t w = U32BE(b, 16), h = U32BE(b, 20);
   if (w > 0x7FFFFFFFu || h > 0x7FFFFFFFu) {
-    return Bad(StatusCode::kCorruption, origin, "corrupt PNG: IHDR size out of range");
+    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+               "corrupt PNG: IHDR size out of range");
   }
   info->stored_width = static_cast<int>(w);
   info->stored_height = static_cast<int>(h);
@@ -263,7 +268,7 @@ Status ProbePng(std::string_view b, const std::string& origin, ImageInfo* info) 
       info->has_alpha = true;
       break;
     default:
-      return Bad(StatusCode::kCorruption, origin,
+      return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
                  "corrupt PNG: unknown colour type " + std::to_string(colour));
   }
   WalkPng(b, [&](std::string_view type, std::string_view data) {
@@ -279,11 +284,12 @@ Status ProbePng(std::string_view b, const std::string& origin, ImageInfo* info) 
 
 // ---- BMP, WebP, TIFF ----
 
-Status ProbeBmp(std::string_view b, const std::string& origin, ImageInfo* info) {
+Status ProbeBmp(std::string_view b, const std::string& origin, ImageInfo* info, DecodeFailure* why) {
   info->format = "bmp";
   uint32_t dib = U32LE(b, 14);
   if (b.size() < 26 || dib < 12) {
-    return Bad(StatusCode::kCorruption, origin, "corrupt BMP: header too short");
+    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+               "corrupt BMP: header too short");
   }
   int64_t w, h;
   uint32_t bpp;
@@ -298,7 +304,8 @@ Status ProbeBmp(std::string_view b, const std::string& origin, ImageInfo* info) 
   }
   if (h < 0) h = -h;
   if (w < 0 || w > std::numeric_limits<int>::max() || h > std::numeric_limits<int>::max()) {
-    return Bad(StatusCode::kCorruption, origin, "corrupt BMP: size out of range");
+    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+               "corrupt BMP: size out of range");
   }
   info->stored_width = static_cast<int>(w);
   info->stored_height = static_cast<int>(h);
@@ -307,27 +314,30 @@ Status ProbeBmp(std::string_view b, const std::string& origin, ImageInfo* info) 
   return {};
 }
 
-Status ProbeWebp(std::string_view b, const std::string& origin, ImageInfo* info) {
+Status ProbeWebp(std::string_view b, const std::string& origin, ImageInfo* info, DecodeFailure* why) {
   info->format = "webp";
   std::string_view fourcc = b.substr(12, 4);
   std::string_view d = b.size() > 20 ? b.substr(20) : std::string_view();
   info->channels = 3;
   if (fourcc == "VP8 ") {
     if (d.size() < 10 || !Has(d, 3, "\x9d\x01\x2a")) {
-      return Bad(StatusCode::kCorruption, origin, "corrupt WebP: bad VP8 frame header");
+      return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+                 "corrupt WebP: bad VP8 frame header");
     }
     info->stored_width = static_cast<int>(U16LE(d, 6) & 0x3FFF);
     info->stored_height = static_cast<int>(U16LE(d, 8) & 0x3FFF);
   } else if (fourcc == "VP8L") {
     if (d.size() < 5 || U8(d, 0) != 0x2F) {
-      return Bad(StatusCode::kCorruption, origin, "corrupt WebP: bad VP8L header");
+      return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+                 "corrupt WebP: bad VP8L header");
     }
     uint32_t bits = U32LE(d, 1);
     info->stored_width = static_cast<int>((bits & 0x3FFF) + 1);
     info->stored_height = static_cast<int>(((bits >> 14) & 0x3FFF) + 1);
     info->has_alpha = ((bits >> 28) & 1) != 0;
   } else if (fourcc == "VP8X") {
-    if (d.size() < 10) return Bad(StatusCode::kCorruption, origin, "corrupt WebP: short VP8X");
+    if (d.size() < 10)
+      return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin, "corrupt WebP: short VP8X");
     info->has_alpha = (U8(d, 0) & 0x10) != 0;
     info->stored_width = static_cast<int>(U24LE(d, 4) + 1);
     info->stored_height = static_cast<int>(U24LE(d, 7) + 1);
@@ -343,17 +353,19 @@ Status ProbeWebp(std::string_view b, const std::string& origin, ImageInfo* info)
       pos += 8 + static_cast<size_t>(len) + (len & 1);
     }
   } else {
-    return Bad(StatusCode::kInvalidArgument, origin, "unsupported WebP chunk '" + std::string(fourcc) + "'");
+    return Bad(why, DecodeFailure::kUnsupported, StatusCode::kInvalidArgument, origin,
+               "unsupported WebP chunk '" + std::string(fourcc) + "'");
   }
   if (info->has_alpha) info->channels = 4;
   return {};
 }
 
-Status ProbeTiff(std::string_view b, const std::string& origin, ImageInfo* info) {
+Status ProbeTiff(std::string_view b, const std::string& origin, ImageInfo* info, DecodeFailure* why) {
   info->format = "tiff";
   TiffTags t = ParseTiffIfd0(b);
   if (!t.ok || t.width > 0x7FFFFFFFu || t.height > 0x7FFFFFFFu) {
-    return Bad(StatusCode::kCorruption, origin, "corrupt TIFF: unreadable first IFD");
+    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+               "corrupt TIFF: unreadable first IFD");
   }
   info->stored_width = static_cast<int>(t.width);
   info->stored_height = static_cast<int>(t.height);
@@ -424,15 +436,15 @@ cv::Mat ApplyOrientation(const cv::Mat& in, int o) {
 }
 
 Result<cv::Mat> DecodeChecked(std::string_view bytes, const std::string& origin, const DecodeOptions& opts,
-                              const ImageInfo& info) {
+                              const ImageInfo& info, DecodeFailure* why) {
   if (info.stored_width <= 0 || info.stored_height <= 0) {
-    return Bad(StatusCode::kInvalidArgument, origin,
+    return Bad(why, DecodeFailure::kZeroSize, StatusCode::kInvalidArgument, origin,
                "image has zero size (" + std::to_string(info.stored_width) + "x" +
                    std::to_string(info.stored_height) + ")");
   }
   int64_t pixels = int64_t{info.stored_width} * info.stored_height;
   if (pixels > opts.max_pixels) {
-    return Bad(StatusCode::kResourceExhausted, origin,
+    return Bad(why, DecodeFailure::kTooLarge, StatusCode::kResourceExhausted, origin,
                "image is " + std::to_string(info.stored_width) + "x" + std::to_string(info.stored_height) +
                    " = " + ShortNumber(static_cast<double>(pixels)) + " pixels, over the limit of " +
                    ShortNumber(static_cast<double>(opts.max_pixels)) + " (decompression bomb)");
@@ -442,15 +454,18 @@ Result<cv::Mat> DecodeChecked(std::string_view bytes, const std::string& origin,
   if (info.format == "jpeg") {
     ImageInfo scratch;
     if (!WalkJpeg(bytes, &scratch, true).eoi) {
-      return Bad(StatusCode::kCorruption, origin, "truncated JPEG: no end-of-image marker");
+      return Bad(why, DecodeFailure::kTruncated, StatusCode::kCorruption, origin,
+                 "truncated JPEG: no end-of-image marker");
     }
   } else if (info.format == "png") {
     if (!WalkPng(bytes, [](std::string_view, std::string_view) {})) {
-      return Bad(StatusCode::kCorruption, origin, "truncated PNG: no IEND chunk");
+      return Bad(why, DecodeFailure::kTruncated, StatusCode::kCorruption, origin,
+                 "truncated PNG: no IEND chunk");
     }
   }
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    return Bad(StatusCode::kResourceExhausted, origin, "image file over 2 GiB");
+    return Bad(why, DecodeFailure::kTooLarge, StatusCode::kResourceExhausted, origin,
+               "image file over 2 GiB");
   }
   // imdecode only reads the buffer; the const_cast is for cv::Mat's API.
   cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
@@ -458,10 +473,11 @@ Result<cv::Mat> DecodeChecked(std::string_view bytes, const std::string& origin,
   // own EXIF rotation, so orientation is applied exactly once, below.
   cv::Mat m = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
   if (m.empty()) {
-    return Bad(StatusCode::kCorruption, origin, "cannot decode " + info.format + " image");
+    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+               "cannot decode " + info.format + " image");
   }
   if (m.cols != info.stored_width || m.rows != info.stored_height) {
-    return Bad(StatusCode::kCorruption, origin,
+    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
                "decoded size " + std::to_string(m.cols) + "x" + std::to_string(m.rows) +
                    " differs from the header's " + std::to_string(info.stored_width) + "x" +
                    std::to_string(info.stored_height));
@@ -471,7 +487,7 @@ Result<cv::Mat> DecodeChecked(std::string_view bytes, const std::string& origin,
     m.convertTo(eight, CV_8U, 1.0 / 257.0);
     m = eight;
   } else if (m.depth() != CV_8U) {
-    return Bad(StatusCode::kInvalidArgument, origin,
+    return Bad(why, DecodeFailure::kUnsupported, StatusCode::kInvalidArgument, origin,
                "unsupported pixel depth (only 8- and 16-bit integer images)");
   }
   cv::Mat rgb;
@@ -492,30 +508,29 @@ Result<cv::Mat> DecodeChecked(std::string_view bytes, const std::string& origin,
       cv::cvtColor(m, rgb, cv::COLOR_BGRA2RGB);
       break;
     default:
-      return Bad(StatusCode::kInvalidArgument, origin,
+      return Bad(why, DecodeFailure::kUnsupported, StatusCode::kInvalidArgument, origin,
                  "unsupported channel count " + std::to_string(m.channels()));
   }
   return ApplyOrientation(rgb, info.exif_orientation);
 }
 
-}  // namespace
-
-Result<ImageInfo> ProbeImage(std::string_view b, const std::string& origin) {
+Result<ImageInfo> Probe(std::string_view b, const std::string& origin, DecodeFailure* why) {
   ImageInfo info;
   Status st;
-  if (b.empty()) return Bad(StatusCode::kInvalidArgument, origin, "empty image file");
+  if (b.empty())
+    return Bad(why, DecodeFailure::kEmpty, StatusCode::kInvalidArgument, origin, "empty image file");
   if (Has(b, 0, "\xFF\xD8\xFF")) {
-    st = ProbeJpeg(b, origin, &info);
+    st = ProbeJpeg(b, origin, &info, why);
   } else if (Has(b, 0, kPngSig)) {
-    st = ProbePng(b, origin, &info);
+    st = ProbePng(b, origin, &info, why);
   } else if (Has(b, 0, "BM") && b.size() >= 18) {
-    st = ProbeBmp(b, origin, &info);
+    st = ProbeBmp(b, origin, &info, why);
   } else if (Has(b, 0, "RIFF") && Has(b, 8, "WEBP") && b.size() >= 16) {
-    st = ProbeWebp(b, origin, &info);
+    st = ProbeWebp(b, origin, &info, why);
   } else if (Has(b, 0, std::string_view("II*\0", 4)) || Has(b, 0, std::string_view("MM\0*", 4))) {
-    st = ProbeTiff(b, origin, &info);
+    st = ProbeTiff(b, origin, &info, why);
   } else {
-    return Bad(StatusCode::kInvalidArgument, origin,
+    return Bad(why, DecodeFailure::kUnknownFormat, StatusCode::kInvalidArgument, origin,
                "unknown image format (expected JPEG, PNG, BMP, WebP or TIFF)");
   }
   if (!st.IsOk()) return st;
@@ -525,20 +540,52 @@ Result<ImageInfo> ProbeImage(std::string_view b, const std::string& origin) {
   return info;
 }
 
+}  // namespace
+
+Result<ImageInfo> ProbeImage(std::string_view b, const std::string& origin) {
+  DecodeFailure ignored = DecodeFailure::kNone;
+  return Probe(b, origin, &ignored);
+}
+
 Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& origin, const DecodeOptions& opts,
-                            ImageInfo* info_out) {
-  Result<ImageInfo> info = ProbeImage(bytes, origin);
+                            ImageInfo* info_out, DecodeFailure* failure) {
+  DecodeFailure local = DecodeFailure::kNone;
+  DecodeFailure* why = failure != nullptr ? failure : &local;
+  *why = DecodeFailure::kNone;
+  Result<ImageInfo> info = Probe(bytes, origin, why);
   if (!info.IsOk()) return info.GetStatus();
   if (info_out != nullptr) *info_out = *info;
   try {
-    return DecodeChecked(bytes, origin, opts, *info);
+    return DecodeChecked(bytes, origin, opts, *info, why);
   } catch (const cv::Exception& e) {
-    return Bad(StatusCode::kCorruption, origin, std::string("OpenCV: ") + e.err);
+    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+               std::string("OpenCV: ") + e.err);
   } catch (const std::bad_alloc&) {
-    return Bad(StatusCode::kResourceExhausted, origin, "out of memory while decoding");
+    return Bad(why, DecodeFailure::kTooLarge, StatusCode::kResourceExhausted, origin,
+               "out of memory while decoding");
   } catch (const std::exception& e) {
-    return Bad(StatusCode::kInternal, origin, std::string("decode failed: ") + e.what());
+    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kInternal, origin,
+               std::string("decode failed: ") + e.what());
   }
+}
+
+const char* DecodeFailureCheck(DecodeFailure f) {
+  switch (f) {
+    case DecodeFailure::kTooLarge:
+      return "image.too_large";
+    case DecodeFailure::kTruncated:
+      return "image.truncated";
+    case DecodeFailure::kZeroSize:
+      return "image.zero_size";
+    case DecodeFailure::kEmpty:
+      return "image.empty";
+    case DecodeFailure::kNone:
+    case DecodeFailure::kUnknownFormat:
+    case DecodeFailure::kCorrupt:
+    case DecodeFailure::kUnsupported:
+      break;
+  }
+  return "image.decode";
 }
 
 std::vector<Finding> ImageInfoFindings(const ImageInfo& info, const std::string& file) {

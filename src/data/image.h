@@ -46,15 +46,33 @@ struct DecodeOptions {
   int64_t max_pixels = 100'000'000;
 };
 
+// Why DecodeImage refused an image: the typed cause behind its Status, for
+// callers that branch on it (the importer's check ids), never on the message.
+enum class DecodeFailure {
+  kNone,
+  kEmpty,          // no bytes
+  kUnknownFormat,  // not a JPEG, PNG, BMP, WebP or TIFF signature
+  kZeroSize,       // the header says 0 pixels wide or high
+  kTooLarge,       // over DecodeOptions::max_pixels (decompression bomb), a file over 2 GiB,
+                   // or out of memory while decoding
+  kTruncated,      // JPEG without a frame header or end-of-image marker, PNG without IEND
+  kCorrupt,        // another malformed header, or bytes the codec refuses
+  kUnsupported,    // well-formed but not decodable here (WebP chunk, pixel depth, channels)
+};
+// The importer's check id for a refused image: "image.too_large",
+// "image.truncated", "image.zero_size", "image.empty", else "image.decode".
+const char* DecodeFailureCheck(DecodeFailure f);
+
 // Decodes to an 8-bit, 3-channel RGB image (CV_8UC3), EXIF-oriented:
 // 16-bit is scaled to 8-bit, gray is replicated, alpha is dropped.
 // Rejects, with a Status whose location file is `origin`: unknown formats,
 // zero sizes, decompression bombs (checked from the header, before
 // decoding), truncated JPEG (no EOI after the last scan) and PNG (no IEND),
 // and anything the codec refuses. `info`, when given, receives the probe
-// result (nullable borrow).
+// result; `failure`, when given, why it refused (kNone on success). Both
+// are nullable borrows.
 Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& origin, const DecodeOptions& opts = {},
-                            ImageInfo* info = nullptr);
+                            ImageInfo* info = nullptr, DecodeFailure* failure = nullptr);
 
 // Info-level findings describing what DecodeImage normalizes for this image:
 // "image.grayscale", "image.cmyk", "image.16bit", "image.alpha",

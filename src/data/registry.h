@@ -79,6 +79,16 @@ struct ValidationReport {
   std::string ToText(size_t max_per_check = 10) const;
 };
 
+// One finding as the stored report holds it (docs/formats.md "report"):
+// severity, check, file, line, field, message, action, and where set
+// "image": {path, split}, "other": {file, path, split}, "distance".
+nlohmann::json FindingToJson(const Finding& f);
+// Back from a stored report's object, of any version: a field the object
+// lacks or holds with another type keeps its default (a report stored
+// before the typed fields reads as findings without image or pair; nothing
+// is recovered from the message). Never throws.
+Finding FindingFromJson(const nlohmann::json& j);
+
 struct Analysis {
   Manifest manifest;  // canonical, version id = VersionId(manifest)
   ValidationReport report;

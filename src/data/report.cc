@@ -2,6 +2,7 @@
 // `dataset validate`, `dataset show` and `dataset diff`.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -28,6 +29,73 @@ void ImportOptions::Bind(OptionSet& s) {
 }
 
 int64_t ValidationReport::Count(Severity s) const { return findings.Count(s); }
+
+namespace {
+
+nlohmann::json ImageRefJson(const ImageRef& r) { return {{"path", r.path}, {"split", SplitName(r.split)}}; }
+
+// A string member of `j`, or "" (absent, or another type in an odd report).
+std::string TextOf(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// An int member of `j` in [lo, hi], or `fallback`.
+int IntOf(const nlohmann::json& j, const char* key, int lo, int hi, int fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return fallback;
+  const auto v = it->get<int64_t>();
+  return v >= lo && v <= hi ? static_cast<int>(v) : fallback;
+}
+
+// {path, split} back; no path (or no object) is no image.
+ImageRef ImageRefOf(const nlohmann::json& j, const char* key) {
+  ImageRef r;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) return r;
+  r.path = TextOf(*it, "path");
+  if (auto split = ParseSplit(TextOf(*it, "split")); split.IsOk()) r.split = *split;
+  return r;
+}
+
+}  // namespace
+
+nlohmann::json FindingToJson(const Finding& f) {
+  nlohmann::json j = {{"severity", SeverityName(f.severity)},
+                      {"check", f.check},
+                      {"file", f.file},
+                      {"line", f.line},
+                      {"field", f.field},
+                      {"message", f.message},
+                      {"action", f.action}};
+  if (!f.image.path.empty()) j["image"] = ImageRefJson(f.image);
+  if (!f.other.path.empty()) {
+    j["other"] = ImageRefJson(f.other);
+    j["other"]["file"] = f.other_file;
+  }
+  if (f.distance >= 0) j["distance"] = f.distance;
+  return j;
+}
+
+Finding FindingFromJson(const nlohmann::json& j) {
+  Finding f;
+  if (!j.is_object()) return f;
+  const std::string severity = TextOf(j, "severity");
+  f.severity = severity == "error"     ? Severity::kError
+               : severity == "warning" ? Severity::kWarning
+                                       : Severity::kInfo;
+  f.check = TextOf(j, "check");
+  f.file = TextOf(j, "file");
+  f.line = IntOf(j, "line", 0, std::numeric_limits<int>::max(), 0);
+  f.field = TextOf(j, "field");
+  f.message = TextOf(j, "message");
+  f.action = TextOf(j, "action");
+  f.image = ImageRefOf(j, "image");
+  f.other = ImageRefOf(j, "other");
+  if (auto it = j.find("other"); it != j.end() && it->is_object()) f.other_file = TextOf(*it, "file");
+  f.distance = IntOf(j, "distance", 0, 64, -1);
+  return f;
+}
 
 nlohmann::json ValidationReport::ToJson() const {
   nlohmann::json j;
@@ -74,15 +142,7 @@ nlohmann::json ValidationReport::ToJson() const {
   }
   j["files_with_most_findings"] = top;
   nlohmann::json fs = nlohmann::json::array();
-  for (const auto& f : findings) {  // stored examples are valid UTF-8 already
-    fs.push_back({{"severity", SeverityName(f.severity)},
-                  {"check", f.check},
-                  {"file", f.file},
-                  {"line", f.line},
-                  {"field", f.field},
-                  {"message", f.message},
-                  {"action", f.action}});
-  }
+  for (const auto& f : findings) fs.push_back(FindingToJson(f));  // examples are valid UTF-8 already
   j["findings"] = fs;
   return j;
 }

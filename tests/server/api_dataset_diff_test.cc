@@ -16,6 +16,7 @@
 
 #include "app/datasets.h"
 #include "read_route_test.h"
+#include "stored_report.h"
 
 namespace kestrel::server {
 namespace {
@@ -115,6 +116,31 @@ TEST_F(DatasetDiffTest, LeakageFindingCarriesBothImages) {
   ASSERT_EQ(one["images"].size(), 1u);
   EXPECT_EQ(one["images"][0]["sha"], a["sha"]);
   EXPECT_EQ(Doc("/api/datasets/birds@v2/images?path=nope.jpg")["total"], 0);
+}
+
+// The route reads the pair from the stored finding's typed fields: a copy of
+// birds@v2 whose stored messages are other findings' text (naming other
+// images and splits) or nonsense answers the same pairs and images.
+TEST_F(DatasetDiffTest, FindingsRouteNeverReadsTheMessage) {
+  ASSERT_TRUE(kestrel::testing::AddVersionWithEditedFindings(*meta_, *blobs_, "birds@v2", "rotated",
+                                                             &kestrel::testing::RotateMessages)
+                  .IsOk());
+  ASSERT_TRUE(kestrel::testing::AddVersionWithEditedFindings(*meta_, *blobs_, "birds@v2", "nonsense",
+                                                             &kestrel::testing::ScrambleMessages)
+                  .IsOk());
+  auto rows = [&](const std::string& name) {
+    json page = Doc("/api/datasets/" + name + "/findings");
+    for (auto& f : page["findings"]) f.erase("message");
+    page.erase("version");
+    return page;
+  };
+  const json real = rows("birds@v2");
+  ASSERT_FALSE(real["findings"].empty());
+  bool has_pair = false;
+  for (const auto& f : real["findings"]) has_pair |= f["pair"].is_object();
+  EXPECT_TRUE(has_pair) << real.dump(1);
+  EXPECT_EQ(rows("rotated"), real);
+  EXPECT_EQ(rows("nonsense"), real);
 }
 
 }  // namespace

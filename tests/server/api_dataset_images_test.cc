@@ -280,27 +280,47 @@ data::ManifestEntry Entry(const std::string& path, data::Split split) {
   return e;
 }
 
-TEST(ResolveFindingImage, ImagePathsLabelFilesAndMessages) {
+// A finding with only a file (the reader's label findings, reports stored
+// before findings had an image) and a message.
+data::Finding ByFile(const std::string& file, const std::string& message = "") {
+  data::Finding f;
+  f.file = file;
+  f.message = message;
+  return f;
+}
+
+TEST(ResolveFindingImage, TypedImageElseFileNeverTheMessage) {
   data::Manifest m;
   m.entries = {Entry("a.jpg", data::Split::kTrain), Entry("a.jpg", data::Split::kVal),
                Entry("sub/b.png", data::Split::kTrain), Entry("c.d.jpg", data::Split::kVal)};
   // An image path: the entry of the split folder it is in.
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/images/val/a.jpg", ""), 1);
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/images/train/a.jpg", ""), 0);
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/images/sub/b.png", ""), 2);
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/images/val/a.jpg")), 1);
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/images/train/a.jpg")), 0);
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/images/sub/b.png")), 2);
   // A YOLO or VOC label file: same stem.
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/labels/train/sub/b.txt", ""), 2);
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/labels/val/c.d.txt", ""), 3);
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/Annotations/a.xml", ""), 0);
-  // COCO's one annotation file: the image the message names.
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/annotations/instances_val.json",
-                                     "box of sub/b.png extends outside the 32x32 image"),
-            2);
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/x/instances.json", "image 'c.d.jpg': truncated"), 3);
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/labels/train/sub/b.txt")), 2);
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/labels/val/c.d.txt")), 3);
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/Annotations/a.xml")), 0);
+  // COCO's one annotation file: the typed image (path and split), whatever
+  // the file and the message say.
+  data::Finding coco = ByFile("/data/annotations/instances_val.json", "box of c.d.jpg extends outside");
+  coco.image = {"sub/b.png", data::Split::kTrain};
+  EXPECT_EQ(app::ResolveFindingImage(m, coco), 2);
+  coco.image = {"a.jpg", data::Split::kVal};
+  EXPECT_EQ(app::ResolveFindingImage(m, coco), 1);
+  coco.image = {"a.jpg", data::Split::kUnassigned};  // split assigned after the finding: the first
+  EXPECT_EQ(app::ResolveFindingImage(m, coco), 0);
+  coco.image = {"gone.jpg", data::Split::kTrain};  // an excluded image is in no entry
+  EXPECT_EQ(app::ResolveFindingImage(m, coco), -1);
+  // Without a typed image, a path in the message names nothing (it used to).
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/annotations/instances_val.json",
+                                               "box of sub/b.png extends outside the image")),
+            -1);
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/x/instances.json", "image 'c.d.jpg': truncated")), -1);
   // Nothing to name: dataset-wide findings, other files.
-  EXPECT_EQ(app::ResolveFindingImage(m, "", "20% of the images were assigned to val"), -1);
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/images/train/zz.jpg", "unreadable"), -1);
-  EXPECT_EQ(app::ResolveFindingImage(m, "/data/bsub/b.png", ""), -1) << "suffixes end at a '/'";
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("", "20% of the images were assigned to val")), -1);
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/images/train/zz.jpg", "unreadable")), -1);
+  EXPECT_EQ(app::ResolveFindingImage(m, ByFile("/data/bsub/b.png")), -1) << "suffixes end at a '/'";
 }
 
 TEST(ImageContentType, FromTheSignature) {
