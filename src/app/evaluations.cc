@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "app/evaluate.h"
+#include "app/job_kinds.h"
 #include "app/jobs.h"
 #include "app/models.h"
 #include "core/hash.h"
@@ -142,13 +143,16 @@ Result<EvaluationSummary> Evaluations::Summarize(const store::JobRecord& job) {
                                     store::JobStateName(job.state) +
                                     " (an evaluation is a succeeded val job)");
   }
-  const json result = ParsedObject(job.result_json);
+  // The typed result the val attempt wrote (app/job_kinds.h); record_sha is one of its details.
+  const auto result = AttemptResult::Parse(job.result_json);
   const json cfg = ParsedObject(job.spec.config_json);
   const json typed = ParsedObject(job.spec.spec_json);
   EvaluationSummary s;
   s.id = job.id;
-  s.record_sha = Text(result, "record_sha");
-  s.attempt = Number<int64_t>(result, "attempt");
+  if (result.IsOk()) {
+    s.record_sha = Text(result->details, "record_sha");
+    s.attempt = result->attempt;
+  }
   if (s.record_sha.empty() || s.attempt < 1)
     return Status::Corruption(
         "val job " + std::to_string(job.id) + ": its result names no record_sha/attempt",
@@ -184,14 +188,15 @@ Result<EvaluationSummary> Evaluations::Summarize(const store::JobRecord& job) {
   for (const auto& v : vit->second) {
     if (v.version_id == s.version_id) s.version = "v" + std::to_string(v.seq);
   }
-  s.split = Text(result, "split");
-  s.images = Number<int64_t>(result, "images");
-  s.instances = Number<int64_t>(result, "instances");
-  s.map50 = Number<double>(result, "map50");
-  s.map50_95 = Number<double>(result, "map50_95");
-  s.precision = Number<double>(result, "precision");
-  s.recall = Number<double>(result, "recall");
-  s.fitness = Number<double>(result, "fitness");
+  const json& details = result->details;
+  s.split = Text(details, "split");
+  s.images = Number<int64_t>(details, "images");
+  s.instances = Number<int64_t>(details, "instances");
+  s.map50 = result->map50.value_or(0.0);
+  s.map50_95 = result->map50_95.value_or(0.0);
+  s.precision = Number<double>(details, "precision");
+  s.recall = Number<double>(details, "recall");
+  s.fitness = Number<double>(details, "fitness");
   s.created_ms = job.created_ms;
   s.finished_ms = job.finished_ms;
   s.has_predictions = env_.Stat(JoinPath(AttemptDir(job.id, s.attempt), "predictions.json")).is_regular;

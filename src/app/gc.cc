@@ -5,6 +5,7 @@
 #include <limits>
 #include <system_error>
 
+#include "app/job_kinds.h"
 #include "core/hash.h"
 #include "core/json.h"
 
@@ -385,8 +386,8 @@ Result<RetentionResult> ApplyJobRetention(Env& env, const std::string& home, con
     return Status::FailedPrecondition("job " + std::to_string(job.id) +
                                       " has not succeeded: its checkpoints stay");
   }
-  const json result = json::parse(job.result_json.empty() ? "{}" : job.result_json, nullptr, false);
-  const std::string run_dir = result.is_object() ? result.value("run_dir", "") : "";
+  const auto result = AttemptResult::Parse(job.result_json.empty() ? "{}" : job.result_json);
+  const std::string run_dir = result.IsOk() ? result->run_dir : "";
   if (run_dir.empty()) {
     return Status::FailedPrecondition("job " + std::to_string(job.id) + " result names no run_dir");
   }

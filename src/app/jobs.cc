@@ -5,15 +5,10 @@
 #include <limits>
 #include <map>
 
-#include "app/export_keys.h"
-#include "app/val_keys.h"
+#include "app/templates.h"
 #include "core/json.h"
 #include "core/options.h"
-#include "core/safetensors.h"
 #include "core/utf8.h"
-#include "model/pt_checkpoint.h"
-#include "model/spec.h"
-#include "train/train_config.h"
 
 namespace kestrel::app {
 namespace {
@@ -35,19 +30,6 @@ json ParsedOrText(const std::string& text) {
   return j.is_discarded() ? json(text) : j;
 }
 
-// What `kestrel val model=` and `kestrel export` need before they start: a
-// readable weights file (safetensors, or a .pt checkpoint), checked without
-// LibTorch.
-Status CheckWeightsFile(const std::string& model) {
-  Status h = model::FileLooksLikeZip(model) ? model::ReadWeightsInfo(model).GetStatus()
-                                            : ReadSafeTensorsHeader(model).GetStatus();
-  if (h.IsOk()) return h;
-  const std::string why = h.Code() == StatusCode::kCorruption && !model::FileLooksLikeZip(model)
-                              ? "not a safetensors weights file (" + h.Message() + ")"
-                              : h.Message();
-  return Bad("model", "model=" + EscapeInvalidUtf8(model) + ": " + why);
-}
-
 }  // namespace
 
 Status RelocateRequestError(const Status& s, const std::string& file) {
@@ -55,61 +37,33 @@ Status RelocateRequestError(const Status& s, const std::string& file) {
   return Status(s.Code(), s.Message(), {file, 0, s.Where().field}).WithReason(s.Reason());
 }
 
-namespace {
-
-// An export job's model=: pinned to NAME@vN when it names a registered model
-// (the child resolves that again and records the export on it), else the
-// weights file made absolute; the file must be readable weights.
-Status ResolveExportModel(ExportKeys& ek, JobDraft& d, const WeightsResolver& resolve_weights,
-                          const ModelResolver& resolve_model) {
-  std::string weights = ek.r.model;
-  bool pinned = false;
-  if (resolve_model) {
-    KESTREL_ASSIGN_OR_RETURN(ResolvedWeights w, resolve_model(ek.r.model));
-    weights = w.path;
-    if (w.model) {
-      ek.r.model = w.model->name + "@v" + std::to_string(w.model->seq);
-      d.model_dataset_version = w.model->dataset_version;
-      pinned = true;
-    }
-  } else if (resolve_weights) {
-    KESTREL_RETURN_IF_ERROR(resolve_weights("model", &weights));
-  }
-  // A file (not a reference the child resolves): the resolved path, absolute, as val's model=.
-  if (!pinned) ek.r.model = weights = std::filesystem::absolute(weights).string();
-  return CheckWeightsFile(weights);
-}
-
-}  // namespace
-
 Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsResolver& resolve_weights,
-                          const ModelResolver& resolve_model) {
+                          const ModelResolver& resolve_model, const JobKindTable& kinds) {
   jobs::JobKeys jk;
   OptionSet job_set;
   jk.Bind(job_set);
   // The kind decides which command keys exist, so it is read first; a bad
   // kind= is reported where it stands, like every other key.
-  jobs::JobKind kind = jobs::JobKind::kTrain;
+  const JobKindSpec* kind = kinds.Find(JobKindTable::kDefaultKind);
   for (const auto& token : tokens) {
     std::string k, v;
     if (FirstInvalidUtf8(token) == std::string::npos && SplitKeyValue(token, &k, &v) &&
         k == jobs::kJobKindKey) {
-      if (!jobs::ParseJobKind(v, &kind)) kind = jobs::JobKind::kTrain;
+      kind = kinds.Find(v);
+      if (kind == nullptr) {
+        std::string known;
+        for (const auto& n : kinds.Names()) known += (known.empty() ? "" : ", ") + n;
+        return Bad(jobs::kJobKindKey,
+                   "kind=" + EscapeForDisplayCut(v) + " is not a job kind (one of: " + known + ")");
+      }
     }
   }
-  train::TrainConfig cfg;
-  ValKeys vk;
-  ExportKeys ek;
+  if (kind == nullptr) return Bad(jobs::kJobKindKey, "kind= is required (this table has no default kind)");
+  std::unique_ptr<JobKeySchema> schema = kind->keys();
   OptionSet set;
-  if (kind == jobs::JobKind::kTrain) {
-    cfg.Bind(set);
-  } else if (kind == jobs::JobKind::kVal) {
-    vk.Bind(set);
-  } else {
-    ek.Bind(set);
-  }
+  schema->Bind(set);
   JobDraft d;
-  d.kind = kind;
+  d.kind = kind->name;
   d.typed = json::object();
   for (const auto& token : tokens) {
     std::string k, v;
@@ -125,19 +79,8 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
     Status s;
     if (job_set.Has(k)) {
       s = job_set.Set(k, v, {kRequestFile, 0, ""});
-    } else if (kind == jobs::JobKind::kTrain && jobs::IsJobOwnedTrainKey(k)) {
-      s = Bad(k,
-              "'" + k +
-                  "' is decided by the job system (each attempt runs in $KESTREL_HOME/jobs/<id>/attempt-<n> "
-                  "and resumes from the previous attempt's checkpoint)");
-    } else if (kind == jobs::JobKind::kVal && IsJobOwnedValKey(k)) {
-      s = Bad(k, "'" + k +
-                     "' is not a val job key (a val job runs model= on data=, in "
-                     "$KESTREL_HOME/jobs/<id>/attempt-<n>)");
-    } else if (kind == jobs::JobKind::kExport && k == "output") {
-      s = Bad(k,
-              "'output' is decided by the job system (an export job writes $KESTREL_HOME/jobs/<id>/"
-              "<model>.onnx)");
+    } else if (const std::string why = schema->Refused(k); !why.empty()) {
+      s = Bad(k, why);
     } else {
       s = set.Set(k, v, {kRequestFile, 0, ""});
     }
@@ -145,64 +88,20 @@ Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsR
   }
   KESTREL_RETURN_IF_ERROR(InRequest(jk.Validate()));
   jk.ApplyTo(&d.spec);
-  if (kind == jobs::JobKind::kTrain) {
-    cfg.device = jk.TrainerDevice();
-    const std::string typed_pretrained = cfg.pretrained;
-    // pretrained= may name a registered model: the job stores its blob's path.
-    if (resolve_weights && !cfg.pretrained.empty())
-      KESTREL_RETURN_IF_ERROR(resolve_weights("pretrained", &cfg.pretrained));
-    if (!cfg.pretrained.empty()) cfg.pretrained = std::filesystem::absolute(cfg.pretrained).string();
-    // model=yolov8n.pt names a weights file too (a scale or yaml names none).
-    if (model::IsWeightsPath(cfg.model)) {
-      const bool same = cfg.model == typed_pretrained;
-      if (resolve_weights) KESTREL_RETURN_IF_ERROR(resolve_weights("model", &cfg.model));
-      cfg.model = std::filesystem::absolute(cfg.model).string();
-      if (same) cfg.pretrained = cfg.model;  // model=X pretrained=X: one file, as Validate allows
-    }
-    // What `kestrel train` checks before it starts, with the same messages.
-    KESTREL_RETURN_IF_ERROR(InRequest(cfg.Validate()));
-    KESTREL_RETURN_IF_ERROR(InRequest(cfg.ValidateFiles()));
-    d.data = cfg.data;
-    d.config = set.ToJson();
-  } else if (kind == jobs::JobKind::kExport) {
-    if (jk.device != "cpu") return Bad("device", "an export job runs on the CPU (device=cpu)");
-    if (jk.min_map50 != 0) {
-      return Bad("min_map50",
-                 "an export job is judged by its verification against LibTorch, not by a min_map50");
-    }
-    // What `kestrel export` checks before it opens the weights, with its messages.
-    KESTREL_RETURN_IF_ERROR(InRequest(ek.Request().GetStatus()));
-    KESTREL_RETURN_IF_ERROR(ResolveExportModel(ek, d, resolve_weights, resolve_model));
-    {
-      // int8=true without data= calibrates on the registered model's dataset version.
-      ExportRequest pinned = ek.r;
-      pinned.model_data = d.model_dataset_version;
-      KESTREL_RETURN_IF_ERROR(InRequest(CheckExportCalibrationData(pinned)));
-    }
-    d.config = set.ToJson();
-    d.config[jobs::kJobKindKey] = jobs::JobKindName(kind);
-    // data= (optional: int8 calibration, the mAP check) resolves like any job's.
-    d.data = d.config.value("data", std::string());
-  } else {
-    if (jk.device != "cpu") return Bad("device", "a val job runs on the CPU (device=cpu)");
-    if (vk.data.empty()) return Bad("data", "data=NAME[@VERSION] is required");
-    if (vk.model.empty()) return Bad("model", "model=WEIGHTS is required (the weights the val job scores)");
-    if (resolve_weights) KESTREL_RETURN_IF_ERROR(resolve_weights("model", &vk.model));
-    vk.model = std::filesystem::absolute(vk.model).string();
-    KESTREL_RETURN_IF_ERROR(InRequest(CheckBoundValues(vk)));
-    KESTREL_RETURN_IF_ERROR(CheckWeightsFile(vk.model));
-    d.data = vk.data;
-    d.config = set.ToJson();
-    d.config[jobs::kJobKindKey] = jobs::JobKindName(kind);
-  }
+  KESTREL_ASSIGN_OR_RETURN(KindSubmission sub, schema->Check(jk, set, resolve_weights, resolve_model));
+  d.config = std::move(sub.config);
+  if (kind->config_names_kind) d.config[jobs::kJobKindKey] = kind->name;
+  d.data = std::move(sub.data);
+  d.model_dataset_version = std::move(sub.model_dataset_version);
   d.data_as_given = d.data;
   return d;
 }
 
 Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64_t now_ms) {
   SubmitResult r;
-  if (draft.kind == jobs::JobKind::kExport && draft.data.empty()) {
-    // No dataset of its own: filed under the model's (its config has no data=).
+  if (draft.data.empty()) {
+    // No dataset of its own (an export job without data=): filed under the
+    // model's, if any (its config has no data=).
     store::JobSpec spec = draft.spec;
     spec.dataset_version = r.version_id = draft.model_dataset_version;
     spec.config_json = DumpJson(draft.config);
@@ -231,6 +130,29 @@ Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64
   spec.spec_json = DumpJson(draft.typed);
   KESTREL_ASSIGN_OR_RETURN(r.job, meta.SubmitJob(spec, now_ms, &r.created));
   return r;
+}
+
+Result<SubmitResult> SubmitTokens(const std::vector<std::string>& tokens, const SubmitSteps& steps,
+                                  int64_t now_ms, const JobKindTable& kinds) {
+  store::MetadataStore* meta = nullptr;
+  auto open = [&]() -> Status {
+    if (meta != nullptr) return {};
+    if (!steps.open_store) return Status::Internal("SubmitTokens needs open_store");
+    KESTREL_ASSIGN_OR_RETURN(meta, steps.open_store());
+    return {};
+  };
+  std::vector<std::string> expanded = tokens;
+  const bool templated = std::any_of(tokens.begin(), tokens.end(),
+                                     [](const std::string& t) { return t.rfind("template=", 0) == 0; });
+  if (templated) {
+    KESTREL_RETURN_IF_ERROR(open());
+    KESTREL_ASSIGN_OR_RETURN(expanded, TemplateLibrary(*meta).ExpandArgs(tokens));
+  }
+  KESTREL_ASSIGN_OR_RETURN(JobDraft draft,
+                           DraftJob(expanded, steps.resolve_weights, steps.resolve_model, kinds));
+  KESTREL_RETURN_IF_ERROR(open());
+  if (!draft.data.empty() && steps.resolve_data) KESTREL_RETURN_IF_ERROR(steps.resolve_data(&draft.data));
+  return SubmitJob(*meta, std::move(draft), now_ms);
 }
 
 namespace {
@@ -317,10 +239,12 @@ Result<store::JobFilter> JobListFilter(const JobListRequest& req) {
     }
   }
   if (!req.kind.empty()) {
-    jobs::JobKind k;
-    if (!jobs::ParseJobKind(req.kind, &k))
-      return Bad("kind", "unknown kind '" + EscapeInvalidUtf8(req.kind) + "' (train, val, export)");
-    f.kind = jobs::JobKindName(k);
+    if (JobKinds().Find(req.kind) == nullptr) {
+      std::string known;
+      for (const auto& n : JobKinds().Names()) known += (known.empty() ? "" : ", ") + n;
+      return Bad("kind", "unknown kind '" + EscapeInvalidUtf8(req.kind) + "' (" + known + ")");
+    }
+    f.kind = req.kind;
   }
   if (req.sort.empty() || req.sort == "created") {
     f.sort = store::JobSort::kCreated;
@@ -426,13 +350,6 @@ Result<store::JobRecord> CancelJob(store::MetadataStore& meta, int64_t job_id, i
 
 Result<store::JobRecord> RetryJob(store::MetadataStore& meta, int64_t job_id, int64_t now_ms) {
   return meta.RetryJob(job_id, now_ms);
-}
-
-std::string JobKindText(const store::JobRecord& job) {
-  auto cfg = json::parse(job.spec.config_json, nullptr, false);
-  if (!cfg.is_object() || !cfg.contains(jobs::kJobKindKey)) return jobs::JobKindName(jobs::JobKind::kTrain);
-  const json& k = cfg[jobs::kJobKindKey];
-  return k.is_string() ? k.get<std::string>() : k.dump();
 }
 
 json JobJson(const store::JobRecord& j, bool detail) {

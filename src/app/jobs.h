@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "app/job_kinds.h"
 #include "app/models.h"
 #include "core/status.h"
 #include "jobs/job_keys.h"
@@ -37,25 +38,15 @@ inline constexpr const char* kRequestFile = "request";
 // errors name a request key (jobs, templates).
 Status RelocateRequestError(const Status& s, const std::string& file);
 
-// A weights argument (pretrained= and a weights-file model= of a train job,
-// model= of a val job; `key` says which) may name a registered model; the
-// front end resolves it in place (the CLI prints which model it named). It
-// is also where a front end confines the files a job reads: these keys and
-// an export job's model= (ModelResolver) are every job key whose value names
-// a file (the HTTP server: server/job_paths.h). Unset: taken as a path.
-using WeightsResolver = std::function<Status(const std::string& key, std::string* weights)>;
-// The model= of an export job: the weights file, and the registered model it
-// named (ModelRegistry::ResolveWeights), which the job pins as NAME@vN so a
-// retry exports the same version and the export is recorded on it; a plain
-// file is stored as the path returned, made absolute.
-using ModelResolver = std::function<Result<ResolvedWeights>(const std::string& text)>;
+// pretrained= / model= of a job as a front end resolves it (job_kinds.h).
+using WeightsResolver = KeyWeightsResolver;
 
 // A submission with every key bound and validated, not yet stored.
 struct JobDraft {
-  jobs::JobKind kind = jobs::JobKind::kTrain;
+  std::string kind = JobKindTable::kDefaultKind;  // a row of the job-kind table
   store::JobSpec spec;    // the job keys' fields; dataset and config come with SubmitJob
   nlohmann::json config;  // the effective config: every key of the kind (train: every train key),
-                          // and "kind" for kinds other than train (min_map50 is in spec)
+                          // and "kind" for the kinds whose config names it (min_map50 is in spec)
   nlohmann::json typed;   // the keys as given (the job's spec_json)
   std::string data;       // data= as given; a front end may replace it with NAME@<version id>
   std::string data_as_given;
@@ -65,19 +56,20 @@ struct JobDraft {
 };
 
 // Binds `tokens` ("key=value", as typed) for a job: `kind=` (default train)
-// decides the command keys (train: the train keys, `kestrel train --help`;
-// val: the val keys, model= and data= required; export: the export keys of
-// app::ExportKeys, model= required, data= optional), the job keys
-// (jobs::JobKeys) apply to every kind. Keys the job system owns are refused
-// (train: resume, run_dir, project, name, exist_ok; val: predictions,
-// project, name, exist_ok; export: output), and so is every check the
-// command itself would make before it starts, with the same messages: a job
+// picks the row of `kinds` whose key schema binds the command keys (train:
+// the train keys, `kestrel train --help`; val: the val keys, model= and
+// data= required; export: the export keys of app::ExportKeys, model=
+// required, data= optional); the job keys (jobs::JobKeys) apply to every
+// kind. Keys the job system owns are refused (the schema's Refused: train:
+// resume, run_dir, project, name, exist_ok; val: predictions, project, name,
+// exist_ok; export: output), and so is every check the command itself would
+// make before it starts (the schema's Check), with the same messages: a job
 // that cannot run is refused here, not on a worker. An export job's model=
 // goes through `resolve_model` (a registered model pinned as NAME@vN; unset:
 // `resolve_weights` gives the file and model= stays as typed). No store
 // access (except the resolvers).
 Result<JobDraft> DraftJob(const std::vector<std::string>& tokens, const WeightsResolver& resolve_weights,
-                          const ModelResolver& resolve_model = {});
+                          const ModelResolver& resolve_model = {}, const JobKindTable& kinds = JobKinds());
 
 struct SubmitResult {
   store::JobRecord job;
@@ -93,6 +85,23 @@ struct SubmitResult {
 // and version_id then name the model's, or are "").
 Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64_t now_ms);
 
+// The submit recipe every front end runs (`kestrel submit`, POST
+// /api/jobs): template=NAME[@vN] expanded (TemplateLibrary::ExpandArgs, the
+// tokens winning), DraftJob with the front end's resolvers, the front end's
+// data step, SubmitJob. The store is opened through `open_store` only when
+// first needed (a template, or a draft that passed), so a refused key needs
+// no Kestrel home.
+struct SubmitSteps {
+  std::function<Result<store::MetadataStore*>()> open_store;  // required
+  WeightsResolver resolve_weights;
+  ModelResolver resolve_model;
+  // data= as drafted, before SubmitJob (the CLI imports a dataset path and
+  // reports it); unset: as given.
+  std::function<Status(std::string* data)> resolve_data;
+};
+Result<SubmitResult> SubmitTokens(const std::vector<std::string>& tokens, const SubmitSteps& steps,
+                                  int64_t now_ms, const JobKindTable& kinds = JobKinds());
+
 // A job list (`kestrel jobs list`, GET /api/jobs; docs/jobs.md "List"):
 // filters, a sort, and a page from a cursor or an offset, all done by the
 // store's query. Each filter "" = all; kInvalidArgument naming the field for
@@ -100,7 +109,7 @@ Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64
 struct JobListRequest {
   std::string state;  // a state name, or several joined by commas
   int64_t limit = 100;
-  std::string kind;      // train | val | export
+  std::string kind;      // a row of the job-kind table: train | val | export
   std::string priority;  // high | normal | low, or several joined by commas
   // A dataset NAME (jobs on any of its versions) or NAME@REF (that version:
   // vN, latest, an id prefix); kInvalidArgument when it does not exist.
@@ -157,10 +166,6 @@ Result<JobDetail> ShowJob(store::MetadataStore& meta, int64_t job_id);
 Result<store::JobRecord> CancelJob(store::MetadataStore& meta, int64_t job_id, int64_t now_ms);
 // Requeues a failed or cancelled job with a fresh retry budget.
 Result<store::JobRecord> RetryJob(store::MetadataStore& meta, int64_t job_id, int64_t now_ms);
-
-// The kind as stored ("train" when the config names none; an unknown kind
-// from a newer kestrel as written).
-std::string JobKindText(const store::JobRecord& job);
 
 // The one JSON view of a job: id, kind, state, attempt, priority,
 // retries_used, infra_retries_used, max_retries, last_reason, created_ms,

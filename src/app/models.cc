@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "app/job_kinds.h"
 #include "app/jobs.h"
 #include "core/hash.h"
 #include "core/json.h"
@@ -306,20 +307,22 @@ Result<store::ModelRecord> ModelRegistry::RegisterJobModel(int64_t job_id, int64
                                       ", not succeeded: it has no model to register");
   }
   // Only training makes weights (a val job's result names the model it scored).
-  KESTREL_ASSIGN_OR_RETURN(jobs::JobKind kind, jobs::JobKindOf(job));
-  if (kind != jobs::JobKind::kTrain) {
-    return Status::FailedPrecondition("job " + std::to_string(job_id) + " is a " + jobs::JobKindName(kind) +
+  if (const std::string kind = JobKindText(job); kind != "train") {
+    return Status::FailedPrecondition("job " + std::to_string(job_id) + " is a " + kind +
                                       " job: only training jobs make a model to register");
   }
-  const json result = ParseObject(job.result_json);
+  // The typed result the attempt wrote (app/job_kinds.h); its best_epoch
+  // and epochs are details, shown in the record as they are.
+  KESTREL_ASSIGN_OR_RETURN(AttemptResult typed, AttemptResult::Parse(job.result_json));
+  const json& result = typed.details;
   RegisterRequest req;
-  req.weights_path = result.value("best", "");
+  req.weights_path = typed.best;
   if (req.weights_path.empty()) {
     return Status::FailedPrecondition("job " + std::to_string(job_id) + " result names no best weights");
   }
   req.job_id = job.id;
-  req.attempt = result.value("attempt", job.attempt);
-  req.run_dir = result.value("run_dir", "");
+  req.attempt = typed.attempt > 0 ? typed.attempt : job.attempt;
+  req.run_dir = typed.run_dir;
   req.config_json = DumpJson(JobConfigJson(job));  // with min_map50, as before migration 10
   req.dataset_version = job.spec.dataset_version;
   const json config = ParseObject(job.spec.config_json);
@@ -347,16 +350,17 @@ Result<store::ModelRecord> ModelRegistry::RegisterJobModel(int64_t job_id, int64
   }
   // A run trained with val=false (or without a val split) measured nothing:
   // its record has no mAP, precision or recall, and says so.
-  if (result.contains("validated") && result["validated"] == false) {
+  if (typed.validated == false) {
     req.eval = {
-        {"source", "training run, not validated (" + result.value("not_validated", std::string("val=false")) +
+        {"source", "training run, not validated (" +
+                       (typed.not_validated.empty() ? std::string("val=false") : typed.not_validated) +
                        "): best = the epoch with the lowest train loss"},
         {"validated", false},
         {"metrics", {{"best_epoch", result.value("best_epoch", 0)}, {"epochs", result.value("epochs", 0)}}}};
     return Register(req, now_ms, created);
   }
   // Metrics: the result's best epoch; precision/recall from its results.csv row.
-  const double map50 = Num(result, "map50"), map5095 = Num(result, "map50_95");
+  const double map50 = typed.map50.value_or(0.0), map5095 = typed.map50_95.value_or(0.0);
   json metrics = {{"map50", map50},
                   {"map50_95", map5095},
                   {"fitness", 0.1 * map50 + 0.9 * map5095},

@@ -99,7 +99,7 @@ Result<TemplateKeys> ValidateSubmitKeys(const std::vector<std::string>& args) {
     if (!s.IsOk()) return s;
     // The template's keys are checked as a training job's; other kinds
     // have other keys (app::DraftJob) and no templates yet.
-    if (k == jobs::kJobKindKey && v != jobs::JobKindName(jobs::JobKind::kTrain)) {
+    if (k == jobs::kJobKindKey && v != JobKindTable::kDefaultKind) {
       return Usage(k, "templates hold training jobs' keys (kind=train); kind=" + v + " is not supported");
     }
     keys[k] = v;

@@ -62,60 +62,20 @@ nlohmann::json TrainSummaryJson(const train::TrainSummary& s) {
           {"epochs", epochs}};
 }
 
-nlohmann::json AttemptOutcomeJson(int64_t job_id, int64_t attempt, const AttemptOutcome& o) {
-  if (o.failure == FailureReason::kNone) return {{"ok", true}, {"job_id", job_id}, {"result", o.result}};
-  const auto& w = o.error.Where();
-  return {{"ok", false},
-          {"job_id", job_id},
-          {"attempt", attempt},
-          {"reason", FailureReasonToken(o.failure)},
-          {"error",
-           {{"code", o.exit_code == kTrainExitBadConfig ? "usage" : StatusCodeName(o.error.Code())},
-            {"message", o.error.Message()},
-            {"file", w.file},
-            {"line", w.line},
-            {"field", w.field}}}};
-}
-
-AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_t attempt,
-                             const AttemptIo& io) {
-  auto progress = [&](const std::string& line) {
-    if (io.progress) io.progress(line);
-  };
-  std::ostream null_out(nullptr);
-  std::ostream& out = io.out != nullptr ? *io.out : null_out;
-  auto fail = [&](FailureReason failure, const Status& why) {
-    progress(std::string("reason=") + FailureReasonToken(failure));
-    AttemptOutcome o;
-    o.exit_code = ExitCodeFor(failure);
-    o.failure = failure;
-    o.error = why;
-    return o;
-  };
-  progress("stage=data job=" + std::to_string(job_id) + " attempt=" + std::to_string(attempt));
-  const std::string home = std::filesystem::absolute(home_arg).lexically_normal().string();
-  auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
-  if (!meta.IsOk()) return fail(FailureReason::kStoreUnavailable, meta.GetStatus());
-  auto job = (*meta)->GetJob(job_id);
-  if (!job.IsOk()) {
-    if (job.GetStatus().Code() == StatusCode::kNotFound)
-      return fail(FailureReason::kBadConfig, job.GetStatus());
-    return fail(FailureReason::kStoreUnavailable, job.GetStatus());
-  }
-  if (job->attempt != attempt || job->state != store::JobState::kRunning) {
-    return fail(FailureReason::kLeaseLost,
-                Status::Aborted("attempt " + std::to_string(attempt) + " is not current (job is " +
-                                store::JobStateName(job->state) + " at attempt " +
-                                std::to_string(job->attempt) + ")"));
-  }
+Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
+  const int64_t job_id = ctx.job_id, attempt = ctx.attempt;
+  const std::string& home = ctx.home;
+  auto progress = [&ctx](const std::string& line) { ctx.Progress(line); };
+  std::ostream& out = ctx.Out();
+  auto fail = [](FailureReason failure, const Status& why) -> Status { return why.WithReason(failure); };
   // Live metrics (docs/server.md "Event kinds"): the epochs the job has
   // already reported (a resumed attempt reports only the missing ones), then
   // a writer with its own connection, so training never waits on the store.
   // Metrics are best effort: a store that cannot answer here costs at most a
   // re-reported epoch, which the series route de-duplicates.
   std::set<int> reported;
-  if (auto r = ReportedEpochs(**meta, job_id); r.IsOk()) reported = std::move(r).Value();
-  meta->reset();  // the trainer opens its own; nothing else needs it
+  if (auto r = ReportedEpochs(*ctx.meta, job_id); r.IsOk()) reported = std::move(r).Value();
+  ctx.meta.reset();  // the trainer opens its own; nothing else needs it
   const std::string url = store::MetadataUrl(home);
   MetricEventWriter events(
       [url] { return store::MetadataStore::Open(url); }, job_id, attempt,
@@ -136,20 +96,15 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
   {
     OptionSet set;
     opts.Bind(set);
-    auto cfg = nlohmann::json::parse(job->spec.config_json, nullptr, false);
-    if (!cfg.is_object()) {
-      return fail(FailureReason::kBadConfig, Status::InvalidArgument("stored config is not a JSON object"));
-    }
-    Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
-    if (!s.IsOk()) return fail(FailureReason::kBadConfig, s);
+    KESTREL_RETURN_IF_ERROR(ctx.ApplyConfig(set));
   }
   opts.home = home;
   // Each attempt runs in its own folder, which is the process's working
   // directory: run_dir "." is what the checkpoint stores, so a later attempt
   // that resumes from it writes into *its* folder, never an older one
   // (fencing: a stale attempt and the current one never share files).
-  const std::string job_dir = JoinPath(JoinPath(home, "jobs"), std::to_string(job_id));
-  const std::string run_dir = JoinPath(job_dir, "attempt-" + std::to_string(attempt));
+  const std::string job_dir = ctx.JobDir();
+  const std::string run_dir = ctx.AttemptDir();
   Env& env = Env::Default();
   Status made = env.CreateDirs(run_dir);
   if (!made.IsOk()) return fail(FailureReason::kIoError, made);
@@ -165,9 +120,9 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
     if (env.Stat(c).is_regular) checkpoints.push_back(c);
   }
 
-  if (io.before_training) io.before_training();
+  if (ctx.io != nullptr && ctx.io->before_training) ctx.io->before_training();
   train::TrainHooks hooks;
-  hooks.stop = io.stop;
+  hooks.stop = ctx.io != nullptr ? ctx.io->stop : nullptr;
   hooks.out = &out;
   // Every line resets the supervisor's hang timer, so each phase that can
   // outlast it reports as it advances; at most 4 lines a second, plus the
@@ -336,27 +291,25 @@ AttemptOutcome RunJobAttempt(const std::string& home_arg, int64_t job_id, int64_
       out << "job " << job_id << " attempt " << attempt << ": " << note << std::endl;
     }
   }
-  AttemptOutcome o;
-  o.result = {{"best", best},
-              {"last", JoinPath(weights, "last.safetensors")},
-              {"checkpoint", JoinPath(weights, "last.ckpt")},
-              {"validated", sum.validated},
-              {"best_epoch", best_epoch},
-              {"epochs", sum.epochs_completed},
-              {"run_dir", run_dir},
-              {"attempt", attempt},
-              {"exit_reason", train::ExitReasonName(sum.reason)}};
-  // An unvalidated run has no mAP: the result carries none (the worker's
-  // quality gate and the model registry read its absence, docs/jobs.md).
+  AttemptResult o;
+  o.best = best;
+  o.last = JoinPath(weights, "last.safetensors");
+  o.checkpoint = JoinPath(weights, "last.ckpt");
+  o.validated = sum.validated;
+  o.run_dir = run_dir;
+  o.details = {{"best_epoch", best_epoch},
+               {"epochs", sum.epochs_completed},
+               {"exit_reason", train::ExitReasonName(sum.reason)}};
+  // An unvalidated run has no mAP: the result carries none (the gate and
+  // the model registry read its absence, docs/jobs.md).
   if (sum.validated) {
-    o.result["map50"] = map50;
-    o.result["map50_95"] = map5095;
+    o.map50 = map50;
+    o.map50_95 = map5095;
   } else {
-    o.result["not_validated"] = sum.not_validated;
+    o.not_validated = sum.not_validated;
   }
-  if (!sum.warnings.empty()) o.result["warnings"] = sum.warnings;
-  if (!note.empty()) o.result["note"] = note;
-  progress("result " + DumpJson(o.result));
+  if (!sum.warnings.empty()) o.details["warnings"] = sum.warnings;
+  if (!note.empty()) o.details["note"] = note;
   out << "job " << job_id << " attempt " << attempt << ": " << sum.message;
   if (sum.validated) {
     out << "; best mAP50 " << map50;

@@ -135,8 +135,9 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddTokenCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel evaluations list|show|images|confusion|compare` (evaluations_cmd.cc, app/evaluations.h).
 void AddEvaluationCommands(CLI::App& app, Context& ctx, int* exit_code);
-// The worker's success hook: registers the job's model (app/models.h) with
-// blobs under `home`; failures are logged, never fatal to the worker.
+// The worker's success hook: what the job's kind registers
+// (app::RegisterSucceededJob: a training job's model, blobs under `home`);
+// failures are logged, never fatal to the worker.
 std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> JobModelRegistrar(
     const std::string& home);
 // A weights argument (model=, pretrained=, compare's models): an existing

@@ -11,6 +11,7 @@
 #include "app_run/evaluate.h"
 #include "model/device.h"
 #endif
+#include "app/job_kinds.h"
 #include "cli/cli.h"
 #include "cli/eval_model.h"  // AddModelCommands (only with LibTorch)
 #include "cli/job_child.h"
@@ -19,7 +20,6 @@
 #include "core/failure_of.h"
 #include "core/json.h"
 #include "eval/dataset_eval.h"
-#include "jobs/job_keys.h"
 
 namespace kestrel::cli {
 
@@ -102,64 +102,45 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   *exit_code = Emit(ctx, run->text, app::ValRunJson(*run));
 }
 
-// `kestrel val --job ID --attempt N`: the child a worker runs for a val job
-// (docs/jobs.md "Job kinds"). It evaluates the job's model on its dataset
-// version into $KESTREL_HOME/jobs/<id>/attempt-<n>/ and reports like `train
-// --job`: progress lines, `reason=` and the exit code of core/failure.h on
-// failure, `result {json}` at the end (the quality gate reads its map50).
-int RunValJob(Context& ctx, int64_t job_id, int64_t attempt) {
-  JobChild child(ctx, job_id, attempt);
-  Stores stores;
-  store::JobRecord job;
-  int code = 0;
-  if (!child.Begin(&stores, &job, &code)) return code;
-  auto kind = jobs::JobKindOf(job);
-  if (!kind.IsOk()) return child.Fail(FailureReason::kBadConfig, kind.GetStatus());
-  if (*kind != jobs::JobKind::kVal) {
-    return child.Fail(FailureReason::kBadConfig,
-                      Status::InvalidArgument("job " + std::to_string(job_id) + " is a " +
-                                              jobs::JobKindName(*kind) + " job, not a val job (`kestrel " +
-                                              jobs::JobKindName(*kind) + " --job` runs it)"));
-  }
+// The val kind's attempt runner (app/job_kinds.h; `kestrel val --job ID
+// --attempt N`, after app::RunAttempt's preamble): evaluates the job's model
+// on its dataset version into $KESTREL_HOME/jobs/<id>/attempt-<n>/. Its
+// result: model, map50, map50_95, run_dir; details data, split, images,
+// instances, precision, recall, fitness, record_sha, record_path.
+Result<app::AttemptResult> RunValAttempt(Context& ctx, app::AttemptContext& a) {
   ValOptions o;
   {
     OptionSet set;
     o.Bind(set);
-    auto cfg = nlohmann::json::parse(job.spec.config_json, nullptr, false);
-    if (!cfg.is_object()) {
-      return child.Fail(FailureReason::kBadConfig,
-                        Status::InvalidArgument("stored config is not a JSON object"));
-    }
-    // The job's own keys travel in the config; the rest are the val keys.
-    cfg.erase(jobs::kJobKindKey);
-    Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
-    if (!s.IsOk()) return child.Fail(FailureReason::kBadConfig, s);
+    KESTREL_RETURN_IF_ERROR(a.ApplyConfig(set));
   }
   // Runs a model, never files of the submitting machine; the run folder is the attempt's.
   o.predictions.clear();
   if (o.model.empty())
-    return child.Fail(FailureReason::kBadConfig, Status::InvalidArgument("the job names no model="));
-  child.Progress().Line("stage=eval model=" + o.model);
-  auto run = ScoreAndWrite(stores, o, child.AttemptDir());
-  if (!run.IsOk()) return child.Fail(FailureReasonOf(run.GetStatus()), run.GetStatus());
+    return Status::InvalidArgument("the job names no model=").WithReason(FailureReason::kBadConfig);
+  Stores stores;
+  stores.meta = std::move(a.meta);
+  stores.blobs = std::make_unique<store::ArtifactStore>(a.home);
+  a.Progress("stage=eval model=" + o.model);
+  auto run = ScoreAndWrite(stores, o, a.AttemptDir());
+  if (!run.IsOk()) return run.GetStatus();
   const eval::EvalResult& r = run->result;
-  nlohmann::json result = {{"kind", jobs::JobKindName(jobs::JobKind::kVal)},
-                           {"model", o.model},
-                           {"data", o.data},
-                           {"split", o.split},
-                           {"images", r.images},
-                           {"instances", r.instances},
-                           {"map50", r.map50},
-                           {"map50_95", r.map5095},
-                           {"precision", r.precision},
-                           {"recall", r.recall},
-                           {"fitness", r.fitness},
-                           {"run_dir", run->dir},
-                           {"record_sha", run->record_sha},
-                           {"record_path", run->record_path},
-                           {"attempt", attempt}};
+  app::AttemptResult result;
+  result.model = o.model;
+  result.map50 = r.map50;
+  result.map50_95 = r.map5095;
+  result.run_dir = run->dir;
+  result.details = {{"data", o.data},
+                    {"split", o.split},
+                    {"images", r.images},
+                    {"instances", r.instances},
+                    {"precision", r.precision},
+                    {"recall", r.recall},
+                    {"fitness", r.fitness},
+                    {"record_sha", run->record_sha},
+                    {"record_path", run->record_path}};
   (ctx.json ? std::cerr : std::cout) << run->text;
-  return child.Succeed(result);
+  return result;
 }
 
 }  // namespace
@@ -170,30 +151,16 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;
-    int64_t job = 0;
-    int64_t attempt = 0;
   };
   auto st = std::make_shared<ValState>();
   st->opts.Bind(st->set);
   CLI::App* val = app.add_subcommand(kValCommand.name, kValCommand.help);
   val->add_option("key=value", st->extras, "e.g. predictions=DIR data=coco128 split=val conf=0.001");
   AddOptionFlags(val, st->set, &st->flags);
-  val->add_option("--job", st->job,
-                  "run this queued val job's attempt (what `kestrel worker` starts; docs/jobs.md)")
-      ->check(IntArg(1));
-  val->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)")
-      ->check(IntArg(1));
+  val->footer(kJobAttemptHelp);
+  // This program runs val jobs' attempts (`val --job ID --attempt N`, job_child.h).
+  (void)app::JobKinds().SetRunner("val", [&ctx](app::AttemptContext& a) { return RunValAttempt(ctx, a); });
   val->callback([&ctx, exit_code, st] {
-    if (st->job > 0 || st->attempt > 0) {
-      if (st->job <= 0 || st->attempt <= 0 || !st->extras.empty() || !st->flags.empty()) {
-        *exit_code =
-            Fail(ctx, Status::InvalidArgument("--job ID --attempt N go together and take no other options",
-                                              {"command line", 0, "job"}));
-        return;
-      }
-      *exit_code = RunValJob(ctx, st->job, st->attempt);
-      return;
-    }
     Status s = ApplyOptions(st->set, st->flags, st->extras);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);

@@ -4,8 +4,8 @@
 // (app_run/export.h), its keys app::ExportKeys (app/export_keys.h, shared
 // with `kestrel submit kind=export`); --json prints its one JSON view, plus "registry": the
 // export's record on the model when model= named a registered one
-// (app::ModelRegistry::RecordExport), else null. `export --job ID --attempt
-// N` is an export job's attempt (RunExportJob).
+// (app::ModelRegistry::RecordExport), else null. RunExportAttempt is the
+// export kind's attempt runner (`export --job ID --attempt N`).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "app/export_keys.h"
+#include "app/job_kinds.h"
 #include "app/models.h"
 #include "app_run/export.h"
 #include "cli/cli.h"
@@ -28,7 +29,6 @@
 #include "cli/torch_commands.h"
 #include "core/failure_of.h"
 #include "data/registry.h"
-#include "jobs/job_keys.h"
 
 namespace kestrel::cli {
 namespace {
@@ -186,42 +186,20 @@ void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys, const 
 // "tolerance", "bytes", "verification", "registry", "attempt"}`. A line
 // `stage=export elapsed_s=N` every 10 s keeps the supervisor's hang timer
 // from taking a long verification for a hung child.
-int RunExportJob(Context& ctx, int64_t job_id, int64_t attempt) {
-  JobChild child(ctx, job_id, attempt);
-  Stores stores;
-  store::JobRecord job;
-  int code = 0;
-  if (!child.Begin(&stores, &job, &code)) return code;
-  auto kind = jobs::JobKindOf(job);
-  if (!kind.IsOk()) return child.Fail(FailureReason::kBadConfig, kind.GetStatus());
-  if (*kind != jobs::JobKind::kExport) {
-    return child.Fail(
-        FailureReason::kBadConfig,
-        Status::InvalidArgument("job " + std::to_string(job_id) + " is a " + jobs::JobKindName(*kind) +
-                                " job, not an export job (`kestrel " + jobs::JobKindName(*kind) +
-                                " --job` runs it)"));
-  }
+Result<app::AttemptResult> RunExportAttempt(Context& ctx, app::AttemptContext& a) {
   app::ExportKeys keys;
   {
     OptionSet set;
     keys.Bind(set);
-    auto cfg = nlohmann::json::parse(job.spec.config_json, nullptr, false);
-    if (!cfg.is_object()) {
-      return child.Fail(FailureReason::kBadConfig,
-                        Status::InvalidArgument("stored config is not a JSON object"));
-    }
-    cfg.erase(jobs::kJobKindKey);
-    Status s = set.ApplyJson(cfg, "job " + std::to_string(job_id) + " config");
-    if (!s.IsOk()) return child.Fail(FailureReason::kBadConfig, s);
+    KESTREL_RETURN_IF_ERROR(a.ApplyConfig(set));
   }
+  a.meta.reset();  // RunExport opens its own stores
   std::string stem = std::filesystem::path(keys.r.model).filename().replace_extension().string();
   std::replace(stem.begin(), stem.end(), '@', '_');
   if (stem.empty()) stem = "model";
-  keys.r.output = JoinPath(child.JobDir(), stem + ".onnx");
-  if (Status s = Env::Default().CreateDirs(child.JobDir()); !s.IsOk()) {
-    return child.Fail(FailureReasonOf(s), s);
-  }
-  child.Progress().Line("stage=export model=" + keys.r.model);
+  keys.r.output = JoinPath(a.JobDir(), stem + ".onnx");
+  KESTREL_RETURN_IF_ERROR(Env::Default().CreateDirs(a.JobDir()));
+  a.Progress("stage=export model=" + keys.r.model);
   std::mutex mu;
   std::condition_variable cv;
   bool finished = false;
@@ -229,32 +207,35 @@ int RunExportJob(Context& ctx, int64_t job_id, int64_t attempt) {
     std::unique_lock<std::mutex> l(mu);
     for (int elapsed = 10; !cv.wait_for(l, std::chrono::seconds(10), [&] { return finished; });
          elapsed += 10) {
-      child.Progress().Line("stage=export elapsed_s=" + std::to_string(elapsed));
+      a.Progress("stage=export elapsed_s=" + std::to_string(elapsed));
     }
   });
   Context abs_ctx = ctx;
-  abs_ctx.home = child.Home();
+  abs_ctx.home = a.home;
   ExportReport report;
   report.job = true;
-  report.fail = [&child](const Status& why) { return child.Fail(FailureReasonOf(why), why); };
+  Status failed;
+  app::AttemptResult result;
+  report.fail = [&failed](const Status& why) {
+    failed = why;
+    return 1;
+  };
   report.done = [&](const std::string& text, const nlohmann::json& doc) {
     const nlohmann::json& v = doc.at("verification");
-    nlohmann::json result = {{"kind", jobs::JobKindName(jobs::JobKind::kExport)},
-                             {"model", keys.r.model},
-                             {"path", doc.at("path")},
-                             {"format", doc.at("format")},
-                             {"verified", v.at("verified")},
-                             {"max_abs_diff", v.at("max_abs_diff")},
-                             {"max_abs_diff_boxes", v.at("max_abs_diff_boxes")},
-                             {"max_abs_diff_scores", v.at("max_abs_diff_scores")},
-                             {"max_rel_diff_boxes", v.at("max_rel_diff_boxes")},
-                             {"tolerance", v.at("tolerance")},
-                             {"bytes", doc.at("bytes")},
-                             {"verification", v},
-                             {"registry", doc.at("registry")},
-                             {"attempt", attempt}};
+    result.model = keys.r.model;
+    result.path = doc.at("path").get<std::string>();
+    result.verified = v.at("verified").get<bool>();
+    result.details = {{"format", doc.at("format")},
+                      {"max_abs_diff", v.at("max_abs_diff")},
+                      {"max_abs_diff_boxes", v.at("max_abs_diff_boxes")},
+                      {"max_abs_diff_scores", v.at("max_abs_diff_scores")},
+                      {"max_rel_diff_boxes", v.at("max_rel_diff_boxes")},
+                      {"tolerance", v.at("tolerance")},
+                      {"bytes", doc.at("bytes")},
+                      {"verification", v},
+                      {"registry", doc.at("registry")}};
     (ctx.json ? std::cerr : std::cout) << text;
-    return child.Succeed(result);
+    return 0;
   };
   int exit_code = 0;
   RunExport(abs_ctx, &exit_code, keys, report);
@@ -264,7 +245,9 @@ int RunExportJob(Context& ctx, int64_t job_id, int64_t attempt) {
   }
   cv.notify_all();
   ticker.join();
-  return exit_code;
+  if (!failed.IsOk()) return failed;
+  if (exit_code != 0) return Status::Internal("the export ended with exit code " + std::to_string(exit_code));
+  return result;
 }
 
 }  // namespace
@@ -275,30 +258,17 @@ void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code) {
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;
-    int64_t job = 0;
-    int64_t attempt = 0;
   };
   auto st = std::make_shared<ExportState>();
   st->opts.Bind(st->set);
   CLI::App* cmd = app.add_subcommand(kExportCommand.name, kExportCommand.help);
   cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors format=onnx imgsz=640");
   AddOptionFlags(cmd, st->set, &st->flags);
-  cmd->add_option("--job", st->job,
-                  "run this queued export job's attempt (what `kestrel worker` starts; docs/jobs.md)")
-      ->check(IntArg(1));
-  cmd->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)")
-      ->check(IntArg(1));
+  cmd->footer(kJobAttemptHelp);
+  // This program runs export jobs' attempts (`export --job ID --attempt N`, job_child.h).
+  (void)app::JobKinds().SetRunner("export",
+                                  [&ctx](app::AttemptContext& a) { return RunExportAttempt(ctx, a); });
   cmd->callback([&ctx, exit_code, st] {
-    if (st->job > 0 || st->attempt > 0) {
-      if (st->job <= 0 || st->attempt <= 0 || !st->extras.empty() || !st->flags.empty()) {
-        *exit_code =
-            Fail(ctx, Status::InvalidArgument("--job ID --attempt N go together and take no other options",
-                                              {"command line", 0, "job"}));
-        return;
-      }
-      *exit_code = RunExportJob(ctx, st->job, st->attempt);
-      return;
-    }
     Status s = ApplyOptions(st->set, st->flags, st->extras);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);

@@ -3,17 +3,61 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
+#include <cstring>
 #include <iostream>
 #include <limits>
 
-#include "core/env.h"
-#include "core/json.h"
+#include "app/job_kinds.h"
+#include "core/log.h"
 #include "core/parse.h"
+#include "data/image.h"
 
 namespace kestrel::cli {
+namespace {
+
+std::atomic<bool> g_attempt_stop{false};
+
+extern "C" void OnAttemptStop(int /*sig*/) { g_attempt_stop.store(true); }
+
+// Armed by a runner right before its long work (AttemptIo::before_training):
+// a signal before that still ends the process as a default one does.
+void InstallAttemptStopHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnAttemptStop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+// The command word (the first argument that is not an option or a global
+// option's value) and whether --job / --attempt follow it.
+std::string AttemptKind(int argc, char** argv) {
+  std::string word;
+  for (int i = 1; i < argc; ++i) {
+    const std::string tok = argv[i];
+    if (tok == "--") break;
+    if (word.empty()) {
+      if (tok == "--home" || tok == "--log-level") {
+        ++i;
+        continue;
+      }
+      if (!tok.empty() && tok[0] == '-') continue;
+      word = tok;
+      if (app::JobKinds().Find(word) == nullptr) return "";
+      continue;
+    }
+    if (tok == "--job" || tok == "--attempt" || tok.rfind("--job=", 0) == 0 ||
+        tok.rfind("--attempt=", 0) == 0)
+      return word;
+  }
+  return "";
+}
+
+}  // namespace
 
 ProgressPipe::ProgressPipe() {
   const char* v = std::getenv("KESTREL_PROGRESS_FD");
@@ -38,64 +82,47 @@ void ProgressPipe::Line(const std::string& line) {
   }
 }
 
-bool JobChild::Begin(Stores* stores, store::JobRecord* job, int* exit_code) {
-  progress_.Line("stage=data job=" + std::to_string(job_id_) + " attempt=" + std::to_string(attempt_));
-  home_ = std::filesystem::absolute(ctx_.home).lexically_normal().string();
-  Context abs_ctx = ctx_;
-  abs_ctx.home = home_;
-  auto s = OpenStores(abs_ctx);
-  if (!s.IsOk()) {
-    *exit_code = Fail(FailureReason::kStoreUnavailable, s.GetStatus());
-    return false;
+bool IsJobAttemptCommandLine(int argc, char** argv) { return !AttemptKind(argc, argv).empty(); }
+
+int RunJobAttemptCommand(Context& ctx, int argc, char** argv) {
+  const std::string kind = AttemptKind(argc, argv);
+  int64_t job = 0, attempt = 0;
+  CLI::App app{"kestrel: a job attempt"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.add_flag("--json", ctx.json, "print one JSON document on stdout");
+  app.add_option("--log-level", ctx.log_level, "trace, debug, info, warn, error, off");
+  app.add_option("--home", ctx.home, "Kestrel home folder");
+  CLI::App* cmd = app.add_subcommand(kind, "run an attempt of a " + kind + " job");
+  cmd->add_option("--job", job, "the job")->required()->check(IntArg(1));
+  cmd->add_option("--attempt", attempt, "the attempt number the worker claimed")
+      ->required()
+      ->check(IntArg(1));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return Fail(ctx,
+                Status::InvalidArgument(
+                    std::string(e.what()) + " (a job attempt is --job ID --attempt N and no other options)",
+                    {"command line", 0, "job"}),
+                kExitUsage);
   }
-  *stores = std::move(s).Value();
-  auto j = stores->meta->GetJob(job_id_);
-  if (!j.IsOk()) {
-    *exit_code = Fail(j.GetStatus().Code() == StatusCode::kNotFound ? FailureReason::kBadConfig
-                                                                    : FailureReason::kStoreUnavailable,
-                      j.GetStatus());
-    return false;
-  }
-  if (j->attempt != attempt_ || j->state != store::JobState::kRunning) {
-    *exit_code = Fail(
-        FailureReason::kLeaseLost,
-        Status::Aborted("attempt " + std::to_string(attempt_) + " is not current (job is " +
-                        store::JobStateName(j->state) + " at attempt " + std::to_string(j->attempt) + ")"));
-    return false;
-  }
-  *job = std::move(j).Value();
-  return true;
+  if (Status s = InitLogging(ctx.log_level); !s.IsOk())
+    return Fail(ctx, Status::InvalidArgument(s.Message(), {"command line", 0, "log-level"}), kExitUsage);
+  data::QuietImageCodecLogs();
+  data::SetImageCodecThreads(0);
+  ProgressPipe progress;
+  app::AttemptIo io;
+  io.progress = [&progress](const std::string& line) { progress.Line(line); };
+  // Human output; with --json it goes to stderr and stdout gets one document.
+  io.out = ctx.json ? &std::cerr : &std::cout;
+  io.stop = &g_attempt_stop;
+  io.before_training = InstallAttemptStopHandlers;
+  const app::AttemptOutcome o = app::RunAttempt(app::JobKinds(), kind, ctx.home, job, attempt, io);
+  if (o.failure != FailureReason::kNone)
+    std::cerr << "error: job " << job << " attempt " << attempt << ": " << o.error.ToString() << std::endl;
+  if (ctx.json) PrintJsonDocument(app::AttemptOutcomeJson(job, attempt, o));
+  return o.exit_code;
 }
-
-int JobChild::Fail(FailureReason failure, const Status& why) {
-  const int code = ExitCodeFor(failure);
-  const std::string reason = FailureReasonToken(failure);
-  progress_.Line("reason=" + reason);
-  std::cerr << "error: job " << job_id_ << " attempt " << attempt_ << ": " << why.ToString() << std::endl;
-  if (ctx_.json) {
-    const auto& w = why.Where();
-    PrintJsonDocument({{"ok", false},
-                       {"job_id", job_id_},
-                       {"attempt", attempt_},
-                       {"reason", reason},
-                       {"error",
-                        {{"code", code == kExitUsage ? "usage" : StatusCodeName(why.Code())},
-                         {"message", why.Message()},
-                         {"file", w.file},
-                         {"line", w.line},
-                         {"field", w.field}}}});
-  }
-  return code;
-}
-
-int JobChild::Succeed(const nlohmann::json& result) {
-  progress_.Line("result " + DumpJson(result));
-  if (ctx_.json) PrintJsonDocument({{"ok", true}, {"job_id", job_id_}, {"result", result}});
-  return kTrainExitOk;
-}
-
-std::string JobChild::JobDir() const { return JoinPath(JoinPath(home_, "jobs"), std::to_string(job_id_)); }
-
-std::string JobChild::AttemptDir() const { return JoinPath(JobDir(), "attempt-" + std::to_string(attempt_)); }
 
 }  // namespace kestrel::cli

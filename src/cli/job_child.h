@@ -1,19 +1,17 @@
-// What every `kestrel <kind> --job ID --attempt N` child shares (docs/jobs.md
-// "Job attempts"): the progress pipe to its supervisor, the check that the
-// attempt is the job's current one, and the failure report (a `reason=`
-// line, the exit code from core/failure.h, the JSON error document). `val
-// --job` uses it; `train --job` (train_cmd.cc) uses only ProgressPipe: its
-// attempt, reason mapping and JSON views are app::RunJobAttempt's
-// (app_run/train_job.h).
+// The one attempt command of every job kind (docs/jobs.md "Job attempts"):
+// `kestrel <kind> --job ID --attempt N`, the child a worker supervises. It
+// is registered once for the whole job-kind table (app/job_kinds.h): a
+// command line whose command word is a kind and which names --job or
+// --attempt is parsed here (only the global flags and --job/--attempt) and
+// runs app::RunAttempt — the shared preamble, the kind's runner, the
+// `reason=` / `result {json}` report — with the progress fd and the
+// SIGTERM/SIGINT handlers of this process. A program runs the kinds whose
+// runners it set (kestrel-torch: train, val, export).
 #pragma once
 
-#include <cstdint>
 #include <string>
 
 #include "cli/cli.h"
-#include "core/failure.h"
-#include "core/status.h"
-#include "store/job_types.h"
 
 namespace kestrel::cli {
 
@@ -28,33 +26,18 @@ class ProgressPipe {
   int fd_ = -1;
 };
 
-// One attempt of a job, as its child sees it.
-class JobChild {
- public:
-  JobChild(Context& ctx, int64_t job_id, int64_t attempt) : ctx_(ctx), job_id_(job_id), attempt_(attempt) {}
+// The footer a kind's command shows in its --help.
+inline constexpr const char* kJobAttemptHelp =
+    "Job attempt (what `kestrel worker` starts; docs/jobs.md): --job ID --attempt N, and no other "
+    "options, runs that attempt of a queued job of this kind.";
 
-  // Says `stage=data job=… attempt=…`, opens the store (home made absolute),
-  // loads the job and checks that this attempt is its current running one.
-  // On failure returns the exit code through *exit_code (already reported).
-  bool Begin(Stores* stores, store::JobRecord* job, int* exit_code);
-  // Reports the failure (`reason=` on the pipe, the error on stderr, the
-  // JSON error document with --json) and returns its exit code.
-  int Fail(FailureReason reason, const Status& why);
-  // Reports success: `result {json}` on the pipe and, with --json,
-  // {"ok": true, "job_id", "result"}. Returns 0.
-  int Succeed(const nlohmann::json& result);
+// Whether argv is a job attempt: its command word names a kind of
+// app::JobKinds() and --job or --attempt follows.
+bool IsJobAttemptCommandLine(int argc, char** argv);
 
-  ProgressPipe& Progress() { return progress_; }
-  // $KESTREL_HOME/jobs/<id> and its attempt-<n> folder (absolute).
-  std::string JobDir() const;
-  std::string AttemptDir() const;
-  const std::string& Home() const { return home_; }
-
- private:
-  Context& ctx_;
-  int64_t job_id_, attempt_;
-  std::string home_;
-  ProgressPipe progress_;
-};
+// Parses and runs it (exit code of core/failure.h's table; a bad command
+// line is a usage error, exit 2). With --json one document on stdout:
+// app::AttemptOutcomeJson.
+int RunJobAttemptCommand(Context& ctx, int argc, char** argv);
 
 }  // namespace kestrel::cli

@@ -72,15 +72,21 @@ Result<int64_t> ParseJobId(const std::string& s) {
                     "a job id (a positive number)");
 }
 
+// The job-kind table's names, "train, val, export" (app/job_kinds.h).
+std::string KindList() {
+  std::string out;
+  for (const auto& n : app::JobKinds().Names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
   auto args = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand(
-      "submit", "Queue a job: training (kind=train, the default) or validation (kind=val); docs/jobs.md");
+      "submit", "Queue a job of a kind of the job-kind table: " + KindList() + " (docs/jobs.md)");
   cmd->add_option(
       "key=value", *args,
-      "train keys (data=NAME[@ref] model= epochs= imgsz= batch= ...; `kestrel train --help`), or with "
-      "kind=val the val keys (model=WEIGHTS data= split= conf= ...; `kestrel val --help`), and the job "
-      "keys below");
+      "the kind's keys (train, the default: data=NAME[@ref] model= epochs= ...; `kestrel train --help`; "
+      "kind=val: model=WEIGHTS data= split= ...; kind=export: model= format= ...), and the job keys below");
   {
     jobs::JobKeys defaults;
     OptionSet keys;
@@ -88,59 +94,44 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     cmd->footer("Job keys (key=default  (type range)):\n" + keys.HelpText());
   }
   cmd->callback([&ctx, exit_code, args] {
-    // template=NAME[@vN] expands to the template's keys, the command line
-    // winning (app::ExpandTemplate); that needs the store before the draft.
-    std::vector<std::string> tokens = *args;
-    const bool templated = std::any_of(tokens.begin(), tokens.end(),
-                                       [](const std::string& t) { return t.rfind("template=", 0) == 0; });
+    // app::SubmitTokens: template=NAME[@vN] expanded (the command line
+    // winning), the draft, data=, the job. The store is opened only when
+    // needed, so a refused key needs no home.
     std::optional<Stores> opened;
-    if (templated) {
-      auto stores = OpenStores(ctx);
-      if (!stores.IsOk()) {
-        *exit_code = Fail(ctx, stores.GetStatus());
-        return;
+    app::SubmitSteps steps;
+    steps.open_store = [&]() -> Result<store::MetadataStore*> {
+      if (!opened) {
+        KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+        opened = std::move(stores);
       }
-      auto expanded = app::TemplateLibrary(*stores->meta).ExpandArgs(tokens);
-      if (!expanded.IsOk()) {
-        *exit_code = Fail(ctx, OnCommandLine(expanded.GetStatus()));
-        return;
-      }
-      tokens = std::move(expanded).Value();
-      opened = std::move(stores).Value();
-    }
+      return opened->meta.get();
+    };
     // pretrained= / model= may name a registered model: the job stores its blob's path.
+    steps.resolve_weights = [&ctx](const std::string&, std::string* w) {
+      return ResolveWeightsOption(ctx, w);
+    };
     // An export job's model= also keeps which registered model it named (pinned as NAME@vN).
-    auto draft = app::DraftJob(
-        tokens, [&ctx](const std::string&, std::string* w) { return ResolveWeightsOption(ctx, w); },
-        [&ctx](const std::string& text) -> Result<app::ResolvedWeights> {
-          KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
-          app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
-          KESTREL_ASSIGN_OR_RETURN(app::ResolvedWeights w, reg.ResolveWeights(text));
-          if (w.model) {
-            (ctx.json ? std::cerr : std::cout) << "model " << w.model->name << "@v" << w.model->seq << " ("
-                                               << w.model->id.substr(0, 12) << "): " << w.path << std::endl;
-          }
-          return w;
-        });
-    if (!draft.IsOk()) {
-      *exit_code = Fail(ctx, OnCommandLine(draft.GetStatus()));
-      return;
-    }
-    if (!opened) {
-      auto stores = OpenStores(ctx);
-      if (!stores.IsOk()) {
-        *exit_code = Fail(ctx, stores.GetStatus());
-        return;
+    steps.resolve_model = [&ctx](const std::string& text) -> Result<app::ResolvedWeights> {
+      KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+      app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
+      KESTREL_ASSIGN_OR_RETURN(app::ResolvedWeights w, reg.ResolveWeights(text));
+      if (w.model) {
+        (ctx.json ? std::cerr : std::cout) << "model " << w.model->name << "@v" << w.model->seq << " ("
+                                           << w.model->id.substr(0, 12) << "): " << w.path << std::endl;
       }
-      opened = std::move(stores).Value();
-    }
-    Stores* stores = &*opened;
+      return w;
+    };
     // data= may be a dataset path: imported (or its version reused) here, so
-    // the job stores the version, never the path.
-    if (!draft->data.empty() && !ResolveDataOption(ctx, *stores, &draft->data, nullptr, exit_code)) return;
-    auto r = app::SubmitJob(*stores->meta, std::move(draft).Value(), WallMs());
+    // the job stores the version, never the path. ResolveDataOption reports
+    // its own failure (data_code).
+    int data_code = 0;
+    steps.resolve_data = [&](std::string* data) -> Status {
+      if (ResolveDataOption(ctx, *opened, data, nullptr, &data_code)) return {};
+      return Status::Aborted("data= was refused (reported)");
+    };
+    auto r = app::SubmitTokens(*args, steps, WallMs());
     if (!r.IsOk()) {
-      *exit_code = Fail(ctx, OnCommandLine(r.GetStatus()));
+      *exit_code = data_code != 0 ? data_code : Fail(ctx, OnCommandLine(r.GetStatus()));
       return;
     }
     std::string text =
@@ -229,6 +220,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.id = a->id.empty() ? o.host + ":" + std::to_string(::getpid()) : a->id;
     o.home = std::filesystem::absolute(ctx.home).string();
     o.child_command = {AttemptProgram(), "--home", o.home, "--log-level", ctx.log_level};
+    o.kinds = app::WorkerKinds(app::JobKinds(), Env::Default());  // the child's command word and the gate
     o.slots = a->slots;
     for (double v : {a->heartbeat_s, a->hang_timeout_s, a->lease_s, a->poll_s}) {
       if (!(v > 0) || !(v <= kMaxSeconds)) {
@@ -249,7 +241,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.poll_ms = std::max<int64_t>(1, SecondsToMs(a->poll_s));
     o.max_jobs = a->max_jobs;
     o.exit_when_idle = a->exit_when_idle;
-    o.on_job_succeeded = JobModelRegistrar(o.home);  // every succeeded job registers its model
+    o.on_job_succeeded = JobModelRegistrar(o.home);  // what its kind registers (train: its model)
     o.on_job_succeeded = WithCheckpointRetention(std::move(o.on_job_succeeded), o.home);  // then keep_ckpts
     auto min_free = a->min_free_gb.empty() ? jobs::MinFreeBytesFromEnv()
                                            : jobs::ParseMinFreeGb(a->min_free_gb, "command line");
@@ -327,7 +319,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   list->add_option("--state", lr->state,
                    "only these states, comma-separated (queued, running, succeeded, failed_retryable, "
                    "failed_permanent, cancelled)");
-  list->add_option("--kind", lr->kind, "only this kind: train, val or export");
+  list->add_option("--kind", lr->kind, "only this kind: " + KindList());
   list->add_option("--priority", lr->priority, "only these priorities, comma-separated (high, normal, low)");
   list->add_option("--dataset", lr->dataset, "only jobs on this dataset: NAME (any version) or NAME@VERSION");
   list->add_option("--sort", lr->sort, "created (default), priority or state");

@@ -26,6 +26,9 @@
 #include <sstream>
 
 #include "cli/cli.h"
+#ifndef KESTREL_DEPLOY
+#include "cli/job_child.h"
+#endif
 #include "cli/torch_commands.h"
 #ifdef KESTREL_DEPLOY
 #include "cli/deploy.h"
@@ -184,6 +187,11 @@ int Run(Context& ctx, int argc, char** argv) {
     data::QuietImageCodecLogs();
     data::SetImageCodecThreads(0);
   });
+  // `<kind> --job ID --attempt N`: the one attempt command of every job kind
+  // whose runner the commands above set (job_child.h).
+#ifndef KESTREL_DEPLOY
+  if (IsJobAttemptCommandLine(argc, argv)) return RunJobAttemptCommand(ctx, argc, argv);
+#endif
   Status words = CheckCommandWords(app, argc, argv);
   if (!words.IsOk()) return Fail(ctx, words, kExitUsage);
   try {

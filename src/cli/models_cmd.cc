@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "app/job_kinds.h"
 #include "app/models.h"
 #include "cli/cli.h"
 #include "core/json.h"
@@ -181,22 +182,15 @@ std::string ShowText(const store::ModelRecord& m, const json& view) {
 std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> JobModelRegistrar(
     const std::string& home) {
   return [home](store::MetadataStore& meta, const store::JobRecord& job, int64_t now_ms) {
-    // Only training jobs make a model (docs/jobs.md "Job kinds").
-    if (auto kind = jobs::JobKindOf(job); kind.IsOk() && *kind != jobs::JobKind::kTrain) return;
-    store::ArtifactStore blobs(home);
-    app::ModelRegistry reg(meta, blobs, Env::Default());
-    bool created = false;
-    auto m = reg.RegisterJobModel(job.id, now_ms, &created);
-    if (!m.IsOk()) {
+    // What the job's kind registers (app/job_kinds.h: train registers its model).
+    auto r = app::RegisterSucceededJob(app::JobKinds(), meta, home, job, now_ms);
+    if (!r.IsOk()) {
       std::cerr << "warning: job " << job.id
-                << " succeeded but its model was not registered: " << m.GetStatus().ToString()
+                << " succeeded but its registration failed: " << r.GetStatus().ToString()
                 << " (retry: kestrel models register --job " << job.id << ")" << std::endl;
       return;
     }
-    if (created) {
-      std::cerr << "job " << job.id << ": registered model " << Ref(*m) << " (" << Short(m->id) << ")"
-                << std::endl;
-    }
+    if (!r->empty()) std::cerr << "job " << job.id << ": " << *r << std::endl;
   };
 }
 

@@ -3,12 +3,11 @@
 // prints the summary (text, or one JSON document with --json).
 //
 // `kestrel train --job ID --attempt N` is the child a worker supervises:
-// app::RunJobAttempt (app_run/train_job.h) trains the stored job in
-// $KESTREL_HOME/jobs/<id>/attempt-<n>/, resuming from the newest checkpoint an
-// earlier attempt left; this file connects it to the progress fd
-// (KESTREL_PROGRESS_FD: progress lines, `reason=<token>` on failure,
-// `result {json}` at the end) and the signal handlers. Exit codes: the one
-// table in core/failure.h.
+// job_child.h's one attempt command runs the train kind's runner that this
+// file sets, app::RunTrainAttempt (app_run/train_job.h), which trains the
+// stored job in $KESTREL_HOME/jobs/<id>/attempt-<n>/, resuming from the
+// newest checkpoint an earlier attempt left. Exit codes: the one table in
+// core/failure.h.
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,8 +19,6 @@
 #include "cli/cli.h"
 #include "cli/job_child.h"
 #include "cli/torch_commands.h"
-#include "core/failure.h"
-#include "core/json.h"
 #include "model/device.h"
 #include "train/trainer.h"
 
@@ -40,27 +37,6 @@ void InstallStopHandlers() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-// ---- train --job
-
-// The attempt itself is the application layer's (app_run/train_job.h); this
-// adapter owns the process: the progress fd (job_child.h's ProgressPipe, as
-// `val --job` uses it), the signal handlers, stdout.
-int RunJob(Context& ctx, int64_t job_id, int64_t attempt) {
-  ProgressPipe progress;
-  app::AttemptIo io;
-  io.progress = [&progress](const std::string& line) { progress.Line(line); };
-  // Human output; with --json it goes to stderr and stdout gets one document.
-  io.out = ctx.json ? &std::cerr : &std::cout;
-  io.stop = &g_stop_requested;
-  io.before_training = InstallStopHandlers;
-  const app::AttemptOutcome o = app::RunJobAttempt(ctx.home, job_id, attempt, io);
-  if (o.failure != FailureReason::kNone) {
-    std::cerr << "error: job " << job_id << " attempt " << attempt << ": " << o.error.ToString() << std::endl;
-  }
-  if (ctx.json) PrintJsonDocument(app::AttemptOutcomeJson(job_id, attempt, o));
-  return o.exit_code;
-}
-
 }  // namespace
 
 void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
@@ -69,8 +45,6 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;
-    int64_t job = 0;
-    int64_t attempt = 0;
   };
   auto st = std::make_shared<TrainState>();
   st->opts.Bind(st->set);
@@ -78,22 +52,11 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("key=value", st->extras,
                   "options Ultralytics-style, e.g. data=shapes model=n epochs=10 imgsz=320");
   AddOptionFlags(cmd, st->set, &st->flags);
-  cmd->add_option("--job", st->job,
-                  "run this queued job's attempt (what `kestrel worker` starts; docs/jobs.md)")
-      ->check(IntArg(1));
-  cmd->add_option("--attempt", st->attempt, "the attempt number the worker claimed (with --job)")
-      ->check(IntArg(1));
+  cmd->footer(kJobAttemptHelp);
+  // This program runs training jobs' attempts (`train --job ID --attempt N`,
+  // job_child.h): app_run/train_job.h's runner.
+  (void)app::JobKinds().SetRunner("train", app::RunTrainAttempt);
   cmd->callback([&ctx, exit_code, st] {
-    if (st->job > 0 || st->attempt > 0) {
-      if (st->job <= 0 || st->attempt <= 0 || !st->extras.empty() || !st->flags.empty()) {
-        *exit_code =
-            Fail(ctx, Status::InvalidArgument("--job ID --attempt N go together and take no other options",
-                                              {"command line", 0, "job"}));
-        return;
-      }
-      *exit_code = RunJob(ctx, st->job, st->attempt);
-      return;
-    }
     Status s = ApplyOptions(st->set, st->flags, st->extras);
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);

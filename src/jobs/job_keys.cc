@@ -14,45 +14,11 @@ constexpr double kMaxSeconds = 1e9;
 int64_t SecondsToMs(double s) { return static_cast<int64_t>(std::llround(s * 1000.0)); }
 }  // namespace
 
-const char* JobKindName(JobKind k) {
-  switch (k) {
-    case JobKind::kTrain:
-      return "train";
-    case JobKind::kVal:
-      return "val";
-    case JobKind::kExport:
-      return "export";
-  }
-  return "train";
-}
-
-bool ParseJobKind(const std::string& s, JobKind* out) {
-  for (JobKind k : {JobKind::kTrain, JobKind::kVal, JobKind::kExport}) {
-    if (s == JobKindName(k)) {
-      *out = k;
-      return true;
-    }
-  }
-  return false;
-}
-
-Result<JobKind> JobKindOf(const store::JobRecord& job) {
-  auto cfg = nlohmann::json::parse(job.spec.config_json, nullptr, false);
-  if (!cfg.is_object() || !cfg.contains(kJobKindKey)) return JobKind::kTrain;
-  const auto& v = cfg[kJobKindKey];
-  JobKind k = JobKind::kTrain;
-  if (!v.is_string() || !ParseJobKind(v.get<std::string>(), &k)) {
-    return Status::InvalidArgument("job " + std::to_string(job.id) + " has kind " + v.dump() +
-                                       ", which this kestrel does not run (it knows train, val, export)",
-                                   {"", 0, kJobKindKey});
-  }
-  return k;
-}
-
 void JobKeys::Bind(OptionSet& s) {
-  s.Choice("kind", &kind, {"train", "val", "export"},
-           "what the job runs: train (the train keys), val (the val keys: model=, data=, split= ...) or "
-           "export (the export keys: model=, format=, imgsz= ...)");
+  // The names are the job-kind table's (app/job_kinds.h), checked at submit.
+  s.String("kind", &kind,
+           "what the job runs, a row of the job-kind table: train (the train keys), val (the val keys: "
+           "model=, data=, split= ...) or export (the export keys: model=, format=, imgsz= ...)");
   s.Choice("priority", &priority, {"high", "normal", "low"}, "claim order among queued jobs");
   s.String("device", &device, "cpu, or a CUDA device index (the worker picks a free GPU)");
   s.Int("gpu_mem", &gpu_mem, "MB of GPU memory the job may use (required by GPU jobs; 0 = not given)", 0,
@@ -90,12 +56,6 @@ void JobKeys::ApplyTo(store::JobSpec* spec) const {
   spec->device_kind = device == "cpu" ? "cpu" : "gpu";
   spec->device_memory_mb = device == "cpu" ? 0 : gpu_mem;
   spec->min_map50 = min_map50;
-}
-
-JobKind JobKeys::Kind() const {
-  JobKind k = JobKind::kTrain;
-  ParseJobKind(kind, &k);
-  return k;
 }
 
 std::string JobKeys::TrainerDevice() const { return device == "cpu" ? "cpu" : "0"; }

@@ -14,30 +14,19 @@
 
 namespace kestrel::jobs {
 
-// What a job does. Each kind is one child command the worker runs
-// (`kestrel <JobKindName> --job ID --attempt N`) with the same leases,
-// retries, breaker and quality gate; only the config keys and the result
-// differ (docs/jobs.md "Job kinds"). A new kind (tune) is a value here, its
-// keys at submit (app/jobs.h) and its `--job` child command.
-enum class JobKind { kTrain, kVal, kExport };
-// "train", "val", "export": the `kind=` value and the child's subcommand.
-const char* JobKindName(JobKind k);
-bool ParseJobKind(const std::string& s, JobKind* out);
-// The config key that holds a job's kind. It is written for every kind but
-// train: a training job's config is exactly its trainer keys (the child
+// The config key that holds a job's kind (a row of the job-kind table,
+// app/job_kinds.h; src/jobs knows no kind). It is written for every kind
+// but train: a training job's config is exactly its trainer keys (the child
 // applies them as they are) and reads as train when the key is absent, as
 // every job stored before kinds existed does.
 inline constexpr const char* kJobKindKey = "kind";
-// The kind of a stored job, read from its config. kInvalidArgument (field
-// `kind`) when the config names a kind this version does not know.
-Result<JobKind> JobKindOf(const store::JobRecord& job);
 
 struct JobKeys {
-  std::string kind = "train";                      // what the job runs: train | val | export (JobKind)
-  std::string priority = "normal";                 // claim order: high | normal | low
-  std::string device = "cpu";                      // cpu, or cuda / cuda:N / N: the job runs on some GPU
-  int64_t gpu_mem = 0;                             // MB the job may use on its GPU (0 = not given)
-  int max_retries = 3;                             // retryable failures allowed
+  std::string kind = "train";       // what the job runs: a job-kind table row (checked at submit)
+  std::string priority = "normal";  // claim order: high | normal | low
+  std::string device = "cpu";       // cpu, or cuda / cuda:N / N: the job runs on some GPU
+  int64_t gpu_mem = 0;              // MB the job may use on its GPU (0 = not given)
+  int max_retries = 3;              // retryable failures allowed
   std::vector<double> backoff = {300, 900, 1800};  // seconds before retry k; the last repeats
   double time_limit = 0;                           // seconds of wall clock per attempt, 0 = none
   double min_map50 = 0;                            // quality gate on the best epoch's mAP50
@@ -53,8 +42,6 @@ struct JobKeys {
   // The trainer's device= for this job: "cpu", or "0" (the worker picks the
   // GPU and shows it to the child as CUDA device 0).
   std::string TrainerDevice() const;
-  // The bound `kind` as a JobKind. REQUIRES: Validate() is OK.
-  JobKind Kind() const;
 };
 
 // Train keys a job may not set: the job system decides where each attempt

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "core/safetensors.h"
 #include "jobs/retry.h"
 
 namespace kestrel::jobs {
@@ -109,6 +108,8 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
     return Status::InvalidArgument(msg, {"command line", 0, field});
   };
   if (o.id.empty()) return bad("id", "worker id is empty");
+  if (!o.kinds.command || !o.kinds.gate)
+    return bad("kinds", "the worker needs the job-kind table's command and gate");
   if (o.child_command.empty() || o.child_command[0].empty() || o.child_command[0][0] != '/') {
     return bad("child_command", "the child command needs an absolute argv[0]");
   }
@@ -430,7 +431,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
   spdlog::info("worker {}: job {} attempt {} on {}:{}", options_.id, ids, attempt, claim.job.device.kind,
                claim.job.device.index);
   store::AttemptOutcome outcome;
-  const Result<JobKind> kind = JobKindOf(job);
+  const Result<std::string> kind = options_.kinds.command(job);
   if (claim.token < 0) {
     // Cannot happen while claims hold mu_ (the offer was computed under it);
     // hand the job back rather than oversubscribe a device.
@@ -445,7 +446,8 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     ProcessSpec spec;
     spec.argv = options_.child_command;
     // The kind's command: `train --job ID --attempt N`, `val --job ...`, `export --job ...`.
-    for (const char* a : {JobKindName(*kind), "--job"}) spec.argv.push_back(a);
+    spec.argv.push_back(*kind);
+    spec.argv.push_back("--job");
     spec.argv.push_back(ids);
     spec.argv.push_back("--attempt");
     spec.argv.push_back(attempt);
@@ -509,7 +511,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
       outcome =
           FailedOutcome(FailureReason::kWorkerLost, "cannot start the child: " + run.GetStatus().ToString());
     } else {
-      outcome = GateOutcome(*run, job.spec.min_map50, env_, *kind);
+      outcome = GateOutcome(*run, job, options_.kinds);
       if (stopped_by_worker && !outcome.success) {
         store::AttemptOutcome stopped = FailedOutcome(
             FailureReason::kWorkerStopped, "worker " + options_.id + " stopped; " + outcome.message);
@@ -571,65 +573,18 @@ void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job,
   }
 }
 
-namespace {
-template <class Fail>
-store::AttemptOutcome GateMap50(const nlohmann::json& result, double min_map50, const Fail& fail,
-                                const store::AttemptOutcome& ok) {
-  if (!result.contains("map50") || !result["map50"].is_number()) return fail("the result has no map50");
-  const double map50 = result["map50"].get<double>();
-  if (!(map50 >= min_map50)) {
-    return fail("mAP50 " + std::to_string(map50) + " is below the job's min_map50 " +
-                std::to_string(min_map50));
-  }
-  return ok;
-}
-}  // namespace
-
-store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env, JobKind kind) {
+store::AttemptOutcome GateOutcome(const SupervisedRun& run, const store::JobRecord& job,
+                                  const AttemptKinds& kinds) {
   store::AttemptOutcome o = ToOutcome(run);
   if (!o.success) return o;
-  auto fail = [&](const std::string& why) {
-    store::AttemptOutcome g = FailedOutcome(FailureReason::kQualityGate, "quality gate: " + why);
-    g.exit_code = o.exit_code;
-    g.signal = o.signal;
-    g.pid = o.pid;
-    g.stage = store::FailureStage::kEval;
-    return g;
-  };
-  auto j = nlohmann::json::parse(run.result_json, nullptr, false);
-  if (run.result_json.empty() || !j.is_object()) return fail("the child exited 0 without a result line");
-  // An export is judged by its verification (the child fails an unverified
-  // one unless force=true, which the result says): the written file must be
-  // there. It has no map50 (submit refuses min_map50 for it).
-  if (kind == JobKind::kExport) {
-    const std::string path = j.contains("path") && j["path"].is_string() ? j["path"].get<std::string>() : "";
-    if (path.empty()) return fail("the result names no exported file");
-    if (!env.Stat(path).is_regular) return fail("exported file " + path + " does not exist");
-    if (!j.contains("verified") || !j["verified"].is_boolean())
-      return fail("the result has no verified flag");
-    return o;
-  }
-  // Only training makes weights; every other kind's result carries the map50
-  // the job's min_map50 judges.
-  if (kind != JobKind::kTrain) return GateMap50(j, min_map50, fail, o);
-  std::string best = j.contains("best") && j["best"].is_string() ? j["best"].get<std::string>() : "";
-  if (best.empty()) return fail("the result names no best weights file");
-  if (!env.Stat(best).is_regular) return fail("best weights " + best + " do not exist");
-  auto bytes = env.ReadFile(best);
-  if (!bytes.IsOk()) return fail("best weights " + best + " cannot be read: " + bytes.GetStatus().Message());
-  auto parsed = ParseSafeTensors(*bytes, best);
-  if (!parsed.IsOk()) return fail("best weights do not load: " + parsed.GetStatus().ToString());
-  if (parsed->tensors.empty()) return fail("best weights " + best + " hold no tensors");
-  // val=false (or no val split): no mAP was measured. Without a gate the
-  // job succeeds as not validated; a gate it cannot check fails it, never
-  // reading the missing mAP as 0 or as a pass.
-  if (j.contains("validated") && j["validated"] == false) {
-    if (min_map50 <= 0) return o;
-    const std::string why = j.value("not_validated", std::string("val=false"));
-    return fail("the model was not validated (" + why + "): min_map50 " + std::to_string(min_map50) +
-                " cannot be checked; train with val=true and a val split, or submit without min_map50");
-  }
-  return GateMap50(j, min_map50, fail, o);
+  const Status verdict = kinds.gate(job, run.result_json);
+  if (verdict.IsOk()) return o;
+  store::AttemptOutcome g = FailedOutcome(FailureReason::kQualityGate, "quality gate: " + verdict.Message());
+  g.exit_code = o.exit_code;
+  g.signal = o.signal;
+  g.pid = o.pid;
+  g.stage = store::FailureStage::kEval;
+  return g;
 }
 
 }  // namespace kestrel::jobs

@@ -2,7 +2,8 @@
 // (`kestrel worker`). It registers itself, then each of its `slots` threads
 // loops: refresh the circuit breaker (honouring a shared `kestrel breaker
 // reset`), claim a job that fits the devices still free, run the attempt as
-// a supervised child (`kestrel <kind> --job ID --attempt N`: train, val, export) whose heartbeat
+// a supervised child (`kestrel <kind> --job ID --attempt N`, the kind's
+// command word from options.kinds) whose heartbeat
 // renews the lease, and complete the attempt with the quality gate applied.
 //
 // Failure handling (docs/jobs.md "Worker"):
@@ -48,6 +49,17 @@
 
 namespace kestrel::jobs {
 
+// What the worker needs of the job-kind table (app/job_kinds.h WorkerKinds,
+// which src/jobs cannot include): the worker itself has no kind branch.
+struct AttemptKinds {
+  // The child's command word for `job` (its kind's name: `<word> --job ID
+  // --attempt N`); an error: no child could run it (a permanent bad_config).
+  std::function<Result<std::string>(const store::JobRecord& job)> command;
+  // The quality gate on a finished child's `result` line (the text after
+  // "result "; "" when it wrote none): OK, or why the attempt fails it.
+  std::function<Status(const store::JobRecord& job, const std::string& result_json)> gate;
+};
+
 struct WorkerOptions {
   std::string id;    // unique worker id (the CLI uses host:pid unless --id)
   std::string host;  // recorded with attempts
@@ -56,6 +68,7 @@ struct WorkerOptions {
   // kind's command: "train --job ID --attempt N", "val --job ...". argv[0]
   // must be an absolute path.
   std::vector<std::string> child_command;
+  AttemptKinds kinds;            // both functions required
   int slots = 1;                 // concurrent attempts (threads), >= 1
   std::vector<Device> devices;   // empty = `slots` CPU slots
   int64_t lease_ms = 90'000;     // lease per claim / renewal
@@ -165,13 +178,10 @@ class Worker {
 };
 
 // The quality gate: what to commit for a finished run. Success only when the
-// child exited 0 by itself, its result (train: names a `best` weights file
-// that exists and parses as safetensors, and) has a `map50` that reaches
-// `min_map50` (export: instead names an exported `path` that exists and says
-// whether it was `verified`); otherwise a permanent `quality_gate` failure
-// saying which check failed. A train result with "validated": false has no
-// map50: it passes only when min_map50 is 0 (no gate to check).
-store::AttemptOutcome GateOutcome(const SupervisedRun& run, double min_map50, Env& env,
-                                  JobKind kind = JobKind::kTrain);
+// child exited 0 by itself and its kind's gate (kinds.gate: the job-kind
+// table's, app/job_kinds.h) passes its result; otherwise a permanent
+// `quality_gate` failure, stage eval, "quality gate: <why>".
+store::AttemptOutcome GateOutcome(const SupervisedRun& run, const store::JobRecord& job,
+                                  const AttemptKinds& kinds);
 
 }  // namespace kestrel::jobs

@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "app/job_kinds.h"
 #include "app/jobs.h"
 #include "app/templates.h"
 #include "core/parse.h"
@@ -16,6 +17,15 @@ using nlohmann::json;
 }  // namespace
 
 Status AddJobRoutes(Router& router, ApiContext& ctx) {
+  KESTREL_RETURN_IF_ERROR(router.Add(
+      "GET", "/api/job-kinds",
+      {"The job-kind table (app/job_kinds.h: each kind's name and summary) and the job states with the "
+       "actions each allows (cancel, retry): what the UI shows instead of copying the rules"},
+      [](const Request&, const PathParams&) {
+        json doc = app::JobKindsJson(app::JobKinds());
+        doc["ok"] = true;
+        return JsonResponse(doc);
+      }));
   KESTREL_RETURN_IF_ERROR(router.Add(
       "GET", "/api/jobs",
       {"Jobs filtered and sorted by the store, a page at a time (`kestrel jobs list`); page with before= "

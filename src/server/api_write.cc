@@ -82,24 +82,22 @@ Response Submit(ApiContext& ctx, const Request& req) {
   if (tokens.empty())
     return ErrorResponse(
         BodyError("the request body needs \"keys\" (and/or \"template\"): nothing to submit"));
-  auto expanded = app::TemplateLibrary(ctx.meta).ExpandArgs(tokens);
-  if (!expanded.IsOk()) return ErrorResponse(expanded.GetStatus());
-  // Every key that names a file (pretrained=, model=) is a registered model
-  // (the job stores its blob's path) or a file under a data root or the home
+  // app::SubmitTokens: the template expanded, the draft, the job. Every key
+  // that names a file (pretrained=, model=) is a registered model (the job
+  // stores its blob's path) or a file under a data root or the home
   // (job_paths.h): an HTTP client reads nothing else of this host. An export
   // job's model= also keeps which registered model it named (pinned as NAME@vN).
   const JobFilePolicy files(ctx.data_roots, ctx.home);
   app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
-  auto draft = app::DraftJob(
-      *expanded,
-      [&](const std::string& key, std::string* weights) -> Status {
-        KESTREL_ASSIGN_OR_RETURN(auto resolved, files.Resolve(reg, key, *weights));
-        *weights = resolved.path;
-        return {};
-      },
-      [&](const std::string& text) { return files.Resolve(reg, "model", text); });
-  if (!draft.IsOk()) return ErrorResponse(draft.GetStatus());
-  auto r = app::SubmitJob(ctx.meta, std::move(draft).Value(), WallMs());
+  app::SubmitSteps steps;
+  steps.open_store = [&ctx]() -> Result<store::MetadataStore*> { return &ctx.meta; };
+  steps.resolve_weights = [&](const std::string& key, std::string* weights) -> Status {
+    KESTREL_ASSIGN_OR_RETURN(auto resolved, files.Resolve(reg, key, *weights));
+    *weights = resolved.path;
+    return {};
+  };
+  steps.resolve_model = [&](const std::string& text) { return files.Resolve(reg, "model", text); };
+  auto r = app::SubmitTokens(tokens, steps, WallMs());
   if (!r.IsOk()) return ErrorResponse(r.GetStatus());
   return JsonResponse(app::SubmitResultJson(*r), r->created ? 201 : 200);
 }

@@ -71,7 +71,7 @@ class JobsAppTest : public ::testing::Test {
 TEST_F(JobsAppTest, TrainDraftsStoreTheTrainKeysWithoutAKind) {
   auto d = DraftJob({"data=birds", "epochs=3", "priority=high", "min_map50=0.25", "backoff=1,2"}, nullptr);
   ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
-  EXPECT_EQ(d->kind, jobs::JobKind::kTrain);
+  EXPECT_EQ(d->kind, "train");
   EXPECT_EQ(d->data, "birds");
   EXPECT_EQ(d->config["epochs"], 3);
   EXPECT_EQ(d->config["device"], "cpu");
@@ -149,7 +149,7 @@ TEST_F(JobsAppTest, ValDraftsNeedModelAndDataAndResolveTheWeights) {
                     });
   ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
   EXPECT_EQ(asked, "birds@v1");
-  EXPECT_EQ(d->kind, jobs::JobKind::kVal);
+  EXPECT_EQ(d->kind, "val");
   EXPECT_EQ(d->config["kind"], "val");
   EXPECT_EQ(d->config["model"], w);
   EXPECT_EQ(d->config["conf"], 0.25);
@@ -191,7 +191,7 @@ TEST_F(JobsAppTest, ExportDraftsTakeTheExportKeysAndPinTheModel) {
   // A plain file: made absolute, no dataset; stored with an empty dataset version.
   auto plain = DraftJob({"kind=export", "model=" + w, "imgsz=64", "dynamic=true"}, nullptr);
   ASSERT_TRUE(plain.IsOk()) << plain.GetStatus().ToString();
-  EXPECT_EQ(plain->kind, jobs::JobKind::kExport);
+  EXPECT_EQ(plain->kind, "export");
   EXPECT_EQ(plain->config["kind"], "export");
   EXPECT_EQ(plain->config["model"], w);
   EXPECT_EQ(plain->config["imgsz"], "64");
@@ -254,7 +254,7 @@ TEST_F(JobsAppTest, SubmitStoresTheVersionAndDeduplicatesPerKind) {
   ASSERT_TRUE(v.IsOk()) << v.GetStatus().ToString();
   EXPECT_TRUE(v->created);
   EXPECT_EQ(JobKindText(v->job), "val");
-  EXPECT_EQ(*jobs::JobKindOf(v->job), jobs::JobKind::kVal);
+  EXPECT_EQ((*JobKinds().KindOf(v->job))->name, "val");
   EXPECT_EQ(JobKindText(a->job), "train");
   ExpectRequestError(Submit({"data=nope"}).GetStatus(), "data");
   ExpectRequestError(Submit({"data=birds@v7"}).GetStatus(), "data");
@@ -325,12 +325,12 @@ TEST_F(JobsAppTest, AJobOfAnUnknownKindReadsAsWrittenAndIsNotRunnable) {
   j.id = 7;
   j.spec.config_json = R"({"kind":"tune","data":"birds@x"})";
   EXPECT_EQ(JobKindText(j), "tune");
-  auto k = jobs::JobKindOf(j);
+  auto k = JobKinds().KindOf(j);
   EXPECT_EQ(k.GetStatus().Code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(k.GetStatus().Where().field, "kind");
   EXPECT_EQ(JobJson(j, false)["kind"], "tune");
   j.spec.config_json = R"({"data":"birds@x"})";
-  EXPECT_EQ(*jobs::JobKindOf(j), jobs::JobKind::kTrain) << "jobs from before kinds are training jobs";
+  EXPECT_EQ((*JobKinds().KindOf(j))->name, "train") << "jobs from before kinds are training jobs";
 }
 
 }  // namespace

@@ -133,7 +133,9 @@ TEST_F(AppRunTest, JobAttemptOutcomeIsWhatTheCliPrints) {
   io.out = &log;
   bool armed = false;
   io.before_training = [&] { armed = true; };
-  const AttemptOutcome o = RunJobAttempt((dir_ / "home").string(), 42, 1, io);
+  JobKindTable kinds = BuiltinJobKinds();
+  ASSERT_TRUE(kinds.SetRunner("train", RunTrainAttempt).IsOk());
+  const AttemptOutcome o = RunAttempt(kinds, "train", (dir_ / "home").string(), 42, 1, io);
   EXPECT_EQ(o.exit_code, kTrainExitBadConfig);
   EXPECT_EQ(o.failure, FailureReason::kBadConfig);
   EXPECT_EQ(o.error.Code(), StatusCode::kNotFound);
@@ -149,9 +151,10 @@ TEST_F(AppRunTest, JobAttemptOutcomeIsWhatTheCliPrints) {
   EXPECT_EQ(Json(cli), aj);
 
   AttemptOutcome ok;
-  ok.result = {{"best", "b"}, {"map50", 0.5}};
+  ok.result.best = "b";
+  ok.result.map50 = 0.5;
   EXPECT_EQ(AttemptOutcomeJson(7, 2, ok),
-            (nlohmann::json{{"ok", true}, {"job_id", 7}, {"result", ok.result}}));
+            (nlohmann::json{{"ok", true}, {"job_id", 7}, {"result", {{"best", "b"}, {"map50", 0.5}}}}));
 }
 
 }  // namespace

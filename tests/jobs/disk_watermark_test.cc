@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "app/job_kinds.h"
 #include "core/fault_env.h"
 #include "core/safetensors.h"
 #include "jobs/disk_space.h"
@@ -67,6 +68,7 @@ TEST_F(DiskWatermarkTest, LowDiskHoldsClaimsBackUntilSpaceReturns) {
   o.host = "test";
   o.home = dir_ + "/home";
   o.child_command = {"/usr/bin/kestrel"};
+  o.kinds = app::WorkerKinds(app::JobKinds(), clock);  // the job-kind table: command word, gate
   o.max_jobs = 1;
   o.webhooks = false;
   o.min_free_bytes = 5'000'000'000;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "app/job_kinds.h"
 #include "core/hash.h"
 #include "core/safetensors.h"
 #include "jobs/webhook.h"
@@ -85,6 +86,7 @@ class WebhookWorkerTest : public ::testing::TestWithParam<std::string> {
     o.host = "test";
     o.home = (dir_ / "home").string();
     o.child_command = {"/bin/sh", "-c", script, "fake-trainer"};
+    o.kinds = app::WorkerKinds(app::JobKinds(), Env::Default());  // the job-kind table: command word, gate
     o.poll_ms = 50;
     o.supervisor.poll_ms = 10;
     o.supervisor.grace_ms = 2'000;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "app/job_kinds.h"
 #include "core/fault_env.h"
 #include "core/safetensors.h"
 #include "jobs/fake_process_runner.h"
@@ -169,6 +170,7 @@ class WorkerTest : public ::testing::Test {
     options_.host = "test";
     options_.home = dir_ + "/home";
     options_.child_command = {"/usr/bin/kestrel"};
+    options_.kinds = app::WorkerKinds(app::JobKinds(), clock_);  // the job-kind table: command word, gate
     options_.poll_ms = 1000;
     options_.lease_ms = 90'000;  // supervisor defaults: heartbeat 30 s, hang 90 s, grace 10 s
   }

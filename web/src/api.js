@@ -3,7 +3,7 @@
 // unreachable (the banner) and polls /healthz until it answers again, and
 // opens event streams with fetch() so that they can carry the token and a
 // Last-Event-ID of our own (EventSource can do neither).
-import { reactive } from 'vue'
+import { reactive, watch } from 'vue'
 import { createSseParser } from './sse.js'
 
 const TOKEN_KEY = 'kestrel.token'
@@ -323,6 +323,36 @@ export function fmtBytes(n) {
 }
 
 export const JOB_STATES = ['queued', 'running', 'succeeded', 'failed_retryable', 'failed_permanent', 'cancelled']
+
+// The job-kind table and the job states with the actions each allows, as the
+// server has them (GET /api/job-kinds, app/job_kinds.h): the UI reads these
+// rules instead of copying them. Loaded once per page load; until then (or
+// when the request fails) no kind is listed and no action is offered.
+export const jobMeta = reactive({ loaded: false, kinds: [], states: [] })
+let jobMetaPromise = null
+export function loadJobMeta() {
+  jobMetaPromise ||= getJson('/api/job-kinds')
+    .then((doc) => {
+      jobMeta.kinds = doc.kinds || []
+      jobMeta.states = doc.states || []
+      jobMeta.loaded = true
+    })
+    .catch(() => {
+      jobMetaPromise = null // try again on the next use
+    })
+  return jobMetaPromise
+}
+// A refused or failed load is tried again when the connection comes back
+// or a token is set (conn.generation).
+watch(
+  () => conn.generation,
+  () => jobMeta.loaded || loadJobMeta(),
+)
+// Whether a job in `state` allows `action` ('cancel', 'retry').
+export function stateAllows(state, action) {
+  const s = jobMeta.states.find((x) => x.name === state)
+  return !!s && (s.actions || []).includes(action)
+}
 
 export function stateTagType(state) {
   return (
