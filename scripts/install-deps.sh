@@ -20,7 +20,7 @@ PACKAGES=(
   python3-torch                      # test tooling only: tools/gpu's PyTorch reference (ctest gpu_reference_matches_kestrel)
   chromium                           # the web UI's browser test (tests/web, playwright-core drives it)
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev           # libFuzzer + sanitizers for tools/fuzz.sh (run by test.sh)
+  clang libclang-rt-14-dev           # libFuzzer + sanitizers for tools/fuzz.sh (run by test.sh); lint.sh threads
   clang-format clang-tidy            # scripts/lint.sh (CI): formatting and static analysis
 )
 

@@ -9,15 +9,21 @@
 #      any finding fails; needs the build's
 #      compile_commands.json (run scripts/build.sh first);
 #   4. test tiers: every CTest test has exactly one of the labels unit, e2e,
-#      slow (tools/check-test-tiers.py; docs/testing.md).
-#   ./scripts/lint.sh               # all four
-#   ./scripts/lint.sh format        # one of: includes, format, tidy, tiers
+#      slow (tools/check-test-tiers.py; docs/testing.md);
+#   5. threads: clang's thread-safety analysis (-Wthread-safety, errors) on
+#      every src/ .cc that includes core/thread_annotations.h or a header
+#      that does: GUARDED_BY state touched without its mutex, a REQUIRES
+#      function called without it (tools/check-thread-safety.py; its own
+#      test: lint.thread_safety_finds_violations); needs clang++ and the
+#      build's compile_commands.json.
+#   ./scripts/lint.sh               # all five
+#   ./scripts/lint.sh format        # one of: includes, format, tidy, tiers, threads
 # Prints the seconds each step took (CI's time budget is tracked in docs/setup.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${BUILD_DIR:-build}"
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(includes format tiers tidy)
+[[ ${#steps[@]} -eq 0 ]] && steps=(includes format tiers threads tidy)
 fail=0
 for step in "${steps[@]}"; do
   start=$(date +%s)
@@ -64,7 +70,13 @@ for step in "${steps[@]}"; do
     tiers)
       python3 tools/check-test-tiers.py "$BUILD_DIR" || fail=1
       ;;
-    *) echo "lint: unknown step '$step' (includes, format, tidy, tiers)"; exit 2 ;;
+    threads)
+      rc=0
+      python3 tools/check-thread-safety.py --build "$BUILD_DIR" --jobs "$(nproc)" || rc=$?
+      [[ $rc -eq 2 ]] && exit 2
+      [[ $rc -ne 0 ]] && fail=1
+      ;;
+    *) echo "lint: unknown step '$step' (includes, format, tidy, tiers, threads)"; exit 2 ;;
   esac
   echo "lint: $step took $(( $(date +%s) - start )) s"
 done

@@ -8,7 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -17,6 +17,7 @@
 
 #include "core/hash.h"
 #include "core/json.h"
+#include "core/thread_annotations.h"
 
 namespace kestrel::jobs {
 namespace {
@@ -395,9 +396,9 @@ struct WebhookDispatcher::Impl {
   std::atomic<bool> leader_flag{false};
 
   std::thread thread;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;
+  Mutex mu;
+  CondVar cv;                        // signalled when stop is set
+  bool stop GUARDED_BY(mu) = false;  // the background thread is to end
 };
 
 Status WebhookDispatcher::Impl::PollOnce(int64_t wait_ms) {
@@ -626,7 +627,7 @@ void WebhookDispatcher::Impl::Loop() {
   std::string last_error;
   while (true) {
     {
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(mu);
       if (stop) return;
     }
     Status s = PollOnce(100);
@@ -636,17 +637,20 @@ void WebhookDispatcher::Impl::Loop() {
     last_error = s.IsOk() ? "" : s.ToString();
     int64_t idle = s.IsOk() ? IdleMs() : std::max<int64_t>(opt.poll_interval_ms, 100);
     if (idle <= 0) continue;
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait_for(l, std::chrono::milliseconds(idle), [&] { return stop; });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(idle);
+    MutexLock l(mu);
+    while (!stop) {
+      if (!cv.WaitUntil(mu, until)) break;  // idle is up
+    }
   }
 }
 
 void WebhookDispatcher::Impl::StopThread() {
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     stop = true;
   }
-  cv.notify_all();
+  cv.SignalAll();
   curl_multi_wakeup(multi);
   if (thread.joinable()) thread.join();
 }
@@ -688,7 +692,7 @@ Status WebhookDispatcher::PollOnce(int64_t wait_ms) { return impl_->PollOnce(wai
 void WebhookDispatcher::Start() {
   if (impl_->thread.joinable()) return;
   {
-    std::lock_guard<std::mutex> l(impl_->mu);
+    MutexLock l(impl_->mu);
     impl_->stop = false;
   }
   impl_->thread = std::thread([this] { impl_->Loop(); });

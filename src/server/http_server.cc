@@ -31,6 +31,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/thread_annotations.h"
 #include "server/request_head.h"
 
 namespace kestrel::server {
@@ -45,6 +46,11 @@ namespace {
 class Session;
 }  // namespace
 
+// Threads: the I/O thread owns the connections and every counter here
+// ("I/O thread only"); a blocking handler on the pool touches none of them
+// and hands its answer back with asio::post, so they need no lock. The
+// caller's thread writes host, port and allowed_hosts before the I/O thread
+// starts, and Stop() is the one state several threads share under a mutex.
 struct HttpServer::Impl {
   Impl(const ServerOptions& o, const Router& r, HttpMetrics& m)
       : options(o),
@@ -86,7 +92,10 @@ struct HttpServer::Impl {
   int port = 0;
   // options.allowed_hosts made usable (Start); read by the I/O thread.
   AllowedHosts allowed_hosts;
-  bool stopped = false;  // Stop() ran (caller's thread)
+  // Held by Stop() until it has joined: a second Stop() (another thread, the
+  // destructor) returns only once the server is down, and never joins twice.
+  Mutex stop_mu;
+  bool stopped GUARDED_BY(stop_mu) = false;  // Stop() ran
 };
 
 namespace {
@@ -800,7 +809,9 @@ std::string HttpServer::Host() const { return impl_->host; }
 int HttpServer::Port() const { return impl_->port; }
 
 void HttpServer::Stop() {
-  if (impl_ == nullptr || impl_->stopped) return;
+  if (impl_ == nullptr) return;
+  MutexLock lock(impl_->stop_mu);
+  if (impl_->stopped) return;
   impl_->stopped = true;
   Impl* raw = impl_.get();
   asio::post(impl_->ioc, [raw] { raw->Shutdown(); });

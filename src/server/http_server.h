@@ -102,7 +102,8 @@ class HttpServer {
   // Graceful shutdown: stops accepting, lets responses being written and
   // blocking handlers running (an import) finish and answer, closes idle
   // connections and ends event streams, then joins the I/O thread and the
-  // blocking pool. Idempotent.
+  // blocking pool. Idempotent; when two threads call it at once, both
+  // return once the server is down.
   void Stop();
 
   struct Impl;

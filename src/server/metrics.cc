@@ -47,7 +47,7 @@ std::string PromLabel(const std::string& value) {
 
 void HttpMetrics::RecordRequest(const std::string& method, const std::string& route, int status,
                                 double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // A route label is a registered pattern; past kMaxRoutes of them (more
   // than the router has) "other", so the bound holds whatever the caller passes.
   std::string label = route.empty() ? "unmatched" : route;
@@ -62,22 +62,22 @@ void HttpMetrics::RecordRequest(const std::string& method, const std::string& ro
 }
 
 void HttpMetrics::StreamOpened() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++streams_;
 }
 
 void HttpMetrics::StreamClosed() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   --streams_;
 }
 
 int64_t HttpMetrics::StreamClients() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return streams_;
 }
 
 std::string HttpMetrics::Render() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::ostringstream o;
   o << "# HELP kestrel_http_requests_total HTTP requests answered, by method, route pattern and status.\n"
     << "# TYPE kestrel_http_requests_total counter\n";
@@ -115,12 +115,12 @@ std::string HttpMetrics::Render() const {
 }
 
 void HttpMetrics::SetLocalWorkers(int n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (int k = 1; k <= n; ++k) worker_restarts_.try_emplace(k, 0);
 }
 
 void HttpMetrics::LocalWorkerRestarted(int k) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++worker_restarts_[k];
 }
 

@@ -7,15 +7,17 @@
 // only for the standard seven (MetricMethod), statuses by code only for the
 // ones Kestrel answers with (MetricCode), routes by pattern (at most kMaxRoutes).
 //
-// Thread-safety: every method may be called from any thread.
+// Thread-safety: every method may be called from any thread (mu_ guards
+// every count; checked by `scripts/lint.sh threads`).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
+
+#include "core/thread_annotations.h"
 
 namespace kestrel::server {
 
@@ -31,19 +33,20 @@ class HttpMetrics {
 
   // One finished response; `route` "" (no route matched) is labelled
   // "unmatched", `method` and `status` as MetricMethod / MetricCode say.
-  void RecordRequest(const std::string& method, const std::string& route, int status, double seconds);
-  void StreamOpened();
-  void StreamClosed();
-  int64_t StreamClients() const;
+  void RecordRequest(const std::string& method, const std::string& route, int status, double seconds)
+      EXCLUDES(mu_);
+  void StreamOpened() EXCLUDES(mu_);
+  void StreamClosed() EXCLUDES(mu_);
+  int64_t StreamClients() const EXCLUDES(mu_);
   // `kestrel serve --workers N`: N local workers, each restart of worker k
   // (1-based) counted in kestrel_serve_worker_restarts_total{worker="k"}.
-  void SetLocalWorkers(int n);
-  void LocalWorkerRestarted(int k);
+  void SetLocalWorkers(int n) EXCLUDES(mu_);
+  void LocalWorkerRestarted(int k) EXCLUDES(mu_);
 
   // kestrel_http_requests_total, kestrel_http_request_duration_seconds,
   // kestrel_sse_clients (and kestrel_serve_worker_restarts_total with local
   // workers), each with its # HELP and # TYPE lines.
-  std::string Render() const;
+  std::string Render() const EXCLUDES(mu_);
 
  private:
   struct Latency {
@@ -51,11 +54,12 @@ class HttpMetrics {
     int64_t count = 0;
     double sum = 0;
   };
-  mutable std::mutex mu_;
-  std::map<std::tuple<std::string, std::string, std::string>, int64_t> requests_;  // method, route, code
-  std::map<std::string, Latency> latency_;                                         // by route
-  int64_t streams_ = 0;
-  std::map<int, int64_t> worker_restarts_;  // by local worker number
+  mutable Mutex mu_;
+  // method, route, code
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> requests_ GUARDED_BY(mu_);
+  std::map<std::string, Latency> latency_ GUARDED_BY(mu_);  // by route
+  int64_t streams_ GUARDED_BY(mu_) = 0;
+  std::map<int, int64_t> worker_restarts_ GUARDED_BY(mu_);  // by local worker number
 };
 
 // The method label: GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS as

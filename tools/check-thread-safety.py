@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Clang's thread-safety analysis over the annotated sources (STYLE.md rule 15).
+
+Usage: tools/check-thread-safety.py [--build BUILD_DIR] [--jobs N] [FILE...]
+
+Runs `clang++ -fsyntax-only -Wthread-safety -Werror=thread-safety` on each
+file and prints every thread-safety diagnostic (GUARDED_BY state touched
+without its mutex, a REQUIRES function called without it, a lock not
+released; src/core/thread_annotations.h). Exits 0 when there is none, 1 when
+there is one (or a file does not compile with clang), 2 when it cannot run
+(no clang++, no compile_commands.json).
+
+Without FILE: every .cc under src/ that includes core/thread_annotations.h,
+or a header that includes it, directly. That is where guarded state is
+touched: annotated classes keep their guarded members private, so only their
+own .cc and the header's inline functions can touch them, and both are
+compiled in these files. Their flags come from BUILD_DIR/compile_commands.json
+(the -D, -I, -isystem and -std ones; GCC's warning and optimisation flags
+are left out). A FILE not in it (a test fixture) gets -std=c++20 -I src.
+
+Only the stable -Wthread-safety group: -Wthread-safety-beta (lock order from
+ACQUIRED_AFTER, among others) is still changing between clang versions, and
+a check CI fails on must not.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEADER = "core/thread_annotations.h"
+CHECK_FLAGS = ["-fsyntax-only", "-Wno-everything", "-Wthread-safety", "-Werror=thread-safety"]
+
+
+def includes(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return re.findall(r'^\s*#\s*include\s+"([^"]+)"', f.read(), re.M)
+
+
+def annotated_sources():
+    """src/**/*.cc including HEADER or a header that includes it, directly."""
+    src = os.path.join(ROOT, "src")
+    headers, sources = {HEADER}, []
+    for dirpath, _, names in os.walk(src):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            rel = os.path.relpath(p, src)
+            if n.endswith(".h") and HEADER in includes(p):
+                headers.add(rel)
+            elif n.endswith(".cc"):
+                sources.append(p)
+    return sorted(p for p in sources if headers & set(includes(p)))
+
+
+def compile_flags(compdb):
+    """file -> the flags clang needs from its compile command."""
+    flags = {}
+    for e in compdb:
+        args = e.get("arguments") or shlex.split(e["command"])
+        keep, i = [], 1
+        while i < len(args):
+            a = args[i]
+            if a in ("-isystem", "-I", "-D", "-include") and i + 1 < len(args):
+                keep += [a, args[i + 1]]
+                i += 2
+                continue
+            if a.startswith(("-D", "-I", "-std=", "-isystem")):
+                keep.append(a)
+            i += 1
+        flags[os.path.realpath(os.path.join(e.get("directory", ""), e["file"]))] = keep
+    return flags
+
+
+def check(clang, path, flags):
+    out = subprocess.run([clang, *CHECK_FLAGS, *flags, path], capture_output=True, text=True)
+    return out.returncode, out.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("files", nargs="*")
+    a = ap.parse_args()
+    clang = shutil.which("clang++")
+    if clang is None:
+        print("threads: no clang++ on PATH (apt install clang)")
+        return 2
+    compdb_path = os.path.join(a.build, "compile_commands.json")
+    known = {}
+    if os.path.exists(compdb_path):
+        with open(compdb_path, encoding="utf-8") as f:
+            known = compile_flags(json.load(f))
+    elif not a.files:
+        print(f"threads: no {compdb_path} (build first: scripts/build.sh)")
+        return 2
+    files = [os.path.realpath(f) for f in a.files] or annotated_sources()
+    fallback = ["-std=c++20", "-I", os.path.join(ROOT, "src")]
+    start = time.monotonic()
+    failed = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        runs = {f: pool.submit(check, clang, f, known.get(f, fallback)) for f in files}
+        for f, run in runs.items():
+            rc, err = run.result()
+            if rc != 0:
+                failed.append(os.path.relpath(f, ROOT))
+                sys.stdout.write(err)
+    secs = time.monotonic() - start
+    if failed:
+        print(f"threads: {len(failed)} of {len(files)} files fail clang -Wthread-safety: {', '.join(failed)}")
+        return 1
+    print(f"threads: {len(files)} files pass clang -Wthread-safety ({secs:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
