@@ -78,7 +78,7 @@ void MetricEventWriter::Post(const std::string& kind, const json& payload, bool 
   item.ev.created_ms = now_ms_();
   item.droppable = droppable;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return;
     if (droppable && queue_.size() >= kMaxQueued) {
       ++dropped_;
@@ -86,39 +86,59 @@ void MetricEventWriter::Post(const std::string& kind, const json& payload, bool 
     }
     queue_.push_back(std::move(item));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 int64_t MetricEventWriter::Finish(int64_t timeout_ms) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stop_) {
       stop_ = true;
       deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return written_;
 }
 
 int64_t MetricEventWriter::Dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return dropped_;
 }
 
+bool MetricEventWriter::PastDeadline() const {
+  return stop_ && std::chrono::steady_clock::now() >= deadline_;
+}
+
+std::optional<store::EventRecord> MetricEventWriter::NextEvent() {
+  MutexLock lock(mu_);
+  while (!stop_ && queue_.empty()) cv_.Wait(mu_);
+  if (queue_.empty() || PastDeadline()) return std::nullopt;
+  // A copy: the append runs without the lock, and queue_ is read only under it.
+  return queue_.front().ev;
+}
+
+bool MetricEventWriter::AfterAppend(bool appended) {
+  MutexLock lock(mu_);
+  if (appended) {
+    queue_.pop_front();
+    ++written_;
+    return true;
+  }
+  if (PastDeadline()) return false;
+  const auto retry = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+  while (!PastDeadline()) {
+    if (!cv_.WaitUntil(mu_, retry)) break;  // time to retry
+  }
+  return true;
+}
+
+// The store is opened and written without the lock: Post never waits for it.
 void MetricEventWriter::Run() {
   std::unique_ptr<store::MetadataStore> meta;
-  std::unique_lock<std::mutex> lock(mu_);
-  auto past_deadline = [this] { return stop_ && std::chrono::steady_clock::now() >= deadline_; };
-  for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-    if (queue_.empty() || past_deadline()) return;
-    // Only this thread removes items, and Post only appends: the front
-    // stays valid while the lock is released for the append.
-    const store::EventRecord ev = queue_.front().ev;
-    lock.unlock();
+  while (std::optional<store::EventRecord> ev = NextEvent()) {
     Status s;
     if (!meta) {
       auto opened = open_();
@@ -129,17 +149,10 @@ void MetricEventWriter::Run() {
       }
     }
     if (meta) {
-      s = meta->AppendEvent(ev).GetStatus();
+      s = meta->AppendEvent(*ev).GetStatus();
       if (!s.IsOk()) meta.reset();  // reconnect on the next try
     }
-    lock.lock();
-    if (s.IsOk()) {
-      queue_.pop_front();
-      ++written_;
-      continue;
-    }
-    if (past_deadline()) return;
-    cv_.wait_for(lock, std::chrono::milliseconds(250), past_deadline);
+    if (!AfterAppend(s.IsOk())) return;
   }
 }
 

@@ -16,18 +16,18 @@
 
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::app {
@@ -90,28 +90,36 @@ class MetricEventWriter {
   MetricEventWriter& operator=(const MetricEventWriter&) = delete;
 
   // `droppable`: may be dropped under backlog (steps, progress).
-  void Post(const std::string& kind, const nlohmann::json& payload, bool droppable);
+  void Post(const std::string& kind, const nlohmann::json& payload, bool droppable) EXCLUDES(mu_);
   // Appends what is queued, waiting at most `timeout_ms`, then stops the
   // thread. Returns the events written in all. Idempotent.
-  int64_t Finish(int64_t timeout_ms);
-  int64_t Dropped() const;
+  int64_t Finish(int64_t timeout_ms) EXCLUDES(mu_);
+  int64_t Dropped() const EXCLUDES(mu_);
 
  private:
   struct Item {
     store::EventRecord ev;
     bool droppable = false;
   };
-  void Run();
+  void Run() EXCLUDES(mu_);  // the thread: appends the queue's front until told to stop
+  // Waits for an event or the stop; the front event, or nullopt when the
+  // thread is to end (nothing queued at the stop, or past the deadline).
+  std::optional<store::EventRecord> NextEvent() EXCLUDES(mu_);
+  // After an append of the front: removes it if `appended`, else waits up to
+  // 250 ms before the retry. False when the thread is to end.
+  bool AfterAppend(bool appended) EXCLUDES(mu_);
+  bool PastDeadline() const REQUIRES(mu_);
 
   OpenStore open_;
   int64_t job_id_, attempt_;
   std::function<int64_t()> now_ms_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;
-  bool stop_ = false;
-  std::chrono::steady_clock::time_point deadline_{};  // set by Finish
-  int64_t written_ = 0, dropped_ = 0;
+  mutable Mutex mu_;
+  CondVar cv_;                              // signalled by Post and Finish
+  std::deque<Item> queue_ GUARDED_BY(mu_);  // only Run removes, only Post appends
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point deadline_ GUARDED_BY(mu_){};  // set by Finish
+  int64_t written_ GUARDED_BY(mu_) = 0;
+  int64_t dropped_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 
