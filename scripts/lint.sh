@@ -11,8 +11,9 @@
 #   4. test tiers: every CTest test has exactly one of the labels unit, e2e,
 #      slow (tools/check-test-tiers.py; docs/testing.md);
 #   5. threads: clang's thread-safety analysis (-Wthread-safety, errors) on
-#      every src/ .cc that includes core/thread_annotations.h or a header
-#      that does: GUARDED_BY state touched without its mutex, a REQUIRES
+#      every src/ header that includes core/thread_annotations.h (alone) and
+#      every torch-free src/ .cc that includes it or such a header:
+#      GUARDED_BY state touched without its mutex, a REQUIRES
 #      function called without it (tools/check-thread-safety.py; its own
 #      test: lint.thread_safety_finds_violations); needs clang++ and the
 #      build's compile_commands.json.

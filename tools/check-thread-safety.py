@@ -10,16 +10,18 @@ released; src/core/thread_annotations.h). Exits 0 when there is none, 1 when
 there is one (or a file does not compile with clang), 2 when it cannot run
 (no clang++, no compile_commands.json).
 
-Without FILE: every torch-free .cc under src/ that includes
-core/thread_annotations.h, or a header that includes it, directly. That is
-where guarded state is touched: annotated classes keep their guarded members
-private, so only their own .cc and the header's inline functions can touch
-them, and both are compiled in these files (a LibTorch file that includes an
-annotated header only calls its public functions, and parsing LibTorch would
-cost ~30 s a file). Their flags come from BUILD_DIR/compile_commands.json
-(the -D, -I, -isystem and -std ones; GCC's warning and optimisation flags and
-its precompiled header are left out). A FILE not in it (a test fixture) gets
--std=c++20 -I src.
+Without FILE: every header under src/ that includes
+core/thread_annotations.h, on its own (its inline functions, also when no
+source of src/ includes it, as core/fault_env.h), and every torch-free .cc
+under src/ that includes the header, or one of those headers, directly.
+That is where guarded state is touched: annotated classes keep their guarded
+members private, so only their own .cc and the header's inline functions
+can touch them (a LibTorch file that includes an annotated header only calls
+its public functions, and parsing LibTorch would cost ~30 s a file). Flags
+come from BUILD_DIR/compile_commands.json (the -D, -I, -isystem and -std
+ones; GCC's warning and optimisation flags and its precompiled header are
+left out); a header takes those of a torch-free .cc in its folder. A FILE
+not in it (a test fixture) gets -std=c++20 -I src.
 
 Only the stable -Wthread-safety group: -Wthread-safety-beta (lock order from
 ACQUIRED_AFTER, among others) is still changing between clang versions, and
@@ -46,19 +48,23 @@ def includes(path):
         return re.findall(r'^\s*#\s*include\s+"([^"]+)"', f.read(), re.M)
 
 
-def annotated_sources():
-    """src/**/*.cc including HEADER or a header that includes it, directly."""
+def annotated_files():
+    """(src/**/*.h that include HEADER, src/**/*.cc that include HEADER or one of them)."""
     src = os.path.join(ROOT, "src")
-    headers, sources = {HEADER}, []
+    headers, sources = {}, []
     for dirpath, _, names in os.walk(src):
         for n in names:
             p = os.path.join(dirpath, n)
-            rel = os.path.relpath(p, src)
             if n.endswith(".h") and HEADER in includes(p):
-                headers.add(rel)
+                headers[os.path.relpath(p, src)] = p
             elif n.endswith(".cc"):
                 sources.append(p)
-    return sorted(p for p in sources if headers & set(includes(p)))
+    names = set(headers) | {HEADER}
+    return sorted(headers.values()), sorted(p for p in sources if names & set(includes(p)))
+
+
+def is_torch(flags):
+    return any("/torch/" in x for x in flags)
 
 
 def compile_flags(compdb):
@@ -81,7 +87,8 @@ def compile_flags(compdb):
 
 
 def check(clang, path, flags):
-    out = subprocess.run([clang, *CHECK_FLAGS, *flags, path], capture_output=True, text=True)
+    lang = ["-x", "c++"] if path.endswith(".h") else []  # a header on its own
+    out = subprocess.run([clang, *CHECK_FLAGS, *flags, *lang, path], capture_output=True, text=True)
     return out.returncode, out.stderr
 
 
@@ -103,16 +110,26 @@ def main():
     elif not a.files:
         print(f"threads: no {compdb_path} (build first: scripts/build.sh)")
         return 2
+    fallback = ["-std=c++20", "-I", os.path.join(ROOT, "src")]
     files = [os.path.realpath(f) for f in a.files]
+    flags = {f: known.get(f, fallback) for f in files}
     torch = []
     if not files:
-        for f in annotated_sources():
-            (torch if any("/torch/" in x for x in known.get(f, [])) else files).append(f)
-    fallback = ["-std=c++20", "-I", os.path.join(ROOT, "src")]
+        headers, sources = annotated_files()
+        for h in headers:
+            beside = [f for f in known if os.path.dirname(f) == os.path.dirname(h) and not is_torch(known[f])]
+            flags[h] = known[min(beside)] if beside else fallback
+            files.append(h)
+        for f in sources:
+            if is_torch(known.get(f, [])):
+                torch.append(f)
+            else:
+                files.append(f)
+                flags[f] = known.get(f, fallback)
     start = time.monotonic()
     failed = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        runs = {f: pool.submit(check, clang, f, known.get(f, fallback)) for f in files}
+        runs = {f: pool.submit(check, clang, f, flags[f]) for f in files}
         for f, run in runs.items():
             rc, err = run.result()
             if rc != 0:

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
 #include <string>
 
 #include "core/env.h"
+#include "core/thread_annotations.h"
 
 namespace kestrel {
 
@@ -28,19 +28,24 @@ class FakeClockEnv : public EnvWrapper {
 
 // Env that fails writes on demand: after `n` more successful atomic writes,
 // or for any path containing a substring. Failed writes leave no file.
+// Thread-safety: any method from any thread; `n` counts writes from all of
+// them (exactly n succeed however many threads write at once).
 class FaultInjectionEnv : public EnvWrapper {
  public:
   explicit FaultInjectionEnv(Env& target) : EnvWrapper(target) {}
 
   // Allow `n` more WriteFileAtomic/WriteFileDeferred/Rename calls, then fail every one.
-  void FailWritesAfter(int n) { writes_left_ = n; }
-  void FailPathsContaining(std::string needle) {
-    std::lock_guard<std::mutex> l(mu_);
+  void FailWritesAfter(int n) EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    writes_left_ = n;
+  }
+  void FailPathsContaining(std::string needle) EXCLUDES(mu_) {
+    MutexLock l(mu_);
     needle_ = std::move(needle);
   }
-  void Heal() {
+  void Heal() EXCLUDES(mu_) {
+    MutexLock l(mu_);
     writes_left_ = -1;
-    std::lock_guard<std::mutex> l(mu_);
     needle_.clear();
   }
   int FailedWrites() const { return failed_; }
@@ -59,17 +64,17 @@ class FaultInjectionEnv : public EnvWrapper {
   }
 
  private:
-  bool ShouldFail(const std::string& path) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!needle_.empty() && path.find(needle_) != std::string::npos) {
-        ++failed_;
-        return true;
-      }
+  // The count is read and decremented under the lock: as two atomic steps,
+  // two writers could both take the last allowed write and leave -1, which
+  // means "never fail".
+  bool ShouldFail(const std::string& path) EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    if (!needle_.empty() && path.find(needle_) != std::string::npos) {
+      ++failed_;
+      return true;
     }
-    int left = writes_left_.load();
-    if (left < 0) return false;
-    if (left == 0) {
+    if (writes_left_ < 0) return false;
+    if (writes_left_ == 0) {
       ++failed_;
       return true;
     }
@@ -77,10 +82,10 @@ class FaultInjectionEnv : public EnvWrapper {
     return false;
   }
 
-  std::atomic<int> writes_left_{-1};
+  Mutex mu_;
+  int writes_left_ GUARDED_BY(mu_) = -1;  // < 0: no limit
+  std::string needle_ GUARDED_BY(mu_);    // "": no path fails
   std::atomic<int> failed_{0};
-  std::mutex mu_;
-  std::string needle_;
 };
 
 }  // namespace kestrel
