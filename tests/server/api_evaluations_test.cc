@@ -84,12 +84,15 @@ class ApiEvaluationsTest : public testing::ReadRouteTest {
     return folder.string();
   }
 
-  // A weights file (a one-tensor safetensors file: what submit checks) named `stem`.
+  // A weights file (a one-tensor safetensors file: what submit checks) named
+  // `stem`, under the home: a file a job submitted over HTTP may name
+  // (docs/server.md "Job keys that name files").
   std::string Weights(const std::string& stem) {
     SafeTensorFile f;
     const float v = float(stem.size());
     f.tensors[stem] = SafeTensor{"F32", {1}, std::string(reinterpret_cast<const char*>(&v), sizeof v)};
-    const std::string path = (dir_ / (stem + ".safetensors")).string();
+    fs::create_directories(fs::path(home_) / "weights");
+    const std::string path = (fs::path(home_) / "weights" / (stem + ".safetensors")).string();
     std::ofstream(path, std::ios::binary) << SerializeSafeTensors(f);
     return path;
   }
