@@ -1,7 +1,7 @@
 // The built-in rows of the job-kind table (app/job_kinds.h): train, val and
 // export — each kind's key schema and submit checks, its quality gate and
 // what a succeeded job registers. Their runners need LibTorch and are set
-// by kestrel-torch (cli: train_cmd.cc, eval_cmd.cc, export_cmd.cc).
+// by kestrel-torch's main() (app_run/job_runners.h SetLibTorchRunners).
 #include <filesystem>
 
 #include "app/export_keys.h"

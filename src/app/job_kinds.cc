@@ -91,10 +91,7 @@ void AttemptContext::Progress(const std::string& line) const {
   if (io != nullptr && io->progress) io->progress(line);
 }
 
-std::ostream& AttemptContext::Out() const {
-  static std::ostream sink(nullptr);  // writes nowhere; stateless
-  return io != nullptr && io->out != nullptr ? *io->out : sink;
-}
+std::ostream& AttemptContext::Out() const { return io != nullptr && io->out != nullptr ? *io->out : sink_; }
 
 std::string AttemptContext::JobDir() const {
   return JoinPath(JoinPath(home, "jobs"), std::to_string(job_id));

@@ -9,7 +9,7 @@
 // run it.
 //
 // The table is torch-free. A runner that needs LibTorch is set by
-// kestrel-torch's command registration (cli: train, val, export) at start;
+// kestrel-torch's main() (app_run/job_runners.h: train, val, export) at start;
 // the LibTorch-free `kestrel` front and the server have the same rows
 // without runners (they submit and supervise, never run an attempt).
 //
@@ -109,6 +109,9 @@ struct AttemptContext {
   // Binds the job's stored config into `set` (the kind key left out):
   // kBadConfig-classed kInvalidArgument when it is not an object or a key is refused.
   Status ApplyConfig(OptionSet& set) const;
+
+ private:
+  mutable std::ostream sink_{nullptr};  // Out() without io->out: writes nowhere
 };
 
 // Runs one attempt of a job of its kind. Errors are values: the failure

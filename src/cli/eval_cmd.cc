@@ -11,7 +11,6 @@
 #include "app_run/evaluate.h"
 #include "model/device.h"
 #endif
-#include "app/job_kinds.h"
 #include "cli/cli.h"
 #include "cli/eval_model.h"  // AddModelCommands (only with LibTorch)
 #include "cli/job_child.h"
@@ -32,7 +31,7 @@ Status Usage(const std::string& msg, const std::string& field) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
 }
 
-// `kestrel val` and `kestrel val --job` both run it: o.predictions or
+// `kestrel val` runs it: o.predictions or
 // o.model (both already resolved: data= a registry reference, model= a file)
 // scored on o.data's split, into `dir`, or with "" the next free
 // project/name (app/evaluate.h, app_run/evaluate.h).
@@ -102,47 +101,6 @@ void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
   *exit_code = Emit(ctx, run->text, app::ValRunJson(*run));
 }
 
-// The val kind's attempt runner (app/job_kinds.h; `kestrel val --job ID
-// --attempt N`, after app::RunAttempt's preamble): evaluates the job's model
-// on its dataset version into $KESTREL_HOME/jobs/<id>/attempt-<n>/. Its
-// result: model, map50, map50_95, run_dir; details data, split, images,
-// instances, precision, recall, fitness, record_sha, record_path.
-Result<app::AttemptResult> RunValAttempt(Context& ctx, app::AttemptContext& a) {
-  ValOptions o;
-  {
-    OptionSet set;
-    o.Bind(set);
-    KESTREL_RETURN_IF_ERROR(a.ApplyConfig(set));
-  }
-  // Runs a model, never files of the submitting machine; the run folder is the attempt's.
-  o.predictions.clear();
-  if (o.model.empty())
-    return Status::InvalidArgument("the job names no model=").WithReason(FailureReason::kBadConfig);
-  Stores stores;
-  stores.meta = std::move(a.meta);
-  stores.blobs = std::make_unique<store::ArtifactStore>(a.home);
-  a.Progress("stage=eval model=" + o.model);
-  auto run = ScoreAndWrite(stores, o, a.AttemptDir());
-  if (!run.IsOk()) return run.GetStatus();
-  const eval::EvalResult& r = run->result;
-  app::AttemptResult result;
-  result.model = o.model;
-  result.map50 = r.map50;
-  result.map50_95 = r.map5095;
-  result.run_dir = run->dir;
-  result.details = {{"data", o.data},
-                    {"split", o.split},
-                    {"images", r.images},
-                    {"instances", r.instances},
-                    {"precision", r.precision},
-                    {"recall", r.recall},
-                    {"fitness", r.fitness},
-                    {"record_sha", run->record_sha},
-                    {"record_path", run->record_path}};
-  (ctx.json ? std::cerr : std::cout) << run->text;
-  return result;
-}
-
 }  // namespace
 
 void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
@@ -158,8 +116,6 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
   val->add_option("key=value", st->extras, "e.g. predictions=DIR data=coco128 split=val conf=0.001");
   AddOptionFlags(val, st->set, &st->flags);
   val->footer(kJobAttemptHelp);
-  // This program runs val jobs' attempts (`val --job ID --attempt N`, job_child.h).
-  (void)app::JobKinds().SetRunner("val", [&ctx](app::AttemptContext& a) { return RunValAttempt(ctx, a); });
   val->callback([&ctx, exit_code, st] {
     Status s = ApplyOptions(st->set, st->flags, st->extras);
     if (!s.IsOk()) {

@@ -29,6 +29,9 @@
 #ifndef KESTREL_DEPLOY
 #include "cli/job_child.h"
 #endif
+#if defined(KESTREL_WITH_TORCH) && !defined(KESTREL_FORWARD_TORCH) && !defined(KESTREL_DEPLOY)
+#include "app_run/job_runners.h"
+#endif
 #include "cli/torch_commands.h"
 #ifdef KESTREL_DEPLOY
 #include "cli/deploy.h"
@@ -168,6 +171,9 @@ int Run(Context& ctx, int argc, char** argv) {
 #ifdef KESTREL_WITH_TORCH
   AddTrainCommands(app, ctx, &exit_code);
   AddExportCommands(app, ctx, &exit_code);
+  // The LibTorch backends of the job-kind table: this program runs train,
+  // val and export jobs' attempts (`<kind> --job ID --attempt N`).
+  if (Status s = app::SetLibTorchRunners(app::JobKinds()); !s.IsOk()) return FailInternal(ctx, s.Message());
 #endif
   AddEvalCommands(app, ctx, &exit_code);
 #endif
@@ -188,7 +194,7 @@ int Run(Context& ctx, int argc, char** argv) {
     data::SetImageCodecThreads(0);
   });
   // `<kind> --job ID --attempt N`: the one attempt command of every job kind
-  // whose runner the commands above set (job_child.h).
+  // whose runner this program set (job_child.h).
 #ifndef KESTREL_DEPLOY
   if (IsJobAttemptCommandLine(argc, argv)) return RunJobAttemptCommand(ctx, argc, argv);
 #endif

@@ -3,8 +3,8 @@
 // prints the summary (text, or one JSON document with --json).
 //
 // `kestrel train --job ID --attempt N` is the child a worker supervises:
-// job_child.h's one attempt command runs the train kind's runner that this
-// file sets, app::RunTrainAttempt (app_run/train_job.h), which trains the
+// job_child.h's one attempt command runs the train kind's runner,
+// app::RunTrainAttempt (app_run/train_job.h, set by main()), which trains the
 // stored job in $KESTREL_HOME/jobs/<id>/attempt-<n>/, resuming from the
 // newest checkpoint an earlier attempt left. Exit codes: the one table in
 // core/failure.h.
@@ -53,9 +53,6 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
                   "options Ultralytics-style, e.g. data=shapes model=n epochs=10 imgsz=320");
   AddOptionFlags(cmd, st->set, &st->flags);
   cmd->footer(kJobAttemptHelp);
-  // This program runs training jobs' attempts (`train --job ID --attempt N`,
-  // job_child.h): app_run/train_job.h's runner.
-  (void)app::JobKinds().SetRunner("train", app::RunTrainAttempt);
   cmd->callback([&ctx, exit_code, st] {
     Status s = ApplyOptions(st->set, st->flags, st->extras);
     if (!s.IsOk()) {
