@@ -14,6 +14,13 @@ namespace {
 
 using nlohmann::json;
 
+// The job-kind table's names, "train, val, export".
+std::string KindList() {
+  std::string out;
+  for (const auto& n : app::JobKinds().Names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 }  // namespace
 
 Status AddJobRoutes(Router& router, ApiContext& ctx) {
@@ -33,7 +40,7 @@ Status AddJobRoutes(Router& router, ApiContext& ctx) {
        {{"state",
          "only these states, comma-separated (queued, running, succeeded, failed_retryable, "
          "failed_permanent, cancelled)"},
-        {"kind", "only this kind: train, val or export"},
+        {"kind", "only this kind (a row of the job-kind table: GET /api/job-kinds): " + KindList()},
         {"priority", "only these priorities, comma-separated (high, normal, low)"},
         {"dataset", "only jobs on this dataset: NAME (any version) or NAME@VERSION"},
         {"sort", "created (default), priority or state"},

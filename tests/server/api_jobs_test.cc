@@ -4,7 +4,8 @@
 // the store's query, and a walk along next_cursor visits exactly the jobs
 // the filter selects, in the documented order, each once; offset paging
 // still works; bad parameters are 400s naming the field; the page is the
-// view `kestrel jobs list --json` prints. GET /api/jobs/{id}/diff is
+// view `kestrel jobs list --json` prints. GET /api/job-kinds is the job-kind
+// table's view, its actions the store's. GET /api/jobs/{id}/diff is
 // `kestrel template diff job:A job:B --json`. With 10,000 jobs, filters
 // and sorts answer over HTTP in well under 200 ms (figures printed).
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <map>
 #include <set>
 
+#include "app/job_kinds.h"
 #include "app/jobs.h"
 #include "app/templates.h"
 #include "read_route_test.h"
@@ -262,6 +264,39 @@ TEST_F(ApiJobsTest, ConfigDiffOfTwoJobsIsTheTemplateDiffView) {
   EXPECT_EQ(Doc("/api/jobs/0/diff?other=" + idb, 400)["error"]["field"], "id");
   EXPECT_EQ(Doc("/api/jobs/" + ida + "/diff?other=99999", 404)["error"]["code"], "not_found");
   Doc("/api/jobs/" + ida + "/diff?other=" + idb, 401, false);
+}
+
+// GET /api/job-kinds: the job-kind table and the states' allowed actions
+// the UI reads (app::JobKindsJson), behind the token like every read route;
+// the actions are the store's: each state that offers cancel takes a
+// CancelJob, and one that does not is refused.
+TEST_F(ApiJobsTest, JobKindsAreTheTableAndTheActionsTheStoreAllows) {
+  json doc = Doc("/api/job-kinds");
+  json want = app::JobKindsJson(app::JobKinds());
+  want["ok"] = true;
+  EXPECT_EQ(doc, want);
+  std::vector<std::string> names;
+  for (const auto& k : doc["kinds"]) names.push_back(k["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"train", "val", "export"}));
+  std::map<std::string, std::set<std::string>> allows;
+  for (const auto& st : doc["states"]) {
+    for (const auto& a : st["actions"]) allows[st["name"]].insert(a.get<std::string>());
+  }
+  // A queued job: cancel offered and taken; cancelled: retry offered and taken, cancel not.
+  auto d = app::DraftJob({"data=birds", "epochs=7"}, nullptr);
+  ASSERT_TRUE(d.IsOk());
+  auto s = app::SubmitJob(*meta_, std::move(d).Value(), 1000);
+  ASSERT_TRUE(s.IsOk());
+  EXPECT_TRUE(allows["queued"].count("cancel"));
+  ASSERT_TRUE(app::CancelJob(*meta_, s->job.id, 1000).IsOk());
+  EXPECT_FALSE(allows["cancelled"].count("cancel"));
+  EXPECT_FALSE(app::CancelJob(*meta_, s->job.id, 1000).IsOk());
+  EXPECT_TRUE(allows["cancelled"].count("retry"));
+  EXPECT_TRUE(app::RetryJob(*meta_, s->job.id, 1000).IsOk());
+  EXPECT_FALSE(allows["queued"].count("retry"));
+  EXPECT_FALSE(app::RetryJob(*meta_, s->job.id, 1000).IsOk());
+  EXPECT_TRUE(allows["succeeded"].empty());
+  Doc("/api/job-kinds", 401, false);
 }
 
 // The figure: a job list of 10,000 jobs filters and sorts in
