@@ -139,7 +139,8 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
         " (" + store::JobStateName(r->job.state) +
         (r->dataset.empty() ? std::string() : ", data " + r->dataset + "@" + r->version_id.substr(0, 12)) +
         ")";
-    if (const std::string kind = app::JobKindText(r->job); kind != "train") text += ", kind " + kind;
+    if (const std::string kind = app::JobKindText(r->job); kind != app::JobKindTable::kDefaultKind)
+      text += ", kind " + kind;
     Emit(ctx, text, app::SubmitResultJson(*r));
   });
 }

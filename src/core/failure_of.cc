@@ -9,7 +9,7 @@ FailureReason FailureReasonOf(const Status& status) {
     case StatusCode::kNotFound:
       return FailureReason::kBadConfig;
     case StatusCode::kCorruption:
-      // A corrupted resume checkpoint never gets here (RunJobAttempt falls
+      // A corrupted resume checkpoint never gets here (RunTrainAttempt falls
       // back to an older one, then to scratch): this is a stored dataset blob.
       return FailureReason::kDatasetErrors;
     case StatusCode::kIoError:

@@ -1,7 +1,7 @@
-// The failure reason of a Status, in one place: the job runner (`kestrel
-// train --job`) and the CLI's job children (`val --job`) both classify their
-// errors through it, so the same error gets the same reason, exit code and
-// retry class whichever command hit it.
+// The failure reason of a Status, in one place: every job kind's attempt
+// (app::RunAttempt, app/job_kinds.h: train, val, export --job) classifies its
+// runner's error through it, so the same error gets the same reason, exit
+// code and retry class whichever kind hit it.
 //
 // Kept apart from failure.h and status.h on purpose: those two are included by
 // every file of the tree, this by the few that classify.
