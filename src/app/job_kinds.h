@@ -150,7 +150,8 @@ using KeyWeightsResolver = std::function<Status(const std::string& key, std::str
 using ModelResolver = std::function<Result<ResolvedWeights>(const std::string& text)>;
 
 // What a kind's submit checks produce.
-struct KindSubmission {
+struct KindSubmission {   // NOLINT(bugprone-exception-escape): an aggregate; the check misreads its
+                          // implicit move (nlohmann::json members) as throwing
   nlohmann::json config;  // the effective config: every key of the kind
   std::string data;       // data= as given ("" = the job has no dataset of its own)
   // Without data=: the dataset version the job is filed under ("" = none).
