@@ -13,6 +13,12 @@ Each src/<module>/README.md carries one machine-readable line:
   library even though the module may (e.g. torch-free headers in a torch
   module); fnmatch patterns, and a pattern without '/' names only files at
   the module's top level ('*.h': the public headers, not internal/).
+- "adapter": the module is a front end (the CLI, the HTTP server): a thin
+  layer over the application layer (src/app) that parses, makes one call and
+  prints or serialises.
+- "composes <module> in <files>": files of an adapter that may include
+  another adapter because they wire the program together (`kestrel serve`
+  starts the HTTP server).
   Clauses are separated by ';'.
 
 Rules that hold for every module:
@@ -21,6 +27,9 @@ Rules that hold for every module:
 - `<torch/torch.h>` is never included (it costs ~20 s a translation unit).
 - An angle-bracket header that is neither a system header nor in LIBRARIES is
   an error, so a new dependency is a deliberate edit of this table.
+- Layers: a module that is no adapter (the application layer and everything
+  under it) includes no adapter; an adapter includes another adapter only in
+  the files its "composes" clause names (docs/ARCHITECTURE.md "Layers").
 
 Exit 0 when clean; otherwise one line per violation (file:line: what and why)
 and exit 1. Usage: tools/check-includes.py [repo-root]
@@ -86,8 +95,9 @@ def names_file(pattern, in_mod):
 
 
 def parse_rule(text, readme):
-    """Returns (modules, libraries, {library: set(files)}) or raises ValueError."""
-    modules, libraries, forbidden = set(), set(), {}
+    """Returns (modules, libraries, {library: set(files)}, adapter, {module: set(files)})
+    or raises ValueError."""
+    modules, libraries, forbidden, adapter, composes = set(), set(), {}, False, {}
     for clause in (c.strip() for c in text.split(";")):
         if not clause:
             continue
@@ -95,17 +105,26 @@ def parse_rule(text, readme):
             modules |= {m.strip() for m in clause[len("modules"):].split(",") if m.strip() and m.strip() != "none"}
         elif clause.startswith("libraries"):
             libraries |= {x.strip() for x in clause[len("libraries"):].split(",") if x.strip() and x.strip() != "none"}
+        elif clause == "adapter":
+            adapter = True
+        elif clause.startswith("composes "):
+            m = re.match(r"composes (\S+) in (.+)$", clause)
+            if not m:
+                raise ValueError(f"{readme}: cannot read clause '{clause}' (expected 'composes <module> in a.cc, b.cc')")
+            composes.setdefault(m.group(1), set()).update(f.strip() for f in m.group(2).split(","))
         elif clause.startswith("no "):
             m = re.match(r"no (\S+) in (.+)$", clause)
             if not m:
                 raise ValueError(f"{readme}: cannot read clause '{clause}' (expected 'no <library> in a.h, b.cc')")
             forbidden.setdefault(m.group(1), set()).update(f.strip() for f in m.group(2).split(","))
         else:
-            raise ValueError(f"{readme}: unknown clause '{clause}' (expected modules / libraries / no X in ...)")
+            raise ValueError(f"{readme}: unknown clause '{clause}' (expected modules / libraries / no X in ... / adapter / composes X in ...)")
     for lib in libraries | set(forbidden):
         if lib not in LIBRARIES:
             raise ValueError(f"{readme}: unknown library '{lib}' (known: {', '.join(sorted(LIBRARIES))})")
-    return modules, libraries, forbidden
+    if composes and not adapter:
+        raise ValueError(f"{readme}: 'composes' is for adapters (add the clause 'adapter')")
+    return modules, libraries, forbidden, adapter, composes
 
 
 def main():
@@ -133,7 +152,7 @@ def main():
     for mod in modules:
         if mod not in rules:
             continue
-        allowed_mods, allowed_libs, forbidden = rules[mod]
+        allowed_mods, allowed_libs, forbidden, is_adapter, composes = rules[mod]
         base = os.path.join(src, mod)
         for dirpath, _, files in os.walk(base):
             for f in sorted(files):
@@ -156,6 +175,11 @@ def main():
                             continue  # a sibling file ("foo.h") or a generated header
                         if first != mod and first not in allowed_mods:
                             errors.append(f"{where}: module '{mod}' may not include '{first}' (src/{mod}/README.md)")
+                        elif first != mod and first in rules and rules[first][3]:  # an adapter's header
+                            if not is_adapter:
+                                errors.append(f"{where}: '{mod}' is below the adapters and may include none ('{first}' is one)")
+                            elif not any(names_file(p, in_mod) for p in composes.get(first, set())):
+                                errors.append(f"{where}: adapter '{mod}' may include adapter '{first}' only where it composes the program (src/{mod}/README.md 'composes')")
                         if "/internal/" in "/" + header and first != mod:
                             errors.append(f"{where}: '{first}/internal/' headers are private to src/{first}")
                         continue

@@ -1,0 +1,2 @@
+// Fixture: the composition root may include the other adapter.
+#include "d/q.h"

@@ -1,0 +1,3 @@
+// Fixture: an adapter header.
+#pragma once
+#include "a/clean.h"
