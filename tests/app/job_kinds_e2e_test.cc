@@ -116,7 +116,8 @@ TEST_F(ProbeKindEndToEnd, SubmitWorkerChildGateRegistryThroughTheTableOnly) {
   auto la = meta_->ListAttempts(low->job.id);
   ASSERT_TRUE(la.IsOk() && la->size() == 1u);
   EXPECT_EQ((*la)[0].reason, "quality_gate");
-  EXPECT_NE((*la)[0].message.find("quality gate: answer 0.300000 is below"), std::string::npos) << (*la)[0].message;
+  EXPECT_NE((*la)[0].message.find("quality gate: answer 0.300000 is below"), std::string::npos)
+      << (*la)[0].message;
   auto b = meta_->GetJob(bad->job.id);
   EXPECT_EQ(b->state, store::JobState::kFailedPermanent);
   auto ba = meta_->ListAttempts(bad->job.id);
