@@ -15,15 +15,7 @@ Status PathError(const std::string& message) {
   return Status::InvalidArgument(message, {"request", 0, "path"});
 }
 
-// True when `p` equals `base` or lies under it (whole components).
-bool Under(const fs::path& p, const fs::path& base) {
-  auto pi = p.begin();
-  for (auto bi = base.begin(); bi != base.end(); ++bi, ++pi) {
-    if (bi->empty()) continue;  // a trailing separator
-    if (pi == p.end() || *pi != *bi) return false;
-  }
-  return true;
-}
+bool Under(const fs::path& p, const fs::path& base) { return PathIsUnder(p.string(), base.string()); }
 
 bool IsHex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
 
@@ -43,6 +35,16 @@ Status CheckText(const std::string& text) {
 }
 
 }  // namespace
+
+bool PathIsUnder(const std::string& path, const std::string& base) {
+  const fs::path p(path), b(base);
+  auto pi = p.begin();
+  for (auto bi = b.begin(); bi != b.end(); ++bi, ++pi) {
+    if (bi->empty()) continue;  // a trailing separator
+    if (pi == p.end() || *pi != *bi) return false;
+  }
+  return true;
+}
 
 Result<DataRoots> DataRoots::Open(const std::vector<std::string>& dirs) {
   DataRoots out;

@@ -61,6 +61,11 @@ class DataRoots {
   std::vector<Root> roots_;
 };
 
+// True when `path` equals `base` or lies under it, compared by whole path
+// components (/data/ab is not under /data/a). Both should be canonical: no
+// "..", no symlink is resolved here.
+bool PathIsUnder(const std::string& path, const std::string& base);
+
 // An Env whose ReadFile refuses (kInvalidArgument, field "path") a file
 // whose canonical path is neither inside a data root nor inside `home`.
 class ConfinedEnv : public EnvWrapper {

@@ -6,21 +6,8 @@
 #include "app/jobs.h"
 
 namespace kestrel::server {
-namespace {
 
 namespace fs = std::filesystem;
-
-// True when `p` equals `base` or lies under it (whole components).
-bool Under(const fs::path& p, const fs::path& base) {
-  auto pi = p.begin();
-  for (auto bi = base.begin(); bi != base.end(); ++bi, ++pi) {
-    if (bi->empty()) continue;  // a trailing separator
-    if (pi == p.end() || *pi != *bi) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 Status RefusedJobFile(const std::string& key) {
   return Status::InvalidArgument(
@@ -63,7 +50,7 @@ std::string JobFilePolicy::AllowedFile(const std::string& text) const {
   std::error_code ec;
   const fs::path canon = fs::canonical(candidate, ec);
   if (ec || !fs::is_regular_file(canon, ec) || ec) return "";
-  const bool in_home = !home_.empty() && Under(canon, home_);
+  const bool in_home = !home_.empty() && PathIsUnder(canon.string(), home_);
   if (!in_home && !roots_.Inside(canon.string())) return "";
   return canon.string();
 }
