@@ -1045,6 +1045,8 @@ test('compare: two models evaluated from the Models page; curves, matrices, crop
   await byTest('compare-models-missing').waitFor({ timeout: WAIT })
   await byTest('compare-models-evaluate').click()
   await byTest('compare-models-jobs').waitFor({ timeout: WAIT })
+  // The list shows as soon as the first submit answers; the second follows.
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="compare-models-jobs"] a').length >= 2, null, { timeout: WAIT })
   const valJobs = (await byTest('compare-models-jobs').locator('a').allInnerTexts()).map((s) => Number(/#(\d+)/.exec(s)[1]))
   assert.equal(valJobs.length, 2)
   for (const id of valJobs) {
