@@ -1,10 +1,9 @@
 #include "app_run/export_record.h"
 
-#include <chrono>
-
 #include "app/evaluate.h"
 #include "app/models.h"
 #include "app_run/calibration.h"
+#include "core/env.h"
 #include "data/registry.h"
 
 namespace kestrel::app {
@@ -23,9 +22,7 @@ Result<store::ModelExportRecord> RecordExport(ModelRegistry& reg, const store::M
   req.options["simplify"] = doc.at("simplify").at("enabled");  // simplify=true|false
   req.verification = doc.at("verification");
   req.verified = req.verification.at("verified").get<bool>();
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  const int64_t now_ms = Env::Default().UnixMillis();
   return reg.RecordExport(model, req, now_ms, created);
 }
 

@@ -77,13 +77,8 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
   if (auto r = ReportedEpochs(*ctx.meta, job_id); r.IsOk()) reported = std::move(r).Value();
   ctx.meta.reset();  // the trainer opens its own; nothing else needs it
   const std::string url = store::MetadataUrl(home);
-  MetricEventWriter events(
-      [url] { return store::MetadataStore::Open(url); }, job_id, attempt,
-      [] {
-        return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
-      });
+  MetricEventWriter events([url] { return store::MetadataStore::Open(url); }, job_id, attempt,
+                           [] { return Env::Default().UnixMillis(); });
   // Whatever way this function returns, what is queued gets a few seconds
   // to reach the store (well inside the worker's stop grace).
   struct FinishEvents {

@@ -24,6 +24,7 @@
 #include "app/system.h"
 #include "app/templates.h"
 #include "cli/cli.h"
+#include "core/env.h"
 #include "core/json.h"
 #include "core/parse.h"
 #include "jobs/job_keys.h"
@@ -34,12 +35,6 @@
 
 namespace kestrel::cli {
 namespace {
-
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Status Usage(const std::string& field, const std::string& msg) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
@@ -129,7 +124,7 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
       if (ResolveDataOption(ctx, *opened, data, nullptr, &data_code)) return {};
       return Status::Aborted("data= was refused (reported)");
     };
-    auto r = app::SubmitTokens(*args, steps, WallMs());
+    auto r = app::SubmitTokens(*args, steps, Env::Default().UnixMillis());
     if (!r.IsOk()) {
       *exit_code = data_code != 0 ? data_code : Fail(ctx, OnCommandLine(r.GetStatus()));
       return;
@@ -255,7 +250,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     for (const auto& line : store::HomeModeWarnings(o.home))
       std::cerr << "kestrel worker: " << line << std::endl;
     o.webhooks = !a->no_webhooks;  // the worker runs the dispatcher and drains it on exit
-    o.wall_anchor_ms = WallMs();
+    o.wall_anchor_ms = Env::Default().UnixMillis();
     if (!a->devices.empty()) {
       auto d = jobs::ParseDevices(a->devices);
       if (!d.IsOk()) {
@@ -474,8 +469,8 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    auto job = is_cancel ? app::CancelJob(*stores->meta, *id, WallMs())
-                         : app::RetryJob(*stores->meta, *id, WallMs());
+    auto job = is_cancel ? app::CancelJob(*stores->meta, *id, Env::Default().UnixMillis())
+                         : app::RetryJob(*stores->meta, *id, Env::Default().UnixMillis());
     if (!job.IsOk()) {
       *exit_code = Fail(ctx, job.GetStatus());
       return;
@@ -575,7 +570,7 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    auto b = app::ResetBreaker(*stores->meta, WallMs());
+    auto b = app::ResetBreaker(*stores->meta, Env::Default().UnixMillis());
     if (!b.IsOk()) {
       *exit_code = Fail(ctx, b.GetStatus());
       return;
@@ -606,7 +601,7 @@ void AddWorkers(CLI::App& app, Context& ctx, int* exit_code) {
       *exit_code = Fail(ctx, stores.GetStatus());
       return;
     }
-    auto r = app::ListWorkerStatus(*stores->meta, WallMs());
+    auto r = app::ListWorkerStatus(*stores->meta, Env::Default().UnixMillis());
     if (!r.IsOk()) {
       *exit_code = Fail(ctx, r.GetStatus());
       return;

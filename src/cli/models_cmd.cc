@@ -8,6 +8,7 @@
 #include "app/job_kinds.h"
 #include "app/models.h"
 #include "cli/cli.h"
+#include "core/env.h"
 #include "core/json.h"
 #include "core/utf8.h"
 #include "data/dataset_ref.h"
@@ -17,8 +18,6 @@ namespace kestrel::cli {
 namespace {
 
 using nlohmann::json;
-
-int64_t NowMs() { return Env::Default().UnixSeconds() * 1000; }
 
 std::string Fixed(double v, int digits = 3) {
   char buf[32];
@@ -258,7 +257,8 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
 
   auto tag_like = [&ctx, exit_code, st](bool promote) {
     WithRegistry(ctx, exit_code, [&](app::ModelRegistry& reg, Stores& stores) {
-      auto r = promote ? reg.Promote(st->ref, NowMs()) : reg.Tag(st->ref, st->tag, NowMs());
+      auto r = promote ? reg.Promote(st->ref, Env::Default().UnixMillis())
+                       : reg.Tag(st->ref, st->tag, Env::Default().UnixMillis());
       if (!r.IsOk()) {
         *exit_code = Fail(ctx, r.GetStatus());
         return;
@@ -356,7 +356,7 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
                                                 {"command line", 0, "weights"}));
           return;
         }
-        r = reg.RegisterJobModel(st->job, NowMs(), &created);
+        r = reg.RegisterJobModel(st->job, Env::Default().UnixMillis(), &created);
       } else {
         if (st->weights.empty()) {
           *exit_code = Fail(ctx, Status::InvalidArgument("give a weights file (or --job ID)",
@@ -381,7 +381,7 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
           req.dataset = v->dataset;
           req.dataset_version = v->version_id;
         }
-        r = reg.Register(req, NowMs(), &created);
+        r = reg.Register(req, Env::Default().UnixMillis(), &created);
       }
       if (!r.IsOk()) {
         *exit_code = Fail(ctx, r.GetStatus());

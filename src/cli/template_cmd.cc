@@ -7,6 +7,7 @@
 #include "app/jobs.h"
 #include "app/templates.h"
 #include "cli/cli.h"
+#include "core/env.h"
 #include "core/json.h"
 #include "core/utf8.h"
 
@@ -14,8 +15,6 @@ namespace kestrel::cli {
 namespace {
 
 using nlohmann::json;
-
-int64_t NowMs() { return Env::Default().UnixSeconds() * 1000; }
 
 std::string FormatMs(int64_t ms) {
   std::time_t t = static_cast<std::time_t>(ms / 1000);
@@ -77,7 +76,7 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code) {
   save->add_option("key=value", sa->keys, "train keys and job keys, as `kestrel submit` takes them");
   save->callback([&ctx, exit_code, sa] {
     WithLibrary(ctx, exit_code, [&](app::TemplateLibrary& lib) {
-      auto r = lib.Save(sa->name, sa->keys, NowMs());
+      auto r = lib.Save(sa->name, sa->keys, Env::Default().UnixMillis());
       if (!r.IsOk()) {
         *exit_code = Fail(ctx, app::RelocateRequestError(r.GetStatus(), "command line"));
         return;

@@ -10,15 +10,10 @@
 #include "app/jobs.h"
 #include "app/tokens.h"
 #include "cli/cli.h"
+#include "core/env.h"
 
 namespace kestrel::cli {
 namespace {
-
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string When(int64_t ms) {
   if (ms <= 0) return "-";
@@ -66,7 +61,7 @@ void AddTokenCommands(CLI::App& app, Context& ctx, int* exit_code) {
   create->callback([&ctx, exit_code, st] {
     auto meta = OpenMeta(ctx, exit_code);
     if (meta == nullptr) return;
-    auto c = app::CreateToken(*meta, st->name, st->read_only, WallMs());
+    auto c = app::CreateToken(*meta, st->name, st->read_only, Env::Default().UnixMillis());
     if (!c.IsOk()) {
       *exit_code = Fail(ctx, OnCommandLine(c.GetStatus()));
       return;
@@ -106,7 +101,7 @@ void AddTokenCommands(CLI::App& app, Context& ctx, int* exit_code) {
   revoke->callback([&ctx, exit_code, st] {
     auto meta = OpenMeta(ctx, exit_code);
     if (meta == nullptr) return;
-    auto r = app::RevokeToken(*meta, st->ref, WallMs());
+    auto r = app::RevokeToken(*meta, st->ref, Env::Default().UnixMillis());
     if (!r.IsOk()) {
       *exit_code = Fail(ctx, OnCommandLine(r.GetStatus()));
       return;

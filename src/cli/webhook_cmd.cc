@@ -14,8 +14,6 @@
 namespace kestrel::cli {
 namespace {
 
-int64_t NowMs() { return Env::Default().UnixSeconds() * 1000; }
-
 // The metadata store, or nullptr after reporting the error.
 std::unique_ptr<store::MetadataStore> OpenMeta(const Context& ctx, int* exit_code) {
   auto stores = OpenStores(ctx);
@@ -59,7 +57,7 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
     }
     auto meta = OpenMeta(ctx, exit_code);
     if (meta == nullptr) return;
-    Status s = jobs::AddWebhook(*meta, hook, NowMs());
+    Status s = jobs::AddWebhook(*meta, hook, Env::Default().UnixMillis());
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);
       return;
@@ -111,7 +109,7 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
   rm->callback([&ctx, exit_code, st] {
     auto meta = OpenMeta(ctx, exit_code);
     if (meta == nullptr) return;
-    Status s = jobs::RemoveWebhook(*meta, st->url, NowMs());
+    Status s = jobs::RemoveWebhook(*meta, st->url, Env::Default().UnixMillis());
     if (!s.IsOk()) {
       *exit_code = Fail(ctx, s);
       return;
@@ -159,8 +157,10 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
     opt.timeout_ms = st->timeout_ms;
     opt.connect_timeout_ms = std::min<int64_t>(opt.connect_timeout_ms, st->timeout_ms);
     const std::string id = "ping-" + RandomHex(8);
-    nlohmann::json body = {
-        {"type", "ping"}, {"event_id", id}, {"time_ms", NowMs()}, {"message", "kestrel webhook test"}};
+    nlohmann::json body = {{"type", "ping"},
+                           {"event_id", id},
+                           {"time_ms", Env::Default().UnixMillis()},
+                           {"message", "kestrel webhook test"}};
     jobs::DeliveryResult r = jobs::PostWebhook(hook, id, "ping", DumpJson(body), opt);
     nlohmann::json j = {{"ok", r.ok},
                         {"url", hook.url},

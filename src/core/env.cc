@@ -193,6 +193,11 @@ class PosixEnv final : public Env {
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
+  int64_t UnixMillis() override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
   void SleepMicros(int64_t micros) override {
     std::this_thread::sleep_for(std::chrono::microseconds(micros));
   }

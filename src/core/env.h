@@ -64,6 +64,9 @@ class Env {
   virtual int64_t NowMicros() = 0;
   // Wall clock, Unix seconds, for timestamps stored in records.
   virtual int64_t UnixSeconds() = 0;
+  // Wall clock, Unix milliseconds: the one clock of store times (jobs,
+  // attempts, events, tokens, webhooks) and of every front end's "now".
+  virtual int64_t UnixMillis() = 0;
   virtual void SleepMicros(int64_t micros) = 0;
 };
 
@@ -93,6 +96,7 @@ class EnvWrapper : public Env {
   Status SyncDir(const std::string& path) override { return target_.SyncDir(path); }
   int64_t NowMicros() override { return target_.NowMicros(); }
   int64_t UnixSeconds() override { return target_.UnixSeconds(); }
+  int64_t UnixMillis() override { return target_.UnixMillis(); }
   void SleepMicros(int64_t micros) override { target_.SleepMicros(micros); }
 
  private:

@@ -19,6 +19,7 @@ class FakeClockEnv : public EnvWrapper {
   void AdvanceSeconds(int64_t s) { micros_ += s * 1'000'000; }
   int64_t NowMicros() override { return micros_; }
   int64_t UnixSeconds() override { return micros_ / 1'000'000; }
+  int64_t UnixMillis() override { return micros_ / 1'000; }
   // Sleeping advances the fake clock instead of blocking.
   void SleepMicros(int64_t micros) override { micros_ += micros; }
 

@@ -44,7 +44,8 @@ struct ErrorLocation {
   std::string field;
 };
 
-class Status {
+// [[nodiscard]]: a dropped Status is a lost error; `(void)` says it is meant.
+class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message, ErrorLocation where = {})
@@ -106,7 +107,7 @@ class Status {
 
 // Either a value or a non-OK Status.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)

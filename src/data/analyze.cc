@@ -173,7 +173,7 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
   std::vector<SampleResult> results(src.samples.size());
   // AnalyzeSample turns every problem into findings, so this never fails.
   std::atomic<int64_t> kept_bytes{0};
-  ParallelFor(src.samples.size(), opts.threads, [&](size_t i) -> Status {
+  (void)ParallelFor(src.samples.size(), opts.threads, [&](size_t i) -> Status {
     results[i] = AnalyzeSample(src.samples[i], opts, env, kept_bytes);
     return {};
   });

@@ -36,8 +36,6 @@ void InitCurlOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-int64_t WallMs(Env& env) { return env.UnixSeconds() * 1000; }
-
 bool IsHttpUrl(const std::string& url) {
   return (url.rfind("http://", 0) == 0 && url.size() > 7) ||
          (url.rfind("https://", 0) == 0 && url.size() > 8);
@@ -450,7 +448,7 @@ Status WebhookDispatcher::Impl::RefreshHooks() {
 }
 
 Status WebhookDispatcher::Impl::HoldLease() {
-  const int64_t now = WallMs(env);
+  const int64_t now = env.UnixMillis();
   auto cur = store->GetSetting(kWebhookLeaseSetting);
   std::optional<std::string> expected;
   if (cur.IsOk()) {
@@ -493,8 +491,9 @@ Status WebhookDispatcher::Impl::Fill(HookState& h, bool refresh) {
       // Configured without `kestrel webhooks add` (or that command's cursor
       // write failed): start at the newest event rather than the history.
       KESTREL_ASSIGN_OR_RETURN(int64_t latest, LatestEventId(*store));
-      KESTREL_ASSIGN_OR_RETURN(bool wrote, store->CompareAndSetSetting(h.cursor_key, std::nullopt,
-                                                                       std::to_string(latest), WallMs(env)));
+      KESTREL_ASSIGN_OR_RETURN(
+          bool wrote,
+          store->CompareAndSetSetting(h.cursor_key, std::nullopt, std::to_string(latest), env.UnixMillis()));
       (void)wrote;  // either way the stored value is now authoritative
       KESTREL_ASSIGN_OR_RETURN(cur, store->GetSetting(h.cursor_key));
     }
@@ -517,7 +516,7 @@ Status WebhookDispatcher::Impl::Fill(HookState& h, bool refresh) {
 
 Status WebhookDispatcher::Impl::AdvanceCursor(HookState& h, int64_t to) {
   KESTREL_ASSIGN_OR_RETURN(bool wrote, store->CompareAndSetSetting(h.cursor_key, std::to_string(h.cursor),
-                                                                   std::to_string(to), WallMs(env)));
+                                                                   std::to_string(to), env.UnixMillis()));
   if (wrote) {
     h.cursor = to;
     return {};
@@ -606,7 +605,7 @@ void WebhookDispatcher::Impl::Abort(HookState& h) {
 
 void WebhookDispatcher::Impl::ReleaseLease() {
   if (!leader) return;
-  auto r = store->CompareAndSetSetting(kWebhookLeaseSetting, lease_value, "", WallMs(env));
+  auto r = store->CompareAndSetSetting(kWebhookLeaseSetting, lease_value, "", env.UnixMillis());
   if (!r.IsOk()) spdlog::warn("webhooks: could not release the lease: {}", r.GetStatus().ToString());
   leader = false;
   leader_flag = false;

@@ -145,7 +145,7 @@ Worker::Worker(StoreFactory open_store, ProcessRunner& runner, Env& env, WorkerO
     pool_ = DevicePool(options_.devices);
   }
   anchor_mono_us_ = env_.NowMicros();
-  anchor_wall_ms_ = options_.wall_anchor_ms > 0 ? options_.wall_anchor_ms : env_.UnixSeconds() * 1000;
+  anchor_wall_ms_ = options_.wall_anchor_ms > 0 ? options_.wall_anchor_ms : env_.UnixMillis();
 }
 
 Worker::~Worker() = default;

@@ -86,7 +86,7 @@ struct WorkerOptions {
   bool webhooks = true;
   WebhookOptions webhook;
   int64_t webhook_drain_ms = 5'000;
-  // Unix ms at construction; 0 = env.UnixSeconds() * 1000. Store times are
+  // Unix ms at construction; 0 = env.UnixMillis(). Store times are
   // this anchor plus the Env's monotonic clock since construction.
   int64_t wall_anchor_ms = 0;
   // Low-disk watermark (docs/disk.md): no new claims while the filesystem of

@@ -36,12 +36,6 @@ namespace {
 
 using nlohmann::json;
 
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 json Ok(json view) {
   view["ok"] = true;
   return view;
@@ -135,7 +129,7 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
       r.Add("GET", "/metrics",
             {"Prometheus metrics, text exposition format 0.0.4", {}, "text/plain; version=0.0.4"},
             [&ctx](const Request&, const PathParams&) {
-              auto store_text = StoreMetrics(ctx, WallMs());
+              auto store_text = StoreMetrics(ctx, Env::Default().UnixMillis());
               if (!store_text.IsOk()) return ErrorResponse(store_text.GetStatus());
               Response resp;
               resp.content_type = "text/plain; version=0.0.4; charset=utf-8";

@@ -6,6 +6,7 @@
 #include "app/jobs.h"
 #include "app/system.h"
 #include "app/tokens.h"
+#include "core/env.h"
 #include "server/auth.h"
 #include "server/json_body.h"
 
@@ -13,12 +14,6 @@ namespace kestrel::server {
 namespace {
 
 using nlohmann::json;
-
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The reset takes no body; an empty one or {} is accepted, anything else is
 // refused naming the body or the key (json_body.h), as the other bodiless
@@ -33,7 +28,7 @@ Status AddSystemRoutes(Router& r, ApiContext& ctx) {
             {"Registered workers with their devices, running jobs, heartbeat ages and state (`kestrel "
              "workers`)"},
             [&ctx](const Request&, const PathParams&) {
-              auto w = app::ListWorkerStatus(ctx.meta, WallMs());
+              auto w = app::ListWorkerStatus(ctx.meta, Env::Default().UnixMillis());
               return w.IsOk() ? JsonResponse(app::WorkersJson(*w)) : ErrorResponse(w.GetStatus());
             }));
   KESTREL_RETURN_IF_ERROR(r.Add(
@@ -51,7 +46,7 @@ Status AddSystemRoutes(Router& r, ApiContext& ctx) {
                                  "none, or {}"},
                                 [&ctx](const Request& req, const PathParams&) {
                                   if (Status s = NoBody(req); !s.IsOk()) return ErrorResponse(s);
-                                  auto b = app::ResetBreaker(ctx.meta, WallMs());
+                                  auto b = app::ResetBreaker(ctx.meta, Env::Default().UnixMillis());
                                   return b.IsOk() ? JsonResponse(app::BreakerResetJson(*b))
                                                   : ErrorResponse(b.GetStatus());
                                 }));
@@ -64,7 +59,7 @@ Status AddSystemRoutes(Router& r, ApiContext& ctx) {
               if (!BearerToken(req.Header("authorization"), &token))
                 return JsonResponse({{"ok", true}, {"token", nullptr}, {"public_read", ctx.public_read}});
               // The authorizer accepted it a moment ago; this reads its record.
-              auto rec = app::AuthenticateToken(ctx.meta, token, WallMs());
+              auto rec = app::AuthenticateToken(ctx.meta, token, Env::Default().UnixMillis());
               if (!rec.IsOk()) return ErrorResponse(rec.GetStatus());
               return JsonResponse(
                   {{"ok", true}, {"token", app::TokenJson(*rec)}, {"public_read", ctx.public_read}});

@@ -26,12 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 Status BodyError(const std::string& message, const std::string& field = "body") {
   return Status::InvalidArgument(message, {app::kRequestFile, 0, field});
 }
@@ -97,7 +91,7 @@ Response Submit(ApiContext& ctx, const Request& req) {
     return {};
   };
   steps.resolve_model = [&](const std::string& text) { return files.Resolve(reg, "model", text); };
-  auto r = app::SubmitTokens(tokens, steps, WallMs());
+  auto r = app::SubmitTokens(tokens, steps, Env::Default().UnixMillis());
   if (!r.IsOk()) return ErrorResponse(r.GetStatus());
   return JsonResponse(app::SubmitResultJson(*r), r->created ? 201 : 200);
 }
@@ -107,7 +101,8 @@ Response ChangeJob(ApiContext& ctx, const Request& req, const PathParams& p, boo
   if (!id.IsOk()) return ErrorResponse(id.GetStatus());
   auto body = BodyObject(req, {}, false);
   if (!body.IsOk()) return ErrorResponse(body.GetStatus());
-  auto job = cancel ? app::CancelJob(ctx.meta, *id, WallMs()) : app::RetryJob(ctx.meta, *id, WallMs());
+  auto job = cancel ? app::CancelJob(ctx.meta, *id, Env::Default().UnixMillis())
+                    : app::RetryJob(ctx.meta, *id, Env::Default().UnixMillis());
   if (!job.IsOk()) return ErrorResponse(job.GetStatus());
   return JsonResponse({{"ok", true}, {"job", app::JobJson(*job, false)}});
 }
@@ -220,7 +215,7 @@ Status AddWriteRoutes(Router& r, ApiContext& ctx) {
           return ErrorResponse(
               BodyError("the request body needs \"tag\": a string (e.g. \"candidate\")", "tag"));
         app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
-        auto t = reg.Tag(p.at("ref"), (*body)["tag"].get<std::string>(), WallMs());
+        auto t = reg.Tag(p.at("ref"), (*body)["tag"].get<std::string>(), Env::Default().UnixMillis());
         if (!t.IsOk()) return ErrorResponse(t.GetStatus());
         json doc = app::TagResultJson(*t, ctx.blobs);
         doc["ok"] = true;

@@ -4,15 +4,10 @@
 #include <chrono>
 
 #include "app/tokens.h"
+#include "core/env.h"
 
 namespace kestrel::server {
 namespace {
-
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Response Unauthenticated(const std::string& message) {
   Response r = ErrorResponse(401, "unauthenticated", message, "Authorization");
@@ -47,7 +42,7 @@ Authorizer TokenAuthorizer(store::MetadataStore& meta, bool public_read) {
     std::string token;
     if (!BearerToken(header, &token))
       return Unauthenticated("the Authorization header must be 'Bearer <token>'");
-    auto rec = app::AuthenticateToken(meta, token, WallMs());
+    auto rec = app::AuthenticateToken(meta, token, Env::Default().UnixMillis());
     if (!rec.IsOk()) {
       const StatusCode code = rec.GetStatus().Code();
       if (code == StatusCode::kInvalidArgument || code == StatusCode::kNotFound ||

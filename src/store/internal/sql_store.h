@@ -91,7 +91,7 @@ class SqlStore final : public MetadataStore {
         s = body();
         if (s.IsOk()) s = conn_->Commit();
         if (s.IsOk()) return s;
-        conn_->Rollback();
+        (void)conn_->Rollback();  // the body's or the commit's error is the one to report
       }
       // Lock conflicts (SQLite busy, PostgreSQL deadlock/serialization
       // failure, a lost dedup race) carry kStoreConflict where the SqlConn
