@@ -133,6 +133,45 @@ int Fail(const Context& ctx, const Status& status, int exit_code) {
   return exit_code;
 }
 
+CommandResult::CommandResult(Status status)
+    : kind_(status.IsOk() ? Kind::kDone : Kind::kError), status_(std::move(status)), exit_code_(-1) {
+  if (kind_ == Kind::kDone) exit_code_ = kExitOk;
+}
+
+CommandResult::CommandResult(Output out) : kind_(Kind::kOutput), out_(std::move(out)) {}
+
+CommandResult::CommandResult(Result<Output> out)
+    : CommandResult(out.IsOk() ? CommandResult(std::move(out).Value()) : CommandResult(out.GetStatus())) {}
+
+CommandResult CommandResult::Failed(Status status, int exit_code) {
+  CommandResult r(std::move(status));
+  if (r.kind_ == Kind::kError) r.exit_code_ = exit_code;
+  return r;
+}
+
+CommandResult CommandResult::Reported(int exit_code) {
+  CommandResult r;
+  r.exit_code_ = exit_code;
+  return r;
+}
+
+int CommandResult::Finish(const Context& ctx) const {
+  switch (kind_) {
+    case Kind::kDone:
+      return exit_code_;
+    case Kind::kError:
+      return Fail(ctx, status_, exit_code_);
+    case Kind::kOutput:
+      Emit(ctx, out_.text, out_.json);
+      return out_.exit_code;
+  }
+  return kExitFailure;
+}
+
+std::function<void()> Callback(const Context& ctx, int* exit_code, std::function<CommandResult()> body) {
+  return [&ctx, exit_code, body = std::move(body)] { *exit_code = body().Finish(ctx); };
+}
+
 int FailWithReport(const Context& ctx, const Status& status, const nlohmann::json* report) {
   if (report == nullptr || !ctx.json) return Fail(ctx, status);
   std::cerr << "error: " << status.ToString() << std::endl;

@@ -55,6 +55,66 @@ struct Stores {
 };
 Result<Stores> OpenStores(const Context& ctx);
 
+// ---- Command bodies (the contract every callback follows)
+//
+// A command's callback is a body that returns a CommandResult and one
+// wrapper, Callback(), that turns it into the process's exit code and its
+// output:
+//
+//   cmd->callback(Callback(ctx, exit_code, [&ctx, args]() -> CommandResult {
+//     KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));  // an error: Fail's report
+//     KESTREL_ASSIGN_OR_RETURN(auto page, app::ListJobPage(*stores.meta, *args));
+//     return Output{PageText(page), app::JobPageJson(page)};    // Emit's text / JSON document
+//   }));
+//
+// so a body never writes `*exit_code = Fail(...); return;`.
+
+// What a command prints on success (Emit's text, or its JSON document with
+// --json) and the exit code it ends with.
+struct Output {
+  std::string text;
+  nlohmann::json json;
+  int exit_code = kExitOk;  // nonzero: output that still fails (e.g. a skipped file)
+};
+
+// How a command body ended.
+class [[nodiscard]] CommandResult {
+ public:
+  // Done, everything printed already: exit 0.
+  CommandResult() = default;
+  // OK: as above. An error: reported as Fail(ctx, status) does ("error: ..."
+  // on stderr, the error document on stdout with --json; exit kExitUsage for
+  // a kInvalidArgument located on the "command line", else kExitFailure).
+  // Implicit, so `return status;` and KESTREL_RETURN_IF_ERROR /
+  // KESTREL_ASSIGN_OR_RETURN work in a body.
+  CommandResult(Status status);  // NOLINT(google-explicit-constructor)
+  // Printed as Emit does; exit `out.exit_code`.
+  CommandResult(Output out);  // NOLINT(google-explicit-constructor)
+  // Its error or its output, as the two constructors above.
+  CommandResult(Result<Output> out);  // NOLINT(google-explicit-constructor)
+  // The error, reported as Fail(ctx, status, exit_code) does (a usage error
+  // whose location is not the command line, e.g. a bad key=value).
+  static CommandResult Failed(Status status, int exit_code);
+  // The body reported the outcome itself (FailWithReport, ResolveDataOption,
+  // a document of its own): nothing more is printed, exit `exit_code`.
+  static CommandResult Reported(int exit_code);
+
+  // Prints what is left to print; returns the exit code.
+  int Finish(const Context& ctx) const;
+
+ private:
+  enum class Kind { kDone, kError, kOutput };
+  Kind kind_ = Kind::kDone;
+  Status status_;
+  Output out_;
+  int exit_code_ = kExitOk;  // kDone: the code; kError: -1 = Fail's choice
+};
+
+// The CLI11 callback that runs `body` and sets *exit_code from its result.
+// `ctx` and `exit_code` must outlive the CLI::App (they live in main's Run).
+// An exception from `body` is not caught here (main's FailInternal is).
+std::function<void()> Callback(const Context& ctx, int* exit_code, std::function<CommandResult()> body);
+
 // Prints `text` (human mode) or `json` (with --json) on stdout; returns 0.
 int Emit(const Context& ctx, const std::string& text, const nlohmann::json& json);
 // Prints the error on stderr (and {"ok": false, "error": {code, message,
