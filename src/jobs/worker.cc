@@ -63,7 +63,7 @@ class StoppableChild final : public ChildProcess {
 // PR_SET_PDEATHSIG is tied to the thread that forks.
 class AttemptRunner final : public ProcessRunner {
  public:
-  AttemptRunner(ProcessRunner& inner, std::mutex& start_mu, const std::atomic<bool>& stop, Env& env,
+  AttemptRunner(ProcessRunner& inner, Mutex& start_mu, const std::atomic<bool>& stop, Env& env,
                 int64_t grace_ms, bool& stopped_by_worker, std::function<void(int64_t pid)> started)
       : inner_(inner),
         start_mu_(start_mu),
@@ -75,7 +75,7 @@ class AttemptRunner final : public ProcessRunner {
   Result<std::unique_ptr<ChildProcess>> Start(const ProcessSpec& spec) override {
     std::unique_ptr<ChildProcess> child;
     {
-      std::lock_guard<std::mutex> l(start_mu_);
+      MutexLock l(start_mu_);
       KESTREL_ASSIGN_OR_RETURN(child, inner_.Start(spec));
     }
     if (started_) started_(child->Pid());
@@ -85,7 +85,7 @@ class AttemptRunner final : public ProcessRunner {
 
  private:
   ProcessRunner& inner_;
-  std::mutex& start_mu_;
+  Mutex& start_mu_;
   const std::atomic<bool>& stop_;
   Env& env_;
   int64_t grace_ms_;
@@ -162,32 +162,32 @@ void Worker::SleepMs(int64_t ms) {
 }
 
 bool Worker::Finished() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return done_ || stopping_.load() || (options_.max_jobs > 0 && claims_ >= options_.max_jobs);
 }
 
 WorkerCounters Worker::Counters() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return counters_;
 }
 
 bool Worker::LowDisk() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return low_disk_;
 }
 
 bool Worker::BreakerOpen() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return breaker_.IsOpen();
 }
 
 std::string Worker::BreakerReason() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return breaker_.Reason();
 }
 
 int64_t Worker::GpuUsedMb(int index) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return pool_.UsedMb(index);
 }
 
@@ -228,14 +228,14 @@ Status Worker::Run(const std::atomic<bool>& stop) {
                DevicesJson(options_.devices));
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     slots_running_ = options_.slots;
   }
   for (int i = 0; i < options_.slots; ++i) threads.emplace_back([this] { SlotLoop(); });
   while (true) {
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait_for(l, std::chrono::milliseconds(20), [&] { return slots_running_ == 0; });
+      MutexLock l(mu_);
+      if (slots_running_ > 0) slots_changed_.WaitFor(mu_, std::chrono::milliseconds(20));
       if (slots_running_ == 0) break;
     }
     if (stop.load() && !stopping_.load()) {
@@ -276,7 +276,7 @@ void Worker::SlotLoop() {
   int64_t backoff_ms = options_.poll_ms;
   auto store_error = [&](const Status& s, const char* what) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       ++counters_.store_errors;
     }
     spdlog::warn("worker {}: {} failed, retrying in {} ms: {}", options_.id, what, backoff_ms, s.ToString());
@@ -313,13 +313,13 @@ void Worker::SlotLoop() {
     }
     SleepMs(options_.poll_ms);
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   --slots_running_;
-  cv_.notify_all();
+  slots_changed_.SignalAll();
 }
 
 Result<bool> Worker::TryClaim(store::MetadataStore& store, Claim* out) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (done_ || stopping_.load() || (options_.max_jobs > 0 && claims_ >= options_.max_jobs)) return false;
   const int64_t now = NowMs();
   if (!breaker_fresh_ || now - breaker_refreshed_ms_ >= options_.poll_ms) {
@@ -404,7 +404,7 @@ bool Worker::DiskTooFull(store::MetadataStore& store, int64_t now_ms) {
 }
 
 Result<bool> Worker::IdleDone(store::MetadataStore& store) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (done_) return true;
   if (busy_ > 0) return false;
   // Nothing is running here, so every attempt this worker ran is committed:
@@ -492,7 +492,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
         return s;
       }
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         ++counters_.store_errors;
       }
       if (now < lease_until) {
@@ -524,7 +524,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     }
   }
   Complete(store, job, outcome);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   pool_.Release(claim.token);
   --busy_;
 }
@@ -533,32 +533,38 @@ void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job,
                       const store::AttemptOutcome& outcome) {
   int64_t backoff_ms = options_.poll_ms;
   for (int tries = 1;; ++tries) {
+    // The store call, the log line and the hook run without mu_: only the
+    // counters are shared.
     auto r = store.CompleteAttempt(job.id, job.attempt, options_.id, outcome, NowMs());
-    std::unique_lock<std::mutex> l(mu_);
     if (r.IsOk()) {
-      if (outcome.success) {
-        ++counters_.succeeded;
-      } else {
-        ++counters_.failed;
-        if (outcome.reason == FailureReason::kWorkerStopped) ++counters_.stopped;
+      {
+        MutexLock l(mu_);
+        if (outcome.success) {
+          ++counters_.succeeded;
+        } else {
+          ++counters_.failed;
+          if (outcome.reason == FailureReason::kWorkerStopped) ++counters_.stopped;
+        }
       }
       spdlog::info("worker {}: job {} attempt {} -> {}{}{}", options_.id, job.id, job.attempt,
                    store::JobStateName(r->state),
                    outcome.success ? "" : std::string(" (") + FailureReasonToken(outcome.reason) + ") ",
                    outcome.success ? "" : outcome.message);
       if (r->state == store::JobState::kSucceeded && options_.on_job_succeeded) {
-        l.unlock();  // the hook talks to the store and the disk; never under mu_
-        options_.on_job_succeeded(store, *r, NowMs());
+        options_.on_job_succeeded(store, *r, NowMs());  // talks to the store and the disk
       }
       return;
     }
-    if (IsFenced(r.GetStatus())) {
-      ++counters_.fenced;
+    const bool fenced = IsFenced(r.GetStatus());
+    {
+      MutexLock l(mu_);
+      ++(fenced ? counters_.fenced : counters_.store_errors);
+    }
+    if (fenced) {
       spdlog::warn("worker {}: job {} attempt {}: result not committed: {}", options_.id, job.id, job.attempt,
                    r.GetStatus().Message());
       return;
     }
-    ++counters_.store_errors;
     if (stopping_.load() && tries >= 3) {
       spdlog::warn(
           "worker {}: job {} attempt {}: giving up completing while stopping ({}); its lease will expire",
@@ -567,7 +573,6 @@ void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job,
     }
     spdlog::warn("worker {}: completing job {} attempt {} failed, retrying in {} ms: {}", options_.id, job.id,
                  job.attempt, backoff_ms, r.GetStatus().ToString());
-    l.unlock();
     env_.SleepMicros(backoff_ms * 1000);
     backoff_ms = std::min(backoff_ms * 2, std::max(options_.store_retry_max_ms, options_.poll_ms));
   }

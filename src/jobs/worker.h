@@ -24,20 +24,24 @@
 // options.webhooks is false) and drains it before returning.
 //
 // All time goes through Env: with FakeClockEnv and FakeProcessRunner a test
-// drives hours of work exactly. Thread-safety: Run() once per Worker.
+// drives hours of work exactly. Thread-safety: Run() once per Worker; the
+// accessors (Counters, BreakerOpen, ...) from any thread. Locking (checked by
+// clang -Wthread-safety, `scripts/lint.sh threads`): mu_ guards the claim
+// state below it and is held across a whole claim (breaker refresh, disk
+// check, ClaimJob, device reservation), so two slots never offer the same
+// device; it is never held while a child runs or a hook is called.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/env.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "jobs/breaker.h"
 #include "jobs/device_pool.h"
 #include "jobs/disk_space.h"
@@ -139,18 +143,19 @@ class Worker {
 
  private:
   struct Claim;
-  void SlotLoop();
-  Result<bool> TryClaim(store::MetadataStore& store, Claim* out);
-  Result<bool> IdleDone(store::MetadataStore& store);
-  // The watermark check before a claim (mu_ held): true = do not claim.
-  bool DiskTooFull(store::MetadataStore& store, int64_t now_ms);
-  void RunAttempt(store::MetadataStore& store, const Claim& claim);
+  void SlotLoop() EXCLUDES(mu_);
+  Result<bool> TryClaim(store::MetadataStore& store, Claim* out) EXCLUDES(mu_);
+  Result<bool> IdleDone(store::MetadataStore& store) EXCLUDES(mu_);
+  // The watermark check before a claim: true = do not claim.
+  bool DiskTooFull(store::MetadataStore& store, int64_t now_ms) REQUIRES(mu_);
+  void RunAttempt(store::MetadataStore& store, const Claim& claim) EXCLUDES(mu_);
   void Complete(store::MetadataStore& store, const store::JobRecord& job,
-                const store::AttemptOutcome& outcome);
+                const store::AttemptOutcome& outcome) EXCLUDES(mu_);
   int64_t NowMs();
   void SleepMs(int64_t ms);
-  bool Finished();
+  bool Finished() EXCLUDES(mu_);
 
+  // Set in the constructor, read-only afterwards: no lock.
   StoreFactory open_store_;
   ProcessRunner& runner_;
   Env& env_;
@@ -159,22 +164,24 @@ class Worker {
   int64_t anchor_mono_us_ = 0;
 
   std::atomic<bool> stopping_{false};
-  mutable std::mutex mu_;  // guards everything below; held across a claim
-  std::condition_variable cv_;
-  DevicePool pool_;
-  CircuitBreaker breaker_;
-  bool breaker_fresh_ = false;
-  int64_t breaker_refreshed_ms_ = 0;
-  bool low_disk_ = false;
-  bool low_disk_unpublished_ = false;  // the last change is not in the store yet
-  bool disk_probe_failing_ = false;
-  DiskSpace last_disk_;
-  int64_t claims_ = 0;
-  int busy_ = 0;
-  int slots_running_ = 0;
-  bool done_ = false;
-  WorkerCounters counters_;
-  std::mutex start_mu_;  // serializes ProcessRunner::Start
+  mutable Mutex mu_;
+  CondVar slots_changed_;  // signalled when slots_running_ drops
+  DevicePool pool_ GUARDED_BY(mu_);
+  CircuitBreaker breaker_ GUARDED_BY(mu_);
+  bool breaker_fresh_ GUARDED_BY(mu_) = false;
+  int64_t breaker_refreshed_ms_ GUARDED_BY(mu_) = 0;
+  bool low_disk_ GUARDED_BY(mu_) = false;
+  bool low_disk_unpublished_ GUARDED_BY(mu_) = false;  // the last change is not in the store yet
+  bool disk_probe_failing_ GUARDED_BY(mu_) = false;
+  DiskSpace last_disk_ GUARDED_BY(mu_);
+  int64_t claims_ GUARDED_BY(mu_) = 0;
+  int busy_ GUARDED_BY(mu_) = 0;
+  int slots_running_ GUARDED_BY(mu_) = 0;
+  bool done_ GUARDED_BY(mu_) = false;
+  WorkerCounters counters_ GUARDED_BY(mu_);
+  // Serializes ProcessRunner::Start across slots (guards no member: the
+  // runner's fork). Never taken together with mu_.
+  Mutex start_mu_;
 };
 
 // The quality gate: what to commit for a finished run. Success only when the
