@@ -24,7 +24,7 @@ add_subdirectory(${PROJECT_SOURCE_DIR}/src/core ${PROJECT_BINARY_DIR}/src/core)
 
 # The model without predictor.cc (eval's post-processing, OpenCV); spec.cc
 # and the .pt reader (pt_checkpoint.cc, internal/pt_zip.cc, internal/pt_pickle.cc)
-# are kestrel_train_config's in the full build.
+# are kestrel_model_spec's in the full build (src/model/CMakeLists.txt).
 set(_m ${PROJECT_SOURCE_DIR}/src/model)
 set(_kestrel_model_sources ${_m}/anchors.cc ${_m}/layers.cc ${_m}/yolo.cc ${_m}/weights.cc ${_m}/spec.cc
                            ${_m}/pt_checkpoint.cc ${_m}/internal/pt_zip.cc ${_m}/internal/pt_pickle.cc)
@@ -39,9 +39,10 @@ kestrel_module(train_core
   SOURCES ${_t}/loss.cc ${_t}/loss_keys.cc ${_t}/assigner.cc ${_t}/optimizer.cc ${_t}/checkpoint.cc ${_t}/schedule.cc
   DEPS kestrel_model kestrel_core ${TORCH_LIBRARIES})
 kestrel_torch_pch(kestrel_train_core)
-# The torch-free TUs are compiled as in kestrel_train_config (src/cli/
-# CMakeLists.txt): no torch PCH, and no FMA contraction (the schedule must
-# reproduce the reference's double arithmetic bit for bit).
+# The torch-free TUs are compiled as in kestrel_model_spec and
+# kestrel_train_config (src/model, src/train CMakeLists.txt): no torch PCH,
+# and no FMA contraction (the schedule must reproduce the reference's double
+# arithmetic bit for bit).
 set_source_files_properties(${_m}/spec.cc ${_m}/pt_checkpoint.cc ${_m}/internal/pt_zip.cc
                             ${_m}/internal/pt_pickle.cc ${_t}/schedule.cc ${_t}/loss_keys.cc
                             PROPERTIES SKIP_PRECOMPILE_HEADERS ON COMPILE_OPTIONS -ffp-contract=off)
