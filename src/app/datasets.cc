@@ -4,13 +4,13 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <utility>
 
 #include "app/jobs.h"
 #include "core/hash.h"
+#include "core/thread_annotations.h"
 #include "data/preview.h"
 
 namespace kestrel::app {
@@ -48,8 +48,8 @@ Result<int> ParseClass(const std::string& text, const std::vector<std::string>& 
 // manifest with boxes of 100k images is tens of MB.
 class ManifestCache {
  public:
-  std::shared_ptr<const data::Manifest> Find(const std::string& version_id) {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<const data::Manifest> Find(const std::string& version_id) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     for (auto it = lru_.begin(); it != lru_.end(); ++it) {
       if (it->first != version_id) continue;
       lru_.splice(lru_.begin(), lru_, it);
@@ -57,16 +57,17 @@ class ManifestCache {
     }
     return nullptr;
   }
-  void Put(const std::string& version_id, std::shared_ptr<const data::Manifest> m) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Put(const std::string& version_id, std::shared_ptr<const data::Manifest> m) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     lru_.emplace_front(version_id, std::move(m));
     if (lru_.size() > kEntries) lru_.pop_back();
   }
 
  private:
   static constexpr size_t kEntries = 2;
-  std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const data::Manifest>>> lru_;  // newest first
+  Mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const data::Manifest>>> lru_
+      GUARDED_BY(mu_);  // newest first
 };
 
 ManifestCache& Manifests() {

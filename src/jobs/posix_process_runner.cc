@@ -27,8 +27,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <mutex>
 
+#include "core/thread_annotations.h"
 #include "jobs/process_runner.h"
 
 extern char** environ;
@@ -183,8 +183,8 @@ class PosixChild final : public ChildProcess {
 // Serializes Start() within the process: a guard forked while another
 // Start() holds a fresh guard pipe would keep that pipe's write end open
 // until it closes its descriptors (a moment, but no need for it).
-std::mutex& StartMutex() {
-  static std::mutex mu;
+Mutex& StartMutex() {
+  static Mutex mu;
   return mu;
 }
 
@@ -209,7 +209,7 @@ Result<std::unique_ptr<ChildProcess>> PosixProcessRunner::Start(const ProcessSpe
   const long open_max = ::sysconf(_SC_OPEN_MAX);
   const int max_fd = open_max > 0 && open_max < 65536 ? static_cast<int>(open_max) : 65536;
 
-  std::lock_guard<std::mutex> lock(StartMutex());
+  MutexLock lock(StartMutex());
   int log_fd = ::open(spec.log_path.empty() ? "/dev/null" : spec.log_path.c_str(),
                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0)
