@@ -6,8 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <mutex>
 #include <numeric>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -15,6 +13,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "core/thread_annotations.h"
 #include "data/augment.h"
 #include "data/image.h"
 
@@ -92,30 +91,36 @@ struct Loader::Impl {
   std::vector<std::array<int, 2>> rect_shapes;  // rect: {H, W} per batch
   float to_unit[256];                           // byte -> [0, 1]
 
-  // Shared with workers, guarded by mu.
-  std::mutex mu;
-  std::condition_variable work_cv, ready_cv;
-  bool stop = false;
-  bool started = false;
-  uint64_t generation = 0;
-  int epoch = 0;
-  bool mosaic_on = false;
+  // Shared with workers. Everything above is set by Create before the
+  // workers start and read-only afterwards.
+  Mutex mu;
+  CondVar work_cv;   // signalled when a batch may be claimed, or on stop
+  CondVar ready_cv;  // signalled when a slot is filled, or on stop
+  bool stop GUARDED_BY(mu) = false;
+  bool started GUARDED_BY(mu) = false;
+  uint64_t generation GUARDED_BY(mu) = 0;
+  int epoch GUARDED_BY(mu) = 0;
+  bool mosaic_on GUARDED_BY(mu) = false;
   // Shared: workers of an abandoned epoch may still read the old order while
   // the consumer installs a new one.
-  std::shared_ptr<const std::vector<int64_t>> order;
-  int64_t next_claim = 0, next_consume = 0, end = 0;
-  std::vector<Slot> slots;
-  std::vector<Batch> pool;
-  // Consumer-side stats (also guarded by mu, read by Stats()).
-  std::unordered_set<int64_t> bad_seen;
-  std::vector<std::string> bad_paths;
-  int64_t batches_out = 0, samples_out = 0, wait_us = 0;
-  Status failure;
+  std::shared_ptr<const std::vector<int64_t>> order GUARDED_BY(mu);
+  int64_t next_claim GUARDED_BY(mu) = 0;
+  int64_t next_consume GUARDED_BY(mu) = 0;
+  int64_t end GUARDED_BY(mu) = 0;
+  std::vector<Slot> slots GUARDED_BY(mu);
+  std::vector<Batch> pool GUARDED_BY(mu);
+  // Consumer-side stats, read by Stats().
+  std::unordered_set<int64_t> bad_seen GUARDED_BY(mu);
+  std::vector<std::string> bad_paths GUARDED_BY(mu);
+  int64_t batches_out GUARDED_BY(mu) = 0;
+  int64_t samples_out GUARDED_BY(mu) = 0;
+  int64_t wait_us GUARDED_BY(mu) = 0;
+  Status failure GUARDED_BY(mu);
 
   // Entries known to be unreadable (skip re-reading them), with the warning
-  // logged once each.
-  std::mutex bad_mu;
-  std::unordered_set<int64_t> known_bad;
+  // logged once each. Never held together with mu.
+  Mutex bad_mu;
+  std::unordered_set<int64_t> known_bad GUARDED_BY(bad_mu);
   std::atomic<int64_t> decode_us{0}, augment_us{0};
 
   std::vector<std::thread> threads;
@@ -126,13 +131,13 @@ struct Loader::Impl {
     return opts.drop_last ? N() / b : (N() + b - 1) / b;
   }
 
-  void WorkerLoop();
+  void WorkerLoop() EXCLUDES(mu);
   Status BuildBatch(int ep, bool mosaic, int64_t k, const std::vector<int64_t>& ord, Batch& out,
                     std::vector<int64_t>& bad);
   Status BuildSample(int64_t idx, bool mosaic, int out_w, int out_h, Rng& rng, AugSample& s, SampleMeta& meta,
                      std::vector<int64_t>& bad);
   Result<AugSample> LoadEntry(int64_t idx);
-  Result<AugSample> LoadGood(int64_t idx, std::vector<int64_t>& bad, int64_t* used);
+  Result<AugSample> LoadGood(int64_t idx, std::vector<int64_t>& bad, int64_t* used) EXCLUDES(bad_mu);
   Status MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rng, AugSample& s, SampleMeta& meta,
                         std::vector<int64_t>& bad);
   void ComputeRect();
@@ -156,7 +161,7 @@ Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad,
   for (int64_t j = 0; j < N(); ++j) {
     int64_t c = (idx + j) % N();
     {
-      std::lock_guard<std::mutex> l(bad_mu);
+      MutexLock l(bad_mu);
       if (known_bad.count(c) != 0) {
         bad.push_back(c);
         continue;
@@ -168,7 +173,7 @@ Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad,
       return s;
     }
     bad.push_back(c);
-    std::lock_guard<std::mutex> l(bad_mu);
+    MutexLock l(bad_mu);
     if (known_bad.insert(c).second) {
       spdlog::warn("data: skipping unreadable image '{}': {}", entries[c].path, s.GetStatus().ToString());
     }
@@ -317,27 +322,33 @@ Status Loader::Impl::BuildBatch(int ep, bool mosaic, int64_t k, const std::vecto
 
 void Loader::Impl::WorkerLoop() {
   for (;;) {
-    std::unique_lock<std::mutex> l(mu);
-    work_cv.wait(l, [&] {
-      return stop || (started && next_claim < end && next_claim < next_consume + opts.prefetch);
-    });
-    if (stop) return;
-    const int64_t k = next_claim++;
-    const uint64_t gen = generation;
-    const int ep = epoch;
-    const bool mosaic = mosaic_on;
-    std::shared_ptr<const std::vector<int64_t>> ord = order;
+    int64_t k = 0;
+    uint64_t gen = 0;
+    int ep = 0;
+    bool mosaic = false;
+    std::shared_ptr<const std::vector<int64_t>> ord;
     Batch batch;
-    if (!pool.empty()) {
-      batch = std::move(pool.back());
-      pool.pop_back();
+    {
+      MutexLock l(mu);
+      while (!stop && !(started && next_claim < end && next_claim < next_consume + opts.prefetch)) {
+        work_cv.Wait(mu);
+      }
+      if (stop) return;
+      k = next_claim++;
+      gen = generation;
+      ep = epoch;
+      mosaic = mosaic_on;
+      ord = order;
+      if (!pool.empty()) {
+        batch = std::move(pool.back());
+        pool.pop_back();
+      }
     }
-    l.unlock();
 
     std::vector<int64_t> bad;
     Status st = BuildBatch(ep, mosaic, k, *ord, batch, bad);
 
-    l.lock();
+    MutexLock l(mu);
     if (gen != generation || stop) {
       if (pool.size() < slots.size()) pool.push_back(std::move(batch));
       continue;
@@ -348,7 +359,7 @@ void Loader::Impl::WorkerLoop() {
     slot.status = std::move(st);
     slot.batch = std::move(batch);
     slot.bad = std::move(bad);
-    ready_cv.notify_all();
+    ready_cv.SignalAll();
   }
 }
 
@@ -398,7 +409,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(const Manifest& manifest, Split s
   impl->aug = augment;
   for (int v = 0; v < 256; ++v) impl->to_unit[v] = static_cast<float>(v) / 255.0f;
   if (options.rect) impl->ComputeRect();
-  impl->slots.resize(static_cast<size_t>(options.prefetch));
+  {
+    MutexLock l(impl->mu);  // no worker runs yet: for the analysis, not a race
+    impl->slots.resize(static_cast<size_t>(options.prefetch));
+  }
   Impl* raw = impl.get();
   for (int i = 0; i < options.workers; ++i) raw->threads.emplace_back([raw] { raw->WorkerLoop(); });
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
@@ -408,11 +422,11 @@ Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Loader::~Loader() {
   {
-    std::lock_guard<std::mutex> l(impl_->mu);
+    MutexLock l(impl_->mu);
     impl_->stop = true;
   }
-  impl_->work_cv.notify_all();
-  impl_->ready_cv.notify_all();
+  impl_->work_cv.SignalAll();
+  impl_->ready_cv.SignalAll();
   for (std::thread& t : impl_->threads) t.join();
 }
 
@@ -439,7 +453,7 @@ Status Loader::SkipTo(int epoch, int64_t batch_index) {
     }
   }
   {
-    std::lock_guard<std::mutex> l(m.mu);
+    MutexLock l(m.mu);
     ++m.generation;
     for (Slot& s : m.slots) {
       if (s.ready && m.pool.size() < m.slots.size()) m.pool.push_back(std::move(s.batch));
@@ -453,20 +467,20 @@ Status Loader::SkipTo(int epoch, int64_t batch_index) {
     m.started = true;
     m.failure = Status();
   }
-  m.work_cv.notify_all();
+  m.work_cv.SignalAll();
   return {};
 }
 
 Result<std::optional<Batch>> Loader::Next() {
   Impl& m = *impl_;
-  std::unique_lock<std::mutex> l(m.mu);
+  MutexLock l(m.mu);
   if (!m.failure.IsOk()) return m.failure;
   if (!m.started) return Status::FailedPrecondition("data: Next() before StartEpoch()");
   if (m.next_consume >= m.end) return std::optional<Batch>();
   const int64_t k = m.next_consume;
   Slot& slot = m.slots[static_cast<size_t>(k % m.opts.prefetch)];
   auto t0 = Clock::now();
-  m.ready_cv.wait(l, [&] { return m.stop || (slot.ready && slot.index == k); });
+  while (!m.stop && !(slot.ready && slot.index == k)) m.ready_cv.Wait(m.mu);
   m.wait_us += MicrosSince(t0);
   if (m.stop) return Status::Aborted("data: loader is shutting down");
   Status st = std::move(slot.status);
@@ -474,7 +488,7 @@ Result<std::optional<Batch>> Loader::Next() {
   std::vector<int64_t> bad = std::move(slot.bad);
   slot = Slot{};
   ++m.next_consume;
-  m.work_cv.notify_all();
+  m.work_cv.SignalAll();
   if (!st.IsOk()) {
     m.failure = st;
     return st;
@@ -500,7 +514,7 @@ Result<std::optional<Batch>> Loader::Next() {
 }
 
 void Loader::Recycle(Batch&& batch) {
-  std::lock_guard<std::mutex> l(impl_->mu);
+  MutexLock l(impl_->mu);
   if (impl_->pool.size() < impl_->slots.size()) impl_->pool.push_back(std::move(batch));
 }
 
@@ -510,7 +524,7 @@ int64_t Loader::NumSamples() const { return impl_->N(); }
 LoaderStats Loader::Stats() const {
   Impl& m = *impl_;
   LoaderStats s;
-  std::lock_guard<std::mutex> l(m.mu);
+  MutexLock l(m.mu);
   s.batches = m.batches_out;
   s.samples = m.samples_out;
   s.bad_samples = static_cast<int64_t>(m.bad_seen.size());

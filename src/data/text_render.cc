@@ -7,12 +7,13 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
-#include <mutex>
 #include <opencv2/imgproc.hpp>
 
 #ifdef KESTREL_HAVE_FREETYPE
 #include <opencv2/freetype.hpp>
 #endif
+
+#include "core/thread_annotations.h"
 
 namespace kestrel::data {
 
@@ -31,19 +32,19 @@ struct FontConfig {
   uint64_t generation = 1;
 };
 
-std::mutex g_mu;
-FontConfig g_config;    // guarded by g_mu
-bool g_warned = false;  // guarded by g_mu
+Mutex g_mu;
+FontConfig g_config GUARDED_BY(g_mu);
+bool g_warned GUARDED_BY(g_mu) = false;
 std::atomic<int> g_warnings{0};
 
-FontConfig CurrentConfig() {
-  std::lock_guard<std::mutex> lock(g_mu);
+FontConfig CurrentConfig() EXCLUDES(g_mu) {
+  MutexLock lock(g_mu);
   return g_config;
 }
 
-void WarnOnce(const std::string& why) {
+void WarnOnce(const std::string& why) EXCLUDES(g_mu) {
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    MutexLock lock(g_mu);
     if (g_warned) return;
     g_warned = true;
   }
@@ -224,7 +225,7 @@ bool TrueTypeBuiltIn() {
 }
 
 void SetFontFilesForTesting(const std::string& regular, const std::string& bold) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   g_config.regular = regular;
   g_config.bold = bold;
   ++g_config.generation;
