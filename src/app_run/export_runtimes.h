@@ -12,47 +12,16 @@
 #include <utility>
 #include <vector>
 
+#include "app/onnx_runtime.h"
 #include "core/status.h"
 #include "export/onnx_quantize.h"
 
 namespace kestrel::app {
 
-// A dense float32 tensor, row-major.
-struct FloatTensor {
-  std::vector<int64_t> shape;
-  std::vector<float> data;  // product(shape) values
-};
-
-// Runs an exported detection graph (input `images`, output `output0`).
-// Implementations: OpenCV DNN, ONNX Runtime. Not thread-safe.
-class OnnxRuntime {
- public:
-  virtual ~OnnxRuntime() = default;
-  // Name and version as reported: "opencv-dnn 4.6.0", "onnxruntime 1.23.2".
-  virtual std::string Name() const = 0;
-  // Loads `onnx_path` once and runs it once per input ([B, 3, H, W] each;
-  // shapes may differ between inputs for a dynamic graph); output0 of each
-  // run, same order. FailedPrecondition naming the file when the runtime
-  // cannot load or run it.
-  virtual Result<std::vector<FloatTensor>> Run(const std::string& onnx_path,
-                                               const std::vector<FloatTensor>& inputs) = 0;
-};
-
 // OpenCV DNN, CPU target, the OpenCV backend.
 std::unique_ptr<OnnxRuntime> MakeOpenCvDnnRuntime();
 
-// Where ONNX Runtime is, or why it is not there. Looked up as:
-// - node: $KESTREL_NODE if set, else `node` on $PATH;
-// - the helper folder: $KESTREL_ONNXRUNTIME_DIR if set, else the source
-//   tree's tools/onnxruntime (compiled in), which must hold run.js and
-//   node_modules/onnxruntime-node (scripts/install-node-deps.sh installs it);
-// - then `node run.js --version` must load the native binding.
-struct OnnxRuntimeLocation {
-  std::string node;         // the node executable
-  std::string dir;          // the folder holding run.js
-  std::string version;      // "1.23.2" when found
-  std::string unavailable;  // why it cannot run ("" when it can)
-};
+// Where ONNX Runtime is, or why not (app/onnx_runtime.h).
 OnnxRuntimeLocation LocateOnnxRuntime();
 
 // ONNX Runtime through `node run.js` (one process per Run call; the tensors

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "app_run/detector.h"
+#include "app/detector.h"
 #include "core/status.h"
 #include "eval/inference.h"
 #include "eval/plots.h"
@@ -22,10 +22,6 @@
 #include "export/onnx_info.h"
 
 namespace kestrel::app {
-
-// True when `model` names an ONNX file (extension `.onnx`, any case): the
-// predict/val/compare dispatch rule.
-bool IsOnnxModelPath(const std::string& model);
 
 // The runtime an OnnxPredictor runs the file in: OpenCV DNN in process
 // (predict/val/compare model=*.onnx), or ONNX Runtime through one

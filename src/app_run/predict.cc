@@ -5,7 +5,7 @@
 
 #include <opencv2/core.hpp>
 
-#include "app_run/detector.h"
+#include "app/detector.h"
 #include "app_run/onnx_predict.h"
 #include "model/predictor.h"
 

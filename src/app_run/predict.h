@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "app_run/detector.h"
+#include "app/detector.h"
 #include "core/env.h"
 #include "core/status.h"
 #include "eval/detection.h"
@@ -84,18 +84,6 @@ std::vector<std::string> PredictOutputNames(const std::string& root, const std::
 // Turns `model=` into a weights path (the CLI resolves registry references
 // such as NAME@vN here). Called once, after the source was checked.
 using WeightsResolver = std::function<Status(std::string* weights)>;
-
-// Where a detector runs: `device` for LibTorch models (ONNX files run on the
-// CPU), `runtime` for ONNX files ("opencv": OpenCV DNN in process;
-// "onnxruntime": ONNX Runtime through node, export_runtimes.h).
-struct DetectorPlacement {
-  std::string device = "cpu";
-  std::string runtime = "opencv";
-};
-// Loads the detector for a resolved weights path with `options` (imgsz,
-// batch, NMS).
-using DetectorLoader = std::function<Result<std::unique_ptr<Detector>>(
-    const std::string& weights, const eval::InferenceOptions& options, const DetectorPlacement& where)>;
 
 // Checks the source (kNotFound naming it: missing, or a folder without
 // images; a folder is listed with its subfolders, hidden entries and

@@ -7,7 +7,7 @@
 #include <opencv2/imgproc.hpp>
 #include <set>
 
-#include "app_run/detector.h"
+#include "app/detector.h"
 #include "app_run/onnx_predict.h"
 #include "app_run/predict.h"
 #include "core/json.h"

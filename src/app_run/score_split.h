@@ -8,7 +8,7 @@
 
 #include "app/evaluate.h"
 #include "app/val_keys.h"
-#include "app_run/detector.h"
+#include "app/detector.h"
 #include "app_run/predict.h"
 #include "core/env.h"
 #include "core/status.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "../cli/cli_fixture.h"
-#include "app_run/detector.h"
+#include "app/detector.h"
 #include "app_run/predict.h"
 #include "core/env.h"
 

@@ -1,13 +1,15 @@
 // Detector: what predict, val model= and compare run, whatever executes the
-// network: model::Predictor (LibTorch, wrapped in predict.cc/evaluate.cc) or
-// OnnxPredictor (an exported file in OpenCV DNN). The file pipelines written
-// against it (predict_files.cc, score_split.cc) are torch-free, so the
-// LibTorch-free `kestrel-deploy` and `kestrel` share them (docs/deploy.md).
-// Torch-free and OpenCV-free header. Thread-safety: one per thread.
+// network. The backends provide them (app/backends.h): src/backend_torch
+// wraps model::Predictor (LibTorch weights), src/backend_onnx runs an
+// exported file (OpenCV DNN or ONNX Runtime). The use cases written against
+// it (predict.h, score_split.h, evaluate.h) are the same in every program
+// (docs/deploy.md). Torch-free and OpenCV-free header. Thread-safety: one
+// Detector per thread.
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,5 +51,23 @@ class Detector {
   // The runtime when it is not LibTorch ("opencv-dnn 4.6.0"), else "".
   virtual std::string RuntimeName() const { return ""; }
 };
+
+// Where a detector runs: `device` for LibTorch weights (cpu, cuda, cuda:N or
+// N: core/device_spec.h; ONNX files run on the CPU), `runtime` for ONNX
+// files ("opencv": OpenCV DNN in process; "onnxruntime": ONNX Runtime
+// through node).
+struct DetectorPlacement {
+  std::string device = "cpu";
+  std::string runtime = "opencv";
+};
+
+// Loads the detector for a resolved weights path with `options` (imgsz,
+// batch, NMS). An ONNX file with a fixed input side replaces options.imgsz.
+using DetectorLoader = std::function<Result<std::unique_ptr<Detector>>(
+    const std::string& weights, const eval::InferenceOptions& options, const DetectorPlacement& where)>;
+
+// True when `model` names an ONNX file (extension `.onnx`, any case): the
+// rule LoadDetector (app/backends.h) dispatches by.
+bool IsOnnxModelPath(const std::string& model);
 
 }  // namespace kestrel::app

@@ -1,0 +1,51 @@
+// The ONNX runtimes as the use cases see them (docs/export.md
+// "Verification"): a written file run on float tensors, in OpenCV DNN (in
+// process) or ONNX Runtime (CPU, through the Node helper
+// tools/onnxruntime/run.js). The implementations are the ONNX backend's
+// (src/backend_onnx), reached through the program's backends
+// (app/backends.h). Torch-free and OpenCV-free header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kestrel::app {
+
+// A dense float32 tensor, row-major.
+struct FloatTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;  // product(shape) values
+};
+
+// Runs an exported detection graph (input `images`, output `output0`).
+// Implementations: OpenCV DNN, ONNX Runtime. Not thread-safe.
+class OnnxRuntime {
+ public:
+  virtual ~OnnxRuntime() = default;
+  // Name and version as reported: "opencv-dnn 4.6.0", "onnxruntime 1.23.2".
+  virtual std::string Name() const = 0;
+  // Loads `onnx_path` once and runs it once per input ([B, 3, H, W] each;
+  // shapes may differ between inputs for a dynamic graph); output0 of each
+  // run, same order. FailedPrecondition naming the file when the runtime
+  // cannot load or run it.
+  virtual Result<std::vector<FloatTensor>> Run(const std::string& onnx_path,
+                                               const std::vector<FloatTensor>& inputs) = 0;
+};
+
+// Where ONNX Runtime is, or why it is not there. Looked up as:
+// - node: $KESTREL_NODE if set, else `node` on $PATH;
+// - the helper folder: $KESTREL_ONNXRUNTIME_DIR if set, else the source
+//   tree's tools/onnxruntime (compiled in), which must hold run.js and
+//   node_modules/onnxruntime-node (scripts/install-node-deps.sh installs it);
+// - then `node run.js --version` must load the native binding.
+struct OnnxRuntimeLocation {
+  std::string node;         // the node executable
+  std::string dir;          // the folder holding run.js
+  std::string version;      // "1.23.2" when found
+  std::string unavailable;  // why it cannot run ("" when it can)
+};
+
+}  // namespace kestrel::app
