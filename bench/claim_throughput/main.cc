@@ -70,7 +70,8 @@ struct Db {
   std::string url, dir, admin, schema;
   ~Db() {
     if (!dir.empty()) std::filesystem::remove_all(dir);
-    if (!schema.empty()) store::ExecPostgres(admin, "DROP SCHEMA " + schema + " CASCADE");
+    if (!schema.empty())
+      (void)store::ExecPostgres(admin, "DROP SCHEMA " + schema + " CASCADE");  // best effort
   }
 };
 

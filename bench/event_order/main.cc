@@ -62,7 +62,7 @@ double Pct(std::vector<double> v, double p) {
 
 struct Schema {
   std::string admin, name, url;
-  ~Schema() { store::ExecPostgres(admin, "DROP SCHEMA " + name + " CASCADE"); }
+  ~Schema() { (void)store::ExecPostgres(admin, "DROP SCHEMA " + name + " CASCADE"); }  // best effort
 };
 
 std::unique_ptr<Schema> FreshSchema(const std::string& admin, const std::string& tag) {
@@ -107,7 +107,7 @@ Append RawWriter(const std::string& url, const std::string& lock_cte) {
     KESTREL_RETURN_IF_ERROR(c->Begin());
     auto r = c->Query(sql, {job});
     if (!r.IsOk()) {
-      c->Rollback();
+      (void)c->Rollback();  // the failure above is what is reported
       return r.GetStatus();
     }
     return c->Commit();
@@ -134,7 +134,7 @@ Read HeldLockReader(const std::string& url) {
     auto rows = c->Query(std::string("SELECT pg_advisory_xact_lock(") + kEventLock + ")", {});
     if (rows.IsOk()) rows = c->Query("SELECT id FROM events WHERE id > $1 ORDER BY id LIMIT 500", {after});
     if (!rows.IsOk()) {
-      c->Rollback();
+      (void)c->Rollback();  // the failure above is what is reported
       return rows.GetStatus();
     }
     KESTREL_RETURN_IF_ERROR(c->Commit());

@@ -55,7 +55,9 @@ class ModelRegistryTest : public ::testing::TestWithParam<std::string> {
     reg_.reset();
     meta_.reset();
     fs::remove_all(dir_);
-    if (!schema_.empty()) store::ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE");
+    if (!schema_.empty()) {
+      EXPECT_TRUE(store::ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
+    }
   }
   std::unique_ptr<store::MetadataStore> Open() {
     auto s = store::MetadataStore::Open(url_);

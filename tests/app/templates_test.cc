@@ -188,7 +188,9 @@ class TemplateLibraryTest : public ::testing::TestWithParam<std::string> {
     lib_.reset();
     meta_.reset();
     fs::remove_all(dir_);
-    if (!schema_.empty()) store::ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE");
+    if (!schema_.empty()) {
+      EXPECT_TRUE(store::ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
+    }
   }
 
   fs::path dir_;

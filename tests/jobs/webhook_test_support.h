@@ -190,7 +190,9 @@ class ScratchStore {
   }
   ~ScratchStore() {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
-    if (!schema_.empty()) store::ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE");
+    if (!schema_.empty()) {
+      EXPECT_TRUE(store::ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
+    }
   }
   bool Skipped() const { return skipped_; }
   const std::string& Url() const { return url_; }

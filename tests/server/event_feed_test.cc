@@ -119,7 +119,7 @@ TEST(EventFeedPostgresTest, AnEventCommittedAfterAHigherIdStillReachesTheStreams
   ASSERT_TRUE(store::ExecPostgres(pg, "CREATE SCHEMA " + schema).IsOk());
   struct Drop {
     std::string pg, schema;
-    ~Drop() { store::ExecPostgres(pg, "DROP SCHEMA " + schema + " CASCADE"); }
+    ~Drop() { EXPECT_TRUE(store::ExecPostgres(pg, "DROP SCHEMA " + schema + " CASCADE").IsOk()); }
   } drop{pg, schema};
   store::EventRace race(store::WithParam(pg, "options=-csearch_path%3D" + schema));
   auto a = race.Open("a");

@@ -58,7 +58,9 @@ class JobStoreTest : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     store_.reset();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
-    if (!schema_.empty()) ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE");
+    if (!schema_.empty()) {
+      EXPECT_TRUE(ExecPostgres(admin_url_, "DROP SCHEMA " + schema_ + " CASCADE").IsOk());
+    }
   }
 
   std::unique_ptr<MetadataStore> Open() {

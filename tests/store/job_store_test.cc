@@ -533,7 +533,8 @@ TEST_P(JobStoreTest, EventsAreMonotonicAndReplayable) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       auto s = MetadataStore::Open(url_);
-      for (int k = 0; s.IsOk() && k < 10; ++k) (*s)->AppendEvent({0, id, 1, "log", "{}", 0});
+      for (int k = 0; s.IsOk() && k < 10; ++k)
+        EXPECT_TRUE((*s)->AppendEvent({0, id, 1, "log", "{}", 0}).IsOk());
     });
   }
   for (auto& t : threads) t.join();
