@@ -22,30 +22,13 @@ find_package(Torch REQUIRED)
 
 add_subdirectory(${PROJECT_SOURCE_DIR}/src/core ${PROJECT_BINARY_DIR}/src/core)
 
-# The model without predictor.cc (eval's post-processing, OpenCV); spec.cc
-# and the .pt reader (pt_checkpoint.cc, internal/pt_zip.cc, internal/pt_pickle.cc)
-# are kestrel_model_spec's in the full build (src/model/CMakeLists.txt).
-set(_m ${PROJECT_SOURCE_DIR}/src/model)
-set(_kestrel_model_sources ${_m}/anchors.cc ${_m}/layers.cc ${_m}/yolo.cc ${_m}/weights.cc ${_m}/spec.cc
-                           ${_m}/pt_checkpoint.cc ${_m}/internal/pt_zip.cc ${_m}/internal/pt_pickle.cc)
-if(EXISTS ${_m}/torch_compat.cc)
-  list(APPEND _kestrel_model_sources ${_m}/torch_compat.cc)
-endif()
-kestrel_module(model SOURCES ${_kestrel_model_sources} DEPS kestrel_core ${TORCH_LIBRARIES})
-kestrel_torch_pch(kestrel_model)
-
-set(_t ${PROJECT_SOURCE_DIR}/src/train)
-kestrel_module(train_core
-  SOURCES ${_t}/loss.cc ${_t}/loss_keys.cc ${_t}/assigner.cc ${_t}/optimizer.cc ${_t}/checkpoint.cc ${_t}/schedule.cc
-  DEPS kestrel_model kestrel_core ${TORCH_LIBRARIES})
-kestrel_torch_pch(kestrel_train_core)
-# The torch-free TUs are compiled as in kestrel_model_spec and
-# kestrel_train_config (src/model, src/train CMakeLists.txt): no torch PCH,
-# and no FMA contraction (the schedule must reproduce the reference's double
-# arithmetic bit for bit).
-set_source_files_properties(${_m}/spec.cc ${_m}/pt_checkpoint.cc ${_m}/internal/pt_zip.cc
-                            ${_m}/internal/pt_pickle.cc ${_t}/schedule.cc ${_t}/loss_keys.cc
-                            PROPERTIES SKIP_PRECOMPILE_HEADERS ON COMPILE_OPTIONS -ffp-contract=off)
+# The model (kestrel_model_spec, and kestrel_model without predictor.cc) and
+# the loss/optimizer/schedule/checkpoint library kestrel_train_core are
+# defined by their own modules' CMakeLists.txt, which read
+# KESTREL_TORCH_ONLY.
+set(KESTREL_WITH_TORCH ON)
+add_subdirectory(${PROJECT_SOURCE_DIR}/src/model ${PROJECT_BINARY_DIR}/src/model)
+add_subdirectory(${PROJECT_SOURCE_DIR}/src/train ${PROJECT_BINARY_DIR}/src/train)
 
 # ctest: torch_only_audit (below) and bench/train_throughput's gpu_reference_params.
 enable_testing()

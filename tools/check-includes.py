@@ -11,8 +11,10 @@ Each src/<module>/README.md carries one machine-readable line:
   below; the C++ and POSIX system headers are always allowed).
 - "no <library> in <files>": files of the module that must not include that
   library even though the module may (e.g. torch-free headers in a torch
-  module); fnmatch patterns, and a pattern without '/' names only files at
-  the module's top level ('*.h': the public headers, not internal/).
+  module), directly or through the project headers they include, at any
+  depth (the report names the chain); fnmatch patterns, and a pattern
+  without '/' names only files at the module's top level ('*.h': the public
+  headers, not internal/).
 - "adapter": the module is a front end (the CLI, the HTTP server): a thin
   layer over the application layer (src/app) that parses, makes one call and
   prints or serialises.
@@ -94,6 +96,48 @@ def names_file(pattern, in_mod):
     return fnmatch.fnmatchcase(in_mod, pattern)
 
 
+def includes_of(path):
+    """[(line number, '<' or '"', header)] of a file's #include lines."""
+    out = []
+    for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
+        m = INCLUDE_RE.match(line)
+        if m:
+            out.append((n, m.group(1), m.group(2)))
+    return out
+
+
+class LibraryReach:
+    """Which project headers pull in a library, directly or through other
+    project headers ("core/x.h" -> src/core/x.h): reach(header, lib) is the
+    chain ["a/b.h", "c/d.h:12 includes <lib/h>"] of the first path found, or
+    None when the header stays free of it. Memoised; include cycles end."""
+
+    def __init__(self, src, modules):
+        self.src, self.modules, self.memo = src, set(modules), {}
+
+    def reach(self, header, lib, visiting=frozenset()):
+        key = (header, lib)
+        if key in self.memo:
+            return self.memo[key]
+        if header in visiting:
+            return None
+        path = os.path.join(self.src, header)
+        found = None
+        if os.path.isfile(path):
+            for n, kind, inc in includes_of(path):
+                if kind == "<":
+                    if library_of(inc) == lib:
+                        found = [f"{header}:{n} includes <{inc}>"]
+                        break
+                elif inc.split("/")[0] in self.modules:
+                    sub = self.reach(inc, lib, visiting | {header})
+                    if sub is not None:
+                        found = [header] + sub
+                        break
+        self.memo[key] = found
+        return found
+
+
 def parse_rule(text, readme):
     """Returns (modules, libraries, {library: set(files)}, adapter, {module: set(files)})
     or raises ValueError."""
@@ -149,6 +193,7 @@ def main():
             if other not in modules:
                 errors.append(f"{readme}: names module '{other}', which is not a folder under src/")
     checked = 0
+    reach = LibraryReach(src, modules)
     for mod in modules:
         if mod not in rules:
             continue
@@ -182,6 +227,13 @@ def main():
                                 errors.append(f"{where}: adapter '{mod}' may include adapter '{first}' only where it composes the program (src/{mod}/README.md 'composes')")
                         if "/internal/" in "/" + header and first != mod:
                             errors.append(f"{where}: '{first}/internal/' headers are private to src/{first}")
+                        for lib in sorted(forbidden):
+                            if not any(names_file(p, in_mod) for p in forbidden[lib]):
+                                continue
+                            chain = reach.reach(header, lib)
+                            if chain is not None:
+                                errors.append(f"{where}: {in_mod} must stay free of {lib} (src/{mod}/README.md): "
+                                              + " -> ".join(chain))
                         continue
                     if header == "torch/torch.h":
                         errors.append(f"{where}: never <torch/torch.h> (~20 s a translation unit); include the torch/ headers needed")

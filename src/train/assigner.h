@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "train/loss_options.h"  // AssignerOptions
+
 namespace kestrel::train {
 
 struct Anchors {
@@ -31,13 +33,6 @@ Anchors MakeAnchors(const std::vector<std::array<int64_t, 2>>& level_sizes,
 // held constant for gradients, and eps added to heights and union as the
 // reference does. Identical boxes give ~1; disjoint far boxes approach -1.
 torch::Tensor BoxCiou(const torch::Tensor& box1, const torch::Tensor& box2, double eps = 1e-7);
-
-struct AssignerOptions {
-  int top_k = 10;      // candidates kept per ground-truth box
-  double alpha = 0.5;  // align metric = score^alpha * IoU^beta
-  double beta = 6.0;
-  double eps = 1e-9;
-};
 
 struct Assignment {
   torch::Tensor target_boxes;     // [B, A, 4] xyxy, units of gt_boxes (meaningful where fg)

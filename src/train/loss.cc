@@ -82,32 +82,6 @@ Result<PaddedTargets> PadTargets(const DetectionTargets& targets, int64_t batch,
 
 }  // namespace
 
-void LossOptions::Bind(OptionSet& set) { BindLossKeys(set, &box_gain, &cls_gain, &dfl_gain); }
-
-Status LossOptions::Validate() const {
-  if (num_classes <= 0) return Field("nc", "must be > 0");
-  if (reg_max <= 1) return Field("reg_max", "must be > 1");
-  if (strides.empty()) return Field("strides", "needs at least one level");
-  for (double s : strides) {
-    if (!(s > 0) || !std::isfinite(s)) return Field("strides", "must be positive");
-  }
-  KESTREL_RETURN_IF_ERROR(CheckBoundValues(*this));  // box, cls, dfl
-  if (!class_weights.empty()) {
-    if (class_weights.size() != static_cast<size_t>(num_classes)) {
-      return Field("class_weights", "needs one weight per class (" + std::to_string(num_classes) + "), got " +
-                                        std::to_string(class_weights.size()));
-    }
-    for (double w : class_weights) {
-      if (!(w >= 0) || !std::isfinite(w)) return Field("class_weights", "must be finite and >= 0");
-    }
-  }
-  if (assigner.top_k < 1) return Field("top_k", "must be >= 1");
-  if (!(assigner.alpha >= 0) || !(assigner.beta >= 0) || !(assigner.eps > 0)) {
-    return Field("assigner", "alpha, beta must be >= 0 and eps > 0");
-  }
-  return Status();
-}
-
 Result<DetectionLoss> DetectionLoss::Create(LossOptions options) {
   KESTREL_RETURN_IF_ERROR(options.Validate());
   return DetectionLoss(std::move(options));

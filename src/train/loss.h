@@ -17,28 +17,9 @@
 #include "core/options.h"
 #include "core/status.h"
 #include "train/assigner.h"
-#include "train/train_config.h"
+#include "train/loss_options.h"
 
 namespace kestrel::train {
-
-struct LossOptions {
-  int num_classes = 80;                       // nc (> 0)
-  int reg_max = 16;                           // DFL bins per side (> 1)
-  std::vector<double> strides = {8, 16, 32};  // one per head level, input pixels
-  double box_gain = 7.5;                      // key "box"
-  double cls_gain = 0.5;                      // key "cls"
-  double dfl_gain = 1.5;                      // key "dfl"
-  std::vector<double> class_weights;          // empty = none, else nc weights >= 0
-                                              // multiplying each class's BCE term
-  AssignerOptions assigner;                   // top_k 10, alpha 0.5, beta 6, eps 1e-9
-
-  // Binds box, cls, dfl (the Ultralytics keys; the ranges are
-  // train::BindLossKeys', shared with TrainConfig).
-  void Bind(OptionSet& set);
-  // The bound ranges plus nc, reg_max, strides, class_weights, assigner.
-  // Errors name the field.
-  Status Validate() const;
-};
 
 // Ground truth of one batch, in the reference's flat layout.
 struct DetectionTargets {

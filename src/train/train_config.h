@@ -12,6 +12,7 @@
 #include "core/options.h"
 #include "core/status.h"
 #include "data/loader.h"
+#include "train/loss_options.h"
 #include "train/schedule.h"
 
 namespace kestrel::train {
@@ -32,15 +33,8 @@ void BindInferenceKeys(OptionSet& s, double* conf, double* iou, int* imgsz, int*
 // Run folders: project, name, exist_ok (train, val, predict, compare).
 void BindRunFolderKeys(OptionSet& s, std::string* project, std::string* name, bool* exist_ok);
 
-// Binds the loss keys box, cls and dfl with their ranges: TrainConfig's
-// fields and LossOptions' (loss.h) bind through this one function, so the
-// two cannot disagree.
-void BindLossKeys(OptionSet& s, double* box, double* cls, double* dfl);
-// The deprecated key label_smoothing ([0, 1), accepted and stored, no
-// effect: docs/training.md "Loss"); TrainConfig binds it, the loss does not.
-void BindLabelSmoothingKey(OptionSet& s, double* label_smoothing);
-// The warning a run with label_smoothing=`value` carries ("" for 0).
-std::string LabelSmoothingWarning(double value);
+// The loss keys (BindLossKeys, BindLabelSmoothingKey, LabelSmoothingWarning)
+// are loss_options.h's, shared with LossOptions.
 // batch=-1: the trainer picks the batch size (train/autobatch.h): on CUDA the
 // largest that fits ~60% of the device's memory, on the CPU kAutoBatchCpu.
 inline constexpr int kAutoBatch = -1;

@@ -1,4 +1,4 @@
-// The training loop. Parts: TrainOptions (this file), the loader, the model,
+// The training loop. Parts: TrainOptions (trainer_types.cc), the loader, the model,
 // the loss, the schedule + optimizer + EMA, the checkpointer and the end of an
 // epoch (epoch_end.cc, on top of checkpoint.h), the Validator and the
 // progress/report writers. Run (internal/run.h) holds them for one call of
@@ -36,67 +36,6 @@
 #include "train/validator.h"
 
 namespace kestrel::train {
-
-// ---------------------------------------------------------------------------
-// Options
-
-LossOptions TrainOptions::EffectiveLoss() const {
-  LossOptions lo = loss;
-  lo.box_gain = box;
-  lo.cls_gain = cls;
-  lo.dfl_gain = dfl;
-  return lo;
-}
-
-Status TrainOptions::Validate() const {
-  KESTREL_RETURN_IF_ERROR(TrainConfig::Validate());
-  return EffectiveLoss().Validate();
-}
-
-const char* ExitReasonName(ExitReason r) {
-  switch (r) {
-    case ExitReason::kCompleted:
-      return "completed";
-    case ExitReason::kEarlyStopped:
-      return "early_stopped";
-    case ExitReason::kStopped:
-      return "stopped";
-    case ExitReason::kDiverged:
-      return "diverged";
-    case ExitReason::kHalted:
-      return "halted";
-  }
-  return "unknown";
-}
-
-const char* PhaseName(Phase p) {
-  switch (p) {
-    case Phase::kSetup:
-      return "setup";
-    case Phase::kVal:
-      return "val";
-    case Phase::kPlots:
-      return "plots";
-  }
-  return "unknown";
-}
-
-FailureReason TrainSummary::Failure() const {
-  switch (reason) {
-    case ExitReason::kCompleted:
-    case ExitReason::kEarlyStopped:
-      return FailureReason::kNone;
-    case ExitReason::kStopped:
-      return FailureReason::kStopped;
-    case ExitReason::kDiverged:
-      return FailureReason::kDiverged;
-    case ExitReason::kHalted:
-      return FailureReason::kError;
-  }
-  return FailureReason::kError;
-}
-
-int TrainSummary::ExitCode() const { return ExitCodeFor(Failure()); }
 
 namespace {
 

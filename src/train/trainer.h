@@ -9,6 +9,12 @@
 // iteration. It does set torch's intra-op thread count (`threads`) because
 // that is part of the run's configuration (and of its determinism).
 //
+// Torch-free (checked: src/train/README.md 'Includes'): a caller (`kestrel
+// train`, the train job's runner) compiles without the LibTorch headers.
+// Everything declared here but Train() is defined in trainer_types.cc
+// (kestrel_train_config, built without LibTorch); Train() and its torch
+// state (internal/run.h) are kestrel_train's.
+//
 // Layout of a run directory, checkpoint format, exit codes, NaN policy and
 // resume semantics: docs/training.md ("Trainer").
 #pragma once
@@ -25,7 +31,7 @@
 #include "core/options.h"
 #include "core/status.h"
 #include "data/loader.h"
-#include "train/loss.h"
+#include "train/loss_options.h"
 #include "train/schedule.h"
 #include "train/train_config.h"
 

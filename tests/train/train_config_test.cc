@@ -12,7 +12,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "train/loss.h"
+#include "train/loss_options.h"
 
 namespace kestrel::train {
 namespace {
