@@ -1,0 +1,245 @@
+#include "tune/tpe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <numeric>
+#include <optional>
+#include <tuple>
+
+namespace kestrel::tune {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Standard normal CDF.
+double Phi(double z) { return 0.5 * std::erfc(-z / std::numbers::sqrt2); }
+
+double LogSumExp(const std::vector<double>& v) {
+  double m = -kInf;
+  for (double x : v) m = std::max(m, x);
+  if (m == -kInf) return -kInf;
+  double s = 0;
+  for (double x : v) s += std::exp(x - m);
+  return m + std::log(s);
+}
+
+size_t PickByWeight(const std::vector<double>& weights, TuneRng& rng) {
+  const double u = rng.Uniform01();
+  double acc = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    acc += weights[i];
+    if (u < acc) return i;
+  }
+  return weights.size() - 1;  // u within rounding of 1
+}
+
+std::vector<double> NormalizedWithPrior(const std::vector<double>& weights, double prior_weight) {
+  std::vector<double> w = weights;
+  w.push_back(prior_weight);
+  const double sum = std::accumulate(w.begin(), w.end(), 0.0);
+  for (double& x : w) x /= sum;
+  return w;
+}
+
+// The rank key of a trial (lower is better), or nullopt when it is left out.
+std::optional<std::tuple<int, double, double>> RankKey(const Trial& t, Direction d, bool constant_liar) {
+  switch (t.state) {
+    case TrialState::kSucceeded:
+      if (!t.value) return std::nullopt;
+      return std::tuple{0, Loss(d, *t.value), 0.0};
+    case TrialState::kPruned:
+      // Further rungs first, then the value at the last reported epoch.
+      return std::tuple{1, -static_cast<double>(t.intermediate.size()),
+                        t.intermediate.empty() ? kInf : Loss(d, t.intermediate.back())};
+    case TrialState::kQueued:
+    case TrialState::kRunning:
+      if (!constant_liar) return std::nullopt;
+      return std::tuple{2, 0.0, 0.0};
+    case TrialState::kFailed:
+    case TrialState::kInfraFailed:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int TpeGamma(int n) { return std::min(static_cast<int>(std::ceil(0.1 * n)), 25); }
+
+std::vector<double> TpeWeights(int n) {
+  if (n < 25) return std::vector<double>(static_cast<size_t>(std::max(n, 0)), 1.0);
+  const int ramp = n - 25;
+  std::vector<double> w;
+  w.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < ramp; ++i) {
+    // linspace(1/n, 1, ramp)
+    const double lo = 1.0 / n;
+    w.push_back(ramp == 1 ? lo : lo + (1.0 - lo) * i / (ramp - 1));
+  }
+  w.insert(w.end(), 25, 1.0);
+  return w;
+}
+
+TpeSplit SplitTrials(const std::vector<Trial>& history, Direction direction, bool constant_liar) {
+  std::vector<std::pair<std::tuple<int, double, double>, const Trial*>> ranked;
+  for (const auto& t : history) {
+    if (auto key = RankKey(t, direction, constant_liar)) ranked.emplace_back(*key, &t);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return a.second->number < b.second->number;
+  });
+  const size_t n_good = static_cast<size_t>(TpeGamma(static_cast<int>(ranked.size())));
+  TpeSplit split;
+  for (size_t i = 0; i < ranked.size(); ++i)
+    (i < n_good ? split.good : split.bad).push_back(ranked[i].second);
+  auto by_number = [](const Trial* a, const Trial* b) { return a->number < b->number; };
+  std::sort(split.good.begin(), split.good.end(), by_number);
+  std::sort(split.bad.begin(), split.bad.end(), by_number);
+  return split;
+}
+
+ParzenEstimator BuildParzen(const Param& param, const std::vector<double>& observations,
+                            const std::vector<double>& weights, double prior_weight) {
+  ParzenEstimator pe;
+  pe.low = param.InternalLow();
+  pe.high = param.InternalHigh();
+  const double width = pe.high - pe.low;
+  pe.mus = observations;
+  pe.mus.push_back(0.5 * (pe.low + pe.high));  // the prior's centre
+  const size_t k = pe.mus.size();
+
+  std::vector<size_t> order(k);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pe.mus[a] < pe.mus[b]; });
+  // Sorted centres between the range ends.
+  std::vector<double> s(k + 2);
+  s[0] = pe.low;
+  s[k + 1] = pe.high;
+  for (size_t i = 0; i < k; ++i) s[i + 1] = pe.mus[order[i]];
+  std::vector<double> sorted_sigma(k);
+  for (size_t i = 1; i <= k; ++i) sorted_sigma[i - 1] = std::max(s[i] - s[i - 1], s[i + 1] - s[i]);
+  if (k >= 2) {
+    // The outermost centres take the distance to their inner neighbour.
+    sorted_sigma[0] = s[2] - s[1];
+    sorted_sigma[k - 1] = s[k] - s[k - 1];
+  }
+  const double min_sigma = width / std::min(100.0, 1.0 + static_cast<double>(k));
+  pe.sigmas.assign(k, 0);
+  for (size_t i = 0; i < k; ++i) pe.sigmas[order[i]] = std::clamp(sorted_sigma[i], min_sigma, width);
+  pe.sigmas[k - 1] = width;  // the prior
+  pe.weights = NormalizedWithPrior(weights, prior_weight);
+  return pe;
+}
+
+double ParzenEstimator::Sample(TuneRng& rng) const {
+  const size_t c = PickByWeight(weights, rng);
+  // Every centre lies in [low, high] and sigma <= high - low, so one draw
+  // in three or more lands inside: a bounded loop, with the clamp only as
+  // the end of a vanishingly unlikely run.
+  for (int tries = 0; tries < 1000; ++tries) {
+    const double x = mus[c] + sigmas[c] * rng.Normal();
+    if (x >= low && x <= high) return x;
+  }
+  return std::clamp(mus[c], low, high);
+}
+
+double ParzenEstimator::LogPdf(double x, const Param& param) const {
+  std::vector<double> terms(mus.size());
+  double cell_lo = 0, cell_hi = 0;
+  const bool discrete = param.kind == ParamKind::kInt;
+  if (discrete) {
+    const double v = param.FromInternal(x);
+    const double half = param.log ? 0.5 : 0.5 * static_cast<double>(param.step);
+    cell_lo = std::max(low, param.ToInternal(v - half));
+    cell_hi = std::min(high, param.ToInternal(v + half));
+  }
+  for (size_t i = 0; i < mus.size(); ++i) {
+    const double z = Phi((high - mus[i]) / sigmas[i]) - Phi((low - mus[i]) / sigmas[i]);
+    double log_p = 0;
+    if (discrete) {
+      const double mass = Phi((cell_hi - mus[i]) / sigmas[i]) - Phi((cell_lo - mus[i]) / sigmas[i]);
+      log_p = std::log(std::max(mass, 1e-300));
+    } else {
+      const double u = (x - mus[i]) / sigmas[i];
+      log_p = -0.5 * u * u - std::log(sigmas[i]) - 0.5 * std::log(2 * std::numbers::pi);
+    }
+    terms[i] = std::log(weights[i]) + log_p - std::log(std::max(z, 1e-300));
+  }
+  return LogSumExp(terms);
+}
+
+std::vector<double> BuildCategorical(const Param& param, const std::vector<double>& observations,
+                                     const std::vector<double>& weights, double prior_weight) {
+  const size_t n_choices = param.choices.size();
+  const size_t kernels = observations.size() + 1;
+  const std::vector<double> w = NormalizedWithPrior(weights, prior_weight);
+  std::vector<double> probs(n_choices, 0.0);
+  for (size_t k = 0; k < kernels; ++k) {
+    std::vector<double> row(n_choices, prior_weight / static_cast<double>(kernels));
+    if (k < observations.size()) row[static_cast<size_t>(observations[k])] += 1.0;
+    const double sum = std::accumulate(row.begin(), row.end(), 0.0);
+    for (size_t c = 0; c < n_choices; ++c) probs[c] += w[k] * row[c] / sum;
+  }
+  return probs;
+}
+
+std::vector<double> TpeSampler::Suggest(const SearchSpace& space, const std::vector<Trial>& history,
+                                        int64_t number) const {
+  // Trials of another space shape (none in a study: its space is fixed by
+  // its hash) carry no usable observation.
+  std::vector<Trial> usable;
+  int finished = 0;
+  for (const auto& t : history) {
+    if (t.params.size() != space.params.size()) continue;
+    usable.push_back(t);
+    if (t.state == TrialState::kSucceeded || t.state == TrialState::kPruned) ++finished;
+  }
+  if (finished < options_.startup_trials) return RandomSampler(options_.seed).Suggest(space, history, number);
+
+  TuneRng rng(TrialSeed(options_.seed, number));
+  const TpeSplit split = SplitTrials(usable, options_.direction, options_.constant_liar);
+  const std::vector<double> w_good = TpeWeights(static_cast<int>(split.good.size()));
+  const std::vector<double> w_bad = TpeWeights(static_cast<int>(split.bad.size()));
+  std::vector<double> out;
+  for (size_t p = 0; p < space.params.size(); ++p) {
+    const Param& param = space.params[p];
+    auto column = [&](const std::vector<const Trial*>& group) {
+      std::vector<double> v;
+      for (const Trial* t : group) v.push_back(t->params.at(p));
+      return v;
+    };
+    const std::vector<double> good = column(split.good), bad = column(split.bad);
+    double best = 0, best_score = -kInf;
+    if (param.kind == ParamKind::kCategorical) {
+      const auto l = BuildCategorical(param, good, w_good, options_.prior_weight);
+      const auto g = BuildCategorical(param, bad, w_bad, options_.prior_weight);
+      for (int c = 0; c < options_.ei_candidates; ++c) {
+        const size_t x = PickByWeight(l, rng);
+        const double score = std::log(l[x]) - std::log(g[x]);
+        if (score > best_score) {
+          best_score = score;
+          best = static_cast<double>(x);
+        }
+      }
+    } else {
+      const ParzenEstimator l = BuildParzen(param, good, w_good, options_.prior_weight);
+      const ParzenEstimator g = BuildParzen(param, bad, w_bad, options_.prior_weight);
+      for (int c = 0; c < options_.ei_candidates; ++c) {
+        const double x = param.Snap(l.Sample(rng));
+        const double score = l.LogPdf(x, param) - g.LogPdf(x, param);
+        if (score > best_score) {
+          best_score = score;
+          best = x;
+        }
+      }
+    }
+    out.push_back(best);
+  }
+  return out;
+}
+
+}  // namespace kestrel::tune
