@@ -164,6 +164,10 @@ Status ValidateOnnxOptions(const model::ModelSpec& spec, const OnnxExportOptions
 Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorFile& weights,
                                  const OnnxExportOptions& o) {
   if (Status s = ValidateOnnxOptions(spec, o); !s.IsOk()) return s;
+  if (spec.family != model::Family::kYolov8) {
+    return Status::FailedPrecondition("ONNX export writes YOLOv8 graphs only; " + spec.Name() +
+                                      " (C3/C3k2/C2PSA layers) cannot be exported yet");
+  }
   onnx::ModelProto proto;
   proto.set_ir_version(onnx::IR_VERSION);
   proto.set_producer_name("kestrel");
@@ -232,6 +236,11 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
         out[l.index] = g.ConvBnSilu(g.Concat(ys, 1, p), 4 * c1, p + ".cv2", 1, 1, &c);
         break;
       }
+      case model::LayerKind::kC3:
+      case model::LayerKind::kC3k2:
+      case model::LayerKind::kC2psa:
+        return Status::FailedPrecondition(std::string("no ONNX lowering for ") +
+                                          model::LayerKindName(l.kind));
       case model::LayerKind::kUpsample: {
         const std::string scales = g.FloatInit(g.Fresh(p + ".scales"), {4}, {1.0F, 1.0F, 2.0F, 2.0F});
         const std::string y = g.Fresh(p + ".resize");

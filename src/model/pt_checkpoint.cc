@@ -246,15 +246,21 @@ Status Converter::CollectModule(int32_t module, const std::string& prefix, int d
   return Status();
 }
 
-// The torch module class each YOLOv8 layer kind is pickled as.
+// The torch module class each layer kind is pickled as.
 const char* UltralyticsClass(LayerKind kind) {
   switch (kind) {
     case LayerKind::kConv:
       return "ultralytics.nn.modules.conv.Conv";
     case LayerKind::kC2f:
       return "ultralytics.nn.modules.block.C2f";
+    case LayerKind::kC3:
+      return "ultralytics.nn.modules.block.C3";
+    case LayerKind::kC3k2:
+      return "ultralytics.nn.modules.block.C3k2";
     case LayerKind::kSppf:
       return "ultralytics.nn.modules.block.SPPF";
+    case LayerKind::kC2psa:
+      return "ultralytics.nn.modules.block.C2PSA";
     case LayerKind::kUpsample:
       return "torch.nn.modules.upsampling.Upsample";
     case LayerKind::kConcat:
@@ -265,11 +271,23 @@ const char* UltralyticsClass(LayerKind kind) {
   return "?";
 }
 
+const char* FamilyTitle(Family f) {
+  switch (f) {
+    case Family::kYolov8:
+      return "YOLOv8";
+    case Family::kYolo11:
+      return "YOLO11";
+    case Family::kYolov5u:
+      return "YOLOv5u";
+  }
+  return "?";
+}
+
 constexpr const char* kDetectionModel = "ultralytics.nn.tasks.DetectionModel";
 constexpr const char* kAccepted =
-    "Kestrel reads Ultralytics YOLOv8 detection checkpoints (a dict with 'ema' or 'model' holding an "
-    "ultralytics.nn.tasks.DetectionModel, a pickled DetectionModel, or a YOLOv8 state_dict with model.N.* "
-    "names)";
+    "Kestrel reads Ultralytics YOLOv8, YOLO11 and YOLOv5u detection checkpoints (a dict with 'ema' or "
+    "'model' holding an ultralytics.nn.tasks.DetectionModel, a pickled DetectionModel, or a state_dict with "
+    "model.N.* names)";
 
 std::string DescribeDictKeys(const Unpickler& u, int32_t dict) {
   std::string keys;
@@ -292,8 +310,9 @@ bool AllTensors(const Unpickler& u, int32_t dict) {
   return true;
 }
 
-// The 23 children of model.model must be the yolov8.yaml graph.
-Status CheckYolov8Graph(const Unpickler& u, int32_t model, const std::string& origin) {
+// The children of model.model must be one family's graph (yolov8.yaml,
+// yolo11.yaml or yolov5.yaml); returns that family.
+Result<Family> CheckFamilyGraph(const Unpickler& u, int32_t model, const std::string& origin) {
   const int32_t mods = u.Get(model, "_modules");
   const int32_t seq = mods >= 0 ? u.Get(mods, "model") : -1;
   const int32_t children = seq >= 0 ? u.Get(seq, "_modules") : -1;
@@ -301,32 +320,35 @@ Status CheckYolov8Graph(const Unpickler& u, int32_t model, const std::string& or
     return Status::InvalidArgument(
         "the DetectionModel has no 'model' Sequential of layers. " + std::string(kAccepted), {origin});
   }
-  const auto plan = BuildLayerPlan(ModelSpec{KnownScales()[0], 1});
   const auto& items = u.At(children).items;
-  std::string found;
-  bool ok = items.size() == 2 * plan.size();
-  for (size_t k = 0; k + 1 < items.size(); k += 2) {
-    const Node& child = u.At(items[k + 1]);
-    const std::string cls = child.kind == Kind::kObject ? child.s : KindName(child.kind);
-    const size_t idx = k / 2;
-    if (idx < plan.size() && cls != UltralyticsClass(plan[idx].kind)) ok = false;
-    if (!ok && found.empty()) {
-      found = idx < plan.size() ? "layer " + std::to_string(idx) + " is " + EscapeInvalidUtf8(cls) +
-                                      " (YOLOv8 has " + UltralyticsClass(plan[idx].kind) + ")"
-                                : "";
+  const size_t count = items.size() / 2;
+  std::string found, counts;
+  for (Family f : AllFamilies()) {
+    const auto plan = BuildLayerPlan(ModelSpec{KnownScales(f)[0], 1, f});
+    counts += std::string(counts.empty() ? "" : ", ") + FamilyTitle(f) + " " + std::to_string(plan.size());
+    if (count != plan.size()) continue;
+    bool ok = true;
+    for (size_t k = 0; ok && k + 1 < items.size(); k += 2) {
+      const Node& child = u.At(items[k + 1]);
+      const std::string cls = child.kind == Kind::kObject ? child.s : KindName(child.kind);
+      const size_t idx = k / 2;
+      if (cls != UltralyticsClass(plan[idx].kind)) {
+        ok = false;
+        if (found.empty()) {
+          found = "layer " + std::to_string(idx) + " is " + EscapeInvalidUtf8(cls) + " (" + FamilyTitle(f) +
+                  " has " + UltralyticsClass(plan[idx].kind) + ")";
+        }
+      }
     }
+    if (ok) return f;
   }
-  if (!ok) {
-    if (found.empty()) {
-      found = std::to_string(items.size() / 2) + " layers (YOLOv8 detection has " +
-              std::to_string(plan.size()) + ")";
-    }
-    return Status::InvalidArgument("not a YOLOv8 detection model: " + found +
-                                       ". Kestrel builds the yolov8.yaml detection graph (scales n/s/m/l/x); "
-                                       "other architectures (YOLO11, P2/P6 variants, ...) are not supported",
-                                   {origin});
-  }
-  return Status();
+  if (found.empty()) found = std::to_string(count) + " layers (the detection graphs have " + counts + ")";
+  return Status::InvalidArgument(
+      "not a YOLOv8, YOLO11 or YOLOv5u detection model: " + found +
+          ". Kestrel builds the yolov8.yaml, yolo11.yaml and yolov5.yaml (anchor-free "
+          "'u') detection graphs at scales n/s/m/l/x; other architectures (P2/P6 "
+          "variants, YOLOv9/10, ...) are not supported",
+      {origin});
 }
 
 }  // namespace
@@ -440,7 +462,7 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
                      [](const auto& t) { return t.first.rfind("model.0.", 0) == 0; })) {
       return Status::InvalidArgument("found a state_dict of " + std::to_string(tensors.size()) +
                                          " tensors (first: '" + EscapeInvalidUtf8(tensors[0].first) +
-                                         "') without YOLOv8 names (model.0.*). " + kAccepted,
+                                         "') without YOLO layer names (model.0.*). " + kAccepted,
                                      {origin});
     }
   } else {
@@ -450,7 +472,8 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
       return Status::InvalidArgument(
           "found " + EscapeInvalidUtf8(out.model_class) + " in '" + out.source + "'. " + kAccepted, {origin});
     }
-    KESTREL_RETURN_IF_ERROR(CheckYolov8Graph(u, model, origin));
+    KESTREL_ASSIGN_OR_RETURN(Family family, CheckFamilyGraph(u, model, origin));
+    out.arch = FamilyName(family);
     KESTREL_RETURN_IF_ERROR(conv.CollectModule(model, "", 0, &tensors));
     // Model facts: nc, names, the yaml's scale.
     const int32_t yaml = u.Get(model, "yaml");
@@ -506,19 +529,25 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
 
   // Cross-check the recorded facts against the tensors, so a wrong yaml is
   // reported here rather than as a hundred shape mismatches.
-  auto cls = out.weights.tensors.find("model.22.cv3.0.2.bias");
+  Family family = Family::kYolov8;  // a state_dict without the module tree: checked by its loader
+  for (Family f : AllFamilies()) {
+    if (out.arch == FamilyName(f)) family = f;
+  }
+  const std::string cls_name =
+      "model." + std::to_string(BuildLayerPlan(ModelSpec{KnownScales(family)[0], 1, family}).size() - 1) +
+      ".cv3.0.2.bias";
+  auto cls = out.weights.tensors.find(cls_name);
   if (out.nc > 0 && cls != out.weights.tensors.end() &&
       (cls->second.shape.size() != 1 || cls->second.shape[0] != out.nc)) {
     return Status::InvalidArgument(
-        "the model says nc=" + std::to_string(out.nc) + " but model.22.cv3.0.2.bias has another shape",
-        {origin});
+        "the model says nc=" + std::to_string(out.nc) + " but " + cls_name + " has another shape", {origin});
   }
   if (!out.names.empty() && out.nc > 0 && static_cast<int>(out.names.size()) != out.nc) {
     return Status::InvalidArgument(
         std::to_string(out.names.size()) + " class names for nc=" + std::to_string(out.nc), {origin});
   }
   if (!out.scale.empty()) {
-    auto spec = ParseModelSpec(out.scale, out.nc > 0 ? out.nc : 1);
+    auto spec = SpecFromArchAndScale(out.arch, out.scale, out.nc > 0 ? out.nc : 1);
     if (!spec.IsOk()) return spec.GetStatus().WithLocation({origin, 0, "yaml.scale"});
     auto stem = out.weights.tensors.find("model.0.conv.weight");
     const int want = BuildLayerPlan(*spec)[0].c_out;
@@ -557,6 +586,7 @@ Result<SafeTensorFile> ReadWeightsFile(const std::string& path) {
   if (!ckpt.ultralytics_version.empty()) file.metadata["ultralytics_version"] = ckpt.ultralytics_version;
   if (ckpt.nc > 0) file.metadata["nc"] = std::to_string(ckpt.nc);
   if (!ckpt.scale.empty()) file.metadata["scale"] = ckpt.scale;
+  if (!ckpt.arch.empty()) file.metadata["arch"] = ckpt.arch;
   if (!ckpt.names.empty()) file.metadata["names"] = DumpJson(nlohmann::json(ckpt.names));
   return file;
 }

@@ -38,10 +38,11 @@ struct PtCheckpoint {
   // "model.0.conv.weight", ...). Floating tensors are F32 (F16/BF16 widened,
   // F64 narrowed), integer and bool tensors I64; contiguous, row-major.
   SafeTensorFile weights;
-  std::string source;               // "ema", "model", "object" (a pickled model) or "state_dict"
-  std::string model_class;          // "ultralytics.nn.tasks.DetectionModel"; "" for a state_dict
-  std::string scale;                // the model yaml's "scale" (n/s/m/l/x); "" when absent
-  int nc = 0;                       // the model's nc; 0 when absent
+  std::string source;       // "ema", "model", "object" (a pickled model) or "state_dict"
+  std::string model_class;  // "ultralytics.nn.tasks.DetectionModel"; "" for a state_dict
+  std::string scale;        // the model yaml's "scale" (n/s/m/l/x); "" when absent
+  std::string arch;  // the family its module tree is ("yolov8", "yolo11", "yolov5u"); "" for a state_dict
+  int nc = 0;        // the model's nc; 0 when absent
   std::vector<std::string> names;   // class names by index; empty when absent
   std::string ultralytics_version;  // the checkpoint's "version"; "" when absent
 };
@@ -54,7 +55,7 @@ bool FileLooksLikeZip(const std::string& path);
 
 // Parses the bytes of a .pt file. `origin` names it in errors. Errors:
 // Corruption (a damaged or truncated archive or pickle), InvalidArgument (a
-// well-formed file that is not a YOLOv8 detection checkpoint: the message
+// well-formed file that is not a YOLOv8/YOLO11/YOLOv5u detection checkpoint: the message
 // says what was found and what is accepted), ResourceExhausted (a limit).
 Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string& origin,
                                        const PtReadLimits& limits = {});
@@ -62,7 +63,7 @@ Result<PtCheckpoint> ReadPtCheckpoint(const std::string& path, const PtReadLimit
 
 // Any weights file Kestrel accepts, chosen by magic bytes: a .pt archive
 // (converted: its tensors, metadata format="ultralytics.pt", nc, names as a
-// JSON array and scale when the checkpoint records them) or safetensors.
+// JSON array, scale and arch when the checkpoint records them) or safetensors.
 Result<SafeTensorFile> ReadWeightsFile(const std::string& path);
 
 // True for a model= value naming a weights file rather than a scale/yaml:

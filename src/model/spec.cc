@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/parse.h"
@@ -14,16 +15,60 @@
 
 namespace kestrel::model {
 
-std::vector<ModelScale> KnownScales() {
-  return {
-      {"n", 0.33, 0.25, 1024}, {"s", 0.33, 0.50, 1024},  {"m", 0.67, 0.75, 768}, {"l", 1.00, 1.00, 512},
-      {"x", 1.00, 1.25, 512},  {"t", 0.33, 0.125, 1024},  // Kestrel-only: tiny, for fast tests
-  };
+const char* FamilyName(Family family) {
+  switch (family) {
+    case Family::kYolov8:
+      return "yolov8";
+    case Family::kYolo11:
+      return "yolo11";
+    case Family::kYolov5u:
+      return "yolov5u";
+  }
+  return "?";
 }
 
-static std::string KnownSpecList() {
+std::vector<Family> AllFamilies() { return {Family::kYolov8, Family::kYolo11, Family::kYolov5u}; }
+
+std::string ModelSpec::Name() const {
+  switch (family) {
+    case Family::kYolov8:
+      return "yolov8" + scale.name;
+    case Family::kYolo11:
+      return "yolo11" + scale.name;
+    case Family::kYolov5u:
+      return "yolov5" + scale.name + "u";
+  }
+  return "?";
+}
+
+std::vector<ModelScale> KnownScales(Family family) {
+  switch (family) {
+    case Family::kYolov8:
+      return {
+          {"n", 0.33, 0.25, 1024}, {"s", 0.33, 0.50, 1024},  {"m", 0.67, 0.75, 768}, {"l", 1.00, 1.00, 512},
+          {"x", 1.00, 1.25, 512},  {"t", 0.33, 0.125, 1024},  // Kestrel-only: tiny, for fast tests
+      };
+    case Family::kYolo11:
+      return {{"n", 0.50, 0.25, 1024},
+              {"s", 0.50, 0.50, 1024},
+              {"m", 0.50, 1.00, 512},
+              {"l", 1.00, 1.00, 512},
+              {"x", 1.00, 1.50, 512}};
+    case Family::kYolov5u:
+      return {{"n", 0.33, 0.25, 1024},
+              {"s", 0.33, 0.50, 1024},
+              {"m", 0.67, 0.75, 1024},
+              {"l", 1.00, 1.00, 1024},
+              {"x", 1.33, 1.25, 1024}};
+  }
+  return {};
+}
+
+std::string KnownModelNames() {
   std::string s;
-  for (const auto& sc : KnownScales()) s += (s.empty() ? "" : ", ") + ("yolov8" + sc.name);
+  for (Family f : AllFamilies()) {
+    for (const auto& sc : KnownScales(f)) s += (s.empty() ? "" : ", ") + ModelSpec{sc, 1, f}.Name();
+  }
   return s;
 }
 
@@ -34,16 +79,27 @@ Result<ModelSpec> ParseModelSpec(const std::string& spec, int nc) {
   if (key.size() > kYaml.size() && key.compare(key.size() - kYaml.size(), kYaml.size(), kYaml) == 0) {
     key.resize(key.size() - kYaml.size());
   }
-  if (key.rfind("yolov8", 0) == 0) key = key.substr(6);
+  Family family = Family::kYolov8;
+  if (key.rfind("yolov8", 0) == 0) {
+    key = key.substr(6);
+  } else if (key.rfind("yolo11", 0) == 0) {
+    family = Family::kYolo11;
+    key = key.substr(6);
+  } else if (key.rfind("yolov5", 0) == 0) {
+    // yolov5nu (the reference's name) or yolov5n (its yaml resolves to the same model).
+    family = Family::kYolov5u;
+    key = key.substr(6);
+    if (key.size() == 2 && key[1] == 'u') key.resize(1);
+  }
   if (nc < 1 || nc > 10000) {
     return Status::InvalidArgument("class count " + std::to_string(nc) + " out of range [1, 10000]",
                                    {"", 0, "nc"});
   }
-  for (const auto& sc : KnownScales()) {
-    if (sc.name == key) return ModelSpec{sc, nc};
+  for (const auto& sc : KnownScales(family)) {
+    if (sc.name == key) return ModelSpec{sc, nc, family};
   }
-  return Status::InvalidArgument("unknown model spec '" + spec + "'; known: " + KnownSpecList() +
-                                     " (also as n/s/m/l/x/t or <name>.yaml)",
+  return Status::InvalidArgument("unknown model spec '" + spec + "'; known: " + KnownModelNames() +
+                                     " (also as n/s/m/l/x/t for YOLOv8, or <name>.yaml)",
                                  {"", 0, "model"});
 }
 
@@ -55,8 +111,14 @@ const char* LayerKindName(LayerKind kind) {
       return "Conv";
     case LayerKind::kC2f:
       return "C2f";
+    case LayerKind::kC3:
+      return "C3";
+    case LayerKind::kC3k2:
+      return "C3k2";
     case LayerKind::kSppf:
       return "SPPF";
+    case LayerKind::kC2psa:
+      return "C2PSA";
     case LayerKind::kUpsample:
       return "Upsample";
     case LayerKind::kConcat:
@@ -69,71 +131,180 @@ const char* LayerKindName(LayerKind kind) {
 
 namespace {
 
-// One row of yolov8.yaml before scaling: from, n, module, base channels, k, s, shortcut.
+// One row of a family's yaml before scaling: from, n, module, base channels,
+// kernel, stride, padding (-1: kernel / 2), shortcut, expansion e (hidden =
+// int(c_out * e)), C3k2's c3k flag.
 struct YamlRow {
   std::vector<int> from;
   int n;
   LayerKind kind;
-  int c;
-  int k;
-  int s;
-  bool shortcut;
+  int c = 0;
+  int k = 0;
+  int s = 0;
+  int p = -1;
+  bool shortcut = false;
+  double e = 0.5;
+  bool c3k = false;
 };
 
-const std::vector<YamlRow>& Yolov8Yaml() {
-  static const std::vector<YamlRow> rows = {
-      // backbone
-      {{-1}, 1, LayerKind::kConv, 64, 3, 2, false},    // 0 P1/2
-      {{-1}, 1, LayerKind::kConv, 128, 3, 2, false},   // 1 P2/4
-      {{-1}, 3, LayerKind::kC2f, 128, 0, 0, true},     // 2
-      {{-1}, 1, LayerKind::kConv, 256, 3, 2, false},   // 3 P3/8
-      {{-1}, 6, LayerKind::kC2f, 256, 0, 0, true},     // 4
-      {{-1}, 1, LayerKind::kConv, 512, 3, 2, false},   // 5 P4/16
-      {{-1}, 6, LayerKind::kC2f, 512, 0, 0, true},     // 6
-      {{-1}, 1, LayerKind::kConv, 1024, 3, 2, false},  // 7 P5/32
-      {{-1}, 3, LayerKind::kC2f, 1024, 0, 0, true},    // 8
-      {{-1}, 1, LayerKind::kSppf, 1024, 5, 1, false},  // 9
-      // head
-      {{-1}, 1, LayerKind::kUpsample, 0, 0, 2, false},        // 10
-      {{-1, 6}, 1, LayerKind::kConcat, 0, 0, 0, false},       // 11 cat backbone P4
-      {{-1}, 3, LayerKind::kC2f, 512, 0, 0, false},           // 12
-      {{-1}, 1, LayerKind::kUpsample, 0, 0, 2, false},        // 13
-      {{-1, 4}, 1, LayerKind::kConcat, 0, 0, 0, false},       // 14 cat backbone P3
-      {{-1}, 3, LayerKind::kC2f, 256, 0, 0, false},           // 15 P3/8 out
-      {{-1}, 1, LayerKind::kConv, 256, 3, 2, false},          // 16
-      {{-1, 12}, 1, LayerKind::kConcat, 0, 0, 0, false},      // 17 cat head P4
-      {{-1}, 3, LayerKind::kC2f, 512, 0, 0, false},           // 18 P4/16 out
-      {{-1}, 1, LayerKind::kConv, 512, 3, 2, false},          // 19
-      {{-1, 9}, 1, LayerKind::kConcat, 0, 0, 0, false},       // 20 cat head P5
-      {{-1}, 3, LayerKind::kC2f, 1024, 0, 0, false},          // 21 P5/32 out
-      {{15, 18, 21}, 1, LayerKind::kDetect, 0, 0, 0, false},  // 22
-  };
-  return rows;
+// A family as data: its graph, and which of its properties depend on the scale.
+struct FamilyDef {
+  std::vector<YamlRow> rows;
+  std::string c3k_scales;  // scales whose C3k2 layers all use C3k blocks (YOLO11: "mlx")
+  bool detect_dw_cls = false;
+};
+
+using K = LayerKind;
+
+// yolov8.yaml
+FamilyDef Yolov8Def() {
+  return {{
+              // backbone
+              {{-1}, 1, K::kConv, 64, 3, 2},             // 0 P1/2
+              {{-1}, 1, K::kConv, 128, 3, 2},            // 1 P2/4
+              {{-1}, 3, K::kC2f, 128, 0, 0, -1, true},   // 2
+              {{-1}, 1, K::kConv, 256, 3, 2},            // 3 P3/8
+              {{-1}, 6, K::kC2f, 256, 0, 0, -1, true},   // 4
+              {{-1}, 1, K::kConv, 512, 3, 2},            // 5 P4/16
+              {{-1}, 6, K::kC2f, 512, 0, 0, -1, true},   // 6
+              {{-1}, 1, K::kConv, 1024, 3, 2},           // 7 P5/32
+              {{-1}, 3, K::kC2f, 1024, 0, 0, -1, true},  // 8
+              {{-1}, 1, K::kSppf, 1024, 5, 1},           // 9
+                                                // head
+              {{-1}, 1, K::kUpsample, 0, 0, 2},  // 10
+              {{-1, 6}, 1, K::kConcat},          // 11 cat backbone P4
+              {{-1}, 3, K::kC2f, 512},           // 12
+              {{-1}, 1, K::kUpsample, 0, 0, 2},  // 13
+              {{-1, 4}, 1, K::kConcat},          // 14 cat backbone P3
+              {{-1}, 3, K::kC2f, 256},           // 15 P3/8 out
+              {{-1}, 1, K::kConv, 256, 3, 2},    // 16
+              {{-1, 12}, 1, K::kConcat},         // 17 cat head P4
+              {{-1}, 3, K::kC2f, 512},           // 18 P4/16 out
+              {{-1}, 1, K::kConv, 512, 3, 2},    // 19
+              {{-1, 9}, 1, K::kConcat},          // 20 cat head P5
+              {{-1}, 3, K::kC2f, 1024},          // 21 P5/32 out
+              {{15, 18, 21}, 1, K::kDetect},     // 22
+          },
+          "",
+          false};
+}
+
+// yolo11.yaml. C3k2 keeps its default shortcut=True everywhere.
+FamilyDef Yolo11Def() {
+  return {{
+              // backbone
+              {{-1}, 1, K::kConv, 64, 3, 2},                         // 0 P1/2
+              {{-1}, 1, K::kConv, 128, 3, 2},                        // 1 P2/4
+              {{-1}, 2, K::kC3k2, 256, 0, 0, -1, true, 0.25},        // 2
+              {{-1}, 1, K::kConv, 256, 3, 2},                        // 3 P3/8
+              {{-1}, 2, K::kC3k2, 512, 0, 0, -1, true, 0.25},        // 4
+              {{-1}, 1, K::kConv, 512, 3, 2},                        // 5 P4/16
+              {{-1}, 2, K::kC3k2, 512, 0, 0, -1, true, 0.5, true},   // 6
+              {{-1}, 1, K::kConv, 1024, 3, 2},                       // 7 P5/32
+              {{-1}, 2, K::kC3k2, 1024, 0, 0, -1, true, 0.5, true},  // 8
+              {{-1}, 1, K::kSppf, 1024, 5, 1},                       // 9
+              {{-1}, 2, K::kC2psa, 1024},                            // 10
+                                           // head
+              {{-1}, 1, K::kUpsample, 0, 0, 2},                      // 11
+              {{-1, 6}, 1, K::kConcat},                              // 12 cat backbone P4
+              {{-1}, 2, K::kC3k2, 512, 0, 0, -1, true},              // 13
+              {{-1}, 1, K::kUpsample, 0, 0, 2},                      // 14
+              {{-1, 4}, 1, K::kConcat},                              // 15 cat backbone P3
+              {{-1}, 2, K::kC3k2, 256, 0, 0, -1, true},              // 16 P3/8 out
+              {{-1}, 1, K::kConv, 256, 3, 2},                        // 17
+              {{-1, 13}, 1, K::kConcat},                             // 18 cat head P4
+              {{-1}, 2, K::kC3k2, 512, 0, 0, -1, true},              // 19 P4/16 out
+              {{-1}, 1, K::kConv, 512, 3, 2},                        // 20
+              {{-1, 10}, 1, K::kConcat},                             // 21 cat head P5
+              {{-1}, 2, K::kC3k2, 1024, 0, 0, -1, true, 0.5, true},  // 22 P5/32 out
+              {{16, 19, 22}, 1, K::kDetect},                         // 23
+          },
+          "mlx",
+          true};
+}
+
+// yolov5.yaml of the anchor-free line (the "u" models).
+FamilyDef Yolov5uDef() {
+  return {{
+              // backbone
+              {{-1}, 1, K::kConv, 64, 6, 2, 2},         // 0 P1/2
+              {{-1}, 1, K::kConv, 128, 3, 2},           // 1 P2/4
+              {{-1}, 3, K::kC3, 128, 0, 0, -1, true},   // 2
+              {{-1}, 1, K::kConv, 256, 3, 2},           // 3 P3/8
+              {{-1}, 6, K::kC3, 256, 0, 0, -1, true},   // 4
+              {{-1}, 1, K::kConv, 512, 3, 2},           // 5 P4/16
+              {{-1}, 9, K::kC3, 512, 0, 0, -1, true},   // 6
+              {{-1}, 1, K::kConv, 1024, 3, 2},          // 7 P5/32
+              {{-1}, 3, K::kC3, 1024, 0, 0, -1, true},  // 8
+              {{-1}, 1, K::kSppf, 1024, 5, 1},          // 9
+                                                // head
+              {{-1}, 1, K::kConv, 512, 1, 1},    // 10
+              {{-1}, 1, K::kUpsample, 0, 0, 2},  // 11
+              {{-1, 6}, 1, K::kConcat},          // 12 cat backbone P4
+              {{-1}, 3, K::kC3, 512},            // 13
+              {{-1}, 1, K::kConv, 256, 1, 1},    // 14
+              {{-1}, 1, K::kUpsample, 0, 0, 2},  // 15
+              {{-1, 4}, 1, K::kConcat},          // 16 cat backbone P3
+              {{-1}, 3, K::kC3, 256},            // 17 P3/8 out
+              {{-1}, 1, K::kConv, 256, 3, 2},    // 18
+              {{-1, 14}, 1, K::kConcat},         // 19 cat head P4
+              {{-1}, 3, K::kC3, 512},            // 20 P4/16 out
+              {{-1}, 1, K::kConv, 512, 3, 2},    // 21
+              {{-1, 10}, 1, K::kConcat},         // 22 cat head P5
+              {{-1}, 3, K::kC3, 1024},           // 23 P5/32 out
+              {{17, 20, 23}, 1, K::kDetect},     // 24
+          },
+          "",
+          false};
+}
+
+const FamilyDef& Def(Family family) {
+  static const FamilyDef v8 = Yolov8Def(), v11 = Yolo11Def(), v5u = Yolov5uDef();
+  switch (family) {
+    case Family::kYolov8:
+      return v8;
+    case Family::kYolo11:
+      return v11;
+    case Family::kYolov5u:
+      return v5u;
+  }
+  return v8;
 }
 
 }  // namespace
 
+int AttentionHeads(int hidden) { return std::max(hidden / 64, 1); }
+
 std::vector<LayerPlan> BuildLayerPlan(const ModelSpec& spec) {
-  const auto& rows = Yolov8Yaml();
+  const FamilyDef& def = Def(spec.family);
+  const bool all_c3k = def.c3k_scales.find(spec.scale.name) != std::string::npos;
   std::vector<LayerPlan> plan;
   std::vector<int> ch;  // output channels per layer
   auto in_ch = [&](int f) { return f < 0 ? (ch.empty() ? 3 : ch.back()) : ch[static_cast<size_t>(f)]; };
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const YamlRow& r = rows[i];
+  for (size_t i = 0; i < def.rows.size(); ++i) {
+    const YamlRow& r = def.rows[i];
     LayerPlan p;
     p.index = static_cast<int>(i);
     p.from = r.from;
     p.kind = r.kind;
     p.kernel = r.k;
     p.stride = r.s;
+    p.padding = r.p;
     p.shortcut = r.shortcut;
+    p.c3k = r.kind == LayerKind::kC3k2 && (r.c3k || all_c3k);
     p.repeats = r.n > 1 ? std::max(static_cast<int>(std::lround(r.n * spec.scale.depth)), 1) : r.n;
     switch (r.kind) {
       case LayerKind::kConv:
       case LayerKind::kC2f:
+      case LayerKind::kC3:
+      case LayerKind::kC3k2:
       case LayerKind::kSppf:
+      case LayerKind::kC2psa:
         p.c_in = in_ch(r.from[0]);
         p.c_out = MakeDivisible(std::min(r.c, spec.scale.max_channels) * spec.scale.width, 8);
+        if (r.kind != LayerKind::kConv && r.kind != LayerKind::kSppf) {
+          p.hidden = static_cast<int>(p.c_out * r.e);
+        }
         break;
       case LayerKind::kUpsample:
         p.c_in = p.c_out = in_ch(r.from[0]);
@@ -147,6 +318,7 @@ std::vector<LayerPlan> BuildLayerPlan(const ModelSpec& spec) {
         p.c_in = p.detect_channels[0];
         p.nc = spec.nc;
         p.c_out = 4 * kRegMax + spec.nc;
+        p.detect_dw_cls = def.detect_dw_cls;
         break;
     }
     ch.push_back(p.c_out);
@@ -171,20 +343,35 @@ struct Counter {
   int64_t buffers = 0;
   double macs = 0;
 
-  // Conv2d (optionally with bias) without BN.
-  void PlainConv(int c1, int c2, int k, bool bias, int64_t h_out, int64_t w_out) {
-    params += static_cast<int64_t>(c1) * c2 * k * k + (bias ? c2 : 0);
-    macs += static_cast<double>(h_out) * static_cast<double>(w_out) * c2 * c1 * k * k;
+  // Conv2d (optionally with bias) without BN; `g` groups.
+  void PlainConv(int c1, int c2, int k, bool bias, int64_t h_out, int64_t w_out, int g = 1) {
+    params += static_cast<int64_t>(c1 / g) * c2 * k * k + (bias ? c2 : 0);
+    macs += static_cast<double>(h_out) * static_cast<double>(w_out) * c2 * (c1 / g) * k * k;
   }
   // Kestrel Conv = Conv2d(no bias) + BN(weight, bias; running mean/var, count).
-  void ConvBn(int c1, int c2, int k, int64_t h_out, int64_t w_out) {
-    PlainConv(c1, c2, k, false, h_out, w_out);
+  void ConvBn(int c1, int c2, int k, int64_t h_out, int64_t w_out, int g = 1) {
+    PlainConv(c1, c2, k, false, h_out, w_out, g);
     params += 2 * static_cast<int64_t>(c2);
     buffers += 2 * static_cast<int64_t>(c2) + 1;
   }
+  // Bottleneck(c1 -> c2, kernels k1/k2, hidden int(c2 * e)).
+  void Bottleneck(int c1, int c2, int k1, int k2, double e, int64_t h, int64_t w) {
+    const int hidden = static_cast<int>(c2 * e);
+    ConvBn(c1, hidden, k1, h, w);
+    ConvBn(hidden, c2, k2, h, w);
+  }
+  // C3(c1 -> c2, n Bottlenecks with kernels k1/k2 at e=1, hidden int(c2 * e)).
+  void C3(int c1, int c2, int n, int k1, int hidden, int64_t h, int64_t w) {
+    ConvBn(c1, hidden, 1, h, w);
+    ConvBn(c1, hidden, 1, h, w);
+    ConvBn(2 * hidden, c2, 1, h, w);
+    for (int i = 0; i < n; ++i) Bottleneck(hidden, hidden, k1, 3, 1.0, h, w);
+  }
 };
 
-int64_t ConvOut(int64_t size, int k, int s) { return (size + 2 * static_cast<int64_t>(k / 2) - k) / s + 1; }
+int64_t ConvOut(int64_t size, int k, int s, int pad) {
+  return (size + 2 * static_cast<int64_t>(pad >= 0 ? pad : k / 2) - k) / s + 1;
+}
 
 std::string FromString(const std::vector<int>& from) {
   if (from.size() == 1) return std::to_string(from[0]);
@@ -212,30 +399,66 @@ ModelSummary SummarizeModel(const ModelSpec& spec, int imgsz_h, int imgsz_w) {
     std::string args;
     switch (p.kind) {
       case LayerKind::kConv:
-        h = ConvOut(h, p.kernel, p.stride);
-        w = ConvOut(w, p.kernel, p.stride);
+        h = ConvOut(h, p.kernel, p.stride, p.padding);
+        w = ConvOut(w, p.kernel, p.stride, p.padding);
         c.ConvBn(p.c_in, p.c_out, p.kernel, h, w);
         args = "[" + std::to_string(p.c_in) + ", " + std::to_string(p.c_out) + ", " +
-               std::to_string(p.kernel) + ", " + std::to_string(p.stride) + "]";
+               std::to_string(p.kernel) + ", " + std::to_string(p.stride) +
+               (p.padding >= 0 ? ", " + std::to_string(p.padding) : std::string()) + "]";
         break;
-      case LayerKind::kC2f: {
-        const int hidden = p.c_out / 2;
+      case LayerKind::kC2f:
+      case LayerKind::kC3k2: {
+        const int hidden = p.hidden;
         c.ConvBn(p.c_in, 2 * hidden, 1, h, w);
         for (int i = 0; i < p.repeats; ++i) {
-          c.ConvBn(hidden, hidden, 3, h, w);
-          c.ConvBn(hidden, hidden, 3, h, w);
+          if (p.kind == LayerKind::kC2f) {
+            c.Bottleneck(hidden, hidden, 3, 3, 1.0, h, w);
+          } else if (p.c3k) {
+            c.C3(hidden, hidden, 2, 3, hidden / 2, h, w);
+          } else {
+            c.Bottleneck(hidden, hidden, 3, 3, 0.5, h, w);
+          }
         }
         c.ConvBn((2 + p.repeats) * hidden, p.c_out, 1, h, w);
         args = "[" + std::to_string(p.c_in) + ", " + std::to_string(p.c_out) + ", " +
-               std::to_string(p.repeats) + ", " + (p.shortcut ? "True" : "False") + "]";
+               std::to_string(p.repeats) + ", " +
+               ((p.kind == LayerKind::kC2f ? p.shortcut : p.c3k) ? "True" : "False");
+        if (p.kind == LayerKind::kC3k2) {
+          char e[32];
+          std::snprintf(e, sizeof e, ", %g", static_cast<double>(p.hidden) / p.c_out);
+          args += e;
+        }
+        args += "]";
         break;
       }
+      case LayerKind::kC3:
+        c.C3(p.c_in, p.c_out, p.repeats, 1, p.hidden, h, w);
+        args = "[" + std::to_string(p.c_in) + ", " + std::to_string(p.c_out) + ", " +
+               std::to_string(p.repeats) + ", " + (p.shortcut ? "True" : "False") + "]";
+        break;
       case LayerKind::kSppf: {
         const int hidden = p.c_in / 2;
         c.ConvBn(p.c_in, hidden, 1, h, w);
         c.ConvBn(4 * hidden, p.c_out, 1, h, w);
         args = "[" + std::to_string(p.c_in) + ", " + std::to_string(p.c_out) + ", " +
                std::to_string(p.kernel) + "]";
+        break;
+      }
+      case LayerKind::kC2psa: {
+        const int hc = p.hidden;
+        const int heads = AttentionHeads(hc);
+        const int key_dim = hc / heads / 2;
+        c.ConvBn(p.c_in, 2 * hc, 1, h, w);
+        for (int i = 0; i < p.repeats; ++i) {
+          c.ConvBn(hc, hc + 2 * key_dim * heads, 1, h, w);  // qkv
+          c.ConvBn(hc, hc, 1, h, w);                        // proj
+          c.ConvBn(hc, hc, 3, h, w, hc);                    // pe (depthwise)
+          c.ConvBn(hc, 2 * hc, 1, h, w);                    // ffn
+          c.ConvBn(2 * hc, hc, 1, h, w);
+        }
+        c.ConvBn(2 * hc, p.c_out, 1, h, w);
+        args = "[" + std::to_string(p.c_in) + ", " + std::to_string(p.c_out) + ", " +
+               std::to_string(p.repeats) + "]";
         break;
       }
       case LayerKind::kUpsample:
@@ -258,8 +481,15 @@ ModelSummary SummarizeModel(const ModelSpec& spec, int imgsz_h, int imgsz_w) {
           c.ConvBn(x, c2, 3, lh, lw);
           c.ConvBn(c2, c2, 3, lh, lw);
           c.PlainConv(c2, 4 * kRegMax, 1, true, lh, lw);
-          c.ConvBn(x, c3, 3, lh, lw);
-          c.ConvBn(c3, c3, 3, lh, lw);
+          if (p.detect_dw_cls) {
+            c.ConvBn(x, x, 3, lh, lw, x);
+            c.ConvBn(x, c3, 1, lh, lw);
+            c.ConvBn(c3, c3, 3, lh, lw, c3);
+            c.ConvBn(c3, c3, 1, lh, lw);
+          } else {
+            c.ConvBn(x, c3, 3, lh, lw);
+            c.ConvBn(c3, c3, 3, lh, lw);
+          }
           c.PlainConv(c3, p.nc, 1, true, lh, lw);
           args += (i ? ", " : "") + std::to_string(x);
         }
@@ -307,6 +537,80 @@ std::string FormatSummary(const ModelSummary& s) {
   return os.str();
 }
 
+Result<ModelSpec> SpecFromArchAndScale(const std::string& arch, const std::string& scale, int nc) {
+  if (arch.empty() || scale.size() != 1) {
+    KESTREL_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(scale, nc));
+    if (!arch.empty() && arch != FamilyName(spec.family)) {
+      return Status::InvalidArgument("arch '" + arch + "' and scale '" + scale + "' disagree",
+                                     {"", 0, "arch"});
+    }
+    return spec;
+  }
+  for (Family f : AllFamilies()) {
+    if (arch != FamilyName(f)) continue;
+    for (const auto& sc : KnownScales(f)) {
+      if (sc.name == scale) return ParseModelSpec(ModelSpec{sc, nc, f}.Name(), nc);
+    }
+    return Status::InvalidArgument("unknown scale '" + scale + "' of " + arch, {"", 0, "scale"});
+  }
+  return Status::InvalidArgument("unknown arch '" + arch + "' (known: yolov8, yolo11, yolov5u)",
+                                 {"", 0, "arch"});
+}
+
+Result<ModelSpec> InferSpecFromTensors(const SafeTensorFile& file) {
+  // Module prefixes "model.<i>.m.<k>" present, to count each layer's repeats.
+  std::set<std::string> blocks;
+  for (const auto& [name, t] : file.tensors) {
+    const size_t m = name.find(".m.");
+    if (name.rfind("model.", 0) != 0 || m == std::string::npos) continue;
+    const size_t end = name.find('.', m + 3);
+    if (end != std::string::npos) blocks.insert(name.substr(0, end));
+  }
+  auto stem = file.tensors.find("model.0.conv.weight");
+  if (stem == file.tensors.end() || stem->second.shape.size() != 4) {
+    return Status::InvalidArgument(
+        "not YOLO detection weights: no model.0.conv.weight [C, 3, k, k] (and no "
+        "Kestrel metadata arch/scale/nc)");
+  }
+  std::string tried;
+  for (Family f : AllFamilies()) {
+    const int detect = static_cast<int>(BuildLayerPlan(ModelSpec{KnownScales(f)[0], 1, f}).size()) - 1;
+    auto cls = file.tensors.find("model." + std::to_string(detect) + ".cv3.0.2.bias");
+    if (cls == file.tensors.end() || cls->second.shape.size() != 1) continue;
+    if (file.tensors.count("model." + std::to_string(detect + 1) + ".cv3.0.2.bias")) continue;
+    const int nc = static_cast<int>(cls->second.shape[0]);
+    for (const auto& sc : KnownScales(f)) {
+      const ModelSpec spec{sc, nc > 0 ? nc : 1, f};
+      bool match = stem->second.shape[0] == BuildLayerPlan(spec)[0].c_out &&
+                   stem->second.shape[2] == BuildLayerPlan(spec)[0].kernel;
+      for (const LayerPlan& p : BuildLayerPlan(spec)) {
+        if (!match) break;
+        if (p.kind == LayerKind::kConv || p.kind == LayerKind::kSppf || p.kind == LayerKind::kUpsample ||
+            p.kind == LayerKind::kConcat || p.kind == LayerKind::kDetect)
+          continue;
+        int repeats = 0;
+        while (blocks.count("model." + std::to_string(p.index) + ".m." + std::to_string(repeats))) ++repeats;
+        match = repeats == p.repeats;
+        // C3k2's blocks: a C3k has cv3, a Bottleneck does not.
+        if (match && p.kind == LayerKind::kC3k2) {
+          match =
+              p.c3k == (file.tensors.count("model." + std::to_string(p.index) + ".m.0.cv3.conv.weight") > 0);
+        }
+      }
+      if (match) return ParseModelSpec(spec.Name(), nc);
+    }
+    tried += std::string(tried.empty() ? "" : ", ") + FamilyName(f);
+  }
+  if (tried.empty()) {
+    return Status::InvalidArgument(
+        "not YOLO detection weights: no Detect layer's class bias (model.22.cv3.0.2.bias for YOLOv8, "
+        "model.23 for YOLO11, model.24 for YOLOv5u) and no Kestrel metadata arch/scale/nc");
+  }
+  return Status::InvalidArgument(
+      "cannot infer the scale: stem width " + std::to_string(stem->second.shape[0]) +
+      " and the layers' repeats match no scale of " + tried + " (known: " + KnownModelNames() + ")");
+}
+
 Result<WeightsInfo> ReadWeightsInfo(const std::string& path) {
   // safetensors or an Ultralytics .pt (by magic bytes; pt_checkpoint.h).
   KESTREL_ASSIGN_OR_RETURN(SafeTensorFile file, ReadWeightsFile(path));
@@ -316,7 +620,8 @@ Result<WeightsInfo> ReadWeightsInfo(const std::string& path) {
     auto nc = ParseInt64(md.at("nc"), {path, 0, "nc"}, std::numeric_limits<int>::min(),
                          std::numeric_limits<int>::max(), "an integer class count");
     if (!nc.IsOk()) return Status::Corruption("metadata nc: " + nc.GetStatus().Message(), {path, 0, "nc"});
-    auto spec = ParseModelSpec(md.at("scale"), static_cast<int>(*nc));
+    auto spec =
+        SpecFromArchAndScale(md.count("arch") ? md.at("arch") : "", md.at("scale"), static_cast<int>(*nc));
     if (!spec.IsOk()) return spec.GetStatus().WithLocation({path, 0, "scale"});
     info.spec = *spec;
     info.from_metadata = true;
@@ -339,34 +644,10 @@ Result<WeightsInfo> ReadWeightsInfo(const std::string& path) {
     return info;
   }
   // No Kestrel metadata (e.g. an Ultralytics state_dict): infer from shapes.
-  auto stem = file.tensors.find("model.0.conv.weight");
-  auto cls = file.tensors.find("model.22.cv3.0.2.bias");
-  if (stem == file.tensors.end() || cls == file.tensors.end() || stem->second.shape.size() != 4 ||
-      cls->second.shape.size() != 1) {
-    return Status::InvalidArgument(
-        "not YOLOv8 detection weights: need model.0.conv.weight [C, 3, 3, 3] and "
-        "model.22.cv3.0.2.bias [nc] (or Kestrel metadata scale/nc)",
-        {path});
-  }
-  const int64_t width = stem->second.shape[0];
-  const int nc = static_cast<int>(cls->second.shape[0]);
-  // Repeats of layer 4 (C2f, 6 at depth 1) tell the depth apart.
-  int repeats = 0;
-  while (file.tensors.count("model.4.m." + std::to_string(repeats) + ".cv1.conv.weight")) ++repeats;
-  for (const auto& sc : KnownScales()) {
-    ModelSpec spec{sc, nc};
-    auto plan = BuildLayerPlan(spec);
-    if (plan[0].c_out == width && plan[4].repeats == repeats) {
-      auto checked = ParseModelSpec(sc.name, nc);
-      if (!checked.IsOk()) return checked.GetStatus().WithLocation({path});
-      info.spec = *checked;
-      return info;
-    }
-  }
-  return Status::InvalidArgument("cannot infer the YOLOv8 scale: stem width " + std::to_string(width) +
-                                     ", layer 4 repeats " + std::to_string(repeats) + " match none of " +
-                                     KnownSpecList(),
-                                 {path});
+  auto spec = InferSpecFromTensors(file);
+  if (!spec.IsOk()) return spec.GetStatus().WithLocation({path});
+  info.spec = *spec;
+  return info;
 }
 
 }  // namespace kestrel::model

@@ -1,17 +1,21 @@
-// YOLOv8 detection model specs, layer plan and summary — torch-free, so the
+// YOLO detection model specs, layer plans and summary — torch-free, so the
 // CLI, store and job code can describe a model without LibTorch.
 //
-// A spec is a scale (depth/width multipliers and a channel cap) plus a class
-// count. The layer plan resolves the public yolov8.yaml graph for a spec:
+// A spec is a family (YOLOv8, YOLO11, YOLOv5u), a scale (depth/width
+// multipliers and a channel cap) and a class count. A family is data: its
+// backbone/head table (the public yolov8.yaml, yolo11.yaml, yolov5.yaml rows)
+// and its scales. The layer plan resolves that table for a spec:
 // channels = MakeDivisible(min(c, max_channels) * width, 8), repeats =
-// max(round(n * depth), 1). The torch module (yolo.h) is built from this plan,
-// and the summary (params, GFLOPs) is computed from it analytically.
+// max(round(n * depth), 1). The torch module (yolo.h) reads the plan into its
+// module registry (one module per LayerKind), and the summary (params, GFLOPs)
+// is computed from the same plan analytically.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/safetensors.h"
 #include "core/status.h"
 
 namespace kestrel::model {
@@ -29,49 +33,90 @@ struct ModelScale {
   int max_channels = 1024;  // channel cap applied before the width multiplier
 };
 
+// Architecture families. YOLOv5u is the anchor-free YOLOv5 (C3 blocks, the
+// YOLOv8 Detect head and loss); YOLO11 has C3k2, C2PSA and a Detect head whose
+// class branch uses depthwise-separable convolutions.
+enum class Family { kYolov8, kYolo11, kYolov5u };
+const char* FamilyName(Family family);  // "yolov8", "yolo11", "yolov5u" (weights metadata "arch")
+std::vector<Family> AllFamilies();
+
 struct ModelSpec {
   ModelScale scale;
   int nc = 80;  // number of classes, >= 1
-  // "yolov8n" etc.
-  std::string Name() const { return "yolov8" + scale.name; }
+  Family family = Family::kYolov8;
+  // "yolov8n", "yolo11n", "yolov5nu" (the reference's model names).
+  std::string Name() const;
 };
 
-// Known scales: n (0.33, 0.25, 1024), s (0.33, 0.50, 1024), m (0.67, 0.75, 768),
-// l (1.00, 1.00, 512), x (1.00, 1.25, 512) as in the public yolov8.yaml, and
-// the Kestrel-only test scale t (0.33, 0.125, 1024) for fast tests.
-std::vector<ModelScale> KnownScales();
+// Known scales of a family, as in its public yaml. YOLOv8: n (0.33, 0.25,
+// 1024), s (0.33, 0.50, 1024), m (0.67, 0.75, 768), l (1.00, 1.00, 512),
+// x (1.00, 1.25, 512) and the Kestrel-only test scale t (0.33, 0.125, 1024)
+// for fast tests. YOLO11: n (0.50, 0.25, 1024), s (0.50, 0.50, 1024),
+// m (0.50, 1.00, 512), l (1.00, 1.00, 512), x (1.00, 1.50, 512). YOLOv5u:
+// n (0.33, 0.25), s (0.33, 0.50), m (0.67, 0.75), l (1.00, 1.00),
+// x (1.33, 1.25), all capped at 1024.
+std::vector<ModelScale> KnownScales(Family family = Family::kYolov8);
 
-// Accepts "n", "yolov8n", "yolov8n.yaml", "YOLOv8n.yaml" (any case), likewise
-// s/m/l/x/t; nc must be in [1, 10000]. Errors name the spec and list the
-// known ones.
+// Accepts (any case, optional ".yaml"): "n" (YOLOv8) and "yolov8n", likewise
+// s/m/l/x/t; "yolo11n" ... "yolo11x"; "yolov5nu" ... "yolov5xu". nc must be
+// in [1, 10000]. Errors name the spec and list the known ones.
 Result<ModelSpec> ParseModelSpec(const std::string& spec, int nc);
+// The "arch" and "scale" metadata of a weights file: ("yolo11", "n"); no arch
+// (files of Kestrel before the families) means YOLOv8; a full name in scale
+// ("yolo11n") also works, and must agree with arch when both are given.
+Result<ModelSpec> SpecFromArchAndScale(const std::string& arch, const std::string& scale, int nc);
+// Every known model name, comma-separated ("yolov8n, ..., yolov5xu").
+std::string KnownModelNames();
 
 // ceil(x / divisor) * divisor.
 int MakeDivisible(double x, int divisor);
 
-enum class LayerKind { kConv, kC2f, kSppf, kUpsample, kConcat, kDetect };
-const char* LayerKindName(LayerKind kind);  // "Conv", "C2f", ...
+// The module registry's kinds (the reference's module class names):
+//  Conv    Conv2d(kernel, stride, padding) + BN + SiLU.
+//  C2f     cv1 1x1 -> 2*hidden, split, `repeats` Bottlenecks (3x3, 3x3) on the
+//          last half, concat (2+repeats)*hidden, cv2 1x1 -> c_out.
+//  C3      cv1, cv2 1x1 -> hidden; `repeats` Bottlenecks (1x1, 3x3) on cv1's
+//          branch; cv3 1x1 over the concat -> c_out.
+//  C3k2    C2f whose blocks are Bottlenecks (3x3, 3x3, half width) or, with
+//          `c3k`, C3k blocks (a C3 of 2 Bottlenecks 3x3, 3x3).
+//  SPPF    cv1 1x1 -> c_in/2, three chained max pools, cv2 1x1.
+//  C2PSA   cv1 1x1 -> 2*hidden, split, `repeats` PSABlocks (multi-head
+//          Attention with its depthwise 3x3 positional conv, then a 2-conv
+//          feed-forward) on the second half, cv2 1x1 -> c_out.
+//  Upsample (nearest 2x), Concat (channels), Detect (the anchor-free head).
+enum class LayerKind { kConv, kC2f, kC3, kC3k2, kSppf, kC2psa, kUpsample, kConcat, kDetect };
+const char* LayerKindName(LayerKind kind);  // "Conv", "C2f", "C3", "C3k2", "SPPF", "C2PSA", ...
 
 // One resolved layer of the graph.
 struct LayerPlan {
   int index = 0;
   std::vector<int> from;  // input layer indices; -1 = the previous layer
-  int repeats = 1;        // C2f bottlenecks; 1 elsewhere
+  int repeats = 1;        // inner blocks of C2f/C3/C3k2/C2PSA; 1 elsewhere
   LayerKind kind = LayerKind::kConv;
   int c_in = 0;                      // input channels (sum for Concat)
   int c_out = 0;                     // output channels
   int kernel = 1;                    // Conv / SPPF pool kernel
   int stride = 1;                    // Conv stride; 2 for Upsample is the scale factor
-  bool shortcut = false;             // C2f residual bottlenecks
+  int padding = -1;                  // Conv padding; -1 = kernel / 2
+  bool shortcut = false;             // residual bottlenecks (C2f, C3, C3k2)
+  int hidden = 0;                    // C2f/C3/C3k2/C2PSA hidden width (int(c_out * e))
+  bool c3k = false;                  // C3k2: C3k blocks instead of Bottlenecks
   std::vector<int> detect_channels;  // Detect: input channels per level
   int nc = 0;                        // Detect: classes
+  bool detect_dw_cls = false;        // Detect: depthwise-separable class branch (YOLO11)
 };
 
-// The 23 layers (0..22) of yolov8.yaml resolved for `spec`.
+// The family's yaml graph resolved for `spec`: 23 layers (0..22) for YOLOv8,
+// 24 for YOLO11, 25 for YOLOv5u; the last one is Detect.
 std::vector<LayerPlan> BuildLayerPlan(const ModelSpec& spec);
 
+// C2PSA attention heads for a hidden width: hidden / 64 (at least 1).
+int AttentionHeads(int hidden);
+
 // Detect head hidden widths: c2 = max(16, ch0/4, 4*reg_max) for the box
-// branch (cv2), c3 = max(ch0, min(nc, 100)) for the class branch (cv3).
+// branch (cv2), c3 = max(ch0, min(nc, 100)) for the class branch (cv3). The
+// class branch is Conv 3x3, Conv 3x3, Conv2d 1x1, or with detect_dw_cls
+// (DWConv 3x3, Conv 1x1), (DWConv 3x3, Conv 1x1), Conv2d 1x1.
 int DetectBoxChannels(const std::vector<int>& detect_channels);
 int DetectClsChannels(const std::vector<int>& detect_channels, int nc);
 
@@ -97,16 +142,19 @@ struct ModelSummary {
 };
 
 // Analytic summary of the unfused model. Conv MACs = H_out * W_out * C_out *
-// C_in * k * k per conv (BN, activations, pooling, upsample not counted);
+// C_in / groups * k * k per conv (BN, activations, pooling, upsample and the
+// attention's two matrix products not counted);
 // includes the DFL 1x1 conv of the eval-mode decode.
 ModelSummary SummarizeModel(const ModelSpec& spec, int imgsz_h = 640, int imgsz_w = 640);
 // A printable table: index, from, n, params, module, arguments, then totals.
 std::string FormatSummary(const ModelSummary& summary);
 
 // What a weights file says about the model that produced it: from Kestrel's
-// metadata when present, otherwise inferred from tensor shapes (class count
-// from model.22.cv3.0.2.bias, scale from model.0.conv.weight's width) — so
-// Ultralytics weights exported with save_file(model.state_dict()) work too.
+// metadata when present (arch = family, scale, nc), otherwise inferred from
+// tensor shapes (family from the layer count and module names, class count
+// from the Detect layer's model.<last>.cv3.0.2.bias, scale from
+// model.0.conv.weight's width and the repeats) — so Ultralytics weights
+// exported with save_file(model.state_dict()) work too.
 struct WeightsInfo {
   ModelSpec spec;
   std::vector<std::string> names;  // class names; empty when not recorded
@@ -114,5 +162,7 @@ struct WeightsInfo {
   int format_version = 0;          // 0 when not a Kestrel file
 };
 Result<WeightsInfo> ReadWeightsInfo(const std::string& path);
+// The shape-inference half of ReadWeightsInfo, on tensors already read.
+Result<ModelSpec> InferSpecFromTensors(const SafeTensorFile& file);
 
 }  // namespace kestrel::model

@@ -231,7 +231,7 @@ Result<SafeTensorFile> WeightsToSafeTensors(YoloImpl& model, const SaveOptions& 
   for (const auto& item : model.named_buffers()) KESTREL_RETURN_IF_ERROR(add(item.key(), item.value()));
   file.metadata["format"] = "kestrel.yolo.weights";
   file.metadata["kestrel_format_version"] = std::to_string(kWeightsFormatVersion);
-  file.metadata["arch"] = "yolov8";
+  file.metadata["arch"] = FamilyName(spec.family);
   file.metadata["scale"] = spec.scale.name;
   file.metadata["nc"] = std::to_string(spec.nc);
   file.metadata["names"] = DumpJson(nlohmann::json(options.names));

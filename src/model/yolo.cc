@@ -12,29 +12,15 @@ YoloImpl::YoloImpl(const ModelSpec& spec) : spec_(spec), plan_(BuildLayerPlan(sp
   auto list = register_module("model", torch::nn::ModuleList());
   for (const LayerPlan& p : plan_) {
     std::shared_ptr<torch::nn::Module> layer;
-    switch (p.kind) {
-      case LayerKind::kConv:
-        layer = Conv(p.c_in, p.c_out, p.kernel, p.stride).ptr();
-        break;
-      case LayerKind::kC2f:
-        layer = C2f(p.c_in, p.c_out, p.repeats, p.shortcut).ptr();
-        break;
-      case LayerKind::kSppf:
-        layer = Sppf(p.c_in, p.c_out, p.kernel).ptr();
-        break;
-      case LayerKind::kUpsample:
-        layer = Upsample().ptr();
-        break;
-      case LayerKind::kConcat:
-        layer = Concat().ptr();
-        break;
-      case LayerKind::kDetect:
-        detect_ = Detect(p.nc, p.detect_channels).ptr();
-        layer = detect_;
-        break;
+    if (p.kind == LayerKind::kDetect) {
+      detect_ = Detect(p.nc, p.detect_channels, p.detect_dw_cls).ptr();
+      layer = detect_;
+      blocks_.push_back(nullptr);
+    } else {
+      blocks_.push_back(MakeBlock(p));
+      layer = blocks_.back();
     }
     list->push_back(layer);
-    layers_.push_back(layer);
   }
   last_use_.assign(plan_.size(), -1);
   for (const LayerPlan& p : plan_) {
@@ -58,32 +44,13 @@ YoloOutput YoloImpl::forward(const torch::Tensor& images) {
   };
   YoloOutput result;
   for (const LayerPlan& p : plan_) {
-    torch::nn::Module& layer = *layers_[static_cast<size_t>(p.index)];
+    std::vector<at::Tensor> xs;
+    for (size_t k = 0; k < p.from.size(); ++k) xs.push_back(input(p, k));
     at::Tensor y;
-    switch (p.kind) {
-      case LayerKind::kConv:
-        y = static_cast<ConvImpl&>(layer).forward(input(p, 0));
-        break;
-      case LayerKind::kC2f:
-        y = static_cast<C2fImpl&>(layer).forward(input(p, 0));
-        break;
-      case LayerKind::kSppf:
-        y = static_cast<SppfImpl&>(layer).forward(input(p, 0));
-        break;
-      case LayerKind::kUpsample:
-        y = static_cast<UpsampleImpl&>(layer).forward(input(p, 0));
-        break;
-      case LayerKind::kConcat:
-      case LayerKind::kDetect: {
-        std::vector<at::Tensor> xs;
-        for (size_t k = 0; k < p.from.size(); ++k) xs.push_back(input(p, k));
-        if (p.kind == LayerKind::kConcat) {
-          y = static_cast<ConcatImpl&>(layer).forward(xs);
-        } else {
-          result.maps = detect_->forward(xs);
-        }
-        break;
-      }
+    if (p.kind == LayerKind::kDetect) {
+      result.maps = detect_->forward(xs);
+    } else {
+      y = blocks_[static_cast<size_t>(p.index)]->Run(xs);
     }
     outs[static_cast<size_t>(p.index)] = std::move(y);
     // Drop activations nobody reads any more (autograd keeps what it needs).
@@ -106,33 +73,17 @@ std::vector<double> YoloImpl::Strides() const {
 
 void YoloImpl::Fuse() {
   if (fused_) return;
-  for (const LayerPlan& p : plan_) {
-    torch::nn::Module& layer = *layers_[static_cast<size_t>(p.index)];
-    switch (p.kind) {
-      case LayerKind::kConv:
-        static_cast<ConvImpl&>(layer).Fuse();
-        break;
-      case LayerKind::kC2f:
-        static_cast<C2fImpl&>(layer).Fuse();
-        break;
-      case LayerKind::kSppf:
-        static_cast<SppfImpl&>(layer).Fuse();
-        break;
-      case LayerKind::kDetect:
-        detect_->Fuse();
-        break;
-      case LayerKind::kUpsample:
-      case LayerKind::kConcat:
-        break;
-    }
+  for (auto& block : blocks_) {
+    if (block) block->Fuse();
   }
+  detect_->Fuse();
   fused_ = true;
 }
 
 void YoloImpl::ResetClassifier(bool whole_branch) { detect_->ResetClassifier(whole_branch); }
 
 Result<Yolo> CreateModel(const ModelSpec& spec) {
-  auto checked = ParseModelSpec(spec.scale.name, spec.nc);
+  auto checked = ParseModelSpec(spec.Name(), spec.nc);
   if (!checked.IsOk()) return checked.GetStatus();
   try {
     return Yolo(*checked);

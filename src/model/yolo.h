@@ -1,8 +1,10 @@
-// The YOLOv8 detection model as a LibTorch module (the torch layer of
-// src/model). Built from the layer plan of spec.h; state-dict names follow the
+// The YOLO detection model (YOLOv8, YOLO11, YOLOv5u) as a LibTorch module
+// (the torch layer of src/model). Built by reading the layer plan of spec.h
+// into the module registry (internal/layers.h); state-dict names follow the
 // common checkpoint layout "model.<layer>.<submodule>..." (model.0.conv.weight,
-// model.2.m.0.cv1.bn.running_var, model.22.cv3.1.2.bias, model.22.dfl.conv.weight),
-// so public YOLOv8 weights load one-to-one (see weights.h).
+// model.2.m.0.cv1.bn.running_var, model.22.cv3.1.2.bias, model.22.dfl.conv.weight;
+// the Detect layer is model.23 for YOLO11, model.24 for YOLOv5u), so the
+// reference's weights load one-to-one (see weights.h).
 //
 // Thread-safety: a module is not safe for concurrent forward() calls that may
 // change state (train mode updates BN running stats); use one per thread.
@@ -20,6 +22,7 @@
 
 namespace kestrel::model {
 
+class BlockImpl;
 class DetectImpl;
 
 struct YoloOutput {
@@ -66,7 +69,7 @@ class YoloImpl : public torch::nn::Module {
  private:
   ModelSpec spec_;
   std::vector<LayerPlan> plan_;
-  std::vector<std::shared_ptr<torch::nn::Module>> layers_;  // index = layer, kinds in plan_
+  std::vector<std::shared_ptr<BlockImpl>> blocks_;  // index = layer; null for Detect
   std::shared_ptr<DetectImpl> detect_;
   std::vector<int> last_use_;  // last layer reading each layer's output
   bool fused_ = false;

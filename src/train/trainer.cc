@@ -176,7 +176,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   std::string arch = o.model, pretrained = o.pretrained;
   if (model::IsWeightsPath(o.model)) {
     KESTREL_ASSIGN_OR_RETURN(model::WeightsInfo wi, model::ReadWeightsInfo(o.model));
-    arch = wi.spec.scale.name;
+    arch = wi.spec.Name();
     pretrained = o.model;
   }
   KESTREL_ASSIGN_OR_RETURN(model::Yolo m, model::CreateModel(arch, r.nc));

@@ -137,14 +137,17 @@ TEST(PtCheckpoint, RefusesWhatIsNotAYolov8DetectionCheckpoint) {
       {"segment_model.pt", "found ultralytics.nn.tasks.SegmentationModel"},
       {"plain_list.pt", "found a pickled list"},
       {"torchscript.pt", "TorchScript archive"},
-      {"yolo11_like.pt", "layer 2 is ultralytics.nn.modules.block.C3k2"},
+      {"yolo11_like.pt",
+       "layer 2 is ultralytics.nn.modules.block.C3k2 (YOLOv8 has ultralytics.nn.modules.block.C2f)"},
   };
   for (const auto& [file, want] : cases) {
     Status s = Parse(Fixture(file));
     EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument) << file << ": " << s.ToString();
     EXPECT_NE(s.Message().find(want), std::string::npos) << file << ": " << s.ToString();
     if (file != "yolo11_like.pt" && file != "torchscript.pt") {
-      EXPECT_NE(s.Message().find("Kestrel reads Ultralytics YOLOv8 detection checkpoints"), std::string::npos)
+      EXPECT_NE(
+          s.Message().find("Kestrel reads Ultralytics YOLOv8, YOLO11 and YOLOv5u detection checkpoints"),
+          std::string::npos)
           << file;
     }
   }
