@@ -24,7 +24,9 @@ void BindRunFolderKeys(OptionSet& s, std::string* project, std::string* name, bo
 
 void TrainConfig::Bind(OptionSet& s) {
   s.String("data", &data, "dataset in the registry: NAME, NAME@vN or NAME@<version id prefix>");
-  s.String("model", &model, "model scale or yaml: n|s|m|l|x|t|yolov8n.yaml");
+  s.String("model", &model,
+           "model: a YOLOv8 scale n|s|m|l|x|t, a name or yaml (yolov8s, yolo11n, yolov5su.yaml, ...) or a "
+           "weights file");
   s.Int("epochs", &epochs, "total training epochs", 1, 100000);
   s.String("device", &device, "cpu, cuda, cuda:N or a CUDA device index N (0 = cuda:0)");
   s.Bool("amp", &amp, "mixed precision on CUDA (bf16 autocast); ignored on the CPU");

@@ -45,7 +45,7 @@ inline constexpr const char* kCheckpointFormat = "kestrel-checkpoint";
 
 struct TrainConfig {
   std::string data;                    // registry spec NAME[@vN|@idprefix]
-  std::string model = "n";             // n|s|m|l|x|t|yolov8n.yaml ...
+  std::string model = "n";             // n|s|m|l|x|t|yolov8n.yaml|yolo11n|yolov5su ...
   int epochs = 100;                    // total epochs
   std::string device = "cpu";          // cpu | cuda | cuda:N | N (core/device_spec.h)
   bool amp = true;                     // CUDA: autocast (bf16) forward; CPU: float32 (logged)

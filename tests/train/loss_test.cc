@@ -81,6 +81,37 @@ TEST(ReferenceLossTest, MatchesItemsTotalAndGradients) {
             << ", max abs err grads " << worst << "\n";
 }
 
+// YOLO11 and YOLOv5u share YOLOv8's head layout and loss: their reference
+// fixtures (head outputs of their own nc=3 models) give the same agreement.
+TEST(ReferenceLossTest, FamiliesMatchItemsTotalAndGradients) {
+  for (const char* name : {"yolo11n", "yolov5nu"}) {
+    auto t = LoadTensors(FixturePath(std::string("families/") + name + "_nc3_forward_loss.safetensors"));
+    if (t.empty()) GTEST_SKIP() << "reference fixture not found";
+    std::vector<torch::Tensor> heads = {t["train_p3"].requires_grad_(true), t["train_p4"].requires_grad_(true),
+                                        t["train_p5"].requires_grad_(true)};
+    auto loss = DetectionLoss::Create(Nc(3));
+    ASSERT_TRUE(loss.IsOk());
+    auto out = loss->Compute(heads, {t["batch_idx"], t["cls"], t["bboxes"]}, {96, 128});
+    ASSERT_TRUE(out.IsOk()) << out.GetStatus().ToString();
+    const auto expected_items = t["loss_items"].to(torch::kFloat64);
+    const auto items = out->items.to(torch::kFloat64);
+    const double rel_items = ((items - expected_items).abs() / expected_items.abs()).max().item<double>();
+    const double expected_total = t["loss_total"].item<double>();
+    const double rel_total = std::abs(out->total.item<double>() - expected_total) / expected_total;
+    EXPECT_LE(rel_items, 1e-4) << name << items << expected_items;
+    EXPECT_LE(rel_total, 1e-4) << name;
+    out->total.backward();
+    double worst = 0;
+    for (int i = 0; i < 3; ++i) {
+      const double e = MaxAbs(heads[i].grad(), t["grad_p" + std::to_string(i + 3)]);
+      EXPECT_LE(e, 1e-4) << name << " grad_p" << i + 3;
+      worst = std::max(worst, e);
+    }
+    std::cout << "[" << name << "] max rel err items " << rel_items << ", total " << rel_total
+              << ", max abs err grads " << worst << "\n";
+  }
+}
+
 TEST(BoxCiouTest, IdenticalBoxesGiveOne) {
   const auto box = torch::tensor({10.0f, 20.0f, 50.0f, 40.0f});
   EXPECT_NEAR(BoxCiou(box, box).item<double>(), 1.0, 1e-6);
