@@ -79,6 +79,9 @@ struct TpeOptions {
   // Running (and queued) trials count as bad observations with the worst
   // loss, so parallel suggestions spread out.
   bool constant_liar = true;
+  // One joint estimator over all params instead of one per param
+  // (tpe.h, MultivariateSigma0).
+  bool multivariate = false;
 };
 class TpeSampler : public Sampler {
  public:

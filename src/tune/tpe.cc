@@ -135,57 +135,136 @@ ParzenEstimator BuildParzen(const Param& param, const std::vector<double>& obser
   return pe;
 }
 
-double ParzenEstimator::Sample(TuneRng& rng) const {
-  const size_t c = PickByWeight(weights, rng);
+double ParzenEstimator::Sample(TuneRng& rng) const { return SampleKernel(PickByWeight(weights, rng), rng); }
+
+double ParzenEstimator::SampleKernel(size_t k, TuneRng& rng) const {
   // Every centre lies in [low, high] and sigma <= high - low, so one draw
   // in three or more lands inside: a bounded loop, with the clamp only as
   // the end of a vanishingly unlikely run.
   for (int tries = 0; tries < 1000; ++tries) {
-    const double x = mus[c] + sigmas[c] * rng.Normal();
+    const double x = mus[k] + sigmas[k] * rng.Normal();
     if (x >= low && x <= high) return x;
   }
-  return std::clamp(mus[c], low, high);
+  return std::clamp(mus[k], low, high);
+}
+
+double ParzenEstimator::KernelLogPdf(size_t k, double x, const Param& param) const {
+  const double z = Phi((high - mus[k]) / sigmas[k]) - Phi((low - mus[k]) / sigmas[k]);
+  double log_p = 0;
+  if (param.kind == ParamKind::kInt) {
+    // The probability of x's grid cell (value +- step/2, in the internal coordinate).
+    const double v = param.FromInternal(x);
+    const double half = param.log ? 0.5 : 0.5 * static_cast<double>(param.step);
+    const double cell_lo = std::max(low, param.ToInternal(v - half));
+    const double cell_hi = std::min(high, param.ToInternal(v + half));
+    const double mass = Phi((cell_hi - mus[k]) / sigmas[k]) - Phi((cell_lo - mus[k]) / sigmas[k]);
+    log_p = std::log(std::max(mass, 1e-300));
+  } else {
+    const double u = (x - mus[k]) / sigmas[k];
+    log_p = -0.5 * u * u - std::log(sigmas[k]) - 0.5 * std::log(2 * std::numbers::pi);
+  }
+  return log_p - std::log(std::max(z, 1e-300));
 }
 
 double ParzenEstimator::LogPdf(double x, const Param& param) const {
   std::vector<double> terms(mus.size());
-  double cell_lo = 0, cell_hi = 0;
-  const bool discrete = param.kind == ParamKind::kInt;
-  if (discrete) {
-    const double v = param.FromInternal(x);
-    const double half = param.log ? 0.5 : 0.5 * static_cast<double>(param.step);
-    cell_lo = std::max(low, param.ToInternal(v - half));
-    cell_hi = std::min(high, param.ToInternal(v + half));
-  }
-  for (size_t i = 0; i < mus.size(); ++i) {
-    const double z = Phi((high - mus[i]) / sigmas[i]) - Phi((low - mus[i]) / sigmas[i]);
-    double log_p = 0;
-    if (discrete) {
-      const double mass = Phi((cell_hi - mus[i]) / sigmas[i]) - Phi((cell_lo - mus[i]) / sigmas[i]);
-      log_p = std::log(std::max(mass, 1e-300));
-    } else {
-      const double u = (x - mus[i]) / sigmas[i];
-      log_p = -0.5 * u * u - std::log(sigmas[i]) - 0.5 * std::log(2 * std::numbers::pi);
-    }
-    terms[i] = std::log(weights[i]) + log_p - std::log(std::max(z, 1e-300));
-  }
+  for (size_t k = 0; k < mus.size(); ++k) terms[k] = std::log(weights[k]) + KernelLogPdf(k, x, param);
   return LogSumExp(terms);
 }
 
-std::vector<double> BuildCategorical(const Param& param, const std::vector<double>& observations,
-                                     const std::vector<double>& weights, double prior_weight) {
+std::vector<std::vector<double>> CategoricalKernels(const Param& param,
+                                                    const std::vector<double>& observations,
+                                                    double prior_weight) {
   const size_t n_choices = param.choices.size();
   const size_t kernels = observations.size() + 1;
-  const std::vector<double> w = NormalizedWithPrior(weights, prior_weight);
-  std::vector<double> probs(n_choices, 0.0);
+  std::vector<std::vector<double>> rows;
   for (size_t k = 0; k < kernels; ++k) {
     std::vector<double> row(n_choices, prior_weight / static_cast<double>(kernels));
     if (k < observations.size()) row[static_cast<size_t>(observations[k])] += 1.0;
     const double sum = std::accumulate(row.begin(), row.end(), 0.0);
-    for (size_t c = 0; c < n_choices; ++c) probs[c] += w[k] * row[c] / sum;
+    for (double& x : row) x /= sum;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<double> BuildCategorical(const Param& param, const std::vector<double>& observations,
+                                     const std::vector<double>& weights, double prior_weight) {
+  const std::vector<double> w = NormalizedWithPrior(weights, prior_weight);
+  const auto rows = CategoricalKernels(param, observations, prior_weight);
+  std::vector<double> probs(param.choices.size(), 0.0);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    for (size_t c = 0; c < probs.size(); ++c) probs[c] += w[k] * rows[k][c];
   }
   return probs;
 }
+
+double MultivariateSigma0(int n_observations, int n_params) {
+  return 0.2 * std::pow(static_cast<double>(std::max(n_observations, 1)), -1.0 / (std::max(n_params, 1) + 4));
+}
+
+namespace {
+
+// One group's joint estimator (multivariate mode): kernel k is the product
+// over params of param p's kernel k.
+struct JointEstimator {
+  std::vector<double> weights;                                // normalized, prior last
+  std::vector<ParzenEstimator> numeric;                       // per param (numeric params)
+  std::vector<std::vector<std::vector<double>>> categorical;  // per param: rows per kernel
+
+  JointEstimator(const SearchSpace& space, const std::vector<const Trial*>& group, double prior_weight) {
+    weights = NormalizedWithPrior(TpeWeights(static_cast<int>(group.size())), prior_weight);
+    const double sigma0 =
+        MultivariateSigma0(static_cast<int>(group.size()), static_cast<int>(space.params.size()));
+    numeric.resize(space.params.size());
+    categorical.resize(space.params.size());
+    for (size_t p = 0; p < space.params.size(); ++p) {
+      const Param& param = space.params[p];
+      std::vector<double> obs;
+      for (const Trial* t : group) obs.push_back(t->params[p]);
+      if (param.kind == ParamKind::kCategorical) {
+        categorical[p] = CategoricalKernels(param, obs, prior_weight);
+        continue;
+      }
+      ParzenEstimator pe = BuildParzen(param, obs, std::vector<double>(obs.size(), 1.0), prior_weight);
+      // Scott's rule for every observation's kernel (the same width in every
+      // kernel, so the joint kernels are axis-aligned boxes of one shape);
+      // the magic clip as in the univariate mode; the prior stays the width.
+      const double width = pe.high - pe.low;
+      const double min_sigma = width / std::min(100.0, 1.0 + static_cast<double>(pe.mus.size()));
+      for (size_t k = 0; k + 1 < pe.sigmas.size(); ++k)
+        pe.sigmas[k] = std::clamp(sigma0 * width, min_sigma, width);
+      numeric[p] = std::move(pe);
+    }
+  }
+
+  std::vector<double> Sample(const SearchSpace& space, TuneRng& rng) const {
+    const size_t k = PickByWeight(weights, rng);
+    std::vector<double> x(space.params.size());
+    for (size_t p = 0; p < space.params.size(); ++p) {
+      const Param& param = space.params[p];
+      x[p] = param.kind == ParamKind::kCategorical ? static_cast<double>(PickByWeight(categorical[p][k], rng))
+                                                   : param.Snap(numeric[p].SampleKernel(k, rng));
+    }
+    return x;
+  }
+
+  double LogPdf(const SearchSpace& space, const std::vector<double>& x) const {
+    std::vector<double> terms(weights.size());
+    for (size_t k = 0; k < weights.size(); ++k) {
+      double t = std::log(weights[k]);
+      for (size_t p = 0; p < space.params.size(); ++p) {
+        const Param& param = space.params[p];
+        t += param.kind == ParamKind::kCategorical ? std::log(categorical[p][k][static_cast<size_t>(x[p])])
+                                                   : numeric[p].KernelLogPdf(k, x[p], param);
+      }
+      terms[k] = t;
+    }
+    return LogSumExp(terms);
+  }
+};
+
+}  // namespace
 
 std::vector<double> TpeSampler::Suggest(const SearchSpace& space, const std::vector<Trial>& history,
                                         int64_t number) const {
@@ -202,6 +281,21 @@ std::vector<double> TpeSampler::Suggest(const SearchSpace& space, const std::vec
 
   TuneRng rng(TrialSeed(options_.seed, number));
   const TpeSplit split = SplitTrials(usable, options_.direction, options_.constant_liar);
+  if (options_.multivariate) {
+    const JointEstimator l(space, split.good, options_.prior_weight);
+    const JointEstimator g(space, split.bad, options_.prior_weight);
+    std::vector<double> best;
+    double best_score = -kInf;
+    for (int c = 0; c < options_.ei_candidates; ++c) {
+      std::vector<double> x = l.Sample(space, rng);
+      const double score = l.LogPdf(space, x) - g.LogPdf(space, x);
+      if (score > best_score) {
+        best_score = score;
+        best = std::move(x);
+      }
+    }
+    return best;
+  }
   const std::vector<double> w_good = TpeWeights(static_cast<int>(split.good.size()));
   const std::vector<double> w_bad = TpeWeights(static_cast<int>(split.bad.size()));
   std::vector<double> out;

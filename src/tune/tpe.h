@@ -14,9 +14,11 @@
 //      the largest log l(x) - log g(x) (expected improvement is monotone in
 //      l/g).
 // These functions are exposed for the tests that check them against
-// hand-computed values.
+// hand-computed values. TpeOptions::multivariate replaces steps 3-4 by one
+// joint estimator per group (MultivariateSigma0 below).
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "tune/rng.h"
@@ -57,9 +59,13 @@ struct ParzenEstimator {
 
   // A draw: a kernel by weight, then its truncated normal (rejection).
   double Sample(TuneRng& rng) const;
+  // A draw from kernel k's truncated normal.
+  double SampleKernel(size_t k, TuneRng& rng) const;
   // log density at x (kFloat), or for kInt the log probability of the grid
   // cell of x (the internal interval of value +- step/2).
   double LogPdf(double x, const Param& param) const;
+  // The same for kernel k alone (its weight not included).
+  double KernelLogPdf(size_t k, double x, const Param& param) const;
 };
 // `observations`: internal values in trial-number order; `weights`:
 // TpeWeights of their count.
@@ -72,5 +78,20 @@ ParzenEstimator BuildParzen(const Param& param, const std::vector<double>& obser
 // kernel.
 std::vector<double> BuildCategorical(const Param& param, const std::vector<double>& observations,
                                      const std::vector<double>& weights, double prior_weight);
+// The kernels themselves: one row of choice probabilities per observation,
+// then the prior's (uniform) row.
+std::vector<std::vector<double>> CategoricalKernels(const Param& param,
+                                                    const std::vector<double>& observations,
+                                                    double prior_weight);
+
+// Multivariate mode (TpeOptions::multivariate; Falkner et al., "BOHB",
+// ICML 2018): one joint kernel per observation over all params, so the
+// sampler models how params interact. Every numeric kernel's sigma is
+// Scott's rule, MultivariateSigma0 * (high - low), magic-clipped as above;
+// the prior kernel keeps the width; categoricals as in BuildCategorical.
+// Candidates are whole vectors drawn from l and scored by the joint
+// log l - log g.
+// 0.2 * max(n, 1)^(-1 / (d + 4)) for n observations of d params.
+double MultivariateSigma0(int n_observations, int n_params);
 
 }  // namespace kestrel::tune

@@ -306,9 +306,9 @@ TEST(Tpe, SuggestionOnAFixedHistoryIsTheHandCheckedMode) {
   FixedHistory f;
   TpeOptions o;
   o.seed = 11;
-  const TpeSampler tpe(o);
-  for (int64_t number = 20; number < 25; ++number) {
-    const auto s = tpe.Suggest(f.space, f.trials, number);
+  for (int64_t number = 20; number < 30; ++number) {
+    o.multivariate = number >= 25;  // the same answer from the joint model
+    const auto s = TpeSampler(o).Suggest(f.space, f.trials, number);
     ASSERT_EQ(s.size(), 3u);
     // Good x at 0.8, 0.81 (sigma clipped to >= 1/4); bad x in [0, 0.35]:
     // l/g grows towards 1, so the best of 24 draws from l lies high.
@@ -318,13 +318,20 @@ TEST(Tpe, SuggestionOnAFixedHistoryIsTheHandCheckedMode) {
   }
 }
 
+TEST(Tpe, MultivariateBandwidthIsScottsRule) {
+  // 0.2 * 16^(-1/(4 + 4)) = 0.2 / sqrt(2)
+  EXPECT_DOUBLE_EQ(MultivariateSigma0(16, 4), 0.2 / std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(MultivariateSigma0(0, 1), 0.2);
+}
+
 TEST(Tpe, SameSeedSameSequenceOtherSeedOtherSequence) {
-  auto run = [](uint64_t seed) {
+  auto run = [](uint64_t seed, bool multivariate = false) {
     FixedHistory f;
     f.trials.clear();
     TpeOptions o;
     o.seed = seed;
     o.direction = Direction::kMinimize;
+    o.multivariate = multivariate;
     const TpeSampler tpe(o);
     std::vector<std::vector<double>> seq;
     for (int64_t n = 0; n < 30; ++n) {
@@ -338,6 +345,9 @@ TEST(Tpe, SameSeedSameSequenceOtherSeedOtherSequence) {
   const auto a = run(3), b = run(3), c = run(4);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
+  const auto m = run(3, true);
+  EXPECT_EQ(m, run(3, true));
+  EXPECT_NE(m, a);
 }
 
 TEST(Tpe, StartupTrialsAreTheRandomSamplersDraws) {
