@@ -17,21 +17,14 @@ namespace {
 // Request errors (a bad filter) are the command line's (exit 2).
 Status OnCommandLine(const Status& s) { return app::RelocateRequestError(s, "command line"); }
 
-// Opens the stores and runs `use` over app::Evaluations; prints its text or JSON view.
+// Opens the stores and runs `use` over app::Evaluations: its text or JSON view.
 template <typename Use, typename Text, typename View>
-void Run(const Context& ctx, int* exit_code, Use use, Text text, View view) {
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return;
-  }
-  app::Evaluations evals(*stores->meta, *stores->blobs, Env::Default(), ctx.home);
+CommandResult Run(const Context& ctx, Use use, Text text, View view) {
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  app::Evaluations evals(*stores.meta, *stores.blobs, Env::Default(), ctx.home);
   auto r = use(evals);
-  if (!r.IsOk()) {
-    *exit_code = Fail(ctx, OnCommandLine(r.GetStatus()));
-    return;
-  }
-  *exit_code = Emit(ctx, text(*r), view(*r));
+  if (!r.IsOk()) return OnCommandLine(r.GetStatus());
+  return Output{text(*r), view(*r)};
 }
 
 }  // namespace
@@ -53,21 +46,21 @@ void AddEvaluationCommands(CLI::App& app, Context& ctx, int* exit_code) {
   list->add_option("--offset", lr->offset, "skip this many of the newest")
       ->capture_default_str()
       ->check(IntArg(0));
-  list->callback([&ctx, exit_code, lr] {
-    Run(
-        ctx, exit_code, [&](app::Evaluations& e) { return e.List(*lr); }, app::EvaluationListText,
+  list->callback(Callback(ctx, exit_code, [&ctx, lr]() -> CommandResult {
+    return Run(
+        ctx, [&](app::Evaluations& e) { return e.List(*lr); }, app::EvaluationListText,
         app::EvaluationListJson);
-  });
+  }));
 
   auto show_id = std::make_shared<int64_t>(0);
   CLI::App* show =
       group->add_subcommand("show", "An evaluation: summary, per-class metrics, the result record");
   show->add_option("id", *show_id, "evaluation id (the val job's id)")->required()->check(IntArg(1));
-  show->callback([&ctx, exit_code, show_id] {
-    Run(
-        ctx, exit_code, [&](app::Evaluations& e) { return e.Show(*show_id); }, app::EvaluationDetailText,
+  show->callback(Callback(ctx, exit_code, [&ctx, show_id]() -> CommandResult {
+    return Run(
+        ctx, [&](app::Evaluations& e) { return e.Show(*show_id); }, app::EvaluationDetailText,
         app::EvaluationDetailJson);
-  });
+  }));
 
   struct ImagesArgs {
     int64_t id = 0;
@@ -87,9 +80,9 @@ void AddEvaluationCommands(CLI::App& app, Context& ctx, int* exit_code) {
   images->add_option("--limit", ia->req.limit, "at most this many images")
       ->capture_default_str()
       ->check(IntArg(1, 500));
-  images->callback([&ctx, exit_code, ia] {
-    Run(
-        ctx, exit_code, [&](app::Evaluations& e) { return e.Images(ia->id, ia->req); },
+  images->callback(Callback(ctx, exit_code, [&ctx, ia]() -> CommandResult {
+    return Run(
+        ctx, [&](app::Evaluations& e) { return e.Images(ia->id, ia->req); },
         [](const app::EvaluationImages& p) {
           std::string out = std::to_string(p.total) + " images (" + p.filter + "); right " +
                             std::to_string(p.right) + ", wrong " + std::to_string(p.wrong) + "\n";
@@ -100,7 +93,7 @@ void AddEvaluationCommands(CLI::App& app, Context& ctx, int* exit_code) {
           return out;
         },
         app::EvaluationImagesJson);
-  });
+  }));
 
   struct CellArgs {
     int64_t id = 0;
@@ -120,9 +113,9 @@ void AddEvaluationCommands(CLI::App& app, Context& ctx, int* exit_code) {
   cell->add_option("--limit", ca->req.limit, "at most this many boxes")
       ->capture_default_str()
       ->check(IntArg(1, 1000));
-  cell->callback([&ctx, exit_code, ca] {
-    Run(
-        ctx, exit_code, [&](app::Evaluations& e) { return e.Confusion(ca->id, ca->req); },
+  cell->callback(Callback(ctx, exit_code, [&ctx, ca]() -> CommandResult {
+    return Run(
+        ctx, [&](app::Evaluations& e) { return e.Confusion(ca->id, ca->req); },
         [](const app::ConfusionCell& c) {
           const nlohmann::json v = app::ConfusionCellJson(c);
           std::string out = "label " + v["gt_name"].get<std::string>() + ", predicted " +
@@ -132,18 +125,18 @@ void AddEvaluationCommands(CLI::App& app, Context& ctx, int* exit_code) {
           return out;
         },
         app::ConfusionCellJson);
-  });
+  }));
 
   auto ids = std::make_shared<std::pair<int64_t, int64_t>>(0, 0);
   CLI::App* compare = group->add_subcommand(
       "compare", "Two evaluations of the same dataset version and split: deltas (B - A), right/wrong images");
   compare->add_option("a", ids->first, "evaluation A")->required()->check(IntArg(1));
   compare->add_option("b", ids->second, "evaluation B")->required()->check(IntArg(1));
-  compare->callback([&ctx, exit_code, ids] {
-    Run(
-        ctx, exit_code, [&](app::Evaluations& e) { return e.Compare(ids->first, ids->second); },
-        app::ComparisonText, app::ComparisonJson);
-  });
+  compare->callback(Callback(ctx, exit_code, [&ctx, ids]() -> CommandResult {
+    return Run(
+        ctx, [&](app::Evaluations& e) { return e.Compare(ids->first, ids->second); }, app::ComparisonText,
+        app::ComparisonJson);
+  }));
 }
 
 }  // namespace kestrel::cli

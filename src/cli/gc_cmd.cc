@@ -138,35 +138,21 @@ void AddDiskCommands(CLI::App& app, Context& ctx, int* exit_code) {
                  "temp files written this recently")
       ->capture_default_str()
       ->check(IntArg(0, int64_t{100} * 365 * 86400));
-  gc->callback([&ctx, exit_code, opts] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto r = app::CollectGarbage(*stores->meta, *stores->blobs, *opts, Env::Default().UnixSeconds());
-    if (!r.IsOk()) {
-      *exit_code = Fail(ctx, r.GetStatus());
-      return;
-    }
-    *exit_code = Emit(ctx, GcText(*r), app::GcReportJson(*r));
-  });
+  gc->callback(Callback(ctx, exit_code, [&ctx, opts]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    auto r = app::CollectGarbage(*stores.meta, *stores.blobs, *opts, Env::Default().UnixSeconds());
+    if (!r.IsOk()) return r.GetStatus();
+    return Output{GcText(*r), app::GcReportJson(*r)};
+  }));
 
   CLI::App* du =
       app.add_subcommand("du", "Disk usage per dataset version, model, job and unreferenced (docs/disk.md)");
-  du->callback([&ctx, exit_code] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto r = app::DiskUsage(*stores->meta, *stores->blobs, Env::Default());
-    if (!r.IsOk()) {
-      *exit_code = Fail(ctx, r.GetStatus());
-      return;
-    }
-    *exit_code = Emit(ctx, DuText(*r), app::DuReportJson(*r));
-  });
+  du->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    auto r = app::DiskUsage(*stores.meta, *stores.blobs, Env::Default());
+    if (!r.IsOk()) return r.GetStatus();
+    return Output{DuText(*r), app::DuReportJson(*r)};
+  }));
 }
 
 }  // namespace kestrel::cli

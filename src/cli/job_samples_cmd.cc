@@ -24,35 +24,25 @@ void AddJobSamplesCommand(CLI::App& jobs, Context& ctx, int* exit_code) {
   cmd->add_option("id", *id_text, "job id")->required();
   cmd->add_option("--epoch", *epoch, "one epoch's sample images, labels and predictions")
       ->check(IntArg(1, 1'000'000));
-  cmd->callback([&ctx, exit_code, id_text, epoch] {
-    auto id = ParseInt64(*id_text, {"command line", 0, "id"}, 1, std::numeric_limits<int64_t>::max(),
-                         "a job id (a positive number)");
-    auto stores = id.IsOk() ? OpenStores(ctx) : Result<Stores>(id.GetStatus());
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    app::JobMedia media(*stores->meta, Env::Default(), ctx.home);
+  cmd->callback(Callback(ctx, exit_code, [&ctx, id_text, epoch]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(const int64_t id,
+                             ParseInt64(*id_text, {"command line", 0, "id"}, 1,
+                                        std::numeric_limits<int64_t>::max(), "a job id (a positive number)"));
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    app::JobMedia media(*stores.meta, Env::Default(), ctx.home);
     if (*epoch == 0) {
-      auto list = media.Epochs(*id);
-      if (!list.IsOk()) {
-        *exit_code = Fail(ctx, app::RelocateRequestError(list.GetStatus(), "command line"));
-        return;
-      }
+      auto list = media.Epochs(id);
+      if (!list.IsOk()) return app::RelocateRequestError(list.GetStatus(), "command line");
       std::ostringstream t;
-      if (list->epochs.empty()) t << "job " << *id << " has no prediction samples\n";
+      if (list->epochs.empty()) t << "job " << id << " has no prediction samples\n";
       for (const auto& e : list->epochs) t << "epoch " << e.epoch << " (attempt " << e.attempt << ")\n";
-      *exit_code = Emit(ctx, t.str(), app::JobSampleEpochsJson(*list));
-      return;
+      return Output{t.str(), app::JobSampleEpochsJson(*list)};
     }
-    auto panel = media.Panel(*id, *epoch);
-    if (!panel.IsOk()) {
-      *exit_code = Fail(ctx, app::RelocateRequestError(panel.GetStatus(), "command line"));
-      return;
-    }
+    auto panel = media.Panel(id, *epoch);
+    if (!panel.IsOk()) return app::RelocateRequestError(panel.GetStatus(), "command line");
     const nlohmann::json doc = app::JobSamplePanelJson(*panel);
     std::ostringstream t;
-    t << "job " << *id << " epoch " << panel->epoch << " (attempt " << panel->attempt << "), dataset "
+    t << "job " << id << " epoch " << panel->epoch << " (attempt " << panel->attempt << "), dataset "
       << doc["dataset"].dump() << " v" << doc["version"].dump() << ", score >= " << doc["conf"].dump()
       << "\n";
     const nlohmann::json& names = doc["names"];
@@ -73,8 +63,8 @@ void AddJobSamplesCommand(CLI::App& jobs, Context& ctx, int* exit_code) {
           << d.value("score", 0.0) << " " << d.value("box", nlohmann::json::array()).dump() << "\n";
       }
     }
-    *exit_code = Emit(ctx, t.str(), doc);
-  });
+    return Output{t.str(), doc};
+  }));
 }
 
 }  // namespace kestrel::cli

@@ -88,7 +88,7 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     defaults.Bind(keys);
     cmd->footer("Job keys (key=default  (type range)):\n" + keys.HelpText());
   }
-  cmd->callback([&ctx, exit_code, args] {
+  cmd->callback(Callback(ctx, exit_code, [&ctx, args]() -> CommandResult {
     // app::SubmitTokens: template=NAME[@vN] expanded (the command line
     // winning), the draft, data=, the job. The store is opened only when
     // needed, so a refused key needs no home.
@@ -126,8 +126,8 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     };
     auto r = app::SubmitTokens(*args, steps, Env::Default().UnixMillis());
     if (!r.IsOk()) {
-      *exit_code = data_code != 0 ? data_code : Fail(ctx, OnCommandLine(r.GetStatus()));
-      return;
+      if (data_code != 0) return CommandResult::Reported(data_code);
+      return OnCommandLine(r.GetStatus());
     }
     std::string text =
         std::string(r->created ? "submitted" : "already queued:") + " job " + std::to_string(r->job.id) +
@@ -136,8 +136,8 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
         ")";
     if (const std::string kind = app::JobKindText(r->job); kind != app::JobKindTable::kDefaultKind)
       text += ", kind " + kind;
-    Emit(ctx, text, app::SubmitResultJson(*r));
-  });
+    return Output{text, app::SubmitResultJson(*r)};
+  }));
 }
 
 // ---- worker
@@ -204,12 +204,11 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("--poll-s", a->poll_s, "idle claim polling interval, seconds")
       ->capture_default_str()
       ->check(seconds);
-  cmd->callback([&ctx, exit_code, a] {
+  cmd->callback(Callback(ctx, exit_code, [&ctx, a]() -> CommandResult {
 #ifndef KESTREL_WITH_TORCH
-    *exit_code =
-        Fail(ctx, Status::FailedPrecondition("this kestrel was built without LibTorch and cannot train; run "
-                                             "`kestrel worker` from a build with it"));
-    return;
+    return Status::FailedPrecondition(
+        "this kestrel was built without LibTorch and cannot train; run `kestrel worker` from a build with "
+        "it");
 #endif
     jobs::WorkerOptions o;
     o.host = HostName();
@@ -219,16 +218,11 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.kinds = app::WorkerKinds(app::JobKinds(), Env::Default());  // the child's command word and the gate
     o.slots = a->slots;
     for (double v : {a->heartbeat_s, a->hang_timeout_s, a->lease_s, a->poll_s}) {
-      if (!(v > 0) || !(v <= kMaxSeconds)) {
-        *exit_code = Fail(
-            ctx, Usage("", "--heartbeat-s, --hang-timeout-s, --lease-s and --poll-s must be in (0, 1e9]"));
-        return;
-      }
+      if (!(v > 0) || !(v <= kMaxSeconds))
+        return Usage("", "--heartbeat-s, --hang-timeout-s, --lease-s and --poll-s must be in (0, 1e9]");
     }
-    if (!(a->grace_s >= 0) || !(a->grace_s <= kMaxSeconds)) {
-      *exit_code = Fail(ctx, Usage("grace-s", "--grace-s must be in [0, 1e9]"));
-      return;
-    }
+    if (!(a->grace_s >= 0) || !(a->grace_s <= kMaxSeconds))
+      return Usage("grace-s", "--grace-s must be in [0, 1e9]");
     o.supervisor.heartbeat_ms = SecondsToMs(a->heartbeat_s);
     o.supervisor.hang_timeout_ms = SecondsToMs(a->hang_timeout_s);
     o.supervisor.grace_ms = SecondsToMs(a->grace_s);
@@ -239,40 +233,22 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.exit_when_idle = a->exit_when_idle;
     o.on_job_succeeded = JobModelRegistrar(o.home);  // what its kind registers (train: its model)
     o.on_job_succeeded = WithCheckpointRetention(std::move(o.on_job_succeeded), o.home);  // then keep_ckpts
-    auto min_free = a->min_free_gb.empty() ? jobs::MinFreeBytesFromEnv()
-                                           : jobs::ParseMinFreeGb(a->min_free_gb, "command line");
-    if (!min_free.IsOk()) {
-      *exit_code = Fail(ctx, min_free.GetStatus());
-      return;
-    }
-    o.min_free_bytes = *min_free;
+    KESTREL_ASSIGN_OR_RETURN(o.min_free_bytes, a->min_free_gb.empty()
+                                                   ? jobs::MinFreeBytesFromEnv()
+                                                   : jobs::ParseMinFreeGb(a->min_free_gb, "command line"));
     // A home others may read (made by an older kestrel, or by hand): said, not changed.
     for (const auto& line : store::HomeModeWarnings(o.home))
       std::cerr << "kestrel worker: " << line << std::endl;
     o.webhooks = !a->no_webhooks;  // the worker runs the dispatcher and drains it on exit
     o.wall_anchor_ms = Env::Default().UnixMillis();
     if (!a->devices.empty()) {
-      auto d = jobs::ParseDevices(a->devices);
-      if (!d.IsOk()) {
-        *exit_code = Fail(ctx, d.GetStatus());
-        return;
-      }
-      o.devices = *d;
+      KESTREL_ASSIGN_OR_RETURN(o.devices, jobs::ParseDevices(a->devices));
     }
-    Status v = jobs::ValidateWorkerOptions(o);
-    if (!v.IsOk()) {
-      *exit_code = Fail(ctx, v);
-      return;
-    }
+    KESTREL_RETURN_IF_ERROR(jobs::ValidateWorkerOptions(o));
     const std::string url = store::MetadataUrl(ctx.home);
     // Fail fast on a store that cannot be opened at all (wrong URL, bad
     // permissions); once running, the worker rides out outages.
-    auto first = store::MetadataStore::Open(url);
-    if (!first.IsOk()) {
-      *exit_code = Fail(ctx, first.GetStatus());
-      return;
-    }
-    first->reset();
+    KESTREL_RETURN_IF_ERROR(store::MetadataStore::Open(url).GetStatus());
     struct sigaction sa {};
     sa.sa_handler = OnWorkerStop;
     sigemptyset(&sa.sa_mask);
@@ -281,26 +257,22 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     signal(SIGPIPE, SIG_IGN);
     jobs::PosixProcessRunner runner;
     jobs::Worker worker([url] { return store::MetadataStore::Open(url); }, runner, Env::Default(), o);
-    Status s = worker.Run(g_worker_stop);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
+    KESTREL_RETURN_IF_ERROR(worker.Run(g_worker_stop));
     auto c = worker.Counters();
     std::ostringstream text;
     text << "worker " << o.id << ": " << c.claimed << " attempts, " << c.succeeded << " succeeded, "
          << c.failed << " failed, " << c.fenced << " fenced, " << c.stopped << " handed back, "
          << c.store_errors << " store errors";
-    Emit(ctx, text.str(),
-         {{"ok", true},
-          {"worker", o.id},
-          {"claimed", c.claimed},
-          {"succeeded", c.succeeded},
-          {"failed", c.failed},
-          {"fenced", c.fenced},
-          {"stopped", c.stopped},
-          {"store_errors", c.store_errors}});
-  });
+    return Output{text.str(),
+                  {{"ok", true},
+                   {"worker", o.id},
+                   {"claimed", c.claimed},
+                   {"succeeded", c.succeeded},
+                   {"failed", c.failed},
+                   {"fenced", c.fenced},
+                   {"stopped", c.stopped},
+                   {"store_errors", c.store_errors}}};
+  }));
 }
 
 // ---- jobs list|show|logs|cancel|retry
@@ -328,22 +300,12 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   list->add_option("--limit", lr->limit, "at most this many")
       ->capture_default_str()
       ->check(IntArg(1, 1000000000));
-  list->callback([&ctx, exit_code, lr] {
+  list->callback(Callback(ctx, exit_code, [&ctx, lr]() -> CommandResult {
     const app::JobListRequest& req = *lr;
-    if (auto f = app::JobListFilter(req); !f.IsOk()) {
-      *exit_code = Fail(ctx, OnCommandLine(f.GetStatus()));
-      return;
-    }
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto page = app::ListJobPage(*stores->meta, req);
-    if (!page.IsOk()) {
-      *exit_code = Fail(ctx, OnCommandLine(page.GetStatus()));
-      return;
-    }
+    if (auto f = app::JobListFilter(req); !f.IsOk()) return OnCommandLine(f.GetStatus());
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    auto page = app::ListJobPage(*stores.meta, req);
+    if (!page.IsOk()) return OnCommandLine(page.GetStatus());
     const std::vector<store::JobRecord>* list = &page->jobs;
     // DATASET: "birds v3" as the registry names it (the version id's first
     // 12 characters when the registry has no such version, "-" for none).
@@ -374,25 +336,17 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
     if (page->next_cursor > 0)
       t << list->size() << " of " << page->total << " jobs; next page: --before " << page->next_cursor
         << "\n";
-    Emit(ctx, t.str(), app::JobPageJson(*page));
-  });
+    return Output{t.str(), app::JobPageJson(*page)};
+  }));
 
   auto show_id = std::make_shared<std::string>();
   CLI::App* show = jobs->add_subcommand("show", "A job and its attempts");
   show->add_option("id", *show_id, "job id")->required();
-  show->callback([&ctx, exit_code, show_id] {
-    auto id = ParseJobId(*show_id);
-    auto stores = id.IsOk() ? OpenStores(ctx) : Result<Stores>(id.GetStatus());
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto detail = app::ShowJob(*stores->meta, *id);
-    if (!detail.IsOk()) {
-      *exit_code = Fail(ctx, detail.GetStatus());
-      return;
-    }
-    const store::JobRecord* job = &detail->job;
+  show->callback(Callback(ctx, exit_code, [&ctx, show_id]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(const int64_t id, ParseJobId(*show_id));
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    KESTREL_ASSIGN_OR_RETURN(const app::JobDetail detail, app::ShowJob(*stores.meta, id));
+    const store::JobRecord* job = &detail.job;
     std::ostringstream t;
     t << "job " << job->id << ": " << store::JobStateName(job->state) << ", attempt " << job->attempt
       << ", priority " << store::JobPriorityName(job->spec.priority) << ", retries " << job->retries_used
@@ -400,7 +354,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
     t << "created " << FormatMs(job->created_ms) << ", finished " << FormatMs(job->finished_ms) << "\n";
     if (!job->last_reason.empty()) t << "last reason: " << job->last_reason << "\n";
     if (!job->result_json.empty()) t << "result: " << job->result_json << "\n";
-    for (const auto& a : detail->attempts) {
+    for (const auto& a : detail.attempts) {
       t << "  attempt " << a.attempt << " on " << a.worker << " pid " << a.pid << ": ";
       if (a.ended_ms == 0) {
         t << "running since " << FormatMs(a.started_ms) << "\n";
@@ -418,41 +372,27 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
         }
       }
     }
-    Emit(ctx, t.str(), app::JobDetailJson(*detail));
-  });
+    return Output{t.str(), app::JobDetailJson(detail)};
+  }));
 
   auto logs_id = std::make_shared<std::string>();
   auto logs_attempt = std::make_shared<int64_t>(0);
   CLI::App* logs = jobs->add_subcommand("logs", "Print an attempt's log (default: the latest)");
   logs->add_option("id", *logs_id, "job id")->required();
   logs->add_option("--attempt", *logs_attempt, "attempt number")->check(IntArg(1));
-  logs->callback([&ctx, exit_code, logs_id, logs_attempt] {
-    auto id = ParseJobId(*logs_id);
-    auto stores = id.IsOk() ? OpenStores(ctx) : Result<Stores>(id.GetStatus());
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto job = stores->meta->GetJob(*id);
-    if (!job.IsOk()) {
-      *exit_code = Fail(ctx, job.GetStatus());
-      return;
-    }
-    int64_t n = *logs_attempt > 0 ? *logs_attempt : job->attempt;
-    if (n <= 0 || n > job->attempt) {
-      *exit_code =
-          Fail(ctx, Status::NotFound("job " + std::to_string(*id) + " has no attempt " + std::to_string(n)));
-      return;
-    }
-    const std::string path = JoinPath(JoinPath(JoinPath(ctx.home, "jobs"), std::to_string(*id)),
+  logs->callback(Callback(ctx, exit_code, [&ctx, logs_id, logs_attempt]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(const int64_t id, ParseJobId(*logs_id));
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    KESTREL_ASSIGN_OR_RETURN(const store::JobRecord job, stores.meta->GetJob(id));
+    int64_t n = *logs_attempt > 0 ? *logs_attempt : job.attempt;
+    if (n <= 0 || n > job.attempt)
+      return Status::NotFound("job " + std::to_string(id) + " has no attempt " + std::to_string(n));
+    const std::string path = JoinPath(JoinPath(JoinPath(ctx.home, "jobs"), std::to_string(id)),
                                       "attempt-" + std::to_string(n) + ".log");
-    auto text = Env::Default().ReadFile(path);
-    if (!text.IsOk()) {
-      *exit_code = Fail(ctx, text.GetStatus());
-      return;
-    }
-    Emit(ctx, *text, {{"job_id", *id}, {"attempt", n}, {"path", path}, {"log", *text}});
-  });
+    KESTREL_ASSIGN_OR_RETURN(std::string text, Env::Default().ReadFile(path));
+    nlohmann::json doc = {{"job_id", id}, {"attempt", n}, {"path", path}, {"log", text}};
+    return Output{std::move(text), std::move(doc)};
+  }));
 
   auto cancel_id = std::make_shared<std::string>();
   CLI::App* cancel =
@@ -462,24 +402,17 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* retry =
       jobs->add_subcommand("retry", "Requeue a failed or cancelled job with a fresh retry budget");
   retry->add_option("id", *retry_id, "job id")->required();
-  auto change = [&ctx, exit_code](const std::string& raw, bool is_cancel) {
-    auto id = ParseJobId(raw);
-    auto stores = id.IsOk() ? OpenStores(ctx) : Result<Stores>(id.GetStatus());
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto job = is_cancel ? app::CancelJob(*stores->meta, *id, Env::Default().UnixMillis())
-                         : app::RetryJob(*stores->meta, *id, Env::Default().UnixMillis());
-    if (!job.IsOk()) {
-      *exit_code = Fail(ctx, job.GetStatus());
-      return;
-    }
-    Emit(ctx, "job " + std::to_string(job->id) + ": " + store::JobStateName(job->state),
-         {{"ok", true}, {"job", app::JobJson(*job, false)}});
+  auto change = [&ctx](const std::string& raw, bool is_cancel) -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(const int64_t id, ParseJobId(raw));
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    KESTREL_ASSIGN_OR_RETURN(const store::JobRecord job,
+                             is_cancel ? app::CancelJob(*stores.meta, id, Env::Default().UnixMillis())
+                                       : app::RetryJob(*stores.meta, id, Env::Default().UnixMillis()));
+    return Output{"job " + std::to_string(job.id) + ": " + store::JobStateName(job.state),
+                  {{"ok", true}, {"job", app::JobJson(job, false)}}};
   };
-  cancel->callback([change, cancel_id] { change(*cancel_id, true); });
-  retry->callback([change, retry_id] { change(*retry_id, false); });
+  cancel->callback(Callback(ctx, exit_code, [change, cancel_id] { return change(*cancel_id, true); }));
+  retry->callback(Callback(ctx, exit_code, [change, retry_id] { return change(*retry_id, false); }));
   AddJobSamplesCommand(*jobs, ctx, exit_code);
 }
 
@@ -488,19 +421,11 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
 void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* stats =
       app.add_subcommand("stats", "Job availability, failures, retries, MTTR and the circuit breaker");
-  stats->callback([&ctx, exit_code] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto report = app::JobStatsReport(*stores->meta, ctx.home);
-    if (!report.IsOk()) {
-      *exit_code = Fail(ctx, report.GetStatus());
-      return;
-    }
-    const store::JobStats& s = report->jobs;
-    const int64_t min_free = report->min_free_bytes;
+  stats->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    KESTREL_ASSIGN_OR_RETURN(const app::StatsReport report, app::JobStatsReport(*stores.meta, ctx.home));
+    const store::JobStats& s = report.jobs;
+    const int64_t min_free = report.min_free_bytes;
     std::ostringstream t;
     t << "jobs " << s.jobs << ": " << s.succeeded << " succeeded, " << s.failed_permanent << " failed, "
       << s.cancelled << " cancelled, " << s.live << " live\n";
@@ -522,8 +447,8 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
     t << "mean time to restart " << s.mean_time_to_restart_ms / 1000.0 << " s over " << s.restarted_attempts
       << " restarts (failure detected -> next attempt started)\n";
     t << "circuit breaker: "
-      << (report->breaker_open ? "OPEN, " + report->breaker_reason : std::string("closed"));
-    const nlohmann::json& d = report->disk;
+      << (report.breaker_open ? "OPEN, " + report.breaker_reason : std::string("closed"));
+    const nlohmann::json& d = report.disk;
     t << "\ndisk: "
       << (d["free_bytes"].is_number() ? std::to_string(d["free_bytes"].get<int64_t>() / 1'000'000) : "?")
       << " MB free on the filesystem of " << ctx.home << " (watermark " << min_free / 1'000'000 << " MB"
@@ -533,24 +458,17 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
       t << "\nworker " << w["worker"].get<std::string>()
         << " is not claiming (low disk: " << w["free_bytes"].get<int64_t>() / 1'000'000 << " MB free)";
     }
-    Emit(ctx, t.str(), app::StatsJson(*report));
-  });
+    return Output{t.str(), app::StatsJson(report)};
+  }));
 
   CLI::App* breaker = app.add_subcommand("breaker", "The circuit breaker that pauses automatic retries");
   breaker->require_subcommand(1);
   CLI::App* show =
       breaker->add_subcommand("show", "The breaker's state, reason, counts and since when (docs/jobs.md)");
-  show->callback([&ctx, exit_code] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto b = app::ReadBreaker(*stores->meta);
-    if (!b.IsOk()) {
-      *exit_code = Fail(ctx, b.GetStatus());
-      return;
-    }
+  show->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    auto b = app::ReadBreaker(*stores.meta);
+    if (!b.IsOk()) return b.GetStatus();
     std::ostringstream t;
     t << "circuit breaker: " << (b->open ? "OPEN, " + b->reason : std::string("closed")) << "\n";
     t << "window: " << b->failed << " retryable failures in the last " << b->counted
@@ -560,23 +478,16 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
     for (const auto& [reason, n] : b->failed_by_reason) t << "\n  " << reason << ": " << n;
     t << "\nsince: " << (b->since_ms > 0 ? FormatMs(b->since_ms) : std::string("(no change on record)"));
     t << "\nlast reset: " << (b->reset_ms > 0 ? FormatMs(b->reset_ms) : std::string("never"));
-    Emit(ctx, t.str(), app::BreakerJson(*b));
-  });
+    return Output{t.str(), app::BreakerJson(*b)};
+  }));
   CLI::App* reset =
       breaker->add_subcommand("reset", "Close the breaker for every worker (ignores earlier failures)");
-  reset->callback([&ctx, exit_code] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto b = app::ResetBreaker(*stores->meta, Env::Default().UnixMillis());
-    if (!b.IsOk()) {
-      *exit_code = Fail(ctx, b.GetStatus());
-      return;
-    }
-    Emit(ctx, app::kBreakerResetMessage, app::BreakerResetJson(*b));
-  });
+  reset->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    auto b = app::ResetBreaker(*stores.meta, Env::Default().UnixMillis());
+    if (!b.IsOk()) return b.GetStatus();
+    return Output{app::kBreakerResetMessage, app::BreakerResetJson(*b)};
+  }));
 }
 
 // ---- workers
@@ -595,17 +506,10 @@ void AddWorkers(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "workers",
       "Registered workers: devices, running jobs, heartbeat age, busy/idle/stale/stopped (docs/jobs.md)");
-  cmd->callback([&ctx, exit_code] {
-    auto stores = OpenStores(ctx);
-    if (!stores.IsOk()) {
-      *exit_code = Fail(ctx, stores.GetStatus());
-      return;
-    }
-    auto r = app::ListWorkerStatus(*stores->meta, Env::Default().UnixMillis());
-    if (!r.IsOk()) {
-      *exit_code = Fail(ctx, r.GetStatus());
-      return;
-    }
+  cmd->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    auto r = app::ListWorkerStatus(*stores.meta, Env::Default().UnixMillis());
+    if (!r.IsOk()) return r.GetStatus();
     const nlohmann::json doc = app::WorkersJson(*r);
     std::ostringstream t;
     if (r->workers.empty()) t << "no workers registered (kestrel worker, kestrel serve --workers N)";
@@ -621,8 +525,8 @@ void AddWorkers(CLI::App& app, Context& ctx, int* exit_code) {
         t << ")";
       }
     }
-    Emit(ctx, t.str(), doc);
-  });
+    return Output{t.str(), doc};
+  }));
 }
 
 }  // namespace

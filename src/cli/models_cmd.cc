@@ -35,16 +35,12 @@ std::string Tags(const std::vector<std::string>& tags) {
   return s.empty() ? "-" : s;
 }
 
-// Runs `body` with an open registry; reports store errors.
+// `body(registry, stores)`'s result, with the stores open (or the error opening them).
 template <typename F>
-void WithRegistry(Context& ctx, int* exit_code, F&& body) {
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return;
-  }
-  app::ModelRegistry reg(*stores->meta, *stores->blobs, Env::Default());
-  body(reg, *stores);
+CommandResult WithRegistry(const Context& ctx, F&& body) {
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  app::ModelRegistry reg(*stores.meta, *stores.blobs, Env::Default());
+  return body(reg, stores);
 }
 
 // "-" for a number that was never measured (ModelRecord::map50).
@@ -224,91 +220,75 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
   list->add_option("--name", st->name, "only this model name");
   list->add_option("--dataset", st->dataset, "only models trained on this dataset");
   list->add_option("--tag", st->filter_tag, "only models with this tag");
-  list->callback([&ctx, exit_code, st] {
-    WithRegistry(ctx, exit_code, [&](app::ModelRegistry& reg, Stores& stores) {
+  list->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    return WithRegistry(ctx, [&](app::ModelRegistry& reg, Stores& stores) -> CommandResult {
       store::ModelFilter f;
       f.name = st->name;
       f.dataset = st->dataset;
       f.tag = st->filter_tag;
       auto r = reg.List(f);
-      if (!r.IsOk()) {
-        *exit_code = Fail(ctx, r.GetStatus());
-        return;
-      }
+      if (!r.IsOk()) return r.GetStatus();
       json arr = json::array();
       for (const auto& m : *r) arr.push_back(app::ModelJson(m, *stores.blobs, false));
-      *exit_code = Emit(ctx, ListText(*r), {{"ok", true}, {"models", arr}});
+      return Output{ListText(*r), {{"ok", true}, {"models", arr}}};
     });
-  });
+  }));
 
   CLI::App* show = models->add_subcommand("show", "A model with its lineage, evaluation and comparison");
   show->add_option("model", st->ref, "NAME, NAME@vN, NAME@TAG or an id prefix")->required();
-  show->callback([&ctx, exit_code, st] {
-    WithRegistry(ctx, exit_code, [&](app::ModelRegistry& reg, Stores& stores) {
+  show->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    return WithRegistry(ctx, [&](app::ModelRegistry& reg, Stores& stores) -> CommandResult {
       auto m = reg.Resolve(st->ref);
-      if (!m.IsOk()) {
-        *exit_code = Fail(ctx, m.GetStatus());
-        return;
-      }
+      if (!m.IsOk()) return m.GetStatus();
       json view = app::ModelJson(*m, *stores.blobs, true);
-      *exit_code = Emit(ctx, ShowText(*m, view), {{"ok", true}, {"model", view}});
+      return Output{ShowText(*m, view), {{"ok", true}, {"model", view}}};
     });
-  });
+  }));
 
-  auto tag_like = [&ctx, exit_code, st](bool promote) {
-    WithRegistry(ctx, exit_code, [&](app::ModelRegistry& reg, Stores& stores) {
+  auto tag_like = [&ctx, st](bool promote) {
+    return WithRegistry(ctx, [&](app::ModelRegistry& reg, Stores& stores) -> CommandResult {
       auto r = promote ? reg.Promote(st->ref, Env::Default().UnixMillis())
                        : reg.Tag(st->ref, st->tag, Env::Default().UnixMillis());
-      if (!r.IsOk()) {
-        *exit_code = Fail(ctx, r.GetStatus());
-        return;
-      }
+      if (!r.IsOk()) return r.GetStatus();
       std::string text = "tagged " + Ref(r->model) + " " + r->tag;
       if (r->previous) text += " (moved from " + Ref(*r->previous) + ")";
       json doc = app::TagResultJson(*r, *stores.blobs);
       doc["ok"] = true;
-      *exit_code = Emit(ctx, text, doc);
+      return Output{text, doc};
     });
   };
   CLI::App* tag = models->add_subcommand("tag", "Tag a model (production moves from the dataset's holder)");
   tag->add_option("model", st->ref, "model reference")->required();
   tag->add_option("tag", st->tag, "e.g. candidate, production")->required();
-  tag->callback([tag_like] { tag_like(false); });
+  tag->callback(Callback(ctx, exit_code, [tag_like] { return tag_like(false); }));
   CLI::App* promote = models->add_subcommand("promote", "Tag a model production (moves it, atomically)");
   promote->add_option("model", st->ref, "model reference")->required();
-  promote->callback([tag_like] { tag_like(true); });
+  promote->callback(Callback(ctx, exit_code, [tag_like] { return tag_like(true); }));
 
   CLI::App* untag = models->add_subcommand("untag", "Remove a tag from a model");
   untag->add_option("model", st->ref, "model reference")->required();
   untag->add_option("tag", st->tag, "the tag")->required();
-  untag->callback([&ctx, exit_code, st] {
-    WithRegistry(ctx, exit_code, [&](app::ModelRegistry& reg, Stores& stores) {
+  untag->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    return WithRegistry(ctx, [&](app::ModelRegistry& reg, Stores& stores) -> CommandResult {
       auto r = reg.Untag(st->ref, st->tag);
-      if (!r.IsOk()) {
-        *exit_code = Fail(ctx, r.GetStatus());
-        return;
-      }
-      *exit_code =
-          Emit(ctx, "removed tag " + st->tag + " from " + Ref(*r),
-               {{"ok", true}, {"model", app::ModelJson(*r, *stores.blobs, false)}, {"tag", st->tag}});
+      if (!r.IsOk()) return r.GetStatus();
+      return Output{"removed tag " + st->tag + " from " + Ref(*r),
+                    {{"ok", true}, {"model", app::ModelJson(*r, *stores.blobs, false)}, {"tag", st->tag}}};
     });
-  });
+  }));
 
   CLI::App* del =
       models->add_subcommand("delete", "Remove a model version from the registry (its blobs stay)");
   del->add_option("model", st->ref, "model reference")->required();
   del->add_flag("--force", st->force, "also the dataset's production model");
-  del->callback([&ctx, exit_code, st] {
-    WithRegistry(ctx, exit_code, [&](app::ModelRegistry& reg, Stores& stores) {
+  del->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    return WithRegistry(ctx, [&](app::ModelRegistry& reg, Stores& stores) -> CommandResult {
       auto r = reg.Delete(st->ref, st->force);
-      if (!r.IsOk()) {
-        *exit_code = Fail(ctx, r.GetStatus());
-        return;
-      }
-      *exit_code = Emit(ctx, "deleted " + Ref(*r),
-                        {{"ok", true}, {"deleted", app::ModelJson(*r, *stores.blobs, false)}});
+      if (!r.IsOk()) return r.GetStatus();
+      return Output{"deleted " + Ref(*r),
+                    {{"ok", true}, {"deleted", app::ModelJson(*r, *stores.blobs, false)}}};
     });
-  });
+  }));
 
   CLI::App* reg_cmd = models->add_subcommand(
       "register", "Register weights trained elsewhere (or a succeeded job's model: --job ID)");
@@ -318,16 +298,15 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
   reg_cmd->add_option("--data", st->dataset, "dataset it was trained on: NAME[@vN|@id] (or data=...)");
   reg_cmd->add_option("--pretrained", st->pretrained, "weights it started from (recorded with their sha256)");
   reg_cmd->add_option("--job", st->job, "register the model of this succeeded job instead")->check(IntArg(1));
-  reg_cmd->callback([&ctx, exit_code, st] {
+  reg_cmd->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
     // The weights file, then Ultralytics-style key=value for the options.
     for (const auto& extra : st->args) {
       const size_t eq = extra.find('=');
       if (eq == std::string::npos || Env::Default().Stat(extra).exists) {
         if (!st->weights.empty()) {
-          *exit_code = Fail(ctx, Status::InvalidArgument(
-                                     "one weights file at a time ('" + st->weights + "', '" + extra + "')",
-                                     {"command line", 0, "weights"}));
-          return;
+          return Status::InvalidArgument(
+              "one weights file at a time ('" + st->weights + "', '" + extra + "')",
+              {"command line", 0, "weights"});
         }
         st->weights = extra;
         continue;
@@ -338,30 +317,24 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
                             : key == "pretrained" ? &st->pretrained
                                                   : nullptr;
       if (target == nullptr) {
-        *exit_code = Fail(
-            ctx, Status::InvalidArgument("unexpected argument '" + extra +
-                                             "' (models register WEIGHTS [data=D] [name=N] [pretrained=P])",
-                                         {"command line", 0, ""}));
-        return;
+        return Status::InvalidArgument(
+            "unexpected argument '" + extra + "' (models register WEIGHTS [data=D] [name=N] [pretrained=P])",
+            {"command line", 0, ""});
       }
       *target = extra.substr(eq + 1);
     }
-    WithRegistry(ctx, exit_code, [&](app::ModelRegistry& reg, Stores& stores) {
+    return WithRegistry(ctx, [&](app::ModelRegistry& reg, Stores& stores) -> CommandResult {
       bool created = false;
       Result<store::ModelRecord> r = Status::Internal("unset");
       if (st->job > 0) {
         if (!st->weights.empty()) {
-          *exit_code =
-              Fail(ctx, Status::InvalidArgument("--job registers the job's own weights; drop the file",
-                                                {"command line", 0, "weights"}));
-          return;
+          return Status::InvalidArgument("--job registers the job's own weights; drop the file",
+                                         {"command line", 0, "weights"});
         }
         r = reg.RegisterJobModel(st->job, Env::Default().UnixMillis(), &created);
       } else {
         if (st->weights.empty()) {
-          *exit_code = Fail(ctx, Status::InvalidArgument("give a weights file (or --job ID)",
-                                                         {"command line", 0, "weights"}));
-          return;
+          return Status::InvalidArgument("give a weights file (or --job ID)", {"command line", 0, "weights"});
         }
         app::RegisterRequest req;
         req.weights_path = st->weights;
@@ -374,24 +347,18 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
           std::string name, ref;
           store::SplitDatasetRef(st->dataset, &name, &ref);
           auto v = stores.meta->GetVersion(name, ref);
-          if (!v.IsOk()) {
-            *exit_code = Fail(ctx, v.GetStatus());
-            return;
-          }
+          if (!v.IsOk()) return v.GetStatus();
           req.dataset = v->dataset;
           req.dataset_version = v->version_id;
         }
         r = reg.Register(req, Env::Default().UnixMillis(), &created);
       }
-      if (!r.IsOk()) {
-        *exit_code = Fail(ctx, r.GetStatus());
-        return;
-      }
-      *exit_code = Emit(
-          ctx, std::string(created ? "registered " : "already registered: ") + Ref(*r) + " (" + r->id + ")",
-          {{"ok", true}, {"created", created}, {"model", app::ModelJson(*r, *stores.blobs, true)}});
+      if (!r.IsOk()) return r.GetStatus();
+      return Output{
+          std::string(created ? "registered " : "already registered: ") + Ref(*r) + " (" + r->id + ")",
+          {{"ok", true}, {"created", created}, {"model", app::ModelJson(*r, *stores.blobs, true)}}};
     });
-  });
+  }));
 }
 
 }  // namespace kestrel::cli

@@ -90,18 +90,13 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
          "an event stream ends after this long with a retry hint; the client reconnects with Last-Event-ID")
       ->default_str(std::to_string(o->stream_max_ms / 1000))
       ->check(IntArg(1, 7 * 86400));
-  cmd->callback([&ctx, exit_code, o, workers] {
+  cmd->callback(Callback(ctx, exit_code, [&ctx, o, workers]() -> CommandResult {
     // The workers first: a child inherits the signal mask blocked below, and
     // a worker must get the SIGTERM passed on to it. (A signal before the
     // mask is set kills serve; the kernel and the guards kill the workers.)
     std::unique_ptr<LocalWorkers> local;
     if (*workers > 0) {
-      auto w = LocalWorkers::Start(ctx, *workers, std::cerr);
-      if (!w.IsOk()) {
-        *exit_code = Fail(ctx, w.GetStatus());
-        return;
-      }
-      local = std::move(w).Value();
+      KESTREL_ASSIGN_OR_RETURN(local, LocalWorkers::Start(ctx, *workers, std::cerr));
     }
     // Block the stop signals before the I/O thread starts, so it inherits
     // the mask and sigwait below receives them.
@@ -121,19 +116,15 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
                   << std::endl;
     }
     ReclaimLeftoversAtStart(ctx.home, o->upload_dir);
-    auto srv = server::ApiServer::Start(ctx.home, *o);
-    if (!srv.IsOk()) {
-      *exit_code = Fail(ctx, srv.GetStatus());
-      return;
-    }
+    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<server::ApiServer> srv, server::ApiServer::Start(ctx.home, *o));
     // A home others may read (made by an older kestrel, or by hand): said, not changed.
     for (const auto& line : store::HomeModeWarnings(ctx.home))
       std::cerr << "kestrel serve: " << line << std::endl;
-    std::cout << "kestrel serve: listening on " << (*srv)->Url() << std::endl;
+    std::cout << "kestrel serve: listening on " << srv->Url() << std::endl;
     int sig = 0;
     if (local) {
       // Wait for a stop signal, restarting local workers that exit meanwhile.
-      server::HttpMetrics& metrics = (*srv)->Metrics();
+      server::HttpMetrics& metrics = srv->Metrics();
       metrics.SetLocalWorkers(local->Count());
       local->OnRestart([&metrics](int k) { metrics.LocalWorkerRestarted(k); });
       const timespec tick{0, 200'000'000};
@@ -143,13 +134,13 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
     }
     std::cerr << "kestrel serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
               << ", finishing requests and closing streams" << std::endl;
-    (*srv)->Stop();
+    srv->Stop();
     if (local) {
       std::cerr << "kestrel serve: stopping the workers (they checkpoint, hand jobs back)" << std::endl;
       local->Stop(LocalWorkers::kStopTimeoutMs);
     }
-    *exit_code = kExitOk;
-  });
+    return {};
+  }));
 }
 
 }  // namespace kestrel::cli

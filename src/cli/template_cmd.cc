@@ -42,16 +42,12 @@ std::string KeysText(const store::TemplateRecord& t) {
   return out;
 }
 
-// Runs `body` with an open template library; reports store errors.
+// `body(library)`'s result, with the store open (or the error opening it).
 template <typename F>
-void WithLibrary(Context& ctx, int* exit_code, F&& body) {
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return;
-  }
-  app::TemplateLibrary lib(*stores->meta);
-  body(lib);
+CommandResult WithLibrary(const Context& ctx, F&& body) {
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  app::TemplateLibrary lib(*stores.meta);
+  return body(lib);
 }
 
 json Ok(json view) {
@@ -74,46 +70,37 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code) {
       tc->add_subcommand("save", "Validate key=value submit keys and save them as NAME's next version");
   save->add_option("name", sa->name, "template name")->required();
   save->add_option("key=value", sa->keys, "train keys and job keys, as `kestrel submit` takes them");
-  save->callback([&ctx, exit_code, sa] {
-    WithLibrary(ctx, exit_code, [&](app::TemplateLibrary& lib) {
+  save->callback(Callback(ctx, exit_code, [&ctx, sa]() -> CommandResult {
+    return WithLibrary(ctx, [&](app::TemplateLibrary& lib) -> CommandResult {
       auto r = lib.Save(sa->name, sa->keys, Env::Default().UnixMillis());
-      if (!r.IsOk()) {
-        *exit_code = Fail(ctx, app::RelocateRequestError(r.GetStatus(), "command line"));
-        return;
-      }
+      if (!r.IsOk()) return app::RelocateRequestError(r.GetStatus(), "command line");
       const std::string ref = EscapeInvalidUtf8(app::TemplateRef(r->tpl));
       std::string text = (r->created ? "saved " + ref : "unchanged: identical keys are already " + ref) +
                          "\n" + KeysText(r->tpl);
-      *exit_code = Emit(ctx, text, Ok(app::TemplateSaveJson(*r)));
+      return Output{text, Ok(app::TemplateSaveJson(*r))};
     });
-  });
+  }));
 
   auto show_ref = std::make_shared<std::string>();
   CLI::App* show = tc->add_subcommand("show", "A template version's keys and its effective config");
   show->add_option("template", *show_ref, "NAME (newest version) or NAME@vN")->required();
-  show->callback([&ctx, exit_code, show_ref] {
-    WithLibrary(ctx, exit_code, [&](app::TemplateLibrary& lib) {
+  show->callback(Callback(ctx, exit_code, [&ctx, show_ref]() -> CommandResult {
+    return WithLibrary(ctx, [&](app::TemplateLibrary& lib) -> CommandResult {
       auto t = lib.Resolve(*show_ref);
-      if (!t.IsOk()) {
-        *exit_code = Fail(ctx, app::RelocateRequestError(t.GetStatus(), "command line"));
-        return;
-      }
+      if (!t.IsOk()) return app::RelocateRequestError(t.GetStatus(), "command line");
       std::string text = EscapeInvalidUtf8(app::TemplateRef(*t)) + "  saved " + FormatMs(t->created_ms) +
                          "  content " + t->content_sha.substr(0, 12) + "\n  keys:\n" + KeysText(*t);
-      *exit_code = Emit(ctx, text, {{"ok", true}, {"template", app::TemplateJson(*t, true)}});
+      return Output{text, {{"ok", true}, {"template", app::TemplateJson(*t, true)}}};
     });
-  });
+  }));
 
   auto list_name = std::make_shared<std::string>();
   CLI::App* list = tc->add_subcommand("list", "Templates (newest version of each), or every version of NAME");
   list->add_option("name", *list_name, "list every version of this template");
-  list->callback([&ctx, exit_code, list_name] {
-    WithLibrary(ctx, exit_code, [&](app::TemplateLibrary& lib) {
+  list->callback(Callback(ctx, exit_code, [&ctx, list_name]() -> CommandResult {
+    return WithLibrary(ctx, [&](app::TemplateLibrary& lib) -> CommandResult {
       auto all = lib.List(*list_name);
-      if (!all.IsOk()) {
-        *exit_code = Fail(ctx, app::RelocateRequestError(all.GetStatus(), "command line"));
-        return;
-      }
+      if (!all.IsOk()) return app::RelocateRequestError(all.GetStatus(), "command line");
       json arr = json::array();
       std::string text;
       char line[512];
@@ -133,31 +120,28 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code) {
         text += line;
       }
       if (all->empty()) text = "no templates yet: kestrel template save NAME key=value ...\n";
-      *exit_code = Emit(ctx, text, {{"ok", true}, {"templates", arr}});
+      return Output{text, {{"ok", true}, {"templates", arr}}};
     });
-  });
+  }));
 
   auto diff_a = std::make_shared<std::string>(), diff_b = std::make_shared<std::string>();
   CLI::App* diff = tc->add_subcommand(
       "diff", "Key-by-key differences of two effective configs: templates (NAME, NAME@vN) or jobs (job:ID)");
   diff->add_option("a", *diff_a, "NAME, NAME@vN or job:ID")->required();
   diff->add_option("b", *diff_b, "NAME, NAME@vN or job:ID")->required();
-  diff->callback([&ctx, exit_code, diff_a, diff_b] {
-    WithLibrary(ctx, exit_code, [&](app::TemplateLibrary& lib) {
+  diff->callback(Callback(ctx, exit_code, [&ctx, diff_a, diff_b]() -> CommandResult {
+    return WithLibrary(ctx, [&](app::TemplateLibrary& lib) -> CommandResult {
       auto d = lib.Diff(*diff_a, *diff_b);
-      if (!d.IsOk()) {
-        *exit_code = Fail(ctx, app::RelocateRequestError(d.GetStatus(), "command line"));
-        return;
-      }
+      if (!d.IsOk()) return app::RelocateRequestError(d.GetStatus(), "command line");
       std::string text = "diff " + EscapeInvalidUtf8(d->a) + " -> " + EscapeInvalidUtf8(d->b) + ": " +
                          std::to_string(d->differences.size()) + " keys differ, " + std::to_string(d->same) +
                          " equal\n";
       for (const auto& x : d->differences) {
         text += "  " + EscapeInvalidUtf8(x.key) + ": " + ValueText(x.a) + " -> " + ValueText(x.b) + "\n";
       }
-      *exit_code = Emit(ctx, text, Ok(app::ConfigDiffJson(*d)));
+      return Output{text, Ok(app::ConfigDiffJson(*d))};
     });
-  });
+  }));
 }
 
 }  // namespace kestrel::cli

@@ -27,14 +27,10 @@ std::string When(int64_t ms) {
 
 std::string Access(const store::ApiTokenRecord& t) { return t.read_only ? "read-only" : "read-write"; }
 
-// The metadata store, or nullptr after reporting the error.
-std::unique_ptr<store::MetadataStore> OpenMeta(const Context& ctx, int* exit_code) {
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return nullptr;
-  }
-  return std::move(stores->meta);
+// The metadata store alone (the command needs no blobs).
+Result<std::unique_ptr<store::MetadataStore>> OpenMeta(const Context& ctx) {
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  return std::move(stores.meta);
 }
 
 // Request errors (a bad name) are the command line's here (exit 2).
@@ -58,29 +54,21 @@ void AddTokenCommands(CLI::App& app, Context& ctx, int* exit_code) {
   create->add_option("--name", st->name, "a name unique among live tokens (letters, digits, '-', '_', '.')")
       ->required();
   create->add_flag("--read-only", st->read_only, "the token may call read routes only");
-  create->callback([&ctx, exit_code, st] {
-    auto meta = OpenMeta(ctx, exit_code);
-    if (meta == nullptr) return;
+  create->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataStore> meta, OpenMeta(ctx));
     auto c = app::CreateToken(*meta, st->name, st->read_only, Env::Default().UnixMillis());
-    if (!c.IsOk()) {
-      *exit_code = Fail(ctx, OnCommandLine(c.GetStatus()));
-      return;
-    }
+    if (!c.IsOk()) return OnCommandLine(c.GetStatus());
     const std::string text =
         "token " + c->record.name + " (id " + c->record.id + ", " + Access(c->record) + "):\n" + c->token +
         "\nkeep it now: it is not shown again (send it as `Authorization: Bearer TOKEN`)";
-    *exit_code = Emit(ctx, text, app::CreatedTokenJson(*c));
-  });
+    return Output{text, app::CreatedTokenJson(*c)};
+  }));
 
   CLI::App* list = token->add_subcommand("list", "Every token, revoked ones too (never the secrets)");
-  list->callback([&ctx, exit_code] {
-    auto meta = OpenMeta(ctx, exit_code);
-    if (meta == nullptr) return;
+  list->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataStore> meta, OpenMeta(ctx));
     auto all = app::ListTokens(*meta);
-    if (!all.IsOk()) {
-      *exit_code = Fail(ctx, all.GetStatus());
-      return;
-    }
+    if (!all.IsOk()) return all.GetStatus();
     nlohmann::json arr = nlohmann::json::array();
     std::ostringstream t;
     t << std::left << std::setw(20) << "NAME" << std::setw(14) << "ID" << std::setw(12) << "ACCESS"
@@ -93,23 +81,19 @@ void AddTokenCommands(CLI::App& app, Context& ctx, int* exit_code) {
         << When(rec.revoked_ms) << "\n";
     }
     if (all->empty()) t.str("no tokens (kestrel token create --name NAME)\n");
-    *exit_code = Emit(ctx, t.str(), {{"ok", true}, {"tokens", arr}});
-  });
+    return Output{t.str(), {{"ok", true}, {"tokens", arr}}};
+  }));
 
   CLI::App* revoke = token->add_subcommand("revoke", "Revoke a token: the server refuses it from now on");
   revoke->add_option("token", st->ref, "the token's NAME (its live token) or ID")->required();
-  revoke->callback([&ctx, exit_code, st] {
-    auto meta = OpenMeta(ctx, exit_code);
-    if (meta == nullptr) return;
+  revoke->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataStore> meta, OpenMeta(ctx));
     auto r = app::RevokeToken(*meta, st->ref, Env::Default().UnixMillis());
-    if (!r.IsOk()) {
-      *exit_code = Fail(ctx, OnCommandLine(r.GetStatus()));
-      return;
-    }
+    if (!r.IsOk()) return OnCommandLine(r.GetStatus());
     const std::string who = "token " + r->record.name + " (id " + r->record.id + ")";
-    *exit_code = Emit(ctx, r->revoked ? "revoked " + who : who + " was already revoked",
-                      {{"ok", true}, {"revoked", r->revoked}, {"token", app::TokenJson(r->record)}});
-  });
+    return Output{r->revoked ? "revoked " + who : who + " was already revoked",
+                  {{"ok", true}, {"revoked", r->revoked}, {"token", app::TokenJson(r->record)}}};
+  }));
 }
 
 }  // namespace kestrel::cli

@@ -14,14 +14,10 @@
 namespace kestrel::cli {
 namespace {
 
-// The metadata store, or nullptr after reporting the error.
-std::unique_ptr<store::MetadataStore> OpenMeta(const Context& ctx, int* exit_code) {
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return nullptr;
-  }
-  return std::move(stores->meta);
+// The metadata store alone (the command needs no blobs).
+Result<std::unique_ptr<store::MetadataStore>> OpenMeta(const Context& ctx) {
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  return std::move(stores.meta);
 }
 
 }  // namespace
@@ -42,49 +38,33 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
   add->add_option("--secret", st->secret,
                   "HMAC-SHA256 key (default: a new random 32-byte hex secret, printed)");
   add->add_flag("--no-secret", st->no_secret, "send unsigned requests");
-  add->callback([&ctx, exit_code, st] {
-    if (st->no_secret && !st->secret.empty()) {
-      *exit_code = Fail(ctx, Status::InvalidArgument("--secret and --no-secret exclude each other",
-                                                     {"command line", 0, "secret"}));
-      return;
-    }
+  add->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    if (st->no_secret && !st->secret.empty())
+      return Status::InvalidArgument("--secret and --no-secret exclude each other",
+                                     {"command line", 0, "secret"});
     jobs::Webhook hook{st->url, st->secret};
     const bool generated = hook.secret.empty() && !st->no_secret;
     if (generated) hook.secret = RandomHex(32);
-    if (generated && hook.secret.empty()) {
-      *exit_code = Fail(ctx, Status::Internal("could not generate a random secret"));
-      return;
-    }
-    auto meta = OpenMeta(ctx, exit_code);
-    if (meta == nullptr) return;
+    if (generated && hook.secret.empty()) return Status::Internal("could not generate a random secret");
+    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataStore> meta, OpenMeta(ctx));
     Status s = jobs::AddWebhook(*meta, hook, Env::Default().UnixMillis());
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
+    if (!s.IsOk()) return s;
     std::string text = "added webhook " + hook.url + (hook.secret.empty() ? " (unsigned)" : "");
     if (generated)
       text += "\nsecret: " + hook.secret + "\n(verify X-Kestrel-Signature with it; it is not shown again)";
     nlohmann::json j = {{"ok", true}, {"url", hook.url}, {"signed", !hook.secret.empty()}};
     if (generated) j["secret"] = hook.secret;
-    *exit_code = Emit(ctx, text, j);
-  });
+    return Output{text, j};
+  }));
 
   CLI::App* list =
       wh->add_subcommand("list", "List URLs (secrets are never shown) and their delivery cursors");
-  list->callback([&ctx, exit_code] {
-    auto meta = OpenMeta(ctx, exit_code);
-    if (meta == nullptr) return;
+  list->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataStore> meta, OpenMeta(ctx));
     auto hooks = jobs::LoadWebhooks(*meta);
-    if (!hooks.IsOk()) {
-      *exit_code = Fail(ctx, hooks.GetStatus());
-      return;
-    }
+    if (!hooks.IsOk()) return hooks.GetStatus();
     auto latest = jobs::LatestEventId(*meta);
-    if (!latest.IsOk()) {
-      *exit_code = Fail(ctx, latest.GetStatus());
-      return;
-    }
+    if (!latest.IsOk()) return latest.GetStatus();
     std::string lease = "none";
     if (auto l = meta->GetSetting(jobs::kWebhookLeaseSetting); l.IsOk() && !l->empty()) lease = *l;
     nlohmann::json arr = nlohmann::json::array();
@@ -100,22 +80,17 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
               std::to_string(cursor) + " of " + std::to_string(*latest) + "\n";
     }
     if (!hooks->empty()) text += "dispatcher lease: " + lease + "\n";
-    *exit_code =
-        Emit(ctx, text, {{"ok", true}, {"webhooks", arr}, {"latest_event", *latest}, {"lease", lease}});
-  });
+    return Output{text, {{"ok", true}, {"webhooks", arr}, {"latest_event", *latest}, {"lease", lease}}};
+  }));
 
   CLI::App* rm = wh->add_subcommand("remove", "Stop sending to a URL");
   rm->add_option("url", st->url, "a configured URL")->required();
-  rm->callback([&ctx, exit_code, st] {
-    auto meta = OpenMeta(ctx, exit_code);
-    if (meta == nullptr) return;
+  rm->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataStore> meta, OpenMeta(ctx));
     Status s = jobs::RemoveWebhook(*meta, st->url, Env::Default().UnixMillis());
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
-    *exit_code = Emit(ctx, "removed webhook " + st->url, {{"ok", true}, {"url", st->url}});
-  });
+    if (!s.IsOk()) return s;
+    return Output{"removed webhook " + st->url, {{"ok", true}, {"url", st->url}}};
+  }));
 
   CLI::App* test = wh->add_subcommand("test", "Send a signed ping to a URL now and report the answer");
   test->add_option("url", st->url, "a configured URL (or any URL with --secret)")->required();
@@ -123,16 +98,12 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
   test->add_option("--timeout-ms", st->timeout_ms, "whole-request timeout")
       ->capture_default_str()
       ->check(IntArg(1, 3'600'000));
-  test->callback([&ctx, exit_code, st] {
+  test->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
     jobs::Webhook hook{st->url, st->secret};
     if (hook.secret.empty()) {
-      auto meta = OpenMeta(ctx, exit_code);
-      if (meta == nullptr) return;
+      KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<store::MetadataStore> meta, OpenMeta(ctx));
       auto hooks = jobs::LoadWebhooks(*meta);
-      if (!hooks.IsOk()) {
-        *exit_code = Fail(ctx, hooks.GetStatus());
-        return;
-      }
+      if (!hooks.IsOk()) return hooks.GetStatus();
       bool found = false;
       for (const auto& h : *hooks) {
         if (h.url == st->url) {
@@ -140,19 +111,13 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
           found = true;
         }
       }
-      if (!found) {
-        *exit_code =
-            Fail(ctx, Status::NotFound("no webhook '" + st->url +
-                                           "' is configured (add it, or pass --secret to sign a ping)",
-                                       {"command line", 0, "url"}));
-        return;
-      }
+      if (!found)
+        return Status::NotFound(
+            "no webhook '" + st->url + "' is configured (add it, or pass --secret to sign a ping)",
+            {"command line", 0, "url"});
     }
-    if (st->timeout_ms <= 0) {
-      *exit_code =
-          Fail(ctx, Status::InvalidArgument("--timeout-ms must be > 0", {"command line", 0, "timeout-ms"}));
-      return;
-    }
+    if (st->timeout_ms <= 0)
+      return Status::InvalidArgument("--timeout-ms must be > 0", {"command line", 0, "timeout-ms"});
     jobs::WebhookOptions opt;
     opt.timeout_ms = st->timeout_ms;
     opt.connect_timeout_ms = std::min<int64_t>(opt.connect_timeout_ms, st->timeout_ms);
@@ -176,12 +141,10 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code) {
                     {"line", 0},
                     {"field", "url"}};
       if (ctx.json) PrintJsonDocument(j);
-      *exit_code = kExitFailure;
-      return;
+      return CommandResult::Reported(kExitFailure);
     }
-    *exit_code =
-        Emit(ctx, "ping " + id + " delivered to " + hook.url + ": HTTP " + std::to_string(r.http_status), j);
-  });
+    return Output{"ping " + id + " delivered to " + hook.url + ": HTTP " + std::to_string(r.http_status), j};
+  }));
 }
 
 }  // namespace kestrel::cli
