@@ -1,5 +1,7 @@
 #include "train/train_config.h"
 
+#include <filesystem>
+
 #include "core/safetensors.h"
 #include "core/utf8.h"
 #include "model/pt_checkpoint.h"
@@ -107,6 +109,21 @@ Status TrainConfig::Validate() const {
 Status TrainConfig::ValidateFiles() const {
   if (model::IsWeightsPath(model)) {
     auto info = model::ReadWeightsInfo(model);
+    if (info.GetStatus().Code() == StatusCode::kNotFound) {
+      // model=yolo11n.pt as the reference framework takes it: it would
+      // download the file; Kestrel has no network and never tries.
+      const std::string stem = std::filesystem::path(model).stem().string();
+      const std::string scratch =
+          model::ParseModelSpec(stem, 1).IsOk() ? "; to train from scratch use model=" + stem : "";
+      return Status::InvalidArgument(
+          "model=" + EscapeInvalidUtf8(model) + ": no such file (looked for '" +
+              EscapeInvalidUtf8(std::filesystem::absolute(model).lexically_normal().string()) +
+              "'). Kestrel never downloads weights (it has no network): copy the .pt from a machine with the "
+              "reference framework (where `yolo` downloads it) and pass its path, or keep it in the model "
+              "registry with `kestrel models register FILE.pt`" +
+              EscapeInvalidUtf8(scratch),
+          {"", 0, "model"});
+    }
     if (!info.IsOk()) {
       return Status::InvalidArgument("model=" + EscapeInvalidUtf8(model) + ": " + info.GetStatus().Message(),
                                      {"", 0, "model"});

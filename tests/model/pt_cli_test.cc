@@ -60,6 +60,28 @@ TEST_F(PtCliTest, ValMatchesTheReferenceValidatorOnNonSquareImages) {
   }
 }
 
+// Issue 29: a genuine YOLO11n checkpoint of the reference trainer, validated by
+// `kestrel val`, gives the reference validator's numbers at batch 16 and 1.
+TEST_F(PtCliTest, Yolo11ValMatchesTheReferenceValidator) {
+  const std::string dir = std::string(KESTREL_SHARED_DIR) + "/reference/families";
+  if (!std::filesystem::exists(dir + "/yolo11n_shapes.pt")) GTEST_SKIP() << "no " << dir;
+  std::ifstream in(dir + "/yolo11_val_expected.json");
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  ASSERT_EQ(Kestrel("dataset import " + dir + "/yolo11_val --name y11").code, 0);
+  for (const int batch : {16, 1}) {
+    CliRun r = Kestrel("--json val model=" + dir +
+                       "/yolo11n_shapes.pt data=y11 split=val imgsz=320 batch=" + std::to_string(batch));
+    ASSERT_EQ(r.code, 0) << r.out;
+    const nlohmann::json m = Json(r)["result"]["metrics"];
+    const nlohmann::json& e = expected["splits"]["val"]["batch" + std::to_string(batch)];
+    for (const auto& [key, ref] : {std::pair{"map50", "map50"}, std::pair{"map5095", "map5095"},
+                                   std::pair{"precision", "p"}, std::pair{"recall", "r"}}) {
+      ASSERT_TRUE(m.contains(key)) << m.dump();
+      EXPECT_NEAR(m[key].get<double>(), e[ref].get<double>(), 1e-4) << key << " at batch " << batch;
+    }
+  }
+}
+
 TEST_F(PtCliTest, NonCheckpointsAreClearErrors) {
   ASSERT_EQ(Kestrel("dataset import " + kParity + "/square --name sq").code, 0);
   for (const std::string f : {"unrelated_state_dict.pt", "os_system.pt", "classify_model.pt"}) {

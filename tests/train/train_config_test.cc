@@ -161,6 +161,21 @@ TEST(TrainConfigTest, LossOptionsAndTrainConfigShareTheLossKeys) {
   }
 }
 
+// model=yolo11n.pt as the reference framework takes it (it would download
+// the file): no network here, so the error says what it looked for, where,
+// and how to bring the file — never a download attempt.
+TEST(TrainConfigTest, MissingReferenceWeightsSayHowToBringThem) {
+  TrainConfig c;
+  c.model = "no_such_dir_h7/yolo11n.pt";
+  Status s = c.ValidateFiles();
+  EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(s.Where().field, "model");
+  for (const char* want : {"no such file", "no_such_dir_h7/yolo11n.pt'", "no network", "models register",
+                           "from scratch use model=yolo11n"}) {
+    EXPECT_NE(s.Message().find(want), std::string::npos) << want << ": " << s.ToString();
+  }
+}
+
 TEST(TrainConfigTest, EachKeyIsBoundOnce) {
   TrainConfig c;
   OptionSet s;
