@@ -3,7 +3,7 @@
 // app/jobs.h), so the two cannot disagree on a name, range or message — the
 // export counterpart of val_keys.h. Torch-free and OpenCV-free: the job
 // system and the server validate export keys without LibTorch; the export
-// itself is app_run/export.h's ExportModel, which validates its request with
+// itself is app/export.h's ExportModel, which validates its request with
 // the same ValidateExportRequest first.
 #pragma once
 

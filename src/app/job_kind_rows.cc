@@ -1,7 +1,8 @@
 // The built-in rows of the job-kind table (app/job_kinds.h): train, val and
 // export — each kind's key schema and submit checks, its quality gate and
-// what a succeeded job registers. Their runners need LibTorch and are set
-// by kestrel-torch's main() (app_run/job_runners.h SetLibTorchRunners).
+// what a succeeded job registers. Their runners (app/job_runners.h) train
+// and verify through the program's backends, so the LibTorch backend lends
+// them: kestrel-torch's main() installs it (app/backends.h InstallBackends).
 #include <filesystem>
 
 #include "app/export_keys.h"

@@ -8,10 +8,12 @@
 // JobKindSpec added to a table, and its runner set by the program that can
 // run it.
 //
-// The table is torch-free. A runner that needs LibTorch is set by
-// kestrel-torch's main() (app_run/job_runners.h: train, val, export) at start;
-// the LibTorch-free `kestrel` front and the server have the same rows
-// without runners (they submit and supervise, never run an attempt).
+// The table is torch-free, and so are the runners (app/job_runners.h:
+// train, val, export); they need the LibTorch backend, which lends them
+// (Backends::runners) when kestrel-torch's main() installs it
+// (app/backends.h InstallBackends); the LibTorch-free `kestrel` front and
+// the server have the same rows without runners (they submit and
+// supervise, never run an attempt).
 //
 // Thread-safety: a table is filled (Add, SetRunner) before any thread reads
 // it — in main() or a test's set-up — and only read after that.
@@ -140,7 +142,7 @@ nlohmann::json AttemptOutcomeJson(int64_t job_id, int64_t attempt, const Attempt
 // is also where a front end confines the files a job reads: these keys and
 // an export job's model= (ModelResolver) are every job key whose value names
 // a file (the HTTP server: server/job_paths.h). Unset: taken as a path.
-// (Named apart from app_run/predict.h's one-argument WeightsResolver, so a
+// (Named apart from app/predict.h's one-argument WeightsResolver, so a
 // runner can include both; app/jobs.h calls it WeightsResolver.)
 using KeyWeightsResolver = std::function<Status(const std::string& key, std::string* weights)>;
 // The model= of an export job: the weights file, and the registered model it

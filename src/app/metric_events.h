@@ -1,7 +1,7 @@
 // Live training metrics as store events (docs/server.md "Event kinds"): the
 // payloads a training attempt appends while it runs, and the writer that
 // appends them off the training thread. Torch-free: the job runner
-// (app_run/train_job.cc) fills these plain records from the trainer's hooks.
+// (app/train_job.cc) fills these plain records from the trainer's hooks.
 //
 // Kinds and payloads:
 //   "metric", {"type": "epoch", "x": E, "epoch": E, "values": {name: y}}

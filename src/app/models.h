@@ -61,7 +61,7 @@ struct TagResult {
 };
 
 // An export of a registered model to record (ModelRegistry::RecordExport):
-// what `kestrel export` reported (app_run/export.h ExportResultJson).
+// what `kestrel export` reported (app/export.h ExportResultJson).
 struct ExportRecordRequest {
   std::string path;    // the written file; hashed when recorded
   std::string format;  // "onnx"

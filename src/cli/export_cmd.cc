@@ -1,12 +1,12 @@
 // `kestrel export`: a model written as ONNX and verified (OpenCV DNN against
 // LibTorch) before it is reported (docs/export.md). Built only with LibTorch;
 // this file includes no torch header. The use case is app::ExportAndRecord
-// (app_run/export_record.h over app::ExportModel), its keys app::ExportKeys
+// (app/export_record.h over app::ExportModel), its keys app::ExportKeys
 // (app/export_keys.h, shared with `kestrel submit kind=export`); --json
 // prints its one JSON view, plus "registry": the export's record on the model
 // when model= named a registered one (app::ModelRegistry::RecordExport), else
 // null. An export job's attempt (`export --job ID --attempt N`) is the export
-// kind's runner, app::RunExportAttempt (app_run/job_runners.h).
+// kind's runner, app::RunExportAttempt (app/job_runners.h).
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "app/export_keys.h"
-#include "app_run/export_record.h"
+#include "app/export_record.h"
 #include "cli/cli.h"
 #include "cli/job_child.h"
 #include "cli/torch_commands.h"
@@ -23,33 +23,24 @@ namespace kestrel::cli {
 namespace {
 
 // `kestrel export`: data= may be a dataset path (imported, or its version
-// reused, first, as for `val`: int8=true calibrates on it); then the use
-// case (app_run/export_record.h): model= resolved, the file exported,
+// reused, first, as for `val`: int8=true calibrates on it); then the one use
+// case (app/export_record.h): model= resolved, the file exported,
 // verified and recorded on its registered model.
-void RunExport(Context& ctx, int* exit_code, const app::ExportKeys& keys) {
-  Result<app::ExportRequest> parsed = keys.Request();
-  if (!parsed.IsOk()) {
-    *exit_code = Fail(ctx, parsed.GetStatus());
-    return;
+CommandResult RunExport(Context& ctx, const app::ExportKeys& keys) {
+  KESTREL_ASSIGN_OR_RETURN(app::ExportRequest req, keys.Request());
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  int exit_code = kExitOk;
+  if (!req.data.empty() && !ResolveDataOption(ctx, stores, &req.data, nullptr, &exit_code)) {
+    return CommandResult::Reported(exit_code);
   }
-  app::ExportRequest& req = *parsed;
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return;
-  }
-  if (!req.data.empty() && !ResolveDataOption(ctx, *stores, &req.data, nullptr, exit_code)) return;
   std::ostream& out = ctx.json ? std::cerr : std::cout;
-  auto e = app::ExportAndRecord(Env::Default(), *stores->meta, *stores->blobs, std::move(req),
-                                [&out](const store::ModelRecord& m, const std::string& weights) {
-                                  out << "model " << m.name << "@v" << m.seq << " (" << m.id.substr(0, 12)
-                                      << "): " << weights << std::endl;
-                                });
-  if (!e.IsOk()) {
-    *exit_code = Fail(ctx, e.GetStatus());
-    return;
-  }
-  *exit_code = Emit(ctx, e->text, e->doc);
+  KESTREL_ASSIGN_OR_RETURN(
+      app::RegisteredExport e,
+      app::ExportAndRecord(Env::Default(), *stores.meta, *stores.blobs, std::move(req),
+                           [&out](const store::ModelRecord& m, const std::string& weights) {
+                             out << app::ResolvedModelText(m, weights) << std::endl;
+                           }));
+  return Output{e.text, e.doc};
 }
 
 }  // namespace
@@ -67,14 +58,10 @@ void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors format=onnx imgsz=640");
   AddOptionFlags(cmd, st->set, &st->flags);
   cmd->footer(kJobAttemptHelp);
-  cmd->callback([&ctx, exit_code, st] {
-    Status s = ApplyOptions(st->set, st->flags, st->extras);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
-    RunExport(ctx, exit_code, st->opts);
-  });
+  cmd->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(ApplyOptions(st->set, st->flags, st->extras));
+    return RunExport(ctx, st->opts);
+  }));
 }
 
 }  // namespace kestrel::cli

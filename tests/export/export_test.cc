@@ -1,4 +1,4 @@
-// `kestrel export` (app_run/export.h, src/export): the written ONNX file runs
+// `kestrel export` (app/export.h, src/export): the written ONNX file runs
 // in OpenCV DNN and ONNX Runtime with the LibTorch model's raw output0 to
 // within 1e-4, for two class counts and two input sizes, on weights whose
 // BatchNorm statistics are far from their init (so a wrong fold shows); a
@@ -7,7 +7,7 @@
 // registered model is recorded and listed by `models show`; bad keys and tensors
 // are named in the error. The ONNX Runtime cases skip only when node or
 // onnxruntime-node is absent (scripts/install-node-deps.sh).
-#include "app_run/export.h"
+#include "app/export.h"
 
 #include <gtest/gtest.h>
 #include <torch/types.h>
@@ -20,7 +20,10 @@
 #include <utility>
 
 #include "../cli/cli_fixture.h"
-#include "app_run/export_runtimes.h"
+#include "app/backends.h"
+#include "app/export_record.h"
+#include "app/job_kinds.h"
+#include "app/onnx_runtime.h"
 #include "core/env.h"
 #include "core/hash.h"
 #include "core/safetensors.h"
@@ -30,6 +33,8 @@
 #include "model/pt_checkpoint.h"
 #include "model/weights.h"
 #include "model/yolo.h"
+#include "store/artifact_store.h"
+#include "store/metadata_store.h"
 
 namespace kestrel {
 namespace {
@@ -490,6 +495,76 @@ TEST_F(ExportTest, ClassNamesComeFromTheRegisteredDatasetOrDataElseTheDefault) {
   EXPECT_NE(Json(cli)["error"]["message"].get<std::string>().find("three@v1) has 3"), std::string::npos)
       << cli.out;
   EXPECT_FALSE(fs::exists(bad));
+}
+
+// The registry record of `kestrel export` and an export job
+// (app::ExportAndRecord) is built from the typed ExportResult — never read
+// back from its JSON view — and the views are of the same record.
+TEST_F(ExportTest, RegistryRecordIsTheTypedResult) {
+  const std::string weights = RandomWeights(2, 31);
+  ASSERT_EQ(Kestrel("--json models register " + weights + " --name fish").code, 0);
+  const std::string home = (dir_ / "home").string();
+  auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
+  ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
+  store::ArtifactStore blobs(home);
+  app::ExportRequest req;
+  req.model = "fish@v1";
+  req.imgsz_h = 64;
+  req.imgsz_w = 96;
+  req.output = (dir_ / "fish.onnx").string();
+  std::string resolved;
+  Result<app::RegisteredExport> e = app::ExportAndRecord(
+      Env::Default(), **meta, blobs, req,
+      [&](const store::ModelRecord& m, const std::string& w) { resolved = app::ResolvedModelText(m, w); });
+  ASSERT_TRUE(e.IsOk()) << e.GetStatus().ToString();
+  ASSERT_TRUE(e->registered.has_value());
+  ASSERT_TRUE(e->record.has_value());
+  EXPECT_TRUE(e->record_created);
+  EXPECT_EQ(resolved, "model fish@v1 (" + e->registered->id.substr(0, 12) + "): " + e->result.weights);
+  const app::ExportResult& r = e->result;
+  EXPECT_EQ(e->record->path, r.path);
+  EXPECT_EQ(e->record->format, "onnx");
+  EXPECT_EQ(e->record->verified, r.verified);
+  EXPECT_EQ(nlohmann::json::parse(e->record->options_json), app::ExportOptionsJson(r));
+  EXPECT_EQ(app::ExportOptionsJson(r)["imgsz"], nlohmann::json({64, 96}));
+  EXPECT_EQ(nlohmann::json::parse(e->record->verification_json), app::ExportVerificationJson(r));
+  EXPECT_EQ(e->doc["verification"], app::ExportVerificationJson(r));
+  EXPECT_EQ(e->doc["registry"], app::ExportRegistryJson(*e));
+  EXPECT_EQ(e->doc["registry"]["export_id"], e->record->id);
+
+  // A plain weights file: no record, "registry" null.
+  req.model = weights;
+  req.output = (dir_ / "plain.onnx").string();
+  Result<app::RegisteredExport> plain = app::ExportAndRecord(Env::Default(), **meta, blobs, req);
+  ASSERT_TRUE(plain.IsOk()) << plain.GetStatus().ToString();
+  EXPECT_FALSE(plain->record.has_value());
+  EXPECT_TRUE(plain->doc["registry"].is_null());
+}
+
+// src/app is torch-free: the LibTorch reference an export is verified
+// against is a backend slot. A program without it (the `kestrel` front)
+// refuses the export, naming model= and the program that has it, and
+// writes nothing.
+TEST_F(ExportTest, ExportWithoutTheLibTorchBackendNamesTheProgramThatHasIt) {
+  const std::string weights = RandomWeights(2, 41);
+  const app::Backends installed = app::ProgramBackends();
+  app::JobKindTable scratch = app::BuiltinJobKinds();
+  app::Backends none;  // program "kestrel": no slot filled
+  ASSERT_TRUE(app::InstallBackends(none, scratch).IsOk());
+  app::ExportRequest req;
+  req.model = weights;
+  req.imgsz_h = req.imgsz_w = 64;
+  req.output = (dir_ / "none.onnx").string();
+  Result<app::ExportResult> r = app::ExportModel(Env::Default(), req);
+  ASSERT_TRUE(app::InstallBackends(installed, scratch).IsOk());  // the next tests have them again
+  ASSERT_FALSE(r.IsOk());
+  EXPECT_EQ(r.GetStatus().Code(), StatusCode::kFailedPrecondition) << r.GetStatus().ToString();
+  EXPECT_EQ(r.GetStatus().Where().field, "model");
+  EXPECT_NE(r.GetStatus().Message().find("kestrel-torch"), std::string::npos) << r.GetStatus().Message();
+  EXPECT_FALSE(fs::exists(dir_ / "none.onnx"));
+  for (const auto& f : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(f.path().string().find("none.onnx"), std::string::npos) << "left behind: " << f.path();
+  }
 }
 
 }  // namespace

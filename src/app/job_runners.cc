@@ -1,4 +1,4 @@
-#include "app_run/job_runners.h"
+#include "app/job_runners.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,11 +7,11 @@
 #include <mutex>
 #include <thread>
 
+#include "app/evaluate.h"
 #include "app/export_keys.h"
+#include "app/export_record.h"
+#include "app/train_job.h"
 #include "app/val_keys.h"
-#include "app_run/evaluate.h"
-#include "app_run/export_record.h"
-#include "app_run/train_job.h"
 #include "store/artifact_store.h"
 
 namespace kestrel::app {
@@ -80,8 +80,7 @@ Result<AttemptResult> RunExportAttempt(AttemptContext& ctx) {
   Result<RegisteredExport> e =
       ExportAndRecord(Env::Default(), *ctx.meta, blobs, std::move(req),
                       [&out](const store::ModelRecord& m, const std::string& weights) {
-                        out << "model " << m.name << "@v" << m.seq << " (" << m.id.substr(0, 12)
-                            << "): " << weights << std::endl;
+                        out << ResolvedModelText(m, weights) << std::endl;
                       });
   {
     std::lock_guard<std::mutex> l(mu);
@@ -90,28 +89,27 @@ Result<AttemptResult> RunExportAttempt(AttemptContext& ctx) {
   cv.notify_all();
   ticker.join();
   if (!e.IsOk()) return e.GetStatus();
-  const nlohmann::json& v = e->doc.at("verification");
+  // The typed record, never its JSON view read back (STYLE.md 16).
+  const ExportResult& r = e->result;
   AttemptResult result;
   result.model = keys.r.model;
-  result.path = e->result.path;
-  result.verified = v.at("verified").get<bool>();
-  result.details = {{"format", e->doc.at("format")},
-                    {"max_abs_diff", v.at("max_abs_diff")},
-                    {"max_abs_diff_boxes", v.at("max_abs_diff_boxes")},
-                    {"max_abs_diff_scores", v.at("max_abs_diff_scores")},
-                    {"max_rel_diff_boxes", v.at("max_rel_diff_boxes")},
-                    {"tolerance", v.at("tolerance")},
-                    {"bytes", e->doc.at("bytes")},
-                    {"verification", v},
-                    {"registry", e->doc.at("registry")}};
+  result.path = r.path;
+  result.verified = r.verified;
+  result.details = {{"format", r.format},
+                    {"max_abs_diff", r.max_abs_diff},
+                    {"max_abs_diff_boxes", r.max_abs_diff_boxes},
+                    {"max_abs_diff_scores", r.max_abs_diff_scores},
+                    {"max_rel_diff_boxes", r.max_rel_diff_boxes},
+                    {"tolerance", r.tolerance},
+                    {"bytes", r.bytes},
+                    {"verification", ExportVerificationJson(r)},
+                    {"registry", ExportRegistryJson(*e)}};
   out << e->text;
   return result;
 }
 
-Status SetLibTorchRunners(JobKindTable& kinds) {
-  KESTREL_RETURN_IF_ERROR(kinds.SetRunner("train", RunTrainAttempt));
-  KESTREL_RETURN_IF_ERROR(kinds.SetRunner("val", RunValAttempt));
-  return kinds.SetRunner("export", RunExportAttempt);
+std::vector<KindRunner> BuiltinKindRunners() {
+  return {{"train", RunTrainAttempt}, {"val", RunValAttempt}, {"export", RunExportAttempt}};
 }
 
 }  // namespace kestrel::app

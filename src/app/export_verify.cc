@@ -1,9 +1,8 @@
 // `kestrel export`'s verification (export.h: VerifyShapes, VerifyOnnxFile,
 // VerifyOnnxNms): a written ONNX file run in OpenCV DNN and ONNX Runtime
-// (export_runtimes.h) on synthetic images and compared with the LibTorch
-// model (model::Predictor) or, for nms=true, with Kestrel's own
-// post-processing. Writing the file is export.cc's. No torch header: this TU
-// compiles without the torch precompiled header.
+// (app/onnx_runtime.h) on synthetic images and compared with the LibTorch
+// model (the program's reference_forward, app/backends.h) or, for nms=true,
+// with Kestrel's own post-processing. Writing the file is export.cc's.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,11 +10,11 @@
 #include <random>
 #include <sstream>
 
-#include "app_run/export.h"
-#include "app_run/export_runtimes.h"
+#include "app/backends.h"
+#include "app/export.h"
+#include "app/onnx_runtime.h"
 #include "eval/box.h"
 #include "eval/postprocess.h"
-#include "model/predictor.h"
 
 namespace kestrel::app {
 
@@ -77,25 +76,18 @@ std::vector<FloatTensor> SyntheticBatches(const std::vector<std::vector<int64_t>
 }
 
 // The reference outputs of `inputs`: the LibTorch model as trained (eval
-// mode, BN unfused), decoded output0 per batch.
+// mode, BN unfused), decoded output0 per batch — the program's
+// reference_forward (app/backends.h). Without LibTorch: kFailedPrecondition
+// naming `model`.
 Result<std::vector<FloatTensor>> LibTorchReferences(const std::string& weights,
-                                                    const std::vector<std::vector<int64_t>>& shapes,
                                                     const std::vector<FloatTensor>& inputs) {
-  model::PredictorOptions popts;
-  popts.imgsz = static_cast<int>(shapes.at(0)[2]);
-  popts.batch = static_cast<int>(shapes.at(0)[0]);
-  popts.fuse = false;
-  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<model::Predictor> net, model::Predictor::Load(weights, popts));
-  std::vector<FloatTensor> refs;
-  for (const FloatTensor& in : inputs) {
-    SafeTensor t{"F32", in.shape,
-                 std::string(reinterpret_cast<const char*>(in.data.data()), in.data.size() * sizeof(float))};
-    KESTREL_ASSIGN_OR_RETURN(SafeTensor ref, net->ForwardDecoded(t));
-    FloatTensor r{ref.shape, std::vector<float>(ref.data.size() / sizeof(float))};
-    std::memcpy(r.data.data(), ref.data.data(), ref.data.size());
-    refs.push_back(std::move(r));
+  const Backends& backends = ProgramBackends();
+  if (!backends.reference_forward) {
+    return Status::FailedPrecondition("an export is verified against LibTorch, which " + backends.program +
+                                          " lacks (kestrel-torch has it; `kestrel export` starts it)",
+                                      {weights, 0, "model"});
   }
-  return refs;
+  return backends.reference_forward(weights, inputs);
 }
 
 // Folds one output0 comparison into `check` (box rows relative, scores
@@ -154,7 +146,7 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
                                                  int images_per_shape, double tolerance, bool half,
                                                  bool int8) {
   const std::vector<FloatTensor> inputs = SyntheticBatches(shapes, images_per_shape, 20240514);
-  KESTREL_ASSIGN_OR_RETURN(const std::vector<FloatTensor> refs, LibTorchReferences(weights, shapes, inputs));
+  KESTREL_ASSIGN_OR_RETURN(const std::vector<FloatTensor> refs, LibTorchReferences(weights, inputs));
 
   std::vector<RuntimeCheck> checks(2);
   std::vector<std::unique_ptr<OnnxRuntime>> runtimes;
@@ -223,7 +215,7 @@ Result<NmsCheck> VerifyOnnxNms(const std::string& nms_path, const std::string& w
   if (half) {
     KESTREL_ASSIGN_OR_RETURN(refs, runtime->Run(raw_path, inputs));
   } else {
-    KESTREL_ASSIGN_OR_RETURN(refs, LibTorchReferences(weights, shapes, inputs));
+    KESTREL_ASSIGN_OR_RETURN(refs, LibTorchReferences(weights, inputs));
   }
   check.ran = true;
   Result<std::vector<FloatTensor>> outs = runtime->Run(nms_path, inputs);

@@ -1,4 +1,4 @@
-#include "app_run/export.h"
+#include "app/export.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-#include "app_run/export_runtimes.h"
+#include "app/onnx_runtime.h"
 #include "export/onnx_export.h"
 #include "export/onnx_quantize.h"
 #include "model/pt_checkpoint.h"
@@ -483,7 +483,7 @@ nlohmann::json SimplifyJson(const ExportResult& r) {
 }
 }  // namespace
 
-nlohmann::json ExportResultJson(const ExportResult& r) {
+nlohmann::json ExportVerificationJson(const ExportResult& r) {
   nlohmann::json runtimes = nlohmann::json::array();
   for (const RuntimeCheck& c : r.checks) {
     nlohmann::json rc = {{"runtime", c.runtime}, {"ran", c.ran}, {"passed", c.passed}};
@@ -496,7 +496,37 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
     if (!c.passed) rc["error"] = c.error;
     runtimes.push_back(std::move(rc));
   }
-  nlohmann::json j = {
+  nlohmann::json v = {
+      {"runtime", r.checks.size() < 2 ? std::string() : r.checks[r.half || r.int8 ? 1 : 0].runtime},
+      {"reference", "libtorch"},
+      {"images", r.verify_images},
+      {"shapes", r.verify_shapes},
+      {"max_abs_diff", r.max_abs_diff},
+      {"max_abs_diff_boxes", r.max_abs_diff_boxes},
+      {"max_abs_diff_scores", r.max_abs_diff_scores},
+      {"max_rel_diff_boxes", r.max_rel_diff_boxes},
+      {"tolerance", r.tolerance},
+      {"verified", r.verified},
+      {"runtimes", runtimes}};
+  if (!r.verified) v["error"] = r.verification_error;
+  v["map"] = r.map.ran || !r.map.error.empty() ? MapCheckJson(r.map) : nlohmann::json(nullptr);
+  v["nms"] = NmsCheckJson(r);
+  return v;
+}
+
+nlohmann::json ExportOptionsJson(const ExportResult& r) {
+  return {{"imgsz", {r.imgsz_h, r.imgsz_w}},
+          {"batch", r.batch},
+          {"opset", r.opset},
+          {"dynamic", r.dynamic},
+          {"half", r.half},
+          {"int8", r.int8},
+          {"nms", r.nms},
+          {"simplify", r.simplify}};
+}
+
+nlohmann::json ExportResultJson(const ExportResult& r) {
+  return {
       {"path", r.path},
       {"weights", r.weights},
       {"format", r.format},
@@ -519,23 +549,7 @@ nlohmann::json ExportResultJson(const ExportResult& r) {
       {"bytes", r.bytes},
       {"nodes", r.nodes},
       {"parameters", r.parameters},
-      {"verification",
-       {{"runtime", r.checks.size() < 2 ? std::string() : r.checks[r.half || r.int8 ? 1 : 0].runtime},
-        {"reference", "libtorch"},
-        {"images", r.verify_images},
-        {"shapes", r.verify_shapes},
-        {"max_abs_diff", r.max_abs_diff},
-        {"max_abs_diff_boxes", r.max_abs_diff_boxes},
-        {"max_abs_diff_scores", r.max_abs_diff_scores},
-        {"max_rel_diff_boxes", r.max_rel_diff_boxes},
-        {"tolerance", r.tolerance},
-        {"verified", r.verified},
-        {"runtimes", runtimes}}}};
-  if (!r.verified) j["verification"]["error"] = r.verification_error;
-  j["verification"]["map"] =
-      r.map.ran || !r.map.error.empty() ? MapCheckJson(r.map) : nlohmann::json(nullptr);
-  j["verification"]["nms"] = NmsCheckJson(r);
-  return j;
+      {"verification", ExportVerificationJson(r)}};
 }
 
 namespace {

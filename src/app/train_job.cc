@@ -1,4 +1,4 @@
-#include "app_run/train_job.h"
+#include "app/train_job.h"
 
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "app/backends.h"
 #include "app/metric_events.h"
 #include "core/env.h"
 #include "core/failure_of.h"
@@ -61,6 +62,22 @@ nlohmann::json TrainSummaryJson(const train::TrainSummary& s) {
           {"micro_batch", s.micro_batch},
           {"epochs", epochs}};
 }
+
+namespace {
+
+// train::Train through the program's train entry (app/backends.h): this
+// runner is torch-free, LibTorch is kestrel-torch's backend.
+Result<train::TrainSummary> TrainWithBackend(const train::TrainOptions& opts,
+                                             const train::TrainHooks& hooks) {
+  const Backends& backends = ProgramBackends();
+  if (!backends.train) {
+    return Status::FailedPrecondition("training runs in kestrel-torch (LibTorch); " + backends.program +
+                                      " has no train backend");
+  }
+  return backends.train(opts, hooks);
+}
+
+}  // namespace
 
 Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
   const int64_t job_id = ctx.job_id, attempt = ctx.attempt;
@@ -228,7 +245,7 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
     opts.resume = c;
     out << "job " << job_id << " attempt " << attempt << ": resuming from " << c << std::endl;
     progress("stage=data resume=" + c);
-    r = train::Train(opts, hooks);
+    r = TrainWithBackend(opts, hooks);
     tried = true;
     // A corrupted checkpoint is refused before anything runs: fall back to
     // the next older one rather than to scratch.
@@ -243,7 +260,7 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
     Status files = opts.ValidateFiles();
     if (!files.IsOk()) return fail(FailureReason::kBadConfig, files);
     progress("stage=data");
-    r = train::Train(opts, hooks);
+    r = TrainWithBackend(opts, hooks);
   }
   if (!r.IsOk()) return fail(FailureReasonOf(r.GetStatus()), r.GetStatus());
   const train::TrainSummary& sum = *r;

@@ -1,29 +1,26 @@
-#include "app_run/export_record.h"
+#include "app/export_record.h"
 
+#include "app/calibration.h"
 #include "app/evaluate.h"
 #include "app/models.h"
-#include "app_run/calibration.h"
 #include "core/env.h"
 #include "data/registry.h"
 
 namespace kestrel::app {
 namespace {
 
-// The registry record of an export of `model`, from ExportResultJson's view.
+// The registry record of an export of `model`, from the typed result.
 // Idempotent per file (ModelRegistry::RecordExport): a retried export job's
 // second record of the same file updates the first (*created false).
-Result<store::ModelExportRecord> RecordExport(ModelRegistry& reg, const store::ModelRecord& model,
-                                              const nlohmann::json& doc, bool* created) {
+Result<store::ModelExportRecord> RecordExport(Env& env, ModelRegistry& reg, const store::ModelRecord& model,
+                                              const ExportResult& r, bool* created) {
   ExportRecordRequest req;
-  req.path = doc.at("path").get<std::string>();
-  req.format = doc.at("format").get<std::string>();
-  for (const char* key : {"imgsz", "batch", "opset", "dynamic", "half", "int8", "nms"})
-    req.options[key] = doc.at(key);
-  req.options["simplify"] = doc.at("simplify").at("enabled");  // simplify=true|false
-  req.verification = doc.at("verification");
-  req.verified = req.verification.at("verified").get<bool>();
-  const int64_t now_ms = Env::Default().UnixMillis();
-  return reg.RecordExport(model, req, now_ms, created);
+  req.path = r.path;
+  req.format = r.format;
+  req.options = ExportOptionsJson(r);
+  req.verified = r.verified;
+  req.verification = ExportVerificationJson(r);
+  return reg.RecordExport(model, req, env.UnixMillis(), created);
 }
 
 }  // namespace
@@ -31,7 +28,7 @@ Result<store::ModelExportRecord> RecordExport(ModelRegistry& reg, const store::M
 Result<RegisteredExport> ExportAndRecord(
     Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs, ExportRequest req,
     const std::function<void(const store::ModelRecord& model, const std::string& weights)>& on_resolved) {
-  // int8=true: calibration images of data= from the stores (app_run/calibration.h).
+  // int8=true: calibration images of data= from the stores (app/calibration.h).
   const ExportCalibrationLoader calibrate = [&meta, &blobs](const std::string& data, int count,
                                                             double fraction, int h,
                                                             int w) -> Result<CalibrationSet> {
@@ -88,24 +85,37 @@ Result<RegisteredExport> ExportAndRecord(
   const ExportResult& r = out.result;
   out.doc = ExportResultJson(r);
   out.text = ExportResultText(r) + map_note;
-  out.doc["registry"] = nullptr;
   if (!registered) {
+    out.doc["registry"] = nullptr;
     out.text += "not a registered model: the export is not recorded in the registry\n";
     return out;
   }
   bool created = true;
-  Result<store::ModelExportRecord> rec = RecordExport(registry, *registered, out.doc, &created);
+  Result<store::ModelExportRecord> rec = RecordExport(env, registry, *registered, r, &created);
   if (!rec.IsOk()) {
     return Status(rec.GetStatus().Code(),
                   r.path + " was written but its registry record failed: " + rec.GetStatus().Message(),
                   rec.GetStatus().Where());
   }
+  out.record = std::move(*rec);
+  out.record_created = created;
   const std::string ref = registered->name + "@v" + std::to_string(registered->seq);
-  out.doc["registry"] = {
-      {"model", ref}, {"model_id", registered->id}, {"export_id", rec->id}, {"created", created}};
-  out.text += "recorded on model " + ref + " (export " + rec->id.substr(0, 12) +
+  out.doc["registry"] = ExportRegistryJson(out);
+  out.text += "recorded on model " + ref + " (export " + out.record->id.substr(0, 12) +
               (created ? ")\n" : ": this file's earlier record, updated)\n");
   return out;
+}
+
+std::string ResolvedModelText(const store::ModelRecord& m, const std::string& weights) {
+  return "model " + m.name + "@v" + std::to_string(m.seq) + " (" + m.id.substr(0, 12) + "): " + weights;
+}
+
+nlohmann::json ExportRegistryJson(const RegisteredExport& e) {
+  if (!e.registered || !e.record) return nullptr;
+  return {{"model", e.registered->name + "@v" + std::to_string(e.registered->seq)},
+          {"model_id", e.registered->id},
+          {"export_id", e.record->id},
+          {"created", e.record_created}};
 }
 
 }  // namespace kestrel::app

@@ -1,4 +1,6 @@
-#include "app_run/calibration.h"
+// Decodes with data::DecodeImage (OpenCV only as its result) and letterboxes
+// with eval's validation geometry.
+#include "app/calibration.h"
 
 #include <algorithm>
 #include <cmath>

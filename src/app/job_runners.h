@@ -1,9 +1,13 @@
-// The LibTorch attempt runners of the built-in job kinds (app/job_kinds.h):
-// train (app_run/train_job.h), val and export. kestrel-torch's main() sets
-// them (SetLibTorchRunners); the programs without LibTorch have the rows
-// without runners. Torch-free header.
+// The attempt runners of the built-in job kinds (app/job_kinds.h): train
+// (train_job.h), val and export. Torch-free: they run networks through the
+// program's backends (app/backends.h), and the LibTorch backend lends them
+// to kestrel-torch's job-kind table (BuiltinKindRunners); the programs
+// without it have the rows without runners.
 #pragma once
 
+#include <vector>
+
+#include "app/backends.h"
 #include "app/job_kinds.h"
 
 namespace kestrel::app {
@@ -27,8 +31,11 @@ Result<AttemptResult> RunValAttempt(AttemptContext& ctx);
 // bytes, verification, registry.
 Result<AttemptResult> RunExportAttempt(AttemptContext& ctx);
 
-// Sets the train, val and export runners of `kinds`. REQUIRES: before any
-// thread reads the table (main()).
-Status SetLibTorchRunners(JobKindTable& kinds);
+// The runners above and the train kind's (train_job.h) as Backends::runners
+// entries (app/backends.h): train, val, export. They reach LibTorch only
+// through the program's backends, so the LibTorch backend, which they need
+// (training, the reference an export is verified against, .pt weights),
+// lends them (backend_torch::RegisterTorchBackend in kestrel-torch's main()).
+std::vector<KindRunner> BuiltinKindRunners();
 
 }  // namespace kestrel::app

@@ -1,8 +1,8 @@
-// The mAP check of an export: LibTorch (LoadDetector) and the ONNX file
-// (LoadOnnxDetector in OpenCV DNN and in ONNX Runtime) each scored on the
-// same split exactly as `kestrel val model=` scores (score_split.h), with
-// the same shapes and NMS. No torch header: predict.h is torch-free.
-#include "app_run/export_map.h"
+// The mAP check of an export: LibTorch and the ONNX file (in OpenCV DNN and
+// in ONNX Runtime), each loaded by the program's backends (LoadDetector of
+// app/backends.h) and scored on the same split exactly as `kestrel val
+// model=` scores (score_split.h), with the same shapes and NMS.
+#include "app/export_map.h"
 
 #include <chrono>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include <sstream>
 #include <utility>
 
-#include "app_run/predict.h"
-#include "app_run/score_split.h"
+#include "app/backends.h"
+#include "app/score_split.h"
 
 namespace kestrel::app {
 namespace {
@@ -92,7 +92,7 @@ Result<MapCheck> RunExportMapCheck(store::ArtifactStore& blobs, const LoadedSpli
     }
     rt.ran = true;
     any_ran = true;
-    const Status scored = Score(LoadOnnxDetector, onnx_path, runtimes[k], blobs, split, request, &rt);
+    const Status scored = Score(LoadDetector, onnx_path, runtimes[k], blobs, split, request, &rt);
     if (!scored.IsOk()) {
       rt.error = scored.ToString();
     } else {

@@ -1,9 +1,8 @@
 // Training as use cases: the train kind's attempt runner (the child
 // `kestrel train --job ID --attempt N` runs it through app::RunAttempt), with
 // the resume fallback through earlier attempts' checkpoints; and the JSON
-// view of a training summary. Torch-free
-// header (train/trainer.h, which pulls in torch types, is included only by
-// train_job.cc).
+// view of a training summary. Torch-free: the training itself is the
+// program's train backend (app/backends.h; kestrel-torch's is train::Train).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,8 +16,8 @@ struct TrainSummary;
 
 namespace kestrel::app {
 
-// The train kind's attempt runner (app/job_kinds.h JobKindSpec::run, set
-// by kestrel-torch): after RunAttempt's preamble, rebuilds the training
+// The train kind's attempt runner (app/job_kinds.h JobKindSpec::run, lent
+// to kestrel-torch's table by its LibTorch backend): after RunAttempt's preamble, rebuilds the training
 // options from the job's stored config, trains in ctx.AttemptDir() (the
 // process's working directory from then on: the checkpoint stores run_dir
 // "."), resuming from the newest earlier attempt's last.ckpt — a corrupted

@@ -1,6 +1,6 @@
 // `kestrel export` and an export job's attempt as one use case: model=
 // resolved through the registry, the file exported and verified
-// (app_run/export.h ExportModel, with int8 calibration and the mAP check fed
+// (app/export.h ExportModel, with int8 calibration and the mAP check fed
 // from the stores), and the export recorded on the registered model it came
 // from. Torch-free and OpenCV-free header.
 #pragma once
@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "app_run/export.h"
+#include "app/export.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 #include "store/model_types.h"
@@ -22,8 +22,12 @@ struct RegisteredExport {
   // The registered model model= named (NAME@vN, NAME@TAG, id prefix); unset
   // for a plain weights file, whose export is recorded nowhere.
   std::optional<store::ModelRecord> registered;
-  // ExportResultJson plus "registry": {"model", "model_id", "export_id",
-  // "created"} (created false: this file's earlier record, updated), or null.
+  // The export's record on `registered` (set exactly when `registered` is);
+  // record_created false: this file's earlier record, updated.
+  std::optional<store::ModelExportRecord> record;
+  bool record_created = false;
+  // Views of the above: ExportResultJson plus "registry": {"model",
+  // "model_id", "export_id", "created"}, or null.
   nlohmann::json doc;
   std::string text;  // ExportResultText, the mAP check's note and the record's line
 };
@@ -39,5 +43,13 @@ struct RegisteredExport {
 Result<RegisteredExport> ExportAndRecord(
     Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs, ExportRequest request,
     const std::function<void(const store::ModelRecord& model, const std::string& weights)>& on_resolved = {});
+
+// "model NAME@vN (<id, 12 hex>): WEIGHTS", the line `kestrel export` and an
+// export job print when model= named a registered model (on_resolved).
+std::string ResolvedModelText(const store::ModelRecord& model, const std::string& weights);
+
+// {"model": "NAME@vN", "model_id", "export_id", "created"} of e.record, or
+// null when the export is recorded nowhere (RegisteredExport::doc's "registry").
+nlohmann::json ExportRegistryJson(const RegisteredExport& e);
 
 }  // namespace kestrel::app

@@ -1,10 +1,12 @@
 // `export` as a use case: a Kestrel YOLOv8 model written as ONNX by
 // src/export and verified before it is reported — the written file run in
 // OpenCV DNN (in process) and in ONNX Runtime (the Node helper, when
-// installed: export_runtimes.h) against the LibTorch model on the same
-// inputs — plus the one JSON view that `kestrel export --json` prints.
-// Torch-free and OpenCV-free header (LibTorch runs in export.cc, the ONNX
-// runtimes in export_runtimes.cc). Layout and limits: docs/export.md.
+// installed) against the LibTorch model on the same inputs — plus the one
+// JSON view that `kestrel export --json` prints. The runtimes and the
+// LibTorch reference are the program's backends (app/backends.h,
+// app/onnx_runtime.h): kestrel-torch has both; in a program without them
+// an export fails with kFailedPrecondition saying so. Torch-free and
+// OpenCV-free, header and .cc. Layout and limits: docs/export.md.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "app/calibration.h"
 #include "app/export_keys.h"
-#include "app_run/calibration.h"
-#include "app_run/export_map.h"
+#include "app/export_map.h"
 #include "core/env.h"
 #include "core/status.h"
 #include "export/onnx_simplify.h"
@@ -124,16 +126,14 @@ std::vector<std::vector<int64_t>> VerifyShapes(const ExportRequest& request);
 
 // Runs the ONNX file at `onnx_path` in OpenCV DNN and in ONNX Runtime (when
 // LocateOnnxRuntime finds it; otherwise that check has ran false) and the
-// LibTorch model of `weights` on `images_per_shape` synthetic images (rounded
-// up to the shape's batch) per shape in `shapes`, and compares every output0
-// value: one RuntimeCheck per runtime, OpenCV DNN first. A runtime that
-// cannot load or run the file gives ran true, passed false and the error.
-// Errors: the weights cannot be loaded. `half`: an FP16 file, whose OpenCV
-// DNN check does not run (ran false: OpenCV 4.6 cannot load FLOAT16).
-// `int8`: a QDQ file; when OpenCV DNN cannot load or run it, its check has
-// ran false with OpenCV's reason (ONNX Runtime is the one that must pass),
-// and box values count only at anchors LibTorch scores >=
-// kExportInt8BoxMinScore.
+// LibTorch model of `weights` (the program's reference_forward) on `images_per_shape` synthetic images
+// (rounded up to the shape's batch) per shape in `shapes`, and compares every output0 value: one RuntimeCheck
+// per runtime, OpenCV DNN first. A runtime that cannot load or run the file gives ran true, passed false and
+// the error. Errors: the weights cannot be loaded; kFailedPrecondition naming `model` in a program without a
+// reference_forward backend. `half`: an FP16 file, whose OpenCV DNN check does not run (ran false: OpenCV 4.6
+// cannot load FLOAT16). `int8`: a QDQ file; when OpenCV DNN cannot load or run it, its check has ran false
+// with OpenCV's reason (ONNX Runtime is the one that must pass), and box values count only at anchors
+// LibTorch scores >= kExportInt8BoxMinScore.
 Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, const std::string& weights,
                                                  const std::vector<std::vector<int64_t>>& shapes,
                                                  int images_per_shape, double tolerance, bool half = false,
@@ -149,12 +149,12 @@ Result<NmsCheck> VerifyOnnxNms(const std::string& nms_path, const std::string& w
                                const std::string& raw_path, const std::vector<std::vector<int64_t>>& shapes,
                                int images_per_shape, double conf, double iou, int max_det, bool half);
 
-// Turns `model=` into a weights path (the CLI resolves registry references).
+// Turns `model=` into a weights path (ExportAndRecord resolves registry references).
 using ExportWeightsResolver = std::function<Status(std::string* weights)>;
 
-// INT8 calibration images (app_run/calibration.h's LoadCalibrationImages
-// over the CLI's stores): up to `count` images of `data` from the first
-// `fraction` of its train split, letterboxed into h x w.
+// INT8 calibration images (app/calibration.h's LoadCalibrationImages over
+// the home's stores, in ExportAndRecord): up to `count` images of `data`
+// from the first `fraction` of its train split, letterboxed into h x w.
 using ExportCalibrationLoader =
     std::function<Result<CalibrationSet>(const std::string& data, int count, double fraction, int h, int w)>;
 
@@ -165,7 +165,8 @@ struct DatasetClassNames {
 };
 
 // What the mAP check of `data=` (export_map.h) and the registered model's
-// dataset version (ExportRequest::model_data) read: the CLI's stores.
+// dataset version (ExportRequest::model_data) read: the home's stores
+// (ExportAndRecord).
 struct ExportMapSource {
   // request.data's validation split (app::LoadSplit: NAME[@VERSION]; the CLI
   // imports a data.yaml first). Empty: data= cannot be checked
@@ -233,6 +234,13 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& request,
 //  "max_abs_diff_scores", "max_rel_diff_boxes", "error" (when not passed)}],
 //  "map": MapCheckJson or null (no data=), "error" (only when unverified)}}
 nlohmann::json ExportResultJson(const ExportResult& result);
+// ExportResultJson's "verification" object alone (what the model registry
+// keeps with an export's record).
+nlohmann::json ExportVerificationJson(const ExportResult& result);
+// The options an export was written with, as the registry records them:
+// {"imgsz": [h, w], "batch", "opset", "dynamic", "half", "int8", "nms",
+// "simplify"} (simplify: true|false).
+nlohmann::json ExportOptionsJson(const ExportResult& result);
 // A few human-readable lines.
 std::string ExportResultText(const ExportResult& result);
 
