@@ -33,10 +33,15 @@
 #include <string>
 #include <vector>
 
+#include "app/backends.h"
 #include "app/evaluate.h"
-#include "app_run/export.h"
-#include "app_run/export_map.h"
-#include "app_run/export_runtimes.h"
+#include "app/job_kinds.h"
+#include "app/onnx_runtime.h"
+#include "app/export.h"
+#include "app/export_map.h"
+#include "backend_onnx/export_runtimes.h"
+#include "backend_onnx/onnx_backend.h"
+#include "backend_torch/torch_backend.h"
 #include "core/env.h"
 #include "data/registry.h"
 #include "data/synth.h"
@@ -136,6 +141,14 @@ struct Row {
 
 int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
+  {
+    // The engines the export and its mAP check run in, as kestrel-torch's main() registers them.
+    app::Backends backends;
+    backends.program = "export_latency_bench";
+    backend_torch::RegisterTorchBackend(backends);
+    backend_onnx::RegisterOnnxBackend(backends);
+    if (Status s = app::InstallBackends(std::move(backends), app::JobKinds()); !s.IsOk()) Die("backends", s);
+  }
   const std::string shared = std::string(KESTREL_SHARED_DIR);
   Result<model::WeightsInfo> info = model::ReadWeightsInfo(a.model);
   if (!info.IsOk()) Die("model " + a.model, info.GetStatus());
@@ -231,10 +244,10 @@ int main(int argc, char** argv) {
     // The ONNX files in each runtime.
     for (const auto& [precision, file] : files) {
       for (int k = 0; k < app::kMapRuntimes; ++k) {
-        Result<std::unique_ptr<app::OnnxSession>> session =
-            k == 0 ? app::OpenOpenCvDnnSession(file)
-                   : (ort.unavailable.empty() ? app::OpenOnnxRuntimeSession(ort, file)
-                                              : Result<std::unique_ptr<app::OnnxSession>>(
+        Result<std::unique_ptr<backend_onnx::OnnxSession>> session =
+            k == 0 ? backend_onnx::OpenOpenCvDnnSession(file)
+                   : (ort.unavailable.empty() ? backend_onnx::OpenOnnxRuntimeSession(ort, file)
+                                              : Result<std::unique_ptr<backend_onnx::OnnxSession>>(
                                                     Status::FailedPrecondition(ort.unavailable)));
         Row row;
         row.runtime = k == 0 ? "opencv-dnn" : "onnxruntime";

@@ -56,13 +56,13 @@ class JobKindTable;
 // letterboxed, H and W multiples of 32 (inputs may differ in shape); each
 // output F32 [B, 4 + nc, A] (cx, cy, w, h in input pixels, then class
 // scores), same order. Errors: the weights' (NotFound, InvalidArgument).
-using ReferenceForward = std::function<Result<std::vector<FloatTensor>>(const std::string& weights,
-                                                                        const std::vector<FloatTensor>& inputs)>;
+using ReferenceForward = std::function<Result<std::vector<FloatTensor>>(
+    const std::string& weights, const std::vector<FloatTensor>& inputs)>;
 
 // A training run (train/trainer.h's Train): setup problems are errors, how
 // the run ended is in the summary.
-using TrainEntry =
-    std::function<Result<train::TrainSummary>(const train::TrainOptions& options, const train::TrainHooks& hooks)>;
+using TrainEntry = std::function<Result<train::TrainSummary>(const train::TrainOptions& options,
+                                                             const train::TrainHooks& hooks)>;
 
 // The runner of job kind `kind` (app/job_kinds.h AttemptRunner) a backend
 // provides; InstallBackends sets it in the job-kind table.
@@ -125,7 +125,8 @@ Status InstallBackends(Backends backends, JobKindTable& kinds);
 //   saying which program runs it (LibTorch weights: kestrel-torch, or
 //   `kestrel export` them and pass the .onnx file);
 // - the backend's own (a missing file, a bad graph, ...).
-Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights, const eval::InferenceOptions& options,
+Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
+                                               const eval::InferenceOptions& options,
                                                const DetectorPlacement& where);
 
 }  // namespace kestrel::app

@@ -1,9 +1,10 @@
 // `kestrel val` as use cases (docs/evaluation.md): the ground truth of one
 // dataset split (LoadSplit), scoring detections on it and writing the run
-// folder and the result record (WriteValRun), and `val predictions=`
-// (EvaluatePredictions: detections made elsewhere). `val model=`, which runs
-// a network, is app_run/evaluate.h (LibTorch) over the same WriteValRun.
-// `kestrel val --json` prints ValRunJson unchanged.
+// folder and the result record (WriteValRun), `val predictions=`
+// (EvaluatePredictions: detections made elsewhere) and `val model=`
+// (EvaluateModel: a network run by the program's backend, score_split.h).
+// `kestrel val --json` and `kestrel-deploy val --json` print ValRunJson
+// unchanged.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -71,6 +72,19 @@ Result<ValRun> WriteValRun(Env& env, store::ArtifactStore& blobs, const ValKeys&
 // WriteValRun. keys.predictions and keys.data must be set.
 Result<ValRun> EvaluatePredictions(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
                                    const ValKeys& keys, const std::string& dir_or_empty = "");
+
+// `val model=`: keys.model (a weights file or an exported .onnx file,
+// already resolved) loaded by the program's backend (app/backends.h
+// LoadDetector: keys.device, keys.runtime) and run on keys.data's split (a
+// registry reference) with the validator's settings (multi-label NMS at
+// keys.conf / keys.iou / keys.max_det, keys.rect batches), scored with the
+// labels letterboxed as the reference validator scores them; then
+// WriteValRun into `dir_or_empty` (or the next free keys.project/keys.name).
+// kInvalidArgument naming field "nc" of the weights when the model's class
+// count differs from the dataset's; LoadDetector's errors. The record
+// carries the model's settings as provenance extra and "speed".
+Result<ValRun> EvaluateModel(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
+                             const ValKeys& keys, const std::string& dir_or_empty = "");
 
 // {"ok": true, "dir", "record_sha", "record_path", "result": record} and
 // "predictions_json" (the file) when one was written.

@@ -7,10 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "export/onnx_quantize.h"
 
 namespace kestrel::app {
 
@@ -47,5 +51,27 @@ struct OnnxRuntimeLocation {
   std::string version;      // "1.23.2" when found
   std::string unavailable;  // why it cannot run ("" when it can)
 };
+
+// ---- The program's runtimes (app/backends.h slots; defined in backends.cc)
+
+// OpenCV DNN, CPU target, the OpenCV backend. Without an ONNX backend in
+// this program: a runtime whose Run is kFailedPrecondition saying so.
+std::unique_ptr<OnnxRuntime> MakeOpenCvDnnRuntime();
+// Where ONNX Runtime is; without an ONNX backend, `unavailable` says this
+// program has none.
+OnnxRuntimeLocation LocateOnnxRuntime();
+// ONNX Runtime through `node run.js` (one process per Run call; the tensors
+// pass as raw float32 files in a private temporary folder, removed after).
+// REQUIRES: where.unavailable is empty (so the program has the backend).
+std::unique_ptr<OnnxRuntime> MakeOnnxRuntimeNode(const OnnxRuntimeLocation& where);
+// INT8 calibration (docs/export.md "INT8"): runs `onnx_path` (input
+// `images`) on every input in ONNX Runtime (`node stats.js`) and returns,
+// per float graph output, min, max and count over all runs, plus a
+// `bins`-bin histogram over [lo, hi] for the outputs named in `ranges`.
+// FailedPrecondition naming the file when ONNX Runtime cannot run it.
+// REQUIRES: where.unavailable is empty.
+Result<std::map<std::string, exporter::TensorStats>> OnnxRuntimeOutputStats(
+    const OnnxRuntimeLocation& where, const std::string& onnx_path, const std::vector<FloatTensor>& inputs,
+    int bins, const std::map<std::string, std::pair<double, double>>& ranges);
 
 }  // namespace kestrel::app

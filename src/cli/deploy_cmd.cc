@@ -1,17 +1,16 @@
 // `kestrel-deploy predict` and `kestrel-deploy val` (docs/deploy.md): the
-// LibTorch-free program for a deployment box. The use cases are the same as
-// `kestrel predict` / `kestrel val`'s, restricted to exported ONNX files run
-// by OpenCV DNN (app::PredictOnnx, app::EvaluateOnnxModel of
-// kestrel_onnx_run); the keys are bound by the same functions, and --json
-// prints the same views.
+// LibTorch-free program for a deployment box. The use cases are
+// `kestrel predict` / `kestrel val`'s (app::Predict, app::EvaluateModel),
+// with only the ONNX backend registered (main.cc): exported ONNX files in
+// OpenCV DNN or ONNX Runtime, LibTorch weights refused naming `model`; the
+// keys are bound by the same functions, and --json prints the same views.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "app/evaluate.h"
+#include "app/predict.h"
 #include "app/val_keys.h"
-#include "app_run/predict.h"
-#include "app_run/score_split.h"
 #include "cli/cli.h"
 #include "cli/deploy.h"
 #include "cli/predict_keys.h"
@@ -36,52 +35,33 @@ Status CheckCpuDevice(const std::string& device) {
   return {};
 }
 
-void RunDeployPredict(Context& ctx, int* exit_code, const app::PredictRequest& r) {
+CommandResult RunDeployPredict(const app::PredictRequest& r) {
   if (r.model.empty() || r.source.empty()) {
-    *exit_code = Fail(ctx, Usage("model=FILE.onnx and source=IMAGE|DIR are required",
-                                 r.model.empty() ? "model" : "source"));
-    return;
+    return Usage("model=FILE.onnx and source=IMAGE|DIR are required", r.model.empty() ? "model" : "source");
   }
-  if (Status d = CheckCpuDevice(r.device); !d.IsOk()) {
-    *exit_code = Fail(ctx, d);
-    return;
-  }
-  auto out = app::PredictOnnx(Env::Default(), r);
-  if (!out.IsOk()) {
-    *exit_code = Fail(ctx, out.GetStatus());
-    return;
-  }
-  Emit(ctx, app::PredictResultText(*out), app::PredictResultJson(*out));
-  *exit_code = app::PredictExitCode(*out);  // 1 when a file was skipped (kPredictExitHelp)
+  KESTREL_RETURN_IF_ERROR(CheckCpuDevice(r.device));
+  KESTREL_ASSIGN_OR_RETURN(app::PredictResult out, app::Predict(Env::Default(), r));
+  // Exit 1 when a file was skipped (kPredictExitHelp).
+  return Output{app::PredictResultText(out), app::PredictResultJson(out), app::PredictExitCode(out)};
 }
 
-void RunDeployVal(Context& ctx, int* exit_code, app::ValKeys& o) {
-  if (o.data.empty()) {
-    *exit_code = Fail(ctx, Usage("data=NAME[@VERSION] or a dataset path is required", "data"));
-    return;
-  }
+CommandResult RunDeployVal(const Context& ctx, app::ValKeys& o) {
+  if (o.data.empty()) return Usage("data=NAME[@VERSION] or a dataset path is required", "data");
   if (o.predictions.empty() == o.model.empty()) {
-    *exit_code = Fail(ctx, Usage("give exactly one of model=FILE.onnx or predictions=PATH", "model"));
-    return;
+    return Usage("give exactly one of model=FILE.onnx or predictions=PATH", "model");
   }
-  if (Status d = CheckCpuDevice(o.device); !d.IsOk()) {
-    *exit_code = Fail(ctx, d);
-    return;
-  }
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return;
-  }
-  // data= may be a dataset path: imported (or its version reused) first.
-  if (!ResolveDataOption(ctx, *stores, &o.data, nullptr, exit_code)) return;
-  auto run = o.model.empty() ? app::EvaluatePredictions(Env::Default(), *stores->meta, *stores->blobs, o)
-                             : app::EvaluateOnnxModel(Env::Default(), *stores->meta, *stores->blobs, o);
-  if (!run.IsOk()) {
-    *exit_code = Fail(ctx, run.GetStatus());
-    return;
-  }
-  *exit_code = Emit(ctx, run->text, app::ValRunJson(*run));
+  KESTREL_RETURN_IF_ERROR(CheckCpuDevice(o.device));
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  // data= may be a dataset path: imported (or its version reused) first; it
+  // reports its own failure.
+  int data_code = kExitOk;
+  if (!ResolveDataOption(ctx, stores, &o.data, nullptr, &data_code))
+    return CommandResult::Reported(data_code);
+  KESTREL_ASSIGN_OR_RETURN(app::ValRun run,
+                           o.model.empty()
+                               ? app::EvaluatePredictions(Env::Default(), *stores.meta, *stores.blobs, o)
+                               : app::EvaluateModel(Env::Default(), *stores.meta, *stores.blobs, o));
+  return Output{run.text, app::ValRunJson(run)};
 }
 
 // One command: its keys bound once, --flags and key=value applied, then
@@ -101,14 +81,10 @@ CLI::App* AddKeysCommand(CLI::App& app, Context& ctx, int* exit_code, const std:
   CLI::App* cmd = app.add_subcommand(name, help);
   cmd->add_option("key=value", st->extras, example);
   AddOptionFlags(cmd, st->set, &st->flags);
-  cmd->callback([&ctx, exit_code, st, run] {
-    Status s = ApplyOptions(st->set, st->flags, st->extras);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
-    run(ctx, exit_code, st->keys);
-  });
+  cmd->callback(Callback(ctx, exit_code, [&ctx, st, run]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(ApplyOptions(st->set, st->flags, st->extras));
+    return run(ctx, st->keys);
+  }));
   return cmd;
 }
 
@@ -121,12 +97,12 @@ void AddDeployCommands(CLI::App& app, Context& ctx, int* exit_code) {
       app, ctx, exit_code, "predict",
       "Run an exported ONNX detector on images: annotated images, YOLO txt, JSON, speed",
       "e.g. model=best.onnx source=images/ conf=0.25", &BindPredictKeys,
-      [](Context& c, int* code, const app::PredictRequest& r) { RunDeployPredict(c, code, r); })
+      [](const Context&, const app::PredictRequest& r) { return RunDeployPredict(r); })
       ->footer(kPredictExitHelp);
   AddKeysCommand<app::ValKeys>(app, ctx, exit_code, "val",
                                "Score an exported ONNX detector on a dataset (mAP, P, R, errors, plots)",
                                "e.g. model=best.onnx data=path/to/dataset split=val", &BindValKeys,
-                               [](Context& c, int* code, app::ValKeys& k) { RunDeployVal(c, code, k); });
+                               [](const Context& c, app::ValKeys& k) { return RunDeployVal(c, k); });
 }
 
 }  // namespace kestrel::cli

@@ -8,7 +8,6 @@
 #include "app/evaluate.h"
 #include "app/val_keys.h"
 #ifdef KESTREL_CLI_WITH_TORCH
-#include "app_run/evaluate.h"
 #include "model/device.h"
 #endif
 #include "cli/cli.h"
@@ -34,7 +33,7 @@ Status Usage(const std::string& msg, const std::string& field) {
 // `kestrel val` runs it: o.predictions or
 // o.model (both already resolved: data= a registry reference, model= a file)
 // scored on o.data's split, into `dir`, or with "" the next free
-// project/name (app/evaluate.h, app_run/evaluate.h).
+// project/name (app/evaluate.h).
 Result<app::ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std::string& dir_or_empty) {
   if (!o.predictions.empty()) {
     return app::EvaluatePredictions(Env::Default(), *stores.meta, *stores.blobs, o, dir_or_empty);
@@ -59,46 +58,29 @@ Status CheckValDevice(const ValOptions& o) {
   return {};
 }
 
-void RunVal(Context& ctx, int* exit_code, ValOptions& o) {
-  if (o.data.empty()) {
-    *exit_code = Fail(ctx, Usage("data=NAME[@VERSION] is required", "data"));
-    return;
-  }
+CommandResult RunVal(const Context& ctx, ValOptions& o) {
+  if (o.data.empty()) return Usage("data=NAME[@VERSION] is required", "data");
   if (o.predictions.empty() == o.model.empty()) {
-    *exit_code = Fail(ctx, Usage("give exactly one of predictions=PATH or model=WEIGHTS", "predictions"));
-    return;
+    return Usage("give exactly one of predictions=PATH or model=WEIGHTS", "predictions");
   }
 #ifndef KESTREL_CLI_WITH_TORCH
   if (!o.model.empty()) {
-    *exit_code =
-        Fail(ctx, Status::FailedPrecondition("this kestrel was built without LibTorch: val model= is "
-                                             "unavailable (val predictions= works)",
-                                             {"", 0, "model"}));
-    return;
+    return Status::FailedPrecondition(
+        "this kestrel was built without LibTorch: val model= is unavailable (val predictions= works)",
+        {"", 0, "model"});
   }
 #endif
-  if (Status d = CheckValDevice(o); !d.IsOk()) {
-    *exit_code = Fail(ctx, Usage(d.Message(), "device"));
-    return;
-  }
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return;
-  }
-  // data= may be a dataset path: imported (or its version reused) first.
-  if (!ResolveDataOption(ctx, *stores, &o.data, nullptr, exit_code)) return;
+  if (Status d = CheckValDevice(o); !d.IsOk()) return Usage(d.Message(), "device");
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  // data= may be a dataset path: imported (or its version reused) first; it
+  // reports its own failure.
+  int data_code = kExitOk;
+  if (!ResolveDataOption(ctx, stores, &o.data, nullptr, &data_code))
+    return CommandResult::Reported(data_code);
   // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
-  if (Status w = ResolveWeightsOption(ctx, &o.model); !w.IsOk()) {
-    *exit_code = Fail(ctx, w);
-    return;
-  }
-  auto run = ScoreAndWrite(*stores, o, "");
-  if (!run.IsOk()) {
-    *exit_code = Fail(ctx, run.GetStatus());
-    return;
-  }
-  *exit_code = Emit(ctx, run->text, app::ValRunJson(*run));
+  KESTREL_RETURN_IF_ERROR(ResolveWeightsOption(ctx, &o.model));
+  KESTREL_ASSIGN_OR_RETURN(app::ValRun run, ScoreAndWrite(stores, o, ""));
+  return Output{run.text, app::ValRunJson(run)};
 }
 
 }  // namespace
@@ -116,14 +98,10 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
   val->add_option("key=value", st->extras, "e.g. predictions=DIR data=coco128 split=val conf=0.001");
   AddOptionFlags(val, st->set, &st->flags);
   val->footer(kJobAttemptHelp);
-  val->callback([&ctx, exit_code, st] {
-    Status s = ApplyOptions(st->set, st->flags, st->extras);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
-    RunVal(ctx, exit_code, st->opts);
-  });
+  val->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(ApplyOptions(st->set, st->flags, st->extras));
+    return RunVal(ctx, st->opts);
+  }));
 #ifdef KESTREL_CLI_WITH_TORCH
   AddModelCommands(app, ctx, exit_code);
 #endif

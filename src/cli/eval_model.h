@@ -1,6 +1,6 @@
 // The model-running commands of the eval family (model_cmd.cc): `predict`
 // and `compare`, whose use cases are app::Predict and app::CompareModels
-// (src/app_run). Defined only with LibTorch (KESTREL_CLI_WITH_TORCH);
+// (src/app). Defined only with LibTorch (KESTREL_CLI_WITH_TORCH);
 // torch-free header.
 #pragma once
 

@@ -30,7 +30,13 @@
 #include "cli/job_child.h"
 #endif
 #if defined(KESTREL_WITH_TORCH) && !defined(KESTREL_FORWARD_TORCH) && !defined(KESTREL_DEPLOY)
-#include "app_run/job_runners.h"
+#define KESTREL_TORCH_PROGRAM 1
+#include "backend_torch/torch_backend.h"
+#endif
+#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
+#include "app/backends.h"
+#include "app/job_kinds.h"
+#include "backend_onnx/onnx_backend.h"
 #endif
 #include "cli/torch_commands.h"
 #ifdef KESTREL_DEPLOY
@@ -38,6 +44,7 @@
 #endif
 #include "core/log.h"
 #include "core/options.h"
+#include "core/terminate.h"
 #include "data/image.h"
 #include "store/artifact_store.h"
 
@@ -90,6 +97,24 @@ int ForwardToTorchProgram(const Context& ctx, int argc, char** argv) {
                                               "` runs in kestrel-torch (the LibTorch half of kestrel), which "
                                               "could not be started: " +
                                               why));
+}
+#endif
+
+#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
+// The engines this program lends the use cases (app/backends.h):
+// kestrel-torch LibTorch (with the runners of the train, val and export
+// jobs) and ONNX, kestrel-deploy ONNX only; `kestrel`
+// registers none (the commands that need one run in kestrel-torch).
+Status InstallProgramBackends() {
+  app::Backends backends;
+#ifdef KESTREL_DEPLOY
+  backends.program = "kestrel-deploy";
+#else
+  backends.program = "kestrel-torch";
+  backend_torch::RegisterTorchBackend(backends);
+#endif
+  backend_onnx::RegisterOnnxBackend(backends);
+  return app::InstallBackends(std::move(backends), app::JobKinds());
 }
 #endif
 
@@ -171,9 +196,6 @@ int Run(Context& ctx, int argc, char** argv) {
 #ifdef KESTREL_WITH_TORCH
   AddTrainCommands(app, ctx, &exit_code);
   AddExportCommands(app, ctx, &exit_code);
-  // The LibTorch backends of the job-kind table: this program runs train,
-  // val and export jobs' attempts (`<kind> --job ID --attempt N`).
-  if (Status s = app::SetLibTorchRunners(app::JobKinds()); !s.IsOk()) return FailInternal(ctx, s.Message());
 #endif
   AddEvalCommands(app, ctx, &exit_code);
 #endif
@@ -240,11 +262,15 @@ int main(int argc, char** argv) {
       if (command == c.name) return cli::ForwardToTorchProgram(ctx, argc, argv);
     }
 #endif
+#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
+    // Before any thread starts (app/backends.h).
+    if (Status s = cli::InstallProgramBackends(); !s.IsOk()) return cli::FailInternal(ctx, s.Message());
+#endif
     ctx.home = store::KestrelHome();
     return cli::Run(ctx, argc, argv);
   } catch (const std::exception& e) {
     return cli::FailInternal(ctx, e.what());
   } catch (...) {
-    return cli::FailInternal(ctx, "exception of unknown type");
+    return cli::FailInternal(ctx, kestrel::DescribeException(std::current_exception()));
   }
 }

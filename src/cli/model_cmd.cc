@@ -1,12 +1,13 @@
 // `kestrel predict` and `kestrel compare`: the commands that run a model.
 // Built only with LibTorch; this file includes no torch header. The use
-// cases are app::Predict (app_run/predict.h) and app::CompareModels
-// (app_run/evaluate.h); each --json prints its app view unchanged.
+// cases are app::Predict (app/predict.h) and app::CompareModels
+// (app/compare.h), run by the backends main() registered; each --json
+// prints its app view unchanged.
 #include <string>
 #include <vector>
 
-#include "app_run/evaluate.h"
-#include "app_run/predict.h"
+#include "app/compare.h"
+#include "app/predict.h"
 #include "cli/eval_model.h"
 #include "cli/predict_keys.h"
 #include "cli/torch_commands.h"
@@ -21,28 +22,23 @@ struct PredictOptions {
   void Bind(OptionSet& s) { BindPredictKeys(s, &r); }
 };
 
-// The use case is app::Predict (app_run/predict.h); --json prints its one
+// The use case is app::Predict (app/predict.h); --json prints its one
 // JSON view unchanged.
-void RunPredict(Context& ctx, int* exit_code, const PredictOptions& o) {
+CommandResult RunPredict(const Context& ctx, const PredictOptions& o) {
   if (o.r.model.empty() || o.r.source.empty()) {
-    *exit_code =
-        Fail(ctx, Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
-                                          {"command line", 0, o.r.model.empty() ? "model" : "source"}));
-    return;
+    return Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
+                                   {"command line", 0, o.r.model.empty() ? "model" : "source"});
   }
   if (auto d = model::ResolveDevice(o.r.device); !d.IsOk()) {
-    *exit_code = Fail(ctx, Status::InvalidArgument(d.GetStatus().Message(), {"command line", 0, "device"}));
-    return;
+    return Status::InvalidArgument(d.GetStatus().Message(), {"command line", 0, "device"});
   }
   // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
-  auto r = app::Predict(Env::Default(), o.r,
-                        [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); });
-  if (!r.IsOk()) {
-    *exit_code = Fail(ctx, r.GetStatus());
-    return;
-  }
-  Emit(ctx, app::PredictResultText(*r), app::PredictResultJson(*r));
-  *exit_code = app::PredictExitCode(*r);  // 1 when a file was skipped (kPredictExitHelp)
+  KESTREL_ASSIGN_OR_RETURN(app::PredictResult r,
+                           app::Predict(Env::Default(), o.r, [&ctx](std::string* weights) {
+                             return ResolveWeightsOption(ctx, weights);
+                           }));
+  // Exit 1 when a file was skipped (kPredictExitHelp).
+  return Output{app::PredictResultText(r), app::PredictResultJson(r), app::PredictExitCode(r)};
 }
 
 struct CompareOptions {
@@ -55,32 +51,27 @@ struct CompareOptions {
   }
 };
 
-void RunCompare(Context& ctx, int* exit_code, const CompareOptions& o,
-                const std::vector<std::string>& models) {
+CommandResult RunCompare(const Context& ctx, const CompareOptions& o,
+                         const std::vector<std::string>& models) {
   if (models.size() != 2 || o.r.data.empty()) {
-    *exit_code =
-        Fail(ctx, Status::InvalidArgument("usage: compare A.safetensors B.safetensors data=NAME[@VERSION]",
-                                          {"command line", 0, models.size() != 2 ? "model" : "data"}));
-    return;
+    return Status::InvalidArgument("usage: compare A.safetensors B.safetensors data=NAME[@VERSION]",
+                                   {"command line", 0, models.size() != 2 ? "model" : "data"});
   }
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return;
-  }
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
   app::CompareRequest req = o.r;
   req.model_a = models[0];
   req.model_b = models[1];
-  // data= may be a dataset path: imported (or its version reused) first.
-  if (!ResolveDataOption(ctx, *stores, &req.data, nullptr, exit_code)) return;
+  // data= may be a dataset path: imported (or its version reused) first; it
+  // reports its own failure.
+  int data_code = kExitOk;
+  if (!ResolveDataOption(ctx, stores, &req.data, nullptr, &data_code))
+    return CommandResult::Reported(data_code);
   // A and B may name registered models (NAME@vN, NAME@TAG, id prefix).
-  auto r = app::CompareModels(Env::Default(), *stores->meta, *stores->blobs, req,
-                              [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); });
-  if (!r.IsOk()) {
-    *exit_code = Fail(ctx, r.GetStatus());
-    return;
-  }
-  *exit_code = Emit(ctx, app::CompareResultText(*r), app::CompareResultJson(*r));
+  KESTREL_ASSIGN_OR_RETURN(
+      app::CompareResult r,
+      app::CompareModels(Env::Default(), *stores.meta, *stores.blobs, req,
+                         [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); }));
+  return Output{app::CompareResultText(r), app::CompareResultJson(r)};
 }
 
 }  // namespace
@@ -98,14 +89,10 @@ void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("key=value", st->extras, "e.g. model=best.safetensors source=images/ conf=0.25");
   cmd->footer(kPredictExitHelp);
   AddOptionFlags(cmd, st->set, &st->flags);
-  cmd->callback([&ctx, exit_code, st] {
-    Status s = ApplyOptions(st->set, st->flags, st->extras);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
-    RunPredict(ctx, exit_code, st->opts);
-  });
+  cmd->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(ApplyOptions(st->set, st->flags, st->extras));
+    return RunPredict(ctx, st->opts);
+  }));
 
   struct CompareState {
     CompareOptions opts;
@@ -118,16 +105,12 @@ void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* cmp = app.add_subcommand(kCompareCommand.name, kCompareCommand.help);
   cmp->add_option("args", cs->extras, "A.safetensors B.safetensors data=NAME[@VERSION] key=value...");
   AddOptionFlags(cmp, cs->set, &cs->flags);
-  cmp->callback([&ctx, exit_code, cs] {
+  cmp->callback(Callback(ctx, exit_code, [&ctx, cs]() -> CommandResult {
     std::vector<std::string> models, kv;
     for (const auto& e : cs->extras) (e.find('=') == std::string::npos ? models : kv).push_back(e);
-    Status s = ApplyOptions(cs->set, cs->flags, kv);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
-    RunCompare(ctx, exit_code, cs->opts, models);
-  });
+    KESTREL_RETURN_IF_ERROR(ApplyOptions(cs->set, cs->flags, kv));
+    return RunCompare(ctx, cs->opts, models);
+  }));
 }
 
 }  // namespace kestrel::cli

@@ -3,7 +3,7 @@
 // name, range or default. Torch-free header.
 #pragma once
 
-#include "app_run/predict.h"
+#include "app/predict.h"
 #include "core/options.h"
 #include "train/train_config.h"
 

@@ -1,16 +1,16 @@
-// The LibTorch side of predict (predict.h): a .safetensors/.pt model run by
-// model::Predictor behind the Detector interface, beside the torch-free file
-// pipeline of predict_files.cc that kestrel-deploy shares.
-#include "app_run/predict.h"
-
+// The LibTorch detector (torch_backend.h): a .safetensors/.pt model run by
+// model::Predictor behind app::Detector, the interface predict, val model=
+// and compare run (app/detector.h).
 #include <opencv2/core.hpp>
 
 #include "app/detector.h"
-#include "app_run/onnx_predict.h"
+#include "backend_torch/torch_backend.h"
 #include "model/predictor.h"
 
-namespace kestrel::app {
+namespace kestrel::backend_torch {
 namespace {
+
+using app::Detector;
 
 // model::Predictor as a Detector: the views become cv::Mat headers over the
 // same pixels (no copy; model::Predictor reads them before the next load).
@@ -47,17 +47,9 @@ class TorchDetector final : public Detector {
 
 }  // namespace
 
-Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
-                                               const eval::InferenceOptions& options,
-                                               const DetectorPlacement& where) {
-  // An exported file runs in OpenCV DNN or ONNX Runtime (the CPU); its input
-  // side replaces imgsz.
-  if (IsOnnxModelPath(weights)) return LoadOnnxDetector(weights, options, where);
-  if (where.runtime != "opencv") {
-    return Status::InvalidArgument("runtime=" + where.runtime + " runs exported .onnx files; " + weights +
-                                       " is run by LibTorch (leave runtime unset)",
-                                   {"command line", 0, "runtime"});
-  }
+Result<std::unique_ptr<app::Detector>> LoadTorchDetector(const std::string& weights,
+                                                         const eval::InferenceOptions& options,
+                                                         const app::DetectorPlacement& where) {
   model::PredictorOptions po;
   static_cast<eval::InferenceOptions&>(po) = options;
   po.device = where.device;
@@ -65,8 +57,4 @@ Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
   return std::unique_ptr<Detector>(std::make_unique<TorchDetector>(std::move(pred)));
 }
 
-Result<PredictResult> Predict(Env& env, const PredictRequest& request, const WeightsResolver& resolve) {
-  return PredictWith(env, request, resolve, LoadDetector);
-}
-
-}  // namespace kestrel::app
+}  // namespace kestrel::backend_torch

@@ -17,7 +17,7 @@
 
 #include "../cli/cli_fixture.h"
 #include "app/detector.h"
-#include "app_run/predict.h"
+#include "app/predict.h"
 #include "core/env.h"
 
 namespace kestrel::app {

@@ -1,7 +1,7 @@
-// app_run/evaluate.h against the CLI: `kestrel val model= --json` and
+// app/evaluate.h and app/compare.h against the CLI: `kestrel val model= --json` and
 // `kestrel compare --json` print exactly app::ValRunJson / app::CompareResultJson
 // of the same input (the CLI is parse -> call -> print).
-#include "app_run/evaluate.h"
+#include "app/evaluate.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../cli/cli_fixture.h"
+#include "app/compare.h"
 #include "core/env.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"

@@ -21,7 +21,7 @@
 #include "eval/val_shapes.h"
 #include "export/onnx_info.h"
 
-namespace kestrel::app {
+namespace kestrel::backend_onnx {
 
 // The runtime an OnnxPredictor runs the file in: OpenCV DNN in process
 // (predict/val/compare model=*.onnx), or ONNX Runtime through one
@@ -30,7 +30,7 @@ namespace kestrel::app {
 // runs FP16 files, which OpenCV DNN 4.6 cannot load).
 enum class OnnxEngine { kOpenCvDnn, kOnnxRuntime };
 
-class OnnxPredictor final : public Detector {
+class OnnxPredictor final : public app::Detector {
  public:
   // Reads `path`, checks the graph's layout (exporter::ReadOnnxDetectorInfo:
   // input [batch, 3, H, W], output [batch, 4 + nc, A]) and has OpenCV DNN
@@ -78,4 +78,4 @@ class OnnxPredictor final : public Detector {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace kestrel::app
+}  // namespace kestrel::backend_onnx

@@ -1,4 +1,4 @@
-#include "app_run/export_runtimes.h"
+#include "backend_onnx/export_runtimes.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -24,7 +24,7 @@
 
 extern char** environ;
 
-namespace kestrel::app {
+namespace kestrel::backend_onnx {
 
 namespace {
 
@@ -569,4 +569,4 @@ Result<std::unique_ptr<OnnxSession>> OpenOnnxRuntimeSession(const OnnxRuntimeLoc
   return std::unique_ptr<OnnxSession>(std::move(session));
 }
 
-}  // namespace kestrel::app
+}  // namespace kestrel::backend_onnx

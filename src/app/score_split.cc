@@ -1,9 +1,13 @@
-#include "app_run/score_split.h"
+// ScoreModelOnSplit (score_split.h): the split decoded one image at a time
+// (OpenCV only as data::DecodeImage's result) through a Detector.
+#include "app/score_split.h"
 
 #include <opencv2/core.hpp>
 #include <utility>
 #include <vector>
 
+#include "app/backends.h"
+#include "app/predict.h"
 #include "data/image.h"
 
 namespace kestrel::app {
@@ -111,9 +115,10 @@ Result<ValRun> EvaluateModelWith(Env& env, store::MetadataStore& meta, store::Ar
   return WriteValRun(env, blobs, keys, loaded, scored, dir_or_empty);
 }
 
-Result<ValRun> EvaluateOnnxModel(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
-                                 const ValKeys& keys, const std::string& dir_or_empty) {
-  return EvaluateModelWith(env, meta, blobs, keys, dir_or_empty, LoadOnnxDetector);
+// evaluate.h's `val model=`, defined beside the scoring it is.
+Result<ValRun> EvaluateModel(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
+                             const ValKeys& keys, const std::string& dir_or_empty) {
+  return EvaluateModelWith(env, meta, blobs, keys, dir_or_empty, LoadDetector);
 }
 
 }  // namespace kestrel::app

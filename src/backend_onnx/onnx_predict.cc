@@ -1,26 +1,18 @@
 // The OpenCV DNN adapter of the ONNX path; everything around the forward is
 // eval::BatchInference, shared with the LibTorch predictor. cv::Exception is
 // converted to Status here.
-#include "app_run/onnx_predict.h"
+#include "backend_onnx/onnx_predict.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <opencv2/core.hpp>
 #include <opencv2/dnn.hpp>
 #include <utility>
 
-#include "app_run/export_runtimes.h"
+#include "backend_onnx/export_runtimes.h"
 #include "core/env.h"
 
-namespace kestrel::app {
-
-bool IsOnnxModelPath(const std::string& model) {
-  if (model.size() < 5) return false;
-  std::string ext = model.substr(model.size() - 5);
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext == ".onnx";
-}
+namespace kestrel::backend_onnx {
 
 struct OnnxPredictor::Impl {
   std::string path;
@@ -193,4 +185,4 @@ Result<std::vector<eval::ImagePrediction>> OnnxPredictor::PredictVal(
 eval::StageTimes OnnxPredictor::Timing() const { return impl_->run->Timing(); }
 void OnnxPredictor::ResetTiming() { impl_->run->ResetTiming(); }
 
-}  // namespace kestrel::app
+}  // namespace kestrel::backend_onnx

@@ -1,11 +1,14 @@
-#include "app_run/evaluate.h"
+// `kestrel compare` (compare.h): both models scored, the side-by-side images
+// drawn (OpenCV only for the colour conversion of a decoded image).
+#include "app/compare.h"
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <utility>
 #include <vector>
 
-#include "app_run/score_split.h"
+#include "app/backends.h"
+#include "app/score_split.h"
 #include "core/hash.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
@@ -36,11 +39,6 @@ Result<std::string> RenderSideBySide(store::ArtifactStore& blobs, const eval::Ev
 }
 
 }  // namespace
-
-Result<ValRun> EvaluateModel(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
-                             const ValKeys& keys, const std::string& dir_or_empty) {
-  return EvaluateModelWith(env, meta, blobs, keys, dir_or_empty, LoadDetector);
-}
 
 Result<CompareResult> CompareModels(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
                                     const CompareRequest& request, const WeightsResolver& resolve) {

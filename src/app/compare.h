@@ -1,9 +1,8 @@
-// The evaluations that run a network (docs/evaluation.md): `kestrel val
-// model=` (EvaluateModel: the model on one dataset split, scored like the
-// reference validator, then app::WriteValRun of app/evaluate.h) and `kestrel
-// compare` (CompareModels: two models on one split, metric deltas, plots,
-// the images only one of them gets right, an HTML report). Torch-free and
-// OpenCV-free header (the predictor and the drawing live in evaluate.cc).
+// `kestrel compare` as a use case (docs/evaluation.md): two models on one
+// dataset split, each scored as `val model=` scores one (score_split.h,
+// loaded by the program's backends), metric deltas, plots, the images only
+// one of them gets right, an HTML report. Torch-free and OpenCV-free header
+// (the drawing lives in compare.cc).
 #pragma once
 
 #include <cstddef>
@@ -11,25 +10,14 @@
 #include <string>
 
 #include "app/evaluate.h"
+#include "app/predict.h"
 #include "app/val_keys.h"
-#include "app_run/predict.h"
 #include "core/env.h"
 #include "core/status.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::app {
-
-// `val model=`: keys.model (a weights file, already resolved) run by
-// model::Predictor on keys.data's split (a registry reference) with the
-// validator's settings (multi-label NMS at keys.conf / keys.iou / keys.max_det,
-// keys.rect batches), scored with the labels letterboxed as the reference
-// validator scores them; then WriteValRun into `dir_or_empty` (or the next
-// free keys.project/keys.name). kInvalidArgument naming field "nc" of the
-// weights when the model's class count differs from the dataset's. The
-// record carries the model's settings as provenance extra and "speed".
-Result<ValRun> EvaluateModel(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
-                             const ValKeys& keys, const std::string& dir_or_empty = "");
 
 struct CompareRequest {
   std::string model_a, model_b;  // A and B as given: weights files, or what the resolver resolves
@@ -56,7 +44,7 @@ struct CompareResult {
 
 // Resolves and scores A, then B (through `resolve`, when given: the CLI's
 // accepts model references; the report names the models as given), as
-// EvaluateModel scores one, finds the images one model gets
+// EvaluateModel scores one (app/evaluate.h), finds the images one model gets
 // right and the other wrong, renders PR overlay, both confusion matrices and
 // up to 8 side-by-side images per list (everything before anything is
 // written), writes the run folder beside itself and moves it in, then

@@ -1,8 +1,9 @@
-// The runtimes `kestrel export` checks a written ONNX file in, independent of
-// LibTorch (docs/export.md, "Verification"): OpenCV DNN in process, and ONNX
-// Runtime (CPU) through the Node helper tools/onnxruntime/run.js and the npm
-// package onnxruntime-node. Torch-free, and OpenCV-free in this header: the
-// TU compiles without the torch precompiled header.
+// The ONNX runtimes (app/onnx_runtime.h's interface; docs/export.md,
+// "Verification"): OpenCV DNN in process, and ONNX Runtime (CPU) through the
+// Node helper tools/onnxruntime/run.js and the npm package onnxruntime-node.
+// The use cases reach them through app/backends.h (RegisterOnnxBackend
+// fills the slots); OnnxPredictor and bench programs call them directly.
+// Torch-free, and OpenCV-free in this header.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,11 @@
 #include "core/status.h"
 #include "export/onnx_quantize.h"
 
-namespace kestrel::app {
+namespace kestrel::backend_onnx {
+
+using app::FloatTensor;
+using app::OnnxRuntime;
+using app::OnnxRuntimeLocation;
 
 // OpenCV DNN, CPU target, the OpenCV backend.
 std::unique_ptr<OnnxRuntime> MakeOpenCvDnnRuntime();
@@ -41,7 +46,7 @@ Result<std::map<std::string, exporter::TensorStats>> OnnxRuntimeOutputStats(
 
 // One ONNX file loaded once in a runtime and run input after input: the
 // batch inference behind `kestrel export data=`'s mAP check in ONNX Runtime
-// (app::OnnxPredictor with OnnxEngine::kOnnxRuntime). Not thread-safe.
+// (OnnxPredictor with OnnxEngine::kOnnxRuntime). Not thread-safe.
 class OnnxSession {
  public:
   virtual ~OnnxSession() = default;
@@ -75,4 +80,4 @@ Result<std::unique_ptr<OnnxSession>> OpenOnnxRuntimeSession(const OnnxRuntimeLoc
                                                             const std::string& input_name = "images",
                                                             const std::string& output_name = "output0");
 
-}  // namespace kestrel::app
+}  // namespace kestrel::backend_onnx

@@ -1,10 +1,9 @@
 // `predict` as a use case: a model run over an image file or a folder, the
 // run folder it writes (annotated JPEGs, YOLO txt, one JSON per image) and
-// the one JSON view of the result that `kestrel predict --json` prints and
-// a server returns. Torch-free and OpenCV-free header. The pipeline
-// (predict_files.cc, library kestrel_onnx_run) is torch-free and shared by
-// `kestrel-deploy`; Predict/LoadDetector (predict.cc, kestrel_app_run) add
-// LibTorch models.
+// the one JSON view of the result that `kestrel predict --json` and
+// `kestrel-deploy predict --json` print and a server returns. The model runs
+// in whichever backend the program registered for its file type
+// (app/backends.h LoadDetector). Torch-free and OpenCV-free header.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "app/backends.h"
 #include "app/detector.h"
 #include "core/env.h"
 #include "core/status.h"
@@ -104,25 +104,9 @@ Result<PredictResult> PredictFiles(Env& env, const PredictRequest& request, cons
 // imgsz, batch, conf, iou and max_det of a request.
 eval::InferenceOptions InferenceOptionsOf(const PredictRequest& request);
 
-// The LibTorch-free loader (kestrel_onnx_run): an `.onnx` file in OpenCV
-// DNN or ONNX Runtime (OnnxPredictor; its input side replaces imgsz);
-// anything else is kFailedPrecondition naming `model` (export it first); a
-// runtime other than opencv/onnxruntime is kInvalidArgument naming it.
-Result<std::unique_ptr<Detector>> LoadOnnxDetector(const std::string& weights,
-                                                   const eval::InferenceOptions& options,
-                                                   const DetectorPlacement& where);
-// PredictWith(LoadOnnxDetector): `kestrel-deploy predict`.
-Result<PredictResult> PredictOnnx(Env& env, const PredictRequest& request,
-                                  const WeightsResolver& resolve = {});
-
-// kestrel_app_run only (LibTorch): an `.onnx` file as LoadOnnxDetector,
-// anything else a weights file run by model::Predictor on where.device
-// (where.runtime other than "opencv" is then kInvalidArgument naming
-// `runtime`: it selects how an ONNX file runs).
-Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
-                                               const eval::InferenceOptions& options,
-                                               const DetectorPlacement& where);
-// PredictWith(LoadDetector): `kestrel predict`.
+// PredictWith(LoadDetector of app/backends.h): `kestrel predict` and
+// `kestrel-deploy predict` (which has no LibTorch backend: LibTorch weights
+// are then kFailedPrecondition naming `model`, before anything is written).
 Result<PredictResult> Predict(Env& env, const PredictRequest& request, const WeightsResolver& resolve = {});
 
 // The JSON views (`kestrel predict --json` prints PredictResultJson).

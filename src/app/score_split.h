@@ -1,15 +1,14 @@
-// A Detector scored on a dataset split as the reference validator scores
-// (`val model=`, `compare`, and `kestrel-deploy val`): the torch-free half
-// of evaluate.h (library kestrel_onnx_run; evaluate.cc adds LibTorch models
-// through LoadDetector of predict.h). Torch-free and OpenCV-free header.
+// A Detector scored on a dataset split as the reference validator scores:
+// the step `val model=` (evaluate.h EvaluateModel), `compare` (compare.h)
+// and the export's mAP check share, whatever backend loads the detector
+// (app/backends.h). Torch-free and OpenCV-free header.
 #pragma once
 
 #include <string>
 
+#include "app/detector.h"
 #include "app/evaluate.h"
 #include "app/val_keys.h"
-#include "app/detector.h"
-#include "app_run/predict.h"
 #include "core/env.h"
 #include "core/status.h"
 #include "eval/dataset_eval.h"
@@ -53,13 +52,10 @@ eval::InferenceOptions ModelRunInference(const ModelRunOptions& opts);
 
 // `val model=` with a caller's loader: keys.data's split (a registry
 // reference) scored as ScoreModelOnSplit, then WriteValRun into
-// `dir_or_empty` (or the next free keys.project/keys.name).
+// `dir_or_empty` (or the next free keys.project/keys.name). EvaluateModel
+// (evaluate.h) is this with the program's LoadDetector.
 Result<ValRun> EvaluateModelWith(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
                                  const ValKeys& keys, const std::string& dir_or_empty,
                                  const DetectorLoader& load);
-
-// EvaluateModelWith(LoadOnnxDetector): `kestrel-deploy val`.
-Result<ValRun> EvaluateOnnxModel(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
-                                 const ValKeys& keys, const std::string& dir_or_empty = "");
 
 }  // namespace kestrel::app

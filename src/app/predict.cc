@@ -1,3 +1,8 @@
+// `predict` (predict.h): the source listed, the detector the program's
+// backend loads run `batch` images at a time, the run folder written. OpenCV
+// only for the decoded images and the drawing (data/text_render.h).
+#include "app/predict.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,9 +12,8 @@
 #include <opencv2/imgproc.hpp>
 #include <set>
 
+#include "app/backends.h"
 #include "app/detector.h"
-#include "app_run/onnx_predict.h"
-#include "app_run/predict.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/image.h"
@@ -320,28 +324,8 @@ Result<PredictResult> PredictWith(Env& env, const PredictRequest& o, const Weigh
   return PredictFiles(env, o, root, files, *detector);
 }
 
-Result<std::unique_ptr<Detector>> LoadOnnxDetector(const std::string& weights,
-                                                   const eval::InferenceOptions& options,
-                                                   const DetectorPlacement& where) {
-  if (where.runtime != "opencv" && where.runtime != "onnxruntime") {
-    return Status::InvalidArgument("runtime=" + where.runtime + ": one of opencv, onnxruntime",
-                                   {"command line", 0, "runtime"});
-  }
-  if (!IsOnnxModelPath(weights)) {
-    return Status::FailedPrecondition(
-        "this program runs exported ONNX files only (LibTorch-free): export the model with `kestrel export "
-        "model=" +
-            weights + "` and pass the .onnx file",
-        {weights, 0, "model"});
-  }
-  const OnnxEngine engine =
-      where.runtime == "onnxruntime" ? OnnxEngine::kOnnxRuntime : OnnxEngine::kOpenCvDnn;
-  KESTREL_ASSIGN_OR_RETURN(auto onnx, OnnxPredictor::Load(weights, options, engine));
-  return std::unique_ptr<Detector>(std::move(onnx));
-}
-
-Result<PredictResult> PredictOnnx(Env& env, const PredictRequest& request, const WeightsResolver& resolve) {
-  return PredictWith(env, request, resolve, LoadOnnxDetector);
+Result<PredictResult> Predict(Env& env, const PredictRequest& request, const WeightsResolver& resolve) {
+  return PredictWith(env, request, resolve, LoadDetector);
 }
 
 }  // namespace kestrel::app

@@ -1,0 +1,18 @@
+#include "backend_torch/torch_backend.h"
+
+#include <utility>
+
+#include "app/job_runners.h"
+#include "train/trainer.h"
+
+namespace kestrel::backend_torch {
+
+void RegisterTorchBackend(app::Backends& backends) {
+  backends.torch_detector = LoadTorchDetector;
+  backends.reference_forward = TorchReferenceForward;
+  backends.train = TorchTrain;
+  // The built-in kinds' runners need the slots above (app/job_runners.h).
+  for (app::KindRunner& r : app::BuiltinKindRunners()) backends.runners.push_back(std::move(r));
+}
+
+}  // namespace kestrel::backend_torch
