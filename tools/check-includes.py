@@ -19,8 +19,11 @@ Each src/<module>/README.md carries one machine-readable line:
   layer over the application layer (src/app) that parses, makes one call and
   prints or serialises.
 - "composes <module> in <files>": files of an adapter that may include
-  another adapter because they wire the program together (`kestrel serve`
-  starts the HTTP server).
+  another adapter or a backend because they wire the program together
+  (`kestrel serve` starts the HTTP server; main() registers the backends).
+- "backend": the module implements engines the application layer reaches
+  only through the slots a program fills (src/app/backends.h: LibTorch,
+  ONNX Runtime). Only an adapter's composing files include its headers.
   Clauses are separated by ';'.
 
 Rules that hold for every module:
@@ -30,8 +33,9 @@ Rules that hold for every module:
 - An angle-bracket header that is neither a system header nor in LIBRARIES is
   an error, so a new dependency is a deliberate edit of this table.
 - Layers: a module that is no adapter (the application layer and everything
-  under it) includes no adapter; an adapter includes another adapter only in
-  the files its "composes" clause names (docs/ARCHITECTURE.md "Layers").
+  under it) includes no adapter and no backend; an adapter includes another
+  adapter or a backend only in the files its "composes" clause names
+  (docs/ARCHITECTURE.md "Layers").
 
 Exit 0 when clean; otherwise one line per violation (file:line: what and why)
 and exit 1. Usage: tools/check-includes.py [repo-root]
@@ -139,9 +143,9 @@ class LibraryReach:
 
 
 def parse_rule(text, readme):
-    """Returns (modules, libraries, {library: set(files)}, adapter, {module: set(files)})
-    or raises ValueError."""
-    modules, libraries, forbidden, adapter, composes = set(), set(), {}, False, {}
+    """Returns (modules, libraries, {library: set(files)}, adapter, {module: set(files)},
+    backend) or raises ValueError."""
+    modules, libraries, forbidden, adapter, composes, backend = set(), set(), {}, False, {}, False
     for clause in (c.strip() for c in text.split(";")):
         if not clause:
             continue
@@ -151,6 +155,8 @@ def parse_rule(text, readme):
             libraries |= {x.strip() for x in clause[len("libraries"):].split(",") if x.strip() and x.strip() != "none"}
         elif clause == "adapter":
             adapter = True
+        elif clause == "backend":
+            backend = True
         elif clause.startswith("composes "):
             m = re.match(r"composes (\S+) in (.+)$", clause)
             if not m:
@@ -162,13 +168,13 @@ def parse_rule(text, readme):
                 raise ValueError(f"{readme}: cannot read clause '{clause}' (expected 'no <library> in a.h, b.cc')")
             forbidden.setdefault(m.group(1), set()).update(f.strip() for f in m.group(2).split(","))
         else:
-            raise ValueError(f"{readme}: unknown clause '{clause}' (expected modules / libraries / no X in ... / adapter / composes X in ...)")
+            raise ValueError(f"{readme}: unknown clause '{clause}' (expected modules / libraries / no X in ... / adapter / backend / composes X in ...)")
     for lib in libraries | set(forbidden):
         if lib not in LIBRARIES:
             raise ValueError(f"{readme}: unknown library '{lib}' (known: {', '.join(sorted(LIBRARIES))})")
     if composes and not adapter:
         raise ValueError(f"{readme}: 'composes' is for adapters (add the clause 'adapter')")
-    return modules, libraries, forbidden, adapter, composes
+    return modules, libraries, forbidden, adapter, composes, backend
 
 
 def main():
@@ -197,7 +203,7 @@ def main():
     for mod in modules:
         if mod not in rules:
             continue
-        allowed_mods, allowed_libs, forbidden, is_adapter, composes = rules[mod]
+        allowed_mods, allowed_libs, forbidden, is_adapter, composes, _ = rules[mod]
         base = os.path.join(src, mod)
         for dirpath, _, files in os.walk(base):
             for f in sorted(files):
@@ -225,6 +231,11 @@ def main():
                                 errors.append(f"{where}: '{mod}' is below the adapters and may include none ('{first}' is one)")
                             elif not any(names_file(p, in_mod) for p in composes.get(first, set())):
                                 errors.append(f"{where}: adapter '{mod}' may include adapter '{first}' only where it composes the program (src/{mod}/README.md 'composes')")
+                        elif first != mod and first in rules and rules[first][5]:  # a backend's header
+                            if not is_adapter:
+                                errors.append(f"{where}: '{mod}' may not include backend '{first}': a program's main() registers it (app/backends.h)")
+                            elif not any(names_file(p, in_mod) for p in composes.get(first, set())):
+                                errors.append(f"{where}: adapter '{mod}' may include backend '{first}' only where it composes the program (src/{mod}/README.md 'composes')")
                         if "/internal/" in "/" + header and first != mod:
                             errors.append(f"{where}: '{first}/internal/' headers are private to src/{first}")
                         for lib in sorted(forbidden):

@@ -1,2 +1,3 @@
-// Fixture: the composition root may include the other adapter.
+// Fixture: the composition root may include the other adapter and the backend.
 #include "d/q.h"
+#include "e/r.h"

@@ -1,0 +1,2 @@
+// Fixture: a backend's header (what a program's main() registers).
+#pragma once
