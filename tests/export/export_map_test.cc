@@ -1,4 +1,4 @@
-// The mAP check of `kestrel export data=` (app_run/export_map.h): on the
+// The mAP check of `kestrel export data=` (app/export_map.h): on the
 // reference YOLOv8n trained on shapes, the validation split's mAP50 and
 // mAP50-95 in OpenCV DNN and ONNX Runtime equal LibTorch's within 0.001
 // (FP32) and ONNX Runtime's within 0.003 (FP16, which OpenCV cannot load),
@@ -9,9 +9,9 @@
 // Then the round trip: a model trained (one epoch) by a worker,
 // registered, exported FP32 / FP16 / INT8 with its own dataset's mAP check by
 // default, recorded on the model, and `predict` on the ONNX file giving
-// LibTorch's boxes. No torch TU: the CLI and app_run do the work. The ONNX
+// LibTorch's boxes. No torch TU: the CLI and src/app (over the backends) do the work. The ONNX
 // Runtime parts skip only when node/onnxruntime-node is not installed.
-#include "app_run/export_map.h"
+#include "app/export_map.h"
 
 #include <gtest/gtest.h>
 
@@ -25,8 +25,8 @@
 
 #include "../cli/cli_fixture.h"
 #include "app/evaluate.h"
-#include "app_run/export.h"
-#include "app_run/export_runtimes.h"
+#include "app/export.h"
+#include "app/onnx_runtime.h"
 #include "core/env.h"
 #include "core/safetensors.h"
 #include "store/artifact_store.h"

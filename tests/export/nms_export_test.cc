@@ -1,4 +1,4 @@
-// `kestrel export nms=true` (exporter::OnnxExportOptions::nms, app_run/export.h
+// `kestrel export nms=true` (exporter::OnnxExportOptions::nms, app/export.h
 // VerifyOnnxNms): NonMaxSuppression appended to the graph; the file's
 // detections, run in ONNX Runtime, are Kestrel's own post-processing
 // (eval::PostprocessYolo, predict's options) of LibTorch's raw output: the
@@ -7,7 +7,7 @@
 // check fails when the file's thresholds are not the ones compared with; bad
 // conf / iou / max_det values are errors naming the key; predict refuses an
 // nms=true file naming nms=true; without ONNX Runtime nothing is written.
-// Torch-free TU: app_run runs LibTorch.
+// Torch-free TU: the LibTorch backend runs LibTorch.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "../cli/cli_fixture.h"
+#include "app/export.h"
 #include "app/export_keys.h"
-#include "app_run/export.h"
-#include "app_run/export_runtimes.h"
+#include "app/onnx_runtime.h"
 #include "core/env.h"
 #include "export/onnx_info.h"
 

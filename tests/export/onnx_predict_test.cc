@@ -1,4 +1,4 @@
-// `kestrel predict/val model=*.onnx` (app_run/onnx_predict.h): the exported
+// `kestrel predict/val model=*.onnx` (backend_onnx/onnx_predict.h): the exported
 // file run by OpenCV DNN through the same letterbox, NMS and scoring as the
 // LibTorch model gives the same boxes (IoU >= 0.99, same classes, scores
 // within 1e-3) and the same mAP (within 0.001) on the reference detector

@@ -4,8 +4,8 @@
 // large ConstantOfShape left as a node, value_info from shape inference), and
 // on real exports of the reference detector: simplify=true and false both
 // verified, with the same OpenCV DNN and ONNX Runtime differences to
-// LibTorch, and the counts of the written files. Torch-free TU: app_run runs
-// LibTorch.
+// LibTorch, and the counts of the written files. Torch-free TU: the
+// LibTorch backend runs LibTorch.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "../cli/cli_fixture.h"
+#include "app/export.h"
 #include "app/export_keys.h"
-#include "app_run/export.h"
-#include "app_run/export_runtimes.h"
+#include "app/onnx_runtime.h"
 #include "export/onnx_simplify.h"
 
 namespace kestrel {
