@@ -24,6 +24,7 @@
 #include "app/system.h"
 #include "app/templates.h"
 #include "cli/cli.h"
+#include "core/cpu_budget.h"
 #include "core/env.h"
 #include "core/json.h"
 #include "core/parse.h"
@@ -173,6 +174,8 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     bool exit_when_idle = false;
     bool no_webhooks = false;
     std::string min_free_gb;  // "" = KESTREL_MIN_FREE_GB or the default
+    std::string cpus;         // "" = this process's affinity
+    bool no_pin = false;
     double heartbeat_s = 30, hang_timeout_s = 90, lease_s = 90, grace_s = 10, poll_s = 1;
   };
   auto a = std::make_shared<Args>();
@@ -180,6 +183,11 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("--slots", a->slots, "concurrent attempts")->capture_default_str()->check(IntArg(1, 256));
   cmd->add_option("--devices", a->devices,
                   "devices: cpu, cpu:N, gpu:IDX:MB, comma-separated (default: one cpu per slot)");
+  cmd->add_option("--cpus", a->cpus,
+                  "CPUs the CPU slots share out, e.g. 0-3 (default: this process's affinity; docs/speed.md)");
+  cmd->add_flag(
+      "--no-pin", a->no_pin,
+      "do not pin each CPU slot's attempts to its own share of the CPUs (they then all use every core)");
   cmd->add_option("--id", a->id, "worker id (default host:pid)");
   cmd->add_option("--max-jobs", a->max_jobs, "exit after this many attempts (0 = no limit)")
       ->check(IntArg(0));
@@ -244,6 +252,18 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     if (!a->devices.empty()) {
       KESTREL_ASSIGN_OR_RETURN(o.devices, jobs::ParseDevices(a->devices));
     }
+    if (!a->cpus.empty()) {
+      auto cpus = ParseCpuList(a->cpus);
+      if (!cpus.IsOk()) return Usage("cpus", "--cpus: " + cpus.GetStatus().Message());
+      const std::vector<int> allowed = ProcessCpuBudget().affinity;
+      for (int c : *cpus) {
+        if (std::find(allowed.begin(), allowed.end(), c) == allowed.end())
+          return Usage("cpus", "--cpus: CPU " + std::to_string(c) + " is not one this process may use (" +
+                                   FormatCpuList(allowed) + ")");
+      }
+      o.cpus = std::move(*cpus);
+    }
+    o.pin_cpus = !a->no_pin;
     KESTREL_RETURN_IF_ERROR(jobs::ValidateWorkerOptions(o));
     const std::string url = store::MetadataUrl(ctx.home);
     // Fail fast on a store that cannot be opened at all (wrong URL, bad

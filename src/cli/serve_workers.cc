@@ -7,6 +7,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/cpu_budget.h"
 #include "core/env.h"
 
 namespace kestrel::cli {
@@ -35,6 +36,7 @@ Result<std::unique_ptr<LocalWorkers>> LocalWorkers::Start(const Context& ctx, in
   std::unique_ptr<LocalWorkers> w(new LocalWorkers(log));
   w->argv_ = {exe.string(), "--home", home, "--log-level", ctx.log_level, "worker"};
   w->slots_.resize(static_cast<size_t>(n));
+  if (n > 1) w->cpu_shares_ = SplitCpus(ProcessCpuBudget().affinity, n);
   for (int k = 1; k <= n; ++k) {
     auto& slot = w->slots_[static_cast<size_t>(k - 1)];
     slot.log = JoinPath(log_dir, "serve-worker-" + std::to_string(k) + ".log");
@@ -49,10 +51,11 @@ Status LocalWorkers::StartOne(size_t i) {
   jobs::ProcessSpec spec;
   spec.argv = argv_;
   spec.log_path = slot.log;
+  if (i < cpu_shares_.size()) spec.cpus = cpu_shares_[i];
   KESTREL_ASSIGN_OR_RETURN(slot.child, runner_.Start(spec));
   slot.started = Clock::now();
   log_ << "kestrel serve: worker " << i + 1 << " started (pid " << slot.child->Pid() << ", log " << slot.log
-       << ")" << std::endl;
+       << (spec.cpus.empty() ? "" : ", CPUs " + FormatCpuList(spec.cpus)) << ")" << std::endl;
   return {};
 }
 

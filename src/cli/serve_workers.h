@@ -80,6 +80,10 @@ class LocalWorkers {
 
   std::ostream& log_;
   std::vector<std::string> argv_;
+  // Worker i's CPUs (core/cpu_budget.h SplitCpus of this process's affinity):
+  // with n > 1 each worker and its trainers are pinned to their own share,
+  // so n trainings do not all spread over every core; empty = not pinned.
+  std::vector<std::vector<int>> cpu_shares_;
   jobs::PosixProcessRunner runner_;
   std::vector<Slot> slots_;
   std::function<void(int)> on_restart_;

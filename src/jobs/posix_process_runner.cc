@@ -18,6 +18,7 @@
 //   miss. When the child ends normally the supervisor closes the pipe itself
 //   and reaps the guard, which kills what the child left in its group.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -206,6 +207,14 @@ Result<std::unique_ptr<ChildProcess>> PosixProcessRunner::Start(const ProcessSpe
   std::vector<std::string> args = spec.argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : spec.cpus) {
+    if (c < 0 || c >= CPU_SETSIZE)
+      return Status::InvalidArgument("CPU id out of range: " + std::to_string(c), {"", 0, "cpus"});
+    CPU_SET(c, &cpus);
+  }
+  const bool pin = !spec.cpus.empty();
   const long open_max = ::sysconf(_SC_OPEN_MAX);
   const int max_fd = open_max > 0 && open_max < 65536 ? static_cast<int>(open_max) : 65536;
 
@@ -239,6 +248,9 @@ Result<std::unique_ptr<ChildProcess>> PosixProcessRunner::Start(const ProcessSpe
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // A raw syscall, async-signal-safe; a refusal (CPUs taken offline since
+    // the worker started) leaves the parent's affinity, never a failed start.
+    if (pin) (void)::sched_setaffinity(0, sizeof(cpus), &cpus);
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
     ::dup2(log_fd, 1);

@@ -24,6 +24,10 @@ struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0] is an absolute path (no PATH search)
   std::vector<std::string> env;   // extra "KEY=VALUE" on top of the parent's
   std::string log_path;           // stdout+stderr appended here; "" = /dev/null
+  // CPUs the child is pinned to before exec (sched_setaffinity; its threads
+  // inherit it, and core/cpu_budget.h sizes its pools from it); empty = the
+  // parent's affinity. A worker's CPU slots each get their own share.
+  std::vector<int> cpus;
 };
 
 struct ExitInfo {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/cpu_budget.h"
 #include "jobs/retry.h"
 
 namespace kestrel::jobs {
@@ -143,6 +144,16 @@ Worker::Worker(StoreFactory open_store, ProcessRunner& runner, Env& env, WorkerO
   if (options_.devices.empty()) {
     for (int i = 0; i < options_.slots; ++i) options_.devices.push_back({"cpu", i, 0});
     pool_ = DevicePool(options_.devices);
+  }
+  if (options_.pin_cpus) {
+    std::vector<int> cpu_devices;
+    for (const Device& d : options_.devices)
+      if (d.kind == "cpu") cpu_devices.push_back(d.index);
+    const std::vector<int> cpus = options_.cpus.empty() ? ProcessCpuBudget().affinity : options_.cpus;
+    if (cpu_devices.size() > 1 && !cpus.empty()) {
+      const auto shares = SplitCpus(cpus, static_cast<int>(cpu_devices.size()));
+      for (size_t k = 0; k < cpu_devices.size(); ++k) cpu_shares_[cpu_devices[k]] = shares[k];
+    }
   }
   anchor_mono_us_ = env_.NowMicros();
   anchor_wall_ms_ = options_.wall_anchor_ms > 0 ? options_.wall_anchor_ms : env_.UnixMillis();
@@ -428,8 +439,11 @@ Result<bool> Worker::IdleDone(store::MetadataStore& store) {
 void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
   const store::JobRecord& job = claim.job.job;
   const std::string ids = std::to_string(job.id), attempt = std::to_string(job.attempt);
-  spdlog::info("worker {}: job {} attempt {} on {}:{}", options_.id, ids, attempt, claim.job.device.kind,
-               claim.job.device.index);
+  const auto share =
+      claim.job.device.kind == "cpu" ? cpu_shares_.find(claim.job.device.index) : cpu_shares_.end();
+  spdlog::info("worker {}: job {} attempt {} on {}:{}{}", options_.id, ids, attempt, claim.job.device.kind,
+               claim.job.device.index,
+               share == cpu_shares_.end() ? "" : " (CPUs " + FormatCpuList(share->second) + ")");
   store::AttemptOutcome outcome;
   const Result<std::string> kind = options_.kinds.command(job);
   if (claim.token < 0) {
@@ -451,6 +465,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     spec.argv.push_back(ids);
     spec.argv.push_back("--attempt");
     spec.argv.push_back(attempt);
+    if (share != cpu_shares_.end()) spec.cpus = share->second;
     if (claim.job.device.kind == "gpu") {
       spec.env.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(claim.job.device.index));
     }

@@ -35,6 +35,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,9 +73,17 @@ struct WorkerOptions {
   // kind's command: "train --job ID --attempt N", "val --job ...". argv[0]
   // must be an absolute path.
   std::vector<std::string> child_command;
-  AttemptKinds kinds;            // both functions required
-  int slots = 1;                 // concurrent attempts (threads), >= 1
-  std::vector<Device> devices;   // empty = `slots` CPU slots
+  AttemptKinds kinds;           // both functions required
+  int slots = 1;                // concurrent attempts (threads), >= 1
+  std::vector<Device> devices;  // empty = `slots` CPU slots
+  // The CPUs the CPU devices share out (core/cpu_budget.h): the k-th CPU
+  // device's attempts are pinned to the k-th share of SplitCpus(cpus, number
+  // of CPU devices), so two slots on 4 cores train on 2 cores each instead of
+  // both on all 4 (each trainer sizes its threads from its pinned set).
+  // Empty = this process's affinity mask. pin_cpus=false: children inherit
+  // the worker's affinity (`kestrel worker --no-pin`).
+  std::vector<int> cpus;
+  bool pin_cpus = true;
   int64_t lease_ms = 90'000;     // lease per claim / renewal
   int64_t poll_ms = 1'000;       // idle wait between claim attempts
   SupervisorOptions supervisor;  // heartbeat (lease renewal), hang, grace, child poll
@@ -162,6 +171,7 @@ class Worker {
   WorkerOptions options_;
   int64_t anchor_wall_ms_ = 0;
   int64_t anchor_mono_us_ = 0;
+  std::map<int, std::vector<int>> cpu_shares_;  // CPU device index -> its pinned CPUs
 
   std::atomic<bool> stopping_{false};
   mutable Mutex mu_;

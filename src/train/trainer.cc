@@ -20,6 +20,7 @@
 #include <string_view>
 #include <thread>
 
+#include "core/cpu_budget.h"
 #include "core/json.h"
 #include "core/parse.h"
 #include "data/registry.h"
@@ -128,8 +129,12 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   TrainOptions& o = r.opt;
   Env& env = *r.env;
   SetupStep(r, "dataset");
-  const int threads =
-      o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // threads=0: the cores this process may use (its affinity — a worker
+  // slot's share — and its cgroup quota), not the machine's count: threads
+  // beyond them only wait at every parallel region's barrier (issue 30).
+  const CpuBudget budget = ProcessCpuBudget();
+  r.threads_why = o.threads > 0 ? "threads=" + std::to_string(o.threads) : "threads=0: " + budget.why;
+  const int threads = o.threads > 0 ? o.threads : budget.usable;
   at::set_num_threads(threads);
   at::globalContext().setDeterministicAlgorithms(o.deterministic, /*warn_only=*/true);
   {
@@ -200,8 +205,8 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   lo.strides = m->Strides();
   KESTREL_ASSIGN_OR_RETURN(r.loss, DetectionLoss::Create(lo));
   Print(r, model::FormatSummary(model::SummarizeModel(m->Spec(), o.loader.imgsz, o.loader.imgsz)) + "\n");
-  Print(r, "torch threads: " + std::to_string(at::get_num_threads()) + ", device: " + r.device.str() + " (" +
-               model::TorchBuildText() + ")\n");
+  Print(r, "torch threads: " + std::to_string(at::get_num_threads()) + " (" + r.threads_why +
+               "), device: " + r.device.str() + " (" + model::TorchBuildText() + ")\n");
   if (o.amp && !r.amp) Print(r, "amp=true: autocast runs on CUDA only; training in float32 on the CPU\n");
   if (r.amp) Print(r, "amp=true: CUDA autocast with bfloat16 (weights, loss and optimizer in float32)\n");
   if (o.loader.batch == kAutoBatch) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 
+#include "core/cpu_budget.h"
 #include "core/fault_env.h"
 #include "jobs/fake_process_runner.h"
 #include "jobs/retry.h"
@@ -225,6 +226,25 @@ TEST_F(PosixSupervisorTest, ReadsProgressAndResultFromFd3) {
   auto crash = Sh("kill -SEGV $$");
   EXPECT_EQ(crash->exit.signal, SIGSEGV);
   EXPECT_EQ(Sh("exit 7")->exit.exit_code, 7);
+}
+
+// ProcessSpec::cpus pins the child before exec (a worker's CPU slot share,
+// issue 30): the child reads its own allowed list from /proc.
+TEST_F(PosixSupervisorTest, ChildIsPinnedToTheSpecsCpus) {
+  const int last = ProcessCpuBudget().affinity.back();
+  Supervisor sup(runner_, Env::Default(), options_);
+  ProcessSpec spec{
+      {"/bin/sh", "-c",
+       R"(echo "result {\"cpus\":\"$(grep Cpus_allowed_list /proc/self/status | cut -f2)\"}" >&3)"},
+      {},
+      ""};
+  spec.cpus = {last};
+  auto r = sup.Run(spec, [] { return Status(); });
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_EQ(ToOutcome(*r).result_json, "{\"cpus\":\"" + std::to_string(last) + "\"}");
+  spec.cpus = {-1};
+  EXPECT_FALSE(sup.Run(spec, [] { return Status(); }).IsOk())
+      << "an impossible CPU id is refused before fork";
 }
 
 TEST_F(PosixSupervisorTest, HungChildIgnoringSigtermIsKilledWithItsGroup) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "app/job_kinds.h"
@@ -580,6 +581,47 @@ TEST_F(WorkerTest, TwoSlotsNeverOversubscribeGpuMemory) {
   EXPECT_LE(tracking.peak, 80'000) << "two jobs shared memory that does not fit";
   EXPECT_EQ(tracking.peak_children, 2) << "two slots ran two jobs at once (50 + 30 GB fit)";
   EXPECT_EQ(w.GpuUsedMb(0), 0) << "every reservation was released";
+}
+
+// Two CPU slots share the worker's CPUs out (issue 30): each child is pinned
+// to its own half, so two trainings never both spread over every core; with
+// pin_cpus=false the children inherit the worker's affinity.
+TEST_F(WorkerTest, CpuSlotsArePinnedToDisjointShares) {
+  for (const bool pin : {true, false}) {
+    SCOPED_TRACE(pin ? "pinned" : "not pinned");
+    options_.slots = 2;
+    clock_.set_yield(true);
+    options_.exit_when_idle = true;
+    options_.lease_ms = 3'600'000;
+    options_.supervisor.hang_timeout_ms = 3'600'000;
+    options_.cpus = {0, 1, 2, 3};
+    options_.pin_cpus = pin;
+    for (int i = 0; i < 4; ++i) Submit((pin ? "p" : "n") + std::to_string(i));
+    struct Recording : ProcessRunner {
+      ProcessRunner& inner;
+      std::mutex mu;
+      std::vector<std::vector<int>> cpus;
+      explicit Recording(ProcessRunner& i) : inner(i) {}
+      Result<std::unique_ptr<ChildProcess>> Start(const ProcessSpec& spec) override {
+        std::lock_guard<std::mutex> l(mu);
+        cpus.push_back(spec.cpus);
+        return inner.Start(spec);
+      }
+    } recording(runner_);
+    for (int i = 0; i < 4; ++i) runner_.Push(Success(60'000));
+    StoreFactory factory = [this]() { return store::MetadataStore::Open(url_); };
+    Worker w(factory, recording, clock_, options_);
+    std::atomic<bool> never{false};
+    ASSERT_TRUE(w.Run(never).IsOk());
+    EXPECT_EQ(w.Counters().succeeded, 4);
+    ASSERT_EQ(recording.cpus.size(), 4u);
+    std::set<std::vector<int>> seen(recording.cpus.begin(), recording.cpus.end());
+    if (pin) {
+      EXPECT_EQ(seen, (std::set<std::vector<int>>{{0, 1}, {2, 3}})) << "each slot has its own half";
+    } else {
+      EXPECT_EQ(seen, (std::set<std::vector<int>>{{}})) << "no pinning asked";
+    }
+  }
 }
 
 TEST_F(WorkerTest, DeviceParsingAndOffers) {

@@ -45,8 +45,9 @@ struct Run {
   data::VersionView dataset;
   int nc = 0;
   torch::Device device = torch::kCPU;
-  bool amp = false;     // CUDA autocast (bf16) around the forward: amp=true on a CUDA device
-  int micro_batch = 0;  // after a CUDA out-of-memory: images per forward (0 = the whole batch)
+  std::string threads_why;  // how the torch thread count was chosen (printed at start)
+  bool amp = false;         // CUDA autocast (bf16) around the forward: amp=true on a CUDA device
+  int micro_batch = 0;      // after a CUDA out-of-memory: images per forward (0 = the whole batch)
   std::optional<model::Yolo> model, ema_model;
   std::unique_ptr<ModelEma> ema;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
