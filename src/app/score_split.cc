@@ -95,7 +95,7 @@ Result<ScoredSplit> ScoreLoadedModelOnSplit(Detector& detector, store::ArtifactS
 }
 
 Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
-                                      const eval::EvalSplit& split, ModelRunOptions opts,
+                                      const eval::EvalSplit& split, const ModelRunOptions& opts,
                                       const DetectorLoader& load) {
   KESTREL_ASSIGN_OR_RETURN(
       std::unique_ptr<Detector> pred,

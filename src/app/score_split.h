@@ -38,7 +38,7 @@ struct ModelRunOptions {
 // says). kInvalidArgument naming field "nc" of the weights when the class
 // counts differ.
 Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::string& weights,
-                                      const eval::EvalSplit& split, ModelRunOptions opts,
+                                      const eval::EvalSplit& split, const ModelRunOptions& opts,
                                       const DetectorLoader& load);
 
 // ScoreModelOnSplit with the detector already loaded (with the options
