@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_budget.h"
 #include "core/thread_annotations.h"
 
 namespace kestrel {
@@ -31,7 +32,7 @@ class FirstFailure {
 
 Status ParallelFor(size_t n, int threads, const std::function<Status(size_t)>& fn) {
   size_t workers =
-      threads > 0 ? static_cast<size_t>(threads) : std::max<size_t>(1, std::thread::hardware_concurrency());
+      threads > 0 ? static_cast<size_t>(threads) : static_cast<size_t>(ProcessCpuBudget().usable);
   workers = std::min(workers, std::max<size_t>(n, 1));
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};

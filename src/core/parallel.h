@@ -8,9 +8,10 @@
 
 namespace kestrel {
 
-// Runs fn(i) for every i in [0, n) on `threads` threads (0 = all cores, never
-// more threads than items; the calling thread is one of them). Items are
-// handed out dynamically, so results must be written by index, not order.
+// Runs fn(i) for every i in [0, n) on `threads` threads (0 = the cores this
+// process may use, core/cpu_budget.h; never more threads than items; the
+// calling thread is one of them). Items are handed out dynamically, so
+// results must be written by index, not order.
 // Returns the first non-OK Status; after a failure no new items start.
 Status ParallelFor(size_t n, int threads, const std::function<Status(size_t)>& fn);
 

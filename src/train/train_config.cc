@@ -41,7 +41,8 @@ void TrainConfig::Bind(OptionSet& s) {
         "epoch checkpoints a succeeded job keeps, newest first (best/last always stay)", 0, 100000);
   s.String("pretrained", &pretrained, "safetensors weights to start from (class count may differ)");
   s.String("resume", &resume, "checkpoint to continue exactly (runs/train/NAME/weights/last.ckpt)");
-  s.Int("threads", &threads, "torch intra-op threads (0 = all cores)", 0, 4096);
+  s.Int("threads", &threads,
+        "torch intra-op threads (0 = the cores this process may use: affinity, cgroup quota)", 0, 4096);
   s.Int("freeze", &freeze, "freeze the first N model layers", 0, 23);
   BindRunFolderKeys(s, &project, &name, &exist_ok);
   s.String("run_dir", &run_dir, "explicit run directory (overrides project/name)");

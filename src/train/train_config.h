@@ -57,7 +57,7 @@ struct TrainConfig {
   int keep_ckpts = 3;                  // epoch checkpoints a succeeded job keeps (newest; docs/disk.md)
   std::string pretrained;              // safetensors weights to start from (fine-tune load)
   std::string resume;                  // checkpoint (weights/last.ckpt) to continue exactly
-  int threads = 0;                     // torch intra-op threads, 0 = all cores
+  int threads = 0;                     // torch intra-op threads, 0 = this process's CPU budget
   int freeze = 0;                      // freeze the first N layers (model.0 .. model.N-1)
   std::string project = "runs/train";  // run dir = project/name unless run_dir is set
   std::string name = "exp";
