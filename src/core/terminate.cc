@@ -32,16 +32,21 @@ void DefaultReport(const std::string& what) { std::cerr << "error: internal erro
 
 }  // namespace
 
+std::string DescribeException(const std::exception_ptr& error) {
+  if (!error) return "no exception";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 std::string DescribeCurrentException() {
   std::exception_ptr e = std::current_exception();
   if (!e) return "std::terminate called without an active exception";
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return std::string("uncaught exception: ") + x.what();
-  } catch (...) {
-    return "uncaught exception of unknown type";
-  }
+  return "uncaught exception: " + DescribeException(e);
 }
 
 void InstallTerminateHandler(TerminateReporter report) {

@@ -6,6 +6,7 @@
 // operation failed" (1), never a crash (134), and the report is never lost.
 #pragma once
 
+#include <exception>
 #include <string>
 
 namespace kestrel {
@@ -17,9 +18,16 @@ using TerminateReporter = void (*)(const std::string& what);
 // "error: internal error: <what>" on stderr.
 void InstallTerminateHandler(TerminateReporter report = nullptr);
 
+// What an exception says, for a log line or an error message: its what()
+// for a std::exception, "an exception that is not a std::exception" for
+// anything else thrown (an int, a string literal), "no exception" for a null
+// `error`. The one rethrow-and-catch ladder for every catch (...) that
+// reports (the server's 500s and log lines, the terminate handler).
+std::string DescribeException(const std::exception_ptr& error);
+
 // The exception in flight (inside a catch block or a terminate handler):
-// "uncaught exception: <what()>", "uncaught exception of unknown type", or
-// "std::terminate called without an active exception".
+// "uncaught exception: " + DescribeException(it), or "std::terminate called
+// without an active exception".
 std::string DescribeCurrentException();
 
 }  // namespace kestrel

@@ -259,6 +259,25 @@ TEST(TerminateTest, AnExceptionEscapingAThreadExitsWith1AndSaysWhat) {
       ::testing::ExitedWithCode(1), "internal error: uncaught exception: stoll");
 }
 
+// The wording is the one the server's 500s and log lines use as well
+// (http_server.cc: HttpLimitsTest's ThrowingHandlerTest asserts it there).
+TEST(TerminateTest, DescribeExceptionSaysWhatAnyThrownValueSays) {
+  EXPECT_EQ(DescribeException(std::make_exception_ptr(std::runtime_error("disk full"))), "disk full");
+  EXPECT_EQ(DescribeException(std::make_exception_ptr(42)), "an exception that is not a std::exception");
+  EXPECT_EQ(DescribeException(nullptr), "no exception");
+}
+
+TEST(TerminateTest, ANonStandardExceptionEscapingAThreadIsDescribedToo) {
+  EXPECT_EXIT(
+      {
+        InstallTerminateHandler();
+        std::thread t([] { throw 42; });
+        t.join();
+      },
+      ::testing::ExitedWithCode(1),
+      "internal error: uncaught exception: an exception that is not a std::exception");
+}
+
 void ReportToStderrWithPrefix(const std::string& what) {
   std::cerr << "custom report: " << what << std::endl;
 }
