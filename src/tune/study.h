@@ -74,7 +74,6 @@ class StudyPlanner {
 
   // Trials that count against settings.trials (all but infra-failed).
   static int Spent(const std::vector<Trial>& trials);
-  const SearchSpace& space() const { return space_; }
 
  private:
   AshaOptions Asha() const;
