@@ -31,8 +31,10 @@
 #include <thread>
 #include <utility>
 
+#include "core/terminate.h"
 #include "core/thread_annotations.h"
 #include "server/request_head.h"
+#include "server/stream_session.h"
 
 namespace kestrel::server {
 
@@ -107,17 +109,6 @@ std::chrono::milliseconds Ms(int64_t ms) { return std::chrono::milliseconds(ms);
 constexpr int kMaxRefusing = 64;
 // How long accepting pauses after it failed for want of descriptors.
 constexpr std::chrono::milliseconds kAcceptBackoff{100};
-
-// What an exception says, for the log and the 500's message.
-std::string Describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -497,23 +488,19 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
-  // An event stream: the header, then events as the store has them. The
-  // body is delimited by the connection's end (no chunked encoding), which
-  // every EventSource client reads.
+  // An event stream: its head, then events as the store has them, each
+  // round's text from the StreamSession (stream_session.h), written here.
   void StartStream(Response resp, const std::string& method, Clock::time_point start) {
     streaming_ = true;
     stream_.expires_never();
     server_.metrics.StreamOpened();
     server_.metrics.RecordRequest(method, resp.route, 200,
                                   std::chrono::duration<double>(Clock::now() - start).count());
-    events_ = std::move(*resp.stream);
-    stream_started_ = Clock::now();
-    auth_checked_ = stream_started_;
-    pending_ =
-        "HTTP/1.1 200 OK\r\nServer: kestrel\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
-        "X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n"
-        "X-Accel-Buffering: no\r\nConnection: close\r\n\r\n"
-        "retry: 1000\n\n";
+    HttpServer::Impl* server = &server_;
+    events_.emplace(
+        std::move(*resp.stream), server_.options,
+        [server, what = request_line_](const std::string& line) { server->Log(what + ": " + line); },
+        Clock::now());
     // A client that closes its end makes the socket readable: the stream
     // ends then, not at the next failed write.
     stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
@@ -522,69 +509,27 @@ class Session : public std::enable_shared_from_this<Session> {
     Poll();
   }
 
-  // One round of a stream: its token checked again when the period is up
-  // (a revoked or expired one ends it, sending nothing more), the new
-  // events, and at the lifetime's end a last "retry:" and the close.
+  // One round of a stream (StreamSession::Poll; only what is pending once
+  // the server is stopping), written; then the timer, or the close.
   void Poll() {
     if (closed_) return;
-    if (!server_.stopping) {
-      const auto now = Clock::now();
-      if (events_.still_allowed && now - auth_checked_ >= Ms(server_.options.stream_auth_check_ms)) {
-        auth_checked_ = now;
-        bool allowed = false;
-        try {
-          allowed = events_.still_allowed();
-        } catch (...) {
-          server_.Log(request_line_ +
-                      ": the stream's token check threw: " + Describe(std::current_exception()));
-        }
-        if (!allowed) {
-          pending_ += ": the stream's token is no longer valid\n\n";
-          ending_ = true;
-        }
-      }
-      if (!ending_) {
-        Result<std::vector<StreamEvent>> got = Status::Internal("the stream's poll threw");
-        try {
-          got = events_.poll(events_.last_id);
-        } catch (...) {
-          server_.Log(request_line_ + ": the stream's poll threw: " + Describe(std::current_exception()));
-        }
-        if (!got.IsOk()) {
-          ending_ = true;  // what is pending (the head, on a first poll) goes out, then the close
-        } else {
-          for (const auto& ev : *got) {
-            pending_ += FormatStreamEvent(ev);
-            events_.last_id = ev.id;
-          }
-        }
-        // Every event read so far is in pending_: after it the client
-        // reconnects with Last-Event-ID and misses nothing.
-        if (!ending_ && now - stream_started_ >= Ms(server_.options.stream_max_ms)) {
-          pending_ += ": the stream's time is up; reconnect with Last-Event-ID\nretry: 1000\n\n";
-          ending_ = true;
-        }
-      }
-      if (pending_.empty() && now - last_write_ >= Ms(server_.options.stream_keepalive_ms))
-        pending_ = ": keep-alive\n\n";
-    }
-    if (pending_.empty()) {
-      if (ending_)
+    std::string text = server_.stopping ? events_->TakePending() : events_->Poll(Clock::now());
+    if (text.empty()) {
+      if (events_->Ending())
         Close();
       else
         Wait();
       return;
     }
     writing_ = true;
-    auto out = std::make_shared<std::string>(std::move(pending_));
-    pending_.clear();
+    auto out = std::make_shared<std::string>(std::move(text));
     stream_.expires_after(Ms(server_.options.request_timeout_ms));
     asio::async_write(stream_, asio::buffer(*out),
                       [self = shared_from_this(), out](beast::error_code ec, std::size_t) {
                         self->writing_ = false;
                         self->stream_.expires_never();
-                        self->last_write_ = Clock::now();
-                        if (ec || self->server_.stopping || self->ending_) {
+                        self->events_->Wrote(Clock::now());
+                        if (ec || self->server_.stopping || self->events_->Ending()) {
                           self->Close();
                           return;
                         }
@@ -658,14 +603,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool unread_request_ = false;   // the request was refused before it was read to its end
   std::array<char, 8192> drain_;  // DrainThenClose's discard buffer
   bool streaming_ = false;
-  bool ending_ = false;       // the stream's last write is under way (token no longer valid, lifetime up)
   bool refused_ = false;      // over the connection cap: counted in server_.refusing, not connections
   std::string request_line_;  // "GET /path" of the request being handled (log lines)
-  Clock::time_point stream_started_;
-  Clock::time_point auth_checked_;  // when the stream's token was last checked
-  EventStream events_;
-  std::string pending_;
-  Clock::time_point last_write_ = Clock::now();
+  std::optional<StreamSession> events_;  // an event stream's state (StartStream)
 };
 
 }  // namespace
@@ -686,7 +626,7 @@ void HttpServer::Impl::Log(const std::string& line) const {
 }
 
 Response HttpServer::Impl::HandlerFailed(const std::string& request, const std::exception_ptr& error) const {
-  const std::string what = Describe(error);
+  const std::string what = DescribeException(error);
   Log(request + ": internal error (the handler threw): " + what);
   return ErrorResponse(500, "internal", "internal error: " + what);
 }
@@ -700,7 +640,7 @@ void HttpServer::Impl::Run() {
       ioc.run();
       return;
     } catch (...) {
-      Log("the I/O thread caught an exception, serving on: " + Describe(std::current_exception()));
+      Log("the I/O thread caught an exception, serving on: " + DescribeException(std::current_exception()));
     }
   }
 }
