@@ -111,8 +111,6 @@ class DatasetUploadTest : public testing::WriteRouteTest {
     EXPECT_FALSE(j.is_discarded()) << r.body;
     return j;
   }
-
-  std::unique_ptr<store::ArtifactStore> blobs_;
 };
 
 TEST_F(DatasetUploadTest, ZipImportsAsThePathImportDoes) {

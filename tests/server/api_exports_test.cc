@@ -30,19 +30,10 @@ class ApiExportsTest : public ::testing::Test {
   void SetUp() override {
     testing::OpenHomeWithBirds("kestrel_server_exports_", 4, &dir_, &home_, &meta_, &blobs_);
     if (HasFatalFailure()) return;
-    SafeTensorFile f;
-    float v = 1;
-    f.tensors["w"] = SafeTensor{"F32", {1}, std::string(reinterpret_cast<const char*>(&v), sizeof v)};
-    const std::string weights = (dir_ / "w.safetensors").string();
-    std::ofstream(weights, std::ios::binary) << SerializeSafeTensors(f);
-    app::RegisterRequest rr;
-    rr.weights_path = weights;
-    rr.name = "birds";
-    rr.dataset = "birds";
-    rr.config_json = R"({"data":"birds","epochs":1})";
+    store::ModelRecord model;
+    testing::RegisterBirdsModel(*meta_, *blobs_, dir_, 2000, &model);
+    if (HasFatalFailure()) return;
     app::ModelRegistry reg(*meta_, *blobs_, Env::Default());
-    auto model = reg.Register(rr, 2000);
-    ASSERT_TRUE(model.IsOk()) << model.GetStatus().ToString();
     // Not a real ONNX graph: the route serves bytes, it does not parse them
     // (binary on purpose: NULs and high bytes must come through).
     for (int i = 0; i < 70000; ++i) onnx_bytes_.push_back(static_cast<char>((i * 7919) & 0xff));
@@ -50,8 +41,8 @@ class ApiExportsTest : public ::testing::Test {
     unverified_path_ = (dir_ / "forced.onnx").string();
     ASSERT_TRUE(Env::Default().WriteFileAtomic(verified_path_, onnx_bytes_).IsOk());
     ASSERT_TRUE(Env::Default().WriteFileAtomic(unverified_path_, onnx_bytes_ + "x").IsOk());
-    verified_id_ = Record(reg, *model, verified_path_, true, 3000);
-    unverified_id_ = Record(reg, *model, unverified_path_, false, 3001);
+    verified_id_ = Record(reg, model, verified_path_, true, 3000);
+    unverified_id_ = Record(reg, model, unverified_path_, false, 3001);
     token_ = app::CreateToken(*meta_, "reader", true, 1000)->token;
     port_ = Start(false);
   }

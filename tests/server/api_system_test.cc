@@ -19,6 +19,7 @@
 #include "http_client.h"
 #include "jobs/breaker.h"
 #include "server/api.h"
+#include "write_route_test.h"
 
 namespace kestrel::server {
 namespace {
@@ -33,50 +34,14 @@ int64_t WallMs() {
       .count();
 }
 
-class ApiSystemTest : public ::testing::Test {
+// write_route_test.h: tokens, servers, Call and Doc.
+class ApiSystemTest : public testing::WriteRouteTest {
  protected:
   void SetUp() override {
     testing::OpenHomeWithBirds("kestrel_server_system_", 4, &dir_, &home_, &meta_, &blobs_);
     if (HasFatalFailure()) return;
-    write_ = Token("writer", false);
-    read_ = Token("reader", true);
-    port_ = Start(false);
-  }
-  void TearDown() override {
-    servers_.clear();
-    meta_.reset();
-    fs::remove_all(dir_);
-  }
-
-  std::string Token(const std::string& name, bool read_only) {
-    auto c = app::CreateToken(*meta_, name, read_only, 1000);
-    EXPECT_TRUE(c.IsOk()) << c.GetStatus().ToString();
-    return c.IsOk() ? c->token : std::string();
-  }
-  int Start(bool public_read) {
-    ServerOptions o;
-    o.port = 0;
-    o.request_timeout_ms = 2000;
-    o.public_read = public_read;
-    auto srv = ApiServer::Start(home_, o);
-    EXPECT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
-    if (!srv.IsOk()) return 0;
-    servers_.push_back(std::move(srv).Value());
-    return servers_.back()->Port();
-  }
-  HttpReply Call(const std::string& method, const std::string& target, const std::string& token = "",
-                 const std::string& body = "", int port = 0) {
-    std::string raw = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
-    if (!token.empty()) raw += "Authorization: Bearer " + token + "\r\n";
-    if (!body.empty() || method != "GET")
-      raw += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-    return testing::SendRaw(port == 0 ? port_ : port, raw + "\r\n" + body);
-  }
-  json Doc(const HttpReply& r, int status, const std::string& what) {
-    EXPECT_EQ(r.status, status) << what << ": " << r.body;
-    auto j = json::parse(r.body, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << what << ": " << r.body;
-    return j;
+    CreateTokens();
+    port_ = StartServer();
   }
 
   // A queued job (epochs makes each one distinct: no dedup).
@@ -104,13 +69,6 @@ class ApiSystemTest : public ::testing::Test {
                           heartbeat_ms - 1000, heartbeat_ms};
     ASSERT_TRUE(meta_->UpsertWorker(w).IsOk());
   }
-
-  fs::path dir_;
-  std::string home_, write_, read_;
-  std::unique_ptr<store::MetadataStore> meta_;
-  std::unique_ptr<store::ArtifactStore> blobs_;
-  std::vector<std::unique_ptr<ApiServer>> servers_;
-  int port_ = 0;
 };
 
 TEST_F(ApiSystemTest, WorkersListTheirJobsHeartbeatAgesAndStates) {
@@ -261,7 +219,9 @@ TEST_F(ApiSystemTest, TokenRouteSaysWhetherTheUiMayWrite) {
   EXPECT_EQ(Call("GET", "/api/token").status, 401);
   EXPECT_EQ(Call("GET", "/api/token", "kst_000000000000_" + std::string(64, '0')).status, 401);
 
-  const int public_port = Start(true);
+  ServerOptions pub;
+  pub.public_read = true;
+  const int public_port = StartServer(pub);
   json p = Doc(Call("GET", "/api/token", "", "", public_port), 200, "public read");
   EXPECT_TRUE(p["token"].is_null());
   EXPECT_EQ(p["public_read"], true);

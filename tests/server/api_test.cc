@@ -46,20 +46,10 @@ class ApiTest : public ::testing::Test {
       ASSERT_TRUE(s.IsOk()) << s.GetStatus().ToString();
     }
 
-    SafeTensorFile f;
-    float v = 1;
-    f.tensors["w"] = SafeTensor{"F32", {1}, std::string(reinterpret_cast<const char*>(&v), sizeof v)};
-    const std::string weights = (dir_ / "w.safetensors").string();
-    std::ofstream(weights, std::ios::binary) << SerializeSafeTensors(f);
-    app::RegisterRequest rr;
-    rr.weights_path = weights;
-    rr.name = "birds";
-    rr.dataset = "birds";
-    rr.config_json = R"({"data":"birds","epochs":1})";
-    app::ModelRegistry reg(*meta_, *blobs_, Env::Default());
-    auto model = reg.Register(rr, 2000);
-    ASSERT_TRUE(model.IsOk()) << model.GetStatus().ToString();
-    model_id_ = model->id;
+    store::ModelRecord model;
+    testing::RegisterBirdsModel(*meta_, *blobs_, dir_, 2000, &model);
+    if (HasFatalFailure()) return;
+    model_id_ = model.id;
 
     auto t = app::TemplateLibrary(*meta_).Save("small", {"epochs=3", "imgsz=64"}, 3000);
     ASSERT_TRUE(t.IsOk()) << t.GetStatus().ToString();

@@ -21,6 +21,7 @@
 #include "data/synth.h"
 #include "http_client.h"
 #include "server/api.h"
+#include "write_route_test.h"
 
 namespace kestrel::server {
 namespace {
@@ -29,70 +30,25 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::HttpReply;
 
-class AuthWriteTest : public ::testing::Test {
+// write_route_test.h: tokens, servers, Call and Doc.
+class AuthWriteTest : public testing::WriteRouteTest {
  protected:
   void SetUp() override {
     testing::OpenHomeWithBirds("kestrel_server_auth_", 6, &dir_, &home_, &meta_, &blobs_);
     if (HasFatalFailure()) return;
     auto t = app::TemplateLibrary(*meta_).Save("small", {"epochs=3", "imgsz=64"}, 3000);
     ASSERT_TRUE(t.IsOk()) << t.GetStatus().ToString();
-
-    SafeTensorFile f;
-    float v = 1;
-    f.tensors["w"] = SafeTensor{"F32", {1}, std::string(reinterpret_cast<const char*>(&v), sizeof v)};
-    const std::string weights = (dir_ / "w.safetensors").string();
-    std::ofstream(weights, std::ios::binary) << SerializeSafeTensors(f);
-    app::RegisterRequest rr;
-    rr.weights_path = weights;
-    rr.name = "birds";
-    rr.dataset = "birds";
-    rr.config_json = R"({"data":"birds","epochs":1})";
-    auto model = app::ModelRegistry(*meta_, *blobs_, Env::Default()).Register(rr, 2000);
-    ASSERT_TRUE(model.IsOk()) << model.GetStatus().ToString();
-
-    write_ = Token("writer", false);
-    read_ = Token("reader", true);
-    port_ = Start(false);
+    testing::RegisterBirdsModel(*meta_, *blobs_, dir_, 2000);
+    if (HasFatalFailure()) return;
+    CreateTokens();
+    port_ = StartServer();
   }
-  void TearDown() override {
-    servers_.clear();
-    meta_.reset();
-    fs::remove_all(dir_);
-  }
-
-  std::string Token(const std::string& name, bool read_only) {
-    auto c = app::CreateToken(*meta_, name, read_only, 1000);
-    EXPECT_TRUE(c.IsOk()) << c.GetStatus().ToString();
-    return c.IsOk() ? c->token : std::string();
-  }
-  int Start(bool public_read) {
+  int StartPublicRead() {
     ServerOptions o;
-    o.port = 0;
-    o.request_timeout_ms = 2000;
-    o.public_read = public_read;
-    auto srv = ApiServer::Start(home_, o);
-    EXPECT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
-    if (!srv.IsOk()) return 0;
-    servers_.push_back(std::move(srv).Value());
-    return servers_.back()->Port();
+    o.public_read = true;
+    return StartServer(o);
   }
 
-  // A request with an optional bearer token and body (Connection: close).
-  HttpReply Call(const std::string& method, const std::string& target, const std::string& token = "",
-                 const std::string& body = "", int port = 0) {
-    std::string raw = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
-    if (!token.empty()) raw += "Authorization: Bearer " + token + "\r\n";
-    if (!body.empty() || method != "GET")
-      raw += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-    return testing::SendRaw(port == 0 ? port_ : port, raw + "\r\n" + body);
-  }
-  // The reply's JSON document, checking the status.
-  json Doc(const HttpReply& r, int status, const std::string& what) {
-    EXPECT_EQ(r.status, status) << what << ": " << r.body;
-    auto j = json::parse(r.body, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << what << ": " << r.body;
-    return j;
-  }
   int64_t SubmitDirect(const std::vector<std::string>& tokens) {
     auto d = app::DraftJob(tokens, nullptr);
     EXPECT_TRUE(d.IsOk()) << d.GetStatus().ToString();
@@ -101,13 +57,6 @@ class AuthWriteTest : public ::testing::Test {
     return s.IsOk() ? s->job.id : 0;
   }
   store::JobState State(int64_t id) { return meta_->GetJob(id)->state; }
-
-  fs::path dir_;
-  std::string home_, write_, read_;
-  std::unique_ptr<store::MetadataStore> meta_;
-  std::unique_ptr<store::ArtifactStore> blobs_;
-  std::vector<std::unique_ptr<ApiServer>> servers_;
-  int port_ = 0;
 };
 
 TEST_F(AuthWriteTest, ReadsNeedATokenAndHealthChecksDoNot) {
@@ -182,7 +131,7 @@ TEST_F(AuthWriteTest, WritesNeedALiveReadWriteToken) {
 
 TEST_F(AuthWriteTest, PublicReadOpensReadsButNotWrites) {
   const int64_t id = SubmitDirect({"data=birds", "epochs=1"});
-  const int pub = Start(true);
+  const int pub = StartPublicRead();
   EXPECT_EQ(Call("GET", "/api/jobs", "", "", pub).status, 200);
   EXPECT_EQ(Call("GET", "/metrics", "", "", pub).status, 200);
   EXPECT_EQ(Call("GET", "/api/jobs/" + std::to_string(id), "", "", pub).status, 200);

@@ -75,12 +75,6 @@ class DatasetImportTest : public testing::WriteRouteTest {
                                 std::to_string(text.size()) + "\r\n\r\n" + text,
                             30000);
   }
-  json Doc(const HttpReply& r, int status, const std::string& what) {
-    EXPECT_EQ(r.status, status) << what << ": " << r.body;
-    auto j = json::parse(r.body, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << what << ": " << r.body;
-    return j;
-  }
   size_t Stored() {
     auto all = meta_->ListDatasets();
     EXPECT_TRUE(all.IsOk());

@@ -95,6 +95,15 @@ HttpReply Get(int port, const std::string& target, const std::vector<std::string
   return SendRaw(port, raw + "\r\n");
 }
 
+HttpReply Call(int port, const std::string& method, const std::string& target, const std::string& token,
+               const std::string& body) {
+  std::string raw = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  if (!token.empty()) raw += "Authorization: Bearer " + token + "\r\n";
+  if (!body.empty() || method != "GET")
+    raw += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  return SendRaw(port, raw + "\r\n" + body);
+}
+
 SseClient::SseClient(int port, const std::string& target, const std::vector<std::string>& headers) {
   fd_ = Connect(port);
   if (fd_ < 0) return;

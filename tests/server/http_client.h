@@ -22,6 +22,12 @@ HttpReply SendRaw(int port, const std::string& raw, int timeout_ms = 5000);
 HttpReply Get(int port, const std::string& target, const std::vector<std::string>& headers = {},
               const std::string& method = "GET");
 
+// `method target` with Connection: close, a bearer `token` ("" = none) and
+// `body` as JSON: Content-Type and Content-Length go with a body, and with
+// every method but GET even when it is empty.
+HttpReply Call(int port, const std::string& method, const std::string& target, const std::string& token = "",
+               const std::string& body = "");
+
 struct SseEvent {
   std::string id, event, data;
 };

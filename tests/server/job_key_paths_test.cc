@@ -32,13 +32,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::HttpReply;
 
-std::string WeightsBytes() {
-  SafeTensorFile f;
-  float v = 1;
-  f.tensors["w"] = SafeTensor{"F32", {1}, std::string(reinterpret_cast<const char*>(&v), sizeof v)};
-  return SerializeSafeTensors(f);
-}
-
 class JobKeyPathsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -46,24 +39,19 @@ class JobKeyPathsTest : public ::testing::Test {
     if (HasFatalFailure()) return;
     root_ = dir_ / "lake";
     fs::create_directories(root_ / "models");
-    std::ofstream(root_ / "models" / "w.safetensors", std::ios::binary) << WeightsBytes();
+    std::ofstream(root_ / "models" / "w.safetensors", std::ios::binary) << testing::TinyWeightsBytes();
     // Valid weights outside the root, reachable only by ".." or a symlink.
-    std::ofstream(dir_ / "outside.safetensors", std::ios::binary) << WeightsBytes();
+    std::ofstream(dir_ / "outside.safetensors", std::ios::binary) << testing::TinyWeightsBytes();
     fs::create_symlink(dir_ / "outside.safetensors", root_ / "models" / "link.safetensors");
     // A file under the home (a job's weights).
     fs::create_directories(fs::path(home_) / "jobs" / "7");
-    std::ofstream(fs::path(home_) / "jobs" / "7" / "best.safetensors", std::ios::binary) << WeightsBytes();
+    std::ofstream(fs::path(home_) / "jobs" / "7" / "best.safetensors", std::ios::binary)
+        << testing::TinyWeightsBytes();
 
-    const std::string weights = (dir_ / "w.safetensors").string();
-    std::ofstream(weights, std::ios::binary) << WeightsBytes();
-    app::RegisterRequest rr;
-    rr.weights_path = weights;
-    rr.name = "birds";
-    rr.dataset = "birds";
-    rr.config_json = R"({"data":"birds","epochs":1})";
-    auto model = app::ModelRegistry(*meta_, *blobs_, Env::Default()).Register(rr, 2000);
-    ASSERT_TRUE(model.IsOk()) << model.GetStatus().ToString();
-    blob_path_ = blobs_->PathFor(model->weights_sha);
+    store::ModelRecord model;
+    testing::RegisterBirdsModel(*meta_, *blobs_, dir_, 2000, &model);
+    if (HasFatalFailure()) return;
+    blob_path_ = blobs_->PathFor(model.weights_sha);
 
     auto w = app::CreateToken(*meta_, "writer", false, 1000);
     ASSERT_TRUE(w.IsOk());
@@ -153,7 +141,7 @@ std::vector<std::string> Hostile(const fs::path& dir, const fs::path& root, cons
 
 TEST_F(JobKeyPathsTest, HostilePretrainedPathsAllGetOneMessageAndNothingIsStored) {
   const std::string cwd_file = "kestrel_job_paths_" + std::to_string(::getpid()) + ".safetensors";
-  std::ofstream(fs::current_path() / cwd_file, std::ios::binary) << WeightsBytes();
+  std::ofstream(fs::current_path() / cwd_file, std::ios::binary) << testing::TinyWeightsBytes();
   ExpectAllRefusedAlike("pretrained", Hostile(dir_, root_, cwd_file, ".safetensors"),
                         {{"data", "birds"}, {"epochs", 1}, {"imgsz", 64}});
   fs::remove(fs::current_path() / cwd_file);

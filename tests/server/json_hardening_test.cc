@@ -32,6 +32,7 @@
 #include "server/api.h"
 #include "server/json_body.h"
 #include "server/metrics.h"
+#include "write_route_test.h"
 
 namespace kestrel::server {
 namespace {
@@ -40,53 +41,25 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::HttpReply;
 
-class JsonHardeningTest : public ::testing::Test {
+// write_route_test.h: tokens, servers, Call and Doc.
+class JsonHardeningTest : public testing::WriteRouteTest {
  protected:
   void SetUp() override {
     testing::OpenHomeWithBirds("kestrel_server_hardening_", 4, &dir_, &home_, &meta_, &blobs_);
     if (HasFatalFailure()) return;
-    SafeTensorFile f;
-    float v = 1;
-    f.tensors["w"] = SafeTensor{"F32", {1}, std::string(reinterpret_cast<const char*>(&v), sizeof v)};
-    const std::string weights = (dir_ / "w.safetensors").string();
-    std::ofstream(weights, std::ios::binary) << SerializeSafeTensors(f);
-    app::RegisterRequest rr;
-    rr.weights_path = weights;
-    rr.name = "birds";
-    rr.dataset = "birds";
-    auto model = app::ModelRegistry(*meta_, *blobs_, Env::Default()).Register(rr, 2000);
-    ASSERT_TRUE(model.IsOk()) << model.GetStatus().ToString();
+    testing::RegisterBirdsModel(*meta_, *blobs_, dir_, 2000);
+    if (HasFatalFailure()) return;
     auto d = app::DraftJob({"data=birds", "epochs=1"}, nullptr);
     ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
     auto s = app::SubmitJob(*meta_, std::move(d).Value(), 4000);
     ASSERT_TRUE(s.IsOk()) << s.GetStatus().ToString();
     job_ = s->job.id;
-    auto c = app::CreateToken(*meta_, "writer", false, 1000);
-    ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
-    token_ = c->token;
-
+    CreateTokens();
     ServerOptions o;
-    o.port = 0;
-    o.request_timeout_ms = 5000;
     o.data_roots = {dir_.string()};  // "synth" is the birds' source folder
-    auto srv = ApiServer::Start(home_, o);
-    ASSERT_TRUE(srv.IsOk()) << srv.GetStatus().ToString();
-    server_ = std::move(srv).Value();
-    port_ = server_->Port();
-  }
-  void TearDown() override {
-    server_.reset();
-    meta_.reset();
-    fs::remove_all(dir_);
+    port_ = StartServer(o);
   }
 
-  HttpReply Call(const std::string& method, const std::string& target, const std::string& body,
-                 bool token = true) {
-    std::string raw = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
-    if (token) raw += "Authorization: Bearer " + token_ + "\r\n";
-    raw += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
-    return testing::SendRaw(port_, raw + body);
-  }
   // A 4xx with the error document; its error object.
   json ExpectRefused(const HttpReply& r, const std::string& what) {
     EXPECT_GE(r.status, 400) << what << ": " << r.body.substr(0, 300);
@@ -103,17 +76,11 @@ class JsonHardeningTest : public ::testing::Test {
   store::JobState State() { return meta_->GetJob(job_)->state; }
   bool Healthy() { return testing::Get(port_, "/healthz").status == 200; }
   std::string Metrics() {
-    HttpReply r = testing::Get(port_, "/metrics", {"Authorization: Bearer " + token_});
+    HttpReply r = testing::Get(port_, "/metrics", {"Authorization: Bearer " + write_});
     EXPECT_EQ(r.status, 200);
     return r.body;
   }
 
-  fs::path dir_;
-  std::string home_, token_;
-  std::unique_ptr<store::MetadataStore> meta_;
-  std::unique_ptr<store::ArtifactStore> blobs_;
-  std::unique_ptr<ApiServer> server_;
-  int port_ = 0;
   int64_t job_ = 0;
 };
 
@@ -165,7 +132,7 @@ TEST_F(JsonHardeningTest, EveryJsonRouteRefusesHostileBodiesWith4xxAndKeepsServi
 
   // Every route that is not a GET and takes no upload reads a JSON body:
   // the OpenAPI document lists them, and each must be in the table above.
-  HttpReply api = testing::Get(port_, "/api/openapi.json", {"Authorization: Bearer " + token_});
+  HttpReply api = testing::Get(port_, "/api/openapi.json", {"Authorization: Bearer " + write_});
   ASSERT_EQ(api.status, 200);
   json openapi = json::parse(api.body);
   std::set<std::string> listed, fed;
@@ -252,20 +219,21 @@ TEST_F(JsonHardeningTest, EveryJsonRouteRefusesHostileBodiesWith4xxAndKeepsServi
   for (const auto& route : routes) {
     const std::string where = route.method + " " + route.target;
     for (const auto& body : bodies) {
-      json err = ExpectRefused(Call(route.method, route.target, body), where + " body " + body.substr(0, 40));
+      json err = ExpectRefused(Call(route.method, route.target, write_, body),
+                               where + " body " + body.substr(0, 40));
       ++requests;
       if (err.is_object()) {
         EXPECT_EQ(err.value("code", ""), "invalid_argument") << where << " " << body.substr(0, 40);
       }
     }
     if (!route.takes_no_body) {
-      ExpectRefused(Call(route.method, route.target, ""), where + " empty body");
-      ExpectRefused(Call(route.method, route.target, "{}"), where + " {}");
+      ExpectRefused(Call(route.method, route.target, write_, ""), where + " empty body");
+      ExpectRefused(Call(route.method, route.target, write_, "{}"), where + " {}");
       requests += 2;
     }
     for (const auto& [field, shape] : route.fields) {
       for (const auto& v : values) {
-        ExpectRefused(Call(route.method, route.target, Fill(shape, v)),
+        ExpectRefused(Call(route.method, route.target, write_, Fill(shape, v)),
                       where + " " + field + " = " + v.substr(0, 40));
         ++requests;
       }
@@ -304,7 +272,7 @@ TEST_F(JsonHardeningTest, ReaderErrorsNameTheFieldAndTheValue) {
       {R"({"keys":{"data":"birds","epochs":true}})", "epochs", "got 'true'"},
   };
   for (const auto& c : cases) {
-    HttpReply r = Call("POST", "/api/jobs", c.body);
+    HttpReply r = Call("POST", "/api/jobs", write_, c.body);
     EXPECT_EQ(r.status, 400) << c.body.substr(0, 80) << ": " << r.body.substr(0, 300);
     json err = ExpectRefused(r, c.body.substr(0, 80));
     if (!err.is_object() || !err.contains("field")) continue;
@@ -445,13 +413,14 @@ TEST(HttpMetricsLabelsTest, EveryLabelIsBoundedWhateverTheCallerPasses) {
 
 TEST_F(JsonHardeningTest, NamesPastTheirBoundAreRefusedOverHttpNamingTheField) {
   const std::string huge(100'000, 'n');
-  HttpReply imp = Call("POST", "/api/datasets/import", json({{"path", "synth"}, {"name", huge}}).dump());
+  HttpReply imp =
+      Call("POST", "/api/datasets/import", write_, json({{"path", "synth"}, {"name", huge}}).dump());
   EXPECT_EQ(imp.status, 400) << imp.body.substr(0, 300);
   json err = ExpectRefused(imp, "import with a 100,000-character name");
   EXPECT_EQ(err.value("field", ""), "name");
   EXPECT_NE(err.value("message", "").find("at most 128"), std::string::npos) << err.dump();
   EXPECT_LT(imp.body.size(), 2000u) << "the name is not echoed whole";
-  HttpReply one_past = Call("POST", "/api/datasets/import",
+  HttpReply one_past = Call("POST", "/api/datasets/import", write_,
                             json({{"path", "synth"}, {"name", std::string(kMaxNameChars + 1, 'n')}}).dump());
   EXPECT_EQ(one_past.status, 400) << one_past.body.substr(0, 300);
 
@@ -461,19 +430,19 @@ TEST_F(JsonHardeningTest, NamesPastTheirBoundAreRefusedOverHttpNamingTheField) {
       testing::SendRaw(port_, "POST /api/datasets/upload?name=" + std::string(kMaxNameChars + 1, 'u') +
                                   " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                                   "Authorization: Bearer " +
-                                  token_ + "\r\nContent-Type: application/zip\r\nContent-Length: " +
+                                  write_ + "\r\nContent-Type: application/zip\r\nContent-Length: " +
                                   std::to_string(zip.size()) + "\r\n\r\n" + zip);
   EXPECT_EQ(up.status, 400) << up.body.substr(0, 300);
   EXPECT_EQ(ExpectRefused(up, "upload with a long name").value("field", ""), "name");
 
-  HttpReply tag =
-      Call("POST", "/api/models/birds/tags", json({{"tag", std::string(kMaxTagChars + 1, 't')}}).dump());
+  HttpReply tag = Call("POST", "/api/models/birds/tags", write_,
+                       json({{"tag", std::string(kMaxTagChars + 1, 't')}}).dump());
   EXPECT_EQ(tag.status, 400) << tag.body.substr(0, 300);
   json terr = ExpectRefused(tag, "a tag one past its bound");
   EXPECT_EQ(terr.value("field", ""), "tag");
   EXPECT_NE(terr.value("message", "").find("at most 64"), std::string::npos) << terr.dump();
 
-  HttpReply list = testing::Get(port_, "/api/datasets", {"Authorization: Bearer " + token_});
+  HttpReply list = testing::Get(port_, "/api/datasets", {"Authorization: Bearer " + write_});
   ASSERT_EQ(list.status, 200);
   EXPECT_EQ(list.body.find("nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
                            "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"),
