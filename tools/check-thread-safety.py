@@ -23,6 +23,14 @@ ones; GCC's warning and optimisation flags and its precompiled header are
 left out); a header takes those of a torch-free .cc in its folder. A FILE
 not in it (a test fixture) gets -std=c++20 -I src.
 
+Plain standard mutexes are findings too: a std::mutex, recursive_mutex,
+shared_mutex, timed_mutex or condition_variable(_any) declared in a checked
+file, or (without FILE) anywhere under src/ but core/thread_annotations.h,
+is reported as "plain std::mutex" — the analysis cannot see one, so the
+state it guards would go unchecked (use the header's Mutex and CondVar). A
+lock of a mutex owned by a library (LibTorch's generator mutex) declares
+none and passes.
+
 Only the stable -Wthread-safety group: -Wthread-safety-beta (lock order from
 ACQUIRED_AFTER, among others) is still changing between clang versions, and
 a check CI fails on must not.
@@ -61,6 +69,38 @@ def annotated_files():
                 sources.append(p)
     names = set(headers) | {HEADER}
     return sorted(headers.values()), sorted(p for p in sources if names & set(includes(p)))
+
+
+PLAIN = re.compile(
+    r"\bstd::(mutex|recursive_mutex|shared_mutex|timed_mutex|condition_variable_any|condition_variable)"
+    r"\s+([A-Za-z_]\w*)\s*[;{(=,]"
+)
+
+
+def plain_mutexes(path):
+    """'PATH:LINE:COL: error: ...' for each standard mutex or condition variable declared in path."""
+    found = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            code = line.split("//", 1)[0]
+            for m in PLAIN.finditer(code):
+                found.append(
+                    f"{path}:{n}:{m.start() + 1}: error: plain std::{m.group(1)} '{m.group(2)}' the analysis "
+                    "cannot see; use core/thread_annotations.h's Mutex/CondVar and GUARDED_BY "
+                    "[-Wkestrel-plain-mutex]\n"
+                )
+    return found
+
+
+def all_sources():
+    """Every .h and .cc under src/ but core/thread_annotations.h (which wraps the standard ones)."""
+    out = []
+    for dirpath, _, names in os.walk(os.path.join(ROOT, "src")):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            if n.endswith((".h", ".cc")) and not p.endswith(os.path.join("src", HEADER)):
+                out.append(p)
+    return sorted(out)
 
 
 def is_torch(flags):
@@ -128,6 +168,7 @@ def main():
                 flags[f] = known.get(f, fallback)
     start = time.monotonic()
     failed = []
+    plain = [x for f in (files if a.files else all_sources()) for x in plain_mutexes(f)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         runs = {f: pool.submit(check, clang, f, flags[f]) for f in files}
         for f, run in runs.items():
@@ -136,8 +177,12 @@ def main():
                 failed.append(os.path.relpath(f, ROOT))
                 sys.stdout.write(err)
     secs = time.monotonic() - start
+    if plain:
+        sys.stdout.write("".join(plain))
+        print(f"threads: {len(plain)} plain standard mutex(es) or condition variable(s) the analysis cannot see")
     if failed:
         print(f"threads: {len(failed)} of {len(files)} files fail clang -Wthread-safety: {', '.join(failed)}")
+    if plain or failed:
         return 1
     skipped = f"; LibTorch files that include them skipped: {len(torch)}" if torch else ""
     print(f"threads: {len(files)} files pass clang -Wthread-safety ({secs:.1f} s{skipped})")

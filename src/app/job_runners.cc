@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 #include <thread>
 
 #include "app/evaluate.h"
@@ -12,6 +10,7 @@
 #include "app/export_record.h"
 #include "app/train_job.h"
 #include "app/val_keys.h"
+#include "core/thread_annotations.h"
 #include "store/artifact_store.h"
 
 namespace kestrel::app {
@@ -65,14 +64,22 @@ Result<AttemptResult> RunExportAttempt(AttemptContext& ctx) {
   KESTREL_ASSIGN_OR_RETURN(ExportRequest req, keys.Request());
   KESTREL_RETURN_IF_ERROR(Env::Default().CreateDirs(ctx.JobDir()));
   ctx.Progress("stage=export model=" + keys.r.model);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
+  // A progress line every 10 s while the export runs (the supervisor's hang
+  // detection reads them), until `finished`.
+  struct Ticker {
+    Mutex mu;
+    CondVar cv;
+    bool finished GUARDED_BY(mu) = false;
+  } tick;
   std::thread ticker([&] {
-    std::unique_lock<std::mutex> l(mu);
-    for (int elapsed = 10; !cv.wait_for(l, std::chrono::seconds(10), [&] { return finished; });
-         elapsed += 10) {
+    constexpr std::chrono::seconds kEvery{10};
+    auto next = std::chrono::steady_clock::now() + kEvery;
+    MutexLock l(tick.mu);
+    for (int elapsed = 10; !tick.finished;) {
+      if (tick.cv.WaitUntil(tick.mu, next)) continue;  // notified (or spurious): look again
       ctx.Progress("stage=export elapsed_s=" + std::to_string(elapsed));
+      elapsed += 10;
+      next += kEvery;
     }
   });
   store::ArtifactStore blobs(ctx.home);
@@ -83,10 +90,10 @@ Result<AttemptResult> RunExportAttempt(AttemptContext& ctx) {
                         out << ResolvedModelText(m, weights) << std::endl;
                       });
   {
-    std::lock_guard<std::mutex> l(mu);
-    finished = true;
+    MutexLock l(tick.mu);
+    tick.finished = true;
   }
-  cv.notify_all();
+  tick.cv.SignalAll();
   ticker.join();
   if (!e.IsOk()) return e.GetStatus();
   // The typed record, never its JSON view read back (STYLE.md 16).

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The thread-safety check (tools/check-thread-safety.py, `scripts/lint.sh
 # threads`) must fail on the fixture and report exactly the errors listed in
-# thread_fixture/expected.txt: the seven misused locks (guarded state read or
+# thread_fixture/expected.txt: the eight misused locks (guarded state read or
 # written without its mutex, a REQUIRES call and a CondVar wait without it, an
-# EXCLUDES call with it held), and nothing about the correctly locked code
-# beside them (so a check that stops finding one, or a Mutex/CondVar the
-# analysis misreads, fails).
+# EXCLUDES call with it held, a plain std::mutex the analysis cannot see), and
+# nothing about the correctly locked code beside them (so a check that stops
+# finding one, or a Mutex/CondVar the analysis misreads, fails).
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 out="$(python3 "$here/../../tools/check-thread-safety.py" --build /nonexistent "$here/thread_fixture/unguarded.cc")"
