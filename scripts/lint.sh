@@ -14,8 +14,10 @@
 #      every src/ header that includes core/thread_annotations.h (alone) and
 #      every torch-free src/ .cc that includes it or such a header:
 #      GUARDED_BY state touched without its mutex, a REQUIRES
-#      function called without it (tools/check-thread-safety.py; its own
-#      test: lint.thread_safety_finds_violations); needs clang++ and the
+#      function called without it; and any plain std::mutex or
+#      condition_variable declared under src/, which the analysis cannot
+#      see (tools/check-thread-safety.py; its own test:
+#      lint.thread_safety_finds_violations); needs clang++ and the
 #      build's compile_commands.json.
 #   ./scripts/lint.sh               # all five
 #   ./scripts/lint.sh format        # one of: includes, format, tidy, tiers, threads
