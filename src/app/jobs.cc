@@ -329,7 +329,8 @@ json JobPageJson(const JobPage& page) {
     v["version"] = named ? json("v" + std::to_string(page.datasets[i].seq)) : json(nullptr);
     arr.push_back(std::move(v));
   }
-  return {{"jobs", arr},
+  return {{"ok", true},
+          {"jobs", arr},
           {"total", page.total},
           {"next_cursor", page.next_cursor > 0 ? json(page.next_cursor) : json(nullptr)},
           {"next_offset", page.next_offset >= 0 ? json(page.next_offset) : json(nullptr)},

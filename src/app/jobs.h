@@ -147,7 +147,7 @@ struct JobPage {
 Result<JobPage> ListJobPage(store::MetadataStore& meta, const JobListRequest& req);
 // The page's jobs only.
 Result<std::vector<store::JobRecord>> ListJobs(store::MetadataStore& meta, const JobListRequest& req);
-// {"jobs": [JobJson with "dataset" (the name) and "version" ("vN"), both
+// {"ok": true, "jobs": [JobJson with "dataset" (the name) and "version" ("vN"), both
 // null when the registry has no such version], "total", "next_cursor"
 // (null on the last page), "next_offset" (null on the last page or with a
 // cursor), "sort", "order"}: what `kestrel jobs list --json` prints and GET

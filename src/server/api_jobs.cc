@@ -68,9 +68,7 @@ Status AddJobRoutes(Router& router, ApiContext& ctx) {
         r.order = QueryText(req, "order");
         auto page = app::ListJobPage(ctx.meta, r);
         if (!page.IsOk()) return ErrorResponse(page.GetStatus());
-        json doc = app::JobPageJson(*page);
-        doc["ok"] = true;
-        return JsonResponse(doc);
+        return JsonResponse(app::JobPageJson(*page));
       }));
   KESTREL_RETURN_IF_ERROR(router.Add(
       "GET", "/api/jobs/{id}/diff",
