@@ -14,7 +14,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "data/registry.h"
+#include "data/version.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 
@@ -25,7 +25,7 @@ namespace kestrel::testing {
 inline Status AddVersionWithEditedFindings(store::MetadataStore& meta, store::ArtifactStore& blobs,
                                            const std::string& from, const std::string& to,
                                            const std::function<void(nlohmann::json& findings)>& edit) {
-  KESTREL_ASSIGN_OR_RETURN(data::VersionView v, data::Registry(meta, blobs).Load(from));
+  KESTREL_ASSIGN_OR_RETURN(data::VersionView v, data::LoadVersion(meta, blobs, from));
   if (!v.report.is_object() || !v.report.contains("findings") || !v.report["findings"].is_array())
     return Status::FailedPrecondition(from + " has no stored findings");
   edit(v.report["findings"]);

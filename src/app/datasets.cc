@@ -10,7 +10,10 @@
 
 #include "app/jobs.h"
 #include "core/hash.h"
+#include "core/names.h"
 #include "core/thread_annotations.h"
+#include "core/utf8.h"
+#include "data/dataset_ref.h"
 #include "data/preview.h"
 
 namespace kestrel::app {
@@ -81,7 +84,7 @@ struct LoadedManifest {
 };
 
 // The version's record (always from the store) and its manifest (cached).
-Result<LoadedManifest> LoadManifest(store::MetadataStore& meta, data::Registry& registry,
+Result<LoadedManifest> LoadManifest(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env,
                                     const std::string& spec) {
   std::string name, ref;
   store::SplitDatasetRef(spec, &name, &ref);
@@ -89,7 +92,7 @@ Result<LoadedManifest> LoadManifest(store::MetadataStore& meta, data::Registry& 
   KESTREL_ASSIGN_OR_RETURN(out.record, meta.GetVersion(name, ref));
   out.manifest = Manifests().Find(out.record.version_id);
   if (out.manifest == nullptr) {
-    KESTREL_ASSIGN_OR_RETURN(auto v, registry.Load(spec));
+    KESTREL_ASSIGN_OR_RETURN(auto v, data::ReadVersion(out.record, blobs, env));
     out.manifest = std::make_shared<const data::Manifest>(std::move(v.manifest));
     Manifests().Put(out.record.version_id, out.manifest);
   }
@@ -182,10 +185,103 @@ std::vector<std::pair<std::string, int64_t>> ClassCounts(const store::DatasetVer
 
 }  // namespace
 
-Result<data::ImportResult> Datasets::Import(const std::string& path, const std::string& name,
-                                            const data::ImportOptions& opts,
-                                            data::ValidationReport* report_out) {
-  return registry_.Import(path, name, opts, report_out);
+Result<DatasetImport> Datasets::Import(const std::string& path, const std::string& name,
+                                       const data::ImportOptions& opts, data::ValidationReport* report_out) {
+  KESTREL_RETURN_IF_ERROR(CheckName(NameKind::kDataset, name, {"", 0, "name"}));
+  KESTREL_ASSIGN_OR_RETURN(data::Analysis a, data::AnalyzeDataset(path, opts, env_));
+  if (report_out != nullptr) *report_out = a.report;
+  return ImportAnalyzed(path, name, std::move(a), opts);
+}
+
+Result<DatasetImport> Datasets::ImportAnalyzed(const std::string& path, const std::string& name,
+                                               data::Analysis a, const data::ImportOptions& opts) {
+  KESTREL_RETURN_IF_ERROR(CheckName(NameKind::kDataset, name, {"", 0, "name"}));
+  if (a.manifest.entries.empty()) {
+    return Status::InvalidArgument("no usable images in " + path + "; nothing imported\n" + a.report.ToText(),
+                                   {path});
+  }
+  if (const int64_t errors = a.report.Count(data::Severity::kError); errors > 0 && !opts.allow_errors) {
+    return Status::InvalidArgument(std::to_string(errors) +
+                                       " validation error(s); nothing imported (use --allow-errors to import "
+                                       "without the bad samples)\n" +
+                                       a.report.ToText(),
+                                   {path});
+  }
+  DatasetImport out;
+  // Identical content already registered under this name: nothing to write.
+  if (auto existing = meta_.GetVersion(name, data::VersionId(a.manifest)); existing.IsOk()) {
+    out.record = std::move(existing).Value();
+  } else {
+    KESTREL_ASSIGN_OR_RETURN(data::CommittedVersion c,
+                             data::CommitVersion(meta_, blobs_, name, path, a, opts, env_));
+    out.record = std::move(c.record);
+    out.created = c.created;
+  }
+  out.analysis = std::move(a);
+  return out;
+}
+
+Result<ResolvedDataset> Datasets::Resolve(const std::string& given, data::ValidationReport* report_out) {
+  ResolvedDataset out;
+  if (!data::IsDatasetPath(given)) {
+    out.spec = given;
+    // `data=shapes` meant for a folder in the current directory: say how to
+    // write it rather than only "no dataset named 'shapes'".
+    std::string name, ref;
+    store::SplitDatasetRef(given, &name, &ref);
+    auto v = meta_.GetVersion(name, ref);
+    if (!v.IsOk() && v.GetStatus().Code() == StatusCode::kNotFound && ref.empty() &&
+        env_.Stat(given).exists) {
+      out.hint = "no dataset named '" + EscapeForDisplay(given) + "' in the registry; to import the " +
+                 (env_.Stat(given).is_dir ? "folder" : "file") + " '" + EscapeForDisplay(given) +
+                 "', write data=./" + EscapeForDisplay(given);
+    }
+    return out;
+  }
+
+  out.from_path = true;
+  const std::string name = data::DatasetNameForPath(given);
+  const data::ImportOptions opts;
+  KESTREL_ASSIGN_OR_RETURN(data::Analysis a, data::AnalyzeDataset(given, opts, env_));
+  if (report_out != nullptr) *report_out = a.report;
+  const int64_t images = static_cast<int64_t>(a.manifest.entries.size());
+
+  // Identical content already registered, under this name or another: reuse
+  // that version (a source with errors never matches: ImportAnalyzed refuses it).
+  const std::string id = data::VersionId(a.manifest);
+  bool found = false;
+  if (a.report.Count(data::Severity::kError) == 0 && images > 0) {
+    auto same = meta_.GetVersion(name, id);
+    if (same.IsOk()) {
+      out.record = std::move(same).Value();
+      found = true;
+    } else {
+      auto all = meta_.ListDatasets();
+      if (all.IsOk()) {
+        for (const auto& d : *all) {
+          auto other = meta_.GetVersion(d.name, id);
+          if (other.IsOk()) {
+            out.record = std::move(other).Value();
+            found = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+  if (!found) {
+    KESTREL_ASSIGN_OR_RETURN(DatasetImport r, ImportAnalyzed(given, name, std::move(a), opts));
+    out.record = std::move(r.record);
+    out.created = r.created;
+  }
+  const auto& rec = out.record;
+  const std::string version = rec.dataset + "@v" + std::to_string(rec.seq);
+  out.spec = rec.dataset + "@" + rec.version_id;
+  out.message = "data: " + EscapeForDisplay(given) + " -> " + (out.created ? "imported as " : "reused ") +
+                version + " (version " + rec.version_id.substr(0, 12) + ", " +
+                std::to_string(rec.num_images) + " images" +
+                (out.created ? "" : ", identical content already stored") + ")";
+  return out;
 }
 
 Result<DatasetValidation> ValidateDataset(const std::string& path, const data::ImportOptions& opts,
@@ -199,11 +295,13 @@ Result<DatasetValidation> ValidateDataset(const std::string& path, const data::I
 
 Result<std::vector<store::DatasetSummary>> Datasets::List() { return meta_.ListDatasets(); }
 
-Result<data::VersionView> Datasets::Show(const std::string& spec) { return registry_.Load(spec); }
+Result<data::VersionView> Datasets::Show(const std::string& spec) {
+  return data::LoadVersion(meta_, blobs_, spec, env_);
+}
 
 Result<DatasetDiff> Datasets::Diff(const std::string& a, const std::string& b) {
-  KESTREL_ASSIGN_OR_RETURN(auto va, registry_.Load(a));
-  KESTREL_ASSIGN_OR_RETURN(auto vb, registry_.Load(b));
+  KESTREL_ASSIGN_OR_RETURN(auto va, data::LoadVersion(meta_, blobs_, a, env_));
+  KESTREL_ASSIGN_OR_RETURN(auto vb, data::LoadVersion(meta_, blobs_, b, env_));
   DatasetDiff d;
   d.diff = data::DiffManifests(va.manifest, vb.manifest);
   d.a = std::move(va.record);
@@ -213,7 +311,10 @@ Result<DatasetDiff> Datasets::Diff(const std::string& a, const std::string& b) {
 
 Result<DatasetExport> Datasets::Export(const std::string& spec, const std::string& format,
                                        const std::string& out) {
-  KESTREL_RETURN_IF_ERROR(registry_.Export(spec, format, out));
+  // The request's own errors before the store's (a missing dataset).
+  KESTREL_RETURN_IF_ERROR(data::CheckExportTarget(format, out, env_));
+  KESTREL_ASSIGN_OR_RETURN(data::VersionView v, data::LoadVersion(meta_, blobs_, spec, env_));
+  KESTREL_RETURN_IF_ERROR(data::ExportVersion(v, blobs_, format, out, env_));
   return DatasetExport{spec, format, out};
 }
 
@@ -221,7 +322,7 @@ Result<DatasetPreview> Datasets::Preview(const PreviewRequest& req) {
   if (Status s = req.augment.Validate(); !s.IsOk()) {
     return Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field});
   }
-  KESTREL_ASSIGN_OR_RETURN(auto v, registry_.Load(req.spec));
+  KESTREL_ASSIGN_OR_RETURN(auto v, data::LoadVersion(meta_, blobs_, req.spec, env_));
   data::LoaderOptions lo = req.loader;
   lo.augment = req.aug;
   lo.shuffle = req.aug;
@@ -241,7 +342,7 @@ Result<DatasetImagesPage> Datasets::Images(const DatasetImagesRequest& req) {
     }
     KESTREL_ASSIGN_OR_RETURN(split, data::ParseSplit(req.split));
   }
-  KESTREL_ASSIGN_OR_RETURN(auto v, LoadManifest(meta_, registry_, req.spec));
+  KESTREL_ASSIGN_OR_RETURN(auto v, LoadManifest(meta_, blobs_, env_, req.spec));
   const data::Manifest& m = *v.manifest;
   std::optional<int> cls;
   if (!req.cls.empty()) {
@@ -269,7 +370,7 @@ Result<DatasetImageBytes> Datasets::ImageBytes(const std::string& spec, const st
     return Status::InvalidArgument(
         "an image is named by its SHA-256 (64 lowercase hex digits), got '" + sha + "'", At("sha"));
   }
-  KESTREL_ASSIGN_OR_RETURN(auto v, LoadManifest(meta_, registry_, spec));
+  KESTREL_ASSIGN_OR_RETURN(auto v, LoadManifest(meta_, blobs_, env_, spec));
   const bool member = std::any_of(v.manifest->entries.begin(), v.manifest->entries.end(),
                                   [&](const data::ManifestEntry& e) { return e.image_sha == sha; });
   if (!member) {
@@ -291,7 +392,7 @@ Result<DatasetFindingsPage> Datasets::Findings(const DatasetFindingsRequest& req
     return Status::InvalidArgument("unknown severity '" + req.severity + "', expected error, warning or info",
                                    At("severity"));
   }
-  KESTREL_ASSIGN_OR_RETURN(auto v, registry_.Load(req.spec));
+  KESTREL_ASSIGN_OR_RETURN(auto v, data::LoadVersion(meta_, blobs_, req.spec, env_));
   DatasetFindingsPage page;
   page.offset = req.offset;
   page.limit = req.limit;
@@ -400,7 +501,13 @@ nlohmann::json DatasetSummaryJson(const store::DatasetSummary& s) {
   return j;
 }
 
-nlohmann::json DatasetImportJson(const data::ImportResult& r) {
+nlohmann::json DatasetListJson(const std::vector<store::DatasetSummary>& all) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& s : all) rows.push_back(DatasetSummaryJson(s));
+  return {{"ok", true}, {"datasets", std::move(rows)}};
+}
+
+nlohmann::json DatasetImportJson(const DatasetImport& r) {
   return {{"created", r.created},
           {"version", DatasetVersionJson(r.record)},
           {"report", r.analysis.report.ToJson()}};

@@ -1,11 +1,14 @@
 // The dataset family's use cases (docs/datasets.md), called by every front
-// end (`kestrel dataset ...` today, the HTTP server later): import, validate
-// (dry run), list, show, diff, export, preview. Each returns a record; each
-// record has one JSON view here, which `kestrel dataset ... --json` prints
-// unchanged (the CLI adds only the document's "ok": true). The heavy work is
-// the data module's (data/registry.h); this layer names the operations and
-// their results. `dataset synth` stays in the CLI: it writes a test dataset
-// through OpenCV and touches no store.
+// end (`kestrel dataset ...`, the HTTP server, the `data=` of train, submit,
+// val, compare and export): import, validate (dry run), resolve `data=`,
+// list, show, diff, export, preview, and the server's gallery pages. Each
+// returns a record; each record has one JSON view here, which `kestrel
+// dataset ... --json` prints and the server returns unchanged. The
+// mechanics are the data module's, each a function of its inputs (read and
+// analyze a source: data/analyze.h; store, read and export a version:
+// data/version.h); this layer decides what may be stored and under which
+// name. `dataset synth` stays in the CLI: it writes a test dataset through
+// OpenCV and touches no store.
 //
 // Thread-safety: a Datasets borrows one MetadataStore (one per thread).
 #pragma once
@@ -18,12 +21,37 @@
 
 #include "core/env.h"
 #include "core/status.h"
+#include "data/analyze.h"
 #include "data/loader.h"
-#include "data/registry.h"
+#include "data/version.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::app {
+
+// `dataset import`: the version and the analysis it was made from.
+struct DatasetImport {
+  store::DatasetVersionRecord record;
+  bool created = false;  // false: identical content was already this dataset's version
+  data::Analysis analysis;
+};
+
+// What a `data=` resolved to (Datasets::Resolve).
+struct ResolvedDataset {
+  // What to hand to Datasets::Show / the trainer: the user's reference
+  // unchanged for a registry reference, "NAME@<version id>" for a path.
+  std::string spec;
+  bool from_path = false;              // `data` was a path (imported or reused)
+  bool created = false;                // a new version was stored (from_path only)
+  store::DatasetVersionRecord record;  // the version (from_path only)
+  // One line for the user (from_path only), e.g.
+  // "data: ds/data.yaml -> imported as shapes@v3 (version 1a2b3c4d5e6f, 96 images)".
+  std::string message;
+  // Registry references only: set when no dataset has that name but a file
+  // or folder does ("... write data=./shapes"); the caller's Show still
+  // reports the missing dataset.
+  std::string hint;
+};
 
 // `dataset validate`: what an import would store, without storing it.
 struct DatasetValidation {
@@ -114,19 +142,33 @@ class Datasets {
  public:
   // All three are borrowed and must outlive this object.
   Datasets(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env = Env::Default())
-      : meta_(meta), blobs_(blobs), registry_(meta, blobs, env) {}
+      : meta_(meta), blobs_(blobs), env_(env) {}
 
-  // Analyze + commit (data::Registry::Import). On failure `report_out` (when
-  // given) holds the validation report if the source could be read.
-  Result<data::ImportResult> Import(const std::string& path, const std::string& name,
-                                    const data::ImportOptions& opts,
-                                    data::ValidationReport* report_out = nullptr);
+  // Analyze `path`, then store it as a version of `name`
+  // (data::CommitVersion). Fails and stores nothing when `name` breaks the
+  // dataset name rule (core/names.h; field "name"), the source cannot be
+  // read, has no usable image, or its report has errors and
+  // !opts.allow_errors (kInvalidArgument whose message carries the report
+  // text). Identical content already stored under `name` is that version
+  // (created false), nothing written. On failure `report_out` (when given)
+  // holds the validation report if the source could be read (else its
+  // `source` is empty).
+  Result<DatasetImport> Import(const std::string& path, const std::string& name,
+                               const data::ImportOptions& opts, data::ValidationReport* report_out = nullptr);
+  // What `data=` of train, submit, val, compare and export names
+  // (data/dataset_ref.h): a registry reference is returned as is (Show
+  // reports a missing one; see ResolvedDataset::hint). A path is imported
+  // exactly like `dataset import PATH --name DatasetNameForPath(PATH)` with
+  // the default ImportOptions (on failure the Status and `report_out` are
+  // Import's), except that identical content already registered under any
+  // name is reused, never stored twice.
+  Result<ResolvedDataset> Resolve(const std::string& data, data::ValidationReport* report_out = nullptr);
   // Every dataset with its newest version, by name.
   Result<std::vector<store::DatasetSummary>> List();
   // spec: "NAME", "NAME@vN", "NAME@<id prefix>".
   Result<data::VersionView> Show(const std::string& spec);
   Result<DatasetDiff> Diff(const std::string& a, const std::string& b);
-  // format "yolo" or "coco"; `out` absent or empty (data::Registry::Export).
+  // format "yolo" or "coco"; `out` absent or empty (data::ExportVersion).
   Result<DatasetExport> Export(const std::string& spec, const std::string& format, const std::string& out);
   // The grid of what the trainer sees (data::WriteAugmentedPreview).
   // kInvalidArgument (command line) for bad augmentation values.
@@ -145,9 +187,13 @@ class Datasets {
   Result<DatasetFindingsPage> Findings(const DatasetFindingsRequest& req);
 
  private:
+  // Import after the analysis: the checks, then the commit.
+  Result<DatasetImport> ImportAnalyzed(const std::string& path, const std::string& name, data::Analysis a,
+                                       const data::ImportOptions& opts);
+
   store::MetadataStore& meta_;
   store::ArtifactStore& blobs_;
-  data::Registry registry_;
+  Env& env_;
 };
 
 // The one JSON view of a dataset version: dataset, version ("v3"),
@@ -156,8 +202,11 @@ class Datasets {
 nlohmann::json DatasetVersionJson(const store::DatasetVersionRecord& r);
 // A list row: DatasetVersionJson(latest) + num_versions.
 nlohmann::json DatasetSummaryJson(const store::DatasetSummary& s);
+// The list document of `kestrel dataset list --json` and GET /api/datasets:
+// {"ok": true, "datasets": [DatasetSummaryJson]}.
+nlohmann::json DatasetListJson(const std::vector<store::DatasetSummary>& all);
 // {"created", "version": DatasetVersionJson, "report"}.
-nlohmann::json DatasetImportJson(const data::ImportResult& r);
+nlohmann::json DatasetImportJson(const DatasetImport& r);
 // {"ok" (no errors), "version_id", "report"}.
 nlohmann::json DatasetValidationJson(const DatasetValidation& v);
 // {"version": DatasetVersionJson, "names", "summary", "report"}.

@@ -4,11 +4,11 @@
 #include <filesystem>
 #include <iostream>
 
+#include "app/datasets.h"
 #include "core/json.h"
 #include "core/parse.h"
 #include "core/terminate.h"
 #include "core/utf8.h"
-#include "data/dataset_ref.h"
 
 namespace kestrel::cli {
 
@@ -98,7 +98,8 @@ nlohmann::json ErrorJson(const Status& status, const std::string& code) {
 void ReportTerminate(const std::string& what) {
   Context ctx;
   ctx.json = g_terminate_json.load();
-  FailInternal(ctx, what);
+  // The exit code is the handler's: InstallTerminateHandler's _exit(1).
+  (void)FailInternal(ctx, what);
 }
 
 }  // namespace
@@ -184,9 +185,8 @@ int FailWithReport(const Context& ctx, const Status& status, const nlohmann::jso
 
 bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data, nlohmann::json* info,
                        int* exit_code) {
-  data::Registry registry(*stores.meta, *stores.blobs);
   data::ValidationReport report;
-  auto r = data::ResolveDataset(registry, *stores.meta, *data, &report);
+  auto r = app::Datasets(*stores.meta, *stores.blobs).Resolve(*data, &report);
   if (!r.IsOk()) {
     const nlohmann::json rj = report.source.empty() ? nlohmann::json() : report.ToJson();
     *exit_code = FailWithReport(ctx, r.GetStatus(), report.source.empty() ? nullptr : &rj);

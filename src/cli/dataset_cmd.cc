@@ -11,7 +11,6 @@
 #include "app/datasets.h"
 #include "cli/cli.h"
 #include "data/loader.h"
-#include "data/registry.h"
 #include "data/synth.h"
 
 namespace kestrel::cli {
@@ -110,16 +109,9 @@ struct OpenedDatasets {
   std::unique_ptr<app::Datasets> ds;
 };
 
-// nullptr (after reporting the error and setting *exit_code) when the stores
-// cannot be opened.
-std::unique_ptr<OpenedDatasets> OpenDatasets(const Context& ctx, int* exit_code) {
-  auto stores = OpenStores(ctx);
-  if (!stores.IsOk()) {
-    *exit_code = Fail(ctx, stores.GetStatus());
-    return nullptr;
-  }
+Result<std::unique_ptr<OpenedDatasets>> OpenDatasets(const Context& ctx) {
   auto out = std::make_unique<OpenedDatasets>();
-  out->stores = std::move(stores).Value();
+  KESTREL_ASSIGN_OR_RETURN(out->stores, OpenStores(ctx));
   out->ds = std::make_unique<app::Datasets>(*out->stores.meta, *out->stores.blobs);
   return out;
 }
@@ -153,27 +145,22 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   imp->add_option("--name", st->name, "registry name")->required();
   imp->add_option("key=value", st->extras, "options Ultralytics-style, e.g. val_ratio=0.1");
   AddOptionFlags(imp, st->set, &st->flags);
-  imp->callback([&ctx, exit_code, st] {
-    Status s = ApplyOptions(st->set, st->flags, st->extras);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
-    auto opened = OpenDatasets(ctx, exit_code);
-    if (!opened) return;
+  imp->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(ApplyOptions(st->set, st->flags, st->extras));
+    KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
     data::ValidationReport report;
     auto r = opened->ds->Import(st->path, st->name, st->opts, &report);
     if (!r.IsOk()) {
       const nlohmann::json rj = report.source.empty() ? nlohmann::json() : report.ToJson();
-      *exit_code = FailWithReport(ctx, r.GetStatus(), report.source.empty() ? nullptr : &rj);
-      return;
+      return CommandResult::Reported(
+          FailWithReport(ctx, r.GetStatus(), report.source.empty() ? nullptr : &rj));
     }
     const auto& rec = r->record;
     std::string text = r->analysis.report.ToText() + "\n" +
                        (r->created ? "imported " : "unchanged: identical content is already ") + rec.dataset +
                        "@v" + std::to_string(rec.seq) + " (version " + rec.version_id + ")\n";
-    *exit_code = Emit(ctx, text, Ok(app::DatasetImportJson(*r)));
-  });
+    return Output{text, Ok(app::DatasetImportJson(*r))};
+  }));
 
   auto vst = std::make_shared<ImportState>();
   vst->opts.Bind(vst->set);
@@ -182,81 +169,55 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   val->add_option("path", vst->path, "dataset folder or data.yaml / instances JSON")->required();
   val->add_option("key=value", vst->extras, "options Ultralytics-style, e.g. imgsz=320");
   AddOptionFlags(val, vst->set, &vst->flags);
-  val->callback([&ctx, exit_code, vst] {
-    Status s = ApplyOptions(vst->set, vst->flags, vst->extras);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
+  val->callback(Callback(ctx, exit_code, [vst]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(ApplyOptions(vst->set, vst->flags, vst->extras));
     // A dry run: no store is opened.
-    auto a = app::ValidateDataset(vst->path, vst->opts);
-    if (!a.IsOk()) {
-      *exit_code = Fail(ctx, a.GetStatus());
-      return;
-    }
-    std::string text = a->report.ToText() + "\nversion id would be " + a->version_id + "\n";
-    Emit(ctx, text, app::DatasetValidationJson(*a));
-    *exit_code = a->Ok() ? kExitOk : kExitFailure;
-  });
+    KESTREL_ASSIGN_OR_RETURN(auto a, app::ValidateDataset(vst->path, vst->opts));
+    return Output{a.report.ToText() + "\nversion id would be " + a.version_id + "\n",
+                  app::DatasetValidationJson(a), a.Ok() ? kExitOk : kExitFailure};
+  }));
 
   CLI::App* list = ds->add_subcommand("list", "List datasets and their latest versions");
-  list->callback([&ctx, exit_code] {
-    auto opened = OpenDatasets(ctx, exit_code);
-    if (!opened) return;
-    auto all = opened->ds->List();
-    if (!all.IsOk()) {
-      *exit_code = Fail(ctx, all.GetStatus());
-      return;
-    }
+  list->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
+    KESTREL_ASSIGN_OR_RETURN(auto all, opened->ds->List());
     std::string text;
     char buf[512];
     std::snprintf(buf, sizeof(buf), "%-20s %-8s %-14s %8s %8s %-20s\n", "name", "latest", "version id",
                   "images", "versions", "created");
     text += buf;
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& d : *all) {
+    for (const auto& d : all) {
       std::snprintf(buf, sizeof(buf), "%-20s v%-7lld %-14s %8lld %8lld %-20s\n", d.name.c_str(),
                     static_cast<long long>(d.latest.seq), d.latest.version_id.substr(0, 12).c_str(),
                     static_cast<long long>(d.latest.num_images), static_cast<long long>(d.num_versions),
                     FormatTime(d.latest.created_at).c_str());
       text += buf;
-      j.push_back(app::DatasetSummaryJson(d));
     }
-    if (all->empty()) text = "no datasets yet: kestrel dataset import PATH --name NAME\n";
-    *exit_code = Emit(ctx, text, {{"ok", true}, {"datasets", j}});
-  });
+    if (all.empty()) text = "no datasets yet: kestrel dataset import PATH --name NAME\n";
+    return Output{text, app::DatasetListJson(all)};
+  }));
 
   auto show_spec = std::make_shared<std::string>();
   CLI::App* show =
       ds->add_subcommand("show", "Counts per split and class, size histograms, findings of a version");
   show->add_option("dataset", *show_spec, "NAME or NAME@VERSION (vN or id prefix)")->required();
-  show->callback([&ctx, exit_code, show_spec] {
-    auto opened = OpenDatasets(ctx, exit_code);
-    if (!opened) return;
-    auto v = opened->ds->Show(*show_spec);
-    if (!v.IsOk()) {
-      *exit_code = Fail(ctx, v.GetStatus());
-      return;
-    }
-    *exit_code = Emit(ctx, ShowText(*v), Ok(app::DatasetShowJson(*v)));
-  });
+  show->callback(Callback(ctx, exit_code, [&ctx, show_spec]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
+    KESTREL_ASSIGN_OR_RETURN(auto v, opened->ds->Show(*show_spec));
+    return Output{ShowText(v), Ok(app::DatasetShowJson(v))};
+  }));
 
   auto diff_a = std::make_shared<std::string>(), diff_b = std::make_shared<std::string>();
   CLI::App* diff =
       ds->add_subcommand("diff", "Images and labels added, removed or changed between two versions");
   diff->add_option("a", *diff_a, "NAME@VERSION")->required();
   diff->add_option("b", *diff_b, "NAME@VERSION")->required();
-  diff->callback([&ctx, exit_code, diff_a, diff_b] {
-    auto opened = OpenDatasets(ctx, exit_code);
-    if (!opened) return;
-    auto d = opened->ds->Diff(*diff_a, *diff_b);
-    if (!d.IsOk()) {
-      *exit_code = Fail(ctx, d.GetStatus());
-      return;
-    }
-    *exit_code = Emit(ctx, DiffText(*diff_a, *diff_b, d->diff, app::DatasetDiffClasses(*d)),
-                      Ok(app::DatasetDiffJson(*d)));
-  });
+  diff->callback(Callback(ctx, exit_code, [&ctx, diff_a, diff_b]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
+    KESTREL_ASSIGN_OR_RETURN(auto d, opened->ds->Diff(*diff_a, *diff_b));
+    return Output{DiffText(*diff_a, *diff_b, d.diff, app::DatasetDiffClasses(d)),
+                  Ok(app::DatasetDiffJson(d))};
+  }));
 
   struct ExportState {
     std::string spec, out, format = "yolo";
@@ -266,17 +227,12 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   exp->add_option("dataset", ex->spec, "NAME@VERSION")->required();
   exp->add_option("out", ex->out, "output folder (must be empty or absent)")->required();
   exp->add_option("--format", ex->format, "yolo or coco")->check(CLI::IsMember({"yolo", "coco"}));
-  exp->callback([&ctx, exit_code, ex] {
-    auto opened = OpenDatasets(ctx, exit_code);
-    if (!opened) return;
-    auto e = opened->ds->Export(ex->spec, ex->format, ex->out);
-    if (!e.IsOk()) {
-      *exit_code = Fail(ctx, e.GetStatus());
-      return;
-    }
-    *exit_code = Emit(ctx, "exported " + e->spec + " as " + e->format + " to " + e->out + "\n",
-                      Ok(app::DatasetExportJson(*e)));
-  });
+  exp->callback(Callback(ctx, exit_code, [&ctx, ex]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
+    KESTREL_ASSIGN_OR_RETURN(auto e, opened->ds->Export(ex->spec, ex->format, ex->out));
+    return Output{"exported " + e.spec + " as " + e.format + " to " + e.out + "\n",
+                  Ok(app::DatasetExportJson(e))};
+  }));
 
   // preview: what the trainer will see, boxes drawn, so a user can check the
   // labels survive augmentation before spending hours on a run.
@@ -296,25 +252,16 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
       ds->add_subcommand("preview", "Write a grid of (augmented) training images with boxes drawn");
   prev->add_option("dataset", pv->req.spec, "NAME or NAME@VERSION")->required();
   prev->add_option("key=value", pv->extras, "aug=true out=preview.jpg imgsz=320 mosaic=1.0 ...");
-  prev->callback([&ctx, exit_code, pv] {
+  prev->callback(Callback(ctx, exit_code, [&ctx, pv]() -> CommandResult {
     Status s = ApplyOptions(pv->set, {}, pv->extras);
     if (s.IsOk()) s = pv->req.augment.Validate();
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s, kExitUsage);
-      return;
-    }
-    auto opened = OpenDatasets(ctx, exit_code);
-    if (!opened) return;
-    auto p = opened->ds->Preview(pv->req);
-    if (!p.IsOk()) {
-      *exit_code = Fail(ctx, p.GetStatus());
-      return;
-    }
-    *exit_code = Emit(ctx,
-                      "wrote " + p->out + " (" + std::to_string(p->images) + " images of " + p->spec +
-                          (p->augmented ? ", augmented" : "") + ")\n",
-                      Ok(app::DatasetPreviewJson(*p)));
-  });
+    if (!s.IsOk()) return CommandResult::Failed(s, kExitUsage);
+    KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
+    KESTREL_ASSIGN_OR_RETURN(auto p, opened->ds->Preview(pv->req));
+    return Output{"wrote " + p.out + " (" + std::to_string(p.images) + " images of " + p.spec +
+                      (p.augmented ? ", augmented" : "") + ")\n",
+                  Ok(app::DatasetPreviewJson(p))};
+  }));
 
   struct SynthState {
     std::string out;
@@ -333,29 +280,21 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   syn->add_option("key=value", sy->extras, "options Ultralytics-style, e.g. min_side=180 max_side=1400");
   AddOptionFlags(syn, sy->set, &sy->flags);
   syn->footer("Keys (--flag VALUE or key=value; key=default  (type range)):\n" + sy->set.HelpText());
-  syn->callback([&ctx, exit_code, sy] {
+  syn->callback(Callback(ctx, exit_code, [sy]() -> CommandResult {
     Status v = ApplyOptions(sy->set, sy->flags, sy->extras);
     sy->opts.seed = static_cast<uint64_t>(sy->seed);
     if (v.IsOk()) v = sy->opts.Validate();
-    if (!v.IsOk()) {
-      *exit_code = Fail(ctx, v, kExitUsage);
-      return;
-    }
-    Status s = data::WriteSynthDataset(sy->opts, sy->out);
-    if (!s.IsOk()) {
-      *exit_code = Fail(ctx, s);
-      return;
-    }
-    *exit_code = Emit(
-        ctx,
+    if (!v.IsOk()) return CommandResult::Failed(v, kExitUsage);
+    KESTREL_RETURN_IF_ERROR(data::WriteSynthDataset(sy->opts, sy->out));
+    return Output{
         "wrote " + std::to_string(sy->opts.images) + " synthetic images (" +
             std::to_string(sy->opts.classes) + " classes, " +
             (sy->opts.min_side > 0
                  ? std::to_string(sy->opts.min_side) + ".." + std::to_string(sy->opts.max_side) + " px sides"
                  : std::to_string(sy->opts.imgsz) + " px") +
             ") to " + sy->out + "\n",
-        {{"ok", true}, {"out", sy->out}, {"images", sy->opts.images}, {"classes", sy->opts.classes}});
-  });
+        {{"ok", true}, {"out", sy->out}, {"images", sy->opts.images}, {"classes", sy->opts.classes}}};
+  }));
 }
 
 }  // namespace kestrel::cli

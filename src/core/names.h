@@ -1,7 +1,7 @@
 // The names people give what Kestrel stores: datasets, registered models,
 // templates, API tokens and model tags. One table of rules (characters and
 // a length bound) and one error wording, checked where each is created
-// (data::Registry for datasets, app for the others, the store again as the
+// (the app use cases: app::Datasets for datasets; the store again as the
 // last line), so the CLI and the HTTP API refuse the same names with the same
 // words (docs/server.md "Names"). Issue 26: a 100,000-character dataset name
 // was stored, listed and drawn.

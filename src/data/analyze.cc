@@ -1,6 +1,8 @@
 // Phase 1 of import: read the source, decode and validate every sample in
 // parallel, find near duplicates, freeze the split and build the manifest.
 // No writes happen here.
+#include "data/analyze.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include "data/image.h"
 #include "data/near_dup.h"
 #include "data/phash.h"
-#include "data/registry.h"
 #include "data/text.h"
 
 namespace kestrel::data {

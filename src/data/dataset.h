@@ -39,7 +39,7 @@ struct ImageRef {
 // `message` is for people: it is escaped, cut and shown, and its wording may
 // change; code never reads it. What code needs later (which image, the other
 // image of a pair, the distance) travels in the typed fields below, which the
-// stored report keeps too (docs/formats.md, FindingToJson in registry.h).
+// stored report keeps too (docs/formats.md, FindingToJson in analyze.h).
 struct Finding {
   Severity severity = Severity::kInfo;
   std::string check;

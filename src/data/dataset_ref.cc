@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/text.h"
+#include "core/env.h"
 
 namespace kestrel::data {
 namespace {
@@ -78,69 +78,6 @@ std::string DatasetNameForPath(const std::string& path) {
     parts.pop_back();
   }
   return parts.empty() ? Sanitize(stem) : Sanitize(parts.back());
-}
-
-Result<ResolvedDataset> ResolveDataset(Registry& registry, store::MetadataStore& meta,
-                                       const std::string& data, ValidationReport* report_out, Env& env) {
-  ResolvedDataset out;
-  if (!IsDatasetPath(data)) {
-    out.spec = data;
-    // `data=shapes` meant for a folder in the current directory: say how to
-    // write it rather than only "no dataset named 'shapes'".
-    std::string name, ref;
-    store::SplitDatasetRef(data, &name, &ref);
-    auto v = meta.GetVersion(name, ref);
-    if (!v.IsOk() && v.GetStatus().Code() == StatusCode::kNotFound && ref.empty() && env.Stat(data).exists) {
-      out.hint = "no dataset named '" + EscapeForDisplay(data) + "' in the registry; to import the " +
-                 (env.Stat(data).is_dir ? "folder" : "file") + " '" + EscapeForDisplay(data) +
-                 "', write data=./" + EscapeForDisplay(data);
-    }
-    return out;
-  }
-
-  out.from_path = true;
-  const std::string name = DatasetNameForPath(data);
-  const ImportOptions opts;
-  KESTREL_ASSIGN_OR_RETURN(Analysis a, AnalyzeDataset(data, opts, env));
-  if (report_out != nullptr) *report_out = a.report;
-  const int64_t images = static_cast<int64_t>(a.manifest.entries.size());
-
-  // Identical content already registered, under this name or another: reuse
-  // that version (a source with errors never matches: Import refuses it).
-  const std::string id = VersionId(a.manifest);
-  bool found = false;
-  if (a.report.Count(Severity::kError) == 0 && images > 0) {
-    auto same = meta.GetVersion(name, id);
-    if (same.IsOk()) {
-      out.record = std::move(same).Value();
-      found = true;
-    } else {
-      auto all = meta.ListDatasets();
-      if (all.IsOk()) {
-        for (const auto& d : *all) {
-          auto other = meta.GetVersion(d.name, id);
-          if (other.IsOk()) {
-            out.record = std::move(other).Value();
-            found = true;
-            break;
-          }
-        }
-      }
-    }
-  }
-  if (!found) {
-    KESTREL_ASSIGN_OR_RETURN(ImportResult r, registry.ImportAnalyzed(data, name, std::move(a), opts));
-    out.record = std::move(r.record);
-    out.created = r.created;
-  }
-  const auto& rec = out.record;
-  const std::string version = rec.dataset + "@v" + std::to_string(rec.seq);
-  out.spec = rec.dataset + "@" + rec.version_id;
-  out.message = "data: " + EscapeForDisplay(data) + " -> " + (out.created ? "imported as " : "reused ") +
-                version + " (version " + rec.version_id.substr(0, 12) + ", " +
-                std::to_string(rec.num_images) + " images" +
-                (out.created ? "" : ", identical content already stored") + ")";
-  return out;
 }
 
 }  // namespace kestrel::data

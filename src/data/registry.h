@@ -1,168 +1,28 @@
-// The dataset registry: turn a folder (YOLO, COCO, VOC) into a validated,
-// immutable, content-addressed version; list, show, diff and export versions.
-// This is the library API the CLI and the server both call.
-//
-// Import is two-phase so a dataset with errors stores nothing and a crash
-// (kill -9) at any point leaves either no version or a complete one:
-//   1. Analyze (no writes): read, decode every image through the single decode
-//      entry point, validate, hash, near-duplicate search, split, manifest.
-//   2. Commit: image blobs, then manifest and report blobs (each atomic and
-//      deduplicated), then one metadata transaction that makes the version
-//      visible. Blobs of an interrupted import are unreferenced, never a
-//      half version.
+// Transitional (issue 27): the dataset registry's use cases are
+// app::Datasets' (app/datasets.h) and its mechanics data/analyze.h and
+// data/version.h. Only Load is left, for a caller that is being moved into
+// src/app at the same time; this header goes when it has moved.
 #pragma once
 
-#include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
 #include "core/env.h"
-#include "core/options.h"
 #include "core/status.h"
-#include "data/dataset.h"
-#include "data/manifest.h"
+#include "data/analyze.h"
+#include "data/version.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::data {
 
-struct ImportOptions {
-  std::string format = "auto";           // auto|yolo|coco|voc
-  double val_ratio = 0.2;                // val share when the source has no split
-  int64_t seed = 0;                      // split seed
-  bool allow_errors = false;             // import anyway, excluding bad samples
-  int64_t max_pixels = 100'000'000;      // decompression-bomb limit (stored w*h)
-  int64_t max_label_bytes = 64 << 20;    // larger label/annotation files are refused
-  int64_t max_boxes_per_image = 10'000;  // more: "label.too_many_boxes", sample excluded
-  int near_dup_distance = 6;             // pHash Hamming distance for near duplicates
-  int imgsz = 640;                       // training size used for tiny-object stats
-  double tiny_object_px = 8.0;           // min side below this (at imgsz) = tiny
-  double imbalance_ratio = 20.0;         // warn when max/min class count exceeds it
-  int threads = 0;                       // 0 = all cores
-  // Not a command-line key: what the version's source records after the
-  // format ("" = the path read). An upload's unpacked folder is temporary,
-  // so the server records "upload:FILE" instead; the stored report and
-  // summary then name files as "upload:FILE/labels/a.txt" too
-  // (core/json.h RelabelPaths), never the folder that is gone after the request.
-  std::string source_label;
-
-  void Bind(OptionSet& s);
-};
-
-// Findings are counted exactly but stored as capped examples (FindingList:
-// 100 per check, 10 per file and check), so a report stays small whatever
-// the input: ToJson() lists the examples, the exact count of every check and
-// how many examples were left out.
-struct ValidationReport {
-  // Source paths listed in ToJson()'s "excluded" (the count is exact).
-  static constexpr size_t kMaxExcludedListed = 1000;
-
-  std::string source;  // path given by the user (invalid UTF-8 escaped)
-  std::string format;  // detected format
-  std::vector<std::string> names;
-  FindingList findings;
-  int64_t images_total = 0;           // images found in the source
-  int64_t images_excluded = 0;        // dropped because of errors
-  std::vector<std::string> excluded;  // their source paths
-  int64_t boxes = 0;
-  std::vector<int64_t> class_counts;  // instances per class (kept samples)
-  std::vector<int64_t> tiny_counts;   // tiny instances per class
-  int64_t near_duplicate_pairs = 0;
-  int64_t leakage_pairs = 0;
-
-  int64_t Count(Severity s) const;
-  // Every string valid UTF-8, so dump() cannot throw.
-  nlohmann::json ToJson() const;
-  // Human-readable: summary, per-class table, findings grouped by check
-  // (exact counts, at most `max_per_check` examples each).
-  std::string ToText(size_t max_per_check = 10) const;
-};
-
-// One finding as the stored report holds it (docs/formats.md "report"):
-// severity, check, file, line, field, message, action, and where set
-// "image": {path, split}, "other": {file, path, split}, "distance".
-nlohmann::json FindingToJson(const Finding& f);
-// Back from a stored report's object, of any version: a field the object
-// lacks or holds with another type keeps its default (a report stored
-// before the typed fields reads as findings without image or pair; nothing
-// is recovered from the message). Never throws.
-Finding FindingFromJson(const nlohmann::json& j);
-
-struct Analysis {
-  Manifest manifest;  // canonical, version id = VersionId(manifest)
-  ValidationReport report;
-  std::vector<std::string> image_paths;  // disk path per manifest entry
-  // The bytes that were hashed, per manifest entry, kept while their total
-  // stays under a budget (512 MiB) so commit needs no second read; an empty
-  // string means "re-read and re-verify at commit".
-  std::vector<std::string> image_bytes;
-};
-
-// Phase 1 only: the dry run behind `kestrel dataset validate`. Hard input
-// errors (no such path, malformed YAML/JSON/XML, paths escaping the root...)
-// come back as a non-OK Status; per-sample problems are findings.
-Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& opts,
-                                Env& env = Env::Default());
-
-// Counts and histograms stored with each version and printed by `show`.
-nlohmann::json SummarizeVersion(const Manifest& m, const ValidationReport& r);
-
-struct ImportResult {
-  store::DatasetVersionRecord record;
-  bool created = false;  // false: identical content was already this dataset's version
-  Analysis analysis;
-};
-
-struct VersionView {  // NOLINT(bugprone-exception-escape): an aggregate; the check misreads its implicit
-                      // members
-  store::DatasetVersionRecord record;
-  Manifest manifest;
-  nlohmann::json report;  // the stored validation report
-};
-
-struct ManifestDiff {
-  std::vector<std::string> added, removed;  // "split/path"
-  std::vector<std::string> image_changed;   // same key, different image bytes
-  std::vector<std::string> labels_changed;  // same image, different labels
-  std::vector<std::string> split_moved;     // same path+image, other split
-  bool names_changed = false;
-  nlohmann::json ToJson() const;
-};
-ManifestDiff DiffManifests(const Manifest& a, const Manifest& b);
-
 class Registry {
  public:
-  Registry(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env = Env::Default());
-
-  // Fails (and stores nothing) when the report has errors and
-  // !opts.allow_errors; the error message carries the report text.
-  Result<ImportResult> Import(const std::string& path, const std::string& name, const ImportOptions& opts,
-                              ValidationReport* report_out = nullptr);
-  // Import's commit half for a source the caller analyzed already
-  // (`a` = AnalyzeDataset(path, opts)): the same checks, messages and writes
-  // as Import, without reading the source a second time.
-  Result<ImportResult> ImportAnalyzed(const std::string& path, const std::string& name, Analysis a,
-                                      const ImportOptions& opts);
-  // spec: "NAME", "NAME@vN", "NAME@<id prefix>".
-  Result<VersionView> Load(const std::string& spec);
-  // Writes a dataset tree that imports back to the same version id:
-  // yolo: images/<split>/<path>, labels/<split>/<stem>.txt, data.yaml;
-  // coco: images/<split>/<path>, annotations/instances_<split>.json.
-  // All or nothing: the tree is built in a sibling "<out_dir>.kestrel-tmp-*"
-  // folder, synced, and renamed to `out_dir` only when complete; on any error
-  // (a corrupted blob, a full disk) the temporary folder is removed and
-  // `out_dir` is left as it was. `out_dir` must be absent or an empty folder.
-  Status Export(const std::string& spec, const std::string& format, const std::string& out_dir);
-
-  // Larger stored reports (imported before findings were capped) are not
-  // parsed by Load(): VersionView::report says so instead.
-  static constexpr uint64_t kMaxReportBytesLoaded = uint64_t{64} << 20;
+  Registry(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env = Env::Default())
+      : meta_(meta), blobs_(blobs), env_(env) {}
+  // data::LoadVersion.
+  Result<VersionView> Load(const std::string& spec) { return LoadVersion(meta_, blobs_, spec, env_); }
 
  private:
-  // The export tree of `v` under `out_dir` (deferred writes, no sync).
-  Status WriteExportTree(const VersionView& v, const std::string& format, const std::string& out_dir);
-
   store::MetadataStore& meta_;
   store::ArtifactStore& blobs_;
   Env& env_;

@@ -6,8 +6,9 @@
 #include <map>
 #include <set>
 
-#include "data/registry.h"
+#include "data/analyze.h"
 #include "data/text.h"
+#include "data/version.h"
 
 namespace kestrel::data {
 

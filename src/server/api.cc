@@ -145,12 +145,9 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/datasets",
                                 {"Datasets with their newest version (`kestrel dataset list`)"},
                                 [&ctx](const Request&, const PathParams&) {
-                                  app::Datasets ds(ctx.meta, ctx.blobs);
-                                  auto all = ds.List();
+                                  auto all = app::Datasets(ctx.meta, ctx.blobs).List();
                                   if (!all.IsOk()) return ErrorResponse(all.GetStatus());
-                                  json arr = json::array();
-                                  for (const auto& d : *all) arr.push_back(app::DatasetSummaryJson(d));
-                                  return JsonResponse({{"ok", true}, {"datasets", arr}});
+                                  return JsonResponse(app::DatasetListJson(*all));
                                 }));
   KESTREL_RETURN_IF_ERROR(
       r.Add("GET", "/api/datasets/{name}",

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "data/analyze.h"
 #include "data/image.h"
-#include "data/registry.h"
 #include "scratch_dir_test.h"
 
 namespace kestrel::data {

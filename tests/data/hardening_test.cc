@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "app/datasets.h"
 #include "data/formats.h"
-#include "data/registry.h"
 #include "data/synth.h"
 #include "data/text.h"
 #include "scratch_dir_test.h"
@@ -63,13 +63,13 @@ class HardeningTest : public ScratchDirTest {
   struct Stores {
     std::unique_ptr<store::MetadataStore> meta;
     std::unique_ptr<store::ArtifactStore> blobs;
-    std::unique_ptr<Registry> reg;
+    std::unique_ptr<app::Datasets> reg;  // import, show and export as every front end calls them
   };
   Stores Open(const std::string& home) {
     Stores s;
     s.meta = std::move(store::MetadataStore::Open("sqlite:" + P(home) + "/kestrel.db")).Value();
     s.blobs = std::make_unique<store::ArtifactStore>(P(home));
-    s.reg = std::make_unique<Registry>(*s.meta, *s.blobs);
+    s.reg = std::make_unique<app::Datasets>(*s.meta, *s.blobs);
     return s;
   }
   size_t CountObjects(const std::string& home) {
@@ -170,7 +170,7 @@ TEST_F(HardeningTest, NonUtf8ImageNameIsAFindingNotACrash) {
   allow.allow_errors = true;
   auto ok = st.reg->Import(src, "latin", allow);
   ASSERT_TRUE(ok.IsOk()) << ok.GetStatus().ToString();
-  auto v = st.reg->Load("latin");
+  auto v = st.reg->Show("latin");
   ASSERT_TRUE(v.IsOk());
   EXPECT_EQ(v->manifest.entries.size(), 7u);
   EXPECT_EQ(v->report["findings_by_check"][0]["check"], "path.not_utf8");
@@ -557,7 +557,7 @@ TEST_F(HardeningTest, ExportWithACorruptedBlobLeavesNoTree) {
   Stores st = Open("home");
   auto r = st.reg->Import(src, "d", {});
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
-  auto v = st.reg->Load("d");
+  auto v = st.reg->Show("d");
   ASSERT_TRUE(v.IsOk());
   // Corrupt the last image (the export writes earlier ones first).
   const std::string victim = st.blobs->PathFor(v->manifest.entries.back().image_sha);
@@ -565,7 +565,7 @@ TEST_F(HardeningTest, ExportWithACorruptedBlobLeavesNoTree) {
   Write(fs::relative(victim, root_).string(), "not the image");
   for (const char* format : {"yolo", "coco"}) {
     const std::string out = P(std::string("out_") + format);
-    Status s = st.reg->Export("d", format, out);
+    Status s = st.reg->Export("d", format, out).GetStatus();
     ASSERT_FALSE(s.IsOk()) << format;
     EXPECT_EQ(s.Code(), StatusCode::kCorruption) << s.ToString();
     EXPECT_FALSE(fs::exists(out)) << format << ": a partial tree was left";
@@ -611,12 +611,12 @@ TEST_F(HardeningTest, OversizedStoredReportIsNotParsed) {
   {
     std::ofstream f(report, std::ios::binary | std::ios::trunc);
     std::string chunk(1 << 20, ' ');
-    for (uint64_t i = 0; i <= (Registry::kMaxReportBytesLoaded >> 20); ++i) f << chunk;
+    for (uint64_t i = 0; i <= (kMaxReportBytesLoaded >> 20); ++i) f << chunk;
   }
-  auto v = st.reg->Load("d");
+  auto v = st.reg->Show("d");
   ASSERT_TRUE(v.IsOk()) << v.GetStatus().ToString();
   EXPECT_TRUE(v->report["omitted"].get<bool>());
-  EXPECT_GT(v->report["bytes"].get<uint64_t>(), Registry::kMaxReportBytesLoaded);
+  EXPECT_GT(v->report["bytes"].get<uint64_t>(), kMaxReportBytesLoaded);
   EXPECT_EQ(v->manifest.entries.size(), 4u);
 }
 

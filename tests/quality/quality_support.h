@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "data/registry.h"
 #include "data/synth.h"
+#include "data/version.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 
@@ -29,10 +29,12 @@ inline void SynthAndImport(const data::SynthOptions& so, const std::string& root
   auto meta = store::MetadataStore::Open(store::MetadataUrl(root + "/home"));
   ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
   store::ArtifactStore blobs(root + "/home");
-  data::Registry reg(**meta, blobs);
   data::ImportOptions io;
   io.imgsz = imgsz;
-  auto imp = reg.Import(root + "/synth", name, io);
+  // Stored as `dataset import` would (clean data: no import policy involved).
+  auto analyzed = data::AnalyzeDataset(root + "/synth", io);
+  ASSERT_TRUE(analyzed.IsOk()) << analyzed.GetStatus().ToString();
+  auto imp = data::CommitVersion(**meta, blobs, name, root + "/synth", *analyzed, io);
   ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
 }
 

@@ -25,8 +25,8 @@
 
 #include "core/env.h"
 #include "core/safetensors.h"
-#include "data/registry.h"
 #include "data/synth.h"
+#include "data/version.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
 #include "model/yolo.h"
@@ -48,7 +48,6 @@ class TrainerOptionsTest : public ::testing::Test {
     auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
     ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
     store::ArtifactStore blobs(Home());
-    data::Registry reg(**meta, blobs);
     // "tiny2": 8 train + 3 val images, 2 classes; "tiny3": the same with 3 classes.
     for (int classes : {2, 3}) {
       const std::string name = "tiny" + std::to_string(classes);
@@ -63,7 +62,10 @@ class TrainerOptionsTest : public ::testing::Test {
       ASSERT_TRUE(data::WriteSynthDataset(so, *root_ + "/" + name).IsOk());
       data::ImportOptions io;
       io.imgsz = 64;
-      auto imp = reg.Import(*root_ + "/" + name, name, io);
+      // Stored as `dataset import` would (clean data: no import policy involved).
+      auto analyzed = data::AnalyzeDataset(*root_ + "/" + name, io);
+      ASSERT_TRUE(analyzed.IsOk()) << analyzed.GetStatus().ToString();
+      auto imp = data::CommitVersion(**meta, blobs, name, *root_ + "/" + name, *analyzed, io);
       ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
     }
   }

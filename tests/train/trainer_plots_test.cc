@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "data/registry.h"
 #include "data/synth.h"
+#include "data/version.h"
 #include "eval/results_plot.h"
 #include "store/metadata_store.h"
 #include "train/results_png.h"
@@ -61,10 +61,12 @@ TEST(TrainerPlots, ResultsPngAfterEveryEpochAndLabelsPngAtTheEnd) {
     auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
     ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
     store::ArtifactStore blobs(home);
-    data::Registry reg(**meta, blobs);
     data::ImportOptions io;
     io.imgsz = 64;
-    auto imp = reg.Import(root + "/synth", "tiny", io);
+    // Stored as `dataset import` would (clean data: no import policy involved).
+    auto analyzed = data::AnalyzeDataset(root + "/synth", io);
+    ASSERT_TRUE(analyzed.IsOk()) << analyzed.GetStatus().ToString();
+    auto imp = data::CommitVersion(**meta, blobs, "tiny", root + "/synth", *analyzed, io);
     ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
   }
   TrainOptions o;

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "core/env.h"
-#include "data/registry.h"
 #include "data/synth.h"
+#include "data/version.h"
 #include "model/weights.h"
 #include "model/yolo.h"
 #include "store/metadata_store.h"
@@ -37,7 +37,6 @@ class TrainerStartTest : public ::testing::Test {
     auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
     ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
     store::ArtifactStore blobs(Home());
-    data::Registry reg(**meta, blobs);
     data::SynthOptions so;
     so.images = 11;  // 8 train + 3 val
     so.classes = 2;
@@ -49,7 +48,10 @@ class TrainerStartTest : public ::testing::Test {
     ASSERT_TRUE(data::WriteSynthDataset(so, *root_ + "/tiny").IsOk());
     data::ImportOptions io;
     io.imgsz = 64;
-    auto imp = reg.Import(*root_ + "/tiny", "tiny", io);
+    // Stored as `dataset import` would (clean data: no import policy involved).
+    auto analyzed = data::AnalyzeDataset(*root_ + "/tiny", io);
+    ASSERT_TRUE(analyzed.IsOk()) << analyzed.GetStatus().ToString();
+    auto imp = data::CommitVersion(**meta, blobs, "tiny", *root_ + "/tiny", *analyzed, io);
     ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
   }
   static void TearDownTestSuite() {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/safetensors.h"
-#include "data/registry.h"
 #include "data/synth.h"
+#include "data/version.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::train {
@@ -44,10 +44,12 @@ class TrainerTest : public ::testing::Test {
     auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
     ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
     store::ArtifactStore blobs(Home());
-    data::Registry reg(**meta, blobs);
     data::ImportOptions io;
     io.imgsz = 64;
-    auto imp = reg.Import(src, "tiny", io);
+    // Stored as `dataset import` would (clean data: no import policy involved).
+    auto analyzed = data::AnalyzeDataset(src, io);
+    ASSERT_TRUE(analyzed.IsOk()) << analyzed.GetStatus().ToString();
+    auto imp = data::CommitVersion(**meta, blobs, "tiny", src, *analyzed, io);
     ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
   }
   static void TearDownTestSuite() {
@@ -127,7 +129,7 @@ TEST_F(TrainerTest, TinyRunWritesArtifactsAndLearns) {
     auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
     ASSERT_TRUE(meta.IsOk());
     store::ArtifactStore blobs(Home());
-    auto view = data::Registry(**meta, blobs).Load("tiny");
+    auto view = data::LoadVersion(**meta, blobs, "tiny");
     ASSERT_TRUE(view.IsOk()) << view.GetStatus().ToString();
     std::vector<const data::ManifestEntry*> val;
     for (const auto& e : view->manifest.entries) {

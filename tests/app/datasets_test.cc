@@ -1,6 +1,7 @@
-// End-to-end tests of the dataset registry: import with every defect seeded,
-// versioning rules, round-trip export, blob dedup and crash safety.
-#include "data/registry.h"
+// The dataset use cases over a real store (app::Datasets): import with every
+// defect seeded, versioning rules, round-trip export, blob dedup and crash
+// safety (data::CommitVersion's order, killed mid-import).
+#include "app/datasets.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -44,7 +45,7 @@ cv::Mat Noise(int seed, int w = 96, int h = 80) {
   return m;
 }
 
-class RegistryTest : public ::testing::Test {
+class DatasetsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("kestrel_reg_" + std::to_string(::getpid()) + "_" +
@@ -59,7 +60,7 @@ class RegistryTest : public ::testing::Test {
   void OpenStores() {
     meta_ = std::move(store::MetadataStore::Open("sqlite:" + home_ + "/kestrel.db")).Value();
     blobs_ = std::make_unique<store::ArtifactStore>(home_);
-    reg_ = std::make_unique<Registry>(*meta_, *blobs_);
+    reg_ = std::make_unique<app::Datasets>(*meta_, *blobs_);
   }
 
   std::string Synth(const std::string& name, int images = 24, uint64_t seed = 1) {
@@ -84,7 +85,7 @@ class RegistryTest : public ::testing::Test {
   std::string home_;
   std::unique_ptr<store::MetadataStore> meta_;
   std::unique_ptr<store::ArtifactStore> blobs_;
-  std::unique_ptr<Registry> reg_;
+  std::unique_ptr<app::Datasets> reg_;
 };
 
 const Finding* FindCheck(const ValidationReport& r, const std::string& check, const std::string& file_suffix,
@@ -102,7 +103,7 @@ const Finding* FindCheck(const ValidationReport& r, const std::string& check, co
   return nullptr;
 }
 
-TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
+TEST_F(DatasetsTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
   fs::path root = dir_ / "defects";
   auto img = [&](const std::string& split, const std::string& stem, const std::string& bytes,
                  const std::string& ext = ".jpg") {
@@ -281,12 +282,12 @@ TEST_F(RegistryTest, ImportOfEveryDefectReportsEachWithFileAndLine) {
   for (const auto& e : a.manifest.entries)
     normalized_kept += (e.path == "rotated.jpg" || e.path == "cmyk.jpg");
   EXPECT_EQ(normalized_kept, 2) << "CMYK / EXIF images must be normalized and kept, not excluded";
-  auto loaded = reg_->Load("defects@v1");
+  auto loaded = reg_->Show("defects@v1");
   ASSERT_TRUE(loaded.IsOk()) << loaded.GetStatus().ToString();
   EXPECT_EQ(loaded->report["images_excluded"].get<int64_t>(), a.report.images_excluded);
 }
 
-TEST_F(RegistryTest, SameContentSameIdAnyByteChangedNewId) {
+TEST_F(DatasetsTest, SameContentSameIdAnyByteChangedNewId) {
   std::string a = Synth("a");
   std::string b = (dir_ / "copy").string();
   fs::copy(a, b, fs::copy_options::recursive);
@@ -327,13 +328,13 @@ TEST_F(RegistryTest, SameContentSameIdAnyByteChangedNewId) {
   ASSERT_TRUE(rc.IsOk());
   EXPECT_NE(rc->record.version_id, ra->record.version_id);
   EXPECT_EQ(rc->record.seq, 2);
-  auto d = DiffManifests(reg_->Load("shapes@v1")->manifest, reg_->Load("shapes@v2")->manifest);
+  auto d = DiffManifests(reg_->Show("shapes@v1")->manifest, reg_->Show("shapes@v2")->manifest);
   EXPECT_EQ(d.labels_changed.size(), 1u);
   EXPECT_TRUE(d.added.empty());
   EXPECT_TRUE(d.removed.empty());
 }
 
-TEST_F(RegistryTest, SplitIsDeterministicAndReSplittingMakesANewVersion) {
+TEST_F(DatasetsTest, SplitIsDeterministicAndReSplittingMakesANewVersion) {
   std::string src = Synth("s", 30);
   // Flatten into a bare tree without splits.
   fs::path flat = dir_ / "flat";
@@ -360,16 +361,16 @@ TEST_F(RegistryTest, SplitIsDeterministicAndReSplittingMakesANewVersion) {
   ASSERT_TRUE(r2.IsOk());
   EXPECT_NE(r2->record.version_id, r1->record.version_id);
   EXPECT_EQ(r2->record.seq, 2);
-  EXPECT_EQ(reg_->Load("flat@v1")->record.version_id, r1->record.version_id) << "old version mutated";
+  EXPECT_EQ(reg_->Show("flat@v1")->record.version_id, r1->record.version_id) << "old version mutated";
 }
 
-TEST_F(RegistryTest, ExportRoundTripKeepsTheVersionId) {
+TEST_F(DatasetsTest, ExportRoundTripKeepsTheVersionId) {
   std::string src = Synth("rt", 20, 5);
   auto r = reg_->Import(src, "rt", {});
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   for (const char* format : {"yolo", "coco"}) {
     std::string out = (dir_ / (std::string("export_") + format)).string();
-    Status s = reg_->Export("rt@v1", format, out);
+    Status s = reg_->Export("rt@v1", format, out).GetStatus();
     ASSERT_TRUE(s.IsOk()) << s.ToString();
     auto back = reg_->Import(out, std::string("rt_") + format, {});
     ASSERT_TRUE(back.IsOk()) << format << ": " << back.GetStatus().ToString();
@@ -378,18 +379,18 @@ TEST_F(RegistryTest, ExportRoundTripKeepsTheVersionId) {
   }
 }
 
-TEST_F(RegistryTest, CorruptedBlobIsReportedOnLoad) {
+TEST_F(DatasetsTest, CorruptedBlobIsReportedOnLoad) {
   std::string src = Synth("c", 8);
   auto r = reg_->Import(src, "c", {});
   ASSERT_TRUE(r.IsOk());
   std::string path = blobs_->PathFor(r->record.manifest_sha);
   WriteFile(path, "garbage");
-  auto v = reg_->Load("c");
+  auto v = reg_->Show("c");
   ASSERT_FALSE(v.IsOk());
   EXPECT_EQ(v.GetStatus().Code(), StatusCode::kCorruption);
 }
 
-TEST_F(RegistryTest, BadInputIsAClearErrorAndStoresNothing) {
+TEST_F(DatasetsTest, BadInputIsAClearErrorAndStoresNothing) {
   EXPECT_EQ(reg_->Import((dir_ / "nope").string(), "x", {}).GetStatus().Code(), StatusCode::kNotFound);
   fs::create_directories(dir_ / "empty");
   EXPECT_FALSE(reg_->Import((dir_ / "empty").string(), "x", {}).IsOk());
@@ -404,7 +405,7 @@ TEST_F(RegistryTest, BadInputIsAClearErrorAndStoresNothing) {
 
 // kill -9 at random points of an import: afterwards the store holds either
 // no version or a complete one whose every blob verifies.
-TEST_F(RegistryTest, ImportKilledMidwayLeavesNoPartialVersion) {
+TEST_F(DatasetsTest, ImportKilledMidwayLeavesNoPartialVersion) {
   std::string src = Synth("k", 60, 9);
   // Time one whole import so the kills land before, during and after commit.
   auto t0 = std::chrono::steady_clock::now();
@@ -412,7 +413,7 @@ TEST_F(RegistryTest, ImportKilledMidwayLeavesNoPartialVersion) {
     auto meta =
         std::move(store::MetadataStore::Open("sqlite:" + (dir_ / "timing").string() + "/kestrel.db")).Value();
     store::ArtifactStore blobs((dir_ / "timing").string());
-    Registry reg(*meta, blobs);
+    app::Datasets reg(*meta, blobs);
     ImportOptions o;
     o.threads = 1;
     ASSERT_TRUE(reg.Import(src, "k", o).IsOk());
@@ -430,7 +431,7 @@ TEST_F(RegistryTest, ImportKilledMidwayLeavesNoPartialVersion) {
       auto meta = store::MetadataStore::Open("sqlite:" + home + "/kestrel.db");
       if (!meta.IsOk()) _exit(3);
       store::ArtifactStore blobs(home);
-      Registry reg(**meta, blobs);
+      app::Datasets reg(**meta, blobs);
       ImportOptions o;
       o.threads = 1;
       _exit(reg.Import(src, "k", o).IsOk() ? 0 : 4);
@@ -443,7 +444,7 @@ TEST_F(RegistryTest, ImportKilledMidwayLeavesNoPartialVersion) {
     waitpid(pid, &st, 0);
     auto meta = std::move(store::MetadataStore::Open("sqlite:" + home + "/kestrel.db")).Value();
     store::ArtifactStore blobs(home);
-    Registry reg(*meta, blobs);
+    app::Datasets reg(*meta, blobs);
     auto versions = *meta->ListVersions("k");
     ASSERT_LE(versions.size(), 1u);
     if (versions.empty()) {
@@ -451,7 +452,7 @@ TEST_F(RegistryTest, ImportKilledMidwayLeavesNoPartialVersion) {
       continue;
     }
     ++complete;
-    auto v = reg.Load("k");
+    auto v = reg.Show("k");
     ASSERT_TRUE(v.IsOk()) << "trial " << trial << ": " << v.GetStatus().ToString();
     for (const auto& e : v->manifest.entries) ASSERT_TRUE(blobs.Get(e.image_sha).IsOk()) << e.path;
   }
