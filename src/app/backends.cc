@@ -75,6 +75,23 @@ Status InstallBackends(Backends backends, JobKindTable& kinds) {
   return {};
 }
 
+Status CheckDevice(const std::string& device) {
+  const ErrorLocation where{"command line", 0, "device"};
+  Result<DeviceSpec> spec = ParseDeviceSpec(device);
+  if (!spec.IsOk()) return Status::InvalidArgument(spec.GetStatus().Message(), where);
+  const Backends& b = ProgramBackends();
+  if (b.check_device) {
+    const Status s = b.check_device(*spec);
+    return s.IsOk() ? s : Status::InvalidArgument(s.Message(), where);
+  }
+  if (spec->IsCuda()) {
+    return Status::InvalidArgument(
+        "device=" + device + ": " + b.program + " runs on the CPU (OpenCV DNN, ONNX Runtime); use device=cpu",
+        where);
+  }
+  return {};
+}
+
 Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
                                                const eval::InferenceOptions& options,
                                                const DetectorPlacement& where) {

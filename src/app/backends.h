@@ -34,6 +34,7 @@
 
 #include "app/detector.h"
 #include "app/onnx_runtime.h"
+#include "core/device_spec.h"
 #include "core/status.h"
 #include "eval/inference.h"
 #include "export/onnx_quantize.h"
@@ -79,6 +80,10 @@ struct Backends {
   // LibTorch weights (.safetensors, .pt) behind Detector, on where.device
   // (where.runtime is "opencv", the default: LoadDetector refuses any other).
   DetectorLoader torch_detector;
+  // Whether this machine has `device` for LibTorch (a CUDA device visible):
+  // kInvalidArgument naming it when not ("device=cuda:3: no such CUDA
+  // device"). Unset: only the CPU (CheckDevice).
+  std::function<Status(const DeviceSpec& device)> check_device;
   ReferenceForward reference_forward;
   TrainEntry train;
 
@@ -128,5 +133,12 @@ Status InstallBackends(Backends backends, JobKindTable& kinds);
 Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
                                                const eval::InferenceOptions& options,
                                                const DetectorPlacement& where);
+
+// device= of the commands that run a model (predict, val model=, compare):
+// its form (core/device_spec.h), then whether this program can run on it —
+// the LibTorch backend's check_device, or, without one, the CPU only. Errors
+// are kInvalidArgument located at the command line's `device` (a usage
+// error: nothing is read or written before it).
+Status CheckDevice(const std::string& device);
 
 }  // namespace kestrel::app

@@ -3,12 +3,14 @@
 #include <utility>
 
 #include "app/job_runners.h"
+#include "model/device.h"
 #include "train/trainer.h"
 
 namespace kestrel::backend_torch {
 
 void RegisterTorchBackend(app::Backends& backends) {
   backends.torch_detector = LoadTorchDetector;
+  backends.check_device = model::CheckDeviceAvailable;
   backends.reference_forward = TorchReferenceForward;
   backends.train = TorchTrain;
   // The built-in kinds' runners need the slots above (app/job_runners.h).

@@ -17,6 +17,7 @@
 namespace kestrel::backend_torch {
 
 // Fills the LibTorch slots of `backends` (app/backends.h): torch_detector,
+// check_device (model/device.h: the CUDA devices LibTorch sees),
 // reference_forward, train, and the runners of the built-in job kinds
 // (app/job_runners.h BuiltinKindRunners: train, val, export), which need them.
 // REQUIRES: before app::InstallBackends (main()).

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "app/backends.h"
 #include "app/evaluate.h"
 #include "app/predict.h"
 #include "app/val_keys.h"
 #include "cli/cli.h"
 #include "cli/deploy.h"
 #include "cli/predict_keys.h"
-#include "core/device_spec.h"
 
 namespace kestrel::cli {
 namespace {
@@ -23,23 +23,12 @@ Status Usage(const std::string& msg, const std::string& field) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
 }
 
-// device= keeps `kestrel`'s form; this program has no CUDA runtime.
-Status CheckCpuDevice(const std::string& device) {
-  auto d = ParseDeviceSpec(device);
-  if (!d.IsOk()) return Usage(d.GetStatus().Message(), "device");
-  if (d->IsCuda()) {
-    return Usage(
-        "device=" + device + ": kestrel-deploy runs ONNX files on the CPU (OpenCV DNN); use device=cpu",
-        "device");
-  }
-  return {};
-}
-
 CommandResult RunDeployPredict(const app::PredictRequest& r) {
   if (r.model.empty() || r.source.empty()) {
     return Usage("model=FILE.onnx and source=IMAGE|DIR are required", r.model.empty() ? "model" : "source");
   }
-  KESTREL_RETURN_IF_ERROR(CheckCpuDevice(r.device));
+  // The CPU only: this program has no LibTorch backend (app::CheckDevice).
+  KESTREL_RETURN_IF_ERROR(app::CheckDevice(r.device));
   KESTREL_ASSIGN_OR_RETURN(app::PredictResult out, app::Predict(Env::Default(), r));
   // Exit 1 when a file was skipped (kPredictExitHelp).
   return Output{app::PredictResultText(out), app::PredictResultJson(out), app::PredictExitCode(out)};
@@ -50,7 +39,7 @@ CommandResult RunDeployVal(const Context& ctx, app::ValKeys& o) {
   if (o.predictions.empty() == o.model.empty()) {
     return Usage("give exactly one of model=FILE.onnx or predictions=PATH", "model");
   }
-  KESTREL_RETURN_IF_ERROR(CheckCpuDevice(o.device));
+  KESTREL_RETURN_IF_ERROR(app::CheckDevice(o.device));
   KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
   // data= may be a dataset path: imported (or its version reused) first; it
   // reports its own failure.

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/backends.h"
 #include "app/evaluate.h"
 #include "app/val_keys.h"
 #ifdef KESTREL_CLI_WITH_TORCH
-#include "model/device.h"
 #endif
 #include "cli/cli.h"
 #include "cli/eval_model.h"  // AddModelCommands (only with LibTorch)
@@ -46,16 +46,13 @@ Result<app::ValRun> ScoreAndWrite(Stores& stores, const ValOptions& o, const std
 #endif
 }
 
-// device= (core/device_spec.h): its form always; with model= and LibTorch
-// also that this machine has it (model/device.h), so a missing GPU is a
-// usage error (exit 2) before anything is read.
+// device= (core/device_spec.h): its form always; with model= also that this
+// program can run on it (app::CheckDevice: the LibTorch backend's CUDA
+// check), so a missing GPU is a usage error (exit 2) before anything is read.
 Status CheckValDevice(const ValOptions& o) {
+  if (!o.model.empty()) return app::CheckDevice(o.device);
   auto d = ParseDeviceSpec(o.device);
-  if (!d.IsOk()) return d.GetStatus();
-#ifdef KESTREL_CLI_WITH_TORCH
-  if (!o.model.empty()) return model::CheckDeviceAvailable(*d);
-#endif
-  return {};
+  return d.IsOk() ? Status() : d.GetStatus();
 }
 
 CommandResult RunVal(const Context& ctx, ValOptions& o) {

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "app/backends.h"
 #include "app/compare.h"
 #include "app/predict.h"
 #include "cli/eval_model.h"
 #include "cli/predict_keys.h"
 #include "cli/torch_commands.h"
-#include "model/device.h"
 #include "train/train_config.h"
 
 namespace kestrel::cli {
@@ -29,9 +29,8 @@ CommandResult RunPredict(const Context& ctx, const PredictOptions& o) {
     return Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
                                    {"command line", 0, o.r.model.empty() ? "model" : "source"});
   }
-  if (auto d = model::ResolveDevice(o.r.device); !d.IsOk()) {
-    return Status::InvalidArgument(d.GetStatus().Message(), {"command line", 0, "device"});
-  }
+  // device= this program can run on (the LibTorch backend's CUDA check).
+  KESTREL_RETURN_IF_ERROR(app::CheckDevice(o.r.device));
   // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
   KESTREL_ASSIGN_OR_RETURN(app::PredictResult r,
                            app::Predict(Env::Default(), o.r, [&ctx](std::string* weights) {

@@ -1,7 +1,7 @@
 // app/backends.h: LoadDetector's dispatch by file type over the slots a
 // program fills, the errors of a program without a backend (naming the
-// program that has it and the field), and InstallBackends setting the
-// runners in the job-kind table. Fake loaders, no model: milliseconds.
+// program that has it and the field), CheckDevice, and InstallBackends
+// setting the runners in the job-kind table. Fake loaders, no model: milliseconds.
 #include "app/backends.h"
 
 #include <gtest/gtest.h>
@@ -142,6 +142,35 @@ TEST_F(BackendsTest, InstallSetsTheRunnersInTheJobKindTable) {
   JobKindTable table = BuiltinJobKinds();
   const Status s = InstallBackends(std::move(unknown), table);
   EXPECT_EQ(s.Code(), StatusCode::kNotFound);
+}
+
+TEST_F(BackendsTest, CheckDeviceIsTheBackendsOrTheCpuOnly) {
+  Backends cpu;
+  cpu.program = "kestrel-deploy";
+  Install(std::move(cpu));
+  EXPECT_TRUE(CheckDevice("cpu").IsOk());
+  for (const char* gpu : {"0", "cuda", "cuda:1"}) {
+    const Status s = CheckDevice(gpu);
+    EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument) << gpu;
+    EXPECT_EQ(s.Where().file, "command line") << gpu;
+    EXPECT_EQ(s.Where().field, "device") << gpu;
+    EXPECT_NE(s.Message().find("kestrel-deploy runs on the CPU"), std::string::npos) << s.Message();
+  }
+  EXPECT_EQ(CheckDevice("gpu").Where().field, "device");  // the form, before any backend
+  // With a backend's check: its verdict, located at device=.
+  Backends torch;
+  std::vector<std::string> asked;
+  torch.check_device = [&asked](const DeviceSpec& d) -> Status {
+    asked.push_back(d.text);
+    return d.IsCuda() ? Status::FailedPrecondition("device=" + d.text + ": no such CUDA device") : Status();
+  };
+  Install(std::move(torch));
+  EXPECT_TRUE(CheckDevice("cpu").IsOk());
+  const Status s = CheckDevice("cuda:3");
+  EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.Where().field, "device");
+  EXPECT_EQ(s.Message(), "device=cuda:3: no such CUDA device");
+  EXPECT_EQ(asked, (std::vector<std::string>{"cpu", "cuda:3"}));
 }
 
 }  // namespace
