@@ -1,6 +1,7 @@
 // `kestrel train key=value ...`: binds TrainOptions, installs the SIGTERM /
-// SIGINT handlers that raise the trainer's stop flag, runs train::Train and
-// prints the summary (text, or one JSON document with --json).
+// SIGINT handlers that raise the trainer's stop flag, trains through
+// app::RunTraining (app/train_run.h: the program's train backend) and prints
+// the summary (text, or one JSON document with --json).
 //
 // `kestrel train --job ID --attempt N` is the child a worker supervises:
 // job_child.h's one attempt command runs the train kind's runner,
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "app/train_job.h"
+#include "app/train_run.h"
 #include "cli/cli.h"
 #include "cli/job_child.h"
 #include "cli/torch_commands.h"
@@ -59,29 +61,10 @@ Status CheckTrainCommandLine(const train::TrainOptions& o) {
   return Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field});
 }
 
-// The closing lines of a run: how it ended, the best epoch (never an mAP
-// that was not measured: docs/training.md "val=false"), the warnings and
-// where the weights are.
-std::string SummaryText(const train::TrainSummary& sum) {
-  std::string text = std::string("\n") + train::ExitReasonName(sum.reason) + ": " + sum.message + "\n" +
-                     "run directory: " + sum.run_dir + "\n";
-  if (sum.validated) {
-    text += "best epoch " + std::to_string(sum.best_epoch) + ": mAP50 " + std::to_string(sum.best_map50) +
-            ", mAP50-95 " + std::to_string(sum.best_map5095) + "\n";
-  } else {
-    text += "best epoch: not validated (" + sum.not_validated +
-            "); best.safetensors is the epoch with the lowest train loss (" + std::to_string(sum.best_epoch) +
-            "), last.safetensors the final weights\n";
-  }
-  for (const auto& w : sum.warnings) text += "warning: " + w + "\n";
-  text += "weights: " + sum.run_dir + "/weights/best.safetensors, " + sum.run_dir +
-          "/weights/last.safetensors (resume: " + sum.run_dir + "/weights/last.ckpt)\n";
-  return text;
-}
-
 // `kestrel train` after its keys are parsed: pretrained= and data= resolved
 // (a registered model, a dataset path imported), the checks, then the one
-// call, train::Train, whose summary is printed (exit code: its reason's).
+// call, app::RunTraining (the program's train backend: train::Train), whose
+// summary is printed (exit code: its reason's).
 CommandResult RunTrain(const Context& ctx, train::TrainOptions& opts) {
   // pretrained= may name a registered model (NAME@vN, NAME@TAG, id prefix).
   KESTREL_RETURN_IF_ERROR(ResolveWeightsOption(ctx, &opts.pretrained));
@@ -102,10 +85,10 @@ CommandResult RunTrain(const Context& ctx, train::TrainOptions& opts) {
   // Human output goes to stderr with --json so stdout stays one document.
   hooks.out = ctx.json ? &std::cerr : &std::cout;
   hooks.tty = !ctx.json && isatty(STDOUT_FILENO) != 0;
-  KESTREL_ASSIGN_OR_RETURN(train::TrainSummary sum, train::Train(opts, hooks));
+  KESTREL_ASSIGN_OR_RETURN(train::TrainSummary sum, app::RunTraining(opts, hooks));
   nlohmann::json doc = app::TrainSummaryJson(sum);
   if (!data_info.is_null()) doc["data"] = data_info;
-  return Output{SummaryText(sum), std::move(doc), sum.ExitCode()};
+  return Output{app::TrainSummaryText(sum), std::move(doc), sum.ExitCode()};
 }
 
 }  // namespace
