@@ -35,10 +35,10 @@
 
 #include "app/backends.h"
 #include "app/evaluate.h"
-#include "app/job_kinds.h"
-#include "app/onnx_runtime.h"
 #include "app/export.h"
 #include "app/export_map.h"
+#include "app/job_kinds.h"
+#include "app/onnx_runtime.h"
 #include "backend_onnx/export_runtimes.h"
 #include "backend_onnx/onnx_backend.h"
 #include "backend_torch/torch_backend.h"
