@@ -3,6 +3,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <set>
@@ -164,10 +165,7 @@ Status ValidateOnnxOptions(const model::ModelSpec& spec, const OnnxExportOptions
 Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorFile& weights,
                                  const OnnxExportOptions& o) {
   if (Status s = ValidateOnnxOptions(spec, o); !s.IsOk()) return s;
-  if (spec.family != model::Family::kYolov8) {
-    return Status::FailedPrecondition("ONNX export writes YOLOv8 graphs only; " + spec.Name() +
-                                      " (C3/C3k2/C2PSA layers) cannot be exported yet");
-  }
+
   onnx::ModelProto proto;
   proto.set_ir_version(onnx::IR_VERSION);
   proto.set_producer_name("kestrel");
@@ -187,20 +185,119 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
 
   GraphBuilder g(graph, weights);
   const std::vector<model::LayerPlan> plan = model::BuildLayerPlan(spec);
+  for (const model::LayerPlan& l : plan) {
+    // The attention's [N, C, H*W] -> [N, C, H, W] reshape needs H and W; in a
+    // dynamic graph only an ONNX Shape node has them, and OpenCV DNN 4.6
+    // refuses Shape of a dynamic input (parseShape: "dynamic 'zero' shapes
+    // are not supported"), so such a file could not be verified in it.
+    if (o.dynamic && l.kind == model::LayerKind::kC2psa) {
+      return KeyError("dynamic=true is not available for " + spec.Name() + ": its C2PSA attention (layer " +
+                          std::to_string(l.index) +
+                          ") needs an ONNX Shape node there, which OpenCV DNN 4.6 cannot import; export "
+                          "at a fixed imgsz (one file per input size)",
+                      "dynamic");
+    }
+  }
   std::vector<std::string> out(plan.size());
   std::vector<int> ch(plan.size());
+  // Spatial size of each layer's output at imgsz (the attention's static
+  // reshapes; a dynamic graph takes them from the tensor's Shape instead).
+  std::vector<std::pair<int64_t, int64_t>> hw(plan.size());
   const int64_t n = o.batch;
   OnnxModel result;
+  // model::Bottleneck: cv1 (k1), cv2 (k2), plus the input when `add`.
+  auto bottleneck = [&g](const std::string& x, int c, const std::string& m, int k1, int k2, bool add) {
+    int t = 0;
+    std::string y = g.ConvBnSilu(x, c, m + ".cv1", k1, 1, &t);
+    y = g.ConvBnSilu(y, t, m + ".cv2", k2, 1, &t);
+    return add ? g.Op("Add", {x, y}, m + ".add") : y;
+  };
+  // model::C3: cv1 -> n Bottlenecks (k1, 3) -> cat with cv2 -> cv3.
+  auto c3 = [&](const std::string& x, int c_in, const std::string& m, int repeats, int k1, bool shortcut,
+                int* c_out) {
+    int h = 0, t = 0;
+    std::string a = g.ConvBnSilu(x, c_in, m + ".cv1", 1, 1, &h);
+    const std::string b = g.ConvBnSilu(x, c_in, m + ".cv2", 1, 1, &t);
+    for (int j = 0; j < repeats; ++j) a = bottleneck(a, h, m + ".m." + std::to_string(j), k1, 3, shortcut);
+    return g.ConvBnSilu(g.Concat({a, b}, 1, m), 2 * h, m + ".cv3", 1, 1, c_out);
+  };
   for (const model::LayerPlan& l : plan) {
     const std::string p = "model." + std::to_string(l.index);
     auto in = [&](int k) { return l.from.at(k) < 0 ? l.index - 1 : l.from.at(k); };
     const std::string x = l.index == 0 ? "images" : out[in(0)];
     const int cx = l.index == 0 ? 3 : ch[in(0)];
+    auto [h_in, w_in] = l.index == 0 ? std::pair<int64_t, int64_t>{o.imgsz_h, o.imgsz_w} : hw[in(0)];
+    hw[l.index] = {h_in, w_in};
     int c = 0;
     switch (l.kind) {
-      case model::LayerKind::kConv:
-        out[l.index] = g.ConvBnSilu(x, cx, p, l.kernel, l.stride, &c);
+      case model::LayerKind::kConv: {
+        const int pad = l.padding >= 0 ? l.padding : l.kernel / 2;
+        hw[l.index] = {(h_in + 2 * pad - l.kernel) / l.stride + 1,
+                       (w_in + 2 * pad - l.kernel) / l.stride + 1};
+        out[l.index] = g.ConvBn(x, cx, p, l.kernel, l.stride, l.padding, 1, true, &c);
         break;
+      }
+      case model::LayerKind::kC3:
+        out[l.index] = c3(x, cx, p, l.repeats, 1, l.shortcut, &c);
+        break;
+      case model::LayerKind::kC3k2: {
+        int c1 = 0;
+        const std::string y = g.ConvBnSilu(x, cx, p + ".cv1", 1, 1, &c1);
+        auto [a, b] = g.SplitHalves(y, 1, p);
+        std::vector<std::string> ys{a, b};
+        const int half = c1 / 2;
+        for (int j = 0; j < l.repeats; ++j) {
+          const std::string m = p + ".m." + std::to_string(j);
+          int tmp = 0;
+          ys.push_back(l.c3k ? c3(ys.back(), half, m, 2, 3, l.shortcut, &tmp)
+                             : bottleneck(ys.back(), half, m, 3, 3, l.shortcut));
+        }
+        out[l.index] = g.ConvBnSilu(g.Concat(ys, 1, p), half * (2 + l.repeats), p + ".cv2", 1, 1, &c);
+        break;
+      }
+      case model::LayerKind::kC2psa: {
+        int c1 = 0;
+        const std::string y = g.ConvBnSilu(x, cx, p + ".cv1", 1, 1, &c1);
+        auto [a, b] = g.SplitHalves(y, 1, p);
+        const int hc = c1 / 2;
+        const int heads = model::AttentionHeads(hc);
+        const int64_t head_dim = hc / heads, key_dim = head_dim / 2;
+        std::string v_in = b;
+        for (int j = 0; j < l.repeats; ++j) {
+          const std::string m = p + ".m." + std::to_string(j);
+          // model::Attention on [N, hc, H, W]: per head q, k (key_dim) and v
+          // (head_dim) over the H*W positions.
+          int t = 0;
+          const std::string qkv = g.ConvBn(v_in, hc, m + ".attn.qkv", 1, 1, -1, 1, false, &t);
+          const std::string r = g.Reshape(qkv, {0, heads, 2 * key_dim + head_dim, -1}, m + ".attn");
+          std::vector<std::string> qkv3 = g.Split(r, 2, {key_dim, key_dim, head_dim}, m + ".attn");
+          const std::string qt = g.Fresh(m + ".attn.qt");
+          GraphBuilder::IntsAttr(g.Node("Transpose", {qkv3[0]}, {qt}), "perm", {0, 1, 3, 2});
+          const std::string scale =
+              g.FloatInit(g.Fresh(m + ".attn.scale"), {1}, {static_cast<float>(std::pow(key_dim, -0.5))});
+          const std::string logits =
+              g.Op("Mul", {g.Op("MatMul", {qt, qkv3[1]}, m + ".attn.qk"), scale}, m + ".attn.scaled");
+          const std::string attn = g.Fresh(m + ".attn.softmax");
+          GraphBuilder::IntAttr(g.Node("Softmax", {logits}, {attn}), "axis", -1);
+          const std::string at = g.Fresh(m + ".attn.at");
+          GraphBuilder::IntsAttr(g.Node("Transpose", {attn}, {at}), "perm", {0, 1, 3, 2});
+          const std::string av = g.Op("MatMul", {qkv3[2], at}, m + ".attn.av");
+          // Back to [N, hc, H, W] (a static graph: BuildOnnxModel refuses
+          // dynamic=true for C2PSA above).
+          const std::string shape = g.Int64Init(g.Fresh(m + ".attn.shape"), {n, hc, h_in, w_in});
+          const std::string y4 = g.Op("Reshape", {av, shape}, m + ".attn.y");
+          const std::string v4 = g.Op("Reshape", {qkv3[2], shape}, m + ".attn.v");
+          const std::string pe = g.ConvBn(v4, hc, m + ".attn.pe", 3, 1, -1, hc, false, &t);
+          const std::string proj =
+              g.ConvBn(g.Op("Add", {y4, pe}, m + ".attn.sum"), hc, m + ".attn.proj", 1, 1, -1, 1, false, &t);
+          const std::string x1 = g.Op("Add", {v_in, proj}, m + ".add1");
+          std::string f = g.ConvBnSilu(x1, hc, m + ".ffn.0", 1, 1, &t);
+          f = g.ConvBn(f, t, m + ".ffn.1", 1, 1, -1, 1, false, &t);
+          v_in = g.Op("Add", {x1, f}, m + ".add2");
+        }
+        out[l.index] = g.ConvBnSilu(g.Concat({a, v_in}, 1, p), 2 * hc, p + ".cv2", 1, 1, &c);
+        break;
+      }
       case model::LayerKind::kC2f: {
         int c1 = 0;
         const std::string y = g.ConvBnSilu(x, cx, p + ".cv1", 1, 1, &c1);
@@ -236,12 +333,8 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
         out[l.index] = g.ConvBnSilu(g.Concat(ys, 1, p), 4 * c1, p + ".cv2", 1, 1, &c);
         break;
       }
-      case model::LayerKind::kC3:
-      case model::LayerKind::kC3k2:
-      case model::LayerKind::kC2psa:
-        return Status::FailedPrecondition(std::string("no ONNX lowering for ") +
-                                          model::LayerKindName(l.kind));
       case model::LayerKind::kUpsample: {
+        hw[l.index] = {2 * h_in, 2 * w_in};
         const std::string scales = g.FloatInit(g.Fresh(p + ".scales"), {4}, {1.0F, 1.0F, 2.0F, 2.0F});
         const std::string y = g.Fresh(p + ".resize");
         onnx::NodeProto* r = g.Node("Resize", {x, "", scales}, {y});
@@ -276,8 +369,16 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
           std::string b = g.ConvBnSilu(out[src], ch[src], p + ".cv2." + lvs + ".0", 3, 1, &t);
           b = g.ConvBnSilu(b, t, p + ".cv2." + lvs + ".1", 3, 1, &t);
           b = g.Conv1x1(b, t, p + ".cv2." + lvs + ".2", 4 * model::kRegMax);
-          std::string s = g.ConvBnSilu(out[src], ch[src], p + ".cv3." + lvs + ".0", 3, 1, &t);
-          s = g.ConvBnSilu(s, t, p + ".cv3." + lvs + ".1", 3, 1, &t);
+          std::string s;
+          if (l.detect_dw_cls) {  // YOLO11: (DWConv 3x3, Conv 1x1) twice
+            s = g.ConvBn(out[src], ch[src], p + ".cv3." + lvs + ".0.0", 3, 1, -1, ch[src], true, &t);
+            s = g.ConvBnSilu(s, t, p + ".cv3." + lvs + ".0.1", 1, 1, &t);
+            s = g.ConvBn(s, t, p + ".cv3." + lvs + ".1.0", 3, 1, -1, t, true, &t);
+            s = g.ConvBnSilu(s, t, p + ".cv3." + lvs + ".1.1", 1, 1, &t);
+          } else {
+            s = g.ConvBnSilu(out[src], ch[src], p + ".cv3." + lvs + ".0", 3, 1, &t);
+            s = g.ConvBnSilu(s, t, p + ".cv3." + lvs + ".1", 3, 1, &t);
+          }
           s = g.Conv1x1(s, t, p + ".cv3." + lvs + ".2", nc);
           if (o.dynamic) {
             levels.push_back(DynamicDetectLevel(g, b, s, out[src], ch[src], nc, stride, p + ".level" + lvs));

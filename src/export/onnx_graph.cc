@@ -159,8 +159,13 @@ std::vector<float> GraphBuilder::Tensor(const std::string& name, const std::vect
 
 std::string GraphBuilder::ConvBnSilu(const std::string& x, int c_in, const std::string& prefix, int k, int s,
                                      int* c_out) {
+  return ConvBn(x, c_in, prefix, k, s, -1, 1, true, c_out);
+}
+
+std::string GraphBuilder::ConvBn(const std::string& x, int c_in, const std::string& prefix, int k, int s,
+                                 int pad, int groups, bool act, int* c_out) {
   std::vector<int64_t> wshape;
-  std::vector<float> w = Tensor(prefix + ".conv.weight", {-1, c_in, k, k}, &wshape);
+  std::vector<float> w = Tensor(prefix + ".conv.weight", {-1, c_in / groups, k, k}, &wshape);
   if (!status_.IsOk()) return x;
   const int64_t co = wshape[0];
   std::vector<float> gamma = Tensor(prefix + ".bn.weight", {co});
@@ -177,7 +182,8 @@ std::string GraphBuilder::ConvBnSilu(const std::string& x, int c_in, const std::
     bias[o] = beta[o] - mean[o] * scale;
   }
   *c_out = static_cast<int>(co);
-  const std::string y = ConvNode(x, prefix + ".conv", wshape, w, bias, k, s);
+  const std::string y = ConvNode(x, prefix + ".conv", wshape, w, bias, k, s, pad, groups);
+  if (!act) return y;
   const std::string sig = Fresh(prefix + ".sigmoid");
   Node("Sigmoid", {y}, {sig});
   std::string out = Fresh(prefix + ".silu");
@@ -195,7 +201,7 @@ std::string GraphBuilder::Conv1x1(const std::string& x, int c_in, const std::str
 
 std::string GraphBuilder::ConvNode(const std::string& x, const std::string& prefix,
                                    const std::vector<int64_t>& wshape, const std::vector<float>& w,
-                                   const std::vector<float>& b, int k, int s) {
+                                   const std::vector<float>& b, int k, int s, int pad, int groups) {
   const std::string wn = FloatInit(prefix + ".weight", wshape, w);
   const std::vector<std::string> inputs =
       b.empty() ? std::vector<std::string>{x, wn}
@@ -204,9 +210,10 @@ std::string GraphBuilder::ConvNode(const std::string& x, const std::string& pref
   onnx::NodeProto* n = Node("Conv", inputs, {y});
   IntsAttr(n, "kernel_shape", {k, k});
   IntsAttr(n, "strides", {s, s});
-  IntsAttr(n, "pads", {k / 2, k / 2, k / 2, k / 2});
+  const int p = pad >= 0 ? pad : k / 2;
+  IntsAttr(n, "pads", {p, p, p, p});
   IntsAttr(n, "dilations", {1, 1});
-  IntAttr(n, "group", 1);
+  IntAttr(n, "group", groups);
   return y;
 }
 
@@ -229,6 +236,29 @@ std::string GraphBuilder::Reshape(const std::string& x, const std::vector<int64_
   const std::string s = Int64Init(Fresh(prefix + ".shape"), shape);
   std::string y = Fresh(prefix + ".reshape");
   Node("Reshape", {x, s}, {y});
+  return y;
+}
+
+std::vector<std::string> GraphBuilder::Split(const std::string& x, int axis,
+                                             const std::vector<int64_t>& sizes, const std::string& prefix) {
+  // One Slice per piece: OpenCV 4.6 runs Split only into equal parts.
+  std::vector<std::string> outs;
+  const std::string axes = Int64Init(Fresh(prefix + ".slice_axes"), {axis});
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    const std::string starts = Int64Init(Fresh(prefix + ".slice_starts"), {offset});
+    const std::string ends = Int64Init(Fresh(prefix + ".slice_ends"), {offset + size});
+    outs.push_back(Fresh(prefix + ".slice"));
+    Node("Slice", {x, starts, ends, axes}, {outs.back()});
+    offset += size;
+  }
+  return outs;
+}
+
+std::string GraphBuilder::Op(const std::string& op, const std::vector<std::string>& inputs,
+                             const std::string& prefix) {
+  std::string y = Fresh(prefix);
+  Node(op, inputs, {y});
   return y;
 }
 

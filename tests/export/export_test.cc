@@ -144,6 +144,43 @@ TEST_F(ExportTest, BatchedExportOfReferenceWeightsVerifies) {
             << r->checks[1].max_abs_diff_boxes << ")\n";
 }
 
+// Issue 29: the YOLO11 graph (C3k2, C3k, C2PSA's attention as MatMul/Softmax,
+// the depthwise class branch) and YOLOv5u's (C3, the k6 p2 stem) on their
+// reference nc=3 weights, static and dynamic, against LibTorch in OpenCV DNN
+// and ONNX Runtime; YOLO11's dynamic export is refused with the reason.
+TEST_F(ExportTest, FamiliesExportAndVerify) {
+  const std::string dir = std::string(KESTREL_SHARED_DIR) + "/reference/families/";
+  if (!fs::exists(dir + "yolo11n_nc3_weights.safetensors")) GTEST_SKIP() << "no " << dir;
+  for (const std::string name : {"yolo11n", "yolov5nu"}) {
+    for (const bool dynamic : {false, true}) {
+      app::ExportRequest req;
+      req.model = dir + name + "_nc3_weights.safetensors";
+      req.imgsz_h = 64;
+      req.imgsz_w = 96;
+      req.dynamic = dynamic;
+      req.verify_images = 2;
+      req.output = (dir_ / (name + (dynamic ? "_dyn" : "") + ".onnx")).string();
+      Result<app::ExportResult> r = app::ExportModel(Env::Default(), req);
+      if (dynamic && name == "yolo11n") {  // OpenCV DNN 4.6 cannot import the Shape it would need
+        EXPECT_EQ(r.GetStatus().Code(), StatusCode::kInvalidArgument) << r.GetStatus().ToString();
+        EXPECT_EQ(r.GetStatus().Where().field, "dynamic");
+        EXPECT_NE(r.GetStatus().Message().find("C2PSA"), std::string::npos) << r.GetStatus().ToString();
+        EXPECT_FALSE(fs::exists(req.output));
+        continue;
+      }
+      ASSERT_TRUE(r.IsOk()) << name << " dynamic " << dynamic << ": " << r.GetStatus().ToString();
+      EXPECT_EQ(r->arch, name);
+      EXPECT_TRUE(r->verified) << name << " dynamic " << dynamic << ": " << r->verification_error;
+      EXPECT_LE(r->max_abs_diff_scores, app::kExportTolerance) << name;
+      EXPECT_LE(r->max_rel_diff_boxes, app::kExportTolerance) << name;
+      ExpectOrtCheck(*r);
+      std::cout << name << (dynamic ? " dynamic" : " static") << " 64x96: max |diff| OpenCV "
+                << r->max_abs_diff << " (scores " << r->max_abs_diff_scores << "), ORT "
+                << r->checks[1].max_abs_diff << " (scores " << r->checks[1].max_abs_diff_scores << ")\n";
+    }
+  }
+}
+
 TEST_F(ExportTest, DynamicExportMatchesLibTorchAtTwoSizesAndTwoBatchSizes) {
   const std::string weights = RandomWeights(3, 17);
   app::ExportRequest req;

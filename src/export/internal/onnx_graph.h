@@ -62,13 +62,19 @@ class GraphBuilder {
   // BatchNorm `prefix`.bn folded in, then SiLU as Sigmoid * Mul.
   // [N, c_in, H, W] -> [N, c_out, H/s, W/s]; *c_out is set from the weights.
   std::string ConvBnSilu(const std::string& x, int c_in, const std::string& prefix, int k, int s, int* c_out);
+  // The general model::Conv: padding `pad` (-1: k/2), `groups` groups
+  // (weights [c_out, c_in / groups, k, k]; groups = c_in is a DWConv), SiLU
+  // only when `act`.
+  std::string ConvBn(const std::string& x, int c_in, const std::string& prefix, int k, int s, int pad,
+                     int groups, bool act, int* c_out);
 
   // A plain Conv2d with bias, `prefix`.weight / `prefix`.bias (1x1, the
   // Detect head's last stage). [N, c_in, H, W] -> [N, c_out, H, W].
   std::string Conv1x1(const std::string& x, int c_in, const std::string& prefix, int c_out);
 
   std::string ConvNode(const std::string& x, const std::string& prefix, const std::vector<int64_t>& wshape,
-                       const std::vector<float>& w, const std::vector<float>& b, int k, int s);
+                       const std::vector<float>& w, const std::vector<float>& b, int k, int s, int pad = -1,
+                       int groups = 1);
 
   std::string Concat(const std::vector<std::string>& xs, int axis, const std::string& prefix);
 
@@ -76,6 +82,14 @@ class GraphBuilder {
   std::pair<std::string, std::string> SplitHalves(const std::string& x, int axis, const std::string& prefix);
 
   std::string Reshape(const std::string& x, const std::vector<int64_t>& shape, const std::string& prefix);
+
+  // Pieces of `sizes` along `axis`, as one Slice each (OpenCV 4.6 splits
+  // only into equal parts).
+  std::vector<std::string> Split(const std::string& x, int axis, const std::vector<int64_t>& sizes,
+                                 const std::string& prefix);
+
+  // One node `op` of `inputs` with one fresh output named after `prefix`.
+  std::string Op(const std::string& op, const std::vector<std::string>& inputs, const std::string& prefix);
 
  private:
   onnx::GraphProto& graph_;
