@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "app/backends.h"
+#include "app/datasets.h"
 #include "app/evaluate.h"
 #include "app/export.h"
 #include "app/export_map.h"
@@ -43,7 +44,6 @@
 #include "backend_onnx/onnx_backend.h"
 #include "backend_torch/torch_backend.h"
 #include "core/env.h"
-#include "data/registry.h"
 #include "data/synth.h"
 #include "model/predictor.h"
 #include "model/pt_checkpoint.h"
@@ -176,8 +176,8 @@ int main(int argc, char** argv) {
   auto meta = store::MetadataStore::Open(store::MetadataUrl(root + "/home"));
   if (!meta.IsOk()) Die("metadata store", meta.GetStatus());
   store::ArtifactStore blobs(root + "/home");
-  data::Registry reg(**meta, blobs);
-  auto imp = reg.Import(data, "bench", data::ImportOptions());
+  app::Datasets datasets(**meta, blobs);
+  auto imp = datasets.Import(data, "bench", data::ImportOptions());
   if (!imp.IsOk()) Die("import " + data, imp.GetStatus());
 
   app::ExportMapSource source;
