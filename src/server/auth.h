@@ -23,6 +23,6 @@ Authorizer TokenAuthorizer(store::MetadataStore& meta, bool public_read);
 // The token of an Authorization header "Bearer <token>" (scheme
 // case-insensitive, RFC 7235, spaces around the token dropped); false for
 // another scheme or no token.
-bool BearerToken(const std::string& header, std::string* token);
+[[nodiscard]] bool BearerToken(const std::string& header, std::string* token);
 
 }  // namespace kestrel::server

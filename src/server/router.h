@@ -176,10 +176,11 @@ Response ErrorResponse(int http_status, const std::string& code, const std::stri
 Response JsonResponse(const nlohmann::json& doc, int status = 200, int indent = 2);
 
 // Percent-decodes `text` ('+' stays '+'); false for a malformed escape.
-bool PercentDecode(const std::string& text, std::string* out);
+[[nodiscard]] bool PercentDecode(const std::string& text, std::string* out);
 // Splits a request target into its decoded path and query; false when the
 // target is malformed (bad escape, no leading '/'). In the query a '+' is a space.
-bool ParseTarget(const std::string& target, std::string* path, std::map<std::string, std::string>* query);
+[[nodiscard]] bool ParseTarget(const std::string& target, std::string* path,
+                               std::map<std::string, std::string>* query);
 
 // One event in the text/event-stream format: "id: N\nevent: K\ndata: ...\n\n".
 std::string FormatStreamEvent(const StreamEvent& ev);
