@@ -121,21 +121,21 @@ int Emit(const Context& ctx, const std::string& text, const nlohmann::json& json
 // file, line, field}} on stdout with --json; code is "usage" when the exit
 // code is kExitUsage, else the status code name); returns kExitUsage for
 // kInvalidArgument errors located on the command line, else kExitFailure.
-int Fail(const Context& ctx, const Status& status, int exit_code = -1);
+[[nodiscard]] int Fail(const Context& ctx, const Status& status, int exit_code = -1);
 // `dataset import`'s failure report: like Fail, but with --json the document
 // also carries the validation report ({"ok": false, "error": {...}, "report":
 // {...}}, the error message cut to its first line); `report` may be null
 // (the source could not be read at all: plain Fail). Returns the exit code.
-int FailWithReport(const Context& ctx, const Status& status, const nlohmann::json* report);
-// `data=` of train, submit, val and compare (data/dataset_ref.h): a registry
+[[nodiscard]] int FailWithReport(const Context& ctx, const Status& status, const nlohmann::json* report);
+// `data=` of train, submit, val and compare (app::Datasets::Resolve): a registry
 // reference is left as is; a dataset path is imported (or its identical
 // version reused) and *data becomes "NAME@<version id>", with one line on
 // stdout (stderr with --json) saying which version; `info` (optional) gets
 // {"source", "dataset", "version", "version_id", "created"} for the JSON
 // document. On error reports it as `dataset import` does, sets *exit_code
 // and returns false.
-bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data, nlohmann::json* info,
-                       int* exit_code);
+[[nodiscard]] bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data,
+                                     nlohmann::json* info, int* exit_code);
 // Prints `doc` as the process's JSON document on stdout (core DumpJson: never
 // throws on invalid UTF-8). Emit and Fail print through it; a command that
 // builds its own document (an error with a report) calls it directly.
@@ -157,7 +157,7 @@ Result<ProgramPaths> ThisProgramAndTorch();
 // Last-resort error handling (main.cc). An exception that escaped a command:
 // "error: internal error: <what>" on stderr and, with --json when no document
 // was printed yet, the JSON error document; returns kExitFailure.
-int FailInternal(const Context& ctx, const std::string& what);
+[[nodiscard]] int FailInternal(const Context& ctx, const std::string& what);
 // std::set_terminate handler for exceptions that escape a thread (or any
 // other std::terminate): reports like FailInternal (`json`: the --json
 // mode) and ends the process with _exit(1), never abort() (exit 134).
