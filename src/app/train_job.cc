@@ -8,8 +8,8 @@
 #include <set>
 #include <vector>
 
-#include "app/backends.h"
 #include "app/metric_events.h"
+#include "app/train_run.h"
 #include "core/env.h"
 #include "core/failure_of.h"
 #include "core/json.h"
@@ -62,22 +62,6 @@ nlohmann::json TrainSummaryJson(const train::TrainSummary& s) {
           {"micro_batch", s.micro_batch},
           {"epochs", epochs}};
 }
-
-namespace {
-
-// train::Train through the program's train entry (app/backends.h): this
-// runner is torch-free, LibTorch is kestrel-torch's backend.
-Result<train::TrainSummary> TrainWithBackend(const train::TrainOptions& opts,
-                                             const train::TrainHooks& hooks) {
-  const Backends& backends = ProgramBackends();
-  if (!backends.train) {
-    return Status::FailedPrecondition("training runs in kestrel-torch (LibTorch); " + backends.program +
-                                      " has no train backend");
-  }
-  return backends.train(opts, hooks);
-}
-
-}  // namespace
 
 Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
   const int64_t job_id = ctx.job_id, attempt = ctx.attempt;
@@ -245,7 +229,7 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
     opts.resume = c;
     out << "job " << job_id << " attempt " << attempt << ": resuming from " << c << std::endl;
     progress("stage=data resume=" + c);
-    r = TrainWithBackend(opts, hooks);
+    r = RunTraining(opts, hooks);
     tried = true;
     // A corrupted checkpoint is refused before anything runs: fall back to
     // the next older one rather than to scratch.
@@ -260,7 +244,7 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
     Status files = opts.ValidateFiles();
     if (!files.IsOk()) return fail(FailureReason::kBadConfig, files);
     progress("stage=data");
-    r = TrainWithBackend(opts, hooks);
+    r = RunTraining(opts, hooks);
   }
   if (!r.IsOk()) return fail(FailureReasonOf(r.GetStatus()), r.GetStatus());
   const train::TrainSummary& sum = *r;
