@@ -23,7 +23,7 @@
 #include "core/cpu_budget.h"
 #include "core/json.h"
 #include "core/parse.h"
-#include "data/registry.h"
+#include "data/version.h"
 #include "eval/plots.h"
 #include "model/pt_checkpoint.h"
 #include "model/torch_compat.h"
@@ -152,10 +152,9 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   const std::string home = o.home.empty() ? store::KestrelHome() : o.home;
   KESTREL_ASSIGN_OR_RETURN(r.meta, store::MetadataStore::Open(store::MetadataUrl(home)));
   r.blobs = std::make_unique<store::ArtifactStore>(home, env);
-  data::Registry registry(*r.meta, *r.blobs, env);
   std::string spec = o.data;
   if (ckpt) spec = o.data.substr(0, o.data.find('@')) + "@" + ckpt->state.dataset_version;
-  KESTREL_ASSIGN_OR_RETURN(r.dataset, registry.Load(spec));
+  KESTREL_ASSIGN_OR_RETURN(r.dataset, data::LoadVersion(*r.meta, *r.blobs, spec, env));
   r.nc = static_cast<int>(r.dataset.manifest.names.size());
   if (r.nc < 1) {
     return Status::FailedPrecondition("dataset " + spec + " has no classes")

@@ -13,7 +13,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "data/loader.h"
-#include "data/registry.h"
+#include "data/version.h"
 #include "eval/metrics.h"
 #include "model/yolo.h"
 #include "store/metadata_store.h"
