@@ -520,6 +520,12 @@ Result<ResolvedWeights> ModelRegistry::VerifiedWeights(const store::ModelRecord&
   return out;
 }
 
+json ModelListJson(const std::vector<store::ModelRecord>& models, const store::ArtifactStore& blobs) {
+  json rows = json::array();
+  for (const auto& m : models) rows.push_back(ModelJson(m, blobs, false));
+  return {{"ok", true}, {"models", std::move(rows)}};
+}
+
 json ModelJson(const store::ModelRecord& m, const store::ArtifactStore& blobs, bool detail) {
   json j = {{"id", m.id},
             {"name", m.name},

@@ -155,6 +155,10 @@ class ModelRegistry {
 // comparison (null when none) and exports (ModelExportJson each, oldest
 // first).
 nlohmann::json ModelJson(const store::ModelRecord& m, const store::ArtifactStore& blobs, bool detail);
+// The list document of `kestrel models list --json` and GET /api/models:
+// {"ok": true, "models": [ModelJson without detail]}.
+nlohmann::json ModelListJson(const std::vector<store::ModelRecord>& models,
+                             const store::ArtifactStore& blobs);
 // One export record: id, created_ms, format, path, sha256, bytes, options,
 // verified, verification (the export's own object), kestrel_version.
 nlohmann::json ModelExportJson(const store::ModelExportRecord& e);

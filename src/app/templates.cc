@@ -296,6 +296,12 @@ Result<ConfigDiff> TemplateLibrary::Diff(const std::string& a, const std::string
   return DiffConfigJson(la, ca, lb, cb);
 }
 
+nlohmann::json TemplateListJson(const std::vector<store::TemplateRecord>& templates) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& t : templates) rows.push_back(TemplateJson(t, false));
+  return {{"ok", true}, {"templates", std::move(rows)}};
+}
+
 nlohmann::json TemplateJson(const store::TemplateRecord& t, bool effective) {
   auto keys = nlohmann::json::parse(t.keys_json, nullptr, false);
   nlohmann::json j = {{"name", t.name},

@@ -119,6 +119,9 @@ std::string TemplateRef(const store::TemplateRecord& t);
 // `effective` also effective (EffectiveConfigOfKeys; null when it cannot be
 // computed any more).
 nlohmann::json TemplateJson(const store::TemplateRecord& t, bool effective);
+// The list document of `kestrel template list --json` and GET
+// /api/templates: {"ok": true, "templates": [TemplateJson without effective]}.
+nlohmann::json TemplateListJson(const std::vector<store::TemplateRecord>& templates);
 // The JSON view of a save: {"created", "template": TemplateJson}.
 nlohmann::json TemplateSaveJson(const TemplateSaveResult& r);
 // The JSON view of a diff: {"a", "b", "same", "differences": [{"key", "a", "b"}]}.

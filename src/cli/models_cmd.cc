@@ -228,9 +228,7 @@ void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code) {
       f.tag = st->filter_tag;
       auto r = reg.List(f);
       if (!r.IsOk()) return r.GetStatus();
-      json arr = json::array();
-      for (const auto& m : *r) arr.push_back(app::ModelJson(m, *stores.blobs, false));
-      return Output{ListText(*r), {{"ok", true}, {"models", arr}}};
+      return Output{ListText(*r), app::ModelListJson(*r, *stores.blobs)};
     });
   }));
 

@@ -101,13 +101,11 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code) {
     return WithLibrary(ctx, [&](app::TemplateLibrary& lib) -> CommandResult {
       auto all = lib.List(*list_name);
       if (!all.IsOk()) return app::RelocateRequestError(all.GetStatus(), "command line");
-      json arr = json::array();
       std::string text;
       char line[512];
       std::snprintf(line, sizeof(line), "%-28s %-21s %s\n", "TEMPLATE", "SAVED", "KEYS");
       text += line;
       for (const auto& t : *all) {
-        arr.push_back(app::TemplateJson(t, false));
         std::string keys;
         auto kj = json::parse(t.keys_json, nullptr, false);
         if (kj.is_object()) {
@@ -120,7 +118,7 @@ void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code) {
         text += line;
       }
       if (all->empty()) text = "no templates yet: kestrel template save NAME key=value ...\n";
-      return Output{text, {{"ok", true}, {"templates", arr}}};
+      return Output{text, app::TemplateListJson(*all)};
     });
   }));
 

@@ -186,10 +186,7 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
                                   f.tag = QueryText(req, "tag");
                                   auto list = reg.List(f);
                                   if (!list.IsOk()) return ErrorResponse(list.GetStatus());
-                                  json arr = json::array();
-                                  for (const auto& m : *list)
-                                    arr.push_back(app::ModelJson(m, ctx.blobs, false));
-                                  return JsonResponse({{"ok", true}, {"models", arr}});
+                                  return JsonResponse(app::ModelListJson(*list, ctx.blobs));
                                 }));
   KESTREL_RETURN_IF_ERROR(
       r.Add("GET", "/api/models/{ref}",
@@ -206,9 +203,7 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
                                 [&ctx](const Request&, const PathParams&) {
                                   auto all = app::TemplateLibrary(ctx.meta).List("");
                                   if (!all.IsOk()) return ErrorResponse(all.GetStatus());
-                                  json arr = json::array();
-                                  for (const auto& t : *all) arr.push_back(app::TemplateJson(t, false));
-                                  return JsonResponse({{"ok", true}, {"templates", arr}});
+                                  return JsonResponse(app::TemplateListJson(*all));
                                 }));
   KESTREL_RETURN_IF_ERROR(
       r.Add("GET", "/api/templates/{name}",
