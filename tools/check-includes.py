@@ -24,6 +24,11 @@ Each src/<module>/README.md carries one machine-readable line:
 - "backend": the module implements engines the application layer reaches
   only through the slots a program fills (src/app/backends.h: LibTorch,
   ONNX Runtime). Only an adapter's composing files include its headers.
+- "only <modules> include <files>": headers of the module that only the
+  named modules (and the module itself) may include: mechanics whose use
+  cases live in one layer above (data/version.h, a stored dataset version,
+  is written and read by app::Datasets and the trainer, never by a front
+  end).
   Clauses are separated by ';'.
 
 Rules that hold for every module:
@@ -144,8 +149,9 @@ class LibraryReach:
 
 def parse_rule(text, readme):
     """Returns (modules, libraries, {library: set(files)}, adapter, {module: set(files)},
-    backend) or raises ValueError."""
+    backend, {file pattern: set(modules)}) or raises ValueError."""
     modules, libraries, forbidden, adapter, composes, backend = set(), set(), {}, False, {}, False
+    only = {}
     for clause in (c.strip() for c in text.split(";")):
         if not clause:
             continue
@@ -162,19 +168,26 @@ def parse_rule(text, readme):
             if not m:
                 raise ValueError(f"{readme}: cannot read clause '{clause}' (expected 'composes <module> in a.cc, b.cc')")
             composes.setdefault(m.group(1), set()).update(f.strip() for f in m.group(2).split(","))
+        elif clause.startswith("only "):
+            m = re.match(r"only (.+?) include (.+)$", clause)
+            if not m:
+                raise ValueError(f"{readme}: cannot read clause '{clause}' (expected 'only <module>, <module> include a.h, b.h')")
+            readers = {x.strip() for x in m.group(1).split(",") if x.strip()}
+            for f in (f.strip() for f in m.group(2).split(",")):
+                only.setdefault(f, set()).update(readers)
         elif clause.startswith("no "):
             m = re.match(r"no (\S+) in (.+)$", clause)
             if not m:
                 raise ValueError(f"{readme}: cannot read clause '{clause}' (expected 'no <library> in a.h, b.cc')")
             forbidden.setdefault(m.group(1), set()).update(f.strip() for f in m.group(2).split(","))
         else:
-            raise ValueError(f"{readme}: unknown clause '{clause}' (expected modules / libraries / no X in ... / adapter / backend / composes X in ...)")
+            raise ValueError(f"{readme}: unknown clause '{clause}' (expected modules / libraries / no X in ... / adapter / backend / composes X in ... / only X include ...)")
     for lib in libraries | set(forbidden):
         if lib not in LIBRARIES:
             raise ValueError(f"{readme}: unknown library '{lib}' (known: {', '.join(sorted(LIBRARIES))})")
     if composes and not adapter:
         raise ValueError(f"{readme}: 'composes' is for adapters (add the clause 'adapter')")
-    return modules, libraries, forbidden, adapter, composes, backend
+    return modules, libraries, forbidden, adapter, composes, backend, only
 
 
 def main():
@@ -203,7 +216,7 @@ def main():
     for mod in modules:
         if mod not in rules:
             continue
-        allowed_mods, allowed_libs, forbidden, is_adapter, composes, _ = rules[mod]
+        allowed_mods, allowed_libs, forbidden, is_adapter, composes, _, _ = rules[mod]
         base = os.path.join(src, mod)
         for dirpath, _, files in os.walk(base):
             for f in sorted(files):
@@ -236,6 +249,12 @@ def main():
                                 errors.append(f"{where}: '{mod}' may not include backend '{first}': a program's main() registers it (app/backends.h)")
                             elif not any(names_file(p, in_mod) for p in composes.get(first, set())):
                                 errors.append(f"{where}: adapter '{mod}' may include backend '{first}' only where it composes the program (src/{mod}/README.md 'composes')")
+                        if first != mod and first in rules and first in allowed_mods:
+                            in_first = header[len(first) + 1:]
+                            for pattern, readers in sorted(rules[first][6].items()):
+                                if names_file(pattern, in_first) and mod not in readers:
+                                    errors.append(f"{where}: only {', '.join(sorted(readers))} may include '{header}' "
+                                                  f"(src/{first}/README.md 'only ... include')")
                         if "/internal/" in "/" + header and first != mod:
                             errors.append(f"{where}: '{first}/internal/' headers are private to src/{first}")
                         for lib in sorted(forbidden):

@@ -1,0 +1,2 @@
+// Fixture: b is named in a's "only ... include" clause: no violation.
+#include "a/guarded.h"
