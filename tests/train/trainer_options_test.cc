@@ -25,12 +25,11 @@
 
 #include "core/env.h"
 #include "core/safetensors.h"
-#include "data/synth.h"
-#include "data/version.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
 #include "model/yolo.h"
 #include "store/metadata_store.h"
+#include "tiny_train.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -45,28 +44,11 @@ class TrainerOptionsTest : public ::testing::Test {
     root_ = new std::string(fs::temp_directory_path() /
                             ("kestrel_trainer_options_test_" + std::to_string(getpid())));
     fs::remove_all(*root_);
-    auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
-    ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-    store::ArtifactStore blobs(Home());
     // "tiny2": 8 train + 3 val images, 2 classes; "tiny3": the same with 3 classes.
     for (int classes : {2, 3}) {
       const std::string name = "tiny" + std::to_string(classes);
-      data::SynthOptions so;
-      so.images = 11;
-      so.classes = classes;
-      so.imgsz = 64;
-      so.seed = 7;
-      so.val_fraction = 0.25;
-      so.background_fraction = 0;
-      so.write_threads = 2;
-      ASSERT_TRUE(data::WriteSynthDataset(so, *root_ + "/" + name).IsOk());
-      data::ImportOptions io;
-      io.imgsz = 64;
-      // Stored as `dataset import` would (clean data: no import policy involved).
-      auto analyzed = data::AnalyzeDataset(*root_ + "/" + name, io);
-      ASSERT_TRUE(analyzed.IsOk()) << analyzed.GetStatus().ToString();
-      auto imp = data::CommitVersion(**meta, blobs, name, *root_ + "/" + name, *analyzed, io);
-      ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
+      testing::ImportTinyDataset(Home(), *root_ + "/" + name, name, classes);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
   static void TearDownTestSuite() {
@@ -76,23 +58,11 @@ class TrainerOptionsTest : public ::testing::Test {
   static std::string Home() { return *root_ + "/home"; }
 
   // One epoch of 4 batches of 2; an optimizer step after iterations 1 and 3.
+  // One epoch of 4 batches of 2 (tiny_train.h), no validation.
   static TrainOptions Tiny(const std::string& run, const std::string& data = "tiny2") {
-    TrainOptions o;
-    o.data = data;
-    o.model = "t";
-    o.epochs = 1;
-    o.threads = 1;
-    o.home = Home();
+    TrainOptions o = testing::TinyRunOptions(Home(), data, 1);
     o.run_dir = *root_ + "/runs/" + run;
-    o.loader.imgsz = 64;
-    o.loader.batch = 2;
-    o.loader.workers = 1;
-    o.optimizer.optimizer = "AdamW";
-    o.optimizer.lr0 = 0.01;
-    o.optimizer.warmup_epochs = 0;
-    o.optimizer.nbs = 4;
     o.val = false;
-    o.plots = false;
     return o;
   }
 

@@ -11,10 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "data/synth.h"
-#include "data/version.h"
 #include "eval/results_plot.h"
 #include "store/metadata_store.h"
+#include "tiny_train.h"
 #include "train/results_png.h"
 #include "train/trainer.h"
 
@@ -47,28 +46,9 @@ cv::Rect ResultsPlotArea(int p) {
 TEST(TrainerPlots, ResultsPngAfterEveryEpochAndLabelsPngAtTheEnd) {
   const std::string root = fs::temp_directory_path() / ("kestrel_trainer_plots_" + std::to_string(getpid()));
   fs::remove_all(root);
-  data::SynthOptions so;
-  so.images = 11;  // 8 train, 3 val
-  so.classes = 2;
-  so.imgsz = 64;
-  so.seed = 7;
-  so.val_fraction = 0.25;
-  so.background_fraction = 0;
-  so.write_threads = 2;
-  ASSERT_TRUE(data::WriteSynthDataset(so, root + "/synth").IsOk());
   const std::string home = root + "/home";
-  {
-    auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
-    ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-    store::ArtifactStore blobs(home);
-    data::ImportOptions io;
-    io.imgsz = 64;
-    // Stored as `dataset import` would (clean data: no import policy involved).
-    auto analyzed = data::AnalyzeDataset(root + "/synth", io);
-    ASSERT_TRUE(analyzed.IsOk()) << analyzed.GetStatus().ToString();
-    auto imp = data::CommitVersion(**meta, blobs, "tiny", root + "/synth", *analyzed, io);
-    ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
-  }
+  testing::ImportTinyDataset(home, root + "/synth", "tiny");
+  if (HasFatalFailure()) return;
   TrainOptions o;
   o.data = "tiny";
   o.model = "t";

@@ -16,11 +16,10 @@
 #include <vector>
 
 #include "core/env.h"
-#include "data/synth.h"
-#include "data/version.h"
 #include "model/weights.h"
 #include "model/yolo.h"
 #include "store/metadata_store.h"
+#include "tiny_train.h"
 #include "train/trainer.h"
 
 namespace kestrel::train {
@@ -34,25 +33,7 @@ class TrainerStartTest : public ::testing::Test {
     root_ = new std::string(fs::temp_directory_path() /
                             ("kestrel_trainer_start_test_" + std::to_string(getpid())));
     fs::remove_all(*root_);
-    auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
-    ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-    store::ArtifactStore blobs(Home());
-    data::SynthOptions so;
-    so.images = 11;  // 8 train + 3 val
-    so.classes = 2;
-    so.imgsz = 64;
-    so.seed = 7;
-    so.val_fraction = 0.25;
-    so.background_fraction = 0;
-    so.write_threads = 2;
-    ASSERT_TRUE(data::WriteSynthDataset(so, *root_ + "/tiny").IsOk());
-    data::ImportOptions io;
-    io.imgsz = 64;
-    // Stored as `dataset import` would (clean data: no import policy involved).
-    auto analyzed = data::AnalyzeDataset(*root_ + "/tiny", io);
-    ASSERT_TRUE(analyzed.IsOk()) << analyzed.GetStatus().ToString();
-    auto imp = data::CommitVersion(**meta, blobs, "tiny", *root_ + "/tiny", *analyzed, io);
-    ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
+    testing::ImportTinyDataset(Home(), *root_ + "/tiny", "tiny");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*root_);
@@ -60,25 +41,13 @@ class TrainerStartTest : public ::testing::Test {
   }
   static std::string Home() { return *root_ + "/home"; }
 
-  // One epoch of 4 batches of 2, in project=<root>/runs name=`name`.
+  // One epoch of 4 batches of 2 (tiny_train.h) in project=<root>/runs
+  // name=`name`, no validation.
   static TrainOptions Tiny(const std::string& name) {
-    TrainOptions o;
-    o.data = "tiny";
-    o.model = "t";
-    o.epochs = 1;
-    o.threads = 1;
-    o.home = Home();
+    TrainOptions o = testing::TinyRunOptions(Home(), "tiny", 1);
     o.project = *root_ + "/runs";
     o.name = name;
-    o.loader.imgsz = 64;
-    o.loader.batch = 2;
-    o.loader.workers = 1;
-    o.optimizer.optimizer = "AdamW";
-    o.optimizer.lr0 = 0.01;
-    o.optimizer.warmup_epochs = 0;
-    o.optimizer.nbs = 4;
     o.val = false;
-    o.plots = false;
     return o;
   }
 

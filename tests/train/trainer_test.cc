@@ -17,9 +17,8 @@
 #include <vector>
 
 #include "core/safetensors.h"
-#include "data/synth.h"
-#include "data/version.h"
 #include "store/metadata_store.h"
+#include "tiny_train.h"
 
 namespace kestrel::train {
 namespace {
@@ -31,26 +30,7 @@ class TrainerTest : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ = new std::string(fs::temp_directory_path() / ("kestrel_trainer_test_" + std::to_string(getpid())));
     fs::remove_all(*root_);
-    const std::string src = *root_ + "/synth";
-    data::SynthOptions so;
-    so.images = 11;  // 8 train, 3 val
-    so.classes = 2;
-    so.imgsz = 64;
-    so.seed = 7;
-    so.val_fraction = 0.25;
-    so.background_fraction = 0;
-    so.write_threads = 2;
-    ASSERT_TRUE(data::WriteSynthDataset(so, src).IsOk());
-    auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
-    ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-    store::ArtifactStore blobs(Home());
-    data::ImportOptions io;
-    io.imgsz = 64;
-    // Stored as `dataset import` would (clean data: no import policy involved).
-    auto analyzed = data::AnalyzeDataset(src, io);
-    ASSERT_TRUE(analyzed.IsOk()) << analyzed.GetStatus().ToString();
-    auto imp = data::CommitVersion(**meta, blobs, "tiny", src, *analyzed, io);
-    ASSERT_TRUE(imp.IsOk()) << imp.GetStatus().ToString();
+    testing::ImportTinyDataset(Home(), *root_ + "/synth", "tiny");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*root_);
@@ -58,22 +38,10 @@ class TrainerTest : public ::testing::Test {
   }
   static std::string Home() { return *root_ + "/home"; }
 
+  // Three epochs of 4 batches of 2 (tiny_train.h), in runs/`run`.
   static TrainOptions Tiny(const std::string& run) {
-    TrainOptions o;
-    o.data = "tiny";
-    o.model = "t";
-    o.epochs = 3;
-    o.threads = 1;
-    o.home = Home();
+    TrainOptions o = testing::TinyRunOptions(Home(), "tiny", 3);
     o.run_dir = *root_ + "/runs/" + run;
-    o.loader.imgsz = 64;
-    o.loader.batch = 2;
-    o.loader.workers = 1;
-    o.optimizer.optimizer = "AdamW";
-    o.optimizer.lr0 = 0.01;
-    o.optimizer.warmup_epochs = 0;
-    o.optimizer.nbs = 4;  // accumulate 2 batches per step: gradients cross checkpoints
-    o.plots = false;
     return o;
   }
 
