@@ -170,20 +170,20 @@ FamilyDef Yolov8Def() {
               {{-1}, 1, K::kConv, 1024, 3, 2},           // 7 P5/32
               {{-1}, 3, K::kC2f, 1024, 0, 0, -1, true},  // 8
               {{-1}, 1, K::kSppf, 1024, 5, 1},           // 9
-                                                // head
-              {{-1}, 1, K::kUpsample, 0, 0, 2},  // 10
-              {{-1, 6}, 1, K::kConcat},          // 11 cat backbone P4
-              {{-1}, 3, K::kC2f, 512},           // 12
-              {{-1}, 1, K::kUpsample, 0, 0, 2},  // 13
-              {{-1, 4}, 1, K::kConcat},          // 14 cat backbone P3
-              {{-1}, 3, K::kC2f, 256},           // 15 P3/8 out
-              {{-1}, 1, K::kConv, 256, 3, 2},    // 16
-              {{-1, 12}, 1, K::kConcat},         // 17 cat head P4
-              {{-1}, 3, K::kC2f, 512},           // 18 P4/16 out
-              {{-1}, 1, K::kConv, 512, 3, 2},    // 19
-              {{-1, 9}, 1, K::kConcat},          // 20 cat head P5
-              {{-1}, 3, K::kC2f, 1024},          // 21 P5/32 out
-              {{15, 18, 21}, 1, K::kDetect},     // 22
+                                                         // head
+              {{-1}, 1, K::kUpsample, 0, 0, 2},          // 10
+              {{-1, 6}, 1, K::kConcat},                  // 11 cat backbone P4
+              {{-1}, 3, K::kC2f, 512},                   // 12
+              {{-1}, 1, K::kUpsample, 0, 0, 2},          // 13
+              {{-1, 4}, 1, K::kConcat},                  // 14 cat backbone P3
+              {{-1}, 3, K::kC2f, 256},                   // 15 P3/8 out
+              {{-1}, 1, K::kConv, 256, 3, 2},            // 16
+              {{-1, 12}, 1, K::kConcat},                 // 17 cat head P4
+              {{-1}, 3, K::kC2f, 512},                   // 18 P4/16 out
+              {{-1}, 1, K::kConv, 512, 3, 2},            // 19
+              {{-1, 9}, 1, K::kConcat},                  // 20 cat head P5
+              {{-1}, 3, K::kC2f, 1024},                  // 21 P5/32 out
+              {{15, 18, 21}, 1, K::kDetect},             // 22
           },
           "",
           false};
@@ -204,7 +204,7 @@ FamilyDef Yolo11Def() {
               {{-1}, 2, K::kC3k2, 1024, 0, 0, -1, true, 0.5, true},  // 8
               {{-1}, 1, K::kSppf, 1024, 5, 1},                       // 9
               {{-1}, 2, K::kC2psa, 1024},                            // 10
-                                           // head
+                                                                     // head
               {{-1}, 1, K::kUpsample, 0, 0, 2},                      // 11
               {{-1, 6}, 1, K::kConcat},                              // 12 cat backbone P4
               {{-1}, 2, K::kC3k2, 512, 0, 0, -1, true},              // 13
@@ -237,22 +237,22 @@ FamilyDef Yolov5uDef() {
               {{-1}, 1, K::kConv, 1024, 3, 2},          // 7 P5/32
               {{-1}, 3, K::kC3, 1024, 0, 0, -1, true},  // 8
               {{-1}, 1, K::kSppf, 1024, 5, 1},          // 9
-                                                // head
-              {{-1}, 1, K::kConv, 512, 1, 1},    // 10
-              {{-1}, 1, K::kUpsample, 0, 0, 2},  // 11
-              {{-1, 6}, 1, K::kConcat},          // 12 cat backbone P4
-              {{-1}, 3, K::kC3, 512},            // 13
-              {{-1}, 1, K::kConv, 256, 1, 1},    // 14
-              {{-1}, 1, K::kUpsample, 0, 0, 2},  // 15
-              {{-1, 4}, 1, K::kConcat},          // 16 cat backbone P3
-              {{-1}, 3, K::kC3, 256},            // 17 P3/8 out
-              {{-1}, 1, K::kConv, 256, 3, 2},    // 18
-              {{-1, 14}, 1, K::kConcat},         // 19 cat head P4
-              {{-1}, 3, K::kC3, 512},            // 20 P4/16 out
-              {{-1}, 1, K::kConv, 512, 3, 2},    // 21
-              {{-1, 10}, 1, K::kConcat},         // 22 cat head P5
-              {{-1}, 3, K::kC3, 1024},           // 23 P5/32 out
-              {{17, 20, 23}, 1, K::kDetect},     // 24
+                                                        // head
+              {{-1}, 1, K::kConv, 512, 1, 1},           // 10
+              {{-1}, 1, K::kUpsample, 0, 0, 2},         // 11
+              {{-1, 6}, 1, K::kConcat},                 // 12 cat backbone P4
+              {{-1}, 3, K::kC3, 512},                   // 13
+              {{-1}, 1, K::kConv, 256, 1, 1},           // 14
+              {{-1}, 1, K::kUpsample, 0, 0, 2},         // 15
+              {{-1, 4}, 1, K::kConcat},                 // 16 cat backbone P3
+              {{-1}, 3, K::kC3, 256},                   // 17 P3/8 out
+              {{-1}, 1, K::kConv, 256, 3, 2},           // 18
+              {{-1, 14}, 1, K::kConcat},                // 19 cat head P4
+              {{-1}, 3, K::kC3, 512},                   // 20 P4/16 out
+              {{-1}, 1, K::kConv, 512, 3, 2},           // 21
+              {{-1, 10}, 1, K::kConcat},                // 22 cat head P5
+              {{-1}, 3, K::kC3, 1024},                  // 23 P5/32 out
+              {{17, 20, 23}, 1, K::kDetect},            // 24
           },
           "",
           false};

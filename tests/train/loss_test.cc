@@ -87,7 +87,8 @@ TEST(ReferenceLossTest, FamiliesMatchItemsTotalAndGradients) {
   for (const char* name : {"yolo11n", "yolov5nu"}) {
     auto t = LoadTensors(FixturePath(std::string("families/") + name + "_nc3_forward_loss.safetensors"));
     if (t.empty()) GTEST_SKIP() << "reference fixture not found";
-    std::vector<torch::Tensor> heads = {t["train_p3"].requires_grad_(true), t["train_p4"].requires_grad_(true),
+    std::vector<torch::Tensor> heads = {t["train_p3"].requires_grad_(true),
+                                        t["train_p4"].requires_grad_(true),
                                         t["train_p5"].requires_grad_(true)};
     auto loss = DetectionLoss::Create(Nc(3));
     ASSERT_TRUE(loss.IsOk());
