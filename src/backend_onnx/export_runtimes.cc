@@ -124,7 +124,7 @@ std::string FindOnPath(const std::string& name) {
   std::string dir;
   while (std::getline(dirs, dir, ':')) {
     if (dir.empty()) continue;
-    const std::string candidate = dir + "/" + name;
+    std::string candidate = dir + "/" + name;
     if (IsExecutable(candidate)) return candidate;
   }
   return "";
