@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "app/datasets.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "eval/plots.h"
@@ -12,9 +13,8 @@ namespace kestrel::app {
 
 Result<LoadedSplit> LoadSplit(store::MetadataStore& meta, store::ArtifactStore& blobs,
                               const std::string& spec, const std::string& split_name) {
-  data::Registry reg(meta, blobs);
   LoadedSplit out;
-  KESTREL_ASSIGN_OR_RETURN(out.version, reg.Load(spec));
+  KESTREL_ASSIGN_OR_RETURN(out.version, Datasets(meta, blobs).Show(spec));
   KESTREL_ASSIGN_OR_RETURN(data::Split split, data::ParseSplit(split_name));
   auto s = eval::LoadEvalSplit(out.version.manifest, split);
   if (!s.IsOk()) return s.GetStatus().WithContext(spec);

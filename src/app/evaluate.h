@@ -14,7 +14,7 @@
 #include "app/val_keys.h"
 #include "core/env.h"
 #include "core/status.h"
-#include "data/registry.h"
+#include "data/version.h"
 #include "eval/dataset_eval.h"
 #include "eval/detection.h"
 #include "eval/metrics.h"

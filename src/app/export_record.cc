@@ -1,10 +1,10 @@
 #include "app/export_record.h"
 
 #include "app/calibration.h"
+#include "app/datasets.h"
 #include "app/evaluate.h"
 #include "app/models.h"
 #include "core/env.h"
-#include "data/registry.h"
 
 namespace kestrel::app {
 namespace {
@@ -71,8 +71,7 @@ Result<RegisteredExport> ExportAndRecord(
   map.load = [&meta, &blobs](const std::string& data) { return LoadSplit(meta, blobs, data, "val"); };
   map.blobs = &blobs;
   map.names = [&meta, &blobs](const std::string& data) -> Result<DatasetClassNames> {
-    data::Registry datasets(meta, blobs);
-    KESTREL_ASSIGN_OR_RETURN(data::VersionView v, datasets.Load(data));
+    KESTREL_ASSIGN_OR_RETURN(data::VersionView v, Datasets(meta, blobs).Show(data));
     return DatasetClassNames{v.record.dataset + "@v" + std::to_string(v.record.seq), v.manifest.names};
   };
   KESTREL_ASSIGN_OR_RETURN(out.result, ExportModel(
