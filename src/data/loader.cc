@@ -391,6 +391,13 @@ void Loader::Impl::ComputeRect() {
 
 // ---------------------------------------------------------------------------
 
+bool MosaicOpenAt(int epoch, int epochs, int close_mosaic) {
+  // The reference closes mosaic when its epoch counter equals this value,
+  // so a negative one is never reached.
+  const int close_at = epochs - close_mosaic;
+  return close_at < 0 || epoch < close_at;
+}
+
 Result<std::unique_ptr<Loader>> Loader::Create(const Manifest& manifest, Split split, ImageSource source,
                                                const LoaderOptions& options, const AugmentOptions& augment) {
   KESTREL_RETURN_IF_ERROR(options.Validate());
@@ -460,7 +467,7 @@ Status Loader::SkipTo(int epoch, int64_t batch_index) {
       s = Slot{};
     }
     m.epoch = epoch;
-    m.mosaic_on = m.opts.augment && epoch < m.opts.epochs - m.aug.close_mosaic;
+    m.mosaic_on = m.opts.augment && MosaicOpenAt(epoch, m.opts.epochs, m.aug.close_mosaic);
     m.order = std::move(ord);
     m.end = m.Batches();
     m.next_claim = m.next_consume = batch_index;

@@ -76,7 +76,7 @@ struct AugmentOptions {
   double fliplr = 0.5;       // probability of a horizontal flip
   double mosaic = 1.0;       // probability of a 4-image mosaic
   double mixup = 0.0;        // probability of blending with a second sample
-  int close_mosaic = 10;     // no mosaic (nor mixup) in the last N epochs
+  int close_mosaic = 10;     // no mosaic (nor mixup) from epoch epochs - N on (see MosaicOpenAt)
   // Each train batch is resized to a random multiple of the loader stride in
   // [0.5, 1.5] * imgsz (decided per batch, deterministically).
   bool multi_scale = false;
@@ -88,6 +88,16 @@ struct AugmentOptions {
   // kInvalidArgument naming the field.
   Status Validate() const;
 };
+
+// Whether 0-based epoch `epoch` of a run of `epochs` epochs trains with
+// mosaic (and mixup), decided as the reference trainer does: mosaic closes
+// at the start of epoch `epochs - close_mosaic` and stays closed. A run
+// shorter than close_mosaic (epochs - close_mosaic < 0) never reaches that
+// epoch and keeps mosaic on throughout; close_mosaic = 0 never closes it.
+// E.g. close_mosaic 10: epochs 9 -> on in all 9, epochs 10 -> off in all,
+// epochs 11 -> on only in epoch 0. A pure function of its arguments, so a
+// resumed run gets the same epochs with mosaic as an uninterrupted one.
+bool MosaicOpenAt(int epoch, int epochs, int close_mosaic);
 
 struct LoaderOptions {
   int imgsz = 640;                 // square input side in pixels (train), multiple of stride
@@ -167,8 +177,8 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   // Begins epoch `epoch` (>= 0) at batch 0, abandoning any batches of the
-  // previous epoch that were not consumed. Mosaic and mixup are off when
-  // epoch >= options.epochs - augment.close_mosaic.
+  // previous epoch that were not consumed. Mosaic and mixup are on when
+  // options.augment and MosaicOpenAt(epoch, options.epochs, augment.close_mosaic).
   Status StartEpoch(int epoch);
   // Like StartEpoch, but the next Next() returns batch `batch_index`
   // (0 <= batch_index <= BatchesPerEpoch(); == means the epoch is done).

@@ -307,6 +307,43 @@ TEST(LoaderTest, CloseMosaicTurnsMosaicOffInTheLastEpochs) {
   EXPECT_FALSE(a1[0].images == b1[0].images);
 }
 
+// The reference closes mosaic when its epoch counter equals epochs -
+// close_mosaic (issue 28 item 6): a run shorter than close_mosaic never gets
+// there. The boundary with close_mosaic 10: which 0-based epochs get mosaic.
+TEST(MosaicOpenAtTest, ShortRunsKeepMosaicAsTheReferenceDoes) {
+  auto open_epochs = [](int epochs, int close_mosaic) {
+    std::vector<int> on;
+    for (int e = 0; e < epochs; ++e)
+      if (MosaicOpenAt(e, epochs, close_mosaic)) on.push_back(e);
+    return on;
+  };
+  EXPECT_EQ(open_epochs(9, 10), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8}));  // never closes
+  EXPECT_EQ(open_epochs(10, 10), std::vector<int>{});                            // closes at epoch 0
+  EXPECT_EQ(open_epochs(11, 10), std::vector<int>{0});                           // closes at epoch 1
+  EXPECT_EQ(open_epochs(1, 10), std::vector<int>{0});
+  EXPECT_EQ(open_epochs(30, 10).size(), 20u);        // epochs 0..19, closed from 20 on
+  EXPECT_EQ(open_epochs(5, 0).size(), 5u);           // close_mosaic 0: never closes
+  EXPECT_EQ(open_epochs(3, 3), std::vector<int>{});  // equal: closed from epoch 0
+}
+
+// A 3-epoch run with the default close_mosaic 10 trains every epoch with
+// mosaic (it used to train none), so its batches differ from mosaic=0's.
+TEST(LoaderTest, RunShorterThanCloseMosaicKeepsMosaicInEveryEpoch) {
+  const MemData& d = Synth(8);
+  LoaderOptions o = TrainOptions();
+  o.epochs = 3;
+  AugmentOptions with;  // mosaic 1.0, close_mosaic 10
+  AugmentOptions without;
+  without.mosaic = 0;
+  auto a = Make(d, o, with), b = Make(d, o, without);
+  for (int e = 0; e < 3; ++e) {
+    auto ae = Epoch(*a, e), be = Epoch(*b, e);
+    ASSERT_FALSE(ae.empty());
+    ASSERT_EQ(ae.size(), be.size());
+    EXPECT_FALSE(ae[0].images == be[0].images) << "epoch " << e << " had no mosaic";
+  }
+}
+
 // Val data: black images of various aspect ratios with one magenta rectangle.
 MemData ValData() {
   MemData d;
