@@ -1,10 +1,14 @@
 #include "app/backends.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 #include <utility>
 
+#include "app/imgsz.h"
 #include "app/job_kinds.h"
+#include "core/env.h"
 
 namespace kestrel::app {
 namespace {
@@ -93,9 +97,24 @@ Status CheckDevice(const std::string& device) {
 }
 
 Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
-                                               const eval::InferenceOptions& options,
+                                               const eval::InferenceOptions& requested,
                                                const DetectorPlacement& where) {
   const Backends& b = ProgramBackends();
+  // imgsz 0 is "not given": the weights' training size (app/imgsz.h),
+  // resolved once the backend that runs them is known to be here.
+  auto resolved = [&]() -> Result<eval::InferenceOptions> {
+    eval::InferenceOptions options = requested;
+    if (options.imgsz != 0) return options;
+    // A missing file: the backend's own error names it.
+    if (!Env::Default().Stat(weights).exists) {
+      options.imgsz = kFallbackImgsz;
+      return options;
+    }
+    KESTREL_ASSIGN_OR_RETURN(ImgszChoice choice, ChooseImgsz(weights, 0));
+    options.imgsz = choice.imgsz;
+    spdlog::info("{}", choice.Line());
+    return options;
+  };
   if (where.runtime != "opencv" && where.runtime != "onnxruntime") {
     return Status::InvalidArgument("runtime=" + where.runtime + ": one of opencv, onnxruntime",
                                    {"command line", 0, "runtime"});
@@ -105,6 +124,7 @@ Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
       return Missing(weights, "running an exported ONNX file needs kestrel-torch or kestrel-deploy; " +
                                   b.program + " has no ONNX backend");
     }
+    KESTREL_ASSIGN_OR_RETURN(eval::InferenceOptions options, resolved());
     return b.onnx_detector(weights, options, where);
   }
   if (!b.torch_detector) {
@@ -118,6 +138,7 @@ Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
                                        " is run by LibTorch (leave runtime unset)",
                                    {"command line", 0, "runtime"});
   }
+  KESTREL_ASSIGN_OR_RETURN(eval::InferenceOptions options, resolved());
   return b.torch_detector(weights, options, where);
 }
 

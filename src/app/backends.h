@@ -130,6 +130,9 @@ Status InstallBackends(Backends backends, JobKindTable& kinds);
 //   saying which program runs it (LibTorch weights: kestrel-torch, or
 //   `kestrel export` them and pass the .onnx file);
 // - the backend's own (a missing file, a bad graph, ...).
+// options.imgsz 0 means "not given": ChooseImgsz (app/imgsz.h) picks the
+// weights' training size (else 640) and logs "imgsz=N (why)" at info; the
+// detector's Options().imgsz is the side in effect.
 Result<std::unique_ptr<Detector>> LoadDetector(const std::string& weights,
                                                const eval::InferenceOptions& options,
                                                const DetectorPlacement& where);

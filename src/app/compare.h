@@ -23,8 +23,8 @@ struct CompareRequest {
   std::string model_a, model_b;  // A and B as given: weights files, or what the resolver resolves
   std::string data;              // dataset NAME[@VERSION] (a registry reference)
   std::string split = "val";
-  double conf = 0.001, iou = 0.7;  // the validator's settings, as `val model=`
-  int imgsz = 640, batch = 16, max_det = 300;
+  double conf = 0.001, iou = 0.7;              // the validator's settings, as `val model=`
+  int imgsz = 0, batch = 16, max_det = 300;    // imgsz 0: each model's training size (app/imgsz.h)
   std::string project = "runs/compare", name;  // name "" = compare, compare2, ...
   bool exist_ok = false;
 };

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "app/imgsz.h"
 #include "app/onnx_runtime.h"
 #include "export/onnx_export.h"
 #include "export/onnx_quantize.h"
@@ -225,15 +226,20 @@ Status ChooseClassNames(const model::WeightsInfo& info, const ExportRequest& r,
 
 }  // namespace
 
-Result<ExportResult> ExportModel(Env& env, const ExportRequest& request, const ExportWeightsResolver& resolve,
+Result<ExportResult> ExportModel(Env& env, const ExportRequest& given, const ExportWeightsResolver& resolve,
                                  const ExportCalibrationLoader& calibrate,
                                  const ExportMapSource& map_source) {
-  KESTREL_RETURN_IF_ERROR(ValidateExportRequest(request));
-  KESTREL_RETURN_IF_ERROR(CheckExportCalibrationData(request));
+  KESTREL_RETURN_IF_ERROR(ValidateExportRequest(given));
+  KESTREL_RETURN_IF_ERROR(CheckExportCalibrationData(given));
   ExportResult res;
-  res.weights = request.model;
+  res.weights = given.model;
   if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&res.weights));
   KESTREL_ASSIGN_OR_RETURN(model::WeightsInfo info, model::ReadWeightsInfo(res.weights));
+  // imgsz not given (0): the size the weights were trained at (app/imgsz.h).
+  ExportRequest request = given;
+  KESTREL_ASSIGN_OR_RETURN(ImgszChoice imgsz, ChooseImgsz(res.weights, request.imgsz_h));
+  if (request.imgsz_h == 0) request.imgsz_h = request.imgsz_w = imgsz.imgsz;
+  res.imgsz_why = imgsz.why;  // ExportResultText prints it
   exporter::OnnxExportOptions opts;
   opts.imgsz_h = request.imgsz_h;
   opts.imgsz_w = request.imgsz_w;
@@ -596,6 +602,11 @@ std::string ExportResultText(const ExportResult& r) {
     << " nodes)\n";
   s << "input images " << ShapeText(r.input_shape) << ", output output0 " << ShapeText(r.output_shape)
     << (r.dynamic ? " (-1: dynamic axis)" : "") << "\n";
+  if (!r.imgsz_why.empty()) {
+    s << "imgsz=" << r.imgsz_h;
+    if (r.imgsz_w != r.imgsz_h) s << "," << r.imgsz_w;
+    s << " " << r.imgsz_why << "\n";
+  }
   s << SimplifyText(r);
   s << ClassNamesText(r);
   if (!r.verified) {

@@ -72,6 +72,9 @@ struct ExportResult {
   // them). names_dataset: the version they came from ("square@v1"), else "".
   std::string names_source, names_dataset;
   int imgsz_h = 0, imgsz_w = 0, batch = 0, opset = 0;
+  // Why that imgsz (app/imgsz.h ImgszChoice::why): "(given)", "(from the
+  // weights' training args; imgsz= overrides)", ...
+  std::string imgsz_why;
   bool dynamic = false;
   bool half = false;  // FP16 graph (ExportRequest::half)
   bool int8 = false;  // INT8 QDQ graph (ExportRequest::int8)

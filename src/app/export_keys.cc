@@ -44,7 +44,9 @@ Result<std::pair<int, int>> ParseExportImgsz(std::string_view text) {
 Status ValidateExportRequest(const ExportRequest& r) {
   if (r.model.empty()) return KeyError("model=WEIGHTS_OR_REFERENCE is required", "model");
   if (r.format != "onnx") return KeyError("unknown format '" + r.format + "'; supported: onnx", "format");
+  const bool imgsz_from_weights = r.imgsz_h == 0 && r.imgsz_w == 0;  // ExportModel resolves it
   for (int v : {r.imgsz_h, r.imgsz_w}) {
+    if (imgsz_from_weights) break;
     if (v < model::kMaxStride || v % model::kMaxStride != 0 || v > 8192) {
       return KeyError("imgsz " + std::to_string(v) + " must be a multiple of the max stride " +
                           std::to_string(model::kMaxStride) + " in [32, 8192]",
@@ -87,7 +89,9 @@ Status CheckExportCalibrationData(const ExportRequest& r) {
 void ExportKeys::Bind(OptionSet& s) {
   s.String("model", &r.model, "weights file (.safetensors, .pt) or a registered model NAME[@vN|@TAG]");
   s.String("format", &r.format, "export format: onnx");
-  s.String("imgsz", &imgsz, "input side (640) or height,width (320,256 or [320,256]), multiples of 32");
+  s.String("imgsz", &imgsz,
+           "input side (640) or height,width (320,256 or [320,256]), multiples of 32; default: the size the "
+           "weights were trained at (640 when they record none)");
   s.Int("batch", &r.batch, "batch dimension of the exported graph (the nominal one when dynamic)");
   s.Int("opset", &r.opset, "ONNX opset, 13..17");
   s.Bool("dynamic", &r.dynamic, "dynamic batch, height and width axes");
@@ -108,10 +112,14 @@ void ExportKeys::Bind(OptionSet& s) {
 }
 
 Result<ExportRequest> ExportKeys::Request() const {
-  KESTREL_ASSIGN_OR_RETURN(auto hw, ParseExportImgsz(imgsz));
   ExportRequest req = r;
-  req.imgsz_h = hw.first;
-  req.imgsz_w = hw.second;
+  if (imgsz.empty()) {  // not given: ExportModel takes the weights' training size
+    req.imgsz_h = req.imgsz_w = 0;
+  } else {
+    KESTREL_ASSIGN_OR_RETURN(auto hw, ParseExportImgsz(imgsz));
+    req.imgsz_h = hw.first;
+    req.imgsz_w = hw.second;
+  }
   KESTREL_RETURN_IF_ERROR(ValidateExportRequest(req));
   return req;
 }

@@ -38,10 +38,12 @@ inline constexpr int kExportMaxDet = 10000;
 struct ExportRequest {
   std::string model;            // weights file (or a reference the resolver turns into one)
   std::string format = "onnx";  // the only format today
-  int imgsz_h = 640;            // input height, a multiple of 32 (the nominal one when dynamic)
-  int imgsz_w = 640;            // input width, a multiple of 32
-  int batch = 1;                // batch dimension (the nominal one when dynamic)
-  int opset = 17;               // ONNX default-domain opset, 13..17
+  // Input height and width, multiples of 32 (the nominal ones when dynamic);
+  // 0,0: not given, the weights' training size (app/imgsz.h; ExportKeys' default).
+  int imgsz_h = 640;
+  int imgsz_w = 640;
+  int batch = 1;   // batch dimension (the nominal one when dynamic)
+  int opset = 17;  // ONNX default-domain opset, 13..17
   // Dynamic batch, height and width (exporter::OnnxExportOptions::dynamic);
   // verified at two batch sizes x two input sizes (VerifyShapes).
   bool dynamic = false;
@@ -106,7 +108,8 @@ struct ExportRequest {
 Result<std::pair<int, int>> ParseExportImgsz(std::string_view text);
 
 // Every check of a request that needs no weights: model= present, format,
-// imgsz (multiples of 32 in [32, 8192]), batch, opset,
+// imgsz (multiples of 32 in [32, 8192], or 0,0: not given, ExportModel
+// takes the weights' training size, app/imgsz.h), batch, opset,
 // verify_images, tolerance. InvalidArgument located at ("command line", 0,
 // KEY). ExportModel runs it first; `kestrel submit kind=export` runs it at
 // submit.
@@ -122,7 +125,7 @@ Status CheckExportCalibrationData(const ExportRequest& request);
 // The keys as typed: `imgsz` is kept as text until Request() parses it.
 struct ExportKeys {
   ExportRequest r;
-  std::string imgsz = "640";  // parsed by ParseExportImgsz
+  std::string imgsz;  // parsed by ParseExportImgsz; "" = not given: the weights' training size
 
   void Bind(OptionSet& s);
   // The request the keys describe (imgsz parsed), validated by

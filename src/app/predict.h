@@ -26,8 +26,8 @@ struct PredictRequest {
   std::string model;   // weights file (or a reference the resolver turns into one)
   std::string source;  // an image file or a folder of images (and its subfolders)
   double conf = 0.25, iou = 0.7;
-  int imgsz = 640, batch = 1, max_det = 300;
-  std::string device = "cpu";      // cpu, cuda, cuda:N or N (core/device_spec.h)
+  int imgsz = 0, batch = 1, max_det = 300;  // imgsz 0: the weights' training size (app/imgsz.h)
+  std::string device = "cpu";               // cpu, cuda, cuda:N or N (core/device_spec.h)
   std::string runtime = "opencv";  // model=*.onnx: opencv (OpenCV DNN) or onnxruntime (ONNX Runtime, node)
   // <output>.jpg, labels/<output>.txt (only for images with detections, as
   // the reference), <output>.json; <output> is PredictedImage::output.

@@ -81,12 +81,14 @@ eval::InferenceOptions ModelRunInference(const ModelRunOptions& opts) {
 Result<ScoredSplit> ScoreLoadedModelOnSplit(Detector& detector, store::ArtifactStore& blobs,
                                             const std::string& weights, const eval::EvalSplit& split,
                                             ModelRunOptions opts) {
+  // The side in effect: the one given, the weights' training size when
+  // imgsz was not given (LoadDetector), or a fixed ONNX file's.
+  opts.imgsz = detector.Options().imgsz;
   if (detector.FixedInputSize()) {
     // An ONNX file with a fixed input has one shape: every image is
     // letterboxed into the file's side (rect=false), which the record's
     // provenance shows (docs/evaluation.md); a dynamic one runs the rect
     // batches as LibTorch does.
-    opts.imgsz = detector.Options().imgsz;
     opts.rect = false;
   }
   KESTREL_ASSIGN_OR_RETURN(ScoredSplit out, ScoreDetector(detector, blobs, weights, split, opts));

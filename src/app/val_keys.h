@@ -18,7 +18,7 @@ struct ValKeys {
   double conf = 0.001;
   double iou = 0.7;
   int max_det = 300;
-  int imgsz = 640;
+  int imgsz = 0;  // model=: 0 = the weights' training size, else 640 (app/imgsz.h)
   int batch = 16;
   std::string device = "cpu";      // model=: cpu, cuda, cuda:N or N (core/device_spec.h)
   std::string runtime = "opencv";  // model=*.onnx: opencv (OpenCV DNN) or onnxruntime

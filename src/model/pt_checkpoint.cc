@@ -10,6 +10,7 @@
 
 #include "core/env.h"
 #include "core/json.h"
+#include "core/parse.h"
 #include "core/utf8.h"
 #include "model/internal/pt_pickle.h"
 #include "model/internal/pt_zip.h"
@@ -351,6 +352,39 @@ Result<Family> CheckFamilyGraph(const Unpickler& u, int32_t model, const std::st
       {origin});
 }
 
+// train_args["imgsz"]: an int or an [h, w] list/tuple (the long side is
+// Kestrel's imgsz, as a letterbox into h x w resizes the long side to it).
+// 0 when train_args or its imgsz is absent or None; InvalidArgument for a
+// value that is not a plausible image size, so a damaged field is reported
+// rather than silently replaced by 640.
+Result<int> TrainImgsz(const Unpickler& u, int32_t train_args, const std::string& origin) {
+  if (train_args < 0) return 0;  // Get also reads an object's __dict__ (a namespace)
+  const int32_t v = u.Get(train_args, "imgsz");
+  if (v < 0 || u.At(v).kind == Kind::kNone) return 0;
+  const Node& n = u.At(v);
+  std::vector<int64_t> sides;
+  if (n.kind == Kind::kInt) {
+    sides.push_back(n.i);
+  } else if ((n.kind == Kind::kList || n.kind == Kind::kTuple) && !n.items.empty() && n.items.size() <= 2) {
+    const bool all_ints = std::all_of(n.items.begin(), n.items.end(),
+                                      [&](int32_t item) { return u.At(item).kind == Kind::kInt; });
+    for (int32_t item : n.items) {
+      if (all_ints) sides.push_back(u.At(item).i);
+    }
+  }
+  if (sides.empty()) {
+    return Status::InvalidArgument(std::string("train_args imgsz is a ") + KindName(n.kind) +
+                                       ", not an image size (an int or an [h, w] pair)",
+                                   {origin, 0, "train_args.imgsz"});
+  }
+  const int64_t side = *std::max_element(sides.begin(), sides.end());
+  if (side < 1 || side > 65536) {
+    return Status::InvalidArgument("train_args imgsz " + std::to_string(side) + " is outside [1, 65536]",
+                                   {origin, 0, "train_args.imgsz"});
+  }
+  return static_cast<int>(side);
+}
+
 }  // namespace
 
 bool LooksLikeZip(std::string_view prefix) {
@@ -426,6 +460,7 @@ Result<PtCheckpoint> ParsePtCheckpoint(std::string_view bytes, const std::string
   if (r.kind == Kind::kDict) {
     if (int32_t v = u.Get(root, "version"); v >= 0 && u.At(v).kind == Kind::kStr)
       out.ultralytics_version = u.At(v).s;
+    KESTREL_ASSIGN_OR_RETURN(out.imgsz, TrainImgsz(u, u.Get(root, "train_args"), origin));
     for (const char* key : {"ema", "model"}) {
       const int32_t m = u.Get(root, key);
       if (m >= 0 && u.At(m).kind != Kind::kNone) {
@@ -588,7 +623,21 @@ Result<SafeTensorFile> ReadWeightsFile(const std::string& path) {
   if (!ckpt.scale.empty()) file.metadata["scale"] = ckpt.scale;
   if (!ckpt.arch.empty()) file.metadata["arch"] = ckpt.arch;
   if (!ckpt.names.empty()) file.metadata["names"] = DumpJson(nlohmann::json(ckpt.names));
+  if (ckpt.imgsz > 0) file.metadata["imgsz"] = std::to_string(ckpt.imgsz);
   return file;
+}
+
+Result<int> ReadRecordedImgsz(const std::string& path) {
+  if (FileLooksLikeZip(path)) {
+    KESTREL_ASSIGN_OR_RETURN(PtCheckpoint ckpt, ReadPtCheckpoint(path));
+    return ckpt.imgsz;
+  }
+  KESTREL_ASSIGN_OR_RETURN(SafeTensorFile header, ReadSafeTensorsHeader(path));
+  auto it = header.metadata.find("imgsz");
+  if (it == header.metadata.end()) return 0;
+  auto v = ParseInt64(it->second, {path, 0, "imgsz"}, 1, 65536, "a positive image side in pixels");
+  if (!v.IsOk()) return Status::Corruption("metadata imgsz: " + v.GetStatus().Message(), {path, 0, "imgsz"});
+  return static_cast<int>(*v);
 }
 
 }  // namespace kestrel::model

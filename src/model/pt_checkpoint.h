@@ -45,6 +45,10 @@ struct PtCheckpoint {
   int nc = 0;        // the model's nc; 0 when absent
   std::vector<std::string> names;   // class names by index; empty when absent
   std::string ultralytics_version;  // the checkpoint's "version"; "" when absent
+  // The training image size recorded in train_args["imgsz"] (the reference
+  // trainer's args), pixels; for an [h, w] pair the long side. 0 when the
+  // checkpoint records none (a bare state_dict, a model saved outside a run).
+  int imgsz = 0;
 };
 
 // True when `prefix` starts with a zip local-file header ("PK\3\4"), i.e. a
@@ -63,8 +67,16 @@ Result<PtCheckpoint> ReadPtCheckpoint(const std::string& path, const PtReadLimit
 
 // Any weights file Kestrel accepts, chosen by magic bytes: a .pt archive
 // (converted: its tensors, metadata format="ultralytics.pt", nc, names as a
-// JSON array, scale and arch when the checkpoint records them) or safetensors.
+// JSON array, scale, arch and imgsz (train_args' image size) when the
+// checkpoint records them) or safetensors.
 Result<SafeTensorFile> ReadWeightsFile(const std::string& path);
+
+// The training image size a weights file records, in pixels; 0 when it
+// records none. A .pt: train_args["imgsz"] (PtCheckpoint::imgsz); Kestrel's
+// safetensors: metadata "imgsz" (written by the trainer; only the header is
+// read). Errors: the file's (NotFound, Corruption, InvalidArgument), and
+// Corruption naming "imgsz" for metadata that is not a positive integer.
+Result<int> ReadRecordedImgsz(const std::string& path);
 
 // True for a model= value naming a weights file rather than a scale/yaml:
 // it ends with ".pt" or ".safetensors" (any case).

@@ -13,7 +13,13 @@ void BindInferenceKeys(OptionSet& s, double* conf, double* iou, int* imgsz, int*
   // conf < 1: scores are kept when strictly greater than conf.
   s.Float("conf", conf, "minimum confidence of kept predictions", Range::ClosedOpen(0, 1));
   s.Float("iou", iou, "NMS IoU: a box overlapping a kept one by more is suppressed", Range::Closed(0, 1));
-  s.Int("imgsz", imgsz, "network input side in pixels, a multiple of 32", kMinImgsz, kMaxImgsz);
+  // 0 is "not given" (the default of val, predict, compare): the size the
+  // weights were trained at (app/imgsz.h); the inference options reject
+  // any other value that is not a multiple of 32.
+  s.Int("imgsz", imgsz,
+        "network input side in pixels, a multiple of 32; 0 (default): the size the weights were trained at "
+        "(640 when they record none)",
+        0, kMaxImgsz);
   s.Int("max_det", max_det, "at most this many predictions per image", 1, 100000);
   if (batch != nullptr) s.Int("batch", batch, "images per forward", 1, 1024);
 }

@@ -28,7 +28,8 @@ inline constexpr int kMaxImgsz = 4096;
 //
 // Inference: conf, iou, imgsz, max_det and (when `batch` is non-null) batch,
 // for every command that runs a model on images (val model=, predict,
-// compare). The ranges agree with eval::NmsOptions::Validate.
+// compare). The ranges agree with eval::NmsOptions::Validate; imgsz 0 (the
+// commands' default) is "not given": the weights' training size (app/imgsz.h).
 void BindInferenceKeys(OptionSet& s, double* conf, double* iou, int* imgsz, int* max_det, int* batch);
 // Run folders: project, name, exist_ok (train, val, predict, compare).
 void BindRunFolderKeys(OptionSet& s, std::string* project, std::string* name, bool* exist_ok);

@@ -191,6 +191,38 @@ TEST(PtCheckpoint, HandBuiltTensorRoundTrip) {
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(F32At(t, i), want[i]);
 }
 
+// {"train_args": {"imgsz": <imgsz>}, "model": {one tensor}}: the reference
+// trainer's args beside a state dict (issue 28: the default imgsz).
+std::string WithTrainArgs(const std::string& imgsz) {
+  const std::string state = OneTensorPickle("FloatStorage", 1, {1}, {1});
+  return "\x80\x02}(" + Str("train_args") + "}(" + Str("imgsz") + imgsz + "u" + Str("model") +
+         state.substr(2, state.size() - 3) + "u.";
+}
+
+TEST(PtCheckpoint, TrainArgsImgszIsReadAsTheLongSide) {
+  const std::string one(4, '\0');
+  for (const auto& [imgsz, want] :
+       std::vector<std::pair<std::string, int>>{{Int(320), 320},
+                                                {"(" + Int(256) + Int(320) + "t", 320},
+                                                {"]" + std::string("(") + Int(416) + "e", 416},
+                                                {"N", 0}}) {
+    auto r = ParsePtCheckpoint(Archive(WithTrainArgs(imgsz), {{"0", one}}), "x.pt");
+    ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+    EXPECT_EQ(r->imgsz, want);
+  }
+  // No train_args at all (a bare state dict): 0, nothing recorded.
+  auto bare = ParsePtCheckpoint(Archive(OneTensorPickle("FloatStorage", 1, {1}, {1}), {{"0", one}}), "x.pt");
+  ASSERT_TRUE(bare.IsOk()) << bare.GetStatus().ToString();
+  EXPECT_EQ(bare->imgsz, 0);
+  // Not an image size: an error naming the field, never a silent 640.
+  for (const std::string& bad : {Str("big"), Int(0), Int(-32), "(" + Int(1) + Int(2) + Int(3) + "t"}) {
+    auto r = ParsePtCheckpoint(Archive(WithTrainArgs(bad), {{"0", one}}), "x.pt");
+    ASSERT_FALSE(r.IsOk());
+    EXPECT_EQ(r.GetStatus().Code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.GetStatus().Where().field, "train_args.imgsz") << r.GetStatus().ToString();
+  }
+}
+
 // ---- hostile input: always a clear error, never a crash or a huge allocation ----
 
 TEST(PtCheckpointHostile, HugeDeclaredSizes) {
@@ -322,6 +354,7 @@ TEST(PtCheckpointReference, UltralyticsCheckpointEqualsItsSafetensorsExport) {
   EXPECT_EQ(ckpt->nc, 3);
   EXPECT_EQ(ckpt->names, (std::vector<std::string>{"circle", "rectangle", "triangle"}));
   EXPECT_EQ(ckpt->ultralytics_version, "8.3.112");
+  EXPECT_EQ(ckpt->imgsz, 320);  // its train_args: the size val/predict/export default to
   auto ref = ReadSafeTensorsFile(st);
   ASSERT_TRUE(ref.IsOk()) << ref.GetStatus().ToString();
   ASSERT_EQ(ckpt->weights.tensors.size(), ref->tensors.size());
@@ -336,6 +369,10 @@ TEST(PtCheckpointReference, UltralyticsCheckpointEqualsItsSafetensorsExport) {
   auto file = ReadWeightsFile(pt);
   ASSERT_TRUE(file.IsOk()) << file.GetStatus().ToString();
   EXPECT_EQ(file->metadata.at("format"), "ultralytics.pt");
+  EXPECT_EQ(file->metadata.at("imgsz"), "320");
+  auto recorded = ReadRecordedImgsz(pt);
+  ASSERT_TRUE(recorded.IsOk()) << recorded.GetStatus().ToString();
+  EXPECT_EQ(*recorded, 320);
   auto info = ReadWeightsInfo(pt);
   ASSERT_TRUE(info.IsOk()) << info.GetStatus().ToString();
   EXPECT_EQ(info->spec.Name(), "yolov8n");
