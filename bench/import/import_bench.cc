@@ -13,9 +13,9 @@
 #include <opencv2/imgcodecs.hpp>
 #include <thread>
 
+#include "app/datasets.h"
 #include "data/formats.h"
 #include "data/image.h"
-#include "data/registry.h"
 #include "data/synth.h"
 
 using namespace kestrel;
@@ -80,11 +80,11 @@ int main(int argc, char** argv) {
     auto meta = store::MetadataStore::Open("sqlite:" + home + "/kestrel.db");
     if (!meta.IsOk()) return 1;
     store::ArtifactStore blobs(home);
-    data::Registry reg(**meta, blobs);
+    app::Datasets datasets(**meta, blobs);
     data::ImportOptions o;
     o.allow_errors = true;
     t0 = std::chrono::steady_clock::now();
-    auto res = reg.Import(src, "bench", o);
+    auto res = datasets.Import(src, "bench", o);
     double s = Seconds(t0);
     if (!res.IsOk()) {
       std::fprintf(stderr, "%s\n", res.GetStatus().ToString().c_str());

@@ -37,8 +37,9 @@
 #include <string>
 #include <vector>
 
-#include "data/registry.h"
+#include "data/analyze.h"
 #include "data/synth.h"
+#include "data/version.h"
 #include "model/yolo.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
@@ -126,11 +127,13 @@ std::string MakeHome(const Args& a, const std::string& root, int classes) {
   auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
   if (!meta.IsOk()) Die("metadata store", meta.GetStatus());
   store::ArtifactStore blobs(home);
-  data::Registry reg(**meta, blobs);
   data::ImportOptions io;
   io.imgsz = a.imgsz;
   io.val_ratio = 0;
-  auto imp = reg.Import(src, "bench", io);
+  // Clean synthetic data: the analysis and the commit, no import policy.
+  auto analyzed = data::AnalyzeDataset(src, io);
+  if (!analyzed.IsOk()) Die("analyze", analyzed.GetStatus());
+  auto imp = data::CommitVersion(**meta, blobs, "bench", src, *analyzed, io);
   if (!imp.IsOk()) Die("import", imp.GetStatus());
   return home;
 }
