@@ -62,6 +62,8 @@ awk -F, '
   }
   {
     loss = $col["train/box_loss"] + $col["train/cls_loss"] + $col["train/dfl_loss"]
-    printf "%5d %9.4f %9.4f %9.4f %8.1f\n", $col["epoch"], $col["metrics/mAP50(B)"], $col["metrics/mAP50-95(B)"], loss, $col["time"]
+    # time: the run's cumulative seconds (the reference's meaning); this epoch = the difference
+    secs = $col["time"] - prev; prev = $col["time"]
+    printf "%5d %9.4f %9.4f %9.4f %8.1f\n", $col["epoch"], $col["metrics/mAP50(B)"], $col["metrics/mAP50-95(B)"], loss, secs
   }' "$csv"
 echo "== ${secs}s total; results: $csv; log: $out/train.log"

@@ -8,7 +8,7 @@ namespace kestrel::app {
 using nlohmann::json;
 
 json EpochMetricsPayload(const EpochMetrics& m) {
-  // The results.csv column names (train/progress.cc), so a curve reads as
+  // The results.csv column names (train/progress.h), so a curve reads as
   // the file a YOLO user knows.
   return {{"type", "epoch"},
           {"x", m.epoch},
@@ -27,7 +27,7 @@ json EpochMetricsPayload(const EpochMetrics& m) {
             {"lr/pg0", m.lr[0]},
             {"lr/pg1", m.lr[1]},
             {"lr/pg2", m.lr[2]},
-            {"time", m.seconds}}}};
+            {"time", m.time}}}};
 }
 
 json StepMetricsPayload(const StepMetrics& m) {

@@ -6,7 +6,8 @@
 // Kinds and payloads:
 //   "metric", {"type": "epoch", "x": E, "epoch": E, "values": {name: y}}
 //     one validated epoch: the results.csv columns (train/box_loss, ...,
-//     metrics/mAP50(B), metrics/mAP50-95(B), lr/pg0..2, time)
+//     metrics/mAP50(B), metrics/mAP50-95(B), lr/pg0..2, time: cumulative
+//     seconds, as in the file)
 //   "metric", {"type": "step", "x": I, "epoch": E, "values": {iter/box_loss,
 //     iter/cls_loss, iter/dfl_loss}}: one sampled iteration (I = 1-based
 //     global iteration)
@@ -42,7 +43,7 @@ struct EpochMetrics {
   double precision = 0, recall = 0, map50 = 0, map5095 = 0;
   double val_box = 0, val_cls = 0, val_dfl = 0;
   std::array<double, 3> lr{};  // last LR per parameter group
-  double seconds = 0;          // wall time of the epoch
+  double time = 0;             // wall seconds of the run up to this epoch's end (results.csv `time`)
 };
 
 // One sampled training iteration.

@@ -154,6 +154,9 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
         break;
     }
   };
+  // The run's wall seconds up to the epoch being posted: results.csv's
+  // cumulative `time` (train/progress.h), continued over restored epochs.
+  double run_seconds = 0;
   auto post_epoch = [&](const train::EpochRecord& e) {
     EpochMetrics m;
     m.epoch = e.epoch;
@@ -168,7 +171,7 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
     m.val_cls = e.val_cls;
     m.val_dfl = e.val_dfl;
     m.lr = e.lr;
-    m.seconds = e.seconds;
+    m.time = run_seconds;
     nlohmann::json payload = EpochMetricsPayload(m);
     if (!opts.val) {
       // Nothing was validated: no metric or val-loss series, rather than
@@ -182,6 +185,7 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
   };
   hooks.on_resumed = [&](const std::vector<train::EpochRecord>& restored) {
     for (const auto& e : restored) {
+      run_seconds += e.seconds;
       if (reported.count(e.epoch) == 0) post_epoch(e);
     }
   };
@@ -217,6 +221,7 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
              " micro_batch=" + std::to_string(o.to));
   };
   hooks.on_epoch = [&](const train::EpochRecord& e) {
+    run_seconds += e.seconds;
     post_epoch(e);
     progress("stage=train epoch=" + std::to_string(e.epoch) + " done " +
              (opts.val ? "map50=" + std::to_string(e.map50) + " map50_95=" + std::to_string(e.map5095)

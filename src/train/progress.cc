@@ -61,27 +61,36 @@ Result<std::vector<EpochRecord>> HistoryFromJson(const std::string& text) {
   }
 }
 
-Status WriteResultsCsv(Env& env, const std::string& path, const std::vector<EpochRecord>& history) {
-  std::string out =
-      "epoch,train/box_loss,train/cls_loss,train/dfl_loss,metrics/precision(B),metrics/recall(B),"
-      "metrics/mAP50(B),metrics/mAP50-95(B),val/box_loss,val/cls_loss,val/dfl_loss,lr/pg0,lr/pg1,lr/"
-      "pg2,time\n";
+std::string ResultsCsvText(const std::vector<EpochRecord>& history) {
+  std::string out;
+  for (const char* c : kResultsCsvColumns) out += std::string(out.empty() ? "" : ",") + c;
+  out += "\n";
+  double time = 0;
   char line[512];
   for (const auto& r : history) {
+    time += r.seconds;
     std::snprintf(line, sizeof line,
-                  "%d,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.5g,%.6g,%.6g,%.6g,%.3f\n", r.epoch,
+                  "%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", r.epoch, time,
                   r.box, r.cls, r.dfl, r.precision, r.recall, r.map50, r.map5095, r.val_box, r.val_cls,
-                  r.val_dfl, r.lr[0], r.lr[1], r.lr[2], r.seconds);
+                  r.val_dfl, r.lr[0], r.lr[1], r.lr[2]);
     out += line;
   }
-  return env.WriteFileAtomic(path, out);
+  return out;
+}
+
+Status WriteResultsCsv(Env& env, const std::string& path, const std::vector<EpochRecord>& history) {
+  return env.WriteFileAtomic(path, ResultsCsvText(history));
 }
 
 Status WriteArgsYaml(Env& env, const std::string& path, const nlohmann::json& config) {
-  std::string out;
+  // The reference's args.yaml starts with the task and the mode and ends
+  // with save_dir; scripts look these up to tell runs apart.
+  std::string out = "task: \"detect\"\nmode: \"train\"\n";
   for (auto it = config.begin(); it != config.end(); ++it) {
+    if (it.key() == "task" || it.key() == "mode" || it.key() == "save_dir") continue;
     out += it.key() + ": " + DumpJson(it.value()) + "\n";
   }
+  out += "save_dir: " + DumpJson(nlohmann::json(DirName(path))) + "\n";
   return env.WriteFileAtomic(path, out);
 }
 

@@ -2,6 +2,7 @@
 // results.csv, args.yaml, the epoch history as JSON (stored in checkpoints)
 // and the train_batch0.jpg preview.
 #pragma once
+#include <array>
 #include <nlohmann/json_fwd.hpp>
 #include <ostream>
 #include <string>
@@ -17,11 +18,38 @@ namespace kestrel::train {
 std::string HistoryToJson(const std::vector<EpochRecord>& history);
 Result<std::vector<EpochRecord>> HistoryFromJson(const std::string& text);
 
-// results.csv: header + one row per epoch (losses, P, R, mAP50, mAP50-95,
-// lr per group, seconds), written atomically.
+// results.csv, in the reference trainer's column order and meaning so tools
+// written for its files read Kestrel's: `epoch` (1-based), `time` (wall
+// seconds of the run up to the end of that epoch: the running sum of
+// EpochRecord::seconds, each epoch's validation included, continued across
+// a resume), the three mean train loss items, precision, recall, mAP50,
+// mAP50-95 (0 when not validated), the three mean val loss items, and the
+// last LR of param groups 0-2.
+inline constexpr std::array<const char*, 15> kResultsCsvColumns = {"epoch",
+                                                                   "time",
+                                                                   "train/box_loss",
+                                                                   "train/cls_loss",
+                                                                   "train/dfl_loss",
+                                                                   "metrics/precision(B)",
+                                                                   "metrics/recall(B)",
+                                                                   "metrics/mAP50(B)",
+                                                                   "metrics/mAP50-95(B)",
+                                                                   "val/box_loss",
+                                                                   "val/cls_loss",
+                                                                   "val/dfl_loss",
+                                                                   "lr/pg0",
+                                                                   "lr/pg1",
+                                                                   "lr/pg2"};
+// The file's text: the comma-separated header, then one row per record,
+// every number as the reference prints it (printf "%.6g"), '\n' line ends.
+std::string ResultsCsvText(const std::vector<EpochRecord>& history);
+// Writes ResultsCsvText(history) to `path` atomically.
 Status WriteResultsCsv(Env& env, const std::string& path, const std::vector<EpochRecord>& history);
 
-// args.yaml: the effective config (OptionSet::ToJson()) as flat YAML.
+// args.yaml: flat YAML, values as JSON scalars. As the reference's file:
+// `task: "detect"` and `mode: "train"` first, then the effective config
+// (OptionSet::ToJson(), keys sorted), then `save_dir`: the run folder, the
+// directory of `path` as given. Written atomically.
 Status WriteArgsYaml(Env& env, const std::string& path, const nlohmann::json& config);
 
 // Progress of the epoch in progress. Plain mode prints one line per call to

@@ -325,8 +325,8 @@ TEST_P(ModelRegistryTest, JobModelsCarryLineageFromTheJobAndItsAttempt) {
   fs::create_directories(run_dir + "/weights");
   const std::string best = Weights("run/weights/best.safetensors", 11);
   const std::string parent = Weights("parent.safetensors", 12);
-  std::ofstream(run_dir + "/results.csv")
-      << "epoch,train/box_loss,metrics/precision(B),metrics/recall(B),metrics/mAP50(B)\n1,1.0,0.25,0.5,0.3\n";
+  std::ofstream(run_dir + "/results.csv") << "epoch,time,train/box_loss,metrics/precision(B),metrics/"
+                                             "recall(B),metrics/mAP50(B)\n1,9.5,1.0,0.25,0.5,0.3\n";
   std::ofstream(run_dir + "/results.png") << "png";
   std::ofstream(run_dir + "/best_eval.json")
       << R"({"precision":0.26,"classes":[{"class_id":0,"name":"a","instances":3,"map50":0.4,"map5095":0.2}]})";

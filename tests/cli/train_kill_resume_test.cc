@@ -1,7 +1,7 @@
 // `kestrel train` killed with SIGKILL mid-run and resumed with
 // `resume=.../weights/last.ckpt` ends exactly where an uninterrupted run of
 // the same configuration ends: last.safetensors / best.safetensors bitwise
-// equal and results.csv equal except the wall-time column. Black box: the
+// equal and results.csv equal except the wall-time column (`time`). Black box: the
 // CLI runs as a child process (tiny synthetic data, model t, imgsz 64,
 // threads=1, fixed seed, a checkpoint after every iteration through
 // save_period_min).
@@ -41,11 +41,14 @@ std::string ReadAll(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// results.csv rows without the last ("time") column.
+// results.csv rows without the second ("time", wall seconds) column.
 std::vector<std::string> ResultsWithoutTime(const fs::path& p) {
   std::vector<std::string> rows;
   std::istringstream in(ReadAll(p));
-  for (std::string line; std::getline(in, line);) rows.push_back(line.substr(0, line.rfind(',')));
+  for (std::string line; std::getline(in, line);) {
+    const size_t a = line.find(','), b = a == std::string::npos ? a : line.find(',', a + 1);
+    rows.push_back(b == std::string::npos ? line : line.substr(0, a) + line.substr(b));
+  }
   return rows;
 }
 

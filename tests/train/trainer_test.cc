@@ -83,10 +83,22 @@ TEST_F(TrainerTest, TinyRunWritesArtifactsAndLearns) {
     EXPECT_TRUE(std::isfinite(e.val_box) && std::isfinite(e.val_cls) && std::isfinite(e.val_dfl));
   }
   {
+    // The reference's columns (train/progress.h); `time` is the run's
+    // cumulative seconds, so it grows row by row.
     std::ifstream csv(o.run_dir + "/results.csv");
     std::string header;
     std::getline(csv, header);
-    EXPECT_NE(header.find("val/box_loss,val/cls_loss,val/dfl_loss"), std::string::npos) << header;
+    EXPECT_EQ(header.rfind("epoch,time,train/box_loss,", 0), 0u) << header;
+    EXPECT_NE(header.find("val/box_loss,val/cls_loss,val/dfl_loss,lr/pg0,lr/pg1,lr/pg2"), std::string::npos)
+        << header;
+    double last_time = 0;
+    int rows = 0;
+    for (std::string line; std::getline(csv, line); ++rows) {
+      const double t = std::stod(line.substr(line.find(',') + 1));
+      EXPECT_GT(t, last_time) << line;
+      last_time = t;
+    }
+    EXPECT_EQ(rows, static_cast<int>(r->history.size()));
   }
   EXPECT_NE(log.str().find("torch threads: 1"), std::string::npos);
   EXPECT_NE(log.str().find("mAP50-95"), std::string::npos);
