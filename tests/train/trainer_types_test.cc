@@ -3,13 +3,12 @@
 // so a torch header reaching trainer.h, or a definition of its types moving
 // back into a torch TU, breaks this build. Also what those types promise:
 // each exit reason's name and exit code, and TrainOptions' loss view.
-#include "train/trainer.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "core/failure.h"
+#include "train/trainer.h"
 
 namespace kestrel::train {
 namespace {
