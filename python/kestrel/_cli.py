@@ -163,7 +163,7 @@ class Kestrel:
             doc = None
         if not isinstance(doc, dict):
             tail = (stderr or text).strip()[-2000:]
-            raise CommandError(proc.returncode or -1,
+            raise CommandError(proc.returncode,
                                {"code": "no_document",
                                 "message": f"no JSON document on stdout (exit {proc.returncode})"
                                            + (f": {tail}" if tail else "")},

@@ -132,6 +132,21 @@ class Client:
         """`GET /api/models/{ref}`: one model (NAME, NAME@vN, NAME@TAG, id prefix)."""
         return self.request("GET", f"/api/models/{self._segment(ref)}")["model"]
 
+    def model_of(self, job_id, timeout=10.0, poll=0.2):
+        """The model a succeeded job registered. The worker registers it just
+        after it commits the job's success (docs/models.md), so right after
+        `wait` it may not be listed yet: this polls `GET /api/models` until
+        it is, raising TimeoutError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [m for m in self.models() if m.get("job_id") == job_id]
+            if found:
+                return found[0]
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no model registered from job {job_id} within {timeout} s "
+                                   f"(a failed registration: kestrel models register --job {job_id})")
+            time.sleep(poll)
+
     # -- events ---------------------------------------------------------------
 
     def events(self, job_id=None, last_event_id=None, reconnect=True):

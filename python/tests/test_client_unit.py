@@ -27,6 +27,7 @@ def state_event(ident, state):
 
 class FakeServer(BaseHTTPRequestHandler):
     requests = []  # (method, path, headers, body) of every request
+    model_reads = 0
 
     def log_message(self, *args):
         pass
@@ -72,6 +73,14 @@ class FakeServer(BaseHTTPRequestHandler):
         if path == "/api/jobs/8":
             return self._json(404, {"ok": False, "error": {"code": "not_found", "field": "job",
                                                            "message": "no job 8"}})
+        if path == "/api/models":
+            # The model of job 7 shows up on the third read (registered after
+            # the job's success was committed).
+            FakeServer.model_reads += 1
+            models = [{"ref": "birds@v1", "job_id": 3}]
+            if FakeServer.model_reads >= 3:
+                models.append({"ref": "birds@v2", "job_id": 7})
+            return self._json(200, {"ok": True, "models": models})
         if path == "/api/models/birds%40v2":
             return self._json(200, {"ok": True, "model": {"ref": "birds@v2"}})
         if path == "/api/jobs/7/events":
@@ -152,6 +161,14 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(streams[0][2].get("Last-Event-ID"))
         self.assertEqual(streams[1][2]["Last-Event-ID"], "2")
         self.assertEqual(streams[1][2]["Accept"], "text/event-stream")
+
+    def test_model_of_polls_until_the_job_registered_one(self):
+        FakeServer.model_reads = 0
+        self.assertEqual(self.client.model_of(7, timeout=10, poll=0.01)["ref"], "birds@v2")
+        self.assertEqual(FakeServer.model_reads, 3)
+        FakeServer.model_reads = 0
+        with self.assertRaisesRegex(TimeoutError, "job 9"):
+            self.client.model_of(9, timeout=0.05, poll=0.01)
 
     def test_events_without_reconnect_end_with_the_stream(self):
         events = list(self.client.events(7, reconnect=False))

@@ -150,10 +150,11 @@ class KestrelEndToEnd(unittest.TestCase):
             self.assertGreaterEqual(series["last_event_id"], epochs[0].id)
 
             self.assertIn(job_id, [j["id"] for j in client.jobs(state="succeeded")])
-            models = client.models(dataset="ds")
-            mine = [m for m in models if m["job_id"] == job_id]
-            self.assertEqual(len(mine), 1, (job_id, models))
-            self.assertEqual(client.model(mine[0]["ref"])["job_id"], job_id)
+            # Registered just after the success is committed: model_of polls.
+            mine = client.model_of(job_id, timeout=30)
+            self.assertEqual(mine["dataset"], "ds")
+            self.assertIn(mine["ref"], [m["ref"] for m in client.models(dataset="ds")])
+            self.assertEqual(client.model(mine["ref"])["job_id"], job_id)
         finally:
             server.send_signal(signal.SIGTERM)
             try:
