@@ -19,8 +19,11 @@
 #include <vector>
 
 #include "app/backends.h"
+#include "app/export_keys.h"
 #include "app/job_kinds.h"
+#include "app/val_keys.h"
 #include "core/env.h"
+#include "core/options.h"
 #include "core/safetensors.h"
 
 namespace kestrel::app {
@@ -104,6 +107,33 @@ TEST_F(ImgszTest, BadRecordedSizeIsAnErrorNamingImgsz) {
   }
   EXPECT_EQ(ChooseImgsz((dir_ / "missing.safetensors").string(), 0).GetStatus().Code(),
             StatusCode::kNotFound);
+}
+
+// The keys tell "not given" (0; export: 0,0) from "given 640".
+TEST_F(ImgszTest, KeysTellNotGivenFromGiven640) {
+  for (const bool give : {false, true}) {
+    std::vector<std::string> args = {"model=best.pt", "data=shapes"};
+    if (give) args.push_back("imgsz=640");
+    ValKeys val;
+    OptionSet vs;
+    val.Bind(vs);
+    ASSERT_TRUE(vs.ApplyArgs(args).IsOk());
+    EXPECT_EQ(val.imgsz, give ? 640 : 0);
+    ExportKeys exp;
+    OptionSet es;
+    exp.Bind(es);
+    ASSERT_TRUE(es.ApplyArgs({args[0], give ? "imgsz=640" : "format=onnx"}).IsOk());
+    auto req = exp.Request();
+    ASSERT_TRUE(req.IsOk()) << req.GetStatus().ToString();
+    EXPECT_EQ(req->imgsz_h, give ? 640 : 0);
+    EXPECT_EQ(req->imgsz_w, give ? 640 : 0);
+  }
+  // A given size that is no network side is still refused by name.
+  ExportKeys exp;
+  OptionSet es;
+  exp.Bind(es);
+  ASSERT_TRUE(es.ApplyArgs({"model=best.pt", "imgsz=100"}).IsOk());
+  EXPECT_EQ(exp.Request().GetStatus().Where().field, "imgsz");
 }
 
 // LoadDetector hands the backend the resolved size and logs why; a given
