@@ -17,7 +17,8 @@
 
 namespace kestrel::app {
 
-struct RegisteredExport {
+struct RegisteredExport {  // NOLINT(bugprone-exception-escape): an aggregate; the check misreads its
+                           // implicit moves (strings, optionals, a json: noexcept in practice)
   ExportResult result;
   // The registered model model= named (NAME@vN, NAME@TAG, id prefix); unset
   // for a plain weights file, whose export is recorded nowhere.

@@ -232,8 +232,8 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
     switch (l.kind) {
       case model::LayerKind::kConv: {
         const int pad = l.padding >= 0 ? l.padding : l.kernel / 2;
-        hw[l.index] = {(h_in + 2 * pad - l.kernel) / l.stride + 1,
-                       (w_in + 2 * pad - l.kernel) / l.stride + 1};
+        hw[l.index] = {(h_in + 2 * int64_t{pad} - l.kernel) / l.stride + 1,
+                       (w_in + 2 * int64_t{pad} - l.kernel) / l.stride + 1};
         out[l.index] = g.ConvBn(x, cx, p, l.kernel, l.stride, l.padding, 1, true, &c);
         break;
       }

@@ -182,7 +182,7 @@ std::string GraphBuilder::ConvBn(const std::string& x, int c_in, const std::stri
     bias[o] = beta[o] - mean[o] * scale;
   }
   *c_out = static_cast<int>(co);
-  const std::string y = ConvNode(x, prefix + ".conv", wshape, w, bias, k, s, pad, groups);
+  std::string y = ConvNode(x, prefix + ".conv", wshape, w, bias, k, s, pad, groups);
   if (!act) return y;
   const std::string sig = Fresh(prefix + ".sigmoid");
   Node("Sigmoid", {y}, {sig});
