@@ -41,6 +41,8 @@ Status WriteCheckpoint(Run& r, bool is_best) {
   KESTREL_RETURN_IF_ERROR(r.ema->CopyTo(**r.ema_model));
   model::SaveOptions so;
   so.names = r.dataset.manifest.names;
+  // The training size, so val/predict/export default to it (issue 28).
+  so.extra_metadata["imgsz"] = std::to_string(r.opt.loader.imgsz);
   so.env = &env;
   // best.* before last.*: a crash in between must never leave a last.ckpt
   // whose best epoch has no weights on disk (resume would trust it).
@@ -56,6 +58,7 @@ Status WriteCheckpoint(Run& r, bool is_best) {
 }
 
 Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double seconds) {
+  const int64_t end_start_us = r.env->NowMicros();
   EpochRecord rec;
   rec.epoch = epoch + 1;
   const auto& a = r.state.accum;
@@ -65,7 +68,6 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
     rec.dfl = a.dfl / a.batches;
   }
   for (int g = 0; g < 3; ++g) rec.lr[g] = plan.lr[g] * r.state.lr_scale;
-  rec.seconds = seconds;
   if (r.validator) {
     KESTREL_RETURN_IF_ERROR(r.ema->CopyTo(**r.ema_model));
     std::function<void(int64_t, int64_t)> on_val;
@@ -96,6 +98,9 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
   } else {
     rec.fitness = -(rec.box + rec.cls + rec.dfl);  // no val split: lower train loss is better
   }
+  // The epoch's wall time counts its validation, as the reference's
+  // results.csv `time` does (it is taken after validating).
+  rec.seconds = seconds + static_cast<double>(r.env->NowMicros() - end_start_us) * 1e-6;
   const bool is_best = IsNewBest(r.state, rec.fitness);
   if (is_best) {
     r.state.best_fitness = rec.fitness;
