@@ -25,6 +25,7 @@
 
 #include "core/env.h"
 #include "core/safetensors.h"
+#include "model/pt_checkpoint.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
 #include "model/yolo.h"
@@ -155,6 +156,13 @@ TEST_F(TrainerOptionsTest, PretrainedLoadsAllButTheClassBranch) {
   const std::string weights = prev.run_dir + "/weights/last.safetensors";
   auto file = ReadSafeTensorsFile(weights);
   ASSERT_TRUE(file.IsOk()) << file.GetStatus().ToString();
+  // The training size is recorded, so val/predict/export default to it
+  // (issue 28 item 1; app/imgsz.h reads it back through ReadRecordedImgsz).
+  ASSERT_TRUE(file->metadata.count("imgsz")) << "best/last.safetensors record no imgsz";
+  EXPECT_EQ(file->metadata.at("imgsz"), std::to_string(prev.loader.imgsz));
+  auto recorded = model::ReadRecordedImgsz(weights);
+  ASSERT_TRUE(recorded.IsOk()) << recorded.GetStatus().ToString();
+  EXPECT_EQ(*recorded, prev.loader.imgsz);
 
   // Fine-tune on the 3-class dataset: the run starts from the file's weights.
   TrainOptions o = Tiny("ft_nc3", "tiny3");
