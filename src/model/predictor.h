@@ -8,7 +8,7 @@
 //   mode (optionally BN-fused) -> eval::PostprocessYolo (decode + NMS) ->
 //   boxes mapped back to original-image pixels (eval::ScaleToOriginal).
 // Everything but the forward is eval::BatchInference (eval/inference.h),
-// which the ONNX runner (app_run/onnx_predict.h) shares.
+// which the ONNX backend's OnnxPredictor (backend_onnx/onnx_predict.h) shares.
 //
 // Thread-safety: not thread-safe (one Predictor per thread). Torch's intra-op
 // thread count is process-wide and set by main() / test setup, not here.

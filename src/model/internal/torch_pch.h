@@ -1,6 +1,6 @@
 // The precompiled header of the torch targets (CMake option KESTREL_TORCH_PCH,
 // kestrel_torch_pch() in the top-level CMakeLists.txt): the LibTorch headers
-// that the model, train and app_run sources and their tests include, parsed
+// that the model and train sources and their tests include, parsed
 // once per build instead of once per translation unit (~40% of a torch TU's
 // compile time; docs/ARCHITECTURE.md "Build time"). Never include it by hand.
 #pragma once
