@@ -27,7 +27,10 @@ void AugmentOptions::Bind(OptionSet& s) {
   s.Float("fliplr", &fliplr, "image flip left-right (probability)", Range::Closed(0, 1));
   s.Float("mosaic", &mosaic, "image mosaic (probability)", Range::Closed(0, 1));
   s.Float("mixup", &mixup, "image mixup (probability)", Range::Closed(0, 1));
-  s.Int("close_mosaic", &close_mosaic, "disable mosaic for the final N epochs", 0);
+  s.Int("close_mosaic", &close_mosaic,
+        "disable mosaic for the final N epochs (a run of fewer than N epochs keeps mosaic throughout, as the "
+        "reference)",
+        0);
   s.Bool("multi_scale", &multi_scale, "vary the train image size +/- 50% per batch");
 }
 

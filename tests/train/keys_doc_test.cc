@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/options.h"
+#include "eval/inference.h"
 #include "eval/postprocess.h"
 #include "train/train_config.h"
 
@@ -74,7 +75,19 @@ TEST(KeysDocTest, InferenceKeysAgreeWithNmsOptions) {
   n.max_det = max_det;
   EXPECT_TRUE(n.Validate().IsOk());
   EXPECT_FALSE(s.Set("max_det", "0").IsOk());
-  EXPECT_FALSE(s.Set("imgsz", "16").IsOk());
+  // imgsz 0 is "not given" (the weights' training size, app/imgsz.h); an
+  // explicit size the network cannot take passes the key and is refused,
+  // naming imgsz, by InferenceOptions::Validate when the run starts.
+  ASSERT_TRUE(s.Set("imgsz", "0").IsOk());
+  ASSERT_TRUE(s.Set("imgsz", "16").IsOk());
+  eval::InferenceOptions io;
+  io.imgsz = imgsz;
+  const Status bad = io.Validate();
+  EXPECT_FALSE(bad.IsOk());
+  EXPECT_EQ(bad.Where().field, "imgsz");
+  ASSERT_TRUE(s.Set("imgsz", "32").IsOk());
+  io.imgsz = imgsz;
+  EXPECT_TRUE(io.Validate().IsOk());
   EXPECT_FALSE(s.Set("imgsz", "8192").IsOk());
 }
 
