@@ -448,7 +448,9 @@ std::string ClosestMatch(std::string_view key, const std::vector<std::string>& c
       best = c;
     }
   }
-  size_t allowed = std::max<size_t>(2, key.size() / 3);
+  // Two edits turn any four-letter word into another ("time" -> "name"):
+  // keys of up to 4 bytes get one edit, longer ones max(2, length / 3).
+  const size_t allowed = key.size() <= 4 ? 1 : std::max<size_t>(2, key.size() / 3);
   return best_d <= allowed ? best : "";
 }
 

@@ -41,6 +41,21 @@ TEST(OptionsTest, UnknownKeySuggestsClosest) {
   EXPECT_NE(st.Message().find("did you mean 'epochs'"), std::string::npos) << st.ToString();
 }
 
+// issue 28: `time=` (before it was a key) got "did you mean 'name'?" — two
+// edits apart, as any two four-letter words are. Short keys get one edit.
+TEST(OptionsTest, ShortKeysAreNotMatchedToUnrelatedWords) {
+  const std::vector<std::string> keys = {"name", "data", "epochs", "lr0", "list", "iou"};
+  EXPECT_EQ(ClosestMatch("time", keys), "");
+  EXPECT_EQ(ClosestMatch("half", keys), "");
+  EXPECT_EQ(ClosestMatch("cls", keys), "");
+  EXPECT_EQ(ClosestMatch("lr", keys), "lr0");
+  EXPECT_EQ(ClosestMatch("lst", keys), "list");
+  EXPECT_EQ(ClosestMatch("nmae", keys), "");  // a transposition is two edits
+  EXPECT_EQ(ClosestMatch("nme", keys), "name");
+  EXPECT_EQ(ClosestMatch("epoch", keys), "epochs");
+  EXPECT_EQ(ClosestMatch("epoks", keys), "epochs");  // longer keys keep two edits
+}
+
 TEST(OptionsTest, RangeAndTypeErrorsNameField) {
   DemoOptions o;
   OptionSet s;
