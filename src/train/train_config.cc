@@ -46,7 +46,7 @@ void TrainConfig::Bind(OptionSet& s) {
   s.Int("keep_ckpts", &keep_ckpts,
         "epoch checkpoints a succeeded job keeps, newest first (best/last always stay)", 0, 100000);
   s.String("pretrained", &pretrained, "safetensors weights to start from (class count may differ)");
-  s.String("resume", &resume, "checkpoint to continue exactly (runs/train/NAME/weights/last.ckpt)");
+  s.String("resume", &resume, "checkpoint to continue exactly (runs/detect/NAME/weights/last.ckpt)");
   s.Int("threads", &threads,
         "torch intra-op threads (0 = the cores this process may use: affinity, cgroup quota)", 0, 4096);
   s.Int("freeze", &freeze, "freeze the first N model layers", 0, 23);

@@ -45,24 +45,25 @@ inline constexpr int kAutoBatchCpu = 16;
 inline constexpr const char* kCheckpointFormat = "kestrel-checkpoint";
 
 struct TrainConfig {
-  std::string data;                    // registry spec NAME[@vN|@idprefix]
-  std::string model = "n";             // n|s|m|l|x|t|yolov8n.yaml|yolo11n|yolov5su ...
-  int epochs = 100;                    // total epochs
-  std::string device = "cpu";          // cpu | cuda | cuda:N | N (core/device_spec.h)
-  bool amp = true;                     // CUDA: autocast (bf16) forward; CPU: float32 (logged)
-  int64_t seed = 0;                    // torch init + loader randomness
-  bool deterministic = true;           // torch deterministic algorithms
-  int patience = 100;                  // epochs without fitness improvement before stopping
-  double save_period_min = 0;          // also checkpoint mid-epoch every N minutes (0 = off)
-  int save_period = 0;                 // also keep weights/epoch<N>.ckpt every N epochs (0 = off)
-  int keep_ckpts = 3;                  // epoch checkpoints a succeeded job keeps (newest; docs/disk.md)
-  std::string pretrained;              // safetensors weights to start from (fine-tune load)
-  std::string resume;                  // checkpoint (weights/last.ckpt) to continue exactly
-  int threads = 0;                     // torch intra-op threads, 0 = this process's CPU budget
-  int freeze = 0;                      // freeze the first N layers (model.0 .. model.N-1)
-  std::string project = "runs/train";  // run dir = project/name unless run_dir is set
-  std::string name = "exp";
-  bool exist_ok = false;         // reuse project/name instead of exp2, exp3, ...
+  std::string data;            // registry spec NAME[@vN|@idprefix]
+  std::string model = "n";     // n|s|m|l|x|t|yolov8n.yaml|yolo11n|yolov5su ...
+  int epochs = 100;            // total epochs
+  std::string device = "cpu";  // cpu | cuda | cuda:N | N (core/device_spec.h)
+  bool amp = true;             // CUDA: autocast (bf16) forward; CPU: float32 (logged)
+  int64_t seed = 0;            // torch init + loader randomness
+  bool deterministic = true;   // torch deterministic algorithms
+  int patience = 100;          // epochs without fitness improvement before stopping
+  double save_period_min = 0;  // also checkpoint mid-epoch every N minutes (0 = off)
+  int save_period = 0;         // also keep weights/epoch<N>.ckpt every N epochs (0 = off)
+  int keep_ckpts = 3;          // epoch checkpoints a succeeded job keeps (newest; docs/disk.md)
+  std::string pretrained;      // safetensors weights to start from (fine-tune load)
+  std::string resume;          // checkpoint (weights/last.ckpt) to continue exactly
+  int threads = 0;             // torch intra-op threads, 0 = this process's CPU budget
+  int freeze = 0;              // freeze the first N layers (model.0 .. model.N-1)
+  // The reference's layout: runs/detect/train, train2, ... (ResolveRunDir).
+  std::string project = "runs/detect";  // run dir = project/name unless run_dir is set
+  std::string name = "train";
+  bool exist_ok = false;         // reuse project/name instead of train2, train3, ...
   std::string run_dir;           // explicit run directory (overrides project/name)
   bool val = true;               // validate every epoch
   bool plots = true;             // eval plots + train_batch0.jpg

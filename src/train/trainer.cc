@@ -52,16 +52,6 @@ using internal::WriteCheckpoint;
 
 constexpr double kClipNorm = 10.0;
 
-std::string ResolveRunDir(Env& env, const TrainOptions& o) {
-  if (!o.run_dir.empty()) return o.run_dir;
-  std::string base = JoinPath(o.project, o.name);
-  if (o.exist_ok || !env.Stat(base).exists) return base;
-  for (int i = 2;; ++i) {
-    std::string cand = base + std::to_string(i);
-    if (!env.Stat(cand).exists) return cand;
-  }
-}
-
 nlohmann::json ConfigJson(TrainOptions o) {
   OptionSet s;
   o.Bind(s);

@@ -53,6 +53,13 @@ struct TrainOptions : TrainConfig {
   Status Validate() const;
 };
 
+// The folder a new run writes to: `run_dir` when set, else project/name
+// (default runs/detect/train, relative to the working directory, as the
+// reference trainer) when it does not exist or exist_ok, else the first free
+// project/name2, name3, ... Looks at the file system through `env`; creates
+// nothing. A resumed run keeps its checkpoint's folder instead.
+std::string ResolveRunDir(Env& env, const TrainConfig& c);
+
 enum class ExitReason { kCompleted, kEarlyStopped, kStopped, kDiverged, kHalted };
 const char* ExitReasonName(ExitReason r);  // "completed", "early_stopped", "stopped", "diverged", "halted"
 

@@ -18,6 +18,16 @@ Status TrainOptions::Validate() const {
   return EffectiveLoss().Validate();
 }
 
+std::string ResolveRunDir(Env& env, const TrainConfig& c) {
+  if (!c.run_dir.empty()) return c.run_dir;
+  std::string base = JoinPath(c.project, c.name);
+  if (c.exist_ok || !env.Stat(base).exists) return base;
+  for (int i = 2;; ++i) {
+    std::string cand = base + std::to_string(i);
+    if (!env.Stat(cand).exists) return cand;
+  }
+}
+
 const char* ExitReasonName(ExitReason r) {
   switch (r) {
     case ExitReason::kCompleted:

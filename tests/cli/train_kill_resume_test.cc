@@ -88,7 +88,7 @@ TEST_F(TrainKillResumeTest, SigkilledRunResumesToBitwiseIdenticalWeights) {
   // Kill once epoch 1 is recorded and a mid-epoch checkpoint of a later epoch exists.
   const pid_t pid = Spawn(std::string(kTrainArgs) + " name=killed");
   ASSERT_GT(pid, 0);
-  const fs::path run = dir_ / "runs/train/killed";
+  const fs::path run = dir_ / "runs/detect/killed";
   const fs::path ckpt = run / "weights/last.ckpt";
   // The check runs while the run is frozen (FreezeWhen), so what it saw is
   // where the SIGKILL lands, however loaded the machine is.
@@ -120,20 +120,20 @@ TEST_F(TrainKillResumeTest, SigkilledRunResumesToBitwiseIdenticalWeights) {
   ASSERT_GE(resume_at, killed_at);
   EXPECT_FALSE(fs::exists(run / "weights/last.safetensors") &&
                ReadAll(run / "weights/last.safetensors") ==
-                   ReadAll(dir_ / "runs/train/full/weights/last.safetensors"))
+                   ReadAll(dir_ / "runs/detect/full/weights/last.safetensors"))
       << "killed too late: the run already had its final weights";
   std::printf("[ cli ] SIGKILL after checkpoint at iteration %lld; resuming from iteration %lld of %lld\n",
               static_cast<long long>(killed_at), static_cast<long long>(resume_at),
               static_cast<long long>(3 * kBatchesPerEpoch));
 
-  CliRun resumed = Kestrel("train resume=runs/train/killed/weights/last.ckpt");
+  CliRun resumed = Kestrel("train resume=runs/detect/killed/weights/last.ckpt");
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   // It continued from the checkpoint (a restart from scratch would also end identically).
   EXPECT_NE(resumed.out.find("at iteration " + std::to_string(resume_at) + "\n"), std::string::npos)
       << resumed.out;
   EXPECT_NE(resumed.out.find("completed: completed 3 epochs"), std::string::npos) << resumed.out;
 
-  const fs::path a = dir_ / "runs/train/full/weights", b = run / "weights";
+  const fs::path a = dir_ / "runs/detect/full/weights", b = run / "weights";
   for (const char* file : {"last.safetensors", "best.safetensors"}) {
     if (ReadAll(a / file) == ReadAll(b / file)) continue;
     // Say which tensors differ.
@@ -151,7 +151,7 @@ TEST_F(TrainKillResumeTest, SigkilledRunResumesToBitwiseIdenticalWeights) {
     ADD_FAILURE() << file << " differs: " << n << " of " << x->tensors.size() << " tensors (" << diff
                   << "), metadata equal: " << (x->metadata == y->metadata);
   }
-  const auto rows_full = ResultsWithoutTime(dir_ / "runs/train/full/results.csv");
+  const auto rows_full = ResultsWithoutTime(dir_ / "runs/detect/full/results.csv");
   const auto rows_killed = ResultsWithoutTime(run / "results.csv");
   ASSERT_EQ(rows_full.size(), 4u);  // header + 3 epochs
   EXPECT_EQ(rows_full, rows_killed);

@@ -4,7 +4,9 @@
 // back into a torch TU, breaks this build. Also what those types promise:
 // each exit reason's name and exit code, and TrainOptions' loss view.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include "core/failure.h"
@@ -74,6 +76,30 @@ TEST(TrainerTypesTest, ValidateChecksTheLossExtrasAfterTheKeys) {
   o.loss.assigner.top_k = 10;
   o.box = -1;  // a key's range: TrainConfig's check comes first
   EXPECT_EQ(o.Validate().Where().field, "box");
+}
+
+// Issue 28 item 5: `kestrel train` writes where the reference trainer does,
+// runs/detect/train, then train2, train3, ... (exist_ok reuses train;
+// run_dir wins over both).
+TEST(TrainerTypesTest, RunFolderIsTheReferencesRunsDetectTrainThenTrain2) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("kestrel_run_dir_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  TrainConfig c;
+  EXPECT_EQ(c.project, "runs/detect");
+  EXPECT_EQ(c.name, "train");
+  c.project = (root / "runs/detect").string();
+  Env& env = Env::Default();
+  EXPECT_EQ(ResolveRunDir(env, c), c.project + "/train");
+  fs::create_directories(root / "runs/detect/train");
+  EXPECT_EQ(ResolveRunDir(env, c), c.project + "/train2");
+  fs::create_directories(root / "runs/detect/train2");
+  EXPECT_EQ(ResolveRunDir(env, c), c.project + "/train3");
+  c.exist_ok = true;
+  EXPECT_EQ(ResolveRunDir(env, c), c.project + "/train");
+  c.run_dir = "elsewhere/x";
+  EXPECT_EQ(ResolveRunDir(env, c), "elsewhere/x");
+  fs::remove_all(root);
 }
 
 }  // namespace
