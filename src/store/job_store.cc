@@ -251,45 +251,80 @@ Status SqlStore::EndAttempt(int64_t job_id, int64_t attempt, const AttemptOutcom
       params);
 }
 
+Result<JobRecord> SqlStore::InsertJob(const JobSpec& spec, const std::string& key, int64_t now_ms,
+                                      bool* made) {
+  const std::string live =
+      std::string("SELECT ") + kJobColumns + " FROM jobs WHERE dedup_key = $1 AND state IN " + kLiveStates;
+  *made = false;
+  KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(live, {key}));
+  if (!rows.empty()) return ReadJob(rows[0]);
+  KESTREL_ASSIGN_OR_RETURN(int64_t id, NextId("job"));
+  // A concurrent submitter may have inserted the same key since the check:
+  // the partial unique index turns our insert into a no-op, then we return
+  // theirs (READ COMMITTED: the next statement sees their commit).
+  KESTREL_ASSIGN_OR_RETURN(
+      int64_t n,
+      conn_->Exec(
+          std::string("INSERT INTO jobs (") + kJobColumns +
+              ") VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, '', 0, $7, $8, 0, $9, 0, $10, $11, $12, "
+              "$13, $7, $7, 0, '', '', $14) ON CONFLICT DO NOTHING",
+          {id, spec.spec_json, spec.config_json, spec.dataset_version, static_cast<int64_t>(spec.priority),
+           key, now_ms, static_cast<int64_t>(spec.retry.max_retries),
+           static_cast<int64_t>(spec.retry.max_infra_retries), JoinMs(spec.retry.backoff_ms),
+           spec.device_kind, spec.device_memory_mb, spec.wall_clock_limit_ms, DoubleText(spec.min_map50)}));
+  if (n == 0) {
+    KESTREL_ASSIGN_OR_RETURN(auto again, conn_->Query(live, {key}));
+    if (again.empty()) {
+      return Status::Aborted("dedup race, retrying").WithReason(FailureReason::kStoreConflict);
+    }
+    return ReadJob(again[0]);
+  }
+  KESTREL_ASSIGN_OR_RETURN(JobRecord out, LoadJob(id, false));
+  *made = true;
+  KESTREL_RETURN_IF_ERROR(StateEvent(out, now_ms));
+  return out;
+}
+
 Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool* created) {
   KESTREL_RETURN_IF_ERROR(ValidateSpec(spec));
   KESTREL_ASSIGN_OR_RETURN(std::string key, JobDedupKey(spec));
-  const std::string live =
-      std::string("SELECT ") + kJobColumns + " FROM jobs WHERE dedup_key = $1 AND state IN " + kLiveStates;
+  JobRecord out;
+  bool made = false;
+  Status st = InTransaction([&]() -> Status {
+    KESTREL_ASSIGN_OR_RETURN(out, InsertJob(spec, key, now_ms, &made));
+    return {};
+  });
+  if (!st.IsOk()) return st;
+  if (created != nullptr) *created = made;
+  return out;
+}
+
+Result<JobRecord> SqlStore::SubmitTrialJob(int64_t study_id, int64_t number, const JobSpec& spec,
+                                           int64_t now_ms, bool* created) {
+  KESTREL_RETURN_IF_ERROR(ValidateSpec(spec));
+  KESTREL_ASSIGN_OR_RETURN(std::string key, JobDedupKey(spec));
   JobRecord out;
   bool made = false;
   Status st = InTransaction([&]() -> Status {
     made = false;
-    KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(live, {key}));
-    if (!rows.empty()) {
-      out = ReadJob(rows[0]);
-      return {};
-    }
-    KESTREL_ASSIGN_OR_RETURN(int64_t id, NextId("job"));
-    // A concurrent submitter may have inserted the same key since the check:
-    // the partial unique index turns our insert into a no-op, then we return
-    // theirs (READ COMMITTED: the next statement sees their commit).
     KESTREL_ASSIGN_OR_RETURN(
-        int64_t n,
-        conn_->Exec(
-            std::string("INSERT INTO jobs (") + kJobColumns +
-                ") VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, '', 0, $7, $8, 0, $9, 0, $10, $11, $12, "
-                "$13, $7, $7, 0, '', '', $14) ON CONFLICT DO NOTHING",
-            {id, spec.spec_json, spec.config_json, spec.dataset_version, static_cast<int64_t>(spec.priority),
-             key, now_ms, static_cast<int64_t>(spec.retry.max_retries),
-             static_cast<int64_t>(spec.retry.max_infra_retries), JoinMs(spec.retry.backoff_ms),
-             spec.device_kind, spec.device_memory_mb, spec.wall_clock_limit_ms, DoubleText(spec.min_map50)}));
-    if (n == 0) {
-      KESTREL_ASSIGN_OR_RETURN(auto again, conn_->Query(live, {key}));
-      if (again.empty()) {
-        return Status::Aborted("dedup race, retrying").WithReason(FailureReason::kStoreConflict);
-      }
-      out = ReadJob(again[0]);
+        auto trial, conn_->Query(std::string("SELECT job_id FROM study_trials WHERE study_id = $1 AND "
+                                             "number = $2") +
+                                     conn_->ForUpdate(),
+                                 {study_id, number}));
+    if (trial.empty()) {
+      return Status::NotFound("study " + std::to_string(study_id) + " has no trial " + std::to_string(number),
+                              {"", 0, "trial"});
+    }
+    if (trial[0].Int(0) != 0) {
+      KESTREL_ASSIGN_OR_RETURN(out, LoadJob(trial[0].Int(0), false));
       return {};
     }
-    KESTREL_ASSIGN_OR_RETURN(out, LoadJob(id, false));
-    made = true;
-    return StateEvent(out, now_ms);
+    KESTREL_ASSIGN_OR_RETURN(out, InsertJob(spec, key, now_ms, &made));
+    return conn_
+        ->Exec("UPDATE study_trials SET job_id = $1, updated_at = $2 WHERE study_id = $3 AND number = $4",
+               {out.id, now_ms, study_id, number})
+        .GetStatus();
   });
   if (!st.IsOk()) return st;
   if (created != nullptr) *created = made;

@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "store/job_types.h"
 #include "store/model_types.h"
+#include "store/study_types.h"
 #include "store/template_types.h"
 #include "store/token_types.h"
 
@@ -205,6 +206,42 @@ class MetadataStore {
   virtual Result<ApiTokenRecord> RevokeApiToken(const std::string& id, int64_t now_ms, bool* revoked) = 0;
   // Sets last_used to now_ms when it is older (one statement, no read).
   virtual Status TouchApiToken(const std::string& id, int64_t now_ms) = 0;
+
+  // ---- hyperparameter studies (docs/tune.md "In the store"; records in
+  // study_types.h). The application layer (app/tune_study.h) gives the
+  // states and JSON their meaning; the store keeps the identity rules and
+  // makes every state change a compare-and-set, so each event moves a trial
+  // exactly once even when two coordinators race after a lost lease.
+
+  // Adds the study (id assigned; created_ms/updated_ms as given) in one
+  // transaction. A study named rec.name already there is returned with
+  // *created = false when its space_hash is rec.space_hash (the same command
+  // run again attaches), else kAlreadyExists (field `name`) naming both
+  // hashes. kInvalidArgument for a malformed name (IsValidModelName's rules).
+  virtual Result<StudyRecord> CreateStudy(const StudyRecord& rec, bool* created) = 0;
+  // kNotFound (field `study`) when there is no study of that name.
+  virtual Result<StudyRecord> GetStudy(const std::string& name) = 0;
+  // Newest first.
+  virtual Result<std::vector<StudyRecord>> ListStudies() = 0;
+  // Writes rec.state, rec.job_id and rec.updated_ms of study rec.id when its
+  // stored state is `expected_state`; returns whether it wrote.
+  virtual Result<bool> UpdateStudy(const StudyRecord& rec, const std::string& expected_state) = 0;
+  // Adds trial (rec.study_id, rec.number); when it exists, nothing is
+  // written and the stored one is returned with *created = false.
+  // kNotFound (field `study`) for an unknown study.
+  virtual Result<TrialRecord> AddTrial(const TrialRecord& rec, bool* created) = 0;
+  // Writes every field of the trial but its key and created_ms when its
+  // stored state is `expected_state`; returns whether it wrote.
+  virtual Result<bool> UpdateTrial(const TrialRecord& rec, const std::string& expected_state) = 0;
+  // The study's trials by number.
+  virtual Result<std::vector<TrialRecord>> ListTrials(int64_t study_id) = 0;
+  // Submits trial (study_id, number)'s job (as SubmitJob, deduplicated) and
+  // records its id on the trial in the same transaction. When the trial
+  // already names a job, that job is returned with *created = false and
+  // nothing is submitted: a coordinator killed anywhere around a submit
+  // never runs a trial twice. kNotFound (field `trial`) for no such trial.
+  virtual Result<JobRecord> SubmitTrialJob(int64_t study_id, int64_t number, const JobSpec& spec,
+                                           int64_t now_ms, bool* created) = 0;
 };
 
 // sha256 of the dataset version and the canonical form (sorted keys, no

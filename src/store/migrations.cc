@@ -261,6 +261,37 @@ const std::vector<std::vector<std::string>>& Migrations() {
       {
           "ALTER TABLE workers ADD COLUMN stopped_at BIGINT NOT NULL DEFAULT 0",
       },
+      // 14: hyperparameter studies (issue 32, docs/tune.md "In the store"):
+      // a study is a name (unique) with its space hash, settings and state,
+      // and the `tune` job coordinating it; each trial a row keyed by
+      // (study, number) naming its `train` job. Values the store never reads
+      // (params, per-epoch values, settings) are JSON text.
+      {
+          "CREATE TABLE studies ("
+          "  id BIGINT PRIMARY KEY,"
+          "  name TEXT NOT NULL UNIQUE,"
+          "  space_hash TEXT NOT NULL,"
+          "  space_json TEXT NOT NULL,"
+          "  settings_json TEXT NOT NULL,"
+          "  state TEXT NOT NULL,"
+          "  job_id BIGINT NOT NULL DEFAULT 0,"
+          "  created_at BIGINT NOT NULL,"
+          "  updated_at BIGINT NOT NULL)",
+          "CREATE TABLE study_trials ("
+          "  study_id BIGINT NOT NULL REFERENCES studies(id),"
+          "  number BIGINT NOT NULL,"
+          "  job_id BIGINT NOT NULL DEFAULT 0,"
+          "  state TEXT NOT NULL,"
+          "  params_json TEXT NOT NULL,"
+          "  value TEXT NOT NULL DEFAULT '',"
+          "  intermediate_json TEXT NOT NULL,"
+          "  epochs_run BIGINT NOT NULL DEFAULT 0,"
+          "  pruned_at BIGINT NOT NULL DEFAULT 0,"
+          "  promotions BIGINT NOT NULL DEFAULT 0,"
+          "  created_at BIGINT NOT NULL,"
+          "  updated_at BIGINT NOT NULL,"
+          "  PRIMARY KEY (study_id, number))",
+      },
   };
   // NOLINTEND(bugprone-suspicious-missing-comma)
   return kMigrations;

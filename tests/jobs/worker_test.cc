@@ -130,6 +130,27 @@ class HookedStore final : public store::MetadataStore {
     return in_->RevokeApiToken(id, now, revoked);
   }
   Status TouchApiToken(const std::string& id, int64_t now) override { return in_->TouchApiToken(id, now); }
+  Result<store::StudyRecord> CreateStudy(const store::StudyRecord& r, bool* created) override {
+    return in_->CreateStudy(r, created);
+  }
+  Result<store::StudyRecord> GetStudy(const std::string& n) override { return in_->GetStudy(n); }
+  Result<std::vector<store::StudyRecord>> ListStudies() override { return in_->ListStudies(); }
+  Result<bool> UpdateStudy(const store::StudyRecord& r, const std::string& expected) override {
+    return in_->UpdateStudy(r, expected);
+  }
+  Result<store::TrialRecord> AddTrial(const store::TrialRecord& r, bool* created) override {
+    return in_->AddTrial(r, created);
+  }
+  Result<bool> UpdateTrial(const store::TrialRecord& r, const std::string& expected) override {
+    return in_->UpdateTrial(r, expected);
+  }
+  Result<std::vector<store::TrialRecord>> ListTrials(int64_t study) override {
+    return in_->ListTrials(study);
+  }
+  Result<store::JobRecord> SubmitTrialJob(int64_t study, int64_t number, const store::JobSpec& s, int64_t now,
+                                          bool* created) override {
+    return in_->SubmitTrialJob(study, number, s, now, created);
+  }
 
  private:
   std::unique_ptr<store::MetadataStore> in_;

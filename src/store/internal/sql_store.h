@@ -75,6 +75,17 @@ class SqlStore final : public MetadataStore {
   Result<ApiTokenRecord> RevokeApiToken(const std::string& id, int64_t now_ms, bool* revoked) override;
   Status TouchApiToken(const std::string& id, int64_t now_ms) override;
 
+  // Hyperparameter studies (study_store.cc).
+  Result<StudyRecord> CreateStudy(const StudyRecord& rec, bool* created) override;
+  Result<StudyRecord> GetStudy(const std::string& name) override;
+  Result<std::vector<StudyRecord>> ListStudies() override;
+  Result<bool> UpdateStudy(const StudyRecord& rec, const std::string& expected_state) override;
+  Result<TrialRecord> AddTrial(const TrialRecord& rec, bool* created) override;
+  Result<bool> UpdateTrial(const TrialRecord& rec, const std::string& expected_state) override;
+  Result<std::vector<TrialRecord>> ListTrials(int64_t study_id) override;
+  Result<JobRecord> SubmitTrialJob(int64_t study_id, int64_t number, const JobSpec& spec, int64_t now_ms,
+                                   bool* created) override;
+
  private:
   // Models matching `filter` with their tags, oldest first; `lock` adds
   // FOR UPDATE on PostgreSQL (inside a transaction).
@@ -102,6 +113,9 @@ class SqlStore final : public MetadataStore {
   }
 
   // Helpers for job_store.cc; all run inside a transaction.
+  // SubmitJob's body: the live job with dedup key `key`, or a new one
+  // (*made true). Also used by SubmitTrialJob.
+  Result<JobRecord> InsertJob(const JobSpec& spec, const std::string& key, int64_t now_ms, bool* made);
   Result<int64_t> NextId(const char* counter);
   Result<int64_t> InsertEvent(int64_t job_id, int64_t attempt, const std::string& kind,
                               const std::string& payload_json, int64_t now_ms);
