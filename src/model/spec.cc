@@ -152,6 +152,7 @@ struct FamilyDef {
   std::vector<YamlRow> rows;
   std::string c3k_scales;  // scales whose C3k2 layers all use C3k blocks (YOLO11: "mlx")
   bool detect_dw_cls = false;
+  size_t head_start = 0;  // first row of the yaml's head list
 };
 
 using K = LayerKind;
@@ -186,7 +187,8 @@ FamilyDef Yolov8Def() {
               {{15, 18, 21}, 1, K::kDetect},             // 22
           },
           "",
-          false};
+          false,
+          10};
 }
 
 // yolo11.yaml. C3k2 keeps its default shortcut=True everywhere.
@@ -220,7 +222,8 @@ FamilyDef Yolo11Def() {
               {{16, 19, 22}, 1, K::kDetect},                         // 23
           },
           "mlx",
-          true};
+          true,
+          11};
 }
 
 // yolov5.yaml of the anchor-free line (the "u" models).
@@ -255,7 +258,8 @@ FamilyDef Yolov5uDef() {
               {{17, 20, 23}, 1, K::kDetect},            // 24
           },
           "",
-          false};
+          false,
+          10};
 }
 
 const FamilyDef& Def(Family family) {
@@ -272,6 +276,64 @@ const FamilyDef& Def(Family family) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json ReferenceModelYaml(Family family, int nc, const std::string& extra_scale) {
+  using J = nlohmann::ordered_json;
+  const FamilyDef& def = Def(family);
+  J scales = J::object();
+  for (const ModelScale& sc : KnownScales(family)) {
+    if (sc.name != "t" || sc.name == extra_scale)
+      scales[sc.name] = J::array({sc.depth, sc.width, sc.max_channels});
+  }
+  J backbone = J::array(), head = J::array();
+  for (size_t i = 0; i < def.rows.size(); ++i) {
+    const YamlRow& r = def.rows[i];
+    J from = r.from.size() == 1 ? J(r.from[0]) : J(r.from);
+    std::string module = LayerKindName(r.kind);
+    J args = J::array();
+    switch (r.kind) {
+      case LayerKind::kConv:
+        args = J::array({r.c, r.k, r.s});
+        if (r.p >= 0) args.push_back(r.p);
+        break;
+      case LayerKind::kC2f:  // shortcut defaults to False
+        args = J::array({r.c});
+        if (r.shortcut) args.push_back(true);
+        break;
+      case LayerKind::kC3:  // shortcut defaults to True
+        args = J::array({r.c});
+        if (!r.shortcut) args.push_back(false);
+        break;
+      case LayerKind::kC3k2:  // [c2, c3k, e]; e defaults to 0.5, shortcut to True
+        args = J::array({r.c, r.c3k});
+        if (r.e != 0.5) args.push_back(r.e);
+        break;
+      case LayerKind::kSppf:
+        args = J::array({r.c, r.k});
+        break;
+      case LayerKind::kC2psa:
+        args = J::array({r.c});
+        break;
+      case LayerKind::kUpsample:
+        module = "nn.Upsample";
+        args = J::array({"None", r.s, "nearest"});  // the yaml's bare None is the string 'None'
+        break;
+      case LayerKind::kConcat:
+        args = J::array({1});
+        break;
+      case LayerKind::kDetect:
+        args = J::array({"nc"});
+        break;
+    }
+    (i < def.head_start ? backbone : head).push_back(J::array({from, r.n, module, args}));
+  }
+  J out = J::object();
+  out["nc"] = nc;
+  out["scales"] = scales;
+  out["backbone"] = backbone;
+  out["head"] = head;
+  return out;
+}
 
 int AttentionHeads(int hidden) { return std::max(hidden / 64, 1); }
 

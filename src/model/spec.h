@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,17 @@ struct LayerPlan {
 // The family's yaml graph resolved for `spec`: 23 layers (0..22) for YOLOv8,
 // 24 for YOLO11, 25 for YOLOv5u; the last one is Detect.
 std::vector<LayerPlan> BuildLayerPlan(const ModelSpec& spec);
+
+// The family's graph as the reference framework's model yaml holds it
+// (yolov8.yaml, yolo11.yaml, yolov5.yaml), in file order: {"nc": nc,
+// "scales": {name: [depth, width, max_channels]}, "backbone": rows,
+// "head": rows}, each row [from, repeats, module, args] with the reference's
+// spelling of args (Conv [64, 3, 2], C2f [128, True], C3k2 [256, False, 0.25],
+// nn.Upsample ['None', 2, 'nearest'], Concat [1], Detect ['nc']). `scales` is
+// the reference's table; `extra_scale` (Kestrel's test scale "t") is added
+// when it is a known scale the table lacks. The .pt writer pickles it as the
+// model's `yaml`, so the reference can rebuild the model from a written file.
+nlohmann::ordered_json ReferenceModelYaml(Family family, int nc, const std::string& extra_scale = "");
 
 // C2PSA attention heads for a hidden width: hidden / 64 (at least 1).
 int AttentionHeads(int hidden);

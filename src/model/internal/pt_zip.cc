@@ -17,6 +17,8 @@ uint64_t Le64(std::string_view b, uint64_t at) {
   return static_cast<uint64_t>(Le32(b, at)) | static_cast<uint64_t>(Le32(b, at + 4)) << 32;
 }
 
+}  // namespace
+
 uint32_t Crc32(std::string_view data) {
   static const std::array<uint32_t, 256> table = [] {
     std::array<uint32_t, 256> t{};
@@ -31,8 +33,6 @@ uint32_t Crc32(std::string_view data) {
   for (char ch : data) c = table[(c ^ static_cast<uint8_t>(ch)) & 0xFF] ^ (c >> 8);
   return c ^ 0xFFFFFFFFu;
 }
-
-}  // namespace
 
 Result<ZipArchive> ZipArchive::Open(std::string_view b, const std::string& origin,
                                     const PtReadLimits& limits) {
@@ -145,6 +145,87 @@ Result<std::string_view> ZipArchive::Read(const ZipEntry& e) const {
     return Status::Corruption(
         "zip entry '" + EscapeInvalidUtf8(e.name) + "' fails its CRC check (damaged file)", {origin_});
   }
+  return out;
+}
+
+Result<std::string> WriteStoredZip(const std::vector<std::pair<std::string, std::string_view>>& entries) {
+  constexpr uint64_t kAlign = 64;
+  uint64_t total = 22;
+  for (const auto& [name, data] : entries) total += 30 + 46 + 2 * name.size() + 4 + kAlign + data.size();
+  if (total >= 0xFFFFFFFFull || entries.size() >= 0xFFFF) {
+    return Status::ResourceExhausted("a .pt of " + std::to_string(total) + " bytes and " +
+                                     std::to_string(entries.size()) +
+                                     " entries would need zip64, which this writer does not write");
+  }
+  std::string out;
+  out.reserve(total);
+  auto u16 = [&](uint32_t v) {
+    out.push_back(static_cast<char>(v & 0xFF));
+    out.push_back(static_cast<char>((v >> 8) & 0xFF));
+  };
+  auto u32 = [&](uint32_t v) {
+    u16(v & 0xFFFF);
+    u16(v >> 16);
+  };
+  struct Written {
+    uint32_t offset, crc, size;
+  };
+  std::vector<Written> written;
+  written.reserve(entries.size());
+  for (const auto& [name, data] : entries) {
+    const auto offset = static_cast<uint32_t>(out.size());
+    const uint32_t crc = Crc32(data);
+    // Pad so the data starts on a 64-byte boundary; an extra field is at least its 4-byte header.
+    uint64_t pad = (kAlign - (out.size() + 30 + name.size() + 4) % kAlign) % kAlign;
+    u32(0x04034b50u);
+    u16(20);  // version needed: 2.0
+    u16(0);   // flags
+    u16(0);   // stored
+    u16(0);   // time
+    u16(0);   // date
+    u32(crc);
+    u32(static_cast<uint32_t>(data.size()));
+    u32(static_cast<uint32_t>(data.size()));
+    u16(static_cast<uint32_t>(name.size()));
+    u16(static_cast<uint32_t>(4 + pad));
+    out += name;
+    u16(0x4246);  // "FB": torch's padding field
+    u16(static_cast<uint32_t>(pad));
+    out.append(pad, 'Z');
+    out.append(data);
+    written.push_back({offset, crc, static_cast<uint32_t>(data.size())});
+  }
+  const auto cd_offset = static_cast<uint32_t>(out.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string& name = entries[i].first;
+    u32(0x02014b50u);
+    u16(20);  // made by
+    u16(20);  // needed
+    u16(0);
+    u16(0);
+    u16(0);
+    u16(0);
+    u32(written[i].crc);
+    u32(written[i].size);
+    u32(written[i].size);
+    u16(static_cast<uint32_t>(name.size()));
+    u16(0);  // extra
+    u16(0);  // comment
+    u16(0);  // disk
+    u16(0);  // internal attributes
+    u32(0);  // external attributes
+    u32(written[i].offset);
+    out += name;
+  }
+  const auto cd_size = static_cast<uint32_t>(out.size() - cd_offset);
+  u32(0x06054b50u);
+  u16(0);
+  u16(0);
+  u16(static_cast<uint32_t>(entries.size()));
+  u16(static_cast<uint32_t>(entries.size()));
+  u32(cd_size);
+  u32(cd_offset);
+  u16(0);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -47,5 +48,15 @@ class ZipArchive {
   std::vector<ZipEntry> entries_;
   std::unordered_map<std::string, size_t> index_;
 };
+
+// CRC-32 (zip's polynomial) of `data`.
+uint32_t Crc32(std::string_view data);
+
+// A zip of STORED entries as torch.save writes one (pt_writer.cc): entries in
+// the given order, each entry's data 64-byte aligned (the padding sits in its
+// local header's extra field, as torch's writer puts it), no compression, no
+// data descriptors. ResourceExhausted when the archive would need zip64
+// (4 GiB or more, or 65535 entries).
+Result<std::string> WriteStoredZip(const std::vector<std::pair<std::string, std::string_view>>& entries);
 
 }  // namespace kestrel::model::pt
