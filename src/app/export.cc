@@ -274,8 +274,9 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& given, const Exp
     KESTREL_ASSIGN_OR_RETURN(onnx, ToInt8(std::move(onnx), int8_ranges, &res.calibration));
   }
   KESTREL_ASSIGN_OR_RETURN(onnx, Simplify(std::move(onnx), request.simplify, &res.simplified));
-  // The runtime an FP16 or INT8 file is verified in: ONNX Runtime.
-  const size_t required_runtime = request.half || request.int8 ? 1 : 0;
+  // The runtime an FP16 or INT8 file, or one OpenCV DNN cannot import, is verified in: ONNX Runtime.
+  const size_t required_runtime =
+      request.half || request.int8 || !onnx.opencv_dnn_unsupported.empty() ? 1 : 0;
   const std::string tmp = res.path + ".verifying.onnx";
   KESTREL_RETURN_IF_ERROR(exporter::WriteOnnxFile(env, onnx, tmp));
   // nms=true: OpenCV DNN 4.6 cannot import NonMaxSuppression, so the raw
@@ -307,8 +308,9 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& given, const Exp
   const double tolerance = request.half   ? std::max(request.tolerance, kExportHalfTolerance)
                            : request.int8 ? std::max(request.tolerance, kExportInt8Tolerance)
                                           : request.tolerance;
-  Result<std::vector<RuntimeCheck>> checks = VerifyOnnxFile(
-      raw_path, res.weights, res.verify_shapes, request.verify_images, tolerance, request.half, request.int8);
+  Result<std::vector<RuntimeCheck>> checks =
+      VerifyOnnxFile(raw_path, res.weights, res.verify_shapes, request.verify_images, tolerance, request.half,
+                     request.int8, onnx.opencv_dnn_unsupported);
   if (!checks.IsOk()) {
     (void)env.RemoveFile(tmp);
     return checks.GetStatus();
@@ -322,7 +324,8 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& given, const Exp
       failures += (failures.empty() ? "" : "; ") + c.runtime + ": " + c.error;
     }
   }
-  // The runtime that must have run: OpenCV DNN, or ONNX Runtime for FP16 and INT8.
+  // The runtime that must have run: OpenCV DNN, or ONNX Runtime for FP16, INT8 and a graph OpenCV cannot
+  // import.
   const RuntimeCheck& required = res.checks[required_runtime];
   passed = passed && required.ran;
   if (!required.ran) failures += (failures.empty() ? "" : "; ") + required.error;

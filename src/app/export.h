@@ -136,11 +136,13 @@ std::vector<std::vector<int64_t>> VerifyShapes(const ExportRequest& request);
 // reference_forward backend. `half`: an FP16 file, whose OpenCV DNN check does not run (ran false: OpenCV 4.6
 // cannot load FLOAT16). `int8`: a QDQ file; when OpenCV DNN cannot load or run it, its check has ran false
 // with OpenCV's reason (ONNX Runtime is the one that must pass), and box values count only at anchors
-// LibTorch scores >= kExportInt8BoxMinScore.
+// LibTorch scores >= kExportInt8BoxMinScore. `opencv_unsupported` non-empty (exporter::OnnxModel's reason,
+// e.g. a dynamic YOLO11's Shape node): the OpenCV DNN check does not run and its error says why.
 Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, const std::string& weights,
                                                  const std::vector<std::vector<int64_t>>& shapes,
                                                  int images_per_shape, double tolerance, bool half = false,
-                                                 bool int8 = false);
+                                                 bool int8 = false,
+                                                 const std::string& opencv_unsupported = "");
 
 // Runs the nms=true file at `nms_path` in ONNX Runtime on `images_per_shape`
 // synthetic images per shape and compares its detections with

@@ -143,8 +143,8 @@ std::vector<std::vector<int64_t>> VerifyShapes(const ExportRequest& r) {
 
 Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, const std::string& weights,
                                                  const std::vector<std::vector<int64_t>>& shapes,
-                                                 int images_per_shape, double tolerance, bool half,
-                                                 bool int8) {
+                                                 int images_per_shape, double tolerance, bool half, bool int8,
+                                                 const std::string& opencv_unsupported) {
   const std::vector<FloatTensor> inputs = SyntheticBatches(shapes, images_per_shape, 20240514);
   KESTREL_ASSIGN_OR_RETURN(const std::vector<FloatTensor> refs, LibTorchReferences(weights, inputs));
 
@@ -163,6 +163,10 @@ Result<std::vector<RuntimeCheck>> VerifyOnnxFile(const std::string& onnx_path, c
     c.runtime = runtimes[k]->Name();
     if (half && k == 0) {
       c.error = c.runtime + " check did not run: it cannot load FLOAT16 initializers (half=true)";
+      continue;
+    }
+    if (!opencv_unsupported.empty() && k == 0) {
+      c.error = c.runtime + " check did not run: " + opencv_unsupported;
       continue;
     }
     c.ran = true;

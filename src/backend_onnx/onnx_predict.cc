@@ -118,6 +118,15 @@ Result<std::unique_ptr<OnnxPredictor>> OnnxPredictor::Load(const std::string& pa
         "OpenCV DNN 4.6 cannot import: run it with runtime=onnxruntime, or export again with nms=false",
         {path, 0, "model"});
   }
+  // The exporter's note on a graph OpenCV DNN cannot import (a dynamic
+  // YOLO11's Shape node): say which operator instead of OpenCV's parse error.
+  if (auto it = info.metadata.find("opencv_dnn");
+      it != info.metadata.end() && engine != OnnxEngine::kOnnxRuntime) {
+    return Status::InvalidArgument(
+        "OpenCV DNN 4.6 cannot run this file (" + it->second +
+            "): run it with runtime=onnxruntime, or export again without dynamic=true",
+        {path, 0, "model"});
+  }
   if (engine == OnnxEngine::kOnnxRuntime) {
     const OnnxRuntimeLocation where = LocateOnnxRuntime();
     if (!where.unavailable.empty()) {

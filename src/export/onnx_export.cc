@@ -185,17 +185,17 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
 
   GraphBuilder g(graph, weights);
   const std::vector<model::LayerPlan> plan = model::BuildLayerPlan(spec);
+  OnnxModel result;
   for (const model::LayerPlan& l : plan) {
     // The attention's [N, C, H*W] -> [N, C, H, W] reshape needs H and W; in a
-    // dynamic graph only an ONNX Shape node has them, and OpenCV DNN 4.6
-    // refuses Shape of a dynamic input (parseShape: "dynamic 'zero' shapes
-    // are not supported"), so such a file could not be verified in it.
-    if (o.dynamic && l.kind == model::LayerKind::kC2psa) {
-      return KeyError("dynamic=true is not available for " + spec.Name() + ": its C2PSA attention (layer " +
-                          std::to_string(l.index) +
-                          ") needs an ONNX Shape node there, which OpenCV DNN 4.6 cannot import; export "
-                          "at a fixed imgsz (one file per input size)",
-                      "dynamic");
+    // dynamic graph only an ONNX Shape node has them, and OpenCV DNN 4.6's
+    // ONNX importer refuses Shape of a tensor with a dynamic axis (its
+    // parseShape: "dynamic 'zero' shapes are not supported"), so the file is
+    // verified in ONNX Runtime only.
+    if (o.dynamic && l.kind == model::LayerKind::kC2psa && result.opencv_dnn_unsupported.empty()) {
+      result.opencv_dnn_unsupported = "the dynamic C2PSA attention (layer " + std::to_string(l.index) +
+                                      ") restores [N, C, H, W] with an ONNX Shape node, which OpenCV DNN 4.6 "
+                                      "cannot import on a dynamic input";
     }
   }
   std::vector<std::string> out(plan.size());
@@ -204,7 +204,6 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
   // reshapes; a dynamic graph takes them from the tensor's Shape instead).
   std::vector<std::pair<int64_t, int64_t>> hw(plan.size());
   const int64_t n = o.batch;
-  OnnxModel result;
   // model::Bottleneck: cv1 (k1), cv2 (k2), plus the input when `add`.
   auto bottleneck = [&g](const std::string& x, int c, const std::string& m, int k1, int k2, bool add) {
     int t = 0;
@@ -282,9 +281,10 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
           const std::string at = g.Fresh(m + ".attn.at");
           GraphBuilder::IntsAttr(g.Node("Transpose", {attn}, {at}), "perm", {0, 1, 3, 2});
           const std::string av = g.Op("MatMul", {qkv3[2], at}, m + ".attn.av");
-          // Back to [N, hc, H, W] (a static graph: BuildOnnxModel refuses
-          // dynamic=true for C2PSA above).
-          const std::string shape = g.Int64Init(g.Fresh(m + ".attn.shape"), {n, hc, h_in, w_in});
+          // Back to [N, hc, H, W]: the shape of the block's input, baked in a
+          // static graph, read from the tensor in a dynamic one.
+          const std::string shape = o.dynamic ? g.Op("Shape", {v_in}, m + ".attn.shape")
+                                              : g.Int64Init(g.Fresh(m + ".attn.shape"), {n, hc, h_in, w_in});
           const std::string y4 = g.Op("Reshape", {av, shape}, m + ".attn.y");
           const std::string v4 = g.Op("Reshape", {qkv3[2], shape}, m + ".attn.v");
           const std::string pe = g.ConvBn(v4, hc, m + ".attn.pe", 3, 1, -1, hc, false, &t);
@@ -471,6 +471,8 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
                      {"arch", spec.Name()},
                      {"kestrel_version", KESTREL_EXPORT_VERSION}};
   if (o.dynamic) result.metadata["dynamic"] = "true";
+  if (!result.opencv_dnn_unsupported.empty())
+    result.metadata["opencv_dnn"] = "unsupported: " + result.opencv_dnn_unsupported;
   if (o.half) {
     ConvertToHalf(graph);
     result.metadata["half"] = "true";

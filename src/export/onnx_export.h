@@ -62,7 +62,7 @@ struct OnnxExportOptions {
   // Class names for the `names` metadata; empty or exactly nc entries.
   std::vector<std::string> names;
   // More metadata_props (e.g. model id, dataset version); must not reuse the
-  // exporter's keys (names, stride, imgsz, batch, dynamic, task, kestrel_version, arch, half,
+  // exporter's keys (names, stride, imgsz, batch, dynamic, task, kestrel_version, arch, half, opencv_dnn,
   // and with nms: nms, conf, iou, max_det).
   std::map<std::string, std::string> extra_metadata;
 };
@@ -78,6 +78,10 @@ struct OnnxModel {
   int64_t anchors = 0;                          // A of output0
   int output_channels = 0;                      // 4 + nc (of the raw tensor when nms)
   std::map<std::string, std::string> metadata;  // metadata_props as written
+  // Non-empty: why OpenCV DNN 4.6 cannot import this graph (a dynamic YOLO11:
+  // the Shape node of its attention), so it is verified and run in ONNX
+  // Runtime only; also written as metadata `opencv_dnn` ("unsupported: ...").
+  std::string opencv_dnn_unsupported;
 };
 
 // Builds the graph for `spec` from `weights` (Kestrel/Ultralytics state-dict
