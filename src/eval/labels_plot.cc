@@ -183,8 +183,8 @@ LabelStats LabelStatsFromManifest(const data::Manifest& m, data::Split split) {
   return s;
 }
 
-Result<std::string> RenderLabelsPlot(const LabelStats& s) {
-  return internal::RenderPng([&] {
+Result<std::string> RenderLabelsPlot(const LabelStats& s, GridFormat format) {
+  return internal::RenderImage(format == GridFormat::kJpeg, [&] {
     const bool geometry = !s.boxes.empty();
     const int rows = geometry ? 2 : 1;
     cv::Mat img(kHeader + rows * kPanel, 2 * kPanel, CV_8UC3, cv::Scalar::all(255));

@@ -245,34 +245,44 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
       opts.format);
 }
 
-Status WritePlots(Env& env, const std::string& dir, const EvalResult& r) {
-  LabelStats labels;
-  labels.names = r.settings.class_names;
-  labels.counts = r.label_counts;
-  labels.subtitle =
-      std::to_string(r.images) + " images, " + std::to_string(r.instances) + " instances (counts only)";
-  return WritePlots(env, dir, r, labels);
-}
+namespace {
 
-Status WritePlots(Env& env, const std::string& dir, const EvalResult& r, const LabelStats& labels) {
+Status WritePlotSet(Env& env, const std::string& dir, const EvalResult& r, const char* labels_file,
+                    Result<std::string> labels) {
   KESTREL_RETURN_IF_ERROR(env.CreateDirs(dir));
   struct Out {
     const char* file;
-    Result<std::string> png;
+    Result<std::string> bytes;
   };
   std::vector<Out> outs;
   outs.push_back({"PR_curve.png", RenderPrCurve(r)});
   outs.push_back({"F1_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kF1)});
   outs.push_back({"P_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kPrecision)});
   outs.push_back({"R_curve.png", RenderConfidenceCurve(r, ConfidenceCurve::kRecall)});
+  outs.push_back({"confusion_matrix.png", RenderConfusionMatrix(r.confusion, r.settings.class_names, false)});
   outs.push_back(
       {"confusion_matrix_normalized.png", RenderConfusionMatrix(r.confusion, r.settings.class_names, true)});
-  outs.push_back({"labels.png", RenderLabelsPlot(labels)});
+  outs.push_back({labels_file, std::move(labels)});
   for (Out& o : outs) {
-    if (!o.png.IsOk()) return o.png.GetStatus().WithContext(o.file);
-    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, o.file), *o.png));
+    if (!o.bytes.IsOk()) return o.bytes.GetStatus().WithContext(o.file);
+    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(dir, o.file), *o.bytes));
   }
   return Status();
+}
+
+}  // namespace
+
+Status WritePlots(Env& env, const std::string& dir, const EvalResult& r) {
+  LabelStats labels;
+  labels.names = r.settings.class_names;
+  labels.counts = r.label_counts;
+  labels.subtitle =
+      std::to_string(r.images) + " images, " + std::to_string(r.instances) + " instances (counts only)";
+  return WritePlotSet(env, dir, r, "labels.png", RenderLabelsPlot(labels));
+}
+
+Status WritePlots(Env& env, const std::string& dir, const EvalResult& r, const LabelStats& labels) {
+  return WritePlotSet(env, dir, r, "labels.jpg", RenderLabelsPlot(labels, GridFormat::kJpeg));
 }
 
 }  // namespace kestrel::eval

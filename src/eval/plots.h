@@ -18,6 +18,10 @@
 
 namespace kestrel::eval {
 
+// The encoding of rendered bytes: PNG, or JPEG at quality 90 (the
+// reference's *.jpg files: labels.jpg, the batch grids).
+enum class GridFormat { kPng, kJpeg };
+
 // Precision vs recall at IoU 0.5 per class (legend with AP50 when there are
 // at most 20 classes, thin gray lines otherwise) and the mean over classes
 // (thick, legend "all classes <mAP50> mAP@0.5").
@@ -56,7 +60,8 @@ LabelStats LabelStatsFromManifest(const data::Manifest& m, data::Split split);
 // centred (class colour), and 2-D histograms (50 x 50 bins, log-scaled
 // colour) of box centres x vs y and of width vs height (normalized, y up).
 // Without boxes: 1400 x 740, header and the class histogram only.
-Result<std::string> RenderLabelsPlot(const LabelStats& s);
+// (The reference trainer's labels.jpg shows the same four panels.)
+Result<std::string> RenderLabelsPlot(const LabelStats& s, GridFormat format = GridFormat::kPng);
 
 // RenderLabelsPlot of counts only (no geometry).
 Result<std::string> RenderLabelHistogram(const std::vector<int64_t>& counts,
@@ -79,8 +84,6 @@ struct GridTile {
   std::string title;                   // e.g. the file name
 };
 
-enum class GridFormat { kPng, kJpeg };
-
 struct GridOptions {
   int columns = 4;          // tiles per row, >= 1
   int tile_size = 320;      // each tile is letterboxed into tile_size^2 pixels, >= 32
@@ -96,9 +99,12 @@ Result<std::string> RenderDetectionGrid(const std::vector<GridTile>& tiles,
                                         const std::vector<std::string>& names, const GridOptions& opts);
 
 // Writes PR_curve.png, F1_curve.png, P_curve.png, R_curve.png,
-// confusion_matrix_normalized.png and labels.png into `dir` (created), each
-// atomically. labels.png shows `labels`; without it, the label counts of `r`
-// (histogram only: an EvalResult keeps no box geometry).
+// confusion_matrix.png (counts), confusion_matrix_normalized.png and a labels
+// plot into `dir` (created), each atomically, as the reference names them.
+// The first form (kestrel val) writes labels.png from the label counts of
+// `r` (histogram only: an EvalResult keeps no box geometry); the second (a
+// training run) writes labels.jpg, the reference trainer's file, from
+// `labels` (class histogram, box shapes, centre and size histograms).
 Status WritePlots(Env& env, const std::string& dir, const EvalResult& r);
 Status WritePlots(Env& env, const std::string& dir, const EvalResult& r, const LabelStats& labels);
 

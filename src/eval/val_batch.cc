@@ -20,18 +20,25 @@ Box ScaleBox(const Box& b, double sx, double sy) {
 Result<ValBatchGrids> RenderValBatch(const EvalSplit& split,
                                      const std::vector<std::vector<Detection>>& per_image,
                                      const ImageBytesReader& read, const ValBatchOptions& opts) {
-  if (per_image.size() != split.images.size()) {
+  return RenderValBatch(split.images, split.names, per_image, read, opts);
+}
+
+Result<ValBatchGrids> RenderValBatch(const std::vector<SplitImage>& images,
+                                     const std::vector<std::string>& names,
+                                     const std::vector<std::vector<Detection>>& per_image,
+                                     const ImageBytesReader& read, const ValBatchOptions& opts) {
+  if (per_image.size() != images.size()) {
     return Status::Internal("predictions for " + std::to_string(per_image.size()) + " images, split has " +
-                            std::to_string(split.images.size()));
+                            std::to_string(images.size()));
   }
   if (opts.max_images < 1) return Status::InvalidArgument("max_images must be >= 1", {"", 0, "max_images"});
-  const size_t n = std::min(opts.max_images, split.images.size());
+  const size_t n = std::min(opts.max_images, images.size());
   // Each image is shrunk to its tile right after decoding, so a batch of big
   // photos holds 16 thumbnails, not 16 full frames.
   std::vector<cv::Mat> thumbs(n);
   std::vector<GridTile> labels(n), preds(n);
   for (size_t i = 0; i < n; ++i) {
-    const SplitImage& im = split.images[i];
+    const SplitImage& im = images[i];
     KESTREL_ASSIGN_OR_RETURN(std::string bytes, read(im));
     KESTREL_ASSIGN_OR_RETURN(cv::Mat rgb, data::DecodeImage(bytes, im.path));
     const double s =
@@ -72,8 +79,8 @@ Result<ValBatchGrids> RenderValBatch(const EvalSplit& split,
   go.label_names = true;
   ValBatchGrids out;
   out.images = n;
-  KESTREL_ASSIGN_OR_RETURN(out.labels_jpg, RenderDetectionGrid(labels, split.names, go));
-  KESTREL_ASSIGN_OR_RETURN(out.pred_jpg, RenderDetectionGrid(preds, split.names, go));
+  KESTREL_ASSIGN_OR_RETURN(out.labels_jpg, RenderDetectionGrid(labels, names, go));
+  KESTREL_ASSIGN_OR_RETURN(out.pred_jpg, RenderDetectionGrid(preds, names, go));
   return out;
 }
 

@@ -1,5 +1,6 @@
-// The validation image grids `kestrel val` writes beside its plots, as the
-// common validator's val_batch0_labels.jpg / val_batch0_pred.jpg: the first
+// The validation image grids `kestrel val` (and a training run, for its
+// first three val batches) writes beside its plots, as the common
+// validator's val_batch0_labels.jpg / val_batch0_pred.jpg: the first
 // images of the split (manifest order) in a 4-column grid, one with the
 // ground truth (class colour and name), one with the predictions (score
 // >= 0.25, "name 0.87"). docs/evaluation.md.
@@ -40,6 +41,15 @@ using ImageBytesReader = std::function<Result<std::string>(const SplitImage& im)
 // the image) when an image cannot be read or decoded; nothing is returned
 // partially.
 Result<ValBatchGrids> RenderValBatch(const EvalSplit& split,
+                                     const std::vector<std::vector<Detection>>& per_image,
+                                     const ImageBytesReader& read, const ValBatchOptions& opts = {});
+
+// The same grids of any list of images (the trainer's val_batch{0,1,2}:
+// the first images of each validation batch, in batch order): `images[i]`
+// (path, size, labels) with its predictions `per_image[i]`; up to
+// opts.max_images tiles. `read` is called with the element images[i] itself.
+Result<ValBatchGrids> RenderValBatch(const std::vector<SplitImage>& images,
+                                     const std::vector<std::string>& names,
                                      const std::vector<std::vector<Detection>>& per_image,
                                      const ImageBytesReader& read, const ValBatchOptions& opts = {});
 

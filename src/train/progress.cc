@@ -10,6 +10,8 @@
 
 #include "core/json.h"
 #include "data/text_render.h"
+#include "eval/box.h"
+#include "eval/val_batch.h"
 
 namespace kestrel::train {
 
@@ -148,6 +150,44 @@ Status WriteBatchPreview(Env& env, const std::string& path, const data::Batch& b
     return Status::IoError(path + ": JPEG encoding failed: " + e.what());
   }
   return env.WriteFileAtomic(path, std::string(buf.begin(), buf.end()));
+}
+
+Status WriteValBatchGrids(Env& env, const std::string& run_dir,
+                          const std::vector<std::vector<SampleImage>>& grids, const data::ImageSource& source,
+                          const std::vector<std::string>& names) {
+  for (size_t b = 0; b < grids.size(); ++b) {
+    if (grids[b].empty()) continue;
+    std::vector<eval::SplitImage> images;
+    std::vector<std::vector<eval::Detection>> preds;
+    std::vector<const data::ManifestEntry*> entries;
+    for (const SampleImage& s : grids[b]) {
+      const data::ManifestEntry& e = *s.entry;
+      eval::SplitImage& im = images.emplace_back();
+      im.path = e.path;
+      im.image_sha = e.image_sha;
+      im.width = e.width;
+      im.height = e.height;
+      for (const data::Box& box : e.boxes) {
+        im.labels.push_back(
+            {eval::BoxFromCxCyWh(box.cx * e.width, box.cy * e.height, box.w * e.width, box.h * e.height),
+             box.cls});
+      }
+      preds.push_back(s.detections);
+      entries.push_back(&e);
+    }
+    eval::ValBatchOptions vo;
+    vo.max_images = images.size();
+    vo.min_score = static_cast<float>(kSampleConf);
+    // RenderValBatch hands back an element of `images`: its index finds the entry.
+    auto grid = eval::RenderValBatch(
+        images, names, preds,
+        [&](const eval::SplitImage& im) { return source(*entries[size_t(&im - images.data())]); }, vo);
+    const std::string stem = "val_batch" + std::to_string(b);
+    if (!grid.IsOk()) return grid.GetStatus().WithContext(stem);
+    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(run_dir, stem + "_labels.jpg"), grid->labels_jpg));
+    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(run_dir, stem + "_pred.jpg"), grid->pred_jpg));
+  }
+  return {};
 }
 
 }  // namespace kestrel::train

@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "data/loader.h"
+#include "train/samples.h"
 #include "train/trainer.h"
 
 namespace kestrel::train {
@@ -65,8 +66,19 @@ struct ProgressLine {
 std::string FormatProgress(const ProgressLine& p);
 
 // Draws up to 16 images of `batch` with their target boxes into a grid and
-// writes it as JPEG (atomically).
+// writes it as JPEG (atomically): train_batch{0,1,2}.jpg, the first three
+// batches of a run with plots=true, as the reference trainer.
 Status WriteBatchPreview(Env& env, const std::string& path, const data::Batch& batch,
                          const std::vector<std::string>& names);
+
+// val_batch{i}_labels.jpg and val_batch{i}_pred.jpg in `run_dir` for each
+// grids[i] (Validator::LastGrids: the first images of val batch i with
+// their detections): the reference validator's plot_images mosaics, 4
+// columns, labels in class colour with the class name, predictions with
+// "name 0.87". Images are read again through `source` (at most 48); an
+// unreadable one fails the call naming it. Each file written atomically.
+Status WriteValBatchGrids(Env& env, const std::string& run_dir,
+                          const std::vector<std::vector<SampleImage>>& grids, const data::ImageSource& source,
+                          const std::vector<std::string>& names);
 
 }  // namespace kestrel::train

@@ -23,6 +23,9 @@ Result<std::unique_ptr<Validator>> Validator::Create(const data::Manifest& manif
   if (options.samples < 0) {
     return Status::InvalidArgument("must be >= 0 (0 = no samples)", {"", 0, "val_samples"});
   }
+  if (options.grid_batches < 0 || options.grid_batches > 3) {
+    return Status::InvalidArgument("must be in [0, 3]", {"", 0, "grid_batches"});
+  }
   if (options.batch < 0) {
     return Status::InvalidArgument("val batch must be >= 0 (0 = twice the training batch)", {"", 0, "batch"});
   }
@@ -50,6 +53,7 @@ Result<std::unique_ptr<Validator>> Validator::Create(const data::Manifest& manif
   v->names_ = names;
   v->device_ = device;
   v->samples_ = options.samples;
+  v->grid_batches_ = options.grid_batches;
   return v;
 }
 
@@ -115,6 +119,7 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
   last_loss_ = {0, 0, 0};
   bad_images_ = 0;
   last_samples_.clear();
+  last_grids_.clear();
   // Batches follow the aspect-ratio plan, not manifest order: collect the
   // sample entries (the first samples_ val entries) by identity, sort after.
   const auto samples_end =
@@ -144,6 +149,7 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
   try {
     torch::NoGradGuard no_grad;
     ValBatch batch;
+    int batch_index = 0;
     for (const eval::ValBatchShape& shape : plan_) {
       batch = ValBatch{};
       status = BuildValBatch(shape, entries_, source_, imgsz_, batch, bad_images_);
@@ -179,6 +185,8 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
         const int nc = model.NumClasses();
         const int anchors = static_cast<int>(decoded.size(2));
         const float* base = decoded.data_ptr<float>();
+        std::vector<SampleImage>* grid = nullptr;
+        if (batch_index < grid_batches_) grid = &last_grids_.emplace_back();
         for (int i = 0; i < size && status.IsOk(); ++i) {
           const data::ManifestEntry& e = *batch.entries[size_t(i)];
           const eval::ValGeometry& g = batch.geometry[size_t(i)];
@@ -193,6 +201,13 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
             }
             last_samples_.push_back(std::move(sample));
           }
+          if (grid != nullptr && grid->size() < kGridImages) {
+            SampleImage& tile = grid->emplace_back();
+            tile.entry = &e;
+            for (const auto& d : dets) {
+              if (d.score >= kSampleConf) tile.detections.push_back(d);
+            }
+          }
           std::vector<eval::GroundTruth> gt;
           gt.reserve(e.boxes.size());
           for (const auto& b : e.boxes) {
@@ -206,6 +221,7 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
         }
         if (!status.IsOk()) break;
       }
+      ++batch_index;
       done = std::min(total, done + static_cast<int64_t>(shape.images.size()));
       if (on_progress) on_progress(done, total);
     }

@@ -38,7 +38,15 @@ struct ValidatorOptions {
   // kSampleConf) Run() keeps in LastSamples(); 0 = none. Costs nothing
   // extra: they are scored anyway.
   int samples = 0;
+  // The first N val batches (N <= 3) whose first kGridImages images Run()
+  // keeps with their detections (conf >= kSampleConf) in LastGrids(): the
+  // run's val_batch{0,1,2}_labels/pred.jpg, as the reference validator
+  // plots its first three batches. 0 = none.
+  int grid_batches = 0;
 };
+
+// Images per val_batch grid (the reference's plot_images shows up to 16).
+inline constexpr size_t kGridImages = 16;
 
 class Validator {
  public:
@@ -66,6 +74,9 @@ class Validator {
   // The last Run()'s sample images (ValidatorOptions::samples), manifest
   // order; an unreadable one is left out. Entries borrow from the manifest.
   const std::vector<SampleImage>& LastSamples() const { return last_samples_; }
+  // The last Run()'s grid images (ValidatorOptions::grid_batches): per
+  // batch, its first kGridImages readable images in batch order.
+  const std::vector<std::vector<SampleImage>>& LastGrids() const { return last_grids_; }
   // The batches Run() goes through (indices into the val entries in manifest order).
   const std::vector<eval::ValBatchShape>& Batches() const { return plan_; }
 
@@ -82,6 +93,8 @@ class Validator {
   int64_t bad_images_ = 0;
   int samples_ = 0;
   std::vector<SampleImage> last_samples_;
+  int grid_batches_ = 0;
+  std::vector<std::vector<SampleImage>> last_grids_;
 };
 
 // The per-class table printed after each epoch: all, then one row per class

@@ -20,6 +20,14 @@ Result<std::string> EncodePng(const cv::Mat& img) {
   return std::string(buf.begin(), buf.end());
 }
 
+Result<std::string> EncodeJpeg(const cv::Mat& img) {
+  std::vector<uchar> buf;
+  if (!cv::imencode(".jpg", img, buf, {cv::IMWRITE_JPEG_QUALITY, 90})) {
+    return Status::Internal("JPEG encoding failed");
+  }
+  return std::string(buf.begin(), buf.end());
+}
+
 cv::Scalar SeriesColor(size_t i) {
   // A qualitative palette (RGB hex), stored as BGR.
   static const unsigned kHex[20] = {0xFF3838, 0xFF9D97, 0xFF701F, 0xFFB21D, 0xCFD231, 0x48F90A, 0x92CC17,

@@ -36,6 +36,21 @@ inline constexpr double kTickPx = 13;        // tick labels, legends
 // PNG bytes of `img` (8-bit BGR).
 Result<std::string> EncodePng(const cv::Mat& img);
 
+// JPEG bytes of `img` (8-bit BGR), quality 90.
+Result<std::string> EncodeJpeg(const cv::Mat& img);
+
+// Runs `draw` (returning a cv::Mat) and encodes the image as JPEG or PNG;
+// OpenCV failures become Status::Internal.
+template <typename F>
+Result<std::string> RenderImage(bool jpeg, F&& draw) {
+  try {
+    cv::Mat img = draw();
+    return jpeg ? EncodeJpeg(img) : EncodePng(img);
+  } catch (const cv::Exception& e) {
+    return Status::Internal(std::string("OpenCV: ") + e.what());
+  }
+}
+
 // Runs `draw` (returning a cv::Mat) and encodes the image as PNG; OpenCV
 // reports failures by exception, they become Status::Internal here.
 template <typename F>
