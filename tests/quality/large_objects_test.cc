@@ -3,14 +3,15 @@
 // DFL loss well above the reference trainer's. This test generates such a set
 // (`kestrel dataset synth` with min_side/max_side and large objects), trains
 // YOLOv8n from scratch with a fixed seed and asserts that the final train DFL
-// loss stays below, and the final mAP50 above, thresholds derived from the run
-// recorded in docs/training.md ("Large objects on varied photos"), with a
-// margin for thread-count nondeterminism. Labelled `slow` (not in the default
+// loss stays below, and the final mAP50 and mAP50-95 above, thresholds set
+// from Kestrel's recorded run and the reference trainer's two seeds on the
+// same set (docs/training.md, "Large objects on varied photos"). Labelled `slow` (not in the default
 // suite). Knobs (environment, defaults):
 //   KESTREL_LARGE_EPOCHS (20)       KESTREL_LARGE_IMGSZ (256)
 //   KESTREL_LARGE_THREADS (0 = all cores)
 //   KESTREL_LARGE_MAX_DFL (see kMaxFinalDfl)
 //   KESTREL_LARGE_MIN_MAP50 (see kMinFinalMap50)
+//   KESTREL_LARGE_MIN_MAP5095 (see kMinFinalMap5095)
 // The thresholds only mean something for the default epochs and imgsz.
 // imgsz 256, not the 320: 320 took ~2.8 min an epoch on the shared
 // 2-core VM; at 256 the largest objects still span ~29 cells at stride 8 and
@@ -32,12 +33,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// From the recorded run (docs/training.md, 20 epochs at 256): final train DFL
-// 2.1170, final mAP50 0.8403. Margins (a judgement, one run only): +0.13 on
-// DFL, below the issue's +0.3 gap to the reference, and -0.14 on mAP50 (the
-// last four epochs of the run spanned 0.84-0.86 after 0.77 at epoch 15).
+// Set from both curves (docs/training.md, "Large objects": Kestrel's recorded
+// run and the reference trainer's two seeds on this exact set and recipe,
+// ../shared/reference/large_objects/). Each threshold is the worse reference
+// seed's final value moved by the largest difference between the two
+// reference seeds at any closed-mosaic epoch (11-20) — the reference's own
+// scatter: a Kestrel run fails only when it is further from the reference
+// than the reference is from itself.
+//   final train DFL: reference 1.9969 / 2.0208, scatter 0.238 -> < 2.25
+//   final mAP50:     reference 0.8823 / 0.8344, scatter 0.083 -> > 0.75
+//   final mAP50-95:  reference 0.5782 / 0.5688, scatter 0.062 -> > 0.50
+// Kestrel's recorded run: 2.1170, 0.8403, 0.5336 (margins 0.13, 0.09, 0.034).
 constexpr double kMaxFinalDfl = 2.25;
-constexpr double kMinFinalMap50 = 0.70;
+constexpr double kMinFinalMap50 = 0.75;
+constexpr double kMinFinalMap5095 = 0.50;
 
 using quality::EnvOr;
 
@@ -67,6 +76,7 @@ TEST(LargeObjectQuality, FinalDflAndMap50BeatTheRecordedRun) {
   const int threads = std::stoi(EnvOr("KESTREL_LARGE_THREADS", "0"));
   const double max_dfl = std::stod(EnvOr("KESTREL_LARGE_MAX_DFL", std::to_string(kMaxFinalDfl)));
   const double min_map50 = std::stod(EnvOr("KESTREL_LARGE_MIN_MAP50", std::to_string(kMinFinalMap50)));
+  const double min_map5095 = std::stod(EnvOr("KESTREL_LARGE_MIN_MAP5095", std::to_string(kMinFinalMap5095)));
 
   const std::string root = fs::temp_directory_path() / ("kestrel_large_" + std::to_string(getpid()));
   fs::remove_all(root);
@@ -103,11 +113,13 @@ TEST(LargeObjectQuality, FinalDflAndMap50BeatTheRecordedRun) {
   }
   const EpochRecord& last = r->history.back();
   std::printf(
-      "[ large ] synth + import %.1f s, train %.1f s; final dfl %.4f (max %.2f), mAP50 %.4f (min %.2f)\n",
+      "[ large ] synth + import %.1f s, train %.1f s; final dfl %.4f (max %.2f), mAP50 %.4f (min %.2f), "
+      "mAP50-95 %.4f (min %.2f)\n",
       std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
-      last.dfl, max_dfl, last.map50, min_map50);
+      last.dfl, max_dfl, last.map50, min_map50, last.map5095, min_map5095);
   EXPECT_LT(last.dfl, max_dfl);
   EXPECT_GT(last.map50, min_map50);
+  EXPECT_GT(last.map5095, min_map5095);
   fs::remove_all(root);
 }
 
