@@ -274,8 +274,14 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
           GraphBuilder::IntsAttr(g.Node("Transpose", {qkv3[0]}, {qt}), "perm", {0, 1, 3, 2});
           const std::string scale =
               g.FloatInit(g.Fresh(m + ".attn.scale"), {1}, {static_cast<float>(std::pow(key_dim, -0.5))});
+          // q is scaled before the MatMul, not the logits after it: OpenCV
+          // DNN 4.6 loses a constant Mul that follows a two-input MatMul
+          // (its output is the unscaled q.k unless the MatMul's own output is
+          // requested), which made its softmax 7% off on trained weights
+          // (docs/export.md). The scale is a power of two's square root, so
+          // this is one rounding away from LibTorch's (q.k) * scale.
           const std::string logits =
-              g.Op("Mul", {g.Op("MatMul", {qt, qkv3[1]}, m + ".attn.qk"), scale}, m + ".attn.scaled");
+              g.Op("MatMul", {g.Op("Mul", {qt, scale}, m + ".attn.qscaled"), qkv3[1]}, m + ".attn.qk");
           const std::string attn = g.Fresh(m + ".attn.softmax");
           GraphBuilder::IntAttr(g.Node("Softmax", {logits}, {attn}), "axis", -1);
           const std::string at = g.Fresh(m + ".attn.at");
