@@ -10,10 +10,13 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
+#include <optional>
 #include <set>
 
 #include "app/backends.h"
 #include "app/detector.h"
+#include "app/predict_source.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/image.h"
@@ -45,42 +48,6 @@ void DrawDetections(cv::Mat& bgr, const std::vector<eval::Detection>& dets,
   }
 }
 
-// Folder depth beyond which a source is not listed further (a guard; the
-// symlinked folders that could loop are not followed at all).
-constexpr int kMaxSourceDepth = 32;
-
-// Appends the image files under `dir` (relative path `rel`), sorted by name
-// at each level, subfolders in place: hidden entries and symlinked folders
-// are left out.
-Status ListImages(Env& env, const std::string& dir, int depth, std::vector<std::string>* files) {
-  KESTREL_ASSIGN_OR_RETURN(auto names, env.ListDir(dir));
-  for (const auto& n : names) {
-    if (n.empty() || n[0] == '.') continue;
-    const std::string path = JoinPath(dir, n);
-    const FileInfo info = env.Stat(path);
-    if (info.is_dir) {
-      if (info.is_symlink || depth >= kMaxSourceDepth) continue;
-      KESTREL_RETURN_IF_ERROR(ListImages(env, path, depth + 1, files));
-    } else if (data::IsImageExtension(Extension(n))) {
-      files->push_back(path);
-    }
-  }
-  return {};
-}
-
-// The images of `source`: the file itself, or the image files of a folder
-// and its subfolders.
-Result<std::vector<std::string>> SourceFiles(Env& env, const std::string& source) {
-  const FileInfo info = env.Stat(source);
-  if (!info.exists) return Status::NotFound("source not found", {source, 0, "source"});
-  if (!info.is_dir) return std::vector<std::string>{source};
-  std::vector<std::string> files;
-  KESTREL_RETURN_IF_ERROR(ListImages(env, source, 0, &files));
-  if (files.empty())
-    return Status::NotFound("no images (jpg, png, bmp, webp, tif) in folder", {source, 0, "source"});
-  return files;
-}
-
 // `path` relative to `root` ("" or not a prefix: its file name).
 std::string RelativeTo(const std::string& root, const std::string& path) {
   if (root.empty()) return BaseName(path);
@@ -104,11 +71,9 @@ nlohmann::json DetectionsJson(const std::vector<eval::Detection>& detections,
 }
 
 nlohmann::json PredictedImageJson(const PredictedImage& image, const std::vector<std::string>& names) {
-  return {{"source", image.source},
-          {"output", image.output},
-          {"width", image.width},
-          {"height", image.height},
-          {"detections", DetectionsJson(image.detections, names)}};
+  return {{"source", image.source}, {"output", image.output},
+          {"frame", image.frame},   {"width", image.width},
+          {"height", image.height}, {"detections", DetectionsJson(image.detections, names)}};
 }
 
 nlohmann::json PredictSpeedJson(const PredictSpeed& s) {
@@ -124,8 +89,9 @@ nlohmann::json PredictResultJson(const PredictResult& r) {
   for (const auto& im : r.images) images.push_back(PredictedImageJson(im, r.names));
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& s : r.skipped) skipped.push_back({{"source", s.source}, {"reason", s.reason}});
-  return {{"ok", r.skipped.empty()},      {"dir", r.dir},     {"speed", PredictSpeedJson(r.speed)},
-          {"predicted", r.images.size()}, {"images", images}, {"skipped", skipped}};
+  return {{"ok", r.skipped.empty()},  {"dir", r.dir},       {"speed", PredictSpeedJson(r.speed)},
+          {"predicted", r.predicted}, {"frames", r.frames}, {"images", images},
+          {"skipped", skipped}};
 }
 
 int PredictExitCode(const PredictResult& r) { return r.skipped.empty() ? 0 : 1; }
@@ -160,19 +126,40 @@ std::string PredictSpeedText(const PredictSpeed& s) {
   return buf;
 }
 
+std::string PredictedImageLine(const PredictedImage& im, const std::vector<std::string>& names) {
+  std::map<std::string, int> counts;
+  for (const auto& d : im.detections) ++counts[ClassName(names, d.class_id, "?")];
+  std::string text = im.source;
+  if (im.frame > 0) text += " (frame " + std::to_string(im.frame) + ")";
+  text += ": " + std::to_string(im.width) + "x" + std::to_string(im.height) + ", ";
+  if (counts.empty()) text += "(no detections)";
+  for (const auto& [n, c] : counts) text += std::to_string(c) + " " + n + ", ";
+  return text;
+}
+
+std::string PredictProgressText(const PredictProgress& p) {
+  char buf[160];
+  const double rate = p.elapsed_s > 0 ? static_cast<double>(p.done) / p.elapsed_s : 0.0;
+  if (p.total > 0) {
+    std::snprintf(buf, sizeof(buf), "frames %lld/%lld (%d%%), %.1f frames/s, %.1f s",
+                  static_cast<long long>(p.done), static_cast<long long>(p.total),
+                  static_cast<int>(std::min<int64_t>(100, p.done * 100 / p.total)), rate, p.elapsed_s);
+  } else {
+    std::snprintf(buf, sizeof(buf), "frames %lld, %.1f frames/s, %.1f s", static_cast<long long>(p.done),
+                  rate, p.elapsed_s);
+  }
+  return buf;
+}
+
 std::string PredictResultText(const PredictResult& r) {
   std::string text;
-  for (const auto& im : r.images) {
-    std::map<std::string, int> counts;
-    for (const auto& d : im.detections) ++counts[ClassName(r.names, d.class_id, "?")];
-    text += im.source + ": " + std::to_string(im.width) + "x" + std::to_string(im.height) + ", ";
-    if (counts.empty()) text += "(no detections)";
-    for (const auto& [n, c] : counts) text += std::to_string(c) + " " + n + ", ";
-    text += "\n";
-  }
+  for (const auto& im : r.images) text += PredictedImageLine(im, r.names) + "\n";
   for (const auto& s : r.skipped) text += "skipped " + s.source + ": " + s.reason + "\n";
-  text += std::to_string(r.images.size()) + (r.images.size() == 1 ? " image" : " images") + " predicted, " +
-          std::to_string(r.skipped.size()) + " skipped\n";
+  const int64_t stills = r.predicted - r.frames;
+  text += std::to_string(stills) + (stills == 1 ? " image" : " images");
+  if (r.frames > 0)
+    text += " and " + std::to_string(r.frames) + (r.frames == 1 ? " video frame" : " video frames");
+  text += " predicted, " + std::to_string(r.skipped.size()) + " skipped\n";
   return text + PredictSpeedText(r.speed) + "results saved to " + r.dir + "\n";
 }
 
@@ -209,51 +196,212 @@ Result<std::string> RenderDetectionsJpeg(const eval::ImageView& rgb,
   }
 }
 
-Result<PredictResult> PredictFiles(Env& env, const PredictRequest& o, const std::string& root,
-                                   const std::vector<std::string>& files, Detector& p) {
+namespace {
+
+// One thing the run reads: a still image, or a video file, camera or stream
+// read frame by frame through OpenCV's video I/O (FFmpeg, V4L2).
+struct PredictInput {
+  enum class Kind { kImage, kVideo, kCamera, kStream } kind = Kind::kImage;
+  std::string source;  // the path or URL as found (PredictedImage::source)
+  std::string output;  // its outputs' name (a video: the stem of <output>.mp4 and <output>_<frame>)
+  int camera = -1;
+};
+
+cv::VideoCapture OpenCapture(const PredictInput& in) {
+  if (in.kind == PredictInput::Kind::kCamera) return cv::VideoCapture(in.camera, cv::CAP_ANY);
+  return cv::VideoCapture(in.source, cv::CAP_FFMPEG);
+}
+
+// A decoded image or frame waiting for its batch: RGB for the detector, the
+// capture's BGR kept only for a video frame that is drawn into the .mp4.
+Status CheckVidStride(const PredictRequest& o) {
+  if (o.vid_stride >= 1) return {};
+  return Status::InvalidArgument("vid_stride must be >= 1, got " + std::to_string(o.vid_stride),
+                                 {"", 0, "vid_stride"});
+}
+
+struct PendingFrame {
+  cv::Mat rgb, bgr;
+  size_t input = 0;
+  int64_t frame = 0;
+};
+
+// The images and frames of `inputs` through `p`, each one's files written
+// into the staged run folder as soon as its batch is predicted.
+Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::vector<PredictInput>& inputs,
+                                Detector& p, const PredictSink& sink) {
+  KESTREL_RETURN_IF_ERROR(CheckVidStride(o));
   PredictResult out;
   out.names = p.Names();
-  const std::vector<std::string> outputs = PredictOutputNames(root, files);
-  // At most one batch of decoded images is held, except the ones kept for
-  // drawing when save=true (by index into out.images).
-  std::vector<cv::Mat> decoded;
-  const size_t batch = size_t(std::max(1, p.Options().batch));
-  std::vector<cv::Mat> images;
-  std::vector<size_t> batch_files;  // index into `files` of each image in `images`
-  auto run_batch = [&]() -> Status {
-    if (images.empty()) return {};
-    std::vector<eval::ImageView> views;
-    for (const auto& img : images)
-      views.push_back({img.data, img.cols, img.rows, img.channels(), img.step[0]});
-    KESTREL_ASSIGN_OR_RETURN(auto preds, p.Predict(views));
-    if (preds.size() != images.size())
-      return Status::Internal("the detector returned a wrong number of images");
-    for (size_t k = 0; k < preds.size(); ++k) {
-      const size_t i = batch_files[k];
-      out.images.push_back(
-          {files[i], outputs[i], preds[k].width, preds[k].height, std::move(preds[k].detections)});
-      if (o.save) decoded.push_back(std::move(images[k]));
-    }
-    images.clear();
-    batch_files.clear();
+  out.dir = eval::NextRunDir(env, o.project, o.name, "predict", o.exist_ok);
+  // Written beside the run folder and moved in when every image is done: a
+  // failure halfway leaves no folder that looks like a complete prediction.
+  // Staged at the first predicted image, so a run that reads nothing
+  // creates nothing (not even the project folder).
+  std::optional<StagedDir> staged;
+  std::string dir;
+  auto stage = [&]() -> Status {
+    if (staged) return {};
+    KESTREL_ASSIGN_OR_RETURN(StagedDir created, StagedDir::Create(env, out.dir));
+    staged.emplace(std::move(created));
+    dir = staged->Path();
     return {};
   };
-  for (size_t i = 0; i < files.size(); ++i) {
-    // A file that cannot be read or decoded is a finding, not the end of
-    // the run: the others are still predicted.
-    Result<std::string> bytes = env.ReadFile(files[i]);
-    Result<cv::Mat> img =
-        bytes.IsOk() ? data::DecodeImage(*bytes, files[i]) : Result<cv::Mat>(bytes.GetStatus());
-    if (!img.IsOk()) {
-      out.skipped.push_back({files[i], img.GetStatus().Message()});
+  std::set<std::string> made;  // folders created in the staged run folder
+  auto make_parent = [&](const std::string& path) -> Status {
+    const std::string parent = DirName(path);
+    if (made.insert(parent).second) KESTREL_RETURN_IF_ERROR(env.CreateDirs(parent));
+    return {};
+  };
+  // Deferred writes (no fsync per file: a long video writes two files per
+  // frame), made durable by one SyncFilesystem before the folder is moved in.
+  auto write = [&](const std::string& rel, std::string_view data) -> Status {
+    const std::string path = JoinPath(dir, rel);
+    KESTREL_RETURN_IF_ERROR(make_parent(path));
+    return env.WriteFileDeferred(path, data);
+  };
+
+  PredictProgress progress;
+  progress.total = 0;
+  for (const auto& in : inputs) {
+    if (in.kind == PredictInput::Kind::kImage) {
+      ++progress.total;
+    } else if (in.kind == PredictInput::Kind::kVideo) {
+      cv::VideoCapture probe = OpenCapture(in);
+      const double n = probe.isOpened() ? probe.get(cv::CAP_PROP_FRAME_COUNT) : 0.0;
+      if (n > 0) progress.total += static_cast<int64_t>(n) / o.vid_stride;
+    } else {
+      progress.total = -1;  // a camera or stream has no end we know of
+      break;
+    }
+  }
+  const int64_t start_us = env.NowMicros();
+
+  cv::VideoWriter writer;  // the annotated .mp4 of the video being read
+  double writer_fps = 30;
+  // The predicted image's files, the sink, the result.
+  auto emit = [&](PredictedImage&& im, PendingFrame& f) -> Status {
+    const PredictInput& in = inputs[f.input];
+    KESTREL_RETURN_IF_ERROR(stage());
+    if (o.save && im.frame == 0) {
+      const eval::ImageView view{f.rgb.data, f.rgb.cols, f.rgb.rows, 3, f.rgb.step};
+      Result<std::string> jpg = RenderDetectionsJpeg(view, im.detections, out.names);
+      if (!jpg.IsOk()) return Status::Internal(jpg.GetStatus().Message(), {im.source});
+      KESTREL_RETURN_IF_ERROR(write(im.output + ".jpg", *jpg));
+    } else if (o.save) {
+      try {
+        if (!writer.isOpened()) {
+          const std::string path = JoinPath(dir, in.output + ".mp4");
+          KESTREL_RETURN_IF_ERROR(make_parent(path));
+          if (!writer.open(path, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), writer_fps,
+                           f.bgr.size())) {
+            return Status::IoError("cannot write the annotated video (OpenCV VideoWriter, mp4v)",
+                                   {in.output + ".mp4", 0, "save"});
+          }
+        }
+        DrawDetections(f.bgr, im.detections, out.names);
+        writer.write(f.bgr);
+      } catch (const cv::Exception& e) {
+        return Status::Internal(std::string("OpenCV: ") + e.what(), {im.source});
+      }
+    }
+    // As the reference's save_txt: no file for an image without detections.
+    if (o.save_txt && !im.detections.empty())
+      KESTREL_RETURN_IF_ERROR(write("labels/" + im.output + ".txt", YoloTxt(im)));
+    if (o.save_json)
+      KESTREL_RETURN_IF_ERROR(write(im.output + ".json", DumpJson(PredictedImageJson(im, out.names), 1)));
+    ++out.predicted;
+    if (im.frame > 0) ++out.frames;
+    progress.done = out.predicted;
+    progress.elapsed_s = static_cast<double>(env.NowMicros() - start_us) / 1e6;
+    if (sink) sink(im, progress, out.names);
+    if (!o.stream) out.images.push_back(std::move(im));
+    return {};
+  };
+
+  const size_t batch = size_t(std::max(1, p.Options().batch));
+  std::vector<PendingFrame> pending;  // at most one batch of decoded images
+  auto run_batch = [&]() -> Status {
+    if (pending.empty()) return {};
+    std::vector<eval::ImageView> views;
+    for (const auto& f : pending) views.push_back({f.rgb.data, f.rgb.cols, f.rgb.rows, 3, f.rgb.step[0]});
+    KESTREL_ASSIGN_OR_RETURN(auto preds, p.Predict(views));
+    if (preds.size() != pending.size())
+      return Status::Internal("the detector returned a wrong number of images");
+    for (size_t k = 0; k < preds.size(); ++k) {
+      PendingFrame& f = pending[k];
+      const PredictInput& in = inputs[f.input];
+      PredictedImage im;
+      im.source = in.source;
+      im.output = f.frame > 0 ? in.output + "_" + std::to_string(f.frame) : in.output;
+      im.frame = f.frame;
+      im.width = preds[k].width;
+      im.height = preds[k].height;
+      im.detections = std::move(preds[k].detections);
+      KESTREL_RETURN_IF_ERROR(emit(std::move(im), f));
+    }
+    pending.clear();
+    return {};
+  };
+
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const PredictInput& in = inputs[i];
+    if (in.kind == PredictInput::Kind::kImage) {
+      // A file that cannot be read or decoded is a finding, not the end of
+      // the run: the others are still predicted.
+      Result<std::string> bytes = env.ReadFile(in.source);
+      Result<cv::Mat> img =
+          bytes.IsOk() ? data::DecodeImage(*bytes, in.source) : Result<cv::Mat>(bytes.GetStatus());
+      if (!img.IsOk()) {
+        out.skipped.push_back({in.source, img.GetStatus().Message()});
+        continue;
+      }
+      pending.push_back({std::move(img).Value(), cv::Mat(), i, 0});
+      if (pending.size() == batch) KESTREL_RETURN_IF_ERROR(run_batch());
       continue;
     }
-    images.push_back(std::move(img).Value());
-    batch_files.push_back(i);
-    if (images.size() == batch) KESTREL_RETURN_IF_ERROR(run_batch());
+    // A video: the images before it go first, so the writer sees only its frames.
+    KESTREL_RETURN_IF_ERROR(run_batch());
+    try {
+      cv::VideoCapture cap = OpenCapture(in);
+      if (!cap.isOpened()) {
+        if (in.kind == PredictInput::Kind::kVideo) {
+          out.skipped.push_back({in.source, "cannot open the video (OpenCV video I/O, FFmpeg)"});
+          continue;
+        }
+        return Status::Unavailable(in.kind == PredictInput::Kind::kCamera
+                                       ? "cannot open camera " + std::to_string(in.camera)
+                                       : "cannot open the stream (OpenCV video I/O, FFmpeg)",
+                                   {in.source, 0, "source"});
+      }
+      const double fps = cap.get(cv::CAP_PROP_FPS);
+      writer_fps = fps > 0 && std::isfinite(fps) ? std::max(1.0, fps / o.vid_stride) : 30.0;
+      int64_t frame = 0;
+      for (;;) {
+        // As the reference: grab vid_stride frames, decode the last one.
+        bool ok = false;
+        for (int k = 0; k < o.vid_stride; ++k) {
+          ok = cap.grab();
+          if (!ok) break;
+        }
+        cv::Mat bgr;
+        if (!ok || !cap.retrieve(bgr) || bgr.empty()) break;
+        if (bgr.channels() == 1) cv::cvtColor(bgr, bgr, cv::COLOR_GRAY2BGR);
+        if (bgr.channels() == 4) cv::cvtColor(bgr, bgr, cv::COLOR_BGRA2BGR);
+        cv::Mat rgb;
+        cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+        pending.push_back({std::move(rgb), o.save ? std::move(bgr) : cv::Mat(), i, ++frame});
+        if (pending.size() == batch) KESTREL_RETURN_IF_ERROR(run_batch());
+      }
+      KESTREL_RETURN_IF_ERROR(run_batch());
+      writer.release();
+      if (frame == 0) out.skipped.push_back({in.source, "no frame could be read (OpenCV video I/O, FFmpeg)"});
+    } catch (const cv::Exception& e) {
+      return Status::Internal(std::string("OpenCV: ") + e.what(), {in.source, 0, "source"});
+    }
   }
   KESTREL_RETURN_IF_ERROR(run_batch());
-  if (out.images.empty()) {
+  if (out.predicted == 0) {
     std::string why;
     for (size_t k = 0; k < out.skipped.size() && k < 3; ++k)
       why += (k ? "; " : "") + out.skipped[k].source + ": " + out.skipped[k].reason;
@@ -264,38 +412,25 @@ Result<PredictResult> PredictFiles(Env& env, const PredictRequest& o, const std:
   }
   const eval::StageTimes t = p.Timing();
   out.speed = {t.preprocess_ms, t.inference_ms, t.postprocess_ms, t.images, t.Fps(), p.Options().imgsz};
-
-  out.dir = eval::NextRunDir(env, o.project, o.name, "predict", o.exist_ok);
-  // Written beside the run folder and moved in when every image is done: a
-  // failure halfway leaves no folder that looks like a complete prediction.
-  KESTREL_ASSIGN_OR_RETURN(StagedDir staged, StagedDir::Create(env, out.dir));
-  const std::string& dir = staged.Path();
-  std::set<std::string> made;  // folders created in the staged run folder
-  auto write = [&](const std::string& rel, std::string_view data) -> Status {
-    const std::string path = JoinPath(dir, rel);
-    const std::string parent = DirName(path);
-    if (made.insert(parent).second) KESTREL_RETURN_IF_ERROR(env.CreateDirs(parent));
-    return env.WriteFileAtomic(path, data);
-  };
-  for (size_t i = 0; i < out.images.size(); ++i) {
-    const PredictedImage& r = out.images[i];
-    if (o.save) {
-      const cv::Mat& img = decoded[i];
-      const eval::ImageView view{img.data, img.cols, img.rows, 3, img.step};
-      Result<std::string> jpg = RenderDetectionsJpeg(view, r.detections, out.names);
-      if (!jpg.IsOk()) return Status::Internal(jpg.GetStatus().Message(), {r.source});
-      KESTREL_RETURN_IF_ERROR(write(r.output + ".jpg", *jpg));
-      decoded[i].release();
-    }
-    // As the reference's save_txt: no file for an image without detections.
-    if (o.save_txt && !r.detections.empty())
-      KESTREL_RETURN_IF_ERROR(write("labels/" + r.output + ".txt", YoloTxt(r)));
-    if (o.save_json)
-      KESTREL_RETURN_IF_ERROR(write(r.output + ".json", DumpJson(PredictedImageJson(r, out.names), 1)));
-  }
   if (o.save_txt) KESTREL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(dir, "labels")));
-  KESTREL_RETURN_IF_ERROR(staged.Commit());
+  KESTREL_RETURN_IF_ERROR(env.SyncFilesystem(dir));
+  KESTREL_RETURN_IF_ERROR(staged->Commit());
   return out;
+}
+
+}  // namespace
+
+Result<PredictResult> PredictFiles(Env& env, const PredictRequest& o, const std::string& root,
+                                   const std::vector<std::string>& files, Detector& p,
+                                   const PredictSink& sink) {
+  const std::vector<std::string> outputs = PredictOutputNames(root, files);
+  std::vector<PredictInput> inputs;
+  inputs.reserve(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    const bool video = IsVideoExtension(Extension(files[i]));
+    inputs.push_back({video ? PredictInput::Kind::kVideo : PredictInput::Kind::kImage, files[i], outputs[i]});
+  }
+  return RunInputs(env, o, inputs, p, sink);
 }
 
 eval::InferenceOptions InferenceOptionsOf(const PredictRequest& o) {
@@ -309,23 +444,33 @@ eval::InferenceOptions InferenceOptionsOf(const PredictRequest& o) {
 }
 
 Result<PredictResult> PredictWith(Env& env, const PredictRequest& o, const WeightsResolver& resolve,
-                                  const DetectorLoader& load) {
+                                  const DetectorLoader& load, const PredictSink& sink) {
   if (o.model.empty() || o.source.empty()) {
-    return Status::InvalidArgument("model=WEIGHTS and source=IMAGE|DIR are required",
+    return Status::InvalidArgument("model=WEIGHTS and source=IMAGE|VIDEO|DIR|GLOB|CAMERA|URL are required",
                                    {"", 0, o.model.empty() ? "model" : "source"});
   }
+  KESTREL_RETURN_IF_ERROR(CheckVidStride(o));
   // Inputs first: nothing is written for a bad source or model.
-  KESTREL_ASSIGN_OR_RETURN(std::vector<std::string> files, SourceFiles(env, o.source));
-  const std::string root = env.Stat(o.source).is_dir ? o.source : "";
+  KESTREL_ASSIGN_OR_RETURN(PredictSource src, ResolvePredictSource(env, o.source));
   std::string weights = o.model;
   if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&weights));
   KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<Detector> detector,
                            load(weights, InferenceOptionsOf(o), DetectorPlacement{o.device, o.runtime}));
-  return PredictFiles(env, o, root, files, *detector);
+  if (src.kind == PredictSourceKind::kCamera || src.kind == PredictSourceKind::kStream) {
+    PredictInput in;
+    in.kind =
+        src.kind == PredictSourceKind::kCamera ? PredictInput::Kind::kCamera : PredictInput::Kind::kStream;
+    in.source = o.source;
+    in.output = src.stem;
+    in.camera = src.camera;
+    return RunInputs(env, o, {in}, *detector, sink);
+  }
+  return PredictFiles(env, o, src.root, src.files, *detector, sink);
 }
 
-Result<PredictResult> Predict(Env& env, const PredictRequest& request, const WeightsResolver& resolve) {
-  return PredictWith(env, request, resolve, LoadDetector);
+Result<PredictResult> Predict(Env& env, const PredictRequest& request, const WeightsResolver& resolve,
+                              const PredictSink& sink) {
+  return PredictWith(env, request, resolve, LoadDetector, sink);
 }
 
 }  // namespace kestrel::app

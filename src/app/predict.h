@@ -23,14 +23,20 @@
 namespace kestrel::app {
 
 struct PredictRequest {
-  std::string model;   // weights file (or a reference the resolver turns into one)
-  std::string source;  // an image file or a folder of images (and its subfolders)
+  std::string model;  // weights file (or a reference the resolver turns into one)
+  // An image or video file, a folder (images and videos, subfolders
+  // included), a glob, a camera index or a stream URL (app/predict_source.h).
+  std::string source;
+  int vid_stride = 1;   // videos, cameras, streams: predict every vid_stride-th frame
+  bool stream = false;  // true: results go to the sink only, none kept (constant memory)
   double conf = 0.25, iou = 0.7;
   int imgsz = 0, batch = 1, max_det = 300;  // imgsz 0: the weights' training size (app/imgsz.h)
   std::string device = "cpu";               // cpu, cuda, cuda:N or N (core/device_spec.h)
   std::string runtime = "opencv";  // model=*.onnx: opencv (OpenCV DNN) or onnxruntime (ONNX Runtime, node)
   // <output>.jpg, labels/<output>.txt (only for images with detections, as
-  // the reference), <output>.json; <output> is PredictedImage::output.
+  // the reference), <output>.json; <output> is PredictedImage::output. A
+  // video's frames: one annotated <stem>.mp4, labels/<stem>_<frame>.txt and
+  // <stem>_<frame>.json.
   bool save = true, save_txt = true, save_json = true;
   std::string project = "runs/predict", name;  // name "" = predict, predict2, ...
   bool exist_ok = false;
@@ -52,6 +58,11 @@ struct PredictedImage {
   // that name (x.jpg before x.webp), the file name with its extension
   // ("x.webp"), then "-2", "-3"... (PredictOutputNames).
   std::string output;
+  // 0 for a still image; a video's, camera's or stream's frames: 1, 2, ...
+  // in the order predicted (with vid_stride=2 frame 1 is the source's
+  // second frame), as the reference counts them; output is then
+  // "<stem>_<frame>".
+  int64_t frame = 0;
   int width = 0, height = 0;                // original pixels (after EXIF orientation)
   std::vector<eval::Detection> detections;  // xyxy in original pixels, descending score
 };
@@ -64,10 +75,14 @@ struct PredictSkip {
 };
 
 struct PredictResult {
-  std::string dir;                     // the run folder, complete (written beside it, then moved in)
-  std::vector<std::string> names;      // the model's class names
-  std::vector<PredictedImage> images;  // in source order (a folder: sorted relative paths)
-  std::vector<PredictSkip> skipped;    // in source order; their files are not in the run folder
+  std::string dir;                 // the run folder, complete (written beside it, then moved in)
+  std::vector<std::string> names;  // the model's class names
+  // In source order (a folder: sorted relative paths; a video: its frames);
+  // empty with stream=true (the sink saw each one).
+  std::vector<PredictedImage> images;
+  int64_t predicted = 0;             // images and frames predicted (images.size() unless stream=true)
+  int64_t frames = 0;                // of which video, camera or stream frames
+  std::vector<PredictSkip> skipped;  // in source order; their files are not in the run folder
   PredictSpeed speed;
 };
 
@@ -81,46 +96,66 @@ int PredictExitCode(const PredictResult& result);
 // order; `root` "" or a file: the file names): collision-free, deterministic.
 std::vector<std::string> PredictOutputNames(const std::string& root, const std::vector<std::string>& files);
 
+// Progress of a run, passed with every predicted image or frame.
+struct PredictProgress {
+  int64_t done = 0;      // images and frames predicted so far
+  int64_t total = -1;    // expected (a video's frame count / vid_stride); -1 when unknown (camera, stream)
+  double elapsed_s = 0;  // since the first file was opened
+};
+// Called with every image or frame as soon as it is predicted (and its
+// files written), on the calling thread, with the model's class names. The
+// references are valid during the call.
+using PredictSink = std::function<void(const PredictedImage& image, const PredictProgress& progress,
+                                       const std::vector<std::string>& names)>;
+
 // Turns `model=` into a weights path (the CLI resolves registry references
 // such as NAME@vN here). Called once, after the source was checked.
 using WeightsResolver = std::function<Status(std::string* weights)>;
 
-// Checks the source (kNotFound naming it: missing, or a folder without
-// images; a folder is listed with its subfolders, hidden entries and
-// symlinked folders left out), resolves the model, loads it through `load`,
-// predicts every image `batch` at a time, then writes the run folder
-// (PredictFiles). A file that cannot be read or decoded is skipped
-// (PredictResult::skipped) and the others are predicted; when none can be,
-// kCorruption naming `source` and the first reasons. Nothing is written for a
-// bad source or model; a failure while writing leaves no run folder.
-// `model` and `source` must be non-empty (kInvalidArgument naming the field
-// otherwise).
+// Checks the source (app/predict_source.h ResolvePredictSource: kNotFound
+// or kInvalidArgument naming it), resolves the model, loads it through
+// `load`, predicts every image and frame `batch` at a time, writing each
+// one's files into the staged run folder as it goes (PredictFiles), and
+// moves the folder in at the end. A file that cannot be read or decoded (a
+// video that cannot be opened) is skipped (PredictResult::skipped) and the
+// others are predicted; when none can be, kCorruption naming `source` and
+// the first reasons. A camera or stream that cannot be opened is
+// kUnavailable naming `source`. Nothing is written for a bad source or
+// model; a failure leaves no run folder. `model` and `source` must be
+// non-empty, vid_stride >= 1 (kInvalidArgument naming the field otherwise).
 Result<PredictResult> PredictWith(Env& env, const PredictRequest& request, const WeightsResolver& resolve,
-                                  const DetectorLoader& load);
-// The images `files` (listed under `root`: the source folder, or "" for a
-// single file) through `detector`, `batch` at a time, then the run folder.
+                                  const DetectorLoader& load, const PredictSink& sink = {});
+// The images and videos `files` (listed under `root`: the source folder, or
+// "" for a single file) through `detector`, `batch` at a time.
 Result<PredictResult> PredictFiles(Env& env, const PredictRequest& request, const std::string& root,
-                                   const std::vector<std::string>& files, Detector& detector);
+                                   const std::vector<std::string>& files, Detector& detector,
+                                   const PredictSink& sink = {});
 // imgsz, batch, conf, iou and max_det of a request.
 eval::InferenceOptions InferenceOptionsOf(const PredictRequest& request);
 
 // PredictWith(LoadDetector of app/backends.h): `kestrel predict` and
 // `kestrel-deploy predict` (which has no LibTorch backend: LibTorch weights
 // are then kFailedPrecondition naming `model`, before anything is written).
-Result<PredictResult> Predict(Env& env, const PredictRequest& request, const WeightsResolver& resolve = {});
+Result<PredictResult> Predict(Env& env, const PredictRequest& request, const WeightsResolver& resolve = {},
+                              const PredictSink& sink = {});
 
 // The JSON views (`kestrel predict --json` prints PredictResultJson).
 // Detection: {"class_id", "name" ("" when out of range), "confidence", "box_xyxy"}.
 nlohmann::json DetectionsJson(const std::vector<eval::Detection>& detections,
                               const std::vector<std::string>& names);
-// {"source", "output", "width", "height", "detections"}: also the content
-// of <output>.json.
+// {"source", "output", "frame", "width", "height", "detections"}: also the
+// content of <output>.json.
 nlohmann::json PredictedImageJson(const PredictedImage& image, const std::vector<std::string>& names);
 // {"preprocess_ms", "inference_ms", "postprocess_ms", "images", "fps"}.
 nlohmann::json PredictSpeedJson(const PredictSpeed& speed);
-// {"ok" (no file skipped), "dir", "speed", "predicted", "images":
+// {"ok" (no file skipped), "dir", "speed", "predicted", "frames", "images":
 // [PredictedImageJson...], "skipped": [{"source", "reason"}...]}.
 nlohmann::json PredictResultJson(const PredictResult& result);
+// One image's summary line: "SOURCE: WxH, 2 person, 1 dog, " (a frame:
+// "SOURCE (frame 7): ...").
+std::string PredictedImageLine(const PredictedImage& image, const std::vector<std::string>& names);
+// "frames 120/300 (40%), 12.3 frames/s, 9.8 s" (total unknown: "frames 120, ...").
+std::string PredictProgressText(const PredictProgress& progress);
 // The human summary: one line per image with counts per class, one
 // "skipped FILE: reason" line per skipped file, "N images predicted, M
 // skipped", the speed line and "results saved to DIR".

@@ -4,8 +4,10 @@
 // with only the ONNX backend registered (main.cc): exported ONNX files in
 // OpenCV DNN or ONNX Runtime, LibTorch weights refused naming `model`; the
 // keys are bound by the same functions, and --json prints the same views.
+#include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/backends.h"
@@ -14,6 +16,7 @@
 #include "app/val_keys.h"
 #include "cli/cli.h"
 #include "cli/deploy.h"
+#include "cli/predict_console.h"
 #include "cli/predict_keys.h"
 
 namespace kestrel::cli {
@@ -23,13 +26,17 @@ Status Usage(const std::string& msg, const std::string& field) {
   return Status::InvalidArgument(msg, {"command line", 0, field});
 }
 
-CommandResult RunDeployPredict(const app::PredictRequest& r) {
+CommandResult RunDeployPredict(const Context& ctx, const app::PredictRequest& r) {
   if (r.model.empty() || r.source.empty()) {
     return Usage("model=FILE.onnx and source=IMAGE|DIR are required", r.model.empty() ? "model" : "source");
   }
   // The CPU only: this program has no LibTorch backend (app::CheckDevice).
   KESTREL_RETURN_IF_ERROR(app::CheckDevice(r.device));
-  KESTREL_ASSIGN_OR_RETURN(app::PredictResult out, app::Predict(Env::Default(), r));
+  PredictConsole console(std::cerr, PredictConsole::IsTerminal(ctx), kPredictProgressEvery, std::cout,
+                         r.stream, ctx.json);
+  Result<app::PredictResult> run = app::Predict(Env::Default(), r, {}, console.Sink());
+  console.Finish();
+  KESTREL_ASSIGN_OR_RETURN(app::PredictResult out, std::move(run));
   // Exit 1 when a file was skipped (kPredictExitHelp).
   return Output{app::PredictResultText(out), app::PredictResultJson(out), app::PredictExitCode(out)};
 }
@@ -86,7 +93,7 @@ void AddDeployCommands(CLI::App& app, Context& ctx, int* exit_code) {
       app, ctx, exit_code, "predict",
       "Run an exported ONNX detector on images: annotated images, YOLO txt, JSON, speed",
       "e.g. model=best.onnx source=images/ conf=0.25", &BindPredictKeys,
-      [](const Context&, const app::PredictRequest& r) { return RunDeployPredict(r); })
+      [](const Context& c, const app::PredictRequest& r) { return RunDeployPredict(c, r); })
       ->footer(kPredictExitHelp);
   AddKeysCommand<app::ValKeys>(app, ctx, exit_code, "val",
                                "Score an exported ONNX detector on a dataset (mAP, P, R, errors, plots)",

@@ -3,13 +3,16 @@
 // cases are app::Predict (app/predict.h) and app::CompareModels
 // (app/compare.h), run by the backends main() registered; each --json
 // prints its app view unchanged.
+#include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/backends.h"
 #include "app/compare.h"
 #include "app/predict.h"
 #include "cli/eval_model.h"
+#include "cli/predict_console.h"
 #include "cli/predict_keys.h"
 #include "cli/torch_commands.h"
 #include "train/train_config.h"
@@ -32,10 +35,13 @@ CommandResult RunPredict(const Context& ctx, const PredictOptions& o) {
   // device= this program can run on (the LibTorch backend's CUDA check).
   KESTREL_RETURN_IF_ERROR(app::CheckDevice(o.r.device));
   // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
-  KESTREL_ASSIGN_OR_RETURN(app::PredictResult r,
-                           app::Predict(Env::Default(), o.r, [&ctx](std::string* weights) {
-                             return ResolveWeightsOption(ctx, weights);
-                           }));
+  PredictConsole console(std::cerr, PredictConsole::IsTerminal(ctx), kPredictProgressEvery, std::cout,
+                         o.r.stream, ctx.json);
+  Result<app::PredictResult> run = app::Predict(
+      Env::Default(), o.r, [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); },
+      console.Sink());
+  console.Finish();
+  KESTREL_ASSIGN_OR_RETURN(app::PredictResult r, std::move(run));
   // Exit 1 when a file was skipped (kPredictExitHelp).
   return Output{app::PredictResultText(r), app::PredictResultJson(r), app::PredictExitCode(r)};
 }

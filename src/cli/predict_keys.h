@@ -18,7 +18,13 @@ inline constexpr const char* kPredictExitHelp =
 
 inline void BindPredictKeys(OptionSet& s, app::PredictRequest* r) {
   s.String("model", &r->model, "weights file (.safetensors, .pt) or an exported .onnx file");
-  s.String("source", &r->source, "an image file or a folder of images");
+  s.String("source", &r->source,
+           "an image or video file, a folder (images and videos), a glob ('dir/*.jpg', 'dir/**/*.mp4'), a "
+           "camera index (0) or a stream URL (rtsp://, rtmp://, http(s)://, tcp://, udp://)");
+  s.Int("vid_stride", &r->vid_stride, "videos, cameras, streams: predict every vid_stride-th frame", 1);
+  s.Bool("stream", &r->stream,
+         "print each image's or frame's result as it is predicted and keep none (constant memory on long "
+         "videos; --json: one JSON line per frame, then the summary)");
   train::BindInferenceKeys(s, &r->conf, &r->iou, &r->imgsz, &r->max_det, &r->batch);
   s.String("device", &r->device, "cpu, cuda, cuda:N or a CUDA device index N");
   s.Choice(
