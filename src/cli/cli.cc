@@ -60,6 +60,13 @@ Status ApplyOptions(OptionSet& set, const FlagValues& values, const std::vector<
   }
   for (const auto& token : extras) {
     std::string k, v;
+    // The reference framework's bare flags: `plots` is plots=true, and a
+    // bare `resume` is resume=true (train: the newest last.ckpt under the
+    // project, train::ResolveResumeTrue).
+    if (token.find('=') == std::string::npos && (set.IsBool(token) || token == "resume") && set.Has(token)) {
+      KESTREL_RETURN_IF_ERROR(set.Set(token, "true", {"command line", 0, ""}));
+      continue;
+    }
     if (!SplitKeyValue(token, &k, &v)) {
       return Status::InvalidArgument(
           "unexpected argument '" + token + "' (options are --flag VALUE or key=value)",
@@ -73,7 +80,7 @@ Status ApplyOptions(OptionSet& set, const FlagValues& values, const std::vector<
 Result<Stores> OpenStores(const Context& ctx) {
   Stores s;
   KESTREL_ASSIGN_OR_RETURN(s.meta, store::MetadataStore::Open(store::MetadataUrl(ctx.home)));
-  s.blobs = std::make_unique<store::ArtifactStore>(ctx.home);
+  KESTREL_ASSIGN_OR_RETURN(s.blobs, store::OpenArtifactStore(ctx.home));
   return s;
 }
 

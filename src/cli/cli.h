@@ -45,8 +45,10 @@ using FlagValues = std::map<std::string, std::string>;
 
 // Adds `--key-with-dashes` for every key of `set` (bools become flags).
 void AddOptionFlags(CLI::App* cmd, const OptionSet& set, FlagValues* values);
-// Applies --flags, then the `key=value` extras the command was given.
-// Anything in `extras` that is not key=value is a usage error.
+// Applies --flags, then the `key=value` extras the command was given. A bare
+// word naming a bool key is key=true (`kestrel val ... plots`, as the
+// reference framework takes it), a bare `resume` is resume=true; anything
+// else in `extras` that is not key=value is a usage error.
 Status ApplyOptions(OptionSet& set, const FlagValues& values, const std::vector<std::string>& extras);
 
 struct Stores {
@@ -189,6 +191,8 @@ void AddWebhookCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddModelRegistryCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel template save|show|list|diff` (docs/templates.md).
 void AddTemplateCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel tune` and tune show|best|stop|list (tune_cmd.cc; docs/tune.md).
+void AddTuneCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel serve`: the HTTP API (docs/server.md).
 void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel token create|list|revoke`: the server's API tokens (docs/server.md "Auth").

@@ -100,6 +100,38 @@ int ForwardToTorchProgram(const Context& ctx, int argc, char** argv) {
 }
 #endif
 
+// The reference framework's task word before the command (`yolo detect
+// train ...`): `detect`, the one task Kestrel has, is dropped from argv;
+// another task is a usage error naming it. Only the first command word is
+// looked at, so a dataset named `pose` (data=pose) is never touched.
+Status StripTaskPrefix(int* argc, char** argv) {
+  for (int i = 1; i < *argc; ++i) {
+    const std::string tok = argv[i];
+    if (tok == "--") break;
+    if (tok == "--home" || tok == "--log-level") {
+      ++i;  // the global option's value (as CheckCommandWords skips it)
+      continue;
+    }
+    if (!tok.empty() && tok[0] == '-') continue;
+    if (tok == "detect") {
+      for (int j = i; j + 1 < *argc; ++j) argv[j] = argv[j + 1];
+      argv[--*argc] = nullptr;
+      return {};
+    }
+    for (const char* task : {"segment", "classify", "pose", "obb"}) {
+      if (tok == task) {
+        return Status::InvalidArgument(
+            "task '" + tok +
+                "' is not supported: Kestrel trains and runs object detectors only "
+                "(task detect; `kestrel detect train ...` or `kestrel train ...`)",
+            {"command line", 0, "task"});
+      }
+    }
+    return {};
+  }
+  return {};
+}
+
 #if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
 // The engines this program lends the use cases (app/backends.h):
 // kestrel-torch LibTorch (with the runners of the train, val and export
@@ -144,6 +176,9 @@ Status CheckCommandWords(const CLI::App& app, int argc, char** argv) {
     if (!tok.empty() && tok[0] == '-') continue;
     const std::vector<std::string> names = CommandNames(*group);
     if (names.empty()) return {};  // a command: the rest are its arguments
+    // A key=value argument of a group that is also a command (`kestrel tune
+    // data=…` beside `tune show`): the command words end here.
+    if (tok.find('=') != std::string::npos && group != &app) return {};
     for (const CLI::App* sub :
          group->get_subcommands([&](const CLI::App* a) { return a->get_name() == tok; })) {
       group = sub;
@@ -204,6 +239,7 @@ int Run(Context& ctx, int argc, char** argv) {
   AddWebhookCommands(app, ctx, &exit_code);
   AddModelRegistryCommands(app, ctx, &exit_code);
   AddTemplateCommands(app, ctx, &exit_code);
+  AddTuneCommands(app, ctx, &exit_code);
   AddServeCommands(app, ctx, &exit_code);
   AddTokenCommands(app, ctx, &exit_code);
   AddEvaluationCommands(app, ctx, &exit_code);
@@ -256,6 +292,7 @@ int main(int argc, char** argv) {
   ctx.json = cli::HasJsonFlag(argc, argv);
   cli::InstallTerminateHandler(ctx.json);
   try {
+    if (Status s = cli::StripTaskPrefix(&argc, argv); !s.IsOk()) return cli::Fail(ctx, s, cli::kExitUsage);
 #ifdef KESTREL_FORWARD_TORCH
     const std::string command = cli::FirstCommandWord(argc, argv);
     for (const cli::TorchCommand& c : cli::kTorchCommands) {

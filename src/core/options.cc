@@ -270,6 +270,23 @@ Status OptionSet::ApplyYamlText(const std::string& text, const std::string& orig
       if (!Has(key)) KESTREL_RETURN_IF_ERROR(Set(key, "", where));  // reports unknown key
       continue;
     }
+    if (v.IsSequence()) {
+      // A list of scalars (the reference's `freeze: [0, 1, 2]`, `classes:
+      // [0, 2]`) is the comma-separated text the key parses.
+      std::string text;
+      for (const auto& item : v) {
+        if (!item.IsScalar()) {
+          return Status::InvalidArgument("expected a list of single values, got a nested list or mapping",
+                                         where);
+        }
+        text += (text.empty() ? "" : ",") + item.Scalar();
+      }
+      // A text key keeps the brackets: freeze: [3] is layer 3, freeze: 3 the first three.
+      const Entry* e = Find(key);
+      if (e != nullptr && std::holds_alternative<std::string*>(e->dst)) text = "[" + text + "]";
+      KESTREL_RETURN_IF_ERROR(Set(key, text, where));
+      continue;
+    }
     if (!v.IsScalar()) {
       return Status::InvalidArgument("expected a single value, got a list or mapping", where);
     }
@@ -331,6 +348,9 @@ Status OptionSet::ApplyJson(const nlohmann::json& obj, const std::string& origin
           return Status::InvalidArgument("expected a list of numbers", {origin, 0, it.key()});
         text += (text.empty() ? "" : ",") + FormatDouble(item.get<double>());
       }
+      // A text key (freeze, classes) keeps the list form: [3] is not 3.
+      const Entry* e = Find(it.key());
+      if (e != nullptr && std::holds_alternative<std::string*>(e->dst)) text = "[" + text + "]";
     } else
       return Status::InvalidArgument("unsupported value type", {origin, 0, it.key()});
     KESTREL_RETURN_IF_ERROR(Set(it.key(), text, {origin, 0, ""}));

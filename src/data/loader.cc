@@ -31,7 +31,9 @@ void LoaderOptions::Bind(OptionSet& s, int min_imgsz, int max_imgsz, bool auto_b
   } else {
     s.Int("batch", &batch, "images per batch", 1);
   }
-  s.Int("workers", &workers, "data loader threads", 1, 256);
+  // 0 is the reference's "load in the main process": Kestrel always builds
+  // batches in a thread, so 0 means one (the results never depend on it).
+  s.Int("workers", &workers, "data loader threads (0: one, the reference's workers=0)", 0, 256);
   s.Int("prefetch", &prefetch, "batches built ahead of the trainer", 1, 1024);
   s.Float("max_bad_fraction", &max_bad_fraction, "fail when more than this share of images is unreadable",
           Range::Closed(0, 1));
@@ -421,7 +423,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(const Manifest& manifest, Split s
     impl->slots.resize(static_cast<size_t>(options.prefetch));
   }
   Impl* raw = impl.get();
-  for (int i = 0; i < options.workers; ++i) raw->threads.emplace_back([raw] { raw->WorkerLoop(); });
+  for (int i = 0; i < std::max(1, options.workers); ++i)
+    raw->threads.emplace_back([raw] { raw->WorkerLoop(); });
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
 }
 
