@@ -1,5 +1,5 @@
 // The built-in rows of the job-kind table (app/job_kinds.h): train, val and
-// export — each kind's key schema and submit checks, its quality gate and
+// export (and tune, app/tune_study.cc) — each kind's key schema and submit checks, its quality gate and
 // what a succeeded job registers. Their runners (app/job_runners.h) train
 // and verify through the program's backends, so the LibTorch backend lends
 // them: kestrel-torch's main() installs it (app/backends.h InstallBackends).
@@ -9,6 +9,7 @@
 #include "app/job_kinds.h"
 #include "app/jobs.h"
 #include "app/models.h"
+#include "app/tune_study.h"
 #include "app/val_keys.h"
 #include "core/safetensors.h"
 #include "core/utf8.h"
@@ -70,9 +71,10 @@ class TrainKeys final : public JobKeySchema {
     cfg_.device = jk.TrainerDevice();
     const std::string typed_pretrained = cfg_.pretrained;
     // pretrained= may name a registered model: the job stores its blob's path.
-    if (resolve_weights && !cfg_.pretrained.empty())
-      KESTREL_RETURN_IF_ERROR(resolve_weights("pretrained", &cfg_.pretrained));
-    if (!cfg_.pretrained.empty()) cfg_.pretrained = std::filesystem::absolute(cfg_.pretrained).string();
+    // pretrained=true|false are the reference's flags, not files.
+    const bool file = !cfg_.pretrained.empty() && !train::IsBoolText(cfg_.pretrained);
+    if (resolve_weights && file) KESTREL_RETURN_IF_ERROR(resolve_weights("pretrained", &cfg_.pretrained));
+    if (file) cfg_.pretrained = std::filesystem::absolute(cfg_.pretrained).string();
     // model=yolov8n.pt names a weights file too (a scale or yaml names none).
     if (model::IsWeightsPath(cfg_.model)) {
       const bool same = cfg_.model == typed_pretrained;
@@ -120,8 +122,8 @@ Status TrainGate(const AttemptResult& r, const store::JobRecord& job, Env& env) 
 
 // A succeeded training job registers its model (docs/models.md).
 Result<std::string> RegisterTrainModel(const SucceededJob& s) {
-  store::ArtifactStore blobs(s.home);
-  ModelRegistry reg(s.meta, blobs, Env::Default());
+  KESTREL_ASSIGN_OR_RETURN(auto blobs, store::OpenArtifactStore(s.home));
+  ModelRegistry reg(s.meta, *blobs, Env::Default());
   bool created = false;
   KESTREL_ASSIGN_OR_RETURN(store::ModelRecord m, reg.RegisterJobModel(s.job.id, s.now_ms, &created));
   if (!created) return std::string();
@@ -265,7 +267,7 @@ JobKindSpec ExportKind() {
 
 JobKindTable BuiltinJobKinds() {
   JobKindTable t;
-  for (JobKindSpec (*row)() : {TrainKind, ValKind, ExportKind}) {
+  for (JobKindSpec (*row)() : {TrainKind, ValKind, ExportKind, TuneKind}) {
     Status s = t.Add(row());
     (void)s;  // the built-in names are valid and distinct (tests/app/job_kinds_test.cc)
   }

@@ -61,11 +61,13 @@ class JobKindsTest : public ::testing::Test {
 
 TEST_F(JobKindsTest, TheBuiltInRowsAndWhatATableRefuses) {
   JobKindTable t = BuiltinJobKinds();
-  EXPECT_EQ(t.Names(), (std::vector<std::string>{"train", "val", "export"}));
+  EXPECT_EQ(t.Names(), (std::vector<std::string>{"train", "val", "export", "tune"}));
   for (const auto& k : t.Kinds()) {
     EXPECT_FALSE(k->summary.empty()) << k->name;
     EXPECT_TRUE(k->gate) << k->name;
-    EXPECT_FALSE(k->run) << k->name << ": runners are set by the program that can run them";
+    // tune's coordinator is torch-free: its row carries its runner (app/tune_study.h).
+    EXPECT_EQ(static_cast<bool>(k->run), k->name == "tune")
+        << k->name << ": runners are set by the program that can run them";
     EXPECT_EQ(k->config_names_kind, k->name != "train") << k->name;
   }
   EXPECT_TRUE(t.Find("train")->on_succeeded) << "a training job registers its model";
@@ -81,17 +83,17 @@ TEST_F(JobKindsTest, TheBuiltInRowsAndWhatATableRefuses) {
   // A stored job's kind: its config's, train when it names none, an error for one the table lacks.
   EXPECT_EQ((*t.KindOf(Job("val")))->name, "val");
   EXPECT_EQ((*t.KindOf(Job("train")))->name, "train");
-  auto unknown = t.KindOf(Job("tune"));
+  auto unknown = t.KindOf(Job("sweep"));
   EXPECT_EQ(unknown.GetStatus().Where().field, "kind");
-  EXPECT_NE(unknown.GetStatus().Message().find("train, val, export, probe"), std::string::npos)
+  EXPECT_NE(unknown.GetStatus().Message().find("train, val, export, tune, probe"), std::string::npos)
       << unknown.GetStatus().Message();
-  EXPECT_FALSE(WorkerKinds(t, Env::Default()).command(Job("tune")).IsOk());
+  EXPECT_FALSE(WorkerKinds(t, Env::Default()).command(Job("sweep")).IsOk());
   EXPECT_EQ(*WorkerKinds(t, Env::Default()).command(Job("export")), "export");
 }
 
 TEST_F(JobKindsTest, EachKindsKeyChecksAtSubmit) {
   // A kind picks its schema; kind= names a row of the table passed.
-  ExpectRequestError(DraftJob({"kind=tune", "data=birds"}, nullptr).GetStatus(), "kind");
+  ExpectRequestError(DraftJob({"kind=sweep", "data=birds"}, nullptr).GetStatus(), "kind");
   JobKindTable only_probe;
   ASSERT_TRUE(only_probe.Add(probe::ProbeKind(false)).IsOk());
   auto no_default = DraftJob({"answer=1"}, nullptr, {}, only_probe);
@@ -194,7 +196,7 @@ TEST_F(JobKindsTest, EachKindsGate) {
   auto gate = WorkerKinds(JobKinds(), Env::Default()).gate;
   EXPECT_NE(gate(Job("val"), "").Message().find("without a result line"), std::string::npos);
   EXPECT_NE(gate(Job("val"), R"({"map50":"high"})").Message().find("map50"), std::string::npos);
-  EXPECT_FALSE(gate(Job("tune"), R"({"map50":1})").IsOk()) << "a kind the table lacks";
+  EXPECT_FALSE(gate(Job("sweep"), R"({"map50":1})").IsOk()) << "a kind the table lacks";
 }
 
 TEST_F(JobKindsTest, ThePreambleChecksTheAttemptAndReportsTheTypedResult) {
@@ -257,7 +259,7 @@ TEST_F(JobKindsTest, ThePreambleChecksTheAttemptAndReportsTheTypedResult) {
 
 TEST_F(JobKindsTest, TheUiReadsKindsStatesAndActionsFromTheTable) {
   const json doc = JobKindsJson(BuiltinJobKinds());
-  ASSERT_EQ(doc["kinds"].size(), 3u);
+  ASSERT_EQ(doc["kinds"].size(), 4u);
   EXPECT_EQ(doc["kinds"][0]["name"], "train");
   EXPECT_EQ(doc["kinds"][0]["default"], true);
   std::map<std::string, json> actions;

@@ -277,7 +277,7 @@ TEST_F(ApiJobsTest, JobKindsAreTheTableAndTheActionsTheStoreAllows) {
   EXPECT_EQ(doc, want);
   std::vector<std::string> names;
   for (const auto& k : doc["kinds"]) names.push_back(k["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"train", "val", "export"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"train", "val", "export", "tune"}));
   std::map<std::string, std::set<std::string>> allows;
   for (const auto& st : doc["states"]) {
     for (const auto& a : st["actions"]) allows[st["name"]].insert(a.get<std::string>());

@@ -1,0 +1,279 @@
+// The `tune` coordinator (app/tune_study.h) over a fake queue: the real
+// SQLite store with a scripted in-process worker that claims trial jobs,
+// reports one epoch metric event per step (fitness rising with the trial's
+// mosaic) and completes them — no processes. Checks the trial states of
+// docs/tune.md: pruned never a failure nor retried (only continued by a
+// promotion), a diverged trial excluded and the study going on, an infra
+// failure spending no trial, and a coordinator rebuilt at every step (a
+// kill and restart) giving the same study as one that ran throughout.
+#include "app/tune_study.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "app/jobs.h"
+#include "app/metric_events.h"
+#include "core/env.h"
+#include "core/json.h"
+#include "store/metadata_store.h"
+
+namespace kestrel::app {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kSpace = "lr0: {low: 0.001, high: 0.1, log: true}\nmosaic: {low: 0, high: 1}\n";
+
+class TuneStudyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = fs::temp_directory_path() / ("kestrel_tune_study_" + std::to_string(::getpid()) + "_" + name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    meta_ = OpenStore("a");
+  }
+  void TearDown() override {
+    meta_.reset();
+    fs::remove_all(dir_);
+  }
+  std::unique_ptr<store::MetadataStore> OpenStore(const std::string& which) {
+    auto m = store::MetadataStore::Open("sqlite:" + (dir_ / (which + ".db")).string());
+    EXPECT_TRUE(m.IsOk()) << m.GetStatus().ToString();
+    store::DatasetVersionRecord v;
+    v.dataset = "birds";
+    v.version_id = std::string(64, 'a');
+    v.manifest_sha = std::string(64, 'b');
+    v.report_sha = std::string(64, 'c');
+    v.created_at = 1;
+    v.num_classes = 1;
+    v.summary_json = "{}";
+    EXPECT_TRUE((*m)->AddDatasetVersion(v, nullptr).IsOk());
+    return std::move(m).Value();
+  }
+  Result<StudyCreateResult> Create(store::MetadataStore& meta, std::vector<std::string> extra) {
+    StudyRequest req;
+    req.tokens = {"data=birds", "model=n", "name=s1", "imgsz=64"};
+    req.tokens.insert(req.tokens.end(), extra.begin(), extra.end());
+    req.space_yaml = kSpace;
+    return CreateStudy(meta, req, 1000);
+  }
+
+  // The scripted worker: what each running trial job has reported.
+  struct Running {
+    int64_t attempt = 0;
+  };
+  // How a trial's job ends, by trial number (default: succeeds).
+  enum class Fate { kSucceed, kDiverge, kInfraLost };
+  std::map<int64_t, Fate> fates_;
+  std::map<int64_t, int> epochs_done_;  // by job: epochs reported over all attempts
+
+  // One round: claim every claimable trial job, report one epoch of each
+  // running one, complete those at their last epoch.
+  void Advance(store::MetadataStore& meta, int epochs) {
+    for (;;) {
+      store::ClaimRequest req;
+      req.worker = "w";
+      req.host = "h";
+      req.devices = {store::DeviceOffer{}};
+      req.now_ms = now_;
+      req.lease_ms = int64_t{1} << 40;  // this worker never loses a lease
+      auto c = meta.ClaimJob(req);
+      if (!c.IsOk()) break;
+      // The coordinator job itself is not run here (the test steps it).
+      running_[c->job.id] = {c->job.attempt};
+    }
+    auto trials = meta.ListTrials(1);
+    ASSERT_TRUE(trials.IsOk());
+    std::map<int64_t, int64_t> number_of;
+    for (const auto& t : *trials) number_of[t.job_id] = t.number;
+    for (auto it = running_.begin(); it != running_.end();) {
+      const int64_t job = it->first;
+      auto rec = meta.GetJob(job);
+      ASSERT_TRUE(rec.IsOk());
+      if (rec->state != store::JobState::kRunning || number_of.count(job) == 0) {
+        it = running_.erase(it);  // cancelled (pruned), or the coordinator's job
+        continue;
+      }
+      const int64_t number = number_of[job];
+      const Fate fate = fates_.count(number) != 0 ? fates_[number] : Fate::kSucceed;
+      store::AttemptOutcome o;
+      if (fate == Fate::kInfraLost) {
+        o.failure_class = store::FailureClass::kPermanent;
+        o.infrastructure = true;
+        o.reason = FailureReason::kLeaseExpired;
+        ASSERT_TRUE(meta.CompleteAttempt(job, it->second.attempt, "w", o, now_).IsOk());
+        it = running_.erase(it);
+        continue;
+      }
+      const int e = ++epochs_done_[job];
+      const double mosaic = Mosaic(meta, number);
+      const double m = fate == Fate::kDiverge && e >= 2 ? NAN : mosaic * e / epochs;
+      EpochMetrics em;
+      em.epoch = e;
+      em.map50 = m;
+      em.map5095 = m;
+      store::EventRecord ev;
+      ev.job_id = job;
+      ev.attempt = it->second.attempt;
+      ev.kind = kMetricEventKind;
+      ev.payload_json = DumpJson(EpochMetricsPayload(em));
+      ev.created_ms = now_;
+      ASSERT_TRUE(meta.AppendEvent(ev).IsOk());
+      if (fate == Fate::kDiverge && e >= 2) {
+        o.failure_class = store::FailureClass::kPermanent;
+        o.reason = FailureReason::kDiverged;
+        ASSERT_TRUE(meta.CompleteAttempt(job, it->second.attempt, "w", o, now_).IsOk());
+        it = running_.erase(it);
+        continue;
+      }
+      if (e >= epochs) {
+        o.success = true;
+        o.result_json = json{{"kind", "train"}, {"map50", m}, {"map50_95", m}}.dump();
+        ASSERT_TRUE(meta.CompleteAttempt(job, it->second.attempt, "w", o, now_).IsOk());
+        it = running_.erase(it);
+        continue;
+      }
+      ++it;
+    }
+    now_ += 1000;
+  }
+  double Mosaic(store::MetadataStore& meta, int64_t number) {
+    auto trials = meta.ListTrials(1);
+    auto p = json::parse((*trials)[static_cast<size_t>(number)].params_json);
+    return p[1].get<double>();
+  }
+  // Steps the coordinator (a fresh one per step when `restart`) and the
+  // worker until the study is over; returns the steps taken.
+  int RunStudy(store::MetadataStore& meta, int epochs, bool restart) {
+    StudyCoordinator kept(meta, Env::Default(), "s1");
+    for (int step = 0; step < 400; ++step) {
+      StudyCoordinator fresh(meta, Env::Default(), "s1");
+      auto done = (restart ? fresh : kept).Step();
+      EXPECT_TRUE(done.IsOk()) << done.GetStatus().ToString();
+      if (!done.IsOk() || *done) return step;
+      Advance(meta, epochs);
+    }
+    ADD_FAILURE() << "the study did not end";
+    return -1;
+  }
+  json Show(store::MetadataStore& meta) {
+    auto s = StudyShowJson(meta, "s1");
+    EXPECT_TRUE(s.IsOk()) << s.GetStatus().ToString();
+    return s.IsOk() ? *s : json();
+  }
+
+  fs::path dir_;
+  std::unique_ptr<store::MetadataStore> meta_;
+  std::map<int64_t, Running> running_;
+  // The worker's clock: ahead of the coordinator's (the real one), so what
+  // the coordinator queues is due for this worker.
+  int64_t now_ = Env::Default().UnixMillis();
+};
+
+TEST_F(TuneStudyTest, AshaStudyEndsWithPrunedTrialsNeverFailedNorRetriedAndEachTrialOneJob) {
+  auto c = Create(*meta_, {"trials=8", "parallel=2", "epochs=9", "pruner=asha", "sampler=random", "seed=3"});
+  ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+  EXPECT_TRUE(c->created);
+  RunStudy(*meta_, 9, false);
+  json show = Show(*meta_);
+  EXPECT_EQ(show["study"]["state"], "finished");
+  EXPECT_EQ(show["study"]["spent"], 8);
+  EXPECT_EQ(show["study"]["counts"]["failed"], 0) << show.dump(1);
+  EXPECT_EQ(show["study"]["counts"]["infra_failed"], 0);
+  EXPECT_GT(show["study"]["counts"]["pruned"].get<int>(), 0) << "ASHA stopped some trials at a rung";
+  std::set<int64_t> jobs;
+  int64_t epochs = 0;
+  for (const auto& t : show["trials"]) {
+    EXPECT_TRUE(jobs.insert(t["job_id"].get<int64_t>()).second) << "one job per trial";
+    epochs += t["epochs_run"].get<int64_t>();
+    if (t["state"] == "pruned") {
+      EXPECT_EQ(t["intermediate"].size(), t["pruned_at"].get<size_t>()) << "curve ends at its rung";
+      EXPECT_TRUE(t["value"].is_null());
+      auto job = meta_->GetJob(t["job_id"].get<int64_t>());
+      EXPECT_EQ(job->state, store::JobState::kCancelled) << "stopped through the normal stop path";
+      EXPECT_EQ(job->retries_used, 0) << "a pruned trial is not retried";
+    } else {
+      EXPECT_EQ(t["state"], "succeeded");
+      EXPECT_EQ(t["intermediate"].size(), 9u);
+    }
+  }
+  EXPECT_LT(epochs, 8 * 9) << "pruning saved epochs";
+  // The train jobs are the trials' and nothing else (plus the coordinator's).
+  EXPECT_EQ(meta_->CountJobs({}).Value(), 8 + 1);
+  // Running the same command again attaches to the finished study.
+  auto again =
+      Create(*meta_, {"trials=8", "parallel=2", "epochs=9", "pruner=asha", "sampler=random", "seed=3"});
+  ASSERT_TRUE(again.IsOk());
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->study.id, c->study.id);
+}
+
+TEST_F(TuneStudyTest, DivergedTrialIsExcludedAndInfraFailureSpendsNoTrial) {
+  auto c = Create(*meta_, {"trials=5", "parallel=1", "epochs=3", "pruner=none", "sampler=random"});
+  ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+  fates_[1] = Fate::kDiverge;
+  fates_[2] = Fate::kInfraLost;
+  RunStudy(*meta_, 3, false);
+  json show = Show(*meta_);
+  EXPECT_EQ(show["study"]["state"], "finished");
+  ASSERT_EQ(show["trials"].size(), 6u) << "5 spent + 1 infra-failed that spent none";
+  EXPECT_EQ(show["trials"][1]["state"], "failed");
+  EXPECT_TRUE(show["trials"][1]["value"].is_null()) << "a failed trial never has a value (not 0)";
+  EXPECT_EQ(show["trials"][2]["state"], "infra_failed");
+  EXPECT_EQ(show["study"]["spent"], 5);
+  EXPECT_EQ(show["study"]["counts"]["succeeded"], 4);
+}
+
+TEST_F(TuneStudyTest, CoordinatorRestartedEveryStepGivesTheSameStudyByteForByte) {
+  for (const char* pruner : {"none", "asha"}) {
+    SCOPED_TRACE(pruner);
+    auto a = OpenStore(std::string("ra_") + pruner);
+    auto b = OpenStore(std::string("rb_") + pruner);
+    std::vector<std::string> keys = {"trials=12", "parallel=1",  "epochs=9",
+                                     "seed=7",    "sampler=tpe", std::string("pruner=") + pruner};
+    ASSERT_TRUE(Create(*a, keys).IsOk());
+    ASSERT_TRUE(Create(*b, keys).IsOk());
+    epochs_done_.clear();
+    running_.clear();
+    RunStudy(*a, 9, false);
+    epochs_done_.clear();
+    running_.clear();
+    RunStudy(*b, 9, true);
+    EXPECT_EQ(DumpJson(Show(*a)), DumpJson(Show(*b)));
+    EXPECT_EQ(Show(*a)["study"]["state"], "finished");
+  }
+}
+
+TEST_F(TuneStudyTest, BadKeysAreRefusedNamingTheKey) {
+  auto expect = [&](std::vector<std::string> keys, const std::string& field) {
+    auto c = Create(*meta_, keys);
+    ASSERT_FALSE(c.IsOk()) << field;
+    EXPECT_EQ(c.GetStatus().Where().field, field) << c.GetStatus().ToString();
+  };
+  expect({"trials=0"}, "trials");
+  expect({"sampler=grid"}, "sampler");
+  expect({"metric=map50"}, "metric");
+  expect({"lr0=0.1"}, "lr0");  // in the space already
+  expect({"epoch=3"}, "epoch");
+  StudyRequest req;
+  req.tokens = {"data=birds", "model=n", "name=s1"};
+  req.space_yaml = "translate: {low: 0, high: 0.9}\n";
+  auto c = CreateStudy(*meta_, req, 1000);
+  ASSERT_FALSE(c.IsOk());
+  EXPECT_NE(c.GetStatus().ToString().find("translate"), std::string::npos) << c.GetStatus().ToString();
+  // Same name, another space: refused naming both hashes.
+  ASSERT_TRUE(Create(*meta_, {"trials=2"}).IsOk());
+  req.space_yaml = "mosaic: {low: 0, high: 1}\n";
+  c = CreateStudy(*meta_, req, 1000);
+  ASSERT_FALSE(c.IsOk());
+  EXPECT_EQ(c.GetStatus().Code(), StatusCode::kAlreadyExists) << c.GetStatus().ToString();
+}
+
+}  // namespace
+}  // namespace kestrel::app
