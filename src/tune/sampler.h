@@ -75,7 +75,15 @@ struct TpeOptions {
   Direction direction = Direction::kMaximize;
   int startup_trials = 10;    // random suggestions until this many trials finished (succeeded or pruned)
   int ei_candidates = 24;     // draws from l(x) scored by l(x)/g(x) per param
-  double prior_weight = 1.0;  // weight of the prior kernel in each estimator
+  double prior_weight = 1.0;  // weight of the prior kernel in l (and in g when bad_prior_share is 0)
+  // g's (the bad trials' estimator's) prior weight as a share, in [0, 1),
+  // of the finished bad trials' weight: 0.5 makes the prior weigh as much
+  // as all finished bad observations together; the constant liar's running
+  // trials come on top at full weight (docs/tune.md "Why g keeps half its
+  // weight on the prior"). 0 gives the prior prior_weight, as in the
+  // published TPE. Categorical kernels keep prior_weight for their own
+  // smoothing either way.
+  double bad_prior_share = 0.5;
   // Running (and queued) trials count as bad observations with the worst
   // loss, so parallel suggestions spread out.
   bool constant_liar = true;
@@ -93,7 +101,9 @@ class TpeSampler : public Sampler {
   TpeOptions options_;
 };
 
-// "random" or "tpe"; kInvalidArgument naming `sampler` otherwise.
+// "random" or "tpe"; kInvalidArgument naming `sampler` otherwise, or naming
+// the option when a TpeOptions field is out of range (bad_prior_share
+// outside [0, 1), prior_weight <= 0, ei_candidates < 1, startup_trials < 0).
 Result<std::unique_ptr<Sampler>> MakeSampler(const std::string& name, const TpeOptions& options);
 
 }  // namespace kestrel::tune

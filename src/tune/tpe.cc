@@ -188,9 +188,17 @@ std::vector<std::vector<double>> CategoricalKernels(const Param& param,
   return rows;
 }
 
+double PriorWeightForShare(const std::vector<double>& weights, double share, double prior_weight) {
+  const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
+  if (!(share > 0) || !(sum > 0)) return prior_weight;
+  return share / (1.0 - share) * sum;
+}
+
 std::vector<double> BuildCategorical(const Param& param, const std::vector<double>& observations,
-                                     const std::vector<double>& weights, double prior_weight) {
-  const std::vector<double> w = NormalizedWithPrior(weights, prior_weight);
+                                     const std::vector<double>& weights, double prior_weight,
+                                     double prior_mixture_weight) {
+  const std::vector<double> w =
+      NormalizedWithPrior(weights, prior_mixture_weight < 0 ? prior_weight : prior_mixture_weight);
   const auto rows = CategoricalKernels(param, observations, prior_weight);
   std::vector<double> probs(param.choices.size(), 0.0);
   for (size_t k = 0; k < rows.size(); ++k) {
@@ -212,8 +220,11 @@ struct JointEstimator {
   std::vector<ParzenEstimator> numeric;                       // per param (numeric params)
   std::vector<std::vector<std::vector<double>>> categorical;  // per param: rows per kernel
 
-  JointEstimator(const SearchSpace& space, const std::vector<const Trial*>& group, double prior_weight) {
-    weights = NormalizedWithPrior(TpeWeights(static_cast<int>(group.size())), prior_weight);
+  // prior_mixture_weight: the prior kernel's weight in the mixture
+  // (BadPriorWeight for g); prior_weight smooths categorical kernels.
+  JointEstimator(const SearchSpace& space, const std::vector<const Trial*>& group, double prior_weight,
+                 double prior_mixture_weight) {
+    weights = NormalizedWithPrior(TpeWeights(static_cast<int>(group.size())), prior_mixture_weight);
     const double sigma0 =
         MultivariateSigma0(static_cast<int>(group.size()), static_cast<int>(space.params.size()));
     numeric.resize(space.params.size());
@@ -264,6 +275,22 @@ struct JointEstimator {
   }
 };
 
+// g's prior weight: bad_prior_share of the weight of the bad trials that
+// finished. The constant liar's queued and running trials are left out of
+// that sum: a lie is a placeholder that keeps parallel suggestions apart,
+// not evidence about the objective, so its kernel keeps its full weight on
+// top (shrinking it with the evidence let 4 parallel suggestions cluster:
+// docs/tune.md "Why g keeps half its weight on the prior").
+double BadPriorWeight(const std::vector<const Trial*>& bad, const std::vector<double>& weights,
+                      const TpeOptions& options) {
+  std::vector<double> finished;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    if (bad[i]->state != TrialState::kQueued && bad[i]->state != TrialState::kRunning)
+      finished.push_back(weights[i]);
+  }
+  return PriorWeightForShare(finished, options.bad_prior_share, options.prior_weight);
+}
+
 }  // namespace
 
 std::vector<double> TpeSampler::Suggest(const SearchSpace& space, const std::vector<Trial>& history,
@@ -282,8 +309,10 @@ std::vector<double> TpeSampler::Suggest(const SearchSpace& space, const std::vec
   TuneRng rng(TrialSeed(options_.seed, number));
   const TpeSplit split = SplitTrials(usable, options_.direction, options_.constant_liar);
   if (options_.multivariate) {
-    const JointEstimator l(space, split.good, options_.prior_weight);
-    const JointEstimator g(space, split.bad, options_.prior_weight);
+    const JointEstimator l(space, split.good, options_.prior_weight, options_.prior_weight);
+    const JointEstimator g(
+        space, split.bad, options_.prior_weight,
+        BadPriorWeight(split.bad, TpeWeights(static_cast<int>(split.bad.size())), options_));
     std::vector<double> best;
     double best_score = -kInf;
     for (int c = 0; c < options_.ei_candidates; ++c) {
@@ -298,6 +327,9 @@ std::vector<double> TpeSampler::Suggest(const SearchSpace& space, const std::vec
   }
   const std::vector<double> w_good = TpeWeights(static_cast<int>(split.good.size()));
   const std::vector<double> w_bad = TpeWeights(static_cast<int>(split.bad.size()));
+  // g leans on its prior (TpeOptions::bad_prior_share): a candidate's score
+  // is then mostly l's, and g only steers away from where bad trials pile up.
+  const double g_prior = BadPriorWeight(split.bad, w_bad, options_);
   std::vector<double> out;
   for (size_t p = 0; p < space.params.size(); ++p) {
     const Param& param = space.params[p];
@@ -310,7 +342,7 @@ std::vector<double> TpeSampler::Suggest(const SearchSpace& space, const std::vec
     double best = 0, best_score = -kInf;
     if (param.kind == ParamKind::kCategorical) {
       const auto l = BuildCategorical(param, good, w_good, options_.prior_weight);
-      const auto g = BuildCategorical(param, bad, w_bad, options_.prior_weight);
+      const auto g = BuildCategorical(param, bad, w_bad, options_.prior_weight, g_prior);
       for (int c = 0; c < options_.ei_candidates; ++c) {
         const size_t x = PickByWeight(l, rng);
         const double score = std::log(l[x]) - std::log(g[x]);
@@ -321,7 +353,7 @@ std::vector<double> TpeSampler::Suggest(const SearchSpace& space, const std::vec
       }
     } else {
       const ParzenEstimator l = BuildParzen(param, good, w_good, options_.prior_weight);
-      const ParzenEstimator g = BuildParzen(param, bad, w_bad, options_.prior_weight);
+      const ParzenEstimator g = BuildParzen(param, bad, w_bad, g_prior);
       for (int c = 0; c < options_.ei_candidates; ++c) {
         const double x = param.Snap(l.Sample(rng));
         const double score = l.LogPdf(x, param) - g.LogPdf(x, param);

@@ -72,12 +72,20 @@ struct ParzenEstimator {
 ParzenEstimator BuildParzen(const Param& param, const std::vector<double>& observations,
                             const std::vector<double>& weights, double prior_weight);
 
+// The prior kernel's mixture weight that gives it `share` of an estimator
+// whose observations weigh `weights`: share / (1 - share) * sum(weights).
+// `prior_weight` when share is 0 or there is no observation (the prior is
+// then the whole estimator). REQUIRES: 0 <= share < 1.
+double PriorWeightForShare(const std::vector<double>& weights, double share, double prior_weight);
+
 // A categorical param's estimator as the probability of each choice: the
 // weighted mixture of one kernel per observation (prior_weight / kernels on
 // every choice, + 1 on the observed one, normalized) and a uniform prior
-// kernel.
+// kernel. `prior_mixture_weight` (< 0: prior_weight) is the prior
+// kernel's weight in the mixture; prior_weight smooths the kernels.
 std::vector<double> BuildCategorical(const Param& param, const std::vector<double>& observations,
-                                     const std::vector<double>& weights, double prior_weight);
+                                     const std::vector<double>& weights, double prior_weight,
+                                     double prior_mixture_weight = -1);
 // The kernels themselves: one row of choice probabilities per observation,
 // then the prior's (uniform) row.
 std::vector<std::vector<double>> CategoricalKernels(const Param& param,

@@ -318,6 +318,38 @@ TEST(Tpe, SuggestionOnAFixedHistoryIsTheHandCheckedMode) {
   }
 }
 
+TEST(Tpe, PriorWeightForShareByHand) {
+  // share / (1 - share) * sum(weights): the prior takes `share` of the mixture.
+  EXPECT_DOUBLE_EQ(PriorWeightForShare({1, 1, 1}, 0.5, 1.0), 3.0);
+  EXPECT_DOUBLE_EQ(PriorWeightForShare({1, 1, 1}, 0.75, 1.0), 9.0);
+  EXPECT_DOUBLE_EQ(PriorWeightForShare({0.5, 1}, 0.5, 1.0), 1.5);
+  // Share 0 is the published estimator's fixed weight; no observation: the prior alone.
+  EXPECT_DOUBLE_EQ(PriorWeightForShare({1, 1, 1}, 0.0, 2.0), 2.0);
+  EXPECT_DOUBLE_EQ(PriorWeightForShare({}, 0.5, 1.0), 1.0);
+}
+
+TEST(Tpe, BadEstimatorWithHalfItsWeightOnThePriorHasAFloor) {
+  // 19 bad observations packed at x = 0.3 on [0, 1]: g's density there is
+  // ~19/20 of a narrow kernel's peak with the published weights, but with
+  // bad_prior_share 0.5 half of g is the wide prior, so g nowhere falls
+  // below half the prior's density and l/g cannot be driven by g's gaps.
+  const Param x = FloatParam("x", 0, 1);
+  std::vector<double> obs(19, 0.3);
+  const std::vector<double> w = TpeWeights(19);
+  const ParzenEstimator stock = BuildParzen(x, obs, w, 1.0);
+  const ParzenEstimator half = BuildParzen(x, obs, w, PriorWeightForShare(w, 0.5, 1.0));
+  EXPECT_NEAR(half.weights.back(), 0.5, 1e-12);
+  EXPECT_NEAR(stock.weights.back(), 1.0 / 20, 1e-12);
+  // The prior alone: a N(0.5, 1) truncated to [0, 1], density >= ~0.94 on it.
+  const double prior_floor = std::exp(half.KernelLogPdf(half.mus.size() - 1, 1.0, x));
+  for (double v : {0.0, 0.3, 0.6, 0.95}) {
+    EXPECT_GE(std::exp(half.LogPdf(v, x)), 0.5 * prior_floor - 1e-12) << v;
+  }
+  // Far from the pile, the published g is about 10x lower than the
+  // shrunk one: the ratio l/g there is what the share tames.
+  EXPECT_LT(stock.LogPdf(0.95, x), half.LogPdf(0.95, x) - std::log(5.0));
+}
+
 TEST(Tpe, MultivariateBandwidthIsScottsRule) {
   // 0.2 * 16^(-1/(4 + 4)) = 0.2 / sqrt(2)
   EXPECT_DOUBLE_EQ(MultivariateSigma0(16, 4), 0.2 / std::sqrt(2.0));
@@ -463,6 +495,12 @@ TEST(RandomSampler, StaysInsideTheSpaceAndOnTheGrid) {
 TEST(Samplers, MakeSamplerAndPrunerRejectUnknownNames) {
   EXPECT_TRUE(MakeSampler("tpe", {}).IsOk());
   EXPECT_TRUE(MakeSampler("random", {}).IsOk());
+  TpeOptions share_one;
+  share_one.bad_prior_share = 1.0;  // g would be the prior alone
+  EXPECT_EQ(MakeSampler("tpe", share_one).GetStatus().Where().field, "bad_prior_share");
+  TpeOptions no_prior;
+  no_prior.prior_weight = 0;
+  EXPECT_EQ(MakeSampler("tpe", no_prior).GetStatus().Where().field, "prior_weight");
   auto bad = MakeSampler("cmaes", {});
   ASSERT_FALSE(bad.IsOk());
   EXPECT_EQ(bad.GetStatus().Where().field, "sampler");
