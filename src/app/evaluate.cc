@@ -12,9 +12,13 @@
 namespace kestrel::app {
 
 Result<LoadedSplit> LoadSplit(store::MetadataStore& meta, store::ArtifactStore& blobs,
-                              const std::string& spec, const std::string& split_name) {
+                              const std::string& spec, const std::string& split_name,
+                              const train::DataSubset* subset) {
   LoadedSplit out;
   KESTREL_ASSIGN_OR_RETURN(out.version, Datasets(meta, blobs).Show(spec));
+  if (subset != nullptr) {
+    KESTREL_ASSIGN_OR_RETURN(out.version.manifest, subset->Apply(out.version.manifest));
+  }
   KESTREL_ASSIGN_OR_RETURN(data::Split split, data::ParseSplit(split_name));
   auto s = eval::LoadEvalSplit(out.version.manifest, split);
   if (!s.IsOk()) return s.GetStatus().WithContext(spec);
@@ -92,13 +96,25 @@ Result<ValRun> WriteValRun(Env& env, store::ArtifactStore& blobs, const ValKeys&
 
 Result<ValRun> EvaluatePredictions(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
                                    const ValKeys& keys, const std::string& dir_or_empty) {
-  KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(meta, blobs, keys.data, keys.split));
-  const eval::EvalSplit& split = loaded.split;
+  // single_cls after reading: the files name the dataset's classes.
+  train::DataSubset labels = keys.subset;
+  labels.single_cls = false;
+  KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(meta, blobs, keys.data, keys.split, &labels));
   eval::PredictionReadOptions ro;
   ro.image_ids = keys.image_ids;
-  KESTREL_ASSIGN_OR_RETURN(auto preds, eval::ReadSplitPredictions(env, keys.predictions, split, ro));
+  KESTREL_ASSIGN_OR_RETURN(auto preds, eval::ReadSplitPredictions(env, keys.predictions, loaded.split, ro));
   ScoredSplit scored;
   scored.per_image = std::move(preds.per_image);
+  if (keys.subset.single_cls) {  // the reference validator's pred[:, 5] = 0, its labels one class
+    for (auto& dets : scored.per_image) {
+      for (auto& d : dets) d.class_id = 0;
+    }
+    for (auto& im : loaded.split.images) {
+      for (auto& gt : im.labels) gt.class_id = 0;
+    }
+    loaded.split.names = {"item"};
+  }
+  const eval::EvalSplit& split = loaded.split;
   eval::EvalOptions eo;
   eo.conf = keys.conf;
   eo.iou = keys.iou;

@@ -30,9 +30,13 @@ struct LoadedSplit {  // NOLINT(bugprone-exception-escape): an aggregate; the ch
   eval::EvalSplit split;
 };
 // Unknown dataset or version: the registry's error; an empty split or one
-// whose labels cannot be read: the error with `spec` as context.
+// whose labels cannot be read: the error with `spec` as context. `subset`
+// (optional; val's classes= and single_cls) is applied to the version's
+// labels first (train::DataSubset::Apply: the reference validator's
+// dataset), an unknown class is an error naming classes.
 Result<LoadedSplit> LoadSplit(store::MetadataStore& meta, store::ArtifactStore& blobs,
-                              const std::string& spec, const std::string& split_name);
+                              const std::string& spec, const std::string& split_name,
+                              const train::DataSubset* subset = nullptr);
 
 // Detections scored on a LoadedSplit, by whoever made them.
 struct ScoredSplit {

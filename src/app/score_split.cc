@@ -30,7 +30,7 @@ PredictSpeed Speed(const eval::StageTimes& t, int imgsz) {
 // without the provenance source, which the caller names).
 Result<ScoredSplit> ScoreDetector(Detector& pred, store::ArtifactStore& blobs, const std::string& weights,
                                   const eval::EvalSplit& split, const ModelRunOptions& opts) {
-  if (pred.NumClasses() != static_cast<int>(split.names.size())) {
+  if (!opts.single_cls && pred.NumClasses() != static_cast<int>(split.names.size())) {
     return Status::InvalidArgument("class count mismatch: the model has " +
                                        std::to_string(pred.NumClasses()) + " classes, the dataset has " +
                                        std::to_string(split.names.size()),
@@ -48,6 +48,11 @@ Result<ScoredSplit> ScoreDetector(Detector& pred, store::ArtifactStore& blobs, c
       }));
   ScoredSplit out;
   for (auto& p : preds) out.per_image.push_back(std::move(p.detections));
+  if (opts.single_cls) {
+    for (auto& dets : out.per_image) {
+      for (auto& d : dets) d.class_id = 0;
+    }
+  }
   out.source_kind = "model";
   out.source = weights;
   out.extra = {{"model", pred.Arch()}, {"nc", pred.NumClasses()}, {"imgsz", opts.imgsz},
@@ -75,6 +80,7 @@ eval::InferenceOptions ModelRunInference(const ModelRunOptions& opts) {
   io.nms.iou = static_cast<float>(opts.iou);
   io.nms.max_det = opts.max_det;
   io.nms.multi_label = true;  // the validator's setting for mAP
+  io.nms.agnostic = opts.agnostic_nms || opts.single_cls;
   return io;
 }
 
@@ -108,8 +114,10 @@ Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::st
 Result<ValRun> EvaluateModelWith(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
                                  const ValKeys& keys, const std::string& dir_or_empty,
                                  const DetectorLoader& load) {
-  KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(meta, blobs, keys.data, keys.split));
+  KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(meta, blobs, keys.data, keys.split, &keys.subset));
   ModelRunOptions mo{keys.imgsz, keys.batch, keys.conf, keys.iou, keys.max_det};
+  mo.agnostic_nms = keys.agnostic_nms;
+  mo.single_cls = keys.subset.single_cls;
   mo.device = keys.device;
   mo.runtime = keys.runtime;
   mo.rect = keys.rect;

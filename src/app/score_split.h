@@ -28,6 +28,11 @@ struct ModelRunOptions {
   double pad = 0.5;                // rect border in strides
   std::string device = "cpu";      // LibTorch models (core/device_spec.h); ONNX files run on the CPU
   std::string runtime = "opencv";  // ONNX files: opencv or onnxruntime (DetectorPlacement)
+  bool agnostic_nms = false;       // one class for suppression (the reference's agnostic_nms)
+  // The reference validator's single_cls: NMS class-agnostic, every
+  // prediction class 0, scored against a split of one class (the model may
+  // have any number).
+  bool single_cls = false;
 };
 
 // `weights` loaded through `load` with the validator's settings (multi-label

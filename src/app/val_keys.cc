@@ -25,6 +25,10 @@ void ValKeys::Bind(OptionSet& s) {
   s.Bool("plots", &plots, "write the PNG plots and the val_batch0 image grids into the run folder");
   s.Bool("save_json", &save_json, "write the scored predictions as COCO results JSON (predictions.json)");
   s.Bool("coco_metrics", &coco_metrics, "also compute COCO-style AP/AR (pycocotools conventions)");
+  s.Bool("agnostic_nms", &agnostic_nms, "model=: NMS across classes (a box suppresses any class's)");
+  // The reference validator's dataset: only these classes' labels, or one
+  // class (single_cls: predictions become class 0, NMS class-agnostic).
+  subset.Bind(s, /*train=*/false);
 }
 
 bool IsJobOwnedValKey(const std::string& key) {

@@ -7,6 +7,7 @@
 
 #include "core/options.h"
 #include "core/status.h"
+#include "train/data_subset.h"
 
 namespace kestrel::app {
 
@@ -30,6 +31,8 @@ struct ValKeys {
   bool plots = true;
   bool save_json = false;
   bool coco_metrics = false;
+  bool agnostic_nms = false;  // model=: class-agnostic NMS
+  train::DataSubset subset;   // classes, single_cls: the labels scored (no fraction)
 
   void Bind(OptionSet& s);
 };
