@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <opencv2/core.hpp>
+#include <opencv2/videoio.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -122,6 +124,46 @@ TEST_F(AppPredictTest, PredictErrorsNameTheInputAndWriteNothing) {
   req.model.clear();
   EXPECT_EQ(Predict(Env::Default(), req).GetStatus().Code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(fs::exists(dir_ / "runs"));
+}
+
+// A video through `kestrel predict` (issue 28 item 3): stream=true with
+// --json prints one JSON line per frame as it is predicted (the app layer's
+// PredictedImageJson, frame numbered), then the summary document with no
+// images kept; the run folder has the annotated .mp4; an unsupported
+// source kind fails naming it.
+TEST_F(AppPredictTest, VideoStreamJsonLinesThenTheSummary) {
+  if (!fs::exists(kRefWeights)) GTEST_SKIP() << "no ../shared reference weights";
+  const std::string clip = (dir_ / "clip.mp4").string();
+  {
+    cv::VideoWriter vw(clip, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), 10, {96, 64});
+    ASSERT_TRUE(vw.isOpened());
+    for (int k = 0; k < 4; ++k) vw.write(cv::Mat(64, 96, CV_8UC3, cv::Scalar(40 * k, 120, 200)));
+  }
+  const std::string project = (dir_ / "runs").string();
+  testing::CliRun cli = Kestrel("--json predict model=" + kRefWeights + " source=" + clip +
+                                " project=" + project + " name=v imgsz=64 conf=0.0001 max_det=3 stream=true");
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  std::istringstream in(cli.out);
+  std::string line, rest;
+  for (int k = 1; k <= 4; ++k) {
+    ASSERT_TRUE(std::getline(in, line)) << cli.out;
+    const nlohmann::json f = nlohmann::json::parse(line);
+    EXPECT_EQ(f["frame"], k);
+    EXPECT_EQ(f["source"], clip);
+    EXPECT_EQ(f["output"], "clip_" + std::to_string(k));
+    EXPECT_EQ(f["width"], 96);
+  }
+  for (std::string l; std::getline(in, l);) rest += l + "\n";
+  const nlohmann::json doc = nlohmann::json::parse(rest);
+  EXPECT_EQ(doc["predicted"], 4);
+  EXPECT_EQ(doc["frames"], 4);
+  EXPECT_TRUE(doc["images"].empty());
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "runs/v/clip.mp4"));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "runs/v/clip_4.json"));
+
+  testing::CliRun screen = Kestrel("--json predict model=" + kRefWeights + " source=screen");
+  EXPECT_EQ(screen.code, 1);
+  EXPECT_NE(screen.out.find("source kind 'screen'"), std::string::npos) << screen.out;
 }
 
 }  // namespace
