@@ -1,6 +1,8 @@
 // The plots of a training run folder: results.png after every epoch (a
-// complete, current picture while the run goes on) and labels.png at the end.
-// One tiny run (model "t", imgsz 64, 8 train images, 3 epochs).
+// complete, current picture while the run goes on); train_batch0..2.jpg; at
+// the end the reference's labels.jpg, confusion_matrix(_normalized).png and
+// val_batch0_labels/pred.jpg (issue 28 item 5). One tiny run (model "t",
+// imgsz 64, 8 train images, 3 val images, 3 epochs).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "data/version.h"
 #include "eval/results_plot.h"
+#include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 #include "tiny_train.h"
 #include "train/results_png.h"
@@ -43,7 +48,20 @@ cv::Rect ResultsPlotArea(int p) {
                   eval::kResultsPanelWidth - 100, eval::kResultsPanelHeight - 102);
 }
 
-TEST(TrainerPlots, ResultsPngAfterEveryEpochAndLabelsPngAtTheEnd) {
+// Whether a pixel within 2 px of (x, y) is within `tol` of `bgr` (JPEG blur).
+bool ColourNear(const cv::Mat& img, int x, int y, cv::Vec3b bgr, int tol = 70) {
+  for (int dy = -2; dy <= 2; ++dy) {
+    for (int dx = -2; dx <= 2; ++dx) {
+      const int px = x + dx, py = y + dy;
+      if (px < 0 || py < 0 || px >= img.cols || py >= img.rows) continue;
+      const cv::Vec3b p = img.at<cv::Vec3b>(py, px);
+      if (std::abs(p[0] - bgr[0]) + std::abs(p[1] - bgr[1]) + std::abs(p[2] - bgr[2]) < tol) return true;
+    }
+  }
+  return false;
+}
+
+TEST(TrainerPlots, ResultsPngAfterEveryEpochAndTheReferencesPlotsAtTheEnd) {
   const std::string root = fs::temp_directory_path() / ("kestrel_trainer_plots_" + std::to_string(getpid()));
   fs::remove_all(root);
   const std::string home = root + "/home";
@@ -79,14 +97,66 @@ TEST(TrainerPlots, ResultsPngAfterEveryEpochAndLabelsPngAtTheEnd) {
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   EXPECT_EQ(seen, (std::vector<int>{1, 2, 3}));
 
-  const cv::Mat labels = cv::imread(o.run_dir + "/labels.png", cv::IMREAD_COLOR);
+  // labels.jpg, as the reference trainer names it (kestrel val keeps its labels.png).
+  EXPECT_FALSE(fs::exists(o.run_dir + "/labels.png"));
+  const cv::Mat labels = cv::imread(o.run_dir + "/labels.jpg", cv::IMREAD_COLOR);
   ASSERT_FALSE(labels.empty());
   EXPECT_EQ(labels.cols, 1400);
   EXPECT_EQ(labels.rows, 1440);
   for (int p = 0; p < 4; ++p) {
     const cv::Rect panel((p % 2) * 700 + 80, 40 + (p / 2) * 700 + 50, 580, 500);
-    EXPECT_GT(Colored(labels, panel), 200) << "labels.png panel " << p;
+    EXPECT_GT(Colored(labels, panel), 200) << "labels.jpg panel " << p;
   }
+
+  // Both confusion matrices; the counts one is another picture.
+  const cv::Mat cm = cv::imread(o.run_dir + "/confusion_matrix.png", cv::IMREAD_COLOR);
+  const cv::Mat cmn = cv::imread(o.run_dir + "/confusion_matrix_normalized.png", cv::IMREAD_COLOR);
+  ASSERT_FALSE(cm.empty());
+  ASSERT_FALSE(cmn.empty());
+  EXPECT_TRUE(cm.size() != cmn.size() || cv::norm(cm, cmn, cv::NORM_L1) > 0);
+
+  // The first three training batches (2 per epoch here, 6 in all).
+  for (int b = 0; b < 3; ++b) {
+    const cv::Mat tb = cv::imread(o.run_dir + "/train_batch" + std::to_string(b) + ".jpg", cv::IMREAD_COLOR);
+    ASSERT_FALSE(tb.empty()) << b;
+    EXPECT_EQ(tb.cols, 2 * 64) << b;  // 4 images of 64 px, 2 x 2
+    EXPECT_EQ(tb.rows, 2 * 64) << b;
+  }
+  EXPECT_FALSE(fs::exists(o.run_dir + "/train_batch3.jpg"));
+
+  // val_batch0: the one val batch (3 images; batch 2 x 4 = 8), tiles of 320
+  // px in manifest order (square images keep it); each label's box edge in
+  // its class colour at its place in its tile. No val_batch1.
+  const cv::Mat vl = cv::imread(o.run_dir + "/val_batch0_labels.jpg", cv::IMREAD_COLOR);
+  const cv::Mat vp = cv::imread(o.run_dir + "/val_batch0_pred.jpg", cv::IMREAD_COLOR);
+  ASSERT_FALSE(vl.empty());
+  ASSERT_FALSE(vp.empty());
+  EXPECT_EQ(vl.cols, 3 * 320);
+  EXPECT_EQ(vl.rows, 320);
+  EXPECT_EQ(vp.size(), vl.size());
+  EXPECT_FALSE(fs::exists(o.run_dir + "/val_batch1_labels.jpg"));
+  auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
+  ASSERT_TRUE(meta.IsOk());
+  store::LocalArtifactStore blobs(home);
+  auto version = data::LoadVersion(**meta, blobs, "tiny");
+  ASSERT_TRUE(version.IsOk()) << version.GetStatus().ToString();
+  // eval::internal::SeriesColor's first two (BGR).
+  const cv::Vec3b kClassColour[2] = {{0x38, 0x38, 0xFF}, {0x97, 0x9D, 0xFF}};
+  int tile = 0, checked = 0;
+  for (const data::ManifestEntry& e : version->manifest.entries) {
+    if (e.split != data::Split::kVal) continue;
+    const double scale = 320.0 / std::max(e.width, e.height);
+    for (const data::Box& b : e.boxes) {
+      const int x1 = tile * 320 + int(std::lround((b.cx - b.w / 2) * e.width * scale));
+      const int ymid = int(std::lround(b.cy * e.height * scale));
+      EXPECT_TRUE(ColourNear(vl, x1, ymid, kClassColour[b.cls]))
+          << "tile " << tile << " class " << b.cls << " left edge at " << x1 << "," << ymid;
+      ++checked;
+    }
+    ++tile;
+  }
+  EXPECT_EQ(tile, 3);
+  EXPECT_GT(checked, 0);
   // Atomic writes leave no temp files behind.
   for (const auto& e : fs::directory_iterator(o.run_dir)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
