@@ -17,6 +17,7 @@ PACKAGES=(
   libboost-dev                       # Boost.Beast/Asio (header-only): the HTTP server (src/server)
   libarchive-dev                     # zip uploads unpacked under limits (src/server/upload_archive.cc)
   python3                            # test tooling only (tools/soak), never the product
+  swift swift-proxy swift-object swift-container swift-account  # test only: OpenStack Swift + s3api, a real S3 API for tests/s3 (~30 s)
   python3-torch                      # test tooling only: tools/gpu's PyTorch reference (ctest gpu_reference_matches_kestrel)
   chromium                           # the web UI's browser test (tests/web, playwright-core drives it)
   libgtest-dev libgmock-dev libbenchmark-dev

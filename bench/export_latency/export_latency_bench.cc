@@ -48,6 +48,7 @@
 #include "model/predictor.h"
 #include "model/pt_checkpoint.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 
 using namespace kestrel;
@@ -175,7 +176,7 @@ int main(int argc, char** argv) {
   }
   auto meta = store::MetadataStore::Open(store::MetadataUrl(root + "/home"));
   if (!meta.IsOk()) Die("metadata store", meta.GetStatus());
-  store::ArtifactStore blobs(root + "/home");
+  store::LocalArtifactStore blobs(root + "/home");
   app::Datasets datasets(**meta, blobs);
   auto imp = datasets.Import(data, "bench", data::ImportOptions());
   if (!imp.IsOk()) Die("import " + data, imp.GetStatus());

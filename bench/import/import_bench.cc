@@ -17,6 +17,7 @@
 #include "data/formats.h"
 #include "data/image.h"
 #include "data/synth.h"
+#include "store/local_artifact_store.h"
 
 using namespace kestrel;
 namespace fs = std::filesystem;
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
     std::string home = (tmp / ("home" + std::to_string(r))).string();
     auto meta = store::MetadataStore::Open("sqlite:" + home + "/kestrel.db");
     if (!meta.IsOk()) return 1;
-    store::ArtifactStore blobs(home);
+    store::LocalArtifactStore blobs(home);
     app::Datasets datasets(**meta, blobs);
     data::ImportOptions o;
     o.allow_errors = true;

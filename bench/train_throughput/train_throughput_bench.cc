@@ -42,6 +42,7 @@
 #include "data/version.h"
 #include "model/yolo.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 #include "train/loss.h"
 #include "train/optimizer.h"
@@ -126,7 +127,7 @@ std::string MakeHome(const Args& a, const std::string& root, int classes) {
   if (Status s = data::WriteSynthDataset(so, src); !s.IsOk()) Die("synth", s);
   auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
   if (!meta.IsOk()) Die("metadata store", meta.GetStatus());
-  store::ArtifactStore blobs(home);
+  store::LocalArtifactStore blobs(home);
   data::ImportOptions io;
   io.imgsz = a.imgsz;
   io.val_ratio = 0;

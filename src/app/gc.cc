@@ -140,6 +140,7 @@ Result<GcReport> CollectGarbage(store::MetadataStore& meta, store::ArtifactStore
   GcReport r;
   r.dry_run = options.dry_run;
   r.grace_s = options.grace_s;
+  r.store = blobs.Describe();
   const int64_t keep_since = now_s - options.grace_s;
   // 0. Crashed writers' temp files and folders (leftovers.h), as old as the
   //    grace period asks of blobs; a blob a crashed collector left aside is
@@ -148,6 +149,11 @@ Result<GcReport> CollectGarbage(store::MetadataStore& meta, store::ArtifactStore
   lo.dry_run = options.dry_run;
   lo.min_age_s = options.grace_s;
   KESTREL_ASSIGN_OR_RETURN(r.leftovers, ReclaimLeftovers(blobs.Root(), lo, now_s));
+  //    And the store's own unfinished writes as old (S3: multipart uploads
+  //    a killed writer never completed; invisible, and billed).
+  if (!options.dry_run) {
+    KESTREL_ASSIGN_OR_RETURN(r.incomplete_writes, blobs.SweepIncompleteWrites(keep_since));
+  }
   // 1. List first: a blob written after this point is not considered at all.
   KESTREL_ASSIGN_OR_RETURN(auto listed, blobs.List());
   // 2. Then the references: every record committed before this read is seen;
@@ -196,6 +202,8 @@ json GcReportJson(const GcReport& r) {
   return {{"ok", true},
           {"dry_run", r.dry_run},
           {"grace_s", r.grace_s},
+          {"store", r.store},
+          {"incomplete_writes", r.incomplete_writes},
           {"blobs", r.blobs},
           {"blob_bytes", r.blob_bytes},
           {"referenced", r.referenced},

@@ -89,6 +89,11 @@ struct GcReport {
   // Crashed writers' temp files and folders anywhere in the home
   // (leftovers.h), reclaimed when older than grace_s and their writer is gone.
   LeftoverReport leftovers;
+  // Where the blobs live (ArtifactStore::Describe) and the unfinished writes
+  // of the store itself removed (S3: aborted multipart uploads older than
+  // grace_s; 0 on a dry run and for the local store).
+  std::string store;
+  int64_t incomplete_writes = 0;
 };
 
 // Lists the blobs, then reads the references, then removes (or, dry run,
@@ -96,9 +101,9 @@ struct GcReport {
 // Unix seconds (the grace cutoff is now_s - grace_s against blob mtimes).
 Result<GcReport> CollectGarbage(store::MetadataStore& meta, store::ArtifactStore& blobs,
                                 const GcOptions& options, int64_t now_s);
-// {"ok", "dry_run", "grace_s", "blobs", "blob_bytes", "referenced", "referenced_bytes",
-//  "records", "records_bytes", "recent", "recent_bytes", "deleted", "freed_bytes", "raced", "deleted_shas",
-//  "leftovers": LeftoverReportJson}
+// {"ok", "dry_run", "grace_s", "store", "incomplete_writes", "blobs", "blob_bytes", "referenced",
+//  "referenced_bytes", "records", "records_bytes", "recent", "recent_bytes", "deleted", "freed_bytes",
+//  "raced", "deleted_shas", "leftovers": LeftoverReportJson}
 nlohmann::json GcReportJson(const GcReport& r);
 
 // `kestrel du`. Blob bytes count once per owner: two versions sharing images

@@ -27,9 +27,9 @@ Result<AttemptResult> RunValAttempt(AttemptContext& ctx) {
   if (o.model.empty())
     return Status::InvalidArgument("the job names no model=", {"", 0, "model"})
         .WithReason(FailureReason::kBadConfig);
-  store::ArtifactStore blobs(ctx.home);
+  KESTREL_ASSIGN_OR_RETURN(auto blobs, store::OpenArtifactStore(ctx.home));
   ctx.Progress("stage=eval model=" + o.model);
-  KESTREL_ASSIGN_OR_RETURN(ValRun run, EvaluateModel(Env::Default(), *ctx.meta, blobs, o, ctx.AttemptDir()));
+  KESTREL_ASSIGN_OR_RETURN(ValRun run, EvaluateModel(Env::Default(), *ctx.meta, *blobs, o, ctx.AttemptDir()));
   const eval::EvalResult& r = run.result;
   AttemptResult result;
   result.model = o.model;
@@ -63,6 +63,7 @@ Result<AttemptResult> RunExportAttempt(AttemptContext& ctx) {
   // A job's data= was resolved to its version at submit.
   KESTREL_ASSIGN_OR_RETURN(ExportRequest req, keys.Request());
   KESTREL_RETURN_IF_ERROR(Env::Default().CreateDirs(ctx.JobDir()));
+  KESTREL_ASSIGN_OR_RETURN(auto blobs, store::OpenArtifactStore(ctx.home));
   ctx.Progress("stage=export model=" + keys.r.model);
   // A progress line every 10 s while the export runs (the supervisor's hang
   // detection reads them), until `finished`.
@@ -82,10 +83,9 @@ Result<AttemptResult> RunExportAttempt(AttemptContext& ctx) {
       next += kEvery;
     }
   });
-  store::ArtifactStore blobs(ctx.home);
   std::ostream& out = ctx.Out();
   Result<RegisteredExport> e =
-      ExportAndRecord(Env::Default(), *ctx.meta, blobs, std::move(req),
+      ExportAndRecord(Env::Default(), *ctx.meta, *blobs, std::move(req),
                       [&out](const store::ModelRecord& m, const std::string& weights) {
                         out << ResolvedModelText(m, weights) << std::endl;
                       });

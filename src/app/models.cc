@@ -508,14 +508,15 @@ Result<ResolvedWeights> ModelRegistry::ResolveReference(const std::string& ref) 
 }
 
 Result<ResolvedWeights> ModelRegistry::VerifiedWeights(const store::ModelRecord& m) {
-  // Verify the whole blob before anyone loads it.
-  auto bytes = blobs_.Get(m.weights_sha);
-  if (!bytes.IsOk()) {
-    return Status(bytes.GetStatus().Code(), "model " + VersionRef(m) + " weights blob " + m.weights_sha +
-                                                ": " + bytes.GetStatus().Message());
+  // Verify the whole blob before anyone loads it (LocalPath verifies; on S3
+  // it is the verified download).
+  auto path = blobs_.LocalPath(m.weights_sha);
+  if (!path.IsOk()) {
+    return Status(path.GetStatus().Code(), "model " + VersionRef(m) + " weights blob " + m.weights_sha +
+                                               ": " + path.GetStatus().Message());
   }
   ResolvedWeights out;
-  out.path = blobs_.PathFor(m.weights_sha);
+  out.path = *path;
   out.model = m;
   return out;
 }

@@ -58,6 +58,11 @@ std::string GcText(const app::GcReport& r) {
     if (r.raced > 0) t << "; " << r.raced << " kept: a writer re-used them meanwhile";
   }
   t << "\n" << LeftoversText(r.leftovers, r.dry_run, r.grace_s);
+  // The S3 store's unfinished multipart uploads (docs/disk.md "Artifacts on S3").
+  if (r.incomplete_writes > 0) {
+    t << "\naborted " << r.incomplete_writes << " incomplete uploads older than " << r.grace_s << " s in "
+      << r.store;
+  }
   return t.str();
 }
 

@@ -187,10 +187,10 @@ Result<VersionView> ReadVersion(const store::DatasetVersionRecord& record, store
   // Reports are small since findings are capped, but versions imported
   // before that can hold a report of hundreds of MB (issue 10: 544 MB, 26 s
   // and 6.9 GB to parse for every `dataset show`). Those are not loaded.
-  const FileInfo rinfo = env.Stat(blobs.PathFor(v.record.report_sha));
-  if (rinfo.exists && rinfo.size > kMaxReportBytesLoaded) {
+  const Result<uint64_t> rsize = blobs.Size(v.record.report_sha);
+  if (rsize.IsOk() && *rsize > kMaxReportBytesLoaded) {
     v.report = {{"omitted", true},
-                {"bytes", rinfo.size},
+                {"bytes", *rsize},
                 {"reason", "stored report is larger than " + std::to_string(kMaxReportBytesLoaded) +
                                " bytes (imported before findings were capped); the summary has the counts"}};
     return v;

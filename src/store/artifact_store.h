@@ -1,14 +1,22 @@
-// Content-addressed blob store on a local filesystem:
-//   <root>/objects/<sha[0:2]>/<sha256>
-// Writes are atomic (temp, fsync, rename) and deduplicated (same bytes, one
-// blob). Reads verify the hash: a corrupted blob is reported as kCorruption,
-// never silently returned.
+// The content-addressed blob store every module reads and writes blobs
+// through: dataset images, manifests and reports, model weights, plots,
+// exports and evaluation records, each named by the SHA-256 of its bytes.
+//
+// Two implementations (docs/disk.md "Artifact store"):
+//   LocalArtifactStore (local_artifact_store.h): <home>/objects/<aa>/<sha>,
+//     the embedded default; no setting.
+//   S3ArtifactStore (s3_artifact_store.h): s3://bucket/prefix/objects/<aa>/<sha>
+//     when KESTREL_ARTIFACTS=s3://bucket/prefix.
+// Every implementation: a blob is visible only when complete, writes are
+// deduplicated, and every read verifies the hash (a damaged blob is
+// kCorruption, never returned).
 //
 // Thread-safety: all methods may be called concurrently, also from several
-// processes sharing the root.
+// processes (and, for S3, hosts) sharing the store.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,53 +28,68 @@ namespace kestrel::store {
 
 class ArtifactStore {
  public:
-  // `root` is the Kestrel home; blobs go under root/objects.
-  explicit ArtifactStore(std::string root, Env& env = Env::Default());
+  virtual ~ArtifactStore() = default;
 
   // Returns the sha256 of `bytes`; writes the blob unless already present.
   Result<std::string> Put(std::string_view bytes);
-  // How a new blob reaches the disk. kSync: fsynced before Put returns.
-  // kDeferred: renamed into place without fsync; durable only after
-  // SyncDeferred() — for bulk imports that sync once before the metadata
-  // that refers to the blobs is committed.
+  // How a new blob reaches durable storage. kSync: durable before Put
+  // returns. kDeferred: durable only after SyncDeferred() — for bulk imports
+  // that sync once before the metadata that refers to the blobs is committed
+  // (the local store; S3 writes are durable when they return).
   enum class Durability { kSync, kDeferred };
 
   // Same for bytes whose hash the caller already computed (must match). An
-  // existing blob is re-verified, and rewritten if it is damaged (e.g. a
-  // deferred write cut short by a power loss); an intact one gets its mtime
-  // refreshed, so the garbage collector's grace period (docs/disk.md) also
-  // covers blobs an in-flight import or registration is about to reference.
-  Result<std::string> PutWithHash(std::string_view bytes, const std::string& sha,
-                                  Durability durability = Durability::kSync);
-  // Makes every deferred blob durable (syncfs of the store's filesystem).
-  Status SyncDeferred();
+  // existing blob has its modification time refreshed, so the garbage
+  // collector's grace period (docs/disk.md) also covers blobs an in-flight
+  // import or registration is about to reference.
+  virtual Result<std::string> PutWithHash(std::string_view bytes, const std::string& sha,
+                                          Durability durability = Durability::kSync) = 0;
+  // Makes every deferred blob durable.
+  virtual Status SyncDeferred() = 0;
   // Reads and verifies. kNotFound when absent, kCorruption on hash mismatch.
-  Result<std::string> Get(const std::string& sha);
-  bool Has(const std::string& sha);
+  virtual Result<std::string> Get(const std::string& sha) = 0;
+  virtual bool Has(const std::string& sha) = 0;
+  // The blob's size in bytes without reading it; kNotFound when absent.
+  virtual Result<uint64_t> Size(const std::string& sha) = 0;
+  // A verified local file holding the blob, for readers that need a path
+  // (weights loaded by a backend): the blob itself for the local store, a
+  // download cache under the home for S3. kNotFound / kCorruption as Get.
+  virtual Result<std::string> LocalPath(const std::string& sha) = 0;
+
   // One blob as the garbage collector sees it (docs/disk.md).
   struct BlobInfo {
     std::string sha;
     uint64_t bytes = 0;
     int64_t mtime_s = 0;  // last write, or last deduplicated Put (Unix seconds)
   };
-  // Every blob under objects/, sorted by sha. Other names there (temp files
-  // of interrupted writes, a collector's "<sha>.gc") are not blobs.
-  Result<std::vector<BlobInfo>> List();
+  // Every blob, sorted by sha. Unfinished writes are not blobs.
+  virtual Result<std::vector<BlobInfo>> List() = 0;
   // The collector's removal: deletes the blob unless it was written or
-  // re-Put at or after `keep_since_s` (its mtime), and returns whether it
-  // deleted. The blob is first renamed aside and its mtime read again, so a
-  // concurrent Put either refreshed the mtime before the rename (the blob is
-  // renamed back) or finds the blob gone and writes it anew: a Put that
-  // returned is never undone. kNotFound-free: an absent blob is "not deleted".
-  Result<bool> RemoveIfUntouchedSince(const std::string& sha, int64_t keep_since_s);
-  // Where the blob lives (whether or not it exists).
-  std::string PathFor(const std::string& sha) const;
-  const std::string& Root() const { return root_; }
+  // re-Put at or after `keep_since_s`, and returns whether it deleted. An
+  // absent blob is "not deleted", not an error.
+  virtual Result<bool> RemoveIfUntouchedSince(const std::string& sha, int64_t keep_since_s) = 0;
+  // Removes what interrupted writes started before `started_before_s` left on
+  // the store's side (S3: aborts their multipart uploads, which are billed
+  // and invisible otherwise); returns how many. The local store's temp files
+  // are the collector's leftovers (app/leftovers.h), so it has none here.
+  virtual Result<int> SweepIncompleteWrites(int64_t started_before_s) = 0;
 
- private:
-  std::string root_;
-  Env& env_;
+  // Where the blob lives, for people (whether or not it exists): a file path
+  // for the local store, an s3:// URL for S3. Not necessarily a readable
+  // file: use LocalPath for that.
+  virtual std::string PathFor(const std::string& sha) const = 0;
+  // "local <home>/objects" or "s3://bucket/prefix at <endpoint>".
+  virtual std::string Describe() const = 0;
+  // The Kestrel home this store serves (the local store's blobs are under
+  // Root()/objects; the S3 store keeps its download cache under it).
+  virtual const std::string& Root() const = 0;
 };
+
+// The store `home` uses: KESTREL_ARTIFACTS=s3://bucket/prefix (endpoint,
+// region and credentials from the AWS_* variables and ~/.aws files,
+// s3/client.h), else the local store under `home`. kInvalidArgument naming
+// KESTREL_ARTIFACTS or the AWS setting when they are malformed.
+Result<std::unique_ptr<ArtifactStore>> OpenArtifactStore(const std::string& home, Env& env = Env::Default());
 
 // $KESTREL_HOME, else "./.kestrel".
 std::string KestrelHome();

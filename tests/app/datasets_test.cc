@@ -17,6 +17,7 @@
 #include <random>
 
 #include "data/synth.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::data {
 namespace {
@@ -59,7 +60,7 @@ class DatasetsTest : public ::testing::Test {
 
   void OpenStores() {
     meta_ = std::move(store::MetadataStore::Open("sqlite:" + home_ + "/kestrel.db")).Value();
-    blobs_ = std::make_unique<store::ArtifactStore>(home_);
+    blobs_ = std::make_unique<store::LocalArtifactStore>(home_);
     reg_ = std::make_unique<app::Datasets>(*meta_, *blobs_);
   }
 
@@ -412,7 +413,7 @@ TEST_F(DatasetsTest, ImportKilledMidwayLeavesNoPartialVersion) {
   {
     auto meta =
         std::move(store::MetadataStore::Open("sqlite:" + (dir_ / "timing").string() + "/kestrel.db")).Value();
-    store::ArtifactStore blobs((dir_ / "timing").string());
+    store::LocalArtifactStore blobs((dir_ / "timing").string());
     app::Datasets reg(*meta, blobs);
     ImportOptions o;
     o.threads = 1;
@@ -430,7 +431,7 @@ TEST_F(DatasetsTest, ImportKilledMidwayLeavesNoPartialVersion) {
     if (pid == 0) {
       auto meta = store::MetadataStore::Open("sqlite:" + home + "/kestrel.db");
       if (!meta.IsOk()) _exit(3);
-      store::ArtifactStore blobs(home);
+      store::LocalArtifactStore blobs(home);
       app::Datasets reg(**meta, blobs);
       ImportOptions o;
       o.threads = 1;
@@ -443,7 +444,7 @@ TEST_F(DatasetsTest, ImportKilledMidwayLeavesNoPartialVersion) {
     int st = 0;
     waitpid(pid, &st, 0);
     auto meta = std::move(store::MetadataStore::Open("sqlite:" + home + "/kestrel.db")).Value();
-    store::ArtifactStore blobs(home);
+    store::LocalArtifactStore blobs(home);
     app::Datasets reg(*meta, blobs);
     auto versions = *meta->ListVersions("k");
     ASSERT_LE(versions.size(), 1u);

@@ -15,6 +15,7 @@
 #include "app/compare.h"
 #include "core/env.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::app {
@@ -33,7 +34,7 @@ class AppEvaluateTest : public testing::KestrelCliTest {
     auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
     ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
     meta_ = std::move(meta).Value();
-    blobs_ = std::make_unique<store::ArtifactStore>(home);
+    blobs_ = std::make_unique<store::LocalArtifactStore>(home);
   }
   std::unique_ptr<store::MetadataStore> meta_;
   std::unique_ptr<store::ArtifactStore> blobs_;

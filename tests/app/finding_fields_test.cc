@@ -22,6 +22,7 @@
 #include "app/datasets.h"
 #include "data/synth.h"
 #include "stored_report.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::app {
 namespace {
@@ -49,7 +50,7 @@ class FindingFieldsTest : public ::testing::Test {
     auto m = store::MetadataStore::Open(store::MetadataUrl(home));
     ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
     meta_ = std::move(m).Value();
-    blobs_ = std::make_unique<store::ArtifactStore>(home);
+    blobs_ = std::make_unique<store::LocalArtifactStore>(home);
 
     // YOLO: a synthetic set plus a near duplicate in train, a train image
     // copied into val (leakage) and a truncated JPEG (excluded).

@@ -16,6 +16,7 @@
 #include "app/models.h"
 #include "core/hash.h"
 #include "core/safetensors.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::app {
 namespace {
@@ -35,7 +36,7 @@ class GcTest : public ::testing::Test {
     auto m = store::MetadataStore::Open("sqlite:" + (dir_ / "home" / "kestrel.db").string());
     ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
     meta_ = std::move(*m);
-    blobs_ = std::make_unique<store::ArtifactStore>((dir_ / "home").string());
+    blobs_ = std::make_unique<store::LocalArtifactStore>((dir_ / "home").string());
   }
   void TearDown() override {
     meta_.reset();

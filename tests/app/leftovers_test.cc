@@ -20,6 +20,7 @@
 
 #include "app/gc.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::app {
@@ -221,7 +222,7 @@ TEST_F(LeftoversTest, ACollectorsAsideCopyIsPutBackOrRemoved) {
 TEST_F(LeftoversTest, GcReportsAndReclaimsLeftoversOlderThanItsGrace) {
   auto meta = store::MetadataStore::Open(store::MetadataUrl(home_.string()));
   ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-  store::ArtifactStore blobs(home_.string());
+  store::LocalArtifactStore blobs(home_.string());
   File("uploads/upload-" + dead_ + "-0.part", 2048);
   File("objects/aa/" + kSha + ".tmp-" + own_ + "-0", 10);
   GcOptions o;

@@ -15,6 +15,7 @@
 #include "core/hash.h"
 #include "core/safetensors.h"
 #include "store/postgres_store.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::app {
 namespace {
@@ -48,7 +49,7 @@ class ModelRegistryTest : public ::testing::TestWithParam<std::string> {
     }
     meta_ = Open();
     ASSERT_NE(meta_, nullptr);
-    blobs_ = std::make_unique<store::ArtifactStore>((dir_ / "home").string());
+    blobs_ = std::make_unique<store::LocalArtifactStore>((dir_ / "home").string());
     reg_ = std::make_unique<ModelRegistry>(*meta_, *blobs_, Env::Default());
   }
   void TearDown() override {

@@ -19,6 +19,7 @@
 #include "app/tokens.h"
 #include "core/safetensors.h"
 #include "data/synth.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::app {
 namespace {
@@ -37,7 +38,7 @@ class NameBoundTest : public ::testing::Test {
     auto m = store::MetadataStore::Open("sqlite:" + (dir_ / "kestrel.db").string());
     ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
     meta_ = std::move(m).Value();
-    blobs_ = std::make_unique<store::ArtifactStore>((dir_ / "home").string());
+    blobs_ = std::make_unique<store::LocalArtifactStore>((dir_ / "home").string());
   }
   void TearDown() override {
     meta_.reset();

@@ -12,6 +12,7 @@
 #include "app/evaluate.h"
 #include "app/templates.h"
 #include "cli_fixture.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::testing {
 namespace {
@@ -30,7 +31,7 @@ class AppViewsCliTest : public KestrelCliTest {
     auto m = store::MetadataStore::Open(store::MetadataUrl(home));
     ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
     meta_ = std::move(m).Value();
-    blobs_ = std::make_unique<store::ArtifactStore>(home);
+    blobs_ = std::make_unique<store::LocalArtifactStore>(home);
   }
   static json Ok(json view) {
     view["ok"] = true;

@@ -25,6 +25,7 @@
 #include "core/safetensors.h"
 #include "server/api.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::testing {
@@ -186,7 +187,7 @@ TEST_F(CliEqualsApiTest, EveryReadCommandPrintsWhatItsRouteReturns) {
   auto m = store::MetadataStore::Open(store::MetadataUrl(home_));
   ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
   meta_ = std::move(m).Value();
-  blobs_ = std::make_unique<store::ArtifactStore>(home_);
+  blobs_ = std::make_unique<store::LocalArtifactStore>(home_);
   const int64_t now = Env::Default().UnixMillis();
   ASSERT_TRUE(meta_->UpsertWorker({"w1", "hostA", R"([{"kind":"cpu","index":0}])", now, now, 0}).IsOk());
   Claim(1);

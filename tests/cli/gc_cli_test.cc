@@ -15,6 +15,7 @@
 #include "cli_fixture.h"
 #include "core/hash.h"
 #include "core/safetensors.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::testing {
 namespace {
@@ -70,7 +71,7 @@ TEST_F(GcCliTest, JsonEqualsTheAppViewsAndGcFreesThePlantedGarbage) {
   }
   auto meta = Meta();
   ASSERT_NE(meta, nullptr);
-  store::ArtifactStore blobs(Home().string());
+  store::LocalArtifactStore blobs(Home().string());
 
   const CliRun dry = Kestrel("--json gc --dry-run");
   ASSERT_EQ(dry.code, 0) << dry.out;
@@ -162,7 +163,7 @@ TEST_F(GcCliTest, GcInALoopNeverDeletesWhatConcurrentImportsAndRegistrationsRefe
   // Every blob any record references still verifies.
   auto meta = Meta();
   ASSERT_NE(meta, nullptr);
-  store::ArtifactStore blobs(Home().string());
+  store::LocalArtifactStore blobs(Home().string());
   auto refs = app::CollectReferences(*meta, blobs);
   ASSERT_TRUE(refs.IsOk()) << refs.GetStatus().ToString();
   ASSERT_EQ(refs->versions.size(), static_cast<size_t>(kDatasets));

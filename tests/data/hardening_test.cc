@@ -18,6 +18,7 @@
 #include "data/synth.h"
 #include "data/text.h"
 #include "scratch_dir_test.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::data {
 namespace {
@@ -68,7 +69,7 @@ class HardeningTest : public ScratchDirTest {
   Stores Open(const std::string& home) {
     Stores s;
     s.meta = std::move(store::MetadataStore::Open("sqlite:" + P(home) + "/kestrel.db")).Value();
-    s.blobs = std::make_unique<store::ArtifactStore>(P(home));
+    s.blobs = std::make_unique<store::LocalArtifactStore>(P(home));
     s.reg = std::make_unique<app::Datasets>(*s.meta, *s.blobs);
     return s;
   }

@@ -23,6 +23,7 @@
 #include "data/preview.h"
 #include "data/synth.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::data {
 namespace {
@@ -266,7 +267,7 @@ TEST(LoaderTest, CorruptedBlobInArtifactStoreIsABadSample) {
   const MemData& d = Synth(10);
   const fs::path root = fs::temp_directory_path() / ("kestrel_loader_" + std::to_string(::getpid()));
   fs::remove_all(root);
-  store::ArtifactStore blobs(root.string());
+  store::LocalArtifactStore blobs(root.string());
   for (const auto& [path, bytes] : d.bytes) ASSERT_TRUE(blobs.Put(bytes).IsOk());
   const ManifestEntry& victim = d.manifest.entries[3];
   {

@@ -30,6 +30,7 @@
 #include "core/env.h"
 #include "core/safetensors.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel {
@@ -67,7 +68,7 @@ class ExportMapTest : public testing::KestrelCliTest {
     auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
     ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
     meta_ = std::move(meta).Value();
-    blobs_ = std::make_unique<store::ArtifactStore>(home);
+    blobs_ = std::make_unique<store::LocalArtifactStore>(home);
   }
   app::ExportMapSource Source(double tolerance = -1) {
     app::ExportMapSource s;

@@ -11,6 +11,7 @@
 #include "data/synth.h"
 #include "data/version.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::train::quality {
@@ -28,7 +29,7 @@ inline void SynthAndImport(const data::SynthOptions& so, const std::string& root
   ASSERT_TRUE(data::WriteSynthDataset(so, root + "/synth").IsOk());
   auto meta = store::MetadataStore::Open(store::MetadataUrl(root + "/home"));
   ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-  store::ArtifactStore blobs(root + "/home");
+  store::LocalArtifactStore blobs(root + "/home");
   data::ImportOptions io;
   io.imgsz = imgsz;
   // Stored as `dataset import` would (clean data: no import policy involved).

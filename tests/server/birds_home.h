@@ -18,6 +18,7 @@
 #include "core/safetensors.h"
 #include "data/synth.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel::server::testing {
@@ -35,7 +36,7 @@ inline void OpenHomeWithBirds(const std::string& prefix, int images, std::filesy
   auto m = store::MetadataStore::Open(store::MetadataUrl(*home));
   ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
   *meta = std::move(m).Value();
-  *blobs = std::make_unique<store::ArtifactStore>(*home);
+  *blobs = std::make_unique<store::LocalArtifactStore>(*home);
 
   data::SynthOptions so;
   so.images = images;

@@ -1,4 +1,5 @@
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -26,7 +27,7 @@ class ArtifactStoreTest : public ::testing::Test {
 };
 
 TEST_F(ArtifactStoreTest, PutGetDeduplicates) {
-  ArtifactStore store(root_);
+  LocalArtifactStore store(root_);
   auto a = store.Put("hello");
   ASSERT_TRUE(a.IsOk());
   EXPECT_EQ(*a, Sha256Hex("hello"));
@@ -40,7 +41,7 @@ TEST_F(ArtifactStoreTest, PutGetDeduplicates) {
 }
 
 TEST_F(ArtifactStoreTest, CorruptedBlobIsReportedNotReturned) {
-  ArtifactStore store(root_);
+  LocalArtifactStore store(root_);
   std::string sha = *store.Put("precious bytes");
   {
     std::ofstream f(store.PathFor(sha), std::ios::binary | std::ios::trunc);
@@ -56,7 +57,7 @@ TEST_F(ArtifactStoreTest, DamagedBlobIsRewrittenOnPut) {
   // A deferred write cut short (power loss before syncfs) can leave a blob of
   // the right size with the wrong bytes; the next Put must repair it rather
   // than "deduplicate" against it.
-  ArtifactStore store(root_);
+  LocalArtifactStore store(root_);
   std::string sha =
       *store.PutWithHash("0123456789", Sha256Hex("0123456789"), ArtifactStore::Durability::kDeferred);
   ASSERT_TRUE(store.SyncDeferred().IsOk());
@@ -71,7 +72,7 @@ TEST_F(ArtifactStoreTest, DamagedBlobIsRewrittenOnPut) {
 
 TEST_F(ArtifactStoreTest, DeferredWritesAreVisibleAndSyncable) {
   FaultInjectionEnv env(Env::Default());
-  ArtifactStore store(root_, env);
+  LocalArtifactStore store(root_, env);
   std::string sha = Sha256Hex("later");
   ASSERT_TRUE(store.PutWithHash("later", sha, ArtifactStore::Durability::kDeferred).IsOk());
   EXPECT_TRUE(store.SyncDeferred().IsOk());
@@ -82,7 +83,7 @@ TEST_F(ArtifactStoreTest, DeferredWritesAreVisibleAndSyncable) {
 }
 
 TEST_F(ArtifactStoreTest, MissingBlobIsNotFound) {
-  ArtifactStore store(root_);
+  LocalArtifactStore store(root_);
   auto r = store.Get(Sha256Hex("never stored"));
   EXPECT_EQ(r.GetStatus().Code(), StatusCode::kNotFound);
   EXPECT_FALSE(store.Get("not-a-hash").IsOk());
@@ -90,7 +91,7 @@ TEST_F(ArtifactStoreTest, MissingBlobIsNotFound) {
 
 TEST_F(ArtifactStoreTest, FailedWriteLeavesNoBlob) {
   FaultInjectionEnv env(Env::Default());
-  ArtifactStore store(root_, env);
+  LocalArtifactStore store(root_, env);
   env.FailWritesAfter(0);
   auto r = store.Put("data");
   EXPECT_FALSE(r.IsOk());

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 #include "store/private_files.h"
 
@@ -60,7 +61,7 @@ TEST_F(HomeModeTest, AFreshHomeDatabaseAndBlobStoreAreOwnerOnlyWhateverTheUmask)
     }
     // The blob store alone may create the home too.
     const fs::path blobs_home = dir_ / ("blobs" + std::to_string(mask));
-    ArtifactStore blobs(blobs_home.string());
+    LocalArtifactStore blobs(blobs_home.string());
     ASSERT_TRUE(blobs.Put("bytes").IsOk());
     EXPECT_EQ(ModeOf(blobs_home), 0700u) << "umask " << mask;
     EXPECT_EQ(ModeOf(blobs_home / "objects"), 0700u) << "umask " << mask;

@@ -11,6 +11,7 @@
 #include "data/synth.h"
 #include "data/version.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 #include "train/trainer.h"
 
@@ -32,7 +33,7 @@ inline void ImportTinyDataset(const std::string& home, const std::string& folder
   ASSERT_TRUE(data::WriteSynthDataset(so, folder).IsOk());
   auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
   ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-  store::ArtifactStore blobs(home);
+  store::LocalArtifactStore blobs(home);
   data::ImportOptions io;
   io.imgsz = 64;
   // Clean data: no import policy involved.

@@ -19,6 +19,7 @@
 #include "core/safetensors.h"
 #include "store/metadata_store.h"
 #include "tiny_train.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::train {
 namespace {
@@ -108,7 +109,7 @@ TEST_F(TrainerTest, TinyRunWritesArtifactsAndLearns) {
   {
     auto meta = store::MetadataStore::Open(store::MetadataUrl(Home()));
     ASSERT_TRUE(meta.IsOk());
-    store::ArtifactStore blobs(Home());
+    store::LocalArtifactStore blobs(Home());
     auto view = data::LoadVersion(**meta, blobs, "tiny");
     ASSERT_TRUE(view.IsOk()) << view.GetStatus().ToString();
     std::vector<const data::ManifestEntry*> val;

@@ -1,0 +1,88 @@
+// ArtifactStore on an S3-compatible object store (KESTREL_ARTIFACTS=
+// s3://bucket/prefix): blobs under <prefix>/objects/<aa>/<sha256>, path-style
+// requests through s3::Client (SigV4, retries, clock-skew resync).
+//
+// - Visible only when complete: a small blob is one PutObject; a blob over
+//   multipart_threshold is uploaded in parts and the content-addressed key
+//   appears only when CompleteMultipartUpload succeeds.
+// - Per-part retry: each part is its own request with the client's retries.
+// - Resume: a Put of a blob whose multipart upload was interrupted (a killed
+//   process, a lost host) reuses the parts already uploaded whose size and
+//   MD5 ETag match, and uploads only the rest.
+// - Verified reads: Get hashes what came back; a mismatch is kCorruption.
+// - SweepIncompleteWrites aborts multipart uploads under the prefix older
+//   than the cutoff (`kestrel gc` runs it with its grace period).
+// - Garbage collection: there is no atomic rename on S3, so
+//   RemoveIfUntouchedSince reads LastModified and deletes; a Put that
+//   deduplicates in the gap between the two can be undone. The collector's
+//   grace period (docs/disk.md) makes that window matter only for a blob
+//   unreferenced for the whole period and re-Put in the same second.
+//
+// Thread-safety: as ArtifactStore.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "s3/client.h"
+#include "store/artifact_store.h"
+
+namespace kestrel::store {
+
+struct S3StoreOptions {
+  // Blobs of at least this many bytes go up as multipart uploads.
+  uint64_t multipart_threshold = 16ull << 20;
+  // Size of each part but the last (S3's minimum is 5 MiB).
+  uint64_t part_size = 8ull << 20;
+  // The Kestrel home (Root()); LocalPath keeps downloaded blobs under
+  // <home>/cache/s3-objects.
+  std::string home;
+  // Test seam: called before each part is uploaded; an error stops the upload
+  // there as a crash would (nothing is aborted or cleaned up).
+  std::function<Status(int part_number)> before_part;
+};
+
+class S3ArtifactStore final : public ArtifactStore {
+ public:
+  S3ArtifactStore(s3::Client& client, s3::S3Url where, S3StoreOptions options, Env& env = Env::Default());
+  // Owns its client.
+  S3ArtifactStore(std::unique_ptr<s3::Client> client, s3::S3Url where, S3StoreOptions options,
+                  Env& env = Env::Default());
+
+  Result<std::string> PutWithHash(std::string_view bytes, const std::string& sha,
+                                  Durability durability = Durability::kSync) override;
+  Status SyncDeferred() override { return {}; }  // S3 writes are durable when they return
+  Result<std::string> Get(const std::string& sha) override;
+  bool Has(const std::string& sha) override;
+  Result<uint64_t> Size(const std::string& sha) override;
+  Result<std::string> LocalPath(const std::string& sha) override;
+  Result<std::vector<BlobInfo>> List() override;
+  Result<bool> RemoveIfUntouchedSince(const std::string& sha, int64_t keep_since_s) override;
+  Result<int> SweepIncompleteWrites(int64_t started_before_s) override;
+  std::string PathFor(const std::string& sha) const override;
+  std::string Describe() const override;
+  const std::string& Root() const override { return options_.home; }
+
+  // The object key of a blob: <prefix>/objects/<aa>/<sha>.
+  std::string KeyFor(const std::string& sha) const;
+  // How the last PutWithHash went (tests, figures): parts uploaded, parts
+  // reused from an interrupted upload.
+  struct PutStats {
+    int parts_uploaded = 0;
+    int parts_reused = 0;
+  };
+  PutStats LastPutStats() const { return last_; }
+
+ private:
+  Status UploadMultipart(std::string_view bytes, const std::string& key);
+  std::string ObjectsPrefix() const;
+
+  std::unique_ptr<s3::Client> owned_;
+  s3::Client& client_;
+  s3::S3Url where_;
+  S3StoreOptions options_;
+  Env& env_;
+  PutStats last_;
+};
+
+}  // namespace kestrel::store
