@@ -175,7 +175,8 @@ bool Detector::Detect(const ImageView& image, std::vector<Detection>* out, std::
   for (int y = 0; y < image.height; ++y) {
     const uint8_t* src = image.data + static_cast<size_t>(y) * stride;
     uint8_t* dst = d.rgb.data() + static_cast<size_t>(y) * image.width * 3;
-    for (int x = 0; x < image.width; ++x, dst += 3) {
+    const size_t width = static_cast<size_t>(image.width);
+    for (size_t x = 0; x < width; ++x, dst += 3) {
       if (image.format == PixelFormat::kGray) {
         dst[0] = dst[1] = dst[2] = src[x];
       } else if (image.format == PixelFormat::kBgr) {
