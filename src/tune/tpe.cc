@@ -194,6 +194,21 @@ double PriorWeightForShare(const std::vector<double>& weights, double share, dou
   return share / (1.0 - share) * sum;
 }
 
+// The lies are left out of the sum: a lie is a placeholder that keeps
+// parallel suggestions apart, not evidence about the objective, so its
+// kernel keeps its full weight on top (shrinking it with the evidence let
+// 4 parallel suggestions cluster: docs/tune.md "Why g keeps half its
+// weight on the prior").
+double BadPriorWeight(const std::vector<const Trial*>& bad, const std::vector<double>& weights,
+                      const TpeOptions& options) {
+  std::vector<double> finished;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    if (bad[i]->state != TrialState::kQueued && bad[i]->state != TrialState::kRunning)
+      finished.push_back(weights[i]);
+  }
+  return PriorWeightForShare(finished, options.bad_prior_share, options.prior_weight);
+}
+
 std::vector<double> BuildCategorical(const Param& param, const std::vector<double>& observations,
                                      const std::vector<double>& weights, double prior_weight,
                                      double prior_mixture_weight) {
@@ -274,22 +289,6 @@ struct JointEstimator {
     return LogSumExp(terms);
   }
 };
-
-// g's prior weight: bad_prior_share of the weight of the bad trials that
-// finished. The constant liar's queued and running trials are left out of
-// that sum: a lie is a placeholder that keeps parallel suggestions apart,
-// not evidence about the objective, so its kernel keeps its full weight on
-// top (shrinking it with the evidence let 4 parallel suggestions cluster:
-// docs/tune.md "Why g keeps half its weight on the prior").
-double BadPriorWeight(const std::vector<const Trial*>& bad, const std::vector<double>& weights,
-                      const TpeOptions& options) {
-  std::vector<double> finished;
-  for (size_t i = 0; i < bad.size(); ++i) {
-    if (bad[i]->state != TrialState::kQueued && bad[i]->state != TrialState::kRunning)
-      finished.push_back(weights[i]);
-  }
-  return PriorWeightForShare(finished, options.bad_prior_share, options.prior_weight);
-}
 
 }  // namespace
 

@@ -78,6 +78,13 @@ ParzenEstimator BuildParzen(const Param& param, const std::vector<double>& obser
 // then the whole estimator). REQUIRES: 0 <= share < 1.
 double PriorWeightForShare(const std::vector<double>& weights, double share, double prior_weight);
 
+// g's prior weight under TpeOptions::bad_prior_share: PriorWeightForShare
+// over the weights of the bad trials that finished; the constant liar's
+// queued and running trials are not counted (their kernels come on top at
+// full weight). `weights`: TpeWeights of `bad`, in the same order.
+double BadPriorWeight(const std::vector<const Trial*>& bad, const std::vector<double>& weights,
+                      const TpeOptions& options);
+
 // A categorical param's estimator as the probability of each choice: the
 // weighted mixture of one kernel per observation (prior_weight / kernels on
 // every choice, + 1 on the observed one, normalized) and a uniform prior

@@ -328,6 +328,26 @@ TEST(Tpe, PriorWeightForShareByHand) {
   EXPECT_DOUBLE_EQ(PriorWeightForShare({}, 0.5, 1.0), 1.0);
 }
 
+TEST(Tpe, BadPriorWeightCountsFinishedTrialsNotTheLies) {
+  std::vector<Trial> t(5);
+  t[0].state = TrialState::kSucceeded;
+  t[1].state = TrialState::kPruned;
+  t[2].state = TrialState::kRunning;  // the constant liar's
+  t[3].state = TrialState::kSucceeded;
+  t[4].state = TrialState::kQueued;  // the constant liar's
+  const std::vector<const Trial*> bad = {&t[0], &t[1], &t[2], &t[3], &t[4]};
+  TpeOptions o;
+  // 3 finished of weight 1: the prior weighs 3 (not 5), half of the evidence.
+  EXPECT_DOUBLE_EQ(BadPriorWeight(bad, {1, 1, 1, 1, 1}, o), 3.0);
+  EXPECT_DOUBLE_EQ(BadPriorWeight(bad, {0.5, 0.25, 1, 1, 1}, o), 1.75);
+  o.bad_prior_share = 0;
+  o.prior_weight = 1.5;
+  EXPECT_DOUBLE_EQ(BadPriorWeight(bad, {1, 1, 1, 1, 1}, o), 1.5);  // the published weight
+  o.bad_prior_share = 0.5;
+  // Only lies: no evidence, the prior keeps prior_weight.
+  EXPECT_DOUBLE_EQ(BadPriorWeight({&t[2], &t[4]}, {1, 1}, o), 1.5);
+}
+
 TEST(Tpe, BadEstimatorWithHalfItsWeightOnThePriorHasAFloor) {
   // 19 bad observations packed at x = 0.3 on [0, 1]: g's density there is
   // ~19/20 of a narrow kernel's peak with the published weights, but with
