@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -601,9 +602,31 @@ Result<PtCheckpoint> ReadPtCheckpoint(const std::string& path, const PtReadLimit
   return ParsePtCheckpoint(bytes, path, limits);
 }
 
+Status MissingWeightsError(const std::string& path, const std::string& key) {
+  std::error_code ec;
+  std::string looked = std::filesystem::absolute(path, ec).lexically_normal().string();
+  if (ec) looked = path;
+  const std::string stem = std::filesystem::path(path).stem().string();
+  const std::string scratch = ParseModelSpec(stem, 1).IsOk()
+                                  ? "; to train " + stem + " from scratch use " + key + "=" + stem +
+                                        ".yaml (its architecture, untrained)"
+                                  : "";
+  return Status::NotFound(
+      key + "=" + EscapeInvalidUtf8(path) + ": no such file (looked for '" + EscapeInvalidUtf8(looked) +
+          "'). Nothing is downloaded: Kestrel has no network and never fetches weights as the "
+          "reference framework does. Copy the file from a machine that has it and pass its "
+          "path, or keep it in the model registry (`kestrel models register FILE`)" +
+          EscapeInvalidUtf8(scratch),
+      {path, 0, key});
+}
+
 Result<SafeTensorFile> ReadWeightsFile(const std::string& path) {
   const PtReadLimits limits;
-  KESTREL_ASSIGN_OR_RETURN(std::string bytes, Env::Default().ReadFile(path, limits.max_file_bytes));
+  auto read = Env::Default().ReadFile(path, limits.max_file_bytes);
+  if (read.GetStatus().Code() == StatusCode::kNotFound && !Env::Default().Stat(path).exists) {
+    return MissingWeightsError(path);
+  }
+  KESTREL_ASSIGN_OR_RETURN(std::string bytes, std::move(read));
   auto lower_ends = [&](std::string_view suffix) {
     if (path.size() < suffix.size()) return false;
     for (size_t i = 0; i < suffix.size(); ++i) {

@@ -78,6 +78,17 @@ Result<SafeTensorFile> ReadWeightsFile(const std::string& path);
 // Corruption naming "imgsz" for metadata that is not a positive integer.
 Result<int> ReadRecordedImgsz(const std::string& path);
 
+// The error for weights that are not on disk (model=yolov8n.pt as the
+// reference framework takes it, where it would download the file): NotFound
+// at `path`, field `key`, saying what was looked for (the absolute path),
+// that nothing is downloaded (Kestrel has no network and never fetches
+// weights), how to bring the file (copy it, or `kestrel models register`),
+// and, when the file's stem names a known model (yolov8n, yolo11s,
+// yolov5nu, ...), the model=<stem>.yaml alternative that builds that
+// architecture from scratch. ReadWeightsFile (and so ReadWeightsInfo, which
+// every command reads weights through) returns it for a missing file.
+Status MissingWeightsError(const std::string& path, const std::string& key = "model");
+
 // True for a model= value naming a weights file rather than a scale/yaml:
 // it ends with ".pt" or ".safetensors" (any case).
 bool IsWeightsPath(const std::string& model);

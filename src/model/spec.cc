@@ -1,5 +1,7 @@
 #include "model/spec.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -11,6 +13,7 @@
 
 #include "core/parse.h"
 #include "core/safetensors.h"
+#include "model/model_yaml.h"
 #include "model/pt_checkpoint.h"
 
 namespace kestrel::model {
@@ -73,6 +76,17 @@ std::string KnownModelNames() {
 }
 
 Result<ModelSpec> ParseModelSpec(const std::string& spec, int nc) {
+  if (IsModelYamlFile(spec)) {
+    // A local model yaml is read, never replaced by the built-in of its name.
+    if (nc < 1 || nc > 10000) {
+      return Status::InvalidArgument("class count " + std::to_string(nc) + " out of range [1, 10000]",
+                                     {"", 0, "nc"});
+    }
+    KESTREL_ASSIGN_OR_RETURN(ModelYaml file, ReadModelYaml(spec));
+    spdlog::info("model={}: the local file ({}); the dataset's nc {} is used", spec, file.why, nc);
+    file.spec.nc = nc;
+    return file.spec;
+  }
   std::string key;
   for (char c : spec) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const std::string kYaml = ".yaml";

@@ -60,7 +60,10 @@ std::vector<ModelScale> KnownScales(Family family = Family::kYolov8);
 
 // Accepts (any case, optional ".yaml"): "n" (YOLOv8) and "yolov8n", likewise
 // s/m/l/x/t; "yolo11n" ... "yolo11x"; "yolov5nu" ... "yolov5xu". nc must be
-// in [1, 10000]. Errors name the spec and list the known ones.
+// in [1, 10000]. Errors name the spec and list the known ones. A spec ending
+// in .yaml/.yml that is a file on disk is that file (ReadModelYaml in
+// model_yaml.h: its graph and scale; `nc` replaces the file's), never the
+// built-in of the same name; which was used is logged.
 Result<ModelSpec> ParseModelSpec(const std::string& spec, int nc);
 // The "arch" and "scale" metadata of a weights file: ("yolo11", "n"); no arch
 // (files of Kestrel before the families) means YOLOv8; a full name in scale

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -338,6 +339,33 @@ TEST(PtCheckpoint, WeightsPathsAndMagic) {
   auto r = ReadWeightsFile(path);
   ASSERT_FALSE(r.IsOk());
   EXPECT_NE(r.GetStatus().Message().find("zip signature"), std::string::npos) << r.GetStatus().ToString();
+}
+
+// model=yolov8n.pt as the reference framework takes it (it would download
+// the file): every command reads weights through ReadWeightsFile, whose
+// error says nothing is downloaded, what was looked for and where, and the
+// model=<name>.yaml alternative.
+TEST(PtCheckpoint, MissingReferenceWeightsSayNothingIsDownloaded) {
+  for (const char* model : {"yolov8n.pt", "no_such_dir_d7/yolo11s.pt", "yolov5nu.pt"}) {
+    auto r = ReadWeightsFile(model);
+    ASSERT_FALSE(r.IsOk());
+    const Status& s = r.GetStatus();
+    EXPECT_EQ(s.Code(), StatusCode::kNotFound) << s.ToString();
+    EXPECT_EQ(s.Where().field, "model");
+    const std::string stem = std::filesystem::path(model).stem().string();
+    const std::string abs = std::filesystem::absolute(model).lexically_normal().string();
+    for (const std::string& want :
+         {std::string("no such file"), "looked for '" + abs + "'", std::string("Nothing is downloaded"),
+          std::string("models register"), "model=" + stem + ".yaml"}) {
+      EXPECT_NE(s.Message().find(want), std::string::npos) << want << ": " << s.ToString();
+    }
+    EXPECT_EQ(ReadWeightsInfo(model).GetStatus().Message(), s.Message())
+        << "the same through ReadWeightsInfo";
+  }
+  // A name that is no known model gets no .yaml suggestion.
+  auto other = ReadWeightsFile("my_weights_d7.pt");
+  ASSERT_FALSE(other.IsOk());
+  EXPECT_EQ(other.GetStatus().Message().find(".yaml"), std::string::npos) << other.GetStatus().ToString();
 }
 
 // ---- the real Ultralytics 8.3 checkpoint ----
