@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "app/export_pt.h"
 #include "app/imgsz.h"
 #include "app/onnx_runtime.h"
 #include "export/onnx_export.h"
@@ -230,6 +231,7 @@ Result<ExportResult> ExportModel(Env& env, const ExportRequest& given, const Exp
                                  const ExportCalibrationLoader& calibrate,
                                  const ExportMapSource& map_source) {
   KESTREL_RETURN_IF_ERROR(ValidateExportRequest(given));
+  if (given.format == "pt") return ExportPtModel(env, given, resolve);  // the reference's checkpoint
   KESTREL_RETURN_IF_ERROR(CheckExportCalibrationData(given));
   ExportResult res;
   res.weights = given.model;
@@ -599,6 +601,7 @@ std::string SimplifyText(const ExportResult& r) {
 }  // namespace
 
 std::string ExportResultText(const ExportResult& r) {
+  if (r.format == "pt") return ExportPtText(r);
   std::ostringstream s;
   s << "exported " << r.arch << (r.half ? " FP16" : "") << (r.int8 ? " INT8" : "") << " (" << r.nc
     << " classes) to " << r.path << " (" << r.bytes << " bytes, opset " << r.opset << ", " << r.nodes

@@ -43,7 +43,8 @@ Result<std::pair<int, int>> ParseExportImgsz(std::string_view text) {
 
 Status ValidateExportRequest(const ExportRequest& r) {
   if (r.model.empty()) return KeyError("model=WEIGHTS_OR_REFERENCE is required", "model");
-  if (r.format != "onnx") return KeyError("unknown format '" + r.format + "'; supported: onnx", "format");
+  if (r.format != "onnx" && r.format != "pt")
+    return KeyError("unknown format '" + r.format + "'; supported: onnx, pt", "format");
   const bool imgsz_from_weights = r.imgsz_h == 0 && r.imgsz_w == 0;  // ExportModel resolves it
   for (int v : {r.imgsz_h, r.imgsz_w}) {
     if (imgsz_from_weights) break;
