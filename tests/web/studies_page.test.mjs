@@ -7,6 +7,7 @@
 // the trials' jobs), the history / parallel-coordinates / curves charts (the
 // pruned trial's curve ends at its rung) and the stop button's POST. The
 // server reads without a token (--public-read); the mock answers the write.
+// The last test drops the mock: the real routes' empty list and 404.
 //   KESTREL_CLI=build/src/cli/kestrel KESTREL_WEB_DIST=build/web/dist \
 //   KESTREL_WEB_MODULES=web/node_modules node tests/web/studies_page.test.mjs
 // Exits 77 (ctest: skipped) without chromium or web/node_modules.
@@ -181,3 +182,17 @@ test('an unknown study shows the server\'s error', async () => {
   await byTest('error').waitFor({ timeout: WAIT })
   assert.match(await byTest('error').innerText(), /no study/)
 })
+
+test('unmocked: the real server\'s empty study list renders as the empty table', async () => {
+  await page.unroute('**/api/studies**')
+  await page.goto(`${base}/#/datasets`)
+  await page.goto(`${base}/#/studies`)
+  await page.waitForFunction(() => /No studies yet/.test(document.body.innerText), null, { timeout: WAIT })
+  assert.equal(await byTest('error').count(), 0)
+  await page.screenshot({ path: path.join(ARTIFACTS, 'studies-empty.png'), fullPage: true })
+  // An unknown study: the real route's 404 and its message on the page.
+  await page.goto(`${base}/#/studies/nope`)
+  await byTest('error').waitFor({ timeout: WAIT })
+  assert.match(await byTest('error').innerText(), /nope/)
+})
+
