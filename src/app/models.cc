@@ -23,9 +23,18 @@ using nlohmann::json;
 
 // Files of a run folder (docs/training.md "Run directory") kept with the
 // evaluation record, as blobs: they outlive the job folder.
-constexpr const char* kPlotFiles[] = {"results.png", "PR_curve.png",    "F1_curve.png",
-                                      "P_curve.png", "R_curve.png",     "confusion_matrix_normalized.png",
-                                      "labels.png",  "train_batch0.jpg"};
+constexpr const char* kPlotFiles[] = {"results.png",
+                                      "PR_curve.png",
+                                      "F1_curve.png",
+                                      "P_curve.png",
+                                      "R_curve.png",
+                                      "confusion_matrix.png",
+                                      "confusion_matrix_normalized.png",
+                                      "labels.jpg",  // a training run's since issue 28 (the reference's name)
+                                      "labels.png",  // runs before issue 28
+                                      "train_batch0.jpg",
+                                      "val_batch0_labels.jpg",
+                                      "val_batch0_pred.jpg"};
 
 // Per-class table written by the trainer for its best epoch (optional: older
 // runs have none), in eval::EvalResultToJson's shape.
