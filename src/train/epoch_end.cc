@@ -93,7 +93,7 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
       KESTREL_RETURN_IF_ERROR(
           WriteEpochSamples(*r.env, r.run_dir, rec.epoch, src, r.validator->LastSamples()));
     }
-    Print(r, FormatValidationTable(ev));
+    Print(r, FormatValidationTable(ev, /*per_class=*/false));
     r.last_eval = std::move(ev);
   } else {
     rec.fitness = -(rec.box + rec.cls + rec.dfl);  // no val split: lower train loss is better

@@ -106,6 +106,37 @@ std::string FormatProgress(const ProgressLine& p) {
   return line;
 }
 
+namespace {
+
+// "m:ss" (or "h:mm:ss") of a non-negative number of seconds.
+std::string Clock(double seconds) {
+  const long long t = std::llround(std::max(0.0, seconds));
+  char buf[32];
+  if (t >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", t / 60, t % 60);
+  }
+  return buf;
+}
+
+}  // namespace
+
+std::string FormatProgressBar(const ProgressLine& p, double epoch_elapsed_s) {
+  constexpr int kWidth = 20;
+  const double frac = p.batches > 0 ? std::clamp(double(p.batch) / double(p.batches), 0.0, 1.0) : 0.0;
+  const int filled = static_cast<int>(frac * kWidth);
+  const std::string bar = std::string(size_t(filled), '#') + std::string(size_t(kWidth - filled), '-');
+  const double left = p.it_per_s > 0 ? double(p.batches - p.batch) / p.it_per_s : 0.0;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "epoch %d/%d [%s] %3d%% %lld/%lld %s<%s %.2f it/s  box %.4f  cls %.4f  dfl %.4f  inst %lld",
+                p.epoch, p.epochs, bar.c_str(), static_cast<int>(frac * 100), static_cast<long long>(p.batch),
+                static_cast<long long>(p.batches), Clock(epoch_elapsed_s).c_str(), Clock(left).c_str(),
+                p.it_per_s, p.box, p.cls, p.dfl, static_cast<long long>(p.instances));
+  return line;
+}
+
 Status WriteBatchPreview(Env& env, const std::string& path, const data::Batch& batch,
                          const std::vector<std::string>& names) {
   const int n = std::min(batch.size, 16);

@@ -64,6 +64,12 @@ struct ProgressLine {
   double eta_s = 0;  // whole run
 };
 std::string FormatProgress(const ProgressLine& p);
+// The terminal form (TrainHooks::tty, redrawn with '\r'): a bar of the
+// epoch's batches, percent, the epoch's elapsed and remaining time, rate and
+// the running losses: "epoch 3/10 [######--------------]  30% 9/30
+// 0:04<0:10 2.10 it/s  box 1.2345  cls 2.3456  dfl 1.1111  inst 45".
+// `epoch_elapsed_s`: seconds since the epoch's first batch.
+std::string FormatProgressBar(const ProgressLine& p, double epoch_elapsed_s);
 
 // Draws up to 16 images of `batch` with their target boxes into a grid and
 // writes it as JPEG (atomically): train_batch{0,1,2}.jpg, the first three

@@ -459,7 +459,9 @@ Status Loop(Run& r) {
       hooks.on_iteration_report(rep);
     }
     const bool epoch_end = batch_in_epoch == nb - 1;
-    if (hooks.tty && r.out) (*r.out) << "\r" << FormatProgress(pl) << (epoch_end ? "\n" : "") << std::flush;
+    if (hooks.tty && r.out) {
+      (*r.out) << "\r" << FormatProgressBar(pl, elapsed) << "\033[K" << (epoch_end ? "\n" : "") << std::flush;
+    }
     if (!hooks.tty && epoch_end) Print(r, FormatProgress(pl) + "\n");
 
     if (epoch_end) {
@@ -558,6 +560,11 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
   r.summary.amp = r.amp;
   r.summary.batch = r.opt.loader.batch;
   KESTREL_RETURN_IF_ERROR(Loop(r));
+  // The per-class rows once, at the end (each epoch printed its "all" row), as the reference trainer.
+  if (r.last_eval && !r.history.empty()) {
+    Print(r, "per class, epoch " + std::to_string(r.history.back().epoch) + ":\n" +
+                 FormatValidationTable(*r.last_eval, /*per_class=*/true));
+  }
   r.summary.micro_batch = r.micro_batch;
   r.summary.rollbacks = r.state.rollbacks;
   r.summary.history = r.history;

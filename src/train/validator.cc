@@ -239,7 +239,7 @@ Result<eval::EvalResult> Validator::Run(model::YoloImpl& model, DetectionLoss* l
   return evaluator.Finalize();
 }
 
-std::string FormatValidationTable(const eval::EvalResult& r) {
+std::string FormatValidationTable(const eval::EvalResult& r, bool per_class) {
   std::string out;
   char line[256];
   std::snprintf(line, sizeof line, "%22s %8s %10s %9s %9s %9s %9s\n", "Class", "Images", "Instances", "P",
@@ -249,6 +249,7 @@ std::string FormatValidationTable(const eval::EvalResult& r) {
                 static_cast<long long>(r.images), static_cast<long long>(r.instances), r.precision, r.recall,
                 r.map50, r.map5095);
   out += line;
+  if (!per_class) return out;
   for (const auto& c : r.classes) {
     std::string name = c.name.empty() ? std::to_string(c.class_id) : c.name;
     std::snprintf(line, sizeof line, "%22s %8lld %10lld %9.3f %9.3f %9.3f %9.3f\n", name.c_str(),

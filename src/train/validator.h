@@ -97,8 +97,10 @@ class Validator {
   std::vector<std::vector<SampleImage>> last_grids_;
 };
 
-// The per-class table printed after each epoch: all, then one row per class
-// (images, instances, P, R, mAP50, mAP50-95).
-std::string FormatValidationTable(const eval::EvalResult& r);
+// The validation table: the header and the "all" row (images, instances, P,
+// R, mAP50, mAP50-95), then with `per_class` one row per class. As the
+// reference trainer: after each epoch the "all" row only, the per-class rows
+// once at the end of the run.
+std::string FormatValidationTable(const eval::EvalResult& r, bool per_class = true);
 
 }  // namespace kestrel::train
