@@ -254,5 +254,80 @@ TEST_F(DeployTest, OnnxRuntimeRunsTheHalfAndInt8Exports) {
   EXPECT_EQ(Json(t)["error"]["field"], "runtime") << t.out;
 }
 
+// Issue 29: kestrel-deploy runs the YOLO11 and YOLOv5u exports as it runs
+// YOLOv8's. YOLO11: the reference trainer's yolo11n_shapes.pt exported at
+// its 320 (verified in OpenCV DNN and ONNX Runtime), predict and val equal to
+// kestrel's on its validation split; its dynamic export runs with
+// runtime=onnxruntime (the same detections as the fixed file) and OpenCV DNN
+// refuses it naming the Shape node. YOLOv5u: the reference nc=3 weights (no
+// trained checkpoint exists; conf 0.0001 so its untrained scores give boxes to compare).
+TEST_F(DeployTest, RunsTheYolo11AndYolov5uExports) {
+  const std::string fam = std::string(KESTREL_SHARED_DIR) + "/reference/families";
+  if (!fs::exists(fam + "/yolo11n_shapes.pt")) GTEST_SKIP() << "no ../shared reference families";
+  const std::string pt = (dir_ / "y11.pt").string();
+  fs::copy_file(fam + "/yolo11n_shapes.pt", pt);
+  testing::CliRun ex = Kestrel("--json export model=" + pt + " output=y11.onnx");
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  EXPECT_EQ(Json(ex)["verification"]["verified"], true) << ex.out;
+  const std::string val = fam + "/yolo11_val";
+  const std::string source = " source=" + val + "/images/val conf=0.01 project=" + (dir_ / "p").string();
+  testing::CliRun a = Kestrel("--json predict model=y11.onnx name=k11" + source);
+  testing::CliRun b = Deploy("--json predict model=y11.onnx name=d11" + source);
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  const nlohmann::json pa = Json(a)["images"];
+  size_t boxes = 0;
+  for (const auto& im : pa) boxes += im["detections"].size();
+  EXPECT_GT(boxes, 20u);
+  EXPECT_EQ(pa, Json(b)["images"]);
+  const std::string data = " data=" + val + "/data.yaml project=" + (dir_ / "v").string();
+  testing::CliRun va = Kestrel("--json val model=y11.onnx name=k11" + data);
+  testing::CliRun vb = Deploy("--json val model=y11.onnx name=d11" + data);
+  ASSERT_EQ(va.code, 0) << va.out;
+  ASSERT_EQ(vb.code, 0) << vb.out;
+  EXPECT_EQ(Json(va)["result"]["metrics"], Json(vb)["result"]["metrics"]);
+  EXPECT_GT(Json(vb)["result"]["metrics"]["map50"].get<double>(), 0.03);
+
+  // The dynamic YOLO11 export: ONNX Runtime only.
+  testing::CliRun dyn = Kestrel("--json export model=" + pt + " dynamic=true output=y11dyn.onnx");
+  if (dyn.code != 0) {
+    EXPECT_NE(dyn.out.find("ONNX Runtime"), std::string::npos) << dyn.out;
+    GTEST_SKIP() << "no ONNX Runtime here (scripts/install-node-deps.sh)";
+  }
+  testing::CliRun cv = Deploy("--json predict model=y11dyn.onnx name=cvdyn" + source);
+  EXPECT_EQ(cv.code, 1) << cv.out;
+  const std::string why = Json(cv)["error"]["message"];
+  EXPECT_NE(why.find("Shape node"), std::string::npos) << why;
+  EXPECT_NE(why.find("runtime=onnxruntime"), std::string::npos) << why;
+  testing::CliRun ort = Deploy("--json predict model=y11dyn.onnx runtime=onnxruntime name=ortdyn" + source);
+  ASSERT_EQ(ort.code, 0) << ort.out;
+  const nlohmann::json po = Json(ort)["images"];
+  ASSERT_EQ(po.size(), pa.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    ASSERT_EQ(po[i]["detections"].size(), pa[i]["detections"].size()) << pa[i]["source"];
+    for (size_t k = 0; k < pa[i]["detections"].size(); ++k) {
+      EXPECT_EQ(po[i]["detections"][k]["class_id"], pa[i]["detections"][k]["class_id"]);
+      EXPECT_NEAR(po[i]["detections"][k]["confidence"].get<double>(),
+                  pa[i]["detections"][k]["confidence"].get<double>(), 1e-4);
+    }
+  }
+
+  // YOLOv5u.
+  const std::string v5 = fam + "/yolov5nu_nc3_weights.safetensors";
+  ASSERT_EQ(Kestrel("export model=" + v5 + " imgsz=128 output=v5.onnx").code, 0);
+  const std::string src5 = " source=" + val + "/images/val conf=0.0001 project=" + (dir_ / "p5").string();
+  testing::CliRun a5 = Kestrel("--json predict model=v5.onnx name=k5" + src5);
+  testing::CliRun b5 = Deploy("--json predict model=v5.onnx name=d5" + src5);
+  ASSERT_EQ(a5.code, 0) << a5.out;
+  ASSERT_EQ(b5.code, 0) << b5.out;
+  const nlohmann::json p5 = Json(a5)["images"];
+  size_t boxes5 = 0;
+  for (const auto& im : p5) boxes5 += im["detections"].size();
+  EXPECT_GT(boxes5, 0u);
+  EXPECT_EQ(p5, Json(b5)["images"]);
+  std::cout << "kestrel-deploy: yolo11n " << boxes << " boxes, yolov5nu " << boxes5
+            << " boxes equal kestrel's; yolo11n val mAP50 " << Json(vb)["result"]["metrics"]["map50"] << "\n";
+}
+
 }  // namespace
 }  // namespace kestrel

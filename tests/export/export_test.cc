@@ -36,6 +36,7 @@
 #include "model/weights.h"
 #include "model/yolo.h"
 #include "store/artifact_store.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 
 namespace kestrel {
@@ -205,6 +206,77 @@ TEST_F(ExportTest, FamiliesExportAndVerify) {
                 << r->checks[1].max_abs_diff_scores << ")\n";
     }
   }
+}
+
+// Issue 29: FP16, INT8 (calibrated on the YOLO11 validation split) and
+// nms=true for both families on their reference nc=3 weights, fixed, and
+// YOLO11's dynamic graph with all three (ONNX Runtime verifies each; OpenCV
+// DNN cannot load FP16/INT8 and cannot import the dynamic attention's Shape).
+TEST_F(ExportTest, FamiliesHalfInt8NmsVerify) {
+  const std::string dir = std::string(KESTREL_SHARED_DIR) + "/reference/families/";
+  if (!fs::exists(dir + "yolo11n_nc3_weights.safetensors")) GTEST_SKIP() << "no " << dir;
+  if (!app::LocateOnnxRuntime().unavailable.empty())
+    GTEST_SKIP() << "no ONNX Runtime (FP16/INT8/NMS verify there)";
+  struct Case {
+    std::string name, keys;
+  };
+  const std::vector<Case> cases = {
+      {"yolo11n", "half=true"},
+      {"yolo11n", "nms=true"},
+      {"yolo11n", "int8=true calib=8 data=" + dir + "yolo11_val"},
+      {"yolo11n", "dynamic=true half=true nms=true"},
+      {"yolov5nu", "half=true"},
+      {"yolov5nu", "nms=true"},
+      {"yolov5nu", "int8=true calib=8 data=" + dir + "yolo11_val"},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    const std::string out = (dir_ / ("f" + std::to_string(k++) + ".onnx")).string();
+    const testing::CliRun r =
+        Kestrel("--json export model=" + dir + c.name +
+                "_nc3_weights.safetensors imgsz=64 verify_images=2 output=" + out + " " + c.keys);
+    ASSERT_EQ(r.code, 0) << c.name << " " << c.keys << ": " << r.out;
+    const nlohmann::json j = Json(r);
+    EXPECT_EQ(j["arch"], c.name);
+    EXPECT_EQ(j["verification"]["verified"], true) << c.name << " " << c.keys;
+    const nlohmann::json& ort = j["verification"]["runtimes"][1];
+    EXPECT_EQ(ort["ran"], true) << ort;
+    EXPECT_EQ(ort["passed"], true) << ort;
+    EXPECT_EQ(j["verification"]["runtimes"][0]["ran"], c.keys.find("nms=true") == 0) << c.keys;
+    if (c.keys.find("nms=true") != std::string::npos) {
+      EXPECT_EQ(j["verification"]["nms"]["passed"], true);
+    }
+    EXPECT_TRUE(fs::exists(out));
+    std::cout << c.name << " " << c.keys.substr(0, c.keys.find(" data=")) << ": ORT max |diff| scores "
+              << ort["max_abs_diff_scores"] << ", boxes rel " << ort["max_rel_diff_boxes"] << "\n";
+  }
+}
+
+// Issue 29: on trained weights the attention's logits matter, and OpenCV DNN
+// 4.6 lost the constant 1/sqrt(key_dim) Mul that followed the q.k MatMul
+// (its softmax came out 7% off; the export missed the 1e-4 tolerance with
+// 1.04e-4 on a score). With q scaled before the MatMul, OpenCV agrees with
+// LibTorch as ONNX Runtime does (measured 3.9e-7 on scores, 3.2e-6 relative
+// on boxes): the bound below is 25x under the old error.
+TEST_F(ExportTest, Yolo11TrainedAttentionVerifiesInOpenCv) {
+  const std::string pt = std::string(KESTREL_SHARED_DIR) + "/reference/families/yolo11n_shapes.pt";
+  if (!fs::exists(pt)) GTEST_SKIP() << "no " << pt;
+  app::ExportRequest req;
+  req.model = pt;
+  req.imgsz_h = req.imgsz_w = 320;  // its training size, where the old error showed
+  req.verify_images = 4;
+  req.output = (dir_ / "y11.onnx").string();
+  Result<app::ExportResult> r = app::ExportModel(Env::Default(), req);
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_TRUE(r->verified) << r->verification_error;
+  EXPECT_EQ(r->input_shape, (std::vector<int64_t>{1, 3, 320, 320}));
+  ASSERT_TRUE(r->checks[0].ran);
+  EXPECT_LT(r->checks[0].max_abs_diff_scores, 4e-6);
+  EXPECT_LT(r->checks[0].max_rel_diff_boxes, 1e-5);
+  ExpectOrtCheck(*r);
+  std::cout << "yolo11n_shapes.pt 320: OpenCV max |diff| scores " << r->checks[0].max_abs_diff_scores
+            << ", boxes rel " << r->checks[0].max_rel_diff_boxes << "; ORT "
+            << r->checks[1].max_abs_diff_scores << ", " << r->checks[1].max_rel_diff_boxes << "\n";
 }
 
 TEST_F(ExportTest, DynamicExportMatchesLibTorchAtTwoSizesAndTwoBatchSizes) {
@@ -569,7 +641,7 @@ TEST_F(ExportTest, RegistryRecordIsTheTypedResult) {
   const std::string home = (dir_ / "home").string();
   auto meta = store::MetadataStore::Open(store::MetadataUrl(home));
   ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
-  store::ArtifactStore blobs(home);
+  store::LocalArtifactStore blobs(home);
   app::ExportRequest req;
   req.model = "fish@v1";
   req.imgsz_h = 64;
