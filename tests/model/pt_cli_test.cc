@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/cli_fixture.h"
 
@@ -110,6 +111,40 @@ TEST_F(PtCliTest, Yolo11ValMatchesTheReferenceValidator) {
       EXPECT_NEAR(m[key].get<double>(), e[ref].get<double>(), 1e-4) << key << " at batch " << batch;
     }
   }
+}
+
+// Issue 28 item 2: `kestrel export format=pt` writes the reference's
+// checkpoint layout; val of the written file equals val of the weights it
+// was written from (every metric, exactly), and without imgsz= val takes
+// the size the export recorded in train_args (320).
+TEST_F(PtCliTest, ExportedPtValidatesLikeItsWeights) {
+  struct Case {
+    std::string weights, dataset, name;
+  };
+  // YOLOv8 here (the unit tests read all three families back bit-equal).
+  std::vector<Case> cases = {{kParity + "/yolov8n_shapes_p.safetensors", kParity + "/square", "sq"}};
+  for (const Case& c : cases) {
+    ASSERT_EQ(Kestrel("dataset import " + c.dataset + " --name " + c.name).code, 0);
+    const std::string out = dir_.string() + "/" + c.name + "_written.pt";
+    CliRun ex = Kestrel("--json export model=" + c.weights + " format=pt imgsz=320 output=" + out);
+    ASSERT_EQ(ex.code, 0) << ex.out;
+    const nlohmann::json e = Json(ex);
+    EXPECT_EQ(e["format"], "pt") << ex.out;
+    EXPECT_EQ(e["path"], out);
+    ASSERT_TRUE(std::filesystem::exists(out));
+    CliRun pt = Kestrel("--json val model=" + out + " data=" + c.name + " split=val");
+    ASSERT_EQ(pt.code, 0) << pt.out;
+    CliRun st = Kestrel("--json val model=" + c.weights + " data=" + c.name + " split=val imgsz=320");
+    ASSERT_EQ(st.code, 0) << st.out;
+    const nlohmann::json a = Json(pt)["result"], b = Json(st)["result"];
+    EXPECT_EQ(a["provenance"]["extra"]["imgsz"], 320) << "the written train_args.imgsz";
+    EXPECT_EQ(a["metrics"], b["metrics"]) << c.name;  // every metric, exactly
+  }
+  // ONNX-only keys are refused naming the key.
+  CliRun half = Kestrel("--json export model=" + cases[0].weights +
+                        " format=pt half=true output=" + dir_.string() + "/h.pt");
+  EXPECT_NE(half.code, 0) << half.out;
+  EXPECT_EQ(Json(half)["error"]["field"], "half") << half.out;
 }
 
 TEST_F(PtCliTest, NonCheckpointsAreClearErrors) {
