@@ -22,6 +22,7 @@
 #include "data/image.h"
 #include "data/text_render.h"
 #include "eval/dataset_eval.h"
+#include "train/data_subset.h"
 
 namespace kestrel::app {
 namespace {
@@ -32,8 +33,10 @@ std::string ClassName(const std::vector<std::string>& names, int class_id, const
 
 // Draws boxes and "name 0.87" captions on a BGR image.
 void DrawDetections(cv::Mat& bgr, const std::vector<eval::Detection>& dets,
-                    const std::vector<std::string>& names) {
-  const int thick = std::max(1, static_cast<int>(std::lround((bgr.cols + bgr.rows) / 2.0 * 0.003)));
+                    const std::vector<std::string>& names, const DrawStyle& style) {
+  const int thick = style.line_width > 0
+                        ? style.line_width
+                        : std::max(1, static_cast<int>(std::lround((bgr.cols + bgr.rows) / 2.0 * 0.003)));
   for (const auto& d : dets) {
     const cv::Scalar color((d.class_id * 67 + 40) % 256, (d.class_id * 131 + 90) % 256,
                            (d.class_id * 29 + 160) % 256);
@@ -42,8 +45,15 @@ void DrawDetections(cv::Mat& bgr, const std::vector<eval::Detection>& dets,
     cv::rectangle(bgr, p1, p2, color, thick, cv::LINE_AA);
     const std::string name =
         d.class_id < static_cast<int>(names.size()) ? names[size_t(d.class_id)] : std::to_string(d.class_id);
+    if (!style.show_labels && !style.show_conf) continue;
     char label[160];
-    std::snprintf(label, sizeof(label), "%s %.2f", name.c_str(), d.score);
+    if (style.show_labels && style.show_conf) {
+      std::snprintf(label, sizeof(label), "%s %.2f", name.c_str(), d.score);
+    } else if (style.show_labels) {
+      std::snprintf(label, sizeof(label), "%s", name.c_str());
+    } else {
+      std::snprintf(label, sizeof(label), "%.2f", d.score);
+    }
     data::DrawBoxLabel(bgr, label, p1, std::max(12.0, thick * 8.0), color);
   }
 }
@@ -163,22 +173,26 @@ std::string PredictResultText(const PredictResult& r) {
   return text + PredictSpeedText(r.speed) + "results saved to " + r.dir + "\n";
 }
 
-std::string YoloTxt(const PredictedImage& p) {
+std::string YoloTxt(const PredictedImage& p, bool with_conf) {
   std::string out;
   char line[160];
   for (const auto& d : p.detections) {
     const double w = p.width, h = p.height;
-    std::snprintf(line, sizeof(line), "%d %.6f %.6f %.6f %.6f %.6f\n", d.class_id,
-                  (d.box.x1 + d.box.x2) / 2.0 / w, (d.box.y1 + d.box.y2) / 2.0 / h, (d.box.x2 - d.box.x1) / w,
-                  (d.box.y2 - d.box.y1) / h, d.score);
+    std::snprintf(line, sizeof(line), "%d %.6f %.6f %.6f %.6f", d.class_id, (d.box.x1 + d.box.x2) / 2.0 / w,
+                  (d.box.y1 + d.box.y2) / 2.0 / h, (d.box.x2 - d.box.x1) / w, (d.box.y2 - d.box.y1) / h);
     out += line;
+    if (with_conf) {
+      std::snprintf(line, sizeof(line), " %.6f", d.score);
+      out += line;
+    }
+    out += '\n';
   }
   return out;
 }
 
 Result<std::string> RenderDetectionsJpeg(const eval::ImageView& rgb,
                                          const std::vector<eval::Detection>& detections,
-                                         const std::vector<std::string>& names) {
+                                         const std::vector<std::string>& names, const DrawStyle& style) {
   if (rgb.data == nullptr || rgb.channels != 3 || rgb.width <= 0 || rgb.height <= 0) {
     return Status::InvalidArgument("expected an 8-bit RGB image", {"", 0, "image"});
   }
@@ -187,7 +201,7 @@ Result<std::string> RenderDetectionsJpeg(const eval::ImageView& rgb,
                        rgb.stride != 0 ? rgb.stride : size_t(cv::Mat::AUTO_STEP));
     cv::Mat bgr;
     cv::cvtColor(view, bgr, cv::COLOR_RGB2BGR);
-    DrawDetections(bgr, detections, names);
+    DrawDetections(bgr, detections, names, style);
     std::vector<uint8_t> jpg;
     if (!cv::imencode(".jpg", bgr, jpg)) return Status::Internal("JPEG encoding failed");
     return std::string(jpg.begin(), jpg.end());
@@ -233,6 +247,17 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
   KESTREL_RETURN_IF_ERROR(CheckVidStride(o));
   PredictResult out;
   out.names = p.Names();
+  // classes=: only these detections are kept, after NMS and max_det (the
+  // reference drops the other classes inside its NMS, before max_det).
+  auto classes = train::ParseIndexList(o.classes, "classes", std::max<int>(0, int(out.names.size()) - 1));
+  if (!classes.IsOk()) {
+    return Status::InvalidArgument(
+        classes.GetStatus().Message() + " (the model has " + std::to_string(out.names.size()) + " classes)",
+        {"", 0, "classes"});
+  }
+  std::vector<int> keep_classes = std::move(classes).Value();
+  std::sort(keep_classes.begin(), keep_classes.end());
+  const DrawStyle draw{o.line_width, o.show_labels, o.show_conf};
   out.dir = eval::NextRunDir(env, o.project, o.name, "predict", o.exist_ok);
   // Written beside the run folder and moved in when every image is done: a
   // failure halfway leaves no folder that looks like a complete prediction.
@@ -285,7 +310,7 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
     KESTREL_RETURN_IF_ERROR(stage());
     if (o.save && im.frame == 0) {
       const eval::ImageView view{f.rgb.data, f.rgb.cols, f.rgb.rows, 3, f.rgb.step};
-      Result<std::string> jpg = RenderDetectionsJpeg(view, im.detections, out.names);
+      Result<std::string> jpg = RenderDetectionsJpeg(view, im.detections, out.names, draw);
       if (!jpg.IsOk()) return Status::Internal(jpg.GetStatus().Message(), {im.source});
       KESTREL_RETURN_IF_ERROR(write(im.output + ".jpg", *jpg));
     } else if (o.save) {
@@ -299,7 +324,7 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
                                    {in.output + ".mp4", 0, "save"});
           }
         }
-        DrawDetections(f.bgr, im.detections, out.names);
+        DrawDetections(f.bgr, im.detections, out.names, draw);
         writer.write(f.bgr);
       } catch (const cv::Exception& e) {
         return Status::Internal(std::string("OpenCV: ") + e.what(), {im.source});
@@ -307,7 +332,7 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
     }
     // As the reference's save_txt: no file for an image without detections.
     if (o.save_txt && !im.detections.empty())
-      KESTREL_RETURN_IF_ERROR(write("labels/" + im.output + ".txt", YoloTxt(im)));
+      KESTREL_RETURN_IF_ERROR(write("labels/" + im.output + ".txt", YoloTxt(im, o.save_conf)));
     if (o.save_json)
       KESTREL_RETURN_IF_ERROR(write(im.output + ".json", DumpJson(PredictedImageJson(im, out.names), 1)));
     ++out.predicted;
@@ -338,6 +363,11 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
       im.width = preds[k].width;
       im.height = preds[k].height;
       im.detections = std::move(preds[k].detections);
+      if (!keep_classes.empty()) {  // classes=: the reference filters in its NMS, before max_det
+        std::erase_if(im.detections, [&](const eval::Detection& d) {
+          return !std::binary_search(keep_classes.begin(), keep_classes.end(), d.class_id);
+        });
+      }
       KESTREL_RETURN_IF_ERROR(emit(std::move(im), f));
     }
     pending.clear();
@@ -440,6 +470,7 @@ eval::InferenceOptions InferenceOptionsOf(const PredictRequest& o) {
   io.nms.conf = static_cast<float>(o.conf);
   io.nms.iou = static_cast<float>(o.iou);
   io.nms.max_det = o.max_det;
+  io.nms.agnostic = o.agnostic_nms;
   return io;
 }
 

@@ -38,6 +38,17 @@ struct PredictRequest {
   // video's frames: one annotated <stem>.mp4, labels/<stem>_<frame>.txt and
   // <stem>_<frame>.json.
   bool save = true, save_txt = true, save_json = true;
+  // The reference's keys (issue 28 item 4): classes= keeps only those class
+  // indices' detections ("" = all; "0,2" or "[0,2]"); agnostic_nms
+  // suppresses across classes; save_conf writes the confidence as the
+  // txt's sixth column (Kestrel's default true; the reference's false);
+  // line_width (0: from the image size), show_labels and show_conf style
+  // the annotated images and videos.
+  std::string classes;
+  bool agnostic_nms = false;
+  bool save_conf = true;
+  int line_width = 0;
+  bool show_labels = true, show_conf = true;
   std::string project = "runs/predict", name;  // name "" = predict, predict2, ...
   bool exist_ok = false;
 };
@@ -163,14 +174,24 @@ std::string PredictResultText(const PredictResult& result);
 // "speed: ...ms preprocess, ... per image at WxH (N FPS, M images after warm-up)\n".
 std::string PredictSpeedText(const PredictSpeed& speed);
 
-// YOLO txt of one image: "class cx cy w h conf" normalized, 6 decimals.
-std::string YoloTxt(const PredictedImage& image);
+// YOLO txt of one image: "class cx cy w h conf" normalized, 6 decimals
+// (without conf when `with_conf` is false: the reference's save_conf=false).
+std::string YoloTxt(const PredictedImage& image, bool with_conf = true);
+
+// How detections are drawn: box line width in pixels (0: from the image
+// size, as the reference), and whether the caption shows the class name
+// and the confidence (neither: no caption).
+struct DrawStyle {
+  int line_width = 0;
+  bool show_labels = true;
+  bool show_conf = true;
+};
 
 // JPEG bytes of `image` (8-bit, 3 channels, RGB) with every detection drawn:
 // a class-coloured box and a "name 0.87" caption in the shared text renderer
 // (data/text_render.h). OpenCV failures become kInternal.
 Result<std::string> RenderDetectionsJpeg(const eval::ImageView& rgb,
                                          const std::vector<eval::Detection>& detections,
-                                         const std::vector<std::string>& names);
+                                         const std::vector<std::string>& names, const DrawStyle& style = {});
 
 }  // namespace kestrel::app

@@ -34,6 +34,16 @@ inline void BindPredictKeys(OptionSet& s, app::PredictRequest* r) {
   s.Bool("save", &r->save, "write annotated images");
   s.Bool("save_txt", &r->save_txt, "write YOLO txt (class cx cy w h conf, normalized) per image");
   s.Bool("save_json", &r->save_json, "write a JSON file per image");
+  s.Bool("save_conf", &r->save_conf,
+         "save_txt: the confidence as a sixth column (the reference's default is false, Kestrel's true)");
+  s.String("classes", &r->classes,
+           "keep only these class indices' detections, e.g. 0,2 or [0,2] (\"\" = all)");
+  s.Bool("agnostic_nms", &r->agnostic_nms,
+         "NMS across classes (a box suppresses overlapping boxes of any class)");
+  s.Int("line_width", &r->line_width,
+        "box line width in pixels of annotated images and videos (0 = from the size)", 0, 100);
+  s.Bool("show_labels", &r->show_labels, "annotated images and videos: the class name in each caption");
+  s.Bool("show_conf", &r->show_conf, "annotated images and videos: the confidence in each caption");
   train::BindRunFolderKeys(s, &r->project, &r->name, &r->exist_ok);  // name "" = predict, predict2, ...
 }
 
