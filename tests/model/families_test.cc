@@ -4,6 +4,7 @@
 // .pt checkpoint read like its safetensors export. Reference numbers:
 // ../shared/reference/families (tests skip without it).
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <string>
 
@@ -188,6 +189,35 @@ TEST_F(FamiliesTest, SavedWeightsRecordTheFamily) {
   EXPECT_TRUE(info->from_metadata);
   EXPECT_EQ(info->spec.Name(), "yolov5su");
   EXPECT_EQ(info->spec.nc, 2);
+}
+
+}  // namespace
+}  // namespace kestrel::model
+
+namespace kestrel::model {
+namespace {
+
+// Issue 29: model=yolo11n.pt (any reference weights name of the new
+// families) that is not on disk — what val, predict, export (through
+// ReadWeightsInfo / ReadWeightsFile) and train say: nothing is downloaded,
+// the absolute path looked for, how to bring the file, and the model yaml
+// that trains the same architecture from scratch.
+TEST(FamiliesWeightsTest, MissingReferenceWeightsSayNothingIsDownloadedAndHowToBringThem) {
+  for (const std::string stem : {"yolo11n", "yolo11s", "yolo11x", "yolov5nu", "yolov5su"}) {
+    const std::string path = stem + ".pt";
+    ASSERT_FALSE(Env::Default().Stat(path).exists) << path;
+    for (const Status& s : {ReadWeightsInfo(path).GetStatus(), ReadWeightsFile(path).GetStatus()}) {
+      EXPECT_EQ(s.Code(), StatusCode::kNotFound) << s.ToString();
+      EXPECT_EQ(s.Where().field, "model") << s.ToString();
+      const std::string& m = s.Message();
+      EXPECT_NE(m.find("Nothing is downloaded"), std::string::npos) << m;
+      EXPECT_NE(m.find("looked for '" + std::filesystem::absolute(path).lexically_normal().string() + "'"),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find("kestrel models register"), std::string::npos) << m;
+      EXPECT_NE(m.find("model=" + stem + ".yaml"), std::string::npos) << m;
+    }
+  }
 }
 
 }  // namespace
