@@ -66,8 +66,19 @@ Status CheckTrainCommandLine(const train::TrainOptions& o) {
 // call, app::RunTraining (the program's train backend: train::Train), whose
 // summary is printed (exit code: its reason's).
 CommandResult RunTrain(const Context& ctx, train::TrainOptions& opts) {
-  // pretrained= may name a registered model (NAME@vN, NAME@TAG, id prefix).
-  KESTREL_RETURN_IF_ERROR(ResolveWeightsOption(ctx, &opts.pretrained));
+  // resume=true / a bare `resume`: the newest last.ckpt under project.
+  auto resume = train::ResolveResume(opts.resume, opts.project);
+  if (!resume.IsOk()) {
+    return Status::InvalidArgument(resume.GetStatus().Message(), {"command line", 0, "resume"});
+  }
+  if (*resume != opts.resume && !resume->empty()) {
+    (ctx.json ? std::cerr : std::cout) << "resume=" << opts.resume << ": " << *resume << std::endl;
+  }
+  opts.resume = *resume;
+  // pretrained= may name a registered model (NAME@vN, NAME@TAG, id prefix);
+  // true/false are the reference's flags (TrainConfig::PretrainedWeights).
+  if (!train::IsBoolText(opts.pretrained))
+    KESTREL_RETURN_IF_ERROR(ResolveWeightsOption(ctx, &opts.pretrained));
   KESTREL_RETURN_IF_ERROR(CheckTrainCommandLine(opts));
   opts.home = ctx.home;
   // data= may be a dataset path: imported (or its version reused) first.

@@ -3,8 +3,10 @@
 // validation of the EMA, the epoch's record and samples, the checkpoint,
 // results.csv / results.png. The iteration loop is trainer.cc's.
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <utility>
 
+#include "model/pt_writer.h"
 #include "model/weights.h"
 #include "train/internal/run.h"
 #include "train/progress.h"
@@ -32,6 +34,42 @@ Status Restore(Run& r, const ParsedCheckpoint& ckpt, const std::string& origin) 
   return {};
 }
 
+namespace {
+
+// save_pt: the weights also as the reference framework's checkpoint
+// (model/pt_writer.h), `name`.pt beside `name`.safetensors, so YOLO("best.pt")
+// and scripts that expect weights/best.pt work. train_args are the run's
+// stored keys (those with scalar or list values: the reference's names) and
+// the training imgsz, which val/predict read back as the weights' size.
+Status WriteReferencePt(Run& r, const std::string& name, const model::SaveOptions& so) {
+  KESTREL_ASSIGN_OR_RETURN(SafeTensorFile state, model::WeightsToSafeTensors(**r.ema_model, so));
+  model::PtWriteOptions o;
+  o.spec = (**r.ema_model).Spec();
+  o.names = so.names;
+  o.epoch = r.history.empty() ? -1 : r.history.back().epoch - 1;  // the reference's 0-based epoch
+  if (r.state.best_epoch > 0) o.best_fitness = r.state.best_fitness;
+  const nlohmann::json config =
+      nlohmann::json::parse(r.state.config_json, nullptr, /*allow_exceptions=*/false);
+  if (config.is_object()) {
+    for (auto it = config.begin(); it != config.end(); ++it) {
+      if (!it.value().is_object()) o.train_args[it.key()] = it.value();
+    }
+  }
+  o.train_args["imgsz"] = r.opt.loader.imgsz;
+  if (!r.history.empty() && r.validator) {
+    const EpochRecord& rec = r.history.back();
+    o.train_metrics = {{"metrics/precision(B)", rec.precision}, {"metrics/recall(B)", rec.recall},
+                       {"metrics/mAP50(B)", rec.map50},         {"metrics/mAP50-95(B)", rec.map5095},
+                       {"val/box_loss", rec.val_box},           {"val/cls_loss", rec.val_cls},
+                       {"val/dfl_loss", rec.val_dfl},           {"fitness", rec.fitness}};
+  }
+  o.date = model::PtDate(r.env->UnixMillis());
+  o.archive_name = name;
+  return model::WritePtCheckpoint(*r.env, JoinPath(r.weights_dir, name + ".pt"), state, o);
+}
+
+}  // namespace
+
 Status WriteCheckpoint(Run& r, bool is_best) {
   r.state.schedule = r.schedule->State();
   r.state.ema_updates = r.ema->Updates();
@@ -50,9 +88,11 @@ Status WriteCheckpoint(Run& r, bool is_best) {
     KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "best.ckpt"), bytes));
     KESTREL_RETURN_IF_ERROR(
         model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "best.safetensors"), so));
+    if (r.opt.save_pt) KESTREL_RETURN_IF_ERROR(WriteReferencePt(r, "best", so));
   }
   KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.weights_dir, "last.ckpt"), bytes));
   KESTREL_RETURN_IF_ERROR(model::SaveWeights(**r.ema_model, JoinPath(r.weights_dir, "last.safetensors"), so));
+  if (r.opt.save_pt) KESTREL_RETURN_IF_ERROR(WriteReferencePt(r, "last", so));
   r.good_checkpoint = std::move(bytes);
   return {};
 }
@@ -119,7 +159,7 @@ Result<bool> EndEpoch(Run& r, int epoch, const IterationPlan& plan, double secon
         WriteResultsPng(*r.env, JoinPath(r.run_dir, "results.png"), r.history, r.validator != nullptr));
   }
   if (r.hooks->on_epoch) r.hooks->on_epoch(rec);
-  return rec.epoch - r.state.best_epoch >= r.opt.patience;
+  return r.opt.patience > 0 && rec.epoch - r.state.best_epoch >= r.opt.patience;  // 0: off
 }
 
 Result<bool> Rollback(Run& r) {

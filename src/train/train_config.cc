@@ -1,5 +1,6 @@
 #include "train/train_config.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/safetensors.h"
@@ -36,24 +37,40 @@ void TrainConfig::Bind(OptionSet& s) {
            "model: a YOLOv8 scale n|s|m|l|x|t, a name or yaml (yolov8s, yolo11n, yolov5su.yaml, ...) or a "
            "weights file");
   s.Int("epochs", &epochs, "total training epochs", 1, 100000);
+  s.Float("time", &time,
+          "hours to train (0 = off): the run stops with a checkpoint when they are spent, and after each "
+          "epoch epochs becomes ceil(time / mean epoch time) with the LR schedule stretched to it (the "
+          "reference's time=)",
+          Range::AtLeast(0));
   s.String("device", &device, "cpu, cuda, cuda:N or a CUDA device index N (0 = cuda:0)");
   s.Bool("amp", &amp, "mixed precision on CUDA (bf16 autocast); ignored on the CPU");
   s.Int("seed", &seed, "random seed (weights init and data order/augmentation)");
   s.Bool("deterministic", &deterministic, "use deterministic torch algorithms");
-  s.Int("patience", &patience, "epochs without fitness improvement before early stopping", 1, 1000000);
+  s.Int("patience", &patience, "epochs without fitness improvement before early stopping (0 = off)", 0,
+        1000000);
   s.Float("save_period_min", &save_period_min, "also checkpoint mid-epoch every N minutes (0 = off)", 0, 1e9);
-  s.Int("save_period", &save_period, "also keep weights/epochN.ckpt every N epochs (0 = off)", 0, 100000);
+  s.Int("save_period", &save_period, "also keep weights/epochN.ckpt every N epochs (0 or -1 = off)", -1,
+        100000);
   s.Int("keep_ckpts", &keep_ckpts,
         "epoch checkpoints a succeeded job keeps, newest first (best/last always stay)", 0, 100000);
-  s.String("pretrained", &pretrained, "safetensors weights to start from (class count may differ)");
-  s.String("resume", &resume, "checkpoint to continue exactly (runs/detect/NAME/weights/last.ckpt)");
+  s.String("pretrained", &pretrained,
+           "weights to start from (.safetensors, .pt; class count may differ); true: as unset (model=*.pt "
+           "loads its weights), false: model=*.pt's architecture from scratch");
+  s.String(
+      "resume", &resume,
+      "checkpoint to continue exactly (runs/detect/NAME/weights/last.ckpt); true or a bare `resume`: the "
+      "newest last.ckpt under project");
   s.Int("threads", &threads,
         "torch intra-op threads (0 = the cores this process may use: affinity, cgroup quota)", 0, 4096);
-  s.Int("freeze", &freeze, "freeze the first N model layers", 0, 23);
+  s.String("freeze", &freeze, "freeze the first N model layers (N), or the layers listed ([0,1,2] or 0,1,2)");
   BindRunFolderKeys(s, &project, &name, &exist_ok);
   s.String("run_dir", &run_dir, "explicit run directory (overrides project/name)");
   s.Bool("val", &val, "validate every epoch");
   s.Bool("plots", &plots, "write evaluation plots and train_batch0.jpg");
+  s.Bool("save_pt", &save_pt,
+         "also write weights/best.pt and last.pt in the reference framework's checkpoint layout "
+         "(YOLO(\"best.pt\") "
+         "loads them)");
   s.Int("val_samples", &val_samples,
         "first N val images whose predictions each epoch writes to samples/epoch-E.json (0 = off)", 0, 64);
   loader.Bind(s, kMinImgsz, kMaxImgsz, /*auto_batch=*/true);
@@ -61,6 +78,66 @@ void TrainConfig::Bind(OptionSet& s) {
   optimizer.Bind(s);
   BindLossKeys(s, &box, &cls, &dfl);
   BindLabelSmoothingKey(s, &label_smoothing);
+  subset.Bind(s, /*train=*/true);
+  no_effect.Bind(s);
+}
+
+bool IsBoolText(const std::string& text, bool* value) {
+  std::string t = text;
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (t != "true" && t != "false") return false;
+  if (value != nullptr) *value = t == "true";
+  return true;
+}
+
+Result<std::vector<int>> TrainConfig::FrozenLayers() const {
+  constexpr int kLayers = 23;  // model.0 .. model.22 of the YOLOv8/YOLO11 detectors
+  const bool list = freeze.find(',') != std::string::npos || freeze.find('[') != std::string::npos;
+  KESTREL_ASSIGN_OR_RETURN(std::vector<int> v,
+                           ParseIndexList(freeze, "freeze", list ? kLayers - 1 : kLayers));
+  if (list) return v;
+  std::vector<int> first;
+  for (int i = 0; i < (v.empty() ? 0 : v[0]); ++i) first.push_back(i);
+  return first;
+}
+
+std::string TrainConfig::PretrainedWeights(const std::string& model_weights) const {
+  bool flag = true;
+  if (pretrained.empty() || IsBoolText(pretrained, &flag)) return flag ? model_weights : "";
+  return pretrained;
+}
+
+std::vector<std::string> TrainConfig::Warnings() const {
+  std::vector<std::string> out = no_effect.Warnings();
+  if (std::string w = LabelSmoothingWarning(label_smoothing); !w.empty()) out.push_back(std::move(w));
+  return out;
+}
+
+Result<std::string> ResolveResume(const std::string& resume, const std::string& project) {
+  bool flag = false;
+  if (!IsBoolText(resume, &flag)) return resume;
+  if (!flag) return std::string();
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string best;
+  fs::file_time_type best_time;
+  for (fs::recursive_directory_iterator it(project, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (it->path().filename() != "last.ckpt" || it->path().parent_path().filename() != "weights") continue;
+    if (!it->is_regular_file(ec)) continue;
+    const auto t = it->last_write_time(ec);
+    if (ec) continue;
+    if (best.empty() || t > best_time) {
+      best = it->path().string();
+      best_time = t;
+    }
+  }
+  if (best.empty()) {
+    return Status::NotFound("resume=" + resume + ": no weights/last.ckpt under project=" + project +
+                                " to resume (name the checkpoint: resume=PATH/weights/last.ckpt)",
+                            {"", 0, "resume"});
+  }
+  return best;
 }
 
 Status TrainConfig::Validate() const {
@@ -71,7 +148,9 @@ Status TrainConfig::Validate() const {
                            {"resume", &resume},
                            {"project", &project},
                            {"name", &name},
-                           {"run_dir", &run_dir}}) {
+                           {"run_dir", &run_dir},
+                           {"freeze", &freeze},
+                           {"classes", &subset.classes}}) {
     const size_t bad = FirstInvalidUtf8(*text);
     if (bad != std::string::npos) {
       return Status::InvalidArgument(
@@ -88,10 +167,18 @@ Status TrainConfig::Validate() const {
         "batch=" + std::to_string(loader.batch) + ": must be >= 1, or -1 for the automatic batch size",
         {"", 0, "batch"});
   }
+  KESTREL_RETURN_IF_ERROR(FrozenLayers().GetStatus());
+  KESTREL_RETURN_IF_ERROR(subset.Validate());
+  if (IsBoolText(resume)) {
+    return Status::InvalidArgument("resume=" + resume +
+                                       ": not resolved to a checkpoint (train::ResolveResume: the newest "
+                                       "last.ckpt under project)",
+                                   {"", 0, "resume"});
+  }
   if (model::IsWeightsPath(model)) {
     // model=yolov8n.pt: architecture and pretrained weights from that file
     // (read in ValidateFiles); a second weights file would be ambiguous.
-    if (!pretrained.empty() && pretrained != model) {
+    if (!pretrained.empty() && pretrained != model && !IsBoolText(pretrained)) {
       return Status::InvalidArgument(
           "model=" + EscapeInvalidUtf8(model) +
               " already loads its weights; drop pretrained= or use model=<scale> pretrained=" +
@@ -119,24 +206,14 @@ Status TrainConfig::ValidateFiles() const {
     if (info.GetStatus().Code() == StatusCode::kNotFound) {
       // model=yolo11n.pt as the reference framework takes it: it would
       // download the file; Kestrel has no network and never tries.
-      const std::string stem = std::filesystem::path(model).stem().string();
-      const std::string scratch =
-          model::ParseModelSpec(stem, 1).IsOk() ? "; to train from scratch use model=" + stem : "";
-      return Status::InvalidArgument(
-          "model=" + EscapeInvalidUtf8(model) + ": no such file (looked for '" +
-              EscapeInvalidUtf8(std::filesystem::absolute(model).lexically_normal().string()) +
-              "'). Kestrel never downloads weights (it has no network): copy the .pt from a machine with the "
-              "reference framework (where `yolo` downloads it) and pass its path, or keep it in the model "
-              "registry with `kestrel models register FILE.pt`" +
-              EscapeInvalidUtf8(scratch),
-          {"", 0, "model"});
+      return Status::InvalidArgument(model::MissingWeightsError(model).Message(), {"", 0, "model"});
     }
     if (!info.IsOk()) {
       return Status::InvalidArgument("model=" + EscapeInvalidUtf8(model) + ": " + info.GetStatus().Message(),
                                      {"", 0, "model"});
     }
   }
-  if (!pretrained.empty() && pretrained != model) {
+  if (!pretrained.empty() && pretrained != model && !IsBoolText(pretrained)) {
     Status h = model::FileLooksLikeZip(pretrained) ? model::ReadWeightsInfo(pretrained).GetStatus()
                                                    : ReadSafeTensorsHeader(pretrained).GetStatus();
     if (!h.IsOk()) {

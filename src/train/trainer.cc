@@ -7,6 +7,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
@@ -63,6 +64,13 @@ nlohmann::json ConfigJson(TrainOptions o) {
 // and move it to the device): reporting between them is what keeps a slow
 // but moving setup from looking hung.
 void SetupStep(Run& r, std::string_view step) {
+  const int64_t now = r.env->NowMicros();
+  if (!r.setup_step.empty()) {
+    spdlog::debug("train setup: {} {:.3f} s", r.setup_step,
+                  static_cast<double>(now - r.setup_step_us) * 1e-6);
+  }
+  r.setup_step = std::string(step);
+  r.setup_step_us = now;
   if (step.empty()) r.setup_done = r.setup_steps;
   ReportPhase(r, Phase::kSetup, 0, r.setup_done, r.setup_steps, step);
   if (!step.empty()) ++r.setup_done;
@@ -141,10 +149,16 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
 
   const std::string home = o.home.empty() ? store::KestrelHome() : o.home;
   KESTREL_ASSIGN_OR_RETURN(r.meta, store::MetadataStore::Open(store::MetadataUrl(home)));
-  r.blobs = std::make_unique<store::ArtifactStore>(home, env);
+  KESTREL_ASSIGN_OR_RETURN(r.blobs, store::OpenArtifactStore(home, env));
   std::string spec = o.data;
   if (ckpt) spec = o.data.substr(0, o.data.find('@')) + "@" + ckpt->state.dataset_version;
   KESTREL_ASSIGN_OR_RETURN(r.dataset, data::LoadVersion(*r.meta, *r.blobs, spec, env));
+  {
+    // classes=, single_cls, fraction: the labels and images this run sees.
+    std::string what;
+    KESTREL_ASSIGN_OR_RETURN(r.dataset.manifest, o.subset.Apply(r.dataset.manifest, &what));
+    if (!what.empty()) Print(r, "data: " + what + "\n");
+  }
   r.nc = static_cast<int>(r.dataset.manifest.names.size());
   if (r.nc < 1) {
     return Status::FailedPrecondition("dataset " + spec + " has no classes")
@@ -160,18 +174,21 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
 
   // Model (seeded init), EMA copy, loss.
   SetupStep(r, "model");
-  if (std::string w = LabelSmoothingWarning(o.label_smoothing); !w.empty()) {
+  for (std::string& w : o.Warnings()) {
     Print(r, "warning: " + w + "\n");
     r.summary.warnings.push_back(std::move(w));
   }
   torch::manual_seed(static_cast<uint64_t>(o.seed));
   // model=yolov8n.pt (Ultralytics style): the file's architecture, and its
   // weights as pretrained= (TrainConfig::Validate refuses a second file).
-  std::string arch = o.model, pretrained = o.pretrained;
+  // pretrained=false: that file's architecture only, from scratch.
+  std::string arch = o.model, pretrained = o.PretrainedWeights("");
   if (model::IsWeightsPath(o.model)) {
     KESTREL_ASSIGN_OR_RETURN(model::WeightsInfo wi, model::ReadWeightsInfo(o.model));
     arch = wi.spec.Name();
-    pretrained = o.model;
+    pretrained = o.PretrainedWeights(o.model);
+    if (pretrained.empty())
+      Print(r, "pretrained=false: " + arch + " from " + o.model + ", weights from scratch\n");
   }
   KESTREL_ASSIGN_OR_RETURN(model::Yolo m, model::CreateModel(arch, r.nc));
   if (!pretrained.empty() && !ckpt) {
@@ -180,8 +197,9 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
     Print(r, "pretrained: " + std::to_string(rep.loaded) + " tensors loaded, " + std::to_string(rep.skipped) +
                  " re-initialized from " + pretrained + "\n");
   }
+  KESTREL_ASSIGN_OR_RETURN(const std::vector<int> frozen, o.FrozenLayers());
   for (auto& p : m->named_parameters()) {
-    for (int i = 0; i < o.freeze; ++i) {
+    for (int i : frozen) {
       if (p.key().rfind("model." + std::to_string(i) + ".", 0) == 0) p.value().set_requires_grad(false);
     }
   }
@@ -223,6 +241,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   if (o.val) {
     ValidatorOptions vo;
     vo.samples = o.val_samples;
+    vo.grid_batches = o.plots ? 3 : 0;
     auto v = Validator::Create(r.dataset.manifest, data::ArtifactImageSource(*r.blobs), tl,
                                r.dataset.manifest.names, r.device, vo);
     if (v.IsOk()) {
@@ -373,6 +392,47 @@ Result<StepResult> TrainStep(Run& r, data::Batch& batch, const IterationPlan& pl
   return res;
 }
 
+// "0.5", "12.3": a number in a console line.
+std::string Short(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4g", v);
+  return buf;
+}
+
+// time=H after an epoch (the reference's): epochs becomes
+// ceil(H / the mean epoch time of this start), never below the epochs done,
+// and the schedule is rebuilt over it from where it is (the optimizer kept
+// as first resolved: optimizer=auto must not pick again). The stored config
+// and the checkpoint's shape follow, so a resume continues the same plan.
+Status AdaptEpochsToTime(Run& r, int epochs_done, int64_t start_epoch, double seconds) {
+  const double mean = seconds / std::max<double>(1, epochs_done - start_epoch);
+  const int epochs = std::max(epochs_done, static_cast<int>(std::ceil(r.opt.time * 3600.0 / mean)));
+  if (epochs == r.shape.epochs) return {};
+  const ResolvedOptimizer& ro = r.schedule->Optimizer();
+  OptimizerOptions pinned = r.opt.optimizer;
+  pinned.optimizer = OptimizerKindName(ro.kind);
+  pinned.lr0 = ro.lr;
+  pinned.momentum = ro.momentum;
+  pinned.warmup_bias_lr = ro.warmup_bias_lr;
+  RunShape shape = r.shape;
+  shape.epochs = epochs;
+  KESTREL_ASSIGN_OR_RETURN(Schedule sched, Schedule::Create(pinned, shape, r.schedule->State()));
+  Print(r, "time=" + Short(r.opt.time) + " h: " + Short(mean) + " s per epoch, epochs " +
+               std::to_string(r.shape.epochs) + " -> " + std::to_string(epochs) + "\n");
+  r.schedule = std::move(sched);
+  r.shape.epochs = epochs;
+  r.state.epochs = epochs;
+  r.opt.epochs = epochs;
+  r.opt.optimizer = pinned;
+  nlohmann::json stored = nlohmann::json::parse(r.state.config_json);
+  stored["epochs"] = epochs;
+  for (const auto& [k, v] : ConfigJson(r.opt).items()) {
+    if (k == "optimizer" || k == "lr0" || k == "momentum" || k == "warmup_bias_lr") stored[k] = v;
+  }
+  r.state.config_json = DumpJson(stored);
+  return {};
+}
+
 Status Loop(Run& r) {
   Env& env = *r.env;
   const TrainHooks& hooks = *r.hooks;
@@ -380,7 +440,13 @@ Status Loop(Run& r) {
   const int64_t t_start = env.NowMicros();
   int64_t last_ckpt_us = t_start, epoch_start_us = t_start, epoch_iters = 0, images = 0;
   bool need_seek = true;
-  bool preview_written = !r.opt.plots || r.schedule->State().next_iteration > 0;
+  // time=H: the budget counts from this start (as the reference's).
+  const int64_t budget_us = static_cast<int64_t>(r.opt.time * 3600e6);
+  const int64_t start_epoch = r.schedule->State().next_iteration / nb;
+  bool time_up = false;
+  // train_batch0..2.jpg: the first three batches of the run (the
+  // reference's plot_idx), not again after a resume.
+  constexpr int64_t kPreviews = 3;
   while (!r.schedule->Done()) {
     const int64_t ni = r.schedule->State().next_iteration;
     const int epoch = static_cast<int>(ni / nb);
@@ -390,16 +456,28 @@ Status Loop(Run& r) {
       epoch_start_us = env.NowMicros();
       epoch_iters = 0;
     }
+    const int64_t wait_from_us = env.NowMicros();
     KESTREL_ASSIGN_OR_RETURN(std::optional<data::Batch> next, r.loader->Next());
     if (!next) return Status::Internal("loader ended the epoch before the schedule did");
+    const int64_t got_us = env.NowMicros();
     data::Batch batch = std::move(*next);
     const IterationPlan plan = r.schedule->Next();
-    if (!preview_written) {
+    if (r.opt.plots && ni < kPreviews) {
       KESTREL_RETURN_IF_ERROR(
-          WriteBatchPreview(env, JoinPath(r.run_dir, "train_batch0.jpg"), batch, r.dataset.manifest.names));
-      preview_written = true;
+          WriteBatchPreview(env, JoinPath(r.run_dir, "train_batch" + std::to_string(ni) + ".jpg"), batch,
+                            r.dataset.manifest.names));
     }
+    const int64_t step_from_us = env.NowMicros();
     KESTREL_ASSIGN_OR_RETURN(StepResult step, TrainStep(r, batch, plan));
+    if (r.summary.iterations < 3) {
+      // Where a short run's first seconds go: the loader's wait (workers
+      // starting, the first mosaics) and the step (the first forward and
+      // backward pay LibTorch's and oneDNN's one-time kernel setup).
+      spdlog::debug("train iteration {}: loader wait {:.3f} s, preview {:.3f} s, step {:.3f} s",
+                    r.summary.iterations + 1, static_cast<double>(got_us - wait_from_us) * 1e-6,
+                    static_cast<double>(step_from_us - got_us) * 1e-6,
+                    static_cast<double>(env.NowMicros() - step_from_us) * 1e-6);
+    }
     ++r.summary.iterations;
     ++epoch_iters;
     images += batch.size;
@@ -458,7 +536,10 @@ Status Loop(Run& r) {
       rep.eta_s = pl.eta_s;
       hooks.on_iteration_report(rep);
     }
-    const bool epoch_end = batch_in_epoch == nb - 1;
+    // time=H spent: this iteration ends the epoch early (validated and
+    // checkpointed as any epoch end) and the run.
+    time_up = budget_us > 0 && now - t_start >= budget_us;
+    const bool epoch_end = batch_in_epoch == nb - 1 || time_up;
     if (hooks.tty && r.out) {
       (*r.out) << "\r" << FormatProgressBar(pl, elapsed) << "\033[K" << (epoch_end ? "\n" : "") << std::flush;
     }
@@ -469,6 +550,16 @@ Status Loop(Run& r) {
       r.summary.epochs_completed = epoch + 1;
       last_ckpt_us = env.NowMicros();
       need_seek = true;
+      if (time_up) {
+        r.summary.message = "time=" + Short(r.opt.time) + " h spent: stopped after iteration " +
+                            std::to_string(ni) + " in epoch " + std::to_string(epoch + 1) +
+                            " with a checkpoint (resume=" + JoinPath(r.weights_dir, "last.ckpt") + ")";
+        break;
+      }
+      if (budget_us > 0 && !stop_early) {
+        KESTREL_RETURN_IF_ERROR(AdaptEpochsToTime(r, epoch + 1, start_epoch,
+                                                  static_cast<double>(env.NowMicros() - t_start) * 1e-6));
+      }
       if (stop_early) {
         r.summary.reason = ExitReason::kEarlyStopped;
         r.summary.message = "early stopping: no improvement for " + std::to_string(r.opt.patience) +
@@ -499,7 +590,7 @@ Status Loop(Run& r) {
   }
   const double secs = std::max(1e-9, (env.NowMicros() - t_start) * 1e-6);
   r.summary.images_per_second = images / secs;
-  if (r.summary.reason == ExitReason::kCompleted)
+  if (r.summary.reason == ExitReason::kCompleted && !time_up)
     r.summary.message = "completed " + std::to_string(r.shape.epochs) + " epochs";
   return {};
 }
@@ -581,6 +672,9 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
     ReportPhase(r, Phase::kPlots, 0, 0, 1);
     KESTREL_RETURN_IF_ERROR(eval::WritePlots(
         env, r.run_dir, *r.last_eval, eval::LabelStatsFromManifest(r.dataset.manifest, data::Split::kTrain)));
+    KESTREL_RETURN_IF_ERROR(WriteValBatchGrids(env, r.run_dir, r.validator->LastGrids(),
+                                               data::ArtifactImageSource(*r.blobs),
+                                               r.dataset.manifest.names));
     ReportPhase(r, Phase::kPlots, 0, 1, 1);
   }
   cleanup.dir.clear();  // ended as a run: whatever it wrote stays

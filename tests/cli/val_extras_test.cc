@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -238,8 +240,78 @@ TEST_F(ValExtrasCliTest, BadInputWritesNothing) {
   EXPECT_EQ(Kestrel("val predictions=p data=shapes plots=false").code, 0);
 }
 
+// issue 28 item 4: the reference's task word, a bare bool flag, classes= and
+// single_cls as the reference validator scores them.
+TEST_F(ValExtrasCliTest, CopiedKeysTaskWordBareFlagClassesAndSingleCls) {
+  MakeDataset("shapes", 24, 7, false);
+  MakePredictions("shapes", "p");
+  CliRun all = Kestrel("--json detect val predictions=p data=shapes name=all plots");
+  ASSERT_EQ(all.code, 0) << all.out;
+  const auto ja = Json(all);
+  EXPECT_TRUE(fs::exists(dir_ / "runs/val/all/val_batch0_pred.jpg"));  // `plots` bare = plots=true
+  ASSERT_EQ(ja["result"]["metrics"]["classes"].size(), 3u);
+
+  CliRun two = Kestrel("--json val predictions=p data=shapes name=two classes=[0,2] plots=false");
+  ASSERT_EQ(two.code, 0) << two.out;
+  const auto jt = Json(two);
+  const auto& cls = jt["result"]["metrics"]["classes"];
+  ASSERT_EQ(cls.size(), 2u) << cls.dump();
+  // Each kept class scores as it did with every class (its labels and
+  // predictions are the same); the dropped class is out of the mean.
+  double sum = 0;
+  for (const auto& c : cls) {
+    EXPECT_NE(c["class_id"].get<int>(), 1);
+    for (const auto& a : ja["result"]["metrics"]["classes"]) {
+      if (a["class_id"] == c["class_id"]) {
+        EXPECT_EQ(a["map5095"], c["map5095"]) << c.dump();
+      }
+    }
+    sum += c["map5095"].get<double>();
+  }
+  EXPECT_DOUBLE_EQ(jt["result"]["metrics"]["map5095"].get<double>(), sum / 2);
+
+  CliRun one = Kestrel("--json val predictions=p data=shapes name=one single_cls=true plots=false");
+  ASSERT_EQ(one.code, 0) << one.out;
+  const auto jo = Json(one);
+  ASSERT_EQ(jo["result"]["metrics"]["classes"].size(), 1u);
+  EXPECT_EQ(jo["result"]["metrics"]["classes"][0]["name"], "item");
+  EXPECT_EQ(jo["result"]["metrics"]["instances"], ja["result"]["metrics"]["instances"]);
+
+  CliRun bad = Kestrel("--json val predictions=p data=shapes classes=7");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_EQ(Json(bad)["error"]["field"], "classes") << bad.out;
+  CliRun task = Kestrel("--json segment val predictions=p data=shapes");
+  EXPECT_EQ(task.code, 2);
+  EXPECT_NE(Json(task)["error"]["message"].get<std::string>().find("task 'segment'"), std::string::npos)
+      << task.out;
+}
+
 #ifdef KESTREL_CLI_WITH_TORCH
 const std::string kRefWeights = kShared + "/reference/yolov8n_nc3_weights.safetensors";
+
+// A bare `resume` (the reference's resume=True) is the newest
+// weights/last.ckpt under project, by modification time; here both are
+// stand-ins, so the checkpoint check names the one chosen.
+TEST_F(ValExtrasCliTest, BareResumeIsTheNewestLastCheckpointUnderTheProject) {
+  for (const auto& [run, age] : {std::pair{"train", 600}, std::pair{"train2", 5}, std::pair{"train3", 300}}) {
+    Write(std::string("runs/detect/") + run + "/weights/last.ckpt", "not a checkpoint");
+    fs::last_write_time(dir_ / "runs/detect" / run / "weights/last.ckpt",
+                        fs::file_time_type::clock::now() - std::chrono::seconds(age));
+  }
+  CliRun r = Kestrel("--json detect train resume");
+  EXPECT_EQ(r.code, 2) << r.out;
+  const auto j = Json(r);
+  EXPECT_EQ(j["error"]["field"], "resume") << r.out;
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("runs/detect/train2/weights/last.ckpt"),
+            std::string::npos)
+      << r.out;
+  CliRun none = Kestrel("--json train resume project=elsewhere");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_NE(
+      Json(none)["error"]["message"].get<std::string>().find("no weights/last.ckpt under project=elsewhere"),
+      std::string::npos)
+      << none.out;
+}
 
 TEST_F(ValExtrasCliTest, ValModelSaveJsonRoundTripAndGrids) {
   if (!fs::exists(kRefWeights)) GTEST_SKIP() << "no ../shared reference weights";
@@ -263,6 +335,63 @@ TEST_F(ValExtrasCliTest, ValModelSaveJsonRoundTripAndGrids) {
     EXPECT_EQ(j["result"]["metrics"][k].get<double>(), bj["result"]["metrics"][k].get<double>()) << k;
   }
   EXPECT_EQ(j["result"]["coco"], bj["result"]["coco"]);
+}
+
+// predict's copied keys (issue 28 item 4): classes= keeps those classes'
+// detections, save_conf=false drops the txt's confidence column, and the
+// drawing keys and agnostic_nms are accepted (a bare one too).
+TEST_F(ValExtrasCliTest, PredictClassesSaveConfAndDrawingKeys) {
+  if (!fs::exists(kRefWeights)) GTEST_SKIP() << "no ../shared reference weights";
+  MakeDataset("shapes", 10, 2, false);
+  auto lines = [&](const std::string& run) {
+    std::vector<std::vector<std::string>> out;
+    const fs::path labels = dir_ / "runs/predict" / run / "labels";
+    if (!fs::exists(labels)) return out;  // no image with a detection
+    for (const auto& e : fs::recursive_directory_iterator(labels)) {
+      if (!e.is_regular_file()) continue;
+      std::istringstream in(ReadAll(e.path()));
+      std::string line;
+      while (std::getline(in, line)) {
+        std::istringstream f(line);
+        std::vector<std::string> fields;
+        for (std::string x; f >> x;) fields.push_back(x);
+        out.push_back(fields);
+      }
+    }
+    return out;
+  };
+  const std::string base = "predict model=" + kRefWeights + " source=src_shapes/images imgsz=64 conf=0.001";
+  ASSERT_EQ(Kestrel(base + " name=all").code, 0);
+  const auto all = lines("all");
+  ASSERT_FALSE(all.empty()) << "conf 0.001: the model says something";
+  std::set<std::string> all_classes;
+  for (const auto& l : all) {
+    ASSERT_EQ(l.size(), 6u);  // Kestrel's default save_conf=true
+    all_classes.insert(l[0]);
+  }
+  // classes= of every predicted class keeps every line (without the
+  // confidence: save_conf=false); the other classes keep none.
+  std::string kept, others;
+  for (const auto& c : all_classes) kept += (kept.empty() ? "" : ",") + c;
+  for (const char* c : {"0", "1", "2"}) {
+    if (!all_classes.count(c)) others += (others.empty() ? "" : ",") + std::string(c);
+  }
+  CliRun r = Kestrel(base + " name=kept classes=[" + kept +
+                     "] save_conf=false agnostic_nms=false line_width=3 show_labels=false show_conf");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto same = lines("kept");
+  EXPECT_EQ(same.size(), all.size());
+  for (const auto& l : same) {
+    EXPECT_EQ(l.size(), 5u);
+    EXPECT_TRUE(all_classes.count(l[0])) << l[0];
+  }
+  if (!others.empty()) {
+    ASSERT_EQ(Kestrel(base + " name=others classes=" + others).code, 0);
+    EXPECT_TRUE(lines("others").empty()) << "classes=" << others;
+  }
+  ASSERT_EQ(Kestrel(base + " name=agnostic agnostic_nms").code, 0);
+  EXPECT_LE(lines("agnostic").size(), all.size());
+  EXPECT_NE(Kestrel(base + " classes=x").code, 0);
 }
 
 TEST_F(ValExtrasCliTest, CompareReportIsStoredInTheArtifactStore) {

@@ -113,7 +113,7 @@ TEST_F(TrainerOptionsTest, FreezeKeepsFirstLayersBitwiseAndTrainsTheRest) {
   ASSERT_FALSE(start.empty());
 
   TrainOptions o = Tiny("freeze");
-  o.freeze = kFreeze;
+  o.freeze = std::to_string(kFreeze);  // the count form; the list form: CopiedKeysTest
   auto r = Train(o);
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   ASSERT_EQ(r->reason, ExitReason::kCompleted) << r->message;
