@@ -57,14 +57,18 @@ Result<std::string> S3ArtifactStore::PutWithHash(std::string_view bytes, const s
                                                  Durability durability) {
   (void)durability;  // every S3 write is durable when it returns
   if (!IsSha256Hex(sha)) return Status::InvalidArgument("not a sha256: '" + sha + "'");
-  last_ = {};
+  PutStats stats;
   const std::string key = KeyFor(sha);
   auto head = client_.HeadObject(where_.bucket, key);
   if (head.IsOk() && head->size == bytes.size()) {
     // Deduplicated: refresh LastModified for the collector's grace period. A
     // collector that deleted it meanwhile makes the copy fail: upload anew.
     Status touched = client_.Touch(where_.bucket, key);
-    if (touched.IsOk()) return sha;
+    if (touched.IsOk()) {
+      MutexLock l(mu_);
+      last_ = stats;
+      return sha;
+    }
     if (touched.Code() != StatusCode::kNotFound) return touched;
   } else if (!head.IsOk() && head.GetStatus().Code() != StatusCode::kNotFound) {
     return head.GetStatus();
@@ -72,12 +76,14 @@ Result<std::string> S3ArtifactStore::PutWithHash(std::string_view bytes, const s
   if (bytes.size() < options_.multipart_threshold) {
     KESTREL_RETURN_IF_ERROR(client_.PutObject(where_.bucket, key, bytes));
   } else {
-    KESTREL_RETURN_IF_ERROR(UploadMultipart(bytes, key));
+    KESTREL_RETURN_IF_ERROR(UploadMultipart(bytes, key, stats));
   }
+  MutexLock l(mu_);
+  last_ = stats;
   return sha;
 }
 
-Status S3ArtifactStore::UploadMultipart(std::string_view bytes, const std::string& key) {
+Status S3ArtifactStore::UploadMultipart(std::string_view bytes, const std::string& key, PutStats& stats) {
   const uint64_t part_size = std::max<uint64_t>(options_.part_size, 1);
   const int parts = static_cast<int>((bytes.size() + part_size - 1) / part_size);
   auto chunk = [&](int n) { return bytes.substr(static_cast<size_t>(n - 1) * part_size, part_size); };
@@ -111,13 +117,13 @@ Status S3ArtifactStore::UploadMultipart(std::string_view bytes, const std::strin
   for (int n = 1; n <= parts; ++n) {
     std::string_view c = chunk(n);
     if (auto it = done.find(n); it != done.end()) {
-      ++last_.parts_reused;
+      ++stats.parts_reused;
       list.push_back({n, it->second, c.size()});
       continue;
     }
     if (options_.before_part) KESTREL_RETURN_IF_ERROR(options_.before_part(n));
     KESTREL_ASSIGN_OR_RETURN(std::string etag, client_.UploadPart(where_.bucket, key, upload_id, n, c));
-    ++last_.parts_uploaded;
+    ++stats.parts_uploaded;
     list.push_back({n, etag, c.size()});
   }
   KESTREL_RETURN_IF_ERROR(client_.CompleteMultipartUpload(where_.bucket, key, upload_id, list));

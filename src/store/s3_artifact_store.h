@@ -24,6 +24,7 @@
 #include <functional>
 #include <string>
 
+#include "core/thread_annotations.h"
 #include "s3/client.h"
 #include "store/artifact_store.h"
 
@@ -65,16 +66,19 @@ class S3ArtifactStore final : public ArtifactStore {
 
   // The object key of a blob: <prefix>/objects/<aa>/<sha>.
   std::string KeyFor(const std::string& sha) const;
-  // How the last PutWithHash went (tests, figures): parts uploaded, parts
-  // reused from an interrupted upload.
+  // How the last PutWithHash (of any thread) went (tests, figures): parts
+  // uploaded, parts reused from an interrupted upload.
   struct PutStats {
     int parts_uploaded = 0;
     int parts_reused = 0;
   };
-  PutStats LastPutStats() const { return last_; }
+  PutStats LastPutStats() const {
+    MutexLock l(mu_);
+    return last_;
+  }
 
  private:
-  Status UploadMultipart(std::string_view bytes, const std::string& key);
+  Status UploadMultipart(std::string_view bytes, const std::string& key, PutStats& stats);
   std::string ObjectsPrefix() const;
 
   std::unique_ptr<s3::Client> owned_;
@@ -82,7 +86,8 @@ class S3ArtifactStore final : public ArtifactStore {
   s3::S3Url where_;
   S3StoreOptions options_;
   Env& env_;
-  PutStats last_;
+  mutable Mutex mu_;
+  PutStats last_ GUARDED_BY(mu_);
 };
 
 }  // namespace kestrel::store
