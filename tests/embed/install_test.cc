@@ -65,10 +65,11 @@ TEST_F(EmbedInstallTest, ExampleBuiltAgainstTheInstalledPackageDetectsAsKestrelP
     headers += e.is_regular_file();
   EXPECT_EQ(headers, 1u);
 
-  // 3. The example, configured with the prefix only (not the build tree).
+  // 3. The example, configured with the prefix only (not the build tree),
+  // with the generator this build uses (so no other build tool is assumed).
   ASSERT_EQ(
-      Shell(std::string(KESTREL_CMAKE) + " -S '" + KESTREL_SOURCE_DIR +
-                "/examples/cpp' -B example -DCMAKE_PREFIX_PATH=\"$PWD/prefix\" -DCMAKE_BUILD_TYPE=Release",
+      Shell(std::string(KESTREL_CMAKE) + " -S '" + KESTREL_SOURCE_DIR + "/examples/cpp' -B example -G '" +
+                KESTREL_CMAKE_GENERATOR + "' -DCMAKE_PREFIX_PATH=\"$PWD/prefix\" -DCMAKE_BUILD_TYPE=Release",
             &log),
       0)
       << log;
