@@ -64,6 +64,11 @@ struct Run {
   TrainSummary summary;
   std::ostream* out = nullptr;
   int64_t setup_steps = 0, setup_done = 0;  // Phase::kSetup progress
+  // The setup step in progress and when it began (Env::NowMicros), for the
+  // debug-level timing of each step (docs/training.md "Where the first
+  // seconds go").
+  std::string setup_step;
+  int64_t setup_step_us = 0;
 };
 
 inline void Print(Run& r, const std::string& text) {
