@@ -29,7 +29,11 @@ class Reader {
 
   Status Bad(const YAML::Node& at, const std::string& field, const std::string& msg) const {
     const int line = at.IsDefined() && at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
-    return Status::InvalidArgument(msg, {path_, line, field});
+    // The place is in the text too: callers that bind model= to the command
+    // line replace the location with their own.
+    return Status::InvalidArgument(
+        msg + " (" + path_ + (line > 0 ? " line " + std::to_string(line) : std::string()) + ")",
+        {path_, line, field});
   }
 
   static bool Int(const YAML::Node& n, int64_t* out) {
@@ -337,7 +341,8 @@ Result<ModelYaml> ReadModelYaml(const std::string& path) {
     return Status::InvalidArgument("the graph is none of the built-in ones: " + diff +
                                        ". Kestrel builds the yolov8, yolo11 and yolov5u (anchor-free) graphs "
                                        "from a model yaml, with the "
-                                       "file's nc and scale; other graphs are not supported yet",
+                                       "file's nc and scale; other graphs are not supported yet (" +
+                                       path + ")",
                                    {path, 0, "backbone"});
   }
 
@@ -396,7 +401,7 @@ Result<ModelYaml> ReadModelYaml(const std::string& path) {
     std::ostringstream s;
     s << "depth " << scale.depth << ", width " << scale.width << ", max_channels " << scale.max_channels
       << " are not one of " << FamilyName(*found) << "'s scales (" << KnownModelNames()
-      << "); Kestrel's weights record the scale by name";
+      << "); Kestrel's weights record the scale by name (" << path << ")";
     return Status::InvalidArgument(s.str(), {path, 0, "scales"});
   }
   out.spec = ModelSpec{*known, static_cast<int>(nc), *found};
