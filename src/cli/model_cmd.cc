@@ -10,6 +10,7 @@
 
 #include "app/backends.h"
 #include "app/compare.h"
+#include "app/preannotations.h"
 #include "app/predict.h"
 #include "cli/eval_model.h"
 #include "cli/predict_console.h"
@@ -22,7 +23,21 @@ namespace {
 
 struct PredictOptions {
   app::PredictRequest r;
-  void Bind(OptionSet& s) { BindPredictKeys(s, &r); }
+  app::PreannotationOptions pre;  // format= "": none written
+  void Bind(OptionSet& s) {
+    BindPredictKeys(s, &r);
+    s.String("format", &pre.format,
+             "also write pre-annotations for a labelling tool: label-studio (tasks JSON + labelling config "
+             "XML) or cvat (CVAT for images 1.1 XML); \"\" = none");
+    s.String(
+        "out", &pre.out,
+        "format=: the file to write (\"\" = label_studio.json or cvat_annotations.xml in the run folder)");
+    s.String("ls_image_root", &pre.ls_image_root,
+             "format=label-studio: data.image = this prefix + the image's path under source= (\"\" = "
+             "/data/local-files/?d=ABSOLUTE_PATH, for LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT=/)");
+    s.String("ls_from_name", &pre.ls_from_name, "format=label-studio: the RectangleLabels tag's name");
+    s.String("ls_to_name", &pre.ls_to_name, "format=label-studio: the Image tag's name");
+  }
 };
 
 // The use case is app::Predict (app/predict.h); --json prints its one
@@ -34,6 +49,17 @@ CommandResult RunPredict(const Context& ctx, const PredictOptions& o) {
   }
   // device= this program can run on (the LibTorch backend's CUDA check).
   KESTREL_RETURN_IF_ERROR(app::CheckDevice(o.r.device));
+  // format=: checked before anything runs (app/preannotations.h).
+  app::PreannotationOptions pre = o.pre;
+  if (!pre.format.empty()) {
+    KESTREL_RETURN_IF_ERROR(app::ValidatePreannotationOptions(pre));
+    if (o.r.stream)
+      return Status::InvalidArgument(
+          "format=" + pre.format + " needs the predicted images kept: not with stream=true",
+          {"command line", 0, "format"});
+    if (Env::Default().Stat(o.r.source).is_dir) pre.source_root = o.r.source;
+    pre.model_version = o.r.model;
+  }
   // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
   PredictConsole console(std::cerr, PredictConsole::IsTerminal(ctx), kPredictProgressEvery, std::cout,
                          o.r.stream, ctx.json);
@@ -42,8 +68,16 @@ CommandResult RunPredict(const Context& ctx, const PredictOptions& o) {
       console.Sink());
   console.Finish();
   KESTREL_ASSIGN_OR_RETURN(app::PredictResult r, std::move(run));
+  std::string text = app::PredictResultText(r);
+  nlohmann::json json = app::PredictResultJson(r);
+  if (!pre.format.empty()) {
+    KESTREL_ASSIGN_OR_RETURN(std::vector<std::string> files,
+                             app::WritePreannotations(Env::Default(), r, pre));
+    json["preannotations"] = {{"format", pre.format}, {"files", files}};
+    for (const std::string& f : files) text += pre.format + " pre-annotations: " + f + "\n";
+  }
   // Exit 1 when a file was skipped (kPredictExitHelp).
-  return Output{app::PredictResultText(r), app::PredictResultJson(r), app::PredictExitCode(r)};
+  return Output{std::move(text), std::move(json), app::PredictExitCode(r)};
 }
 
 struct CompareOptions {
