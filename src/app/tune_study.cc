@@ -561,6 +561,7 @@ Status StudyCoordinator::Run(const CoordinatorOptions& options, const std::atomi
     auto done = Step();
     if (!done.IsOk() && done.GetStatus().Code() != StatusCode::kAborted) return done.GetStatus();
     if (done.IsOk() && *done) return {};
+    if (options.after_step) options.after_step();
     for (int64_t waited = 0; waited < options.poll_ms; waited += 50) {
       if (stop != nullptr && stop->load()) break;
       env_.SleepMicros(50'000);
@@ -819,11 +820,17 @@ Result<AttemptResult> RunTuneAttempt(AttemptContext& ctx) {
   ctx.Progress("stage=train");
   StudyCoordinator coordinator(*ctx.meta, Env::Default(), study);
   CoordinatorOptions options;
+  int steps = 0;
+  options.after_step = [&] {
+    if (steps++ % 20 == 0) ctx.Progress("stage=train study=" + study);  // every ~10 s
+  };
   Status s = coordinator.Run(options, ctx.io != nullptr ? ctx.io->stop : nullptr);
   if (!s.IsOk()) return s;
   KESTREL_ASSIGN_OR_RETURN(json show, StudyShowJson(*ctx.meta, study));
   AttemptResult r;
-  r.details = show["study"];
+  // Under "study": the summary's `best` and `model` would read as the typed
+  // fields of the same names.
+  r.details = {{"study", show["study"]}};
   ctx.Out() << "study " << study << ": " << show["study"]["state"].get<std::string>() << "\n";
   return r;
 }
@@ -839,7 +846,8 @@ JobKindSpec TuneKind() {
   // The coordinator ends only with its study: a result that says otherwise
   // is not a success.
   k.gate = [](const AttemptResult& r, const store::JobRecord&, Env&) -> Status {
-    const std::string state = r.details.is_object() ? r.details.value("state", "") : "";
+    const json study = r.details.is_object() ? r.details.value("study", json::object()) : json::object();
+    const std::string state = study.is_object() ? study.value("state", "") : "";
     if (state == kStudyFinished || state == kStudyStopped) return {};
     return Status::FailedPrecondition("the study is " + (state.empty() ? std::string("unknown") : state) +
                                       ", not finished or stopped");

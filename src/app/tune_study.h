@@ -97,6 +97,9 @@ Result<StudyCreateResult> CreateStudy(store::MetadataStore& meta, const StudyReq
 
 struct CoordinatorOptions {
   int64_t poll_ms = 500;  // between steps
+  // Called after every step (the runner reports progress with it, so the
+  // worker's hang detector sees a coordinator waiting on long trials alive).
+  std::function<void()> after_step;
 };
 class StudyCoordinator {
  public:

@@ -24,6 +24,7 @@
 #include "server/api_job_media.h"
 #include "server/api_jobs.h"
 #include "server/api_metrics.h"
+#include "server/api_studies.h"
 #include "server/api_system.h"
 #include "server/api_write.h"
 #include "server/auth.h"
@@ -331,6 +332,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddExportRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddSystemRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddEvaluationRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddStudyRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddJobRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddJobMediaRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
@@ -345,7 +347,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
 Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, const ServerOptions& options) {
   std::unique_ptr<ApiServer> s(new ApiServer());
   KESTREL_ASSIGN_OR_RETURN(s->meta_, store::MetadataStore::Open(store::MetadataUrl(home)));
-  s->blobs_ = std::make_unique<store::ArtifactStore>(home);
+  KESTREL_ASSIGN_OR_RETURN(s->blobs_, store::OpenArtifactStore(home));
   s->ctx_ = std::make_unique<ApiContext>(ApiContext{*s->meta_, *s->blobs_, s->metrics_, home});
   s->ctx_->public_read = options.public_read;
   s->ctx_->meta_url = store::MetadataUrl(home);
