@@ -122,6 +122,18 @@ class Client:
         query = {"series": series, "width": width, "from": start, "to": end, "events": events}
         return self.request("GET", f"/api/jobs/{self._segment(job_id)}/metrics", query=query)
 
+    # -- studies ------------------------------------------------------------
+
+    def studies(self):
+        """`GET /api/studies`: the hyperparameter studies, newest first
+        (docs/server.md "Studies")."""
+        return self.request("GET", "/api/studies")["studies"]
+
+    def study(self, name):
+        """`GET /api/studies/{name}`: the study, its space, trials, best
+        trial and importances (the document of `kestrel tune show --json`)."""
+        return self.request("GET", f"/api/studies/{self._segment(name)}")
+
     # -- models -------------------------------------------------------------
 
     def models(self, **filters):

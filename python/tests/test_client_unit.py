@@ -81,6 +81,10 @@ class FakeServer(BaseHTTPRequestHandler):
             if FakeServer.model_reads >= 3:
                 models.append({"ref": "birds@v2", "job_id": 7})
             return self._json(200, {"ok": True, "models": models})
+        if path == "/api/studies":
+            return self._json(200, {"ok": True, "studies": [{"name": "lr", "state": "running"}]})
+        if path == "/api/studies/lr":
+            return self._json(200, {"ok": True, "study": {"name": "lr"}, "trials": [], "best": None})
         if path == "/api/models/birds%40v2":
             return self._json(200, {"ok": True, "model": {"ref": "birds@v2"}})
         if path == "/api/jobs/7/events":
@@ -148,6 +152,9 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(FakeServer.requests[-1][1], "/api/jobs?state=queued%2Crunning&limit=5")
         self.assertEqual(self.client.model("birds@v2")["ref"], "birds@v2")
         self.assertEqual(self.client.job(7)["job"]["state"], "succeeded")
+        self.assertEqual(self.client.studies(), [{"name": "lr", "state": "running"}])
+        self.assertEqual(self.client.study("lr")["study"]["name"], "lr")
+        self.assertEqual(FakeServer.requests[-1][1], "/api/studies/lr")
 
     def test_watch_reconnects_with_last_event_id_and_stops_when_finished(self):
         seen = []
