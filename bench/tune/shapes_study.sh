@@ -21,12 +21,17 @@ TRAIN="model=n imgsz=96 batch=8 workers=1 threads=1 plots=false"
 "$K" dataset synth shapes --images "$IMAGES" --imgsz 96 --seed 1 >/dev/null
 "$K" dataset import shapes --name shapes >/dev/null
 
-workers() {  # two worker processes: one holds the coordinator beside a trial
-  "$K" worker --id w1 --slots 2 --exit-when-idle --poll-s 0.2 --heartbeat-s 1 >w1.log 2>&1 &
+# Two worker processes (one holds the coordinator beside a trial). Not
+# --exit-when-idle: the second would find nothing to claim while the first
+# holds the coordinator and exit before the first trial is queued.
+workers() {
+  "$K" worker --id w1 --slots 2 --poll-s 0.2 --heartbeat-s 1 >>w1.log 2>&1 &
   W1=$!
-  "$K" worker --id w2 --slots 1 --exit-when-idle --poll-s 0.2 --heartbeat-s 1 >w2.log 2>&1 &
+  "$K" worker --id w2 --slots 1 --poll-s 0.2 --heartbeat-s 1 >>w2.log 2>&1 &
   W2=$!
 }
+stop_workers() { kill -TERM "$W1" "$W2"; wait "$W1" "$W2" || true; }
+state() { "$K" --json tune show "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["study"]["state"])'; }
 
 study() {  # name pruner [kill]
   local job
@@ -43,7 +48,8 @@ study() {  # name pruner [kill]
     pid=$("$K" --json jobs show "$job" | python3 -c 'import json,sys; print(json.load(sys.stdin)["attempts"][-1]["pid"])')
     kill -9 "$pid" && echo "killed the coordinator (pid $pid) with $spent trials spent"
   fi
-  wait "$W1" "$W2"
+  until [[ "$(state "$1")" == finished ]]; do sleep 2; done
+  stop_workers
 }
 
 t0=$(date +%s)
@@ -52,8 +58,7 @@ t1=$(date +%s)
 study shapes-full none
 t2=$(date +%s)
 "$K" submit data=shapes $TRAIN epochs="$EPOCHS" >/dev/null
-workers
-wait "$W1" "$W2"
+"$K" worker --slots 1 --exit-when-idle --poll-s 0.2 >>w3.log 2>&1
 
 python3 - "$K" <<'PY'
 import json, subprocess, sys
