@@ -4,11 +4,12 @@
 // every scenario so the ~10-20 s Swift start is paid once. SKIPS with a
 // message when Swift is not installed (the command is in the message).
 //
-// KESTREL_S3_CRASHES=N (default 20): injected crashes for the orphan check
+// KESTREL_S3_CRASHES=N (default 10): injected crashes for the orphan check
 // (docs/disk.md records N=100). KESTREL_S3_FIGURES=1: also the 100 MB
 // upload/download MB/s against the local store (printed, no asserts).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -168,11 +169,28 @@ TEST_F(SwiftS3Test, EveryScenarioAgainstSwiftS3Api) {
   {
     SCOPED_TRACE("N injected crashes leave N uploads; the sweep aborts them all");
     const char* env_n = std::getenv("KESTREL_S3_CRASHES");
-    const int n = env_n != nullptr ? std::atoi(env_n) : 20;
+    const int n = env_n != nullptr ? std::atoi(env_n) : 10;
+    // Each writer is a child process SIGKILLed by itself after its first
+    // part went up: no destructor, no abort, exactly what a killed host leaves.
     S3StoreOptions crash = so;
-    crash.before_part = [](int part) { return part == 2 ? Status::Aborted("injected crash") : Status(); };
-    S3ArtifactStore crashing(client, {kBucket, "team/a"}, crash);
-    for (int i = 0; i < n; ++i) EXPECT_FALSE(crashing.Put(Bytes(4096 * 3, 100 + i)).IsOk());
+    crash.before_part = [](int part) {
+      if (part == 2) ::raise(SIGKILL);
+      return Status();
+    };
+    for (int i = 0; i < n; ++i) {
+      const pid_t pid = ::fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        s3::Client child_client(Options());
+        S3ArtifactStore crashing(child_client, {kBucket, "team/a"}, crash);
+        (void)crashing.Put(Bytes(4096 * 3, 100 + i));  // never returns: killed at part 2
+        std::_Exit(3);
+      }
+      int status = 0;
+      ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+      ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+          << "writer " << i << " status " << status;
+    }
     EXPECT_EQ(client.ListMultipartUploads(kBucket, "team/a/")->size(), static_cast<size_t>(n));
     // Younger than the cutoff: kept (a writer may still be at it).
     EXPECT_EQ(*store.SweepIncompleteWrites(Env::Default().UnixSeconds() - 3600), 0);
