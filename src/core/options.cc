@@ -458,18 +458,41 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
+namespace {
+
+// EditDistance with a swap of two adjacent bytes as one edit (optimal
+// string alignment): "lsit" is one edit from "list", as a typist sees it.
+size_t TypoDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
 std::string ClosestMatch(std::string_view key, const std::vector<std::string>& candidates) {
   std::string best;
   size_t best_d = SIZE_MAX;
   for (const auto& c : candidates) {
-    size_t d = EditDistance(key, c);
+    size_t d = TypoDistance(key, c);
     if (d < best_d) {
       best_d = d;
       best = c;
     }
   }
   // Two edits turn any four-letter word into another ("time" -> "name"):
-  // keys of up to 4 bytes get one edit, longer ones max(2, length / 3).
+  // keys of up to 4 bytes get one edit (a swap counts as one), longer ones
+  // max(2, length / 3).
   const size_t allowed = key.size() <= 4 ? 1 : std::max<size_t>(2, key.size() / 3);
   return best_d <= allowed ? best : "";
 }

@@ -426,7 +426,8 @@ Status AdaptEpochsToTime(Run& r, int epochs_done, int64_t start_epoch, double se
   r.opt.optimizer = pinned;
   nlohmann::json stored = nlohmann::json::parse(r.state.config_json);
   stored["epochs"] = epochs;
-  for (const auto& [k, v] : ConfigJson(r.opt).items()) {
+  const nlohmann::json now = ConfigJson(r.opt);  // named: items() of a temporary would dangle
+  for (const auto& [k, v] : now.items()) {
     if (k == "optimizer" || k == "lr0" || k == "momentum" || k == "warmup_bias_lr") stored[k] = v;
   }
   r.state.config_json = DumpJson(stored);

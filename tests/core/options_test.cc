@@ -50,7 +50,8 @@ TEST(OptionsTest, ShortKeysAreNotMatchedToUnrelatedWords) {
   EXPECT_EQ(ClosestMatch("cls", keys), "");
   EXPECT_EQ(ClosestMatch("lr", keys), "lr0");
   EXPECT_EQ(ClosestMatch("lst", keys), "list");
-  EXPECT_EQ(ClosestMatch("nmae", keys), "");  // a transposition is two edits
+  EXPECT_EQ(ClosestMatch("nmae", keys), "name");  // a swap of two letters is one edit
+  EXPECT_EQ(ClosestMatch("lsit", keys), "list");
   EXPECT_EQ(ClosestMatch("nme", keys), "name");
   EXPECT_EQ(ClosestMatch("epoch", keys), "epochs");
   EXPECT_EQ(ClosestMatch("epoks", keys), "epochs");  // longer keys keep two edits
