@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "app/gc.h"
+#include "app/job_kinds.h"
 #include "cli/cli.h"
 #include "core/env.h"
 #include "train/train_config.h"
@@ -113,6 +114,8 @@ std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> Wit
   return [then = std::move(then), home](store::MetadataStore& meta, const store::JobRecord& job,
                                         int64_t now_ms) {
     if (then) then(meta, job, now_ms);
+    // Checkpoints are a training job's (a tune job's result names no run folder).
+    if (app::JobKindText(job) != "train") return;
     // The job's keep_ckpts (its stored effective config; the key's default
     // for jobs submitted before the key existed).
     int keep = train::TrainConfig{}.keep_ckpts;
