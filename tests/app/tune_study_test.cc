@@ -231,12 +231,15 @@ TEST_F(TuneStudyTest, DivergedTrialIsExcludedAndInfraFailureSpendsNoTrial) {
 }
 
 TEST_F(TuneStudyTest, CoordinatorRestartedEveryStepGivesTheSameStudyByteForByte) {
-  for (const char* pruner : {"none", "asha"}) {
-    SCOPED_TRACE(pruner);
-    auto a = OpenStore(std::string("ra_") + pruner);
-    auto b = OpenStore(std::string("rb_") + pruner);
-    std::vector<std::string> keys = {"trials=12", "parallel=1",  "epochs=9",
-                                     "seed=7",    "sampler=tpe", std::string("pruner=") + pruner};
+  // parallel=2: the scripted worker completes trials in a fixed order, and
+  // the same completion order gives the same suggestions.
+  for (const auto& [pruner, parallel] :
+       std::vector<std::pair<std::string, std::string>>{{"none", "1"}, {"asha", "1"}, {"asha", "2"}}) {
+    SCOPED_TRACE(pruner + " parallel=" + parallel);
+    auto a = OpenStore("ra_" + pruner + parallel);
+    auto b = OpenStore("rb_" + pruner + parallel);
+    std::vector<std::string> keys = {"trials=12", "parallel=" + parallel, "epochs=9",
+                                     "seed=7",    "sampler=tpe",          "pruner=" + pruner};
     ASSERT_TRUE(Create(*a, keys).IsOk());
     ASSERT_TRUE(Create(*b, keys).IsOk());
     epochs_done_.clear();
@@ -248,6 +251,45 @@ TEST_F(TuneStudyTest, CoordinatorRestartedEveryStepGivesTheSameStudyByteForByte)
     EXPECT_EQ(DumpJson(Show(*a)), DumpJson(Show(*b)));
     EXPECT_EQ(Show(*a)["study"]["state"], "finished");
   }
+}
+
+// A coordinator killed between recording a trial and submitting its job
+// (the trial has no job), and one killed between continuing a pruned
+// trial's job and recording it (the trial is pruned, its job live again):
+// the next coordinator finishes each exactly once.
+TEST_F(TuneStudyTest, ACoordinatorKilledBetweenTwoWritesIsFinishedByTheNext) {
+  auto c = Create(*meta_, {"trials=3", "parallel=1", "epochs=3", "pruner=none", "sampler=random"});
+  ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+  store::TrialRecord t;
+  t.study_id = c->study.id;
+  t.number = 0;
+  t.params_json = "[-4.0,0.5]";
+  ASSERT_TRUE(meta_->AddTrial(t, nullptr).IsOk());  // ... and killed before SubmitTrialJob
+  StudyCoordinator next(*meta_, Env::Default(), "s1");
+  ASSERT_TRUE(next.Step().IsOk());
+  auto trials = meta_->ListTrials(c->study.id);
+  ASSERT_EQ(trials->size(), 1u) << "no second trial while trial 0 waits (parallel=1)";
+  EXPECT_GT((*trials)[0].job_id, 0) << "the recorded trial got its job";
+  const int64_t job = (*trials)[0].job_id;
+  ASSERT_TRUE(next.Step().IsOk());
+  EXPECT_EQ((*meta_->ListTrials(c->study.id))[0].job_id, job) << "and only one";
+  EXPECT_EQ(meta_->CountJobs({}).Value(), 2) << "the coordinator's and the trial's";
+
+  // A pruned trial whose job a promotion already requeued.
+  ASSERT_TRUE(meta_->CancelJob(job, now_).IsOk());
+  store::TrialRecord pruned = (*meta_->ListTrials(c->study.id))[0];
+  pruned.state = "pruned";
+  pruned.pruned_at = 1;
+  pruned.intermediate_json = "[0.1]";
+  ASSERT_TRUE(*meta_->UpdateTrial(pruned, "queued"));
+  ASSERT_TRUE(meta_->RetryJob(job, now_).IsOk());  // ... and killed before recording it
+  ASSERT_TRUE(next.Step().IsOk());
+  auto after = (*meta_->ListTrials(c->study.id))[0];
+  EXPECT_EQ(after.state, "running");
+  EXPECT_EQ(after.promotions, 1);
+  EXPECT_EQ(after.pruned_at, 0);
+  ASSERT_TRUE(next.Step().IsOk());
+  EXPECT_EQ((*meta_->ListTrials(c->study.id))[0].promotions, 1) << "counted once";
 }
 
 TEST_F(TuneStudyTest, BadKeysAreRefusedNamingTheKey) {
