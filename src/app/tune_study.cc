@@ -668,6 +668,14 @@ Result<Loaded> Load(store::MetadataStore& meta, const std::string& name) {
   return l;
 }
 
+// The show document's importances (seeded by the study's seed, so the
+// plots and the table agree); kFailedPrecondition below 4 succeeded trials.
+Result<std::vector<double>> Importances(const StudyDefinition& def, const std::vector<tune::Trial>& view) {
+  tune::ImportanceOptions io;
+  io.seed = def.settings.seed;
+  return tune::ParamImportances(def.space, view, io);
+}
+
 }  // namespace
 
 Result<json> StudyShowJson(store::MetadataStore& meta, const std::string& name) {
@@ -677,9 +685,7 @@ Result<json> StudyShowJson(store::MetadataStore& meta, const std::string& name) 
   const store::TrialRecord* best = BestTrial(l.def, l.trials);
   json importances = json::array();
   KESTREL_ASSIGN_OR_RETURN(auto view, ToTrials(l.trials));
-  tune::ImportanceOptions io;
-  io.seed = l.def.settings.seed;
-  auto imp = tune::ParamImportances(l.def.space, view, io);
+  auto imp = Importances(l.def, view);
   if (imp.IsOk()) {
     std::vector<std::pair<double, std::string>> sorted;
     for (size_t k = 0; k < imp->size(); ++k) sorted.emplace_back((*imp)[k], l.def.space.params[k].key);
@@ -693,6 +699,37 @@ Result<json> StudyShowJson(store::MetadataStore& meta, const std::string& name) 
               {"trials", trials},
               {"best", best != nullptr ? TrialJson(l.def, *best) : json(nullptr)},
               {"importances", importances}};
+}
+
+Result<eval::StudyPlotData> StudyPlotDataFor(store::MetadataStore& meta, const std::string& name) {
+  KESTREL_ASSIGN_OR_RETURN(Loaded l, Load(meta, name));
+  KESTREL_ASSIGN_OR_RETURN(auto view, ToTrials(l.trials));
+  eval::StudyPlotData d;
+  d.study = l.study.name;
+  d.metric = l.def.metric;
+  d.maximize = l.def.settings.direction == tune::Direction::kMaximize;
+  for (const auto& p : l.def.space.params) {
+    d.params.push_back(
+        {p.key, p.log, p.kind == tune::ParamKind::kCategorical ? p.choices : std::vector<std::string>{}});
+  }
+  for (const auto& t : view) {
+    eval::StudyPlotTrial pt;
+    pt.number = t.number;
+    if (t.params.size() != l.def.space.params.size()) {
+      return Status::Corruption("trial " + std::to_string(t.number) + " of study " + name + " has " +
+                                    std::to_string(t.params.size()) + " params, its space " +
+                                    std::to_string(l.def.space.params.size()),
+                                {kRequestFile, 0, "params"});
+    }
+    for (size_t k = 0; k < t.params.size(); ++k)
+      pt.params.push_back(l.def.space.params[k].FromInternal(t.params[k]));
+    // Only a succeeded trial has an objective (a failed one is never 0).
+    if (t.state == tune::TrialState::kSucceeded) pt.value = t.value;
+    d.trials.push_back(std::move(pt));
+  }
+  auto imp = Importances(l.def, view);
+  if (imp.IsOk()) d.importances = *imp;
+  return d;
 }
 
 Result<json> StudyListJson(store::MetadataStore& meta) {

@@ -29,6 +29,7 @@
 #include "app/job_kinds.h"
 #include "core/env.h"
 #include "core/status.h"
+#include "eval/study_plots.h"
 #include "store/metadata_store.h"
 #include "tune/space.h"
 #include "tune/study.h"
@@ -144,6 +145,13 @@ Result<nlohmann::json> StudyShowJson(store::MetadataStore& meta, const std::stri
 Result<nlohmann::json> StudyListJson(store::MetadataStore& meta);
 // GET /api/studies/{name}/trials: {"ok", "study", "state", "trials"}.
 Result<nlohmann::json> StudyTrialsJson(store::MetadataStore& meta, const std::string& name);
+// `tune show NAME --plots DIR` (docs/tune.md "Plots"): the study's trials
+// for eval::WriteStudyPlots: every space param (log flag, choices), every
+// trial by number with its values as trained (Param::FromInternal; a
+// categorical's choice index as is) and the objective of succeeded trials
+// only, and the importances of the show document (empty below 4 succeeded
+// trials).
+Result<eval::StudyPlotData> StudyPlotDataFor(store::MetadataStore& meta, const std::string& name);
 // `tune show NAME` as text: settings, the trials table, best, importances.
 std::string StudyShowText(const nlohmann::json& show);
 

@@ -2,12 +2,15 @@
 // (docs/tune.md, issue 32): a thin adapter over app/tune_study.h — parse,
 // call, print. The JSON documents are app's views unchanged (the
 // /api/studies routes return the same).
+#include <filesystem>
+
 #include "app/jobs.h"
 #include "app/templates.h"
 #include "app/tune_study.h"
 #include "cli/cli.h"
 #include "core/env.h"
 #include "core/json.h"
+#include "eval/study_plots.h"
 
 namespace kestrel::cli {
 namespace {
@@ -63,14 +66,34 @@ void AddTuneCommands(CLI::App& app, Context& ctx, int* exit_code) {
     if (tc->get_subcommands().empty()) create();
   });
 
-  auto name = std::make_shared<std::string>();
+  struct ShowArgs {
+    std::string study, plots;
+  };
+  auto sa = std::make_shared<ShowArgs>();
   CLI::App* show = tc->add_subcommand("show", "A study: settings, trials table, best trial, importances");
-  show->add_option("study", *name, "study name")->required();
-  show->callback(Callback(ctx, exit_code, [&ctx, name]() -> CommandResult {
+  show->add_option("study", sa->study, "study name")->required();
+  show->add_option("--plots", sa->plots,
+                   "write history.png, parallel_coordinates.png, slice.png and importances.png into this "
+                   "folder (docs/tune.md \"Plots\")");
+  show->callback(Callback(ctx, exit_code, [&ctx, sa]() -> CommandResult {
     KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
-    auto doc = app::StudyShowJson(*stores.meta, *name);
+    auto doc = app::StudyShowJson(*stores.meta, sa->study);
     if (!doc.IsOk()) return OnCommandLine(doc.GetStatus());
-    return Output{app::StudyShowText(*doc), *doc};
+    std::string text = app::StudyShowText(*doc);
+    if (!sa->plots.empty()) {
+      auto data = app::StudyPlotDataFor(*stores.meta, sa->study);
+      if (!data.IsOk()) return OnCommandLine(data.GetStatus());
+      KESTREL_RETURN_IF_ERROR(eval::WriteStudyPlots(Env::Default(), sa->plots, *data));
+      json files = json::array();
+      text += "plots:\n";
+      for (const char* f : {"history.png", "parallel_coordinates.png", "slice.png", "importances.png"}) {
+        const std::string path = (std::filesystem::path(sa->plots) / f).string();
+        text += "  " + path + "\n";
+        files.push_back(path);
+      }
+      (*doc)["plots"] = files;
+    }
+    return Output{text, *doc};
   }));
 
   CLI::App* list = tc->add_subcommand("list", "Every study, newest first");

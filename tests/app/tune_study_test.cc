@@ -230,6 +230,64 @@ TEST_F(TuneStudyTest, DivergedTrialIsExcludedAndInfraFailureSpendsNoTrial) {
   EXPECT_EQ(show["study"]["counts"]["succeeded"], 4);
 }
 
+// `tune show --plots`: the plot data is the show document's trials as
+// trained (lr0 out of its log coordinate), a value only for succeeded
+// trials (the diverged one has none, not 0), the show's importances, and
+// WriteStudyPlots draws the four PNGs from it.
+TEST_F(TuneStudyTest, PlotDataHoldsTrainedValuesAndOnlySucceededObjectives) {
+  auto c = Create(*meta_, {"trials=6", "parallel=1", "epochs=2", "pruner=none", "sampler=random", "seed=4"});
+  ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+  fates_[1] = Fate::kDiverge;
+  RunStudy(*meta_, 2, false);
+  json show = Show(*meta_);
+  ASSERT_EQ(show["study"]["state"], "finished");
+  auto d = StudyPlotDataFor(*meta_, "s1");
+  ASSERT_TRUE(d.IsOk()) << d.GetStatus().ToString();
+  EXPECT_EQ(d->study, "s1");
+  EXPECT_TRUE(d->maximize);
+  ASSERT_EQ(d->params.size(), 2u);
+  EXPECT_EQ(d->params[0].name, "lr0");
+  EXPECT_TRUE(d->params[0].log);
+  EXPECT_EQ(d->params[1].name, "mosaic");
+  EXPECT_FALSE(d->params[1].log);
+  EXPECT_TRUE(d->params[1].choices.empty());
+  ASSERT_EQ(d->trials.size(), show["trials"].size());
+  int valued = 0;
+  for (size_t i = 0; i < d->trials.size(); ++i) {
+    const auto& t = d->trials[i];
+    const json& st = show["trials"][i];
+    EXPECT_EQ(t.number, st["number"].get<int64_t>());
+    ASSERT_EQ(t.params.size(), 2u);
+    EXPECT_DOUBLE_EQ(t.params[0], st["params"]["lr0"].get<double>()) << "lr0 as trained, not its log";
+    EXPECT_GE(t.params[0], 0.001);
+    EXPECT_LE(t.params[0], 0.1);
+    EXPECT_DOUBLE_EQ(t.params[1], st["params"]["mosaic"].get<double>());
+    if (st["state"] == "succeeded") {
+      ASSERT_TRUE(t.value.has_value());
+      EXPECT_DOUBLE_EQ(*t.value, st["value"].get<double>());
+      ++valued;
+    } else {
+      EXPECT_FALSE(t.value.has_value()) << "trial " << t.number << " is " << st["state"];
+    }
+  }
+  EXPECT_EQ(show["trials"][1]["state"], "failed");
+  EXPECT_EQ(valued, 5);
+  ASSERT_EQ(d->importances.size(), 2u) << "5 succeeded trials have importances";
+  for (const auto& imp : show["importances"]) {
+    const size_t k = imp["key"] == "lr0" ? 0 : 1;
+    EXPECT_DOUBLE_EQ(d->importances[k], imp["importance"].get<double>()) << "the show's importances";
+  }
+  const fs::path plots = dir_ / "plots";
+  Status w = eval::WriteStudyPlots(Env::Default(), plots.string(), *d);
+  ASSERT_TRUE(w.IsOk()) << w.ToString();
+  for (const char* f : {"history.png", "parallel_coordinates.png", "slice.png", "importances.png"}) {
+    auto bytes = Env::Default().ReadFile((plots / f).string(), 16 << 20);
+    ASSERT_TRUE(bytes.IsOk()) << f;
+    EXPECT_EQ(bytes->substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << f;
+  }
+  EXPECT_EQ(StudyPlotDataFor(*meta_, "nope").GetStatus().Code(), StatusCode::kNotFound);
+}
+
 TEST_F(TuneStudyTest, CoordinatorRestartedEveryStepGivesTheSameStudyByteForByte) {
   // parallel=2: the scripted worker completes trials in a fixed order, and
   // the same completion order gives the same suggestions.

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -91,6 +93,33 @@ TEST_F(TuneCliTest, FourTrialStudySurvivesACoordinatorSigkillWithNoTrialRerunOrL
     if (j["kind"] == "train") {
       EXPECT_EQ(j["attempt"], 1) << "a trial's job ran once: " << j.dump();
     }
+  }
+  // `tune show --plots DIR`: the four PNGs, listed in --json, each a PNG
+  // whose header gives the documented size (docs/tune.md "Plots").
+  const fs::path plots = dir_ / "plots";
+  const json shown = Json(Kestrel("--home " + (dir_ / "home_killed").string() +
+                                  " --json tune show e2e --plots " + plots.string()));
+  ASSERT_EQ(shown["plots"].size(), 4u) << shown.dump(1);
+  const std::map<std::string, std::pair<uint32_t, uint32_t>> sizes = {
+      {"history.png", {900, 540}},
+      {"parallel_coordinates.png", {1100, 560}},
+      {"slice.png", {2 * 420, 340}},  // 2 params: one row of 2 panels
+      {"importances.png", {800, 90 + 36 * 2}}};
+  for (const auto& p : shown["plots"]) {
+    const fs::path path = p.get<std::string>();
+    ASSERT_EQ(sizes.count(path.filename().string()), 1u) << path;
+    ASSERT_EQ(path.parent_path(), plots);
+    std::ifstream in(path, std::ios::binary);
+    std::string head(24, '\0');
+    ASSERT_TRUE(in.read(head.data(), 24)) << path;
+    EXPECT_EQ(head.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << path;
+    EXPECT_EQ(head.substr(12, 4), "IHDR") << path;
+    auto be32 = [&](size_t at) {
+      uint32_t v = 0;
+      for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(head[at + i]);
+      return v;
+    };
+    EXPECT_EQ(std::make_pair(be32(16), be32(20)), sizes.at(path.filename().string())) << path;
   }
   // The same study without the kill: the same trials, params, states and
   // job ids (training with threads=1 is deterministic here, so the values too).
