@@ -474,12 +474,25 @@ eval::InferenceOptions InferenceOptionsOf(const PredictRequest& o) {
   return io;
 }
 
+Status CheckHalf(bool half, const std::string& model, const std::string& runtime) {
+  if (!half) return {};
+  const bool onnx = model.size() >= 5 && model.compare(model.size() - 5, 5, ".onnx") == 0;
+  if (onnx && runtime == "onnxruntime") return {};
+  return Status::InvalidArgument(
+      std::string("half=true: ") +
+          (onnx ? "OpenCV DNN (runtime=opencv) runs float32 only; use runtime=onnxruntime with an FP16 export"
+                : "FP16 inference of weights is not on this CPU build (LibTorch runs float32 here); export "
+                  "format=onnx half=true and run model=FILE.onnx runtime=onnxruntime"),
+      {"", 0, "half"});
+}
+
 Result<PredictResult> PredictWith(Env& env, const PredictRequest& o, const WeightsResolver& resolve,
                                   const DetectorLoader& load, const PredictSink& sink) {
   if (o.model.empty() || o.source.empty()) {
     return Status::InvalidArgument("model=WEIGHTS and source=IMAGE|VIDEO|DIR|GLOB|CAMERA|URL are required",
                                    {"", 0, o.model.empty() ? "model" : "source"});
   }
+  KESTREL_RETURN_IF_ERROR(CheckHalf(o.half, o.model, o.runtime));
   KESTREL_RETURN_IF_ERROR(CheckVidStride(o));
   // Inputs first: nothing is written for a bad source or model.
   KESTREL_ASSIGN_OR_RETURN(PredictSource src, ResolvePredictSource(env, o.source));

@@ -49,6 +49,7 @@ struct PredictRequest {
   bool save_conf = true;
   int line_width = 0;
   bool show_labels = true, show_conf = true;
+  bool half = false;                           // FP16 inference: CheckHalf
   std::string project = "runs/predict", name;  // name "" = predict, predict2, ...
   bool exist_ok = false;
 };
@@ -173,6 +174,13 @@ std::string PredictProgressText(const PredictProgress& progress);
 std::string PredictResultText(const PredictResult& result);
 // "speed: ...ms preprocess, ... per image at WxH (N FPS, M images after warm-up)\n".
 std::string PredictSpeedText(const PredictSpeed& speed);
+
+// half=true (val, predict), the reference's FP16 inference: here only an
+// exported .onnx file run with runtime=onnxruntime has an FP16 path (the
+// file's precision decides: `kestrel export format=onnx half=true`);
+// LibTorch weights run in float32 on this build, so half=true with them,
+// or with runtime=opencv, is kInvalidArgument naming half.
+Status CheckHalf(bool half, const std::string& model, const std::string& runtime);
 
 // YOLO txt of one image: "class cx cy w h conf" normalized, 6 decimals
 // (without conf when `with_conf` is false: the reference's save_conf=false).

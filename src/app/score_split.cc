@@ -114,6 +114,7 @@ Result<ScoredSplit> ScoreModelOnSplit(store::ArtifactStore& blobs, const std::st
 Result<ValRun> EvaluateModelWith(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
                                  const ValKeys& keys, const std::string& dir_or_empty,
                                  const DetectorLoader& load) {
+  KESTREL_RETURN_IF_ERROR(CheckHalf(keys.half, keys.model, keys.runtime));
   KESTREL_ASSIGN_OR_RETURN(LoadedSplit loaded, LoadSplit(meta, blobs, keys.data, keys.split, &keys.subset));
   ModelRunOptions mo{keys.imgsz, keys.batch, keys.conf, keys.iou, keys.max_det};
   mo.agnostic_nms = keys.agnostic_nms;

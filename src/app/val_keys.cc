@@ -26,6 +26,9 @@ void ValKeys::Bind(OptionSet& s) {
   s.Bool("save_json", &save_json, "write the scored predictions as COCO results JSON (predictions.json)");
   s.Bool("coco_metrics", &coco_metrics, "also compute COCO-style AP/AR (pycocotools conventions)");
   s.Bool("agnostic_nms", &agnostic_nms, "model=: NMS across classes (a box suppresses any class's)");
+  s.Bool("half", &half,
+         "model=: FP16 inference, only an FP16 ONNX export with runtime=onnxruntime (weights: a clear error "
+         "on this CPU build)");
   // The reference validator's dataset: only these classes' labels, or one
   // class (single_cls: predictions become class 0, NMS class-agnostic).
   subset.Bind(s, /*train=*/false);

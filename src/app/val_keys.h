@@ -32,6 +32,7 @@ struct ValKeys {
   bool save_json = false;
   bool coco_metrics = false;
   bool agnostic_nms = false;  // model=: class-agnostic NMS
+  bool half = false;          // model=: FP16 inference (app::CheckHalf)
   train::DataSubset subset;   // classes, single_cls: the labels scored (no fraction)
 
   void Bind(OptionSet& s);

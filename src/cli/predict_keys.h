@@ -44,6 +44,9 @@ inline void BindPredictKeys(OptionSet& s, app::PredictRequest* r) {
         "box line width in pixels of annotated images and videos (0 = from the size)", 0, 100);
   s.Bool("show_labels", &r->show_labels, "annotated images and videos: the class name in each caption");
   s.Bool("show_conf", &r->show_conf, "annotated images and videos: the confidence in each caption");
+  s.Bool("half", &r->half,
+         "FP16 inference: only an FP16 ONNX export with runtime=onnxruntime (weights: a clear error on this "
+         "CPU build)");
   train::BindRunFolderKeys(s, &r->project, &r->name, &r->exist_ok);  // name "" = predict, predict2, ...
 }
 

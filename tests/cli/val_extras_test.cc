@@ -392,6 +392,13 @@ TEST_F(ValExtrasCliTest, PredictClassesSaveConfAndDrawingKeys) {
   ASSERT_EQ(Kestrel(base + " name=agnostic agnostic_nms").code, 0);
   EXPECT_LE(lines("agnostic").size(), all.size());
   EXPECT_NE(Kestrel(base + " classes=x").code, 0);
+  // half=true: no FP16 path for weights on this build, said by name (val too).
+  for (const std::string& cmd :
+       {"--json " + base + " half=true", "--json val model=" + kRefWeights + " data=shapes imgsz=64 half"}) {
+    CliRun h = Kestrel(cmd);
+    EXPECT_NE(h.code, 0) << cmd;
+    EXPECT_EQ(Json(h)["error"]["field"], "half") << h.out;
+  }
 }
 
 TEST_F(ValExtrasCliTest, CompareReportIsStoredInTheArtifactStore) {
