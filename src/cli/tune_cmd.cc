@@ -19,6 +19,15 @@ using nlohmann::json;
 
 Status OnCommandLine(const Status& s) { return app::RelocateRequestError(s, "command line"); }
 
+// `tune`'s key=value words are its positional option, so CLI11 hands a
+// subcommand's stray word (`tune list extra`) to it: refused here as CLI11
+// refuses one elsewhere.
+Status NoStrayWords(const std::vector<std::string>& words) {
+  if (words.empty()) return {};
+  return Status::InvalidArgument("The following argument was not expected: " + words.front(),
+                                 {"command line", 0, ""});
+}
+
 }  // namespace
 
 void AddTuneCommands(CLI::App& app, Context& ctx, int* exit_code) {
@@ -75,7 +84,8 @@ void AddTuneCommands(CLI::App& app, Context& ctx, int* exit_code) {
   show->add_option("--plots", sa->plots,
                    "write history.png, parallel_coordinates.png, slice.png and importances.png into this "
                    "folder (docs/tune.md \"Plots\")");
-  show->callback(Callback(ctx, exit_code, [&ctx, sa]() -> CommandResult {
+  show->callback(Callback(ctx, exit_code, [&ctx, sa, keys]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(NoStrayWords(*keys));
     KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
     auto doc = app::StudyShowJson(*stores.meta, sa->study);
     if (!doc.IsOk()) return OnCommandLine(doc.GetStatus());
@@ -97,7 +107,8 @@ void AddTuneCommands(CLI::App& app, Context& ctx, int* exit_code) {
   }));
 
   CLI::App* list = tc->add_subcommand("list", "Every study, newest first");
-  list->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+  list->callback(Callback(ctx, exit_code, [&ctx, keys]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(NoStrayWords(*keys));
     KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
     KESTREL_ASSIGN_OR_RETURN(json doc, app::StudyListJson(*stores.meta));
     std::string text;
@@ -113,7 +124,8 @@ void AddTuneCommands(CLI::App& app, Context& ctx, int* exit_code) {
   auto stop_name = std::make_shared<std::string>();
   CLI::App* stop = tc->add_subcommand("stop", "Stop a study: its coordinator cancels the live trials");
   stop->add_option("study", *stop_name, "study name")->required();
-  stop->callback(Callback(ctx, exit_code, [&ctx, stop_name]() -> CommandResult {
+  stop->callback(Callback(ctx, exit_code, [&ctx, stop_name, keys]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(NoStrayWords(*keys));
     KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
     auto doc = app::StopStudy(*stores.meta, *stop_name, Env::Default().UnixMillis());
     if (!doc.IsOk()) return OnCommandLine(doc.GetStatus());
@@ -127,7 +139,8 @@ void AddTuneCommands(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* best = tc->add_subcommand("best", "The best trial's train keys; --save-template NAME saves them");
   best->add_option("study", ba->study, "study name")->required();
   best->add_option("--save-template", ba->save_template, "save the keys as this config template");
-  best->callback(Callback(ctx, exit_code, [&ctx, ba]() -> CommandResult {
+  best->callback(Callback(ctx, exit_code, [&ctx, ba, keys]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(NoStrayWords(*keys));
     KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
     auto tokens = app::BestTrialTokens(*stores.meta, ba->study);
     if (!tokens.IsOk()) return OnCommandLine(tokens.GetStatus());
