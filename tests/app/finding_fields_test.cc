@@ -21,8 +21,8 @@
 
 #include "app/datasets.h"
 #include "data/synth.h"
-#include "stored_report.h"
 #include "store/local_artifact_store.h"
+#include "stored_report.h"
 
 namespace kestrel::app {
 namespace {

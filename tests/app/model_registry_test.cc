@@ -14,8 +14,8 @@
 #include "app/models.h"
 #include "core/hash.h"
 #include "core/safetensors.h"
-#include "store/postgres_store.h"
 #include "store/local_artifact_store.h"
+#include "store/postgres_store.h"
 
 namespace kestrel::app {
 namespace {

@@ -76,7 +76,7 @@ TEST_F(ModelYamlTest, BuiltInTablesRoundTripForAllTenModels) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 15);                                      // five scales of each family
+  EXPECT_EQ(checked, 15);  // five scales of each family
   if (families.is_object()) {
     EXPECT_EQ(reference_checked, 10);  // the ten models families.json has
   }

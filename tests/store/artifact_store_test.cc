@@ -1,5 +1,4 @@
 #include "store/artifact_store.h"
-#include "store/local_artifact_store.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 
 #include "core/fault_env.h"
 #include "core/hash.h"
+#include "store/local_artifact_store.h"
 
 namespace kestrel::store {
 namespace {

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "core/safetensors.h"
+#include "store/local_artifact_store.h"
 #include "store/metadata_store.h"
 #include "tiny_train.h"
-#include "store/local_artifact_store.h"
 
 namespace kestrel::train {
 namespace {
