@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <numeric>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
@@ -13,6 +15,8 @@
 #include <thread>
 #include <unordered_set>
 
+#include "core/env.h"
+#include "core/hash.h"
 #include "core/thread_annotations.h"
 #include "data/augment.h"
 #include "data/image.h"
@@ -54,6 +58,8 @@ Status LoaderOptions::Validate() const {
   if (epochs < 1) return bad("epochs", "must be >= 1");
   if (rect && (augment || shuffle))
     return bad("rect", "rect batches need augment=false and shuffle=false (val)");
+  if (cache != "false" && cache != "true" && cache != "ram" && cache != "disk")
+    return bad("cache", "'" + cache + "' is not one of ram, disk, false (true = ram)");
   return {};
 }
 
@@ -73,6 +79,38 @@ struct SampleMeta {
   int orig_h = 0, orig_w = 0;
   LetterboxInfo letterbox;
 };
+
+// cache=disk file: this header, then rows * cols * 3 bytes of BGR pixels.
+// The payload's sha256 makes a torn or foreign file a miss, never wrong data.
+constexpr char kCacheMagic[8] = {'K', 'S', 'T', 'D', 'C', 'v', '0', '1'};
+struct CacheHeader {
+  char magic[8];
+  uint32_t rows, cols, orig_h, orig_w;
+  uint64_t payload_bytes;
+  char payload_sha[64];
+};
+
+// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
+uint64_t AvailableMemory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+// The size ResizeLongSide gives a w x h image (augment.h's rule).
+std::array<int64_t, 2> LoadSize(int w, int h, int imgsz) {
+  if (w <= 0 || h <= 0) return {imgsz, imgsz};
+  const double r = static_cast<double>(imgsz) / std::max(w, h);
+  if (r == 1.0) return {w, h};
+  return {std::clamp(static_cast<int64_t>(std::ceil(w * r)), int64_t{1}, int64_t{imgsz}),
+          std::clamp(static_cast<int64_t>(std::ceil(h * r)), int64_t{1}, int64_t{imgsz})};
+}
 
 struct Slot {
   int64_t index = -1;
@@ -125,6 +163,14 @@ struct Loader::Impl {
   std::unordered_set<int64_t> known_bad GUARDED_BY(bad_mu);
   std::atomic<int64_t> decode_us{0}, augment_us{0};
 
+  // Train image cache (LoaderOptions::cache): images already resized to
+  // imgsz, with their original size. ram: per entry, filled on first read.
+  enum class CacheMode { kOff, kRam, kDisk };
+  CacheMode cache_mode = CacheMode::kOff;
+  Mutex cache_mu;
+  std::vector<cv::Mat> ram_images GUARDED_BY(cache_mu);
+  std::vector<std::array<int, 2>> ram_orig GUARDED_BY(cache_mu);  // {h, w}
+
   std::vector<std::thread> threads;
 
   int64_t N() const { return static_cast<int64_t>(entries.size()); }
@@ -138,28 +184,116 @@ struct Loader::Impl {
                     std::vector<int64_t>& bad);
   Status BuildSample(int64_t idx, bool mosaic, int out_w, int out_h, Rng& rng, AugSample& s, SampleMeta& meta,
                      std::vector<int64_t>& bad);
-  Result<AugSample> LoadEntry(int64_t idx);
-  Result<AugSample> LoadGood(int64_t idx, std::vector<int64_t>& bad, int64_t* used) EXCLUDES(bad_mu);
+  // `resized`: ResizeLongSide'd to imgsz (through the cache when on);
+  // `orig` gets the decoded {h, w} before resizing.
+  Result<AugSample> LoadEntry(int64_t idx, bool resized, std::array<int, 2>& orig) EXCLUDES(cache_mu);
+  Result<AugSample> LoadGood(int64_t idx, std::vector<int64_t>& bad, int64_t* used, bool resized = false,
+                             std::array<int, 2>* orig = nullptr) EXCLUDES(bad_mu);
+  bool CacheGet(int64_t idx, cv::Mat& image, std::array<int, 2>& orig) EXCLUDES(cache_mu);
+  void CachePut(int64_t idx, const cv::Mat& image, const std::array<int, 2>& orig) EXCLUDES(cache_mu);
+  std::string CachePath(int64_t idx) const {
+    return opts.cache_dir + "/" + entries[idx].image_sha + "-" + std::to_string(opts.imgsz) + ".bin";
+  }
   Status MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rng, AugSample& s, SampleMeta& meta,
                         std::vector<int64_t>& bad);
   void ComputeRect();
+  // Chooses cache_mode from opts, prints the cache's size, refuses ram
+  // beyond the memory available and creates the disk folder.
+  Status SetUpCache() EXCLUDES(cache_mu);
 };
 
-Result<AugSample> Loader::Impl::LoadEntry(int64_t idx) {
+bool Loader::Impl::CacheGet(int64_t idx, cv::Mat& image, std::array<int, 2>& orig) {
+  if (cache_mode == CacheMode::kRam) {
+    MutexLock l(cache_mu);
+    if (ram_images[idx].empty()) return false;
+    // A copy: the augmentations write into the image they are given.
+    image = ram_images[idx].clone();
+    orig = ram_orig[idx];
+    return true;
+  }
+  Result<std::string> file = Env::Default().ReadFile(CachePath(idx), uint64_t{1} << 31);
+  if (!file.IsOk() || file->size() < sizeof(CacheHeader)) return false;
+  CacheHeader h;
+  std::memcpy(&h, file->data(), sizeof h);
+  const uint64_t payload = file->size() - sizeof h;
+  if (std::memcmp(h.magic, kCacheMagic, sizeof h.magic) != 0 || h.payload_bytes != payload ||
+      payload != uint64_t{h.rows} * h.cols * 3 || h.rows == 0 || h.cols == 0 || h.orig_h == 0 ||
+      h.orig_w == 0)
+    return false;
+  std::string_view pixels(file->data() + sizeof h, payload);
+  if (Sha256Hex(pixels) != std::string_view(h.payload_sha, sizeof h.payload_sha)) return false;
+  image = cv::Mat(static_cast<int>(h.rows), static_cast<int>(h.cols), CV_8UC3);
+  std::memcpy(image.data, pixels.data(), payload);
+  orig = {static_cast<int>(h.orig_h), static_cast<int>(h.orig_w)};
+  return true;
+}
+
+void Loader::Impl::CachePut(int64_t idx, const cv::Mat& image, const std::array<int, 2>& orig) {
+  if (cache_mode == CacheMode::kRam) {
+    MutexLock l(cache_mu);
+    if (ram_images[idx].empty()) {
+      ram_images[idx] = image.clone();
+      ram_orig[idx] = orig;
+    }
+    return;
+  }
+  if (image.type() != CV_8UC3) return;
+  cv::Mat c = image.isContinuous() ? image : image.clone();
+  const size_t payload = c.total() * 3;
+  CacheHeader h;
+  std::memcpy(h.magic, kCacheMagic, sizeof h.magic);
+  h.rows = static_cast<uint32_t>(c.rows);
+  h.cols = static_cast<uint32_t>(c.cols);
+  h.orig_h = static_cast<uint32_t>(orig[0]);
+  h.orig_w = static_cast<uint32_t>(orig[1]);
+  h.payload_bytes = payload;
+  std::string_view pixels(reinterpret_cast<const char*>(c.data), payload);
+  const std::string sha = Sha256Hex(pixels);
+  std::memcpy(h.payload_sha, sha.data(), sizeof h.payload_sha);
+  std::string file(reinterpret_cast<const char*>(&h), sizeof h);
+  file.append(pixels);
+  // A lost or torn file is only a miss (the header check), so no fsync: the
+  // rename keeps readers from seeing a half-written file.
+  Status st = Env::Default().WriteFileDeferred(CachePath(idx), file);
+  if (!st.IsOk()) spdlog::warn("data: cache=disk: could not write '{}': {}", CachePath(idx), st.ToString());
+}
+
+Result<AugSample> Loader::Impl::LoadEntry(int64_t idx, bool resized, std::array<int, 2>& orig) {
   const ManifestEntry& e = entries[idx];
+  AugSample s;
+  if (resized && cache_mode != CacheMode::kOff && CacheGet(idx, s.image, orig)) {
+    // Exactly ResizeLongSide's box arithmetic (a scale of exactly 1.0 when
+    // the image kept its size), so batches match cache=false bit for bit.
+    s.boxes = BoxesToPixels(e.boxes, orig[1], orig[0]);
+    const double sx = static_cast<double>(s.image.cols) / orig[1],
+                 sy = static_cast<double>(s.image.rows) / orig[0];
+    for (PixelBox& b : s.boxes) {
+      b.x1 *= sx;
+      b.x2 *= sx;
+      b.y1 *= sy;
+      b.y2 *= sy;
+    }
+    return s;
+  }
   auto t0 = Clock::now();
   Result<std::string> bytes = source(e);
   if (!bytes.IsOk()) return bytes.GetStatus();
   Result<cv::Mat> img = DecodeImage(*bytes, e.path);
   decode_us += MicrosSince(t0);
   if (!img.IsOk()) return img.GetStatus();
-  AugSample s;
   s.image = std::move(img).Value();
   s.boxes = BoxesToPixels(e.boxes, s.image.cols, s.image.rows);
+  orig = {s.image.rows, s.image.cols};
+  if (resized) {
+    ResizeLongSide(s, opts.imgsz);
+    if (cache_mode != CacheMode::kOff) CachePut(idx, s.image, orig);
+  }
   return s;
 }
 
-Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad, int64_t* used) {
+Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad, int64_t* used, bool resized,
+                                         std::array<int, 2>* orig) {
+  std::array<int, 2> unused{};
   for (int64_t j = 0; j < N(); ++j) {
     int64_t c = (idx + j) % N();
     {
@@ -169,7 +303,7 @@ Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad,
         continue;
       }
     }
-    Result<AugSample> s = LoadEntry(c);
+    Result<AugSample> s = LoadEntry(c, resized, orig ? *orig : unused);
     if (s.IsOk()) {
       *used = c;
       return s;
@@ -188,18 +322,17 @@ Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad,
 Status Loader::Impl::MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rng, AugSample& s,
                                     SampleMeta& meta, std::vector<int64_t>& bad) {
   int64_t used = idx;
-  KESTREL_ASSIGN_OR_RETURN(AugSample first, LoadGood(idx, bad, &used));
+  std::array<int, 2> orig{};
+  KESTREL_ASSIGN_OR_RETURN(AugSample first, LoadGood(idx, bad, &used, /*resized=*/true, &orig));
   meta.entry = used;
-  meta.orig_h = first.image.rows;
-  meta.orig_w = first.image.cols;
-  ResizeLongSide(first, imgsz);
+  meta.orig_h = orig[0];
+  meta.orig_w = orig[1];
   if (mosaic) {
     std::array<AugSample, 3> others;
     for (AugSample& o : others) {
       int64_t partner = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(N())));
       int64_t u = partner;
-      KESTREL_ASSIGN_OR_RETURN(o, LoadGood(partner, bad, &u));
-      ResizeLongSide(o, imgsz);
+      KESTREL_ASSIGN_OR_RETURN(o, LoadGood(partner, bad, &u, /*resized=*/true));
     }
     s = Mosaic4({&first, &others[0], &others[1], &others[2]}, imgsz, rng);
   } else {
@@ -214,7 +347,7 @@ Status Loader::Impl::BuildSample(int64_t idx, bool mosaic_on_epoch, int out_w, i
                                  AugSample& s, SampleMeta& meta, std::vector<int64_t>& bad) {
   if (!opts.augment) {
     int64_t used = idx;
-    KESTREL_ASSIGN_OR_RETURN(s, LoadGood(idx, bad, &used));
+    KESTREL_ASSIGN_OR_RETURN(s, LoadGood(idx, bad, &used, /*resized=*/false));
     meta.entry = used;
     meta.orig_h = s.image.rows;
     meta.orig_w = s.image.cols;
@@ -400,6 +533,40 @@ bool MosaicOpenAt(int epoch, int epochs, int close_mosaic) {
   return close_at < 0 || epoch < close_at;
 }
 
+Status Loader::Impl::SetUpCache() {
+  if (!opts.augment || opts.cache == "false") return {};
+  const bool ram = opts.cache == "ram" || opts.cache == "true";
+  uint64_t bytes = 0;
+  for (const ManifestEntry& e : entries) {
+    const auto wh = LoadSize(e.width, e.height, opts.imgsz);
+    bytes += static_cast<uint64_t>(wh[0] * wh[1] * 3);
+  }
+  const double gb = static_cast<double>(bytes) / 1e9;
+  if (ram) {
+    const uint64_t limit = opts.cache_ram_limit != 0 ? opts.cache_ram_limit : AvailableMemory();
+    if (limit != 0 && bytes > limit) {
+      char msg[200];
+      std::snprintf(msg, sizeof msg,
+                    "cache=ram needs %.2f GB for %zu images at imgsz %d but only %.2f GB of memory is "
+                    "available: use cache=disk or cache=false",
+                    gb, entries.size(), opts.imgsz, static_cast<double>(limit) / 1e9);
+      return Status::ResourceExhausted(msg, {"", 0, "cache"});
+    }
+    cache_mode = CacheMode::kRam;
+    MutexLock l(cache_mu);
+    ram_images.resize(entries.size());
+    ram_orig.resize(entries.size());
+  } else {
+    if (opts.cache_dir.empty())
+      return Status::InvalidArgument("cache=disk needs a cache folder (LoaderOptions::cache_dir)",
+                                     {"", 0, "cache"});
+    KESTREL_RETURN_IF_ERROR(Env::Default().CreateDirs(opts.cache_dir));
+    cache_mode = CacheMode::kDisk;
+  }
+  spdlog::info("data: caching images ({:.1f} GB {})", gb, ram ? "RAM" : ("disk, " + opts.cache_dir));
+  return {};
+}
+
 Result<std::unique_ptr<Loader>> Loader::Create(const Manifest& manifest, Split split, ImageSource source,
                                                const LoaderOptions& options, const AugmentOptions& augment) {
   KESTREL_RETURN_IF_ERROR(options.Validate());
@@ -418,6 +585,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(const Manifest& manifest, Split s
   impl->aug = augment;
   for (int v = 0; v < 256; ++v) impl->to_unit[v] = static_cast<float>(v) / 255.0f;
   if (options.rect) impl->ComputeRect();
+  KESTREL_RETURN_IF_ERROR(impl->SetUpCache());
   {
     MutexLock l(impl->mu);  // no worker runs yet: for the analysis, not a race
     impl->slots.resize(static_cast<size_t>(options.prefetch));

@@ -114,6 +114,18 @@ struct LoaderOptions {
   int epochs = 100;        // total epochs of the run, for close_mosaic
   int stride = 32;         // model stride: rect/multi_scale sizes are multiples
   bool drop_last = false;  // drop the last partial batch of an epoch
+  // Train (augment=true) image cache, the reference's `cache=`: "false" (decode
+  // every read), "ram" (or "true": each image kept decoded and resized to
+  // imgsz after its first read), "disk" (the same image written to
+  // cache_dir/<image_sha>-<imgsz>.bin, crash-safe, header-checked on read,
+  // safe to delete, reused by later epochs and runs). Batches are
+  // byte-identical for every value. Ignored when augment=false. Bound by the
+  // trainer (train key `cache`), not by Bind.
+  std::string cache = "false";
+  std::string cache_dir;  // cache=disk: the folder (the trainer: <home>/cache/decoded)
+  // cache=ram: memory the cache may take; 0 = MemAvailable of /proc/meminfo.
+  // Create fails (kResourceExhausted naming `cache`) when the estimate is larger.
+  uint64_t cache_ram_limit = 0;
 
   // Binds imgsz, batch, workers, prefetch, max_bad_fraction, rect under those
   // names, imgsz within [min_imgsz, max_imgsz] (train binds the model's

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -442,6 +443,83 @@ TEST(LoaderTest, OptionErrorsAndShutdownMidEpoch) {
   ASSERT_TRUE(l->StartEpoch(0).IsOk());
   ASSERT_TRUE(l->Next().IsOk());
   l.reset();  // workers busy or waiting: must join without hanging
+}
+
+// cache=ram and cache=disk (train key `cache`) give the batches of
+// cache=false byte for byte, read each image once, and a second loader on the
+// same disk folder decodes nothing (the files are reused).
+TEST(LoaderTest, CachedBatchesEqualUncachedAndDiskFilesAreReused) {
+  const MemData& d = Synth(12);
+  LoaderOptions o = TrainOptions();
+  o.imgsz = 32;  // the 64 px images are resized on load: the cache holds the resized ones
+  const AugmentOptions aug = StrongAugment();
+  auto counted = [&d](std::atomic<int>& n) {
+    ImageSource inner = d.Source();
+    return [inner, &n](const ManifestEntry& e) {
+      ++n;
+      return inner(e);
+    };
+  };
+  std::atomic<int> plain_reads{0}, ram_reads{0}, disk_reads{0}, disk2_reads{0};
+  auto plain = Make(d, o, aug, counted(plain_reads));
+  const fs::path dir = fs::temp_directory_path() / ("kestrel-cache-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  LoaderOptions ro = o, dopt = o;
+  ro.cache = "ram";
+  dopt.cache = "disk";
+  dopt.cache_dir = dir.string();
+  ro.workers = dopt.workers = 1;  // exact read counts (bytes do not depend on workers)
+  auto ram = Make(d, ro, aug, counted(ram_reads));
+  auto disk = Make(d, dopt, aug, counted(disk_reads));
+  ASSERT_TRUE(plain && ram && disk);
+  for (int epoch : {0, 1, 3}) {  // 3: mosaic closed (close_mosaic 1 of 4 epochs)
+    auto p = Epoch(*plain, epoch), r = Epoch(*ram, epoch), k = Epoch(*disk, epoch);
+    ASSERT_EQ(p.size(), r.size());
+    ASSERT_EQ(p.size(), k.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+      ExpectSameBatch(p[i], r[i]);
+      ExpectSameBatch(p[i], k[i]);
+    }
+  }
+  EXPECT_GT(plain_reads.load(), 3 * 12);  // mosaic reads 4 images per sample
+  EXPECT_EQ(ram_reads.load(), 12);        // each image once
+  EXPECT_EQ(disk_reads.load(), 12);
+  int files = 0;
+  for (const auto& f : fs::directory_iterator(dir)) files += f.path().extension() == ".bin";
+  EXPECT_EQ(files, 12);
+
+  auto disk2 = Make(d, dopt, aug, counted(disk2_reads));
+  ASSERT_TRUE(disk2);
+  auto p = Epoch(*plain, 2), k2 = Epoch(*disk2, 2);
+  ASSERT_EQ(p.size(), k2.size());
+  for (size_t i = 0; i < p.size(); ++i) ExpectSameBatch(p[i], k2[i]);
+  EXPECT_EQ(disk2_reads.load(), 0);
+
+  // A damaged file is a miss (decoded again and rewritten), never wrong pixels.
+  const fs::path one = *fs::directory_iterator(dir);
+  { std::ofstream(one, std::ios::binary | std::ios::in | std::ios::out).seekp(100).put('\x7f'); }
+  std::atomic<int> disk3_reads{0};
+  auto disk3 = Make(d, dopt, aug, counted(disk3_reads));
+  auto k3 = Epoch(*disk3, 2);
+  for (size_t i = 0; i < p.size(); ++i) ExpectSameBatch(p[i], k3[i]);
+  EXPECT_EQ(disk3_reads.load(), 1);
+  fs::remove_all(dir);
+}
+
+TEST(LoaderTest, CacheRamBeyondAvailableMemoryIsRefusedNamingCache) {
+  const MemData& d = Synth(10);
+  LoaderOptions o = TrainOptions();
+  o.cache = "true";          // = ram
+  o.cache_ram_limit = 1000;  // 10 images of 64x64x3 need 122880 bytes
+  auto l = Loader::Create(d.manifest, Split::kTrain, d.Source(), o, {});
+  ASSERT_FALSE(l.IsOk());
+  EXPECT_EQ(l.GetStatus().Code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(l.GetStatus().Where().field, "cache");
+  EXPECT_NE(l.GetStatus().ToString().find("cache=disk"), std::string::npos) << l.GetStatus().ToString();
+  o.cache = "maybe";
+  auto bad = Loader::Create(d.manifest, Split::kTrain, d.Source(), o, {});
+  ASSERT_FALSE(bad.IsOk());
+  EXPECT_EQ(bad.GetStatus().Where().field, "cache");
 }
 
 TEST(PreviewTest, WritesAGridPng) {
