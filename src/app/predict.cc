@@ -58,6 +58,28 @@ void DrawDetections(cv::Mat& bgr, const std::vector<eval::Detection>& dets,
   }
 }
 
+// The pixels save_crop cuts for a box on a `width` x `height` image, as the
+// reference's save_one_box(gain=1.02, pad=10, square=False): the box grown
+// about its centre (side * 1.02 + 10 px), truncated to whole pixels, clipped
+// to the image. Empty when the box lies outside the image.
+cv::Rect CropRect(const eval::Box& b, int width, int height) {
+  const double cx = (b.x1 + b.x2) / 2.0, cy = (b.y1 + b.y2) / 2.0;
+  const double w = (b.x2 - b.x1) * 1.02 + 10, h = (b.y2 - b.y1) * 1.02 + 10;
+  auto clip = [](double v, int hi) { return std::clamp(static_cast<int>(v), 0, hi); };  // trunc as .long()
+  const int x1 = clip(cx - w / 2, width), x2 = clip(cx + w / 2, width);
+  const int y1 = clip(cy - h / 2, height), y2 = clip(cy + h / 2, height);
+  return {x1, y1, std::max(0, x2 - x1), std::max(0, y2 - y1)};
+}
+
+// The crops/ folder of a class: its name, or its index when the model has
+// none for it or the name is not a plain folder name.
+std::string CropFolder(const std::vector<std::string>& names, int class_id) {
+  std::string n = class_id >= 0 && class_id < static_cast<int>(names.size()) ? names[size_t(class_id)] : "";
+  std::replace(n.begin(), n.end(), '/', '_');
+  std::replace(n.begin(), n.end(), '\\', '_');
+  return n.empty() || n == "." || n == ".." ? std::to_string(class_id) : n;
+}
+
 // `path` relative to `root` ("" or not a prefix: its file name).
 std::string RelativeTo(const std::string& root, const std::string& path) {
   if (root.empty()) return BaseName(path);
@@ -328,6 +350,28 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
         writer.write(f.bgr);
       } catch (const cv::Exception& e) {
         return Status::Internal(std::string("OpenCV: ") + e.what(), {im.source});
+      }
+    }
+    // save_crop: each detection's pixels of the undrawn image, as the
+    // reference: crops/<class>/<output>.jpg, then <output>2.jpg, ... for the
+    // next crop of that class that would take a name already written.
+    if (o.save_crop) {
+      for (const auto& d : im.detections) {
+        const cv::Rect r = CropRect(d.box, f.rgb.cols, f.rgb.rows);
+        if (r.empty()) continue;  // outside the image: no pixels to save
+        const std::string base = "crops/" + CropFolder(out.names, d.class_id) + "/" + im.output;
+        std::string rel = base + ".jpg";
+        for (int k = 2; env.Stat(JoinPath(dir, rel)).exists; ++k) rel = base + std::to_string(k) + ".jpg";
+        std::vector<uint8_t> jpg;
+        try {
+          cv::Mat bgr;
+          cv::cvtColor(f.rgb(r), bgr, cv::COLOR_RGB2BGR);
+          if (!cv::imencode(".jpg", bgr, jpg)) return Status::Internal("JPEG encoding failed", {im.source});
+        } catch (const cv::Exception& e) {
+          return Status::Internal(std::string("OpenCV: ") + e.what(), {im.source});
+        }
+        KESTREL_RETURN_IF_ERROR(
+            write(rel, std::string_view(reinterpret_cast<const char*>(jpg.data()), jpg.size())));
       }
     }
     // As the reference's save_txt: no file for an image without detections.

@@ -38,6 +38,11 @@ struct PredictRequest {
   // video's frames: one annotated <stem>.mp4, labels/<stem>_<frame>.txt and
   // <stem>_<frame>.json.
   bool save = true, save_txt = true, save_json = true;
+  // crops/<class name>/<output>.jpg: each detection's pixels (the box grown
+  // as the reference's save_one_box: side * 1.02 + 10 px, clipped to the
+  // image); a second crop of that class from the same image <output>2.jpg,
+  // then 3, ... (the reference's numbering). Off by default, as the reference.
+  bool save_crop = false;
   // The reference's keys (issue 28 item 4): classes= keeps only those class
   // indices' detections ("" = all; "0,2" or "[0,2]"); agnostic_nms
   // suppresses across classes; save_conf writes the confidence as the

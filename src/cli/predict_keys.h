@@ -34,6 +34,8 @@ inline void BindPredictKeys(OptionSet& s, app::PredictRequest* r) {
   s.Bool("save", &r->save, "write annotated images");
   s.Bool("save_txt", &r->save_txt, "write YOLO txt (class cx cy w h conf, normalized) per image");
   s.Bool("save_json", &r->save_json, "write a JSON file per image");
+  s.Bool("save_crop", &r->save_crop,
+         "write each detection's pixels to crops/<class name>/<image>.jpg (then <image>2.jpg, ...)");
   s.Bool("save_conf", &r->save_conf,
          "save_txt: the confidence as a sixth column (the reference's default is false, Kestrel's true)");
   s.String("classes", &r->classes,

@@ -240,5 +240,93 @@ TEST_F(PredictFolderTest, CliExitStatusCountsSkippedFiles) {
       << help.out;
 }
 
+// Fixed boxes of two classes, whatever the image: two "cat" (one at the
+// corner), one "dog", one wholly outside the image.
+class FixedBoxesDetector final : public Detector {
+ public:
+  int NumClasses() const override { return 2; }
+  const std::vector<std::string>& Names() const override { return names_; }
+  std::string Arch() const override { return "fake"; }
+  const eval::InferenceOptions& Options() const override { return options_; }
+  Result<std::vector<eval::ImagePrediction>> Predict(const std::vector<eval::ImageView>& images) override {
+    std::vector<eval::ImagePrediction> out;
+    for (const auto& v : images) {
+      eval::ImagePrediction p;
+      p.width = v.width;
+      p.height = v.height;
+      p.detections = {{{10, 20, 30, 40}, 0.9f, 0},
+                      {{0, 0, 30, 20}, 0.8f, 0},
+                      {{70, 50, 95, 75}, 0.7f, 1},
+                      {{200, 200, 210, 210}, 0.6f, 1}};
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+  Result<std::vector<eval::ImagePrediction>> PredictVal(
+      const std::vector<eval::ImageSize>&, const eval::ValShapeOptions&,
+      const std::function<Result<eval::ImageView>(size_t)>&) override {
+    return Status::Internal("not used");
+  }
+  eval::StageTimes Timing() const override { return {}; }
+
+ private:
+  std::vector<std::string> names_{"cat", "dog"};
+  eval::InferenceOptions options_;
+};
+
+// save_crop=true (issue 28): crops/<class>/<stem>.jpg, <stem>2.jpg for the
+// class's second crop, each the box grown as the reference's save_one_box
+// (side * 1.02 + 10 px, truncated, clipped), cut from the undrawn image.
+TEST_F(PredictFolderTest, SaveCropWritesEachDetectionsPaddedPixelsPerClass) {
+  cv::Mat img(80, 100, CV_8UC3, cv::Scalar(255, 0, 0));      // BGR: blue ...
+  img(cv::Rect(0, 0, 50, 80)).setTo(cv::Scalar(0, 0, 255));  // ... left half red
+  std::vector<uint8_t> png;
+  ASSERT_TRUE(cv::imencode(".png", img, png));
+  Bytes("in/pic.png", std::string(png.begin(), png.end()));
+  auto run = [&](bool save_crop, const std::string& name) {
+    PredictRequest req;
+    req.model = "fake.safetensors";
+    req.source = (dir_ / "in/pic.png").string();
+    req.project = (dir_ / "runs").string();
+    req.name = name;
+    req.save_crop = save_crop;
+    return PredictWith(Env::Default(), req, {},
+                       [](const std::string&, const eval::InferenceOptions&,
+                          const DetectorPlacement&) -> Result<std::unique_ptr<Detector>> {
+                         return std::unique_ptr<Detector>(std::make_unique<FixedBoxesDetector>());
+                       });
+  };
+  Result<PredictResult> off = run(false, "plain");
+  ASSERT_TRUE(off.IsOk()) << off.GetStatus().ToString();
+  EXPECT_FALSE(fs::exists(dir_ / "runs/plain/crops"));  // off by default, as the reference
+
+  Result<PredictResult> r = run(true, "crops");
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  const fs::path crops = dir_ / "runs/crops/crops";
+  struct Want {
+    std::string file;
+    int w, h;
+    bool red;
+  };
+  const std::vector<Want> want = {
+      {"cat/pic.jpg", 31, 31, true},   // 10..30 x 20..40: x 4..35, y 14..45
+      {"cat/pic2.jpg", 35, 25, true},  // 0..30 x 0..20: x -5..35, y -5..25, clipped at 0
+      {"dog/pic.jpg", 36, 36, false},  // 70..95 x 50..75: x 64..100, y 44..80 (clipped at the edge)
+  };
+  for (const auto& w : want) {
+    const cv::Mat crop = cv::imread((crops / w.file).string());
+    ASSERT_FALSE(crop.empty()) << w.file;
+    EXPECT_EQ(crop.cols, w.w) << w.file;
+    EXPECT_EQ(crop.rows, w.h) << w.file;
+    const cv::Scalar mean = cv::mean(crop);  // BGR
+    EXPECT_GT(w.red ? mean[2] : mean[0], 200) << w.file;
+    EXPECT_LT(w.red ? mean[0] : mean[2], 50) << w.file;
+  }
+  // The box outside the image has no pixels: no file; nothing else written.
+  size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(crops)) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, want.size());
+}
+
 }  // namespace
 }  // namespace kestrel::app
