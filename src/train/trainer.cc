@@ -235,6 +235,9 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   tl.epochs = o.epochs;
   tl.stride = model::kMaxStride;
   tl.drop_last = false;
+  // cache=disk: shared by every run of this home (keyed by image content and
+  // imgsz); deleting the folder only costs decodes.
+  tl.cache_dir = JoinPath(JoinPath(home, "cache"), "decoded");
   KESTREL_ASSIGN_OR_RETURN(r.loader,
                            data::Loader::Create(r.dataset.manifest, data::Split::kTrain,
                                                 data::ArtifactImageSource(*r.blobs), tl, o.augment));
