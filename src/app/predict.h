@@ -54,8 +54,9 @@ struct PredictRequest {
   bool save_conf = true;
   int line_width = 0;
   bool show_labels = true, show_conf = true;
-  bool half = false;                           // FP16 inference: CheckHalf
-  std::string project = "runs/predict", name;  // name "" = predict, predict2, ...
+  bool half = false;                    // FP16 inference: CheckHalf
+  std::string project = "runs/detect";  // runs/detect/predict, as the reference
+  std::string name;                     // "" = predict, predict2, ...
   bool exist_ok = false;
 };
 

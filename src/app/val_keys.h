@@ -25,7 +25,7 @@ struct ValKeys {
   std::string runtime = "opencv";  // model=*.onnx: opencv (OpenCV DNN) or onnxruntime
   bool rect = true;
   std::string image_ids = "auto";
-  std::string project = "runs/val";
+  std::string project = "runs/detect";  // runs/detect/val, val2, ... as the reference
   std::string name;
   bool exist_ok = false;
   bool plots = true;

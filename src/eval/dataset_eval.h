@@ -112,7 +112,7 @@ struct EvalProvenance {
 inline constexpr size_t kRecordCurvePoints = 101;
 nlohmann::json EvalRecordJson(const EvalResult& r, const EvalProvenance& p, int64_t created_at);
 
-// "runs/val" + "val" -> first free of runs/val/val, runs/val/val2, ... (the
+// "runs/detect" + "val" -> first free of runs/detect/val, runs/detect/val2, ... (the
 // common tools' increment). An explicit `name` that exists is reused only
 // with exist_ok. Creates nothing.
 std::string NextRunDir(Env& env, const std::string& project, const std::string& name,

@@ -104,7 +104,7 @@ class PredictSourcesTest : public ::testing::Test {
 
   Result<PredictResult> Run(PredictRequest req, const PredictSink& sink = {}) {
     req.model = "fake.safetensors";
-    if (req.project == "runs/predict") req.project = (dir_ / "runs").string();
+    if (req.project == "runs/detect") req.project = (dir_ / "runs").string();
     if (req.name.empty()) req.name = "p";
     return PredictWith(
         Env::Default(), req, {},

@@ -49,7 +49,7 @@ TEST_F(EvalCliTest, Coco128ReferencePredictionsMatchTheReferenceValidator) {
   EXPECT_DOUBLE_EQ(j["result"]["settings"]["conf"].get<double>(), 0.001);
   EXPECT_TRUE(fs::exists(j["record_path"].get<std::string>()));
   const fs::path run = dir_ / j["dir"].get<std::string>();
-  EXPECT_EQ(j["dir"], "runs/val/val");
+  EXPECT_EQ(j["dir"], "runs/detect/val");
   for (const char* f : {"PR_curve.png", "F1_curve.png", "confusion_matrix_normalized.png", "result.json",
                         "val_batch0_labels.jpg", "val_batch0_pred.jpg"}) {
     EXPECT_TRUE(fs::exists(run / f)) << f;
@@ -63,7 +63,7 @@ TEST_F(EvalCliTest, Coco128ReferencePredictionsMatchTheReferenceValidator) {
   EXPECT_NE(t.out.find("0.679"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("best F1"), std::string::npos);
   EXPECT_NE(t.out.find("duplicate"), std::string::npos);
-  EXPECT_NE(t.out.find("runs/val/val2"), std::string::npos);
+  EXPECT_NE(t.out.find("runs/detect/val2"), std::string::npos);
 
   // save_json on real data: coco128's numeric stems are COCO's own image ids,
   // and the exported file re-scores to the reference numbers exactly.
@@ -73,7 +73,8 @@ TEST_F(EvalCliTest, Coco128ReferencePredictionsMatchTheReferenceValidator) {
   auto sj = Json(s);
   EXPECT_EQ(sj["result"]["predictions_json"]["image_ids"], "stem");
   EXPECT_GT(sj["result"]["coco"]["AP50"].get<double>(), 0.5);
-  CliRun back = Kestrel("--json val predictions=runs/val/rt/predictions.json data=coco128 coco_metrics=true");
+  CliRun back =
+      Kestrel("--json val predictions=runs/detect/rt/predictions.json data=coco128 coco_metrics=true");
   ASSERT_EQ(back.code, 0) << back.out;
   auto bj = Json(back);
   for (const char* k : {"map50", "map5095", "precision", "recall"}) {
@@ -132,17 +133,17 @@ TEST_F(EvalCliTest, ValModelAndPredictWithReferenceWeights) {
   CliRun p = Kestrel("--json predict model=" + kRefWeights + " source=data/images/val imgsz=64 conf=0.01");
   ASSERT_EQ(p.code, 0) << p.out;
   auto pj = Json(p);
-  EXPECT_EQ(pj["dir"], "runs/predict/predict");
+  EXPECT_EQ(pj["dir"], "runs/detect/predict");
   for (const char* k : {"preprocess_ms", "inference_ms", "postprocess_ms", "fps"}) {
     EXPECT_TRUE(pj["speed"].contains(k)) << k;
   }
   ASSERT_FALSE(pj["images"].empty());
   const std::string stem = fs::path(pj["images"][0]["source"].get<std::string>()).stem().string();
-  EXPECT_TRUE(fs::exists(dir_ / "runs/predict/predict" / (stem + ".jpg")));
+  EXPECT_TRUE(fs::exists(dir_ / "runs/detect/predict" / (stem + ".jpg")));
   // A YOLO txt only for an image with detections (the reference's save_txt).
-  EXPECT_EQ(fs::exists(dir_ / "runs/predict/predict/labels" / (stem + ".txt")),
+  EXPECT_EQ(fs::exists(dir_ / "runs/detect/predict/labels" / (stem + ".txt")),
             !pj["images"][0]["detections"].empty());
-  EXPECT_TRUE(fs::exists(dir_ / "runs/predict/predict" / (stem + ".json")));
+  EXPECT_TRUE(fs::exists(dir_ / "runs/detect/predict" / (stem + ".json")));
 }
 
 TEST_F(EvalCliTest, ModelErrorsWriteNothing) {

@@ -569,7 +569,7 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
   EXPECT_EQ(Json(Kestrel("--json models list"))["models"].size(), 0u);
   EXPECT_EQ(Json(Kestrel("--json template list"))["templates"].size(), 0u);
   EXPECT_EQ(Json(Kestrel("--json token list"))["tokens"].size(), 0u);
-  for (const char* p : {"s", "o", "p.jpg", "runs", "runs/val", "runs/predict"}) {
+  for (const char* p : {"s", "o", "p.jpg", "runs", "runs/detect"}) {
     EXPECT_FALSE(fs::exists(dir_ / p)) << p << " was written by a failing command";
   }
   for (const auto& e : fs::recursive_directory_iterator(dir_)) {

@@ -107,8 +107,8 @@ TEST_F(ValExtrasCliTest, SaveJsonRoundTripReproducesMapAndCocoMetricsAppear) {
                        " save_json=true coco_metrics=true name=" + name);
     ASSERT_EQ(v.code, 0) << v.out;
     const auto j = Json(v);
-    const fs::path run = dir_ / "runs/val" / name;
-    ASSERT_EQ(j["predictions_json"], (fs::path("runs/val") / name / "predictions.json").string());
+    const fs::path run = dir_ / "runs/detect" / name;
+    ASSERT_EQ(j["predictions_json"], (fs::path("runs/detect") / name / "predictions.json").string());
     ASSERT_TRUE(fs::exists(run / "predictions.json"));
     EXPECT_EQ(j["result"]["predictions_json"]["image_ids"], ids);
     // COCO-style numbers in the --json output and in the stored record.
@@ -141,7 +141,7 @@ TEST_F(ValExtrasCliTest, SaveJsonRoundTripReproducesMapAndCocoMetricsAppear) {
     }
 
     // Round trip: the exported file scores exactly the same.
-    CliRun back = Kestrel("--json val predictions=runs/val/" + std::string(name) +
+    CliRun back = Kestrel("--json val predictions=runs/detect/" + std::string(name) +
                           "/predictions.json coco_metrics=true data=" + name + " name=" + name + "_back");
     ASSERT_EQ(back.code, 0) << back.out;
     const auto bj = Json(back);
@@ -165,10 +165,10 @@ TEST_F(ValExtrasCliTest, SaveJsonRoundTripReproducesMapAndCocoMetricsAppear) {
         << t.out;
     EXPECT_NE(t.out.find("Average Recall     (AR) @[ IoU=0.50:0.95 | area= small | maxDets=100 ]"),
               std::string::npos);
-    EXPECT_NE(t.out.find("predictions saved to runs/val/" + std::string(name) + "_text/predictions.json"),
+    EXPECT_NE(t.out.find("predictions saved to runs/detect/" + std::string(name) + "_text/predictions.json"),
               std::string::npos)
         << t.out;
-    EXPECT_FALSE(fs::exists(dir_ / "runs/val" / (std::string(name) + "_text") / "val_batch0_pred.jpg"));
+    EXPECT_FALSE(fs::exists(dir_ / "runs/detect" / (std::string(name) + "_text") / "val_batch0_pred.jpg"));
   }
 }
 
@@ -183,7 +183,7 @@ TEST_F(ValExtrasCliTest, ValBatchGridsOfAtMostSixteenImages) {
 
   CliRun v = Kestrel("--json val predictions=p data=shapes");
   ASSERT_EQ(v.code, 0) << v.out;
-  const fs::path run = dir_ / "runs/val/val";
+  const fs::path run = dir_ / "runs/detect/val";
   const int cols = std::min(4, n_val), rows = (n_val + 3) / 4;
   for (const char* f : {"val_batch0_labels.jpg", "val_batch0_pred.jpg"}) {
     const auto [w, h] = JpegSize(ReadAll(run / f));
@@ -199,7 +199,7 @@ TEST_F(ValExtrasCliTest, ValBatchGridsOfAtMostSixteenImages) {
   CliRun t = Kestrel("--json val predictions=none data=shapes split=train name=train");
   ASSERT_EQ(t.code, 0) << t.out;
   for (const char* f : {"val_batch0_labels.jpg", "val_batch0_pred.jpg"}) {
-    const auto [w, h] = JpegSize(ReadAll(dir_ / "runs/val/train" / f));
+    const auto [w, h] = JpegSize(ReadAll(dir_ / "runs/detect/train" / f));
     EXPECT_EQ(w, 4 * 320) << f;
     EXPECT_EQ(h, 4 * 320) << f;
   }
@@ -248,7 +248,7 @@ TEST_F(ValExtrasCliTest, CopiedKeysTaskWordBareFlagClassesAndSingleCls) {
   CliRun all = Kestrel("--json detect val predictions=p data=shapes name=all plots");
   ASSERT_EQ(all.code, 0) << all.out;
   const auto ja = Json(all);
-  EXPECT_TRUE(fs::exists(dir_ / "runs/val/all/val_batch0_pred.jpg"));  // `plots` bare = plots=true
+  EXPECT_TRUE(fs::exists(dir_ / "runs/detect/all/val_batch0_pred.jpg"));  // `plots` bare = plots=true
   ASSERT_EQ(ja["result"]["metrics"]["classes"].size(), 3u);
 
   CliRun two = Kestrel("--json val predictions=p data=shapes name=two classes=[0,2] plots=false");
@@ -320,7 +320,7 @@ TEST_F(ValExtrasCliTest, ValModelSaveJsonRoundTripAndGrids) {
                      " data=shapes imgsz=64 batch=2 save_json=true coco_metrics=true");
   ASSERT_EQ(v.code, 0) << v.out;
   const auto j = Json(v);
-  const fs::path run = dir_ / "runs/val/val";
+  const fs::path run = dir_ / "runs/detect/val";
   for (const char* f : {"predictions.json", "val_batch0_labels.jpg", "val_batch0_pred.jpg", "result.json"}) {
     EXPECT_TRUE(fs::exists(run / f)) << f;
   }
@@ -328,7 +328,8 @@ TEST_F(ValExtrasCliTest, ValModelSaveJsonRoundTripAndGrids) {
   EXPECT_TRUE(j["result"]["coco"].contains("AR_100"));
   EXPECT_GT(j["result"]["predictions_json"]["detections"].get<int>(),
             0);  // conf 0.001: the model says something
-  CliRun back = Kestrel("--json val predictions=runs/val/val/predictions.json data=shapes coco_metrics=true");
+  CliRun back =
+      Kestrel("--json val predictions=runs/detect/val/predictions.json data=shapes coco_metrics=true");
   ASSERT_EQ(back.code, 0) << back.out;
   const auto bj = Json(back);
   for (const char* k : {"map50", "map5095", "precision", "recall"}) {
@@ -345,7 +346,7 @@ TEST_F(ValExtrasCliTest, PredictClassesSaveConfAndDrawingKeys) {
   MakeDataset("shapes", 10, 2, false);
   auto lines = [&](const std::string& run) {
     std::vector<std::vector<std::string>> out;
-    const fs::path labels = dir_ / "runs/predict" / run / "labels";
+    const fs::path labels = dir_ / "runs/detect" / run / "labels";
     if (!fs::exists(labels)) return out;  // no image with a detection
     for (const auto& e : fs::recursive_directory_iterator(labels)) {
       if (!e.is_regular_file()) continue;
