@@ -114,7 +114,7 @@ TEST_F(JobsAppTest, DraftErrorsNameTheKeyInTheRequest) {
   ExpectRequestError(DraftJob({"data=birds", "priority=urgent"}, nullptr).GetStatus(), "priority");
   ExpectRequestError(DraftJob({"data=birds", "gpu_mem=5"}, nullptr).GetStatus(), "gpu_mem");
   ExpectRequestError(DraftJob({"data=birds", "lr0=100"}, nullptr).GetStatus(), "lr0");
-  ExpectRequestError(DraftJob({"kind=tune", "data=birds"}, nullptr).GetStatus(), "kind");
+  ExpectRequestError(DraftJob({"kind=segment", "data=birds"}, nullptr).GetStatus(), "kind");
   ExpectRequestError(DraftJob({"data=birds", "stray"}, nullptr).GetStatus(), "");
   ExpectRequestError(DraftJob({"data=bir\xff"}, nullptr).GetStatus(), "data");
   // The first bad token is the one reported, whatever comes after it.
@@ -323,12 +323,12 @@ TEST_F(JobsAppTest, ListShowCancelRetryAndTheirViews) {
 TEST_F(JobsAppTest, AJobOfAnUnknownKindReadsAsWrittenAndIsNotRunnable) {
   store::JobRecord j;
   j.id = 7;
-  j.spec.config_json = R"({"kind":"tune","data":"birds@x"})";
-  EXPECT_EQ(JobKindText(j), "tune");
+  j.spec.config_json = R"({"kind":"segment","data":"birds@x"})";
+  EXPECT_EQ(JobKindText(j), "segment");
   auto k = JobKinds().KindOf(j);
   EXPECT_EQ(k.GetStatus().Code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(k.GetStatus().Where().field, "kind");
-  EXPECT_EQ(JobJson(j, false)["kind"], "tune");
+  EXPECT_EQ(JobJson(j, false)["kind"], "segment");
   j.spec.config_json = R"({"data":"birds@x"})";
   EXPECT_EQ((*JobKinds().KindOf(j))->name, "train") << "jobs from before kinds are training jobs";
 }
