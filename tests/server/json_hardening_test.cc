@@ -128,6 +128,15 @@ TEST_F(JsonHardeningTest, EveryJsonRouteRefusesHostileBodiesWith4xxAndKeepsServi
         {"name", R"({"path": "nosuch", "name": @})"},
         {"val_ratio", R"({"path": "nosuch", "name": "n", "val_ratio": @})"},
         {"allow_errors", R"({"path": "nosuch", "name": "n", "allow_errors": @})"}}},
+      {"POST",
+       "/api/studies",
+       "/api/studies",
+       {{"template", R"({"template": @})"},
+        {"keys", R"({"keys": @})"},
+        {"keys.trials", R"({"keys": {"data": "birds", "model": "n", "trials": @}})"},
+        {"keys.data", R"({"keys": {"data": @, "model": "n"}})"},
+        {"space", R"({"keys": {"data": "birds", "model": "n"}, "space": @})"}}},
+      {"POST", "/api/studies/{name}/stop", "/api/studies/nosuch/stop", {{"x", R"({"x": @})"}}, true},
   };
 
   // Every route that is not a GET and takes no upload reads a JSON body:
