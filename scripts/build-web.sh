@@ -22,7 +22,7 @@ fi
 mkdir -p "$BUILD_DIR/web"
 out="$(cd "$BUILD_DIR/web" && pwd)/dist"
 if [[ -f "$out/index.html" ]] &&
-  [[ -z "$(find web/src web/index.html web/vite.config.js web/package.json web/package-lock.json \
+  [[ -z "$(find web/src web/public web/index.html web/vite.config.js web/package.json web/package-lock.json \
     -newer "$out/index.html" -print -quit)" ]]; then
   echo "build-web: $out is up to date"
   exit 0

@@ -4,7 +4,7 @@
 import { reactive } from 'vue'
 
 function parse() {
-  const raw = window.location.hash.replace(/^#/, '') || '/datasets'
+  const raw = window.location.hash.replace(/^#/, '') || '/home'
   const q = raw.indexOf('?')
   const pathPart = q < 0 ? raw : raw.slice(0, q)
   const query = Object.fromEntries(new URLSearchParams(q < 0 ? '' : raw.slice(q + 1)))
