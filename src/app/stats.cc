@@ -24,6 +24,7 @@ nlohmann::json StatsJson(const StatsReport& r) {
           {"failed_permanent", s.failed_permanent},
           {"cancelled", s.cancelled},
           {"live", s.live},
+          {"finished", s.succeeded + s.failed_permanent},
           {"availability", s.availability},
           {"attempts", s.attempts},
           {"failed_attempts", s.failed_attempts},

@@ -27,8 +27,10 @@ struct StatsReport {
 // disk figures are those of the filesystem holding `home`.
 Result<StatsReport> JobStatsReport(store::MetadataStore& meta, const std::string& home);
 
-// jobs, succeeded, failed_permanent, cancelled, live, availability,
-// attempts, failed_attempts, retries, infra_retries, failures_by_stage,
+// jobs, succeeded, failed_permanent, cancelled, live, finished (succeeded +
+// failed_permanent: availability's denominator; availability is 0 when it
+// is 0, which a reader shows as "none finished"), availability, attempts
+// (ended, but not cancelled), failed_attempts, retries, infra_retries, failures_by_stage,
 // failures_by_class, failures_by_reason, mean_time_to_recovery_ms,
 // recovered_jobs, mean_time_to_restart_ms, restarted_attempts,
 // breaker {open, reason}, disk.

@@ -4,6 +4,8 @@
 // 401 without a token (none needed with --public-read), 404 for an unknown
 // export or model, 409 for an unverified export, a file changed or grown
 // since it was recorded, and one over the size limit; 404 when it is gone.
+#include "server/api_exports.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -187,6 +189,105 @@ TEST_F(ApiExportsTest, AFileOverTheLimitIsRefused) {
   r = router->Dispatch(req);
   EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
   EXPECT_EQ(r.body.size(), onnx_bytes_.size());
+}
+
+// GET /api/models/{ref}/plots/{file}: the run's plots kept at registration,
+// by the names its evaluation lists; any other name is a 404 naming those;
+// a damaged blob is never served; a token is needed as for every read.
+TEST_F(ApiExportsTest, StoredPlotsAreServedByNameAndVerified) {
+  const fs::path run = dir_ / "run";
+  fs::create_directories(run);
+  const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(300, '\0') + "pr";
+  const std::string jpg = "\xff\xd8\xff\xe0 not a real jpeg";
+  std::ofstream(run / "PR_curve.png", std::ios::binary) << png;
+  std::ofstream(run / "labels.jpg", std::ios::binary) << jpg;
+  std::ofstream(run / "notes.txt", std::ios::binary) << "not a plot";
+  const std::string weights = (dir_ / "w2.safetensors").string();
+  std::ofstream(weights, std::ios::binary) << testing::TinyWeightsBytes() << " ";
+  app::RegisterRequest rr;
+  rr.weights_path = weights;
+  rr.name = "plotted";
+  rr.dataset = "birds";
+  rr.config_json = R"({"data":"birds","epochs":1})";
+  rr.run_dir = run.string();
+  auto m = app::ModelRegistry(*meta_, *blobs_, Env::Default()).Register(rr, 2500);
+  ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
+
+  HttpReply r = Fetch("/api/models/plotted/plots/PR_curve.png", token_);
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+  EXPECT_EQ(r.headers["content-type"], "image/png");
+  EXPECT_EQ(r.headers["x-content-type-options"], "nosniff");
+  EXPECT_TRUE(r.body == png);
+  r = Fetch("/api/models/plotted@v1/plots/labels.jpg", token_);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["content-type"], "image/jpeg");
+  EXPECT_EQ(r.body, jpg);
+  // Only the names the record lists: not any file of the run, not a path.
+  r = Fetch("/api/models/plotted/plots/notes.txt", token_);
+  EXPECT_EQ(ErrorCode(r, 404, "unlisted"), "not_found");
+  EXPECT_NE(r.body.find("PR_curve.png, labels.jpg"), std::string::npos) << r.body;
+  EXPECT_EQ(ErrorCode(Fetch("/api/models/plotted/plots/..%2Frun%2Fnotes.txt", token_), 404, "path"),
+            "not_found");
+  EXPECT_EQ(ErrorCode(Fetch("/api/models/birds/plots/PR_curve.png", token_), 404, "no plots"), "not_found");
+  EXPECT_EQ(ErrorCode(Fetch("/api/models/nope/plots/PR_curve.png", token_), 404, "no model"), "not_found");
+  EXPECT_EQ(Fetch("/api/models/plotted/plots/PR_curve.png", "").status, 401);
+  // A damaged blob: the stored hash no longer matches, so nothing is served.
+  const std::string blob = blobs_->PathFor(Sha256Hex(png));
+  fs::permissions(blob, fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(blob, std::ios::binary | std::ios::trunc) << png << "x";
+  r = Fetch("/api/models/plotted/plots/PR_curve.png", token_);
+  EXPECT_NE(r.status, 200);
+  EXPECT_EQ(r.body.find("\x89PNG"), std::string::npos);
+}
+
+// WeightsLink: a blob path names its registered model; a path under the
+// home's jobs/<id>/ names that job; anything else is a path alone. The model
+// route fills lineage.parent.model for a parent registered afterwards.
+TEST_F(ApiExportsTest, WeightsPathsLinkToTheirModelOrJob) {
+  HttpMetrics metrics;
+  ApiContext ctx{*meta_, *blobs_, metrics, home_};
+  auto birds = app::ModelRegistry(*meta_, *blobs_, Env::Default()).Resolve("birds@v1");
+  ASSERT_TRUE(birds.IsOk());
+  json link = WeightsLink(ctx, blobs_->PathFor(birds->weights_sha));
+  EXPECT_EQ(link["model"]["ref"], "birds@v1") << link.dump();
+  EXPECT_EQ(link["model"]["id"], birds->id);
+  link = WeightsLink(ctx, home_ + "/jobs/42/attempt-1/weights/best.pt");
+  EXPECT_EQ(link["job_id"], 42) << link.dump();
+  EXPECT_FALSE(link.contains("model"));
+  for (const std::string& p : {std::string("/elsewhere/yolov8n.pt"), home_ + "/jobs/x/best.pt",
+                               home_ + "/jobs/7", "/tmp/" + std::string(64, 'a')}) {
+    link = WeightsLink(ctx, p);
+    EXPECT_EQ(link, json({{"path", p}})) << p;
+  }
+  // A model whose parent file was registered only after it.
+  const std::string parent = (dir_ / "parent.safetensors").string();
+  std::ofstream(parent, std::ios::binary) << testing::TinyWeightsBytes() << "  ";
+  const std::string child = (dir_ / "child.safetensors").string();
+  std::ofstream(child, std::ios::binary) << testing::TinyWeightsBytes() << "   ";
+  app::ModelRegistry reg(*meta_, *blobs_, Env::Default());
+  app::RegisterRequest rr;
+  rr.weights_path = child;
+  rr.name = "child";
+  rr.config_json = "{}";
+  rr.parent_path = parent;
+  ASSERT_TRUE(reg.Register(rr, 2600).IsOk());
+  rr.weights_path = parent;
+  rr.name = "parent";
+  rr.parent_path.clear();
+  auto p = reg.Register(rr, 2700);
+  ASSERT_TRUE(p.IsOk());
+  // The parent's path is the file, not its blob: the route links by the blob path it was stored under.
+  HttpReply r = Fetch("/api/models/child", token_);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_FALSE(json::parse(r.body)["model"]["lineage"]["parent"].contains("model"));
+  rr.weights_path = child + "2";
+  std::ofstream(rr.weights_path, std::ios::binary) << testing::TinyWeightsBytes() << "    ";
+  rr.name = "grandchild";
+  rr.parent_path = blobs_->PathFor(p->weights_sha);
+  ASSERT_TRUE(reg.Register(rr, 2800).IsOk());
+  r = Fetch("/api/models/grandchild", token_);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body)["model"]["lineage"]["parent"]["model"]["ref"], "parent@v1") << r.body;
 }
 
 }  // namespace
