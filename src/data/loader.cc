@@ -41,7 +41,10 @@ void LoaderOptions::Bind(OptionSet& s, int min_imgsz, int max_imgsz, bool auto_b
   s.Int("prefetch", &prefetch, "batches built ahead of the trainer", 1, 1024);
   s.Float("max_bad_fraction", &max_bad_fraction, "fail when more than this share of images is unreadable",
           Range::Closed(0, 1));
-  s.Bool("rect", &rect, "rectangular val batches (letterbox per batch aspect ratio)");
+  s.Bool(
+      "rect", &rect,
+      "rectangular batches: images ordered by aspect ratio, each batch letterboxed to its own shape (train: "
+      "no shuffle, no mosaic)");
 }
 
 Status LoaderOptions::Validate() const {
@@ -56,8 +59,9 @@ Status LoaderOptions::Validate() const {
                             std::to_string(stride) + " (try " + std::to_string(up) + ")");
   }
   if (epochs < 1) return bad("epochs", "must be >= 1");
-  if (rect && (augment || shuffle))
-    return bad("rect", "rect batches need augment=false and shuffle=false (val)");
+  if (rect && shuffle)
+    return bad("rect", "rect batches are ordered by aspect ratio: they need shuffle=false");
+  if (!(rect_pad >= 0)) return bad("rect_pad", "must be >= 0");
   if (cache != "false" && cache != "true" && cache != "ram" && cache != "disk")
     return bad("cache", "'" + cache + "' is not one of ram, disk, false (true = ram)");
   return {};
@@ -130,6 +134,7 @@ struct Loader::Impl {
   std::vector<int64_t> rect_order;              // rect: entries sorted by aspect ratio
   std::vector<std::array<int, 2>> rect_shapes;  // rect: {H, W} per batch
   float to_unit[256];                           // byte -> [0, 1]
+  int epochs = 1;  // the run's planned epochs (close_mosaic); consumer thread only (SetEpochs, SkipTo)
 
   // Shared with workers. Everything above is set by Create before the
   // workers start and read-only afterwards.
@@ -194,8 +199,10 @@ struct Loader::Impl {
   std::string CachePath(int64_t idx) const {
     return opts.cache_dir + "/" + entries[idx].image_sha + "-" + std::to_string(opts.imgsz) + ".bin";
   }
-  Status MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rng, AugSample& s, SampleMeta& meta,
-                        std::vector<int64_t>& bad);
+  // Mosaic (imgsz x imgsz), or one image letterboxed to out_w x out_h; then
+  // the random affine at that size.
+  Status MosaicOrSingle(int64_t idx, bool mosaic, int out_w, int out_h, Rng& rng, AugSample& s,
+                        SampleMeta& meta, std::vector<int64_t>& bad);
   void ComputeRect();
   // Chooses cache_mode from opts, prints the cache's size, refuses ram
   // beyond the memory available and creates the disk folder.
@@ -319,7 +326,7 @@ Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad,
       .WithReason(FailureReason::kDatasetErrors);
 }
 
-Status Loader::Impl::MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rng, AugSample& s,
+Status Loader::Impl::MosaicOrSingle(int64_t idx, bool mosaic, int out_w, int out_h, Rng& rng, AugSample& s,
                                     SampleMeta& meta, std::vector<int64_t>& bad) {
   int64_t used = idx;
   std::array<int, 2> orig{};
@@ -334,12 +341,12 @@ Status Loader::Impl::MosaicOrSingle(int64_t idx, bool mosaic, int imgsz, Rng& rn
       int64_t u = partner;
       KESTREL_ASSIGN_OR_RETURN(o, LoadGood(partner, bad, &u, /*resized=*/true));
     }
-    s = Mosaic4({&first, &others[0], &others[1], &others[2]}, imgsz, rng);
+    s = Mosaic4({&first, &others[0], &others[1], &others[2]}, opts.imgsz, rng);
   } else {
     s = std::move(first);
-    Letterbox(s, imgsz, imgsz);
+    Letterbox(s, out_w, out_h);
   }
-  RandomPerspective(s, aug, imgsz, imgsz, rng);
+  RandomPerspective(s, aug, out_w, out_h, rng);
   return {};
 }
 
@@ -356,16 +363,19 @@ Status Loader::Impl::BuildSample(int64_t idx, bool mosaic_on_epoch, int out_w, i
   }
   // Every draw happens whether or not it is used, so one option does not
   // shift the random stream of the others.
+  // rect: the sample is built at the batch's shape (mosaic is never on:
+  // SkipTo); otherwise at imgsz^2 and resized below for multi_scale.
+  const int sw = opts.rect ? out_w : opts.imgsz, sh = opts.rect ? out_h : opts.imgsz;
   const double u_mosaic = rng.Uniform();
   const bool mosaic = mosaic_on_epoch && u_mosaic < aug.mosaic;
-  KESTREL_RETURN_IF_ERROR(MosaicOrSingle(idx, mosaic, opts.imgsz, rng, s, meta, bad));
+  KESTREL_RETURN_IF_ERROR(MosaicOrSingle(idx, mosaic, sw, sh, rng, s, meta, bad));
   const double u_mixup = rng.Uniform();
   if (mosaic_on_epoch && u_mixup < aug.mixup) {
     int64_t partner = static_cast<int64_t>(rng.Below(static_cast<uint64_t>(N())));
     const bool partner_mosaic = rng.Uniform() < aug.mosaic;
     AugSample other;
     SampleMeta unused;
-    KESTREL_RETURN_IF_ERROR(MosaicOrSingle(partner, partner_mosaic, opts.imgsz, rng, other, unused, bad));
+    KESTREL_RETURN_IF_ERROR(MosaicOrSingle(partner, partner_mosaic, sw, sh, rng, other, unused, bad));
     MixUp(s, other, rng);
   }
   RandomHsv(s.image, aug.hsv_h, aug.hsv_s, aug.hsv_v, rng);
@@ -518,7 +528,7 @@ void Loader::Impl::ComputeRect() {
     else if (mini > 1)
       sw = 1 / mini;
     auto side = [&](double rel) {
-      return static_cast<int>(std::ceil(rel * opts.imgsz / opts.stride + 0.5)) * opts.stride;
+      return static_cast<int>(std::ceil(rel * opts.imgsz / opts.stride + opts.rect_pad)) * opts.stride;
     };
     rect_shapes.push_back({side(sh), side(sw)});
   }
@@ -583,6 +593,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(const Manifest& manifest, Split s
   impl->source = std::move(source);
   impl->opts = options;
   impl->aug = augment;
+  impl->epochs = options.epochs;
   for (int v = 0; v < 256; ++v) impl->to_unit[v] = static_cast<float>(v) / 255.0f;
   if (options.rect) impl->ComputeRect();
   KESTREL_RETURN_IF_ERROR(impl->SetUpCache());
@@ -609,6 +620,17 @@ Loader::~Loader() {
 }
 
 Status Loader::StartEpoch(int epoch) { return SkipTo(epoch, 0); }
+
+bool Loader::MosaicOn() const {
+  MutexLock l(impl_->mu);
+  return impl_->started && impl_->mosaic_on;
+}
+
+Status Loader::SetEpochs(int epochs) {
+  if (epochs < 1) return Status::InvalidArgument("data: epochs must be >= 1, got " + std::to_string(epochs));
+  impl_->epochs = epochs;
+  return {};
+}
 
 Status Loader::SkipTo(int epoch, int64_t batch_index) {
   Impl& m = *impl_;
@@ -638,7 +660,7 @@ Status Loader::SkipTo(int epoch, int64_t batch_index) {
       s = Slot{};
     }
     m.epoch = epoch;
-    m.mosaic_on = m.opts.augment && MosaicOpenAt(epoch, m.opts.epochs, m.aug.close_mosaic);
+    m.mosaic_on = m.opts.augment && !m.opts.rect && MosaicOpenAt(epoch, m.epochs, m.aug.close_mosaic);
     m.order = std::move(ord);
     m.end = m.Batches();
     m.next_claim = m.next_consume = batch_index;

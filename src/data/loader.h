@@ -108,9 +108,19 @@ struct LoaderOptions {
   bool augment = true;             // train augmentations; false: letterbox only (val)
   uint64_t seed = 0;               // root of all randomness, see the file comment
   double max_bad_fraction = 0.01;  // tolerated share of unreadable images
-  // Val only (augment=false): batches ordered by aspect ratio, each batch
-  // letterboxed to its own H x W (multiples of stride) instead of imgsz^2.
+  // Rectangular batches (the reference's rect=): entries ordered by aspect
+  // ratio h/w (stable, manifest order within ties), each batch letterboxed
+  // to its own H x W = ceil(rel * imgsz / stride + rect_pad) * stride per
+  // side, where rel = {max h/w, 1} when the batch is all wide, {1, w/h of
+  // its least tall} when all tall, else {1, 1}. Needs shuffle=false (the
+  // order is the point). Train (augment=true): each sample is its image
+  // resized to imgsz on the long side, letterboxed to the batch shape, then
+  // the random affine, HSV and flips at that shape; never mosaic or mixup
+  // (as the reference's rect training).
   bool rect = false;
+  // rect: border in strides added before rounding up (the reference: 0.5
+  // for val, 0.0 for train), >= 0.
+  double rect_pad = 0.5;
   int epochs = 100;        // total epochs of the run, for close_mosaic
   int stride = 32;         // model stride: rect/multi_scale sizes are multiples
   bool drop_last = false;  // drop the last partial batch of an epoch
@@ -136,7 +146,7 @@ struct LoaderOptions {
   void Bind(OptionSet& s, int min_imgsz = 1, int max_imgsz = std::numeric_limits<int>::max(),
             bool auto_batch = false);
   // The bound ranges (CheckBoundValues) plus the rules between fields: imgsz
-  // a multiple of stride, rect only without augment/shuffle. kInvalidArgument
+  // a multiple of stride, rect only without shuffle. kInvalidArgument
   // naming the field.
   Status Validate() const;
 };
@@ -190,8 +200,18 @@ class Loader {
 
   // Begins epoch `epoch` (>= 0) at batch 0, abandoning any batches of the
   // previous epoch that were not consumed. Mosaic and mixup are on when
-  // options.augment and MosaicOpenAt(epoch, options.epochs, augment.close_mosaic).
+  // options.augment, !options.rect and MosaicOpenAt(epoch, epochs,
+  // augment.close_mosaic), epochs being options.epochs or the last
+  // SetEpochs() value.
   Status StartEpoch(int epoch);
+  // The run's planned epoch count changed (train's time= re-plans it after
+  // each epoch): later StartEpoch/SkipTo decide mosaic from `epochs`, so
+  // close_mosaic counts from the new end. kInvalidArgument when < 1.
+  // Consumer thread only, as StartEpoch.
+  Status SetEpochs(int epochs);
+  // Whether the epoch begun by the last StartEpoch/SkipTo builds mosaics
+  // (false before the first). Consumer thread only.
+  bool MosaicOn() const;
   // Like StartEpoch, but the next Next() returns batch `batch_index`
   // (0 <= batch_index <= BatchesPerEpoch(); == means the epoch is done).
   Status SkipTo(int epoch, int64_t batch_index);

@@ -429,6 +429,122 @@ TEST(LoaderTest, ValModeLetterboxesWithExactTargets) {
   EXPECT_TRUE(non_square);
 }
 
+// rect=true for training (issue 28 item 4), as the reference's train
+// loader: six images of mixed aspect ratio in aspect order (h/w: A .42,
+// B .6, C 1, F 1.4, D 1.5, E 2.5), batches of 2 at imgsz 128, stride 32, no
+// border (the reference's train pad 0.0). By hand, ceil(rel * 128 / 32 +
+// pad) * 32 per side:
+//   [A, B] all wide, rel h = max h/w .6: H ceil(2.4) = 3 -> 96, W 128;
+//   [C, F] mixed: 128 x 128;
+//   [D, E] all tall, rel w = 1 / 1.5: W ceil(2.67) = 3 -> 96, H 128.
+// With the val border (pad 0.5): 96 x 160, 160 x 160, 160 x 128.
+// Augmented samples keep exactly their own box (no mosaic, no mixup, though
+// mosaic=1 and mixup=1 are asked for), letterboxed into the batch shape.
+MemData AspectData() {
+  MemData d;
+  d.manifest.names = {"thing"};
+  const int sizes[][2] = {{120, 50}, {100, 60}, {64, 64}, {60, 90}, {40, 100}, {50, 70}};  // A B C D E F
+  const char* names[] = {"A.png", "B.png", "C.png", "D.png", "E.png", "F.png"};
+  for (int i = 0; i < 6; ++i) {
+    const int w = sizes[i][0], h = sizes[i][1];
+    cv::Mat img(h, w, CV_8UC3, cv::Scalar(0, 0, 0));
+    const int x1 = w / 4, y1 = h / 5, x2 = w * 3 / 4, y2 = h * 4 / 5;
+    img(cv::Rect(x1, y1, x2 - x1, y2 - y1)).setTo(cv::Scalar(255, 0, 255));
+    std::vector<uint8_t> png;
+    cv::imencode(".png", img, png);
+    AddEntry(d, names[i], Split::kTrain, std::string(png.begin(), png.end()), w, h,
+             {{0, (x1 + x2) / 2.0 / w, (y1 + y2) / 2.0 / h, double(x2 - x1) / w, double(y2 - y1) / h}});
+  }
+  return d;
+}
+
+TEST(LoaderTest, TrainRectBatchesHaveTheHandComputedShapesInAspectOrder) {
+  MemData d = AspectData();
+  LoaderOptions o = TrainOptions();
+  o.imgsz = 128;
+  o.batch = 2;
+  o.rect = true;
+  o.rect_pad = 0.0;
+  // Shuffled rect batches are refused by name (the trainer turns shuffle off).
+  auto shuffled = Loader::Create(d.manifest, Split::kTrain, d.Source(), o, {});
+  ASSERT_FALSE(shuffled.IsOk());
+  EXPECT_EQ(shuffled.GetStatus().Where().field, "rect");
+  o.shuffle = false;
+  AugmentOptions a;  // mosaic 1.0 and mixup 1.0: rect must leave both out
+  a.mixup = 1.0;
+  a.hsv_h = a.hsv_s = a.hsv_v = 0;  // the magenta stays magenta for the pixel check
+  a.translate = 0;
+  a.scale = 0;
+  auto l = Make(d, o, a);
+  ASSERT_NE(l, nullptr);
+  const std::vector<std::array<int, 2>> want_hw = {{96, 128}, {128, 128}, {128, 96}};
+  const std::vector<std::vector<std::string>> want_paths = {
+      {"A.png", "B.png"}, {"C.png", "F.png"}, {"D.png", "E.png"}};
+  for (int e = 0; e < 2; ++e) {
+    auto batches = Epoch(*l, e);
+    EXPECT_FALSE(l->MosaicOn());
+    ASSERT_EQ(batches.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) {
+      const Batch& b = batches[k];
+      EXPECT_EQ((std::array<int, 2>{b.height, b.width}), want_hw[k]) << "epoch " << e << " batch " << k;
+      EXPECT_EQ(b.paths, want_paths[k]) << "epoch " << e << " batch " << k;  // same order every epoch
+      // One box per image (a mosaic or mixup would bring others), on the
+      // magenta pixels of the letterboxed image.
+      const size_t plane = static_cast<size_t>(b.height) * b.width;
+      ASSERT_EQ(b.NumTargets(), b.size);
+      for (int t = 0; t < b.size; ++t) {
+        const float* r = b.targets.data() + t * 6;
+        const float* img = b.images.data() + static_cast<size_t>(r[0]) * 3 * plane;
+        int x1 = b.width, y1 = b.height, x2 = -1, y2 = -1;
+        for (int y = 0; y < b.height; ++y) {
+          for (int x = 0; x < b.width; ++x) {
+            const size_t p = static_cast<size_t>(y) * b.width + x;
+            if (img[p] > 0.7f && img[plane + p] < 0.3f && img[2 * plane + p] > 0.7f)
+              x1 = std::min(x1, x), y1 = std::min(y1, y), x2 = std::max(x2, x), y2 = std::max(y2, y);
+          }
+        }
+        EXPECT_NEAR((r[2] - r[4] / 2) * b.width, x1, 1.5) << b.paths[t];
+        EXPECT_NEAR((r[2] + r[4] / 2) * b.width, x2 + 1, 1.5) << b.paths[t];
+        EXPECT_NEAR((r[3] - r[5] / 2) * b.height, y1, 1.5) << b.paths[t];
+        EXPECT_NEAR((r[3] + r[5] / 2) * b.height, y2 + 1, 1.5) << b.paths[t];
+      }
+    }
+  }
+  // The val border: the same order, half a stride more before rounding up.
+  o.rect_pad = 0.5;
+  o.augment = false;
+  auto v = Make(d, o);
+  const std::vector<std::array<int, 2>> val_hw = {{96, 160}, {160, 160}, {160, 128}};
+  auto vb = Epoch(*v, 0);
+  ASSERT_EQ(vb.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ((std::array<int, 2>{vb[k].height, vb[k].width}), val_hw[k]) << k;
+}
+
+// time= re-plans a run's epochs (train/trainer.cc): SetEpochs moves the
+// close_mosaic point to the new end. close_mosaic 2 of 100 epochs: epoch 3
+// has mosaic; re-planned to 5 epochs it is one of the last 2 and has none
+// (batches identical to a mosaic=0 loader's).
+TEST(LoaderTest, SetEpochsMovesTheCloseMosaicPointToTheNewEnd) {
+  const MemData& d = Synth(8);
+  LoaderOptions o = TrainOptions();
+  o.epochs = 100;
+  AugmentOptions with;
+  with.close_mosaic = 2;
+  AugmentOptions without;
+  without.mosaic = 0;
+  auto a = Make(d, o, with), b = Make(d, o, without);
+  auto a3 = Epoch(*a, 3), b3 = Epoch(*b, 3);
+  EXPECT_TRUE(a->MosaicOn());
+  ASSERT_FALSE(a3.empty());
+  EXPECT_FALSE(a3[0].images == b3[0].images);
+  ASSERT_TRUE(a->SetEpochs(5).IsOk());
+  a3 = Epoch(*a, 3);
+  EXPECT_FALSE(a->MosaicOn());
+  ASSERT_EQ(a3.size(), b3.size());
+  for (size_t i = 0; i < a3.size(); ++i) ExpectSameBatch(a3[i], b3[i]);
+  EXPECT_EQ(a->SetEpochs(0).Code(), StatusCode::kInvalidArgument);
+}
+
 TEST(LoaderTest, OptionErrorsAndShutdownMidEpoch) {
   const MemData& d = Synth(10);
   LoaderOptions o = TrainOptions();
