@@ -121,12 +121,15 @@ nlohmann::json PredictResultJson(const PredictResult& r) {
   for (const auto& im : r.images) images.push_back(PredictedImageJson(im, r.names));
   nlohmann::json skipped = nlohmann::json::array();
   for (const auto& s : r.skipped) skipped.push_back({{"source", s.source}, {"reason", s.reason}});
-  return {{"ok", r.skipped.empty()},  {"dir", r.dir},       {"speed", PredictSpeedJson(r.speed)},
-          {"predicted", r.predicted}, {"frames", r.frames}, {"images", images},
-          {"skipped", skipped}};
+  return {{"ok", r.skipped.empty()},  {"dir", r.dir},        {"speed", PredictSpeedJson(r.speed)},
+          {"predicted", r.predicted}, {"frames", r.frames},  {"images", images},
+          {"skipped", skipped},       {"stopped", r.stopped}};
 }
 
-int PredictExitCode(const PredictResult& r) { return r.skipped.empty() ? 0 : 1; }
+int PredictExitCode(const PredictResult& r) {
+  if (r.stopped) return kPredictExitStopped;
+  return r.skipped.empty() ? 0 : 1;
+}
 
 std::vector<std::string> PredictOutputNames(const std::string& root, const std::vector<std::string>& files) {
   std::set<std::string> taken;
@@ -191,7 +194,8 @@ std::string PredictResultText(const PredictResult& r) {
   text += std::to_string(stills) + (stills == 1 ? " image" : " images");
   if (r.frames > 0)
     text += " and " + std::to_string(r.frames) + (r.frames == 1 ? " video frame" : " video frames");
-  text += " predicted, " + std::to_string(r.skipped.size()) + " skipped\n";
+  text += " predicted, " + std::to_string(r.skipped.size()) + " skipped";
+  text += r.stopped ? ", stopped by a signal (what was predicted is saved)\n" : "\n";
   return text + PredictSpeedText(r.speed) + "results saved to " + r.dir + "\n";
 }
 
@@ -388,6 +392,12 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
     return {};
   };
 
+  // PredictRequest::stop, polled before each image and frame is read.
+  auto stop_now = [&]() {
+    if (o.stop == nullptr || !o.stop->load()) return false;
+    out.stopped = true;
+    return true;
+  };
   const size_t batch = size_t(std::max(1, p.Options().batch));
   std::vector<PendingFrame> pending;  // at most one batch of decoded images
   auto run_batch = [&]() -> Status {
@@ -418,7 +428,7 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
     return {};
   };
 
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i = 0; i < inputs.size() && !stop_now(); ++i) {
     const PredictInput& in = inputs[i];
     if (in.kind == PredictInput::Kind::kImage) {
       // A file that cannot be read or decoded is a finding, not the end of
@@ -451,7 +461,7 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
       const double fps = cap.get(cv::CAP_PROP_FPS);
       writer_fps = fps > 0 && std::isfinite(fps) ? std::max(1.0, fps / o.vid_stride) : 30.0;
       int64_t frame = 0;
-      for (;;) {
+      while (!stop_now()) {
         // As the reference: grab vid_stride frames, decode the last one.
         bool ok = false;
         for (int k = 0; k < o.vid_stride; ++k) {
@@ -468,13 +478,18 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
         if (pending.size() == batch) KESTREL_RETURN_IF_ERROR(run_batch());
       }
       KESTREL_RETURN_IF_ERROR(run_batch());
-      writer.release();
-      if (frame == 0) out.skipped.push_back({in.source, "no frame could be read (OpenCV video I/O, FFmpeg)"});
+      writer.release();  // a stop too: the .mp4 is finished (trailer written), not cut off
+      if (frame == 0 && !out.stopped)
+        out.skipped.push_back({in.source, "no frame could be read (OpenCV video I/O, FFmpeg)"});
     } catch (const cv::Exception& e) {
       return Status::Internal(std::string("OpenCV: ") + e.what(), {in.source, 0, "source"});
     }
   }
   KESTREL_RETURN_IF_ERROR(run_batch());
+  if (out.predicted == 0 && out.stopped) {
+    // Nothing was staged (the folder is made at the first image): no run folder.
+    return Status::Aborted("stopped by a signal before any image was predicted", {o.source, 0, "source"});
+  }
   if (out.predicted == 0) {
     std::string why;
     for (size_t k = 0; k < out.skipped.size() && k < 3; ++k)

@@ -6,6 +6,7 @@
 // (app/backends.h LoadDetector). Torch-free and OpenCV-free header.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -58,6 +59,13 @@ struct PredictRequest {
   std::string project = "runs/detect";  // runs/detect/predict, as the reference
   std::string name;                     // "" = predict, predict2, ...
   bool exist_ok = false;
+  // Not a key: a flag the caller raises (the CLI's SIGINT/SIGTERM handler)
+  // to end the run early, polled before every image and frame is read. The
+  // batch in progress is finished, the annotated video closed, the files so
+  // far made durable and the run folder moved in as after a complete run;
+  // PredictResult::stopped says so. A live camera or stream only ends this
+  // way (or when its sender stops). nullptr = never stopped. Borrowed.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 // Mean milliseconds per image after the predictor's warm-up batch.
@@ -102,11 +110,20 @@ struct PredictResult {
   int64_t frames = 0;                // of which video, camera or stream frames
   std::vector<PredictSkip> skipped;  // in source order; their files are not in the run folder
   PredictSpeed speed;
+  // PredictRequest::stop ended the run before its sources did: `predicted`
+  // counts what was done, and the run folder holds exactly that.
+  bool stopped = false;
 };
 
+// `kestrel predict`'s exit status when PredictRequest::stop ended the run
+// (Ctrl-C): 128 + SIGINT, what a shell reports for an interrupted command,
+// so scripts see it was cut short although the run folder is complete.
+inline constexpr int kPredictExitStopped = 130;
+
 // The exit status of `kestrel predict` / `kestrel-deploy predict` for a
-// result: 0 when every source image was predicted, 1 when any was skipped
-// (the others' outputs are written). No image readable at all is an error
+// result: kPredictExitStopped when it was stopped, else 0 when every source
+// image was predicted, 1 when any was skipped (the others' outputs are
+// written). No image readable at all is an error
 // (PredictWith), also 1.
 int PredictExitCode(const PredictResult& result);
 
@@ -167,7 +184,7 @@ nlohmann::json PredictedImageJson(const PredictedImage& image, const std::vector
 // {"preprocess_ms", "inference_ms", "postprocess_ms", "images", "fps"}.
 nlohmann::json PredictSpeedJson(const PredictSpeed& speed);
 // {"ok" (no file skipped), "dir", "speed", "predicted", "frames", "images":
-// [PredictedImageJson...], "skipped": [{"source", "reason"}...]}.
+// [PredictedImageJson...], "skipped": [{"source", "reason"}...], "stopped"}.
 nlohmann::json PredictResultJson(const PredictResult& result);
 // One image's summary line: "SOURCE: WxH, 2 person, 1 dog, " (a frame:
 // "SOURCE (frame 7): ...").
@@ -176,7 +193,8 @@ std::string PredictedImageLine(const PredictedImage& image, const std::vector<st
 std::string PredictProgressText(const PredictProgress& progress);
 // The human summary: one line per image with counts per class, one
 // "skipped FILE: reason" line per skipped file, "N images predicted, M
-// skipped", the speed line and "results saved to DIR".
+// skipped" (", stopped by a signal" when it was), the speed line and
+// "results saved to DIR".
 std::string PredictResultText(const PredictResult& result);
 // "speed: ...ms preprocess, ... per image at WxH (N FPS, M images after warm-up)\n".
 std::string PredictSpeedText(const PredictSpeed& speed);

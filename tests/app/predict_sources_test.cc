@@ -360,6 +360,58 @@ TEST_F(PredictSourcesTest, AnHttpVideoUrlIsReadAsAStreamThroughFfmpeg) {
   EXPECT_TRUE(fs::exists(dir_ / "runs/p/labels/served_1.txt"));
 }
 
+// Ctrl-C on `kestrel predict source=<stream> stream=true` (issue 28): the
+// CLI's handler raises PredictRequest::stop; here the sink raises it after
+// frame 10 of a 60-frame HTTP stream on loopback. What was done is
+// committed: the run folder moved in (no staging folder left), the .mp4
+// closed with exactly the 10 frames, each frame's txt and JSON, and the
+// result says stopped (exit kPredictExitStopped, 130).
+TEST_F(PredictSourcesTest, AStopMidStreamCommitsTheFramesDoneAndClosesTheVideo) {
+  const std::string clip = Video("live.mp4", 60);
+  LoopbackFileServer server(Env::Default().ReadFile(clip).Value());
+  std::atomic<bool> stop{false};
+  PredictRequest req;
+  req.source = "http://127.0.0.1:" + std::to_string(server.port()) + "/live.mp4";
+  req.stream = true;
+  req.stop = &stop;
+  Result<PredictResult> r =
+      Run(req, [&](const PredictedImage& im, const PredictProgress&, const std::vector<std::string>&) {
+        if (im.frame == 10) stop = true;
+      });
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_TRUE(r->stopped);
+  EXPECT_EQ(r->predicted, 10);
+  EXPECT_EQ(r->frames, 10);
+  EXPECT_EQ(PredictExitCode(*r), kPredictExitStopped);
+  EXPECT_EQ(kPredictExitStopped, 130);
+  EXPECT_EQ(PredictResultJson(*r)["stopped"], true);
+  EXPECT_NE(PredictResultText(*r).find("stopped by a signal"), std::string::npos);
+  for (const auto& e : fs::directory_iterator(dir_ / "runs"))
+    EXPECT_EQ(e.path().filename(), "p") << "left behind: " << e.path();
+  cv::VideoCapture back((dir_ / "runs/p/live.mp4").string(), cv::CAP_FFMPEG);
+  ASSERT_TRUE(back.isOpened());
+  EXPECT_EQ(back.get(cv::CAP_PROP_FRAME_COUNT), 10);
+  int decoded = 0;
+  for (cv::Mat f; back.read(f);) ++decoded;
+  EXPECT_EQ(decoded, 10);
+  for (int f = 1; f <= 10; ++f) {
+    const std::string stem = "live_" + std::to_string(f);
+    EXPECT_TRUE(fs::exists(dir_ / ("runs/p/" + stem + ".json"))) << stem;
+    EXPECT_EQ(fs::exists(dir_ / ("runs/p/labels/" + stem + ".txt")), f % 2 == 1) << stem;  // bright frames
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "runs/p/live_11.json"));
+
+  // Stopped before the first frame: nothing written, an error naming the source.
+  std::atomic<bool> early{true};
+  PredictRequest none = req;
+  none.stop = &early;
+  none.name = "q";
+  Result<PredictResult> n = Run(none);
+  ASSERT_FALSE(n.IsOk());
+  EXPECT_EQ(n.GetStatus().Where().file, none.source);
+  EXPECT_FALSE(fs::exists(dir_ / "runs/q"));
+}
+
 TEST_F(PredictSourcesTest, AStreamThatCannotBeOpenedIsUnavailableNamingTheSource) {
   int port = 0;
   {
