@@ -74,6 +74,30 @@ class ArtifactStore {
   // are the collector's leftovers (app/leftovers.h), so it has none here.
   virtual Result<int> SweepIncompleteWrites(int64_t started_before_s) = 0;
 
+  // ---- Job files shared between hosts (docs/disk.md "Job checkpoints on S3")
+  //
+  // A store that every host reaches (S3) also keeps each running job's
+  // resume point, so a retry on any host continues it. Keys are per attempt
+  // and per content, <prefix>/jobs/<job>/attempt-<n>/<sha256>.<name>: an
+  // object is never overwritten, so a stale attempt's late upload can only
+  // add an object nobody refers to; which one is the job's resume point is
+  // recorded in the metadata store, fenced (MetadataStore::RecordCheckpoint).
+  // The local store keeps job files in the worker's own job folder: false,
+  // and the three calls below are kFailedPrecondition.
+  virtual bool SharesJobFiles() const { return false; }
+  // Uploads `bytes` (whose sha256 is `sha`) as the attempt's file `name`
+  // (e.g. "last.ckpt"); returns its key. Visible only when complete.
+  virtual Result<std::string> PutJobFile(int64_t job_id, int64_t attempt, const std::string& name,
+                                         std::string_view bytes, const std::string& sha);
+  // Reads `key` and verifies it hashes to `sha` (kCorruption otherwise,
+  // kNotFound when absent).
+  virtual Result<std::string> GetJobFile(const std::string& key, const std::string& sha);
+  // Deletes the job's files (all attempts) except the keys in `keep`, and
+  // those of attempt `only_attempt` when it is > 0 (then only that
+  // attempt's are considered); returns how many objects it deleted.
+  virtual Result<int> RemoveJobFiles(int64_t job_id, int64_t only_attempt,
+                                     const std::vector<std::string>& keep);
+
   // Where the blob lives, for people (whether or not it exists): a file path
   // for the local store, an s3:// URL for S3. Not necessarily a readable
   // file: use LocalPath for that.

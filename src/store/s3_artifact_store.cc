@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "core/hash.h"
@@ -73,14 +74,80 @@ Result<std::string> S3ArtifactStore::PutWithHash(std::string_view bytes, const s
   } else if (!head.IsOk() && head.GetStatus().Code() != StatusCode::kNotFound) {
     return head.GetStatus();
   }
-  if (bytes.size() < options_.multipart_threshold) {
-    KESTREL_RETURN_IF_ERROR(client_.PutObject(where_.bucket, key, bytes));
-  } else {
-    KESTREL_RETURN_IF_ERROR(UploadMultipart(bytes, key, stats));
-  }
+  KESTREL_RETURN_IF_ERROR(Upload(bytes, key, stats));
   MutexLock l(mu_);
   last_ = stats;
   return sha;
+}
+
+Status S3ArtifactStore::Upload(std::string_view bytes, const std::string& key, PutStats& stats) {
+  if (bytes.size() < options_.multipart_threshold) return client_.PutObject(where_.bucket, key, bytes);
+  return UploadMultipart(bytes, key, stats);
+}
+
+std::string S3ArtifactStore::JobsRoot() const {
+  return (where_.prefix.empty() ? "" : where_.prefix + "/") + "jobs/";
+}
+
+std::string S3ArtifactStore::JobPrefix(int64_t job_id, int64_t attempt) const {
+  std::string p = JobsRoot() + std::to_string(job_id) + "/";
+  if (attempt > 0) p += "attempt-" + std::to_string(attempt) + "/";
+  return p;
+}
+
+Result<std::string> S3ArtifactStore::PutJobFile(int64_t job_id, int64_t attempt, const std::string& name,
+                                                std::string_view bytes, const std::string& sha) {
+  if (!IsSha256Hex(sha)) return Status::InvalidArgument("not a sha256: '" + sha + "'");
+  if (job_id <= 0 || attempt <= 0)
+    return Status::InvalidArgument("job file of job " + std::to_string(job_id) + " attempt " +
+                                   std::to_string(attempt));
+  if (name.empty() || name.find('/') != std::string::npos)
+    return Status::InvalidArgument("job file name '" + name + "' must be one path segment");
+  // Named by content: an object is never overwritten, so what a record
+  // names stays what it named (docs/disk.md "Job checkpoints on S3").
+  const std::string key = JobPrefix(job_id, attempt) + sha + "." + name;
+  auto head = client_.HeadObject(where_.bucket, key);
+  if (head.IsOk() && head->size == bytes.size()) return key;
+  PutStats stats;
+  KESTREL_RETURN_IF_ERROR(Upload(bytes, key, stats));
+  return key;
+}
+
+Result<std::string> S3ArtifactStore::GetJobFile(const std::string& key, const std::string& sha) {
+  if (!IsSha256Hex(sha)) return Status::InvalidArgument("not a sha256: '" + sha + "'");
+  const std::string url = "s3://" + where_.bucket + "/" + key;
+  auto bytes = client_.GetObject(where_.bucket, key);
+  if (!bytes.IsOk()) {
+    if (bytes.GetStatus().Code() == StatusCode::kNotFound)
+      return Status::NotFound("job file " + url + " is missing from " + Describe(), {url});
+    return bytes.GetStatus();
+  }
+  const std::string actual = Sha256Hex(*bytes);
+  if (actual != sha) {
+    return Status::Corruption(
+        "job file " + url + " is corrupted (content hashes to " + actual + ", recorded " + sha + ")", {url});
+  }
+  return std::move(bytes).Value();
+}
+
+Result<int> S3ArtifactStore::RemoveJobFiles(int64_t job_id, int64_t only_attempt,
+                                            const std::vector<std::string>& keep) {
+  const std::string prefix = JobPrefix(job_id, only_attempt);
+  KESTREL_ASSIGN_OR_RETURN(auto objects, client_.List(where_.bucket, prefix));
+  int removed = 0;
+  for (const auto& o : objects) {
+    if (std::find(keep.begin(), keep.end(), o.key) != keep.end()) continue;
+    Status d = client_.DeleteObject(where_.bucket, o.key);
+    if (!d.IsOk() && d.Code() != StatusCode::kNotFound) return d;
+    if (d.IsOk()) ++removed;
+  }
+  // Interrupted uploads of the job's files (a host lost mid-upload).
+  KESTREL_ASSIGN_OR_RETURN(auto uploads, client_.ListMultipartUploads(where_.bucket, prefix));
+  for (const auto& u : uploads) {
+    if (std::find(keep.begin(), keep.end(), u.key) != keep.end()) continue;
+    (void)client_.AbortMultipartUpload(where_.bucket, u.key, u.upload_id);  // gc's sweep retries what is left
+  }
+  return removed;
 }
 
 Status S3ArtifactStore::UploadMultipart(std::string_view bytes, const std::string& key, PutStats& stats) {
@@ -177,12 +244,57 @@ Result<std::string> S3ArtifactStore::LocalPath(const std::string& sha) {
   const std::string path = JoinPath(dir, sha);
   if (env_.Stat(path).exists) {
     auto cached = Sha256File(path);
-    if (cached.IsOk() && *cached == sha) return path;
+    if (cached.IsOk() && *cached == sha) {
+      // Recently used: the trim's LRU order reads mtime.
+      std::error_code ec;
+      std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
+      return path;
+    }
   }
   KESTREL_ASSIGN_OR_RETURN(std::string bytes, Get(sha));
   KESTREL_RETURN_IF_ERROR(env_.CreateDirs(dir));
   KESTREL_RETURN_IF_ERROR(env_.WriteFileAtomic(path, bytes));
+  if (options_.cache_max_bytes > 0) {
+    // A cache that cannot be trimmed still serves: the blob is here.
+    (void)TrimCache(options_.cache_max_bytes, path);
+  }
   return path;
+}
+
+Result<int> S3ArtifactStore::TrimCache(uint64_t max_bytes, const std::string& keep) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(options_.home) / "cache" / "s3-objects";
+  struct Entry {
+    fs::file_time_type used;
+    uint64_t bytes;
+    fs::path path;
+  };
+  std::vector<Entry> files;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code fe;
+    if (!it->is_regular_file(fe) || fe) continue;
+    const uint64_t bytes = it->file_size(fe);
+    if (fe) continue;
+    const auto used = it->last_write_time(fe);
+    if (fe) continue;
+    total += bytes;
+    files.push_back({used, bytes, it->path()});
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return Status::IoError("cannot list the S3 download cache " + root.string() + ": " + ec.message());
+  if (total <= max_bytes) return 0;
+  std::sort(files.begin(), files.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  int removed = 0;
+  for (const auto& f : files) {
+    if (total <= max_bytes) break;
+    if (f.path == fs::path(keep)) continue;
+    std::error_code re;
+    if (fs::remove(f.path, re) && !re) ++removed;
+    total -= f.bytes;  // gone either way (another process may have trimmed it)
+  }
+  return removed;
 }
 
 Result<std::vector<ArtifactStore::BlobInfo>> S3ArtifactStore::List() {
@@ -213,7 +325,10 @@ Result<bool> S3ArtifactStore::RemoveIfUntouchedSince(const std::string& sha, int
 }
 
 Result<int> S3ArtifactStore::SweepIncompleteWrites(int64_t started_before_s) {
+  // Blobs and job files (a host lost mid-upload of a checkpoint).
   KESTREL_ASSIGN_OR_RETURN(auto uploads, client_.ListMultipartUploads(where_.bucket, ObjectsPrefix()));
+  KESTREL_ASSIGN_OR_RETURN(auto job_uploads, client_.ListMultipartUploads(where_.bucket, JobsRoot()));
+  uploads.insert(uploads.end(), job_uploads.begin(), job_uploads.end());
   int aborted = 0;
   for (const auto& u : uploads) {
     if (u.initiated_s >= started_before_s) continue;

@@ -18,6 +18,10 @@
 //   grace period (docs/disk.md) makes that window matter only for a blob
 //   unreferenced for the whole period and re-Put in the same second.
 //
+// - Job files (ArtifactStore::PutJobFile): each running job's checkpoint
+//   under <prefix>/jobs/<job>/attempt-<n>/<sha>.<name>, uploaded the same
+//   way, so another host resumes the job (docs/disk.md).
+//
 // Thread-safety: as ArtifactStore.
 #pragma once
 
@@ -38,6 +42,11 @@ struct S3StoreOptions {
   // The Kestrel home (Root()); LocalPath keeps downloaded blobs under
   // <home>/cache/s3-objects.
   std::string home;
+  // Cap on the download cache <home>/cache/s3-objects (LocalPath): after a
+  // download that takes it over the cap, the least recently used files go
+  // first (a hit refreshes a file's mtime; atime is unreliable under
+  // relatime/noatime) until it fits. 0 = no cap. KESTREL_S3_CACHE_GB.
+  uint64_t cache_max_bytes = 10'000'000'000ull;
   // Test seam: called before each part is uploaded; an error stops the upload
   // there as a crash would (nothing is aborted or cleaned up).
   std::function<Status(int part_number)> before_part;
@@ -60,12 +69,22 @@ class S3ArtifactStore final : public ArtifactStore {
   Result<std::vector<BlobInfo>> List() override;
   Result<bool> RemoveIfUntouchedSince(const std::string& sha, int64_t keep_since_s) override;
   Result<int> SweepIncompleteWrites(int64_t started_before_s) override;
+  bool SharesJobFiles() const override { return true; }
+  Result<std::string> PutJobFile(int64_t job_id, int64_t attempt, const std::string& name,
+                                 std::string_view bytes, const std::string& sha) override;
+  Result<std::string> GetJobFile(const std::string& key, const std::string& sha) override;
+  Result<int> RemoveJobFiles(int64_t job_id, int64_t only_attempt,
+                             const std::vector<std::string>& keep) override;
   std::string PathFor(const std::string& sha) const override;
   std::string Describe() const override;
   const std::string& Root() const override { return options_.home; }
 
   // The object key of a blob: <prefix>/objects/<aa>/<sha>.
   std::string KeyFor(const std::string& sha) const;
+  // Trims the download cache to `max_bytes`, least recently used first,
+  // never removing `keep` (a path just handed out). Returns files removed.
+  // Several processes may trim at once: a file already gone is skipped.
+  Result<int> TrimCache(uint64_t max_bytes, const std::string& keep = "");
   // How the last PutWithHash (of any thread) went (tests, figures): parts
   // uploaded, parts reused from an interrupted upload.
   struct PutStats {
@@ -79,7 +98,12 @@ class S3ArtifactStore final : public ArtifactStore {
 
  private:
   Status UploadMultipart(std::string_view bytes, const std::string& key, PutStats& stats);
+  // One PutObject below the threshold, else a multipart upload.
+  Status Upload(std::string_view bytes, const std::string& key, PutStats& stats);
   std::string ObjectsPrefix() const;
+  // <prefix>/jobs/; <prefix>/jobs/<job>/ and, with attempt > 0, attempt-<n>/ under it.
+  std::string JobsRoot() const;
+  std::string JobPrefix(int64_t job_id, int64_t attempt) const;
 
   std::unique_ptr<s3::Client> owned_;
   s3::Client& client_;

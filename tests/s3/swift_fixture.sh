@@ -9,12 +9,17 @@
 #   swift_fixture.sh stop DIR    -> kills the servers started for DIR
 #   swift_fixture.sh proxy DIR   -> (re)starts only the proxy (fault tests)
 #
+# KESTREL_SWIFT_PROXY_IP (default 127.0.0.1): the address the S3 endpoint
+# (the proxy) listens on; tools/cluster gives it the namespace's address so
+# other namespaces reach it. The storage servers stay on 127.0.0.1.
+#
 # Install (Debian 12, ~30 s): apt-get install -y swift swift-proxy swift-object
 #   swift-container swift-account
 # Storage lives in DIR/srv (xattrs needed: ext4/xfs/tmpfs >= 6.6 have them).
 set -euo pipefail
 cmd=${1:?usage: swift_fixture.sh start|stop|proxy DIR}
 dir=${2:?usage: swift_fixture.sh start|stop|proxy DIR}
+proxy_ip=${KESTREL_SWIFT_PROXY_IP:-127.0.0.1}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -22,7 +27,7 @@ start_proxy() {
   swift-proxy-server "$dir/proxy.conf" >"$dir/proxy.log" 2>&1 &
   echo $! >"$dir/proxy.pid"
   for _ in $(seq 1 100); do
-    if curl -s -o /dev/null "http://127.0.0.1:$(cat "$dir/proxy.port")/healthcheck"; then return 0; fi
+    if curl -s -o /dev/null "http://$proxy_ip:$(cat "$dir/proxy.port")/healthcheck"; then return 0; fi
     sleep 0.1
   done
   echo "swift proxy did not come up; see $dir/proxy.log" >&2
@@ -70,7 +75,6 @@ common="[DEFAULT]
 swift_dir = $dir/rings
 devices = $dir/srv
 mount_check = false
-bind_ip = 127.0.0.1
 workers = 0
 user = $user
 log_name = kestrel-swift
@@ -81,6 +85,7 @@ for ring in account container object; do
   case $ring in account) port=$a_port ;; container) port=$c_port ;; object) port=$o_port ;; esac
   cat >"$dir/$ring.conf" <<CONF
 $common
+bind_ip = 127.0.0.1
 bind_port = $port
 
 [pipeline:main]
@@ -93,6 +98,7 @@ done
 
 cat >"$dir/proxy.conf" <<CONF
 $common
+bind_ip = $proxy_ip
 bind_port = $p_port
 
 [pipeline:main]
@@ -142,9 +148,9 @@ for ring in account container object; do
 done
 start_proxy
 cat >"$dir/env" <<ENV
-AWS_ENDPOINT_URL=http://127.0.0.1:$p_port
+AWS_ENDPOINT_URL=http://$proxy_ip:$p_port
 AWS_REGION=us-east-1
 AWS_ACCESS_KEY_ID=kestrel:tester
 AWS_SECRET_ACCESS_KEY=testing
 ENV
-echo "swift s3api on http://127.0.0.1:$p_port"
+echo "swift s3api on http://$proxy_ip:$p_port"
