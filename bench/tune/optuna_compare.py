@@ -109,6 +109,7 @@ def run_study(name, seed, trials, parallel, fixed=False):
 def main():
     kestrel = json.load(open(sys.argv[1]))
     seeds, trials = kestrel["seeds"], kestrel["trials"]
+    first = kestrel.get("first_seed", 0)  # Optuna runs the same seed numbers
     checkpoints = [c for c in (10, 30, 60) if c <= trials]
     print("| function | method | " + " | ".join(f"median@{c}" for c in checkpoints) + " | " +
           " | ".join(f"mean@{c}" for c in checkpoints) + " |")
@@ -116,9 +117,10 @@ def main():
     med60 = {}
     for name in PROBLEMS:
         rows = {f"kestrel {m}": kestrel["curves"][name][m] for m in ("random", "tpe", "tpe_liar4")}
-        rows["optuna tpe"] = [run_study(name, s, trials, 1) for s in range(seeds)]
-        rows["optuna tpe_liar4"] = [run_study(name, s, trials, 4) for s in range(seeds)]
-        rows["optuna+5110 tpe"] = [run_study(name, s, trials, 1, fixed=True) for s in range(seeds)]
+        study_seeds = range(first, first + seeds)
+        rows["optuna tpe"] = [run_study(name, s, trials, 1) for s in study_seeds]
+        rows["optuna tpe_liar4"] = [run_study(name, s, trials, 4) for s in study_seeds]
+        rows["optuna+5110 tpe"] = [run_study(name, s, trials, 1, fixed=True) for s in study_seeds]
         for method, curves in rows.items():
             at = {c: [curve[c - 1] for curve in curves] for c in checkpoints}
             med = [statistics.median(at[c]) for c in checkpoints]
@@ -137,7 +139,7 @@ def main():
              med60[(name, "kestrel tpe_liar4")] / k,
              med60[(name, "kestrel tpe_liar4")] / med60[(name, "optuna tpe_liar4")]]
         print(f"| {name} | " + " | ".join(f"{v:.2f}" for v in r) + " |")
-    print(f"\nmedian simple regret at {checkpoints[-1]} trials, {seeds} seeds; goals: <= 0.5, <= 1.1, <= 1.1, <= 1.1")
+    print(f"\nmedian simple regret at {checkpoints[-1]} trials, seeds {first}-{first + seeds - 1}; goals: <= 0.5, <= 1.1, <= 1.1, <= 1.1")
 
 
 if __name__ == "__main__":
