@@ -767,7 +767,8 @@ test('system: a worker row with a ticking heartbeat, availability, failures and 
     const stats = kestrelJson('stats')
     await page.goto(`${base}/#/system`)
     await waitText('breaker-state', stats.breaker.open ? 'open' : 'closed')
-    assert.equal(await textOf('availability'), `${(100 * stats.availability).toFixed(2)} %`)
+    // Availability is a figure only once a job finished (issue 33 finding 6: "—", not "0.00 %").
+    assert.equal(await textOf('availability'), stats.finished > 0 ? `${(100 * stats.availability).toFixed(2)} %` : '—')
     assert.equal(await textOf('jobs-total'), `${stats.jobs} / ${stats.attempts}`)
     await byTest('no-failures').waitFor({ timeout: WAIT })
     // The UI holds a read-only token: Reset is off and says why.
@@ -885,7 +886,9 @@ test('writes: a bad submit value shows the CLI\'s message at its field; a valid 
   await waitText(`job-state-${newId}`, 'queued') // the queue lists it
 
   await page.goto(`${base}/#/jobs/${newId}`)
+  // Cancel asks first (issue 33 finding 6): the confirmation's button cancels.
   await byTest('job-cancel').click()
+  await byTest('cancel-confirm-yes').click()
   await waitText('job-state', 'cancelled')
   assert.equal(kestrelJson('jobs', 'show', String(newId)).job.state, 'cancelled')
   assert.equal(await byTest('job-cancel').count(), 0)
@@ -894,6 +897,7 @@ test('writes: a bad submit value shows the CLI\'s message at its field; a valid 
   assert.equal(kestrelJson('jobs', 'show', String(newId)).job.state, 'queued')
   await shot('job-retried')
   await byTest('job-cancel').click()
+  await byTest('cancel-confirm-yes').click()
   await waitText('job-state', 'cancelled')
 
   await page.goto(`${base}/#/models/shapes@v1`)
