@@ -30,8 +30,9 @@ constexpr std::array<FailureInfo, 22> kTable = {{
     {R::kOom, "oom", kTrainExitOom, K::kRetryable, "out of memory (torch or the allocator)"},
     {R::kStopped, "stopped", kTrainExitStopped, K::kRetryable,
      "SIGTERM/SIGINT: the step finished and weights/last.ckpt was written; resumable"},
-    {R::kEnvironment, "environment", kTrainExitEnvironment, K::kRetryable,
-     "this machine cannot run the job as configured (device=N without CUDA)"},
+    {R::kEnvironment, "environment", kTrainExitEnvironment, K::kInfrastructure,
+     "this host cannot run it: a library fails to load (exit 127), CUDA init fails, illegal instruction "
+     "(SIGILL), the worker's doctor fails; the retry goes to another host, K of them quarantine the host"},
     {R::kKilled, "killed", -1, K::kRetryable, "the child died of SIGKILL"},
     {R::kCrashed, "crashed", -1, K::kRetryable, "the child died of another signal"},
     {R::kHung, "hung", -1, K::kRetryable, "supervisor: no progress line for hang_timeout"},

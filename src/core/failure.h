@@ -26,7 +26,8 @@
 // | 6    | io_error          | retryable      | file I/O failed, disk full                  |
 // | 7    | oom               | retryable      | out of memory (torch, allocator)            |
 // | 8    | stopped           | retryable      | SIGTERM/SIGINT: checkpoint written          |
-// | 9    | environment       | retryable      | this machine cannot run it (no CUDA)        |
+// | 9    | environment       | infrastructure | this host cannot run it (no CUDA, a library |
+// |      |                   |                | fails to load: exit 127, SIGILL); elsewhere |
 // | -    | killed, crashed   | retryable      | SIGKILL / another signal                    |
 // | -    | hung, timeout     | retryable      | supervisor: no progress / wall-clock limit  |
 // | -    | lease_expired, worker_lost, worker_stopped, host_lost | infrastructure | store / worker |

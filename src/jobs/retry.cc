@@ -8,7 +8,14 @@ namespace {
 
 FailureReason ReasonFromExit(int exit_code, int signal) {
   if (signal == SIGKILL) return FailureReason::kKilled;
+  // An instruction this CPU lacks (a build for AVX-512 on an AVX2 host) is
+  // the host's, not the job's: another host may run it.
+  if (signal == SIGILL) return FailureReason::kEnvironment;
   if (signal != 0) return FailureReason::kCrashed;
+  // The dynamic loader's exit when a library is missing or does not load
+  // ("error while loading shared libraries"), and the runner's when exec
+  // fails: the program cannot start on this host.
+  if (exit_code == kExitCannotStart) return FailureReason::kEnvironment;
   // Exit 0 without success means a verdict came with a reason; without one
   // it is unexplained.
   const FailureReason r = ReasonForExitCode(exit_code);

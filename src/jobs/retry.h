@@ -39,6 +39,14 @@ struct Classification {
   FailureReason reason = FailureReason::kError;
 };
 
+// The exit code of a child that could not start: the dynamic loader's when a
+// shared library is missing or fails to load, and the process runner's
+// when exec fails. Classified `environment` (docs/failure-behaviour.md).
+inline constexpr int kExitCannotStart = 127;
+
+// An empty reason: SIGILL and exit 127 are `environment` (the host cannot
+// run the program), SIGKILL `killed`, other signals `crashed`, an exit code
+// its table row (core/failure.h).
 Classification ClassifyFailure(const FailureInput& in);
 
 // A failed outcome for `reason` with the class and budget of its table row

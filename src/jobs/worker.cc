@@ -124,6 +124,9 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
   }
   if (o.store_retry_max_ms <= 0) return bad("store_retry_max_ms", "must be > 0");
   if (o.webhook_drain_ms < 0) return bad("webhook_drain_ms", "must be >= 0");
+  if (o.quarantine_after < 1) return bad("quarantine-after", "must be >= 1");
+  if (o.fingerprint_hash.empty() != o.fingerprint_json.empty())
+    return bad("fingerprint", "the fingerprint's JSON and hash come together");
   if (o.webhooks) KESTREL_RETURN_IF_ERROR(ValidateWebhookOptions(o.webhook));
   KESTREL_RETURN_IF_ERROR(ValidateSupervisorOptions(o.supervisor));
   return ValidateBreakerOptions(o.breaker);
@@ -202,10 +205,85 @@ int64_t Worker::GpuUsedMb(int index) const {
   return pool_.UsedMb(index);
 }
 
+bool Worker::Draining() const {
+  MutexLock l(mu_);
+  return control_.draining;
+}
+
+bool Worker::Quarantined() const {
+  MutexLock l(mu_);
+  return control_.quarantined;
+}
+
+Result<bool> Worker::HeldBack(store::MetadataStore& store, int64_t now_ms) {
+  if (!control_fresh_ || now_ms - control_refreshed_ms_ >= options_.poll_ms) {
+    KESTREL_ASSIGN_OR_RETURN(store::WorkerControl c, store.GetWorkerControl(options_.id, options_.host));
+    if (c.draining != control_.draining) {
+      spdlog::info("worker {}: {}", options_.id,
+                   c.draining ? "draining: claiming nothing more, exiting when the running attempts end"
+                              : "undrained: claiming again");
+    }
+    if (c.quarantined != control_.quarantined) {
+      if (c.quarantined) {
+        spdlog::warn(
+            "worker {}: host {} is quarantined, claiming nothing (kestrel workers unquarantine {}): {}",
+            options_.id, options_.host, options_.host, c.reason);
+      } else {
+        spdlog::info("worker {}: host {} is no longer quarantined: claiming again", options_.id,
+                     options_.host);
+      }
+    }
+    control_ = std::move(c);
+    control_fresh_ = true;
+    control_refreshed_ms_ = now_ms;
+  }
+  return control_.draining || control_.quarantined;
+}
+
+bool Worker::DrainDone() {
+  MutexLock l(mu_);
+  if (!control_.draining || busy_ > 0) return false;
+  if (!done_) spdlog::info("worker {}: drained: nothing running; exiting", options_.id);
+  done_ = true;
+  return true;
+}
+
+Result<bool> Worker::ExcludedHere(store::MetadataStore& store, const store::JobRecord& job) {
+  if (job.attempt == 0) return false;
+  KESTREL_ASSIGN_OR_RETURN(auto attempts, store.ListAttempts(job.id));
+  for (const auto& a : attempts) {
+    if (a.host == options_.host && a.reason == FailureReasonToken(FailureReason::kEnvironment) &&
+        a.ended_ms > control_.cleared_ms) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Worker::NoteEnvironmentFailure(store::MetadataStore& store, const std::string& message) {
+  auto h = store.RecordEnvironmentFailure(options_.host, message, options_.quarantine_after, NowMs());
+  if (!h.IsOk()) {
+    spdlog::warn("worker {}: counting an environment failure of host {} failed: {}", options_.id,
+                 options_.host, h.GetStatus().ToString());
+    return;
+  }
+  spdlog::warn("worker {}: environment failure {} of {} on host {}: {}", options_.id, h->env_failures,
+               options_.quarantine_after, options_.host, message);
+  if (h->quarantined_ms > 0) {
+    MutexLock l(mu_);
+    control_.quarantined = true;
+    control_.reason = h->quarantine_reason;
+    control_fresh_ = false;  // the next claim reads the store again
+    spdlog::warn("worker {}: host {} is quarantined, claiming nothing (kestrel workers unquarantine {}): {}",
+                 options_.id, options_.host, options_.host, h->quarantine_reason);
+  }
+}
+
 Status Worker::Run(const std::atomic<bool>& stop) {
   KESTREL_RETURN_IF_ERROR(ValidateWorkerOptions(options_));
   std::unique_ptr<store::MetadataStore> store;
   store::WorkerRecord rec{options_.id, options_.host, DevicesJson(options_.devices), NowMs(), NowMs()};
+  rec.fingerprint = options_.fingerprint_hash;
   int64_t next_heartbeat = NowMs();
   auto heartbeat = [&] {
     if (NowMs() < next_heartbeat) return;
@@ -223,6 +301,30 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     if (!s.IsOk()) spdlog::warn("worker {}: registering failed (will retry): {}", options_.id, s.ToString());
   };
   heartbeat();
+  if (store && !options_.fingerprint_hash.empty()) {
+    Status s = store->PutFingerprint(options_.fingerprint_hash, options_.fingerprint_json, NowMs());
+    if (!s.IsOk()) spdlog::warn("worker {}: storing its fingerprint failed: {}", options_.id, s.ToString());
+  }
+  if (options_.preflight) {
+    // The doctor's checks before any claim: a host that cannot run jobs
+    // refuses them instead of failing each one (docs/jobs.md "Doctor").
+    Status pre = options_.preflight();
+    if (!pre.IsOk()) {
+      if (!store) {
+        if (auto s = open_store_(); s.IsOk()) store = std::move(*s);
+      }
+      if (store) NoteEnvironmentFailure(*store, "doctor: " + pre.Message());
+      if (store) {
+        rec.heartbeat_ms = NowMs();
+        rec.stopped_ms = rec.heartbeat_ms;
+        if (Status s = store->UpsertWorker(rec); !s.IsOk())
+          spdlog::warn("worker {}: marking it stopped failed: {}", options_.id, s.ToString());
+      }
+      return Status::FailedPrecondition("worker " + options_.id +
+                                        " claims nothing: its doctor check failed: " + pre.Message())
+          .WithReason(FailureReason::kEnvironment);
+    }
+  }
   // Webhook delivery runs beside the slots on its own connection and thread;
   // the store lease makes exactly one process deliver at a time.
   std::unique_ptr<WebhookDispatcher> webhooks;
@@ -314,6 +416,7 @@ void Worker::SlotLoop() {
       RunAttempt(*store, claim);
       continue;
     }
+    if (DrainDone()) break;
     if (options_.exit_when_idle) {
       auto idle = IdleDone(*store);
       if (!idle.IsOk()) {
@@ -344,6 +447,8 @@ Result<bool> Worker::TryClaim(store::MetadataStore& store, Claim* out) {
     }
   }
   if (DiskTooFull(store, now)) return false;
+  KESTREL_ASSIGN_OR_RETURN(bool held, HeldBack(store, now));
+  if (held) return false;
   store::ClaimRequest req;
   req.worker = options_.id;
   req.host = options_.host;
@@ -351,6 +456,7 @@ Result<bool> Worker::TryClaim(store::MetadataStore& store, Claim* out) {
   req.now_ms = now;
   req.lease_ms = options_.lease_ms;
   req.allow_retries = !breaker_.IsOpen();
+  req.fingerprint = options_.fingerprint_hash;
   if (req.devices.empty()) return false;
   auto c = store.ClaimJob(req);
   if (!c.IsOk()) {
@@ -423,13 +529,23 @@ Result<bool> Worker::IdleDone(store::MetadataStore& store) {
   KESTREL_RETURN_IF_ERROR(RefreshBreaker(breaker_, store));
   breaker_fresh_ = true;
   breaker_refreshed_ms_ = NowMs();
+  KESTREL_ASSIGN_OR_RETURN(bool held, HeldBack(store, NowMs()));
+  if (held) {
+    // Quarantined (a drain ends in DrainDone): nothing here may run.
+    spdlog::info("worker {}: idle, {}; exiting", options_.id,
+                 control_.quarantined ? "the host is quarantined" : "draining");
+    done_ = true;
+    return true;
+  }
   store::JobFilter f;
   f.states = {store::JobState::kQueued};
   if (!breaker_.IsOpen()) f.states.push_back(store::JobState::kFailedRetryable);
   f.limit = 100000;
   KESTREL_ASSIGN_OR_RETURN(auto waiting, store.ListJobs(f));
   for (const auto& j : waiting) {
-    if (Fits(j, options_.devices)) return false;
+    if (!Fits(j, options_.devices)) continue;
+    KESTREL_ASSIGN_OR_RETURN(bool excluded, ExcludedHere(store, j));
+    if (!excluded) return false;
   }
   spdlog::info("worker {}: idle, nothing left that fits this worker; exiting", options_.id);
   done_ = true;
@@ -527,6 +643,17 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
           FailedOutcome(FailureReason::kWorkerLost, "cannot start the child: " + run.GetStatus().ToString());
     } else {
       outcome = GateOutcome(*run, job, options_.kinds);
+      if (!outcome.success && outcome.reason == FailureReason::kEnvironment && !spec.log_path.empty()) {
+        // The loader's own words ("error while loading shared libraries:
+        // libX.so ...") are the finding an operator needs: the log's last line.
+        if (auto log = env_.ReadFile(spec.log_path, 64 * 1024); log.IsOk()) {
+          std::string text = *log;
+          while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+          const size_t nl = text.rfind('\n');
+          const std::string last = nl == std::string::npos ? text : text.substr(nl + 1);
+          if (!last.empty()) outcome.message += "; log: " + last.substr(0, 300);
+        }
+      }
       if (stopped_by_worker && !outcome.success) {
         store::AttemptOutcome stopped = FailedOutcome(
             FailureReason::kWorkerStopped, "worker " + options_.id + " stopped; " + outcome.message);
@@ -539,6 +666,9 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     }
   }
   Complete(store, job, outcome);
+  if (!outcome.success && outcome.reason == FailureReason::kEnvironment) {
+    NoteEnvironmentFailure(store, "job " + ids + " attempt " + attempt + ": " + outcome.message);
+  }
   MutexLock l(mu_);
   pool_.Release(claim.token);
   --busy_;

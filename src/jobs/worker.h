@@ -114,6 +114,19 @@ struct WorkerOptions {
   // are its own to log; it must not throw. Unset = nothing.
   std::function<void(store::MetadataStore& store, const store::JobRecord& job, int64_t now_ms)>
       on_job_succeeded;
+  // The environment (docs/jobs.md "Environment fingerprint", "Quarantine and
+  // drain"). The fingerprint's JSON and its hash ("" = none): stored once
+  // (MetadataStore::PutFingerprint), named on the worker's row at start and
+  // on every attempt it claims.
+  std::string fingerprint_json, fingerprint_hash;
+  // Runs once before the first claim (the CLI: `kestrel doctor`'s checks).
+  // An error counts as an environment failure of `host` and Run() returns
+  // it without claiming anything. Unset = no check.
+  std::function<Status()> preflight;
+  // Environment failures of this host (every worker and job on it, counted in
+  // the store) that quarantine it: it claims nothing until `kestrel workers
+  // unquarantine HOST`. >= 1.
+  int quarantine_after = 3;
 };
 
 Status ValidateWorkerOptions(const WorkerOptions& o);
@@ -149,6 +162,10 @@ class Worker {
   bool LowDisk() const;
   // Memory reserved on GPU `index` right now.
   int64_t GpuUsedMb(int index) const;
+  // The last drain / quarantine state read from the store (refreshed before
+  // claims, every poll_ms).
+  bool Draining() const;
+  bool Quarantined() const;
 
  private:
   struct Claim;
@@ -157,6 +174,15 @@ class Worker {
   Result<bool> IdleDone(store::MetadataStore& store) EXCLUDES(mu_);
   // The watermark check before a claim: true = do not claim.
   bool DiskTooFull(store::MetadataStore& store, int64_t now_ms) REQUIRES(mu_);
+  // Reads the drain and quarantine state (every poll_ms); true = do not claim.
+  Result<bool> HeldBack(store::MetadataStore& store, int64_t now_ms) REQUIRES(mu_);
+  // A draining worker with nothing running is done (Run() returns OK).
+  bool DrainDone() EXCLUDES(mu_);
+  // Whether an environment failure keeps `job` off this host (the store's
+  // claim rule, for IdleDone).
+  Result<bool> ExcludedHere(store::MetadataStore& store, const store::JobRecord& job) REQUIRES(mu_);
+  // Counts an environment failure of this host in the store; logs a quarantine.
+  void NoteEnvironmentFailure(store::MetadataStore& store, const std::string& message) EXCLUDES(mu_);
   void RunAttempt(store::MetadataStore& store, const Claim& claim) EXCLUDES(mu_);
   void Complete(store::MetadataStore& store, const store::JobRecord& job,
                 const store::AttemptOutcome& outcome) EXCLUDES(mu_);
@@ -184,6 +210,9 @@ class Worker {
   bool low_disk_unpublished_ GUARDED_BY(mu_) = false;  // the last change is not in the store yet
   bool disk_probe_failing_ GUARDED_BY(mu_) = false;
   DiskSpace last_disk_ GUARDED_BY(mu_);
+  store::WorkerControl control_ GUARDED_BY(mu_);
+  bool control_fresh_ GUARDED_BY(mu_) = false;
+  int64_t control_refreshed_ms_ GUARDED_BY(mu_) = 0;
   int64_t claims_ GUARDED_BY(mu_) = 0;
   int busy_ GUARDED_BY(mu_) = 0;
   int slots_running_ GUARDED_BY(mu_) = 0;

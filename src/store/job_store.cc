@@ -32,7 +32,7 @@ const std::string& PgEventInsert() {
 
 constexpr const char* kAttemptColumns =
     "job_id, attempt, worker, host, pid, started_at, ended_at, exit_code, signal, succeeded, stage, "
-    "failure_class, infra, reason, message, detected_at";
+    "failure_class, infra, reason, message, detected_at, fingerprint";
 constexpr const char* kLiveStates = "('queued', 'running', 'failed_retryable')";
 
 std::string JoinMs(const std::vector<int64_t>& v) {
@@ -84,6 +84,15 @@ JobRecord ReadJob(const SqlRow& r) {
   j.result_json = r.Text(22);
   j.last_reason = r.Text(23);
   j.spec.min_map50 = std::strtod(r.Text(24).c_str(), nullptr);
+  j.spec.name = r.Text(25);
+  // tags_json is written by LabelJob only (an array of strings); anything
+  // else reads as no tags.
+  const auto tags = nlohmann::json::parse(r.Text(26), nullptr, false);
+  if (tags.is_array()) {
+    for (const auto& t : tags)
+      if (t.is_string()) j.tags.push_back(t.get<std::string>());
+  }
+  j.note = r.Text(27);
   return j;
 }
 
@@ -107,6 +116,7 @@ AttemptRecord ReadAttempt(const SqlRow& r) {
   a.reason = r.Text(13);
   a.message = r.Text(14);
   a.detected_ms = r.Int(15);
+  a.fingerprint = r.Text(16);
   return a;
 }
 
@@ -267,11 +277,12 @@ Result<JobRecord> SqlStore::InsertJob(const JobSpec& spec, const std::string& ke
       conn_->Exec(
           std::string("INSERT INTO jobs (") + kJobColumns +
               ") VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, '', 0, $7, $8, 0, $9, 0, $10, $11, $12, "
-              "$13, $7, $7, 0, '', '', $14) ON CONFLICT DO NOTHING",
+              "$13, $7, $7, 0, '', '', $14, $15, '[]', '') ON CONFLICT DO NOTHING",
           {id, spec.spec_json, spec.config_json, spec.dataset_version, static_cast<int64_t>(spec.priority),
            key, now_ms, static_cast<int64_t>(spec.retry.max_retries),
            static_cast<int64_t>(spec.retry.max_infra_retries), JoinMs(spec.retry.backoff_ms),
-           spec.device_kind, spec.device_memory_mb, spec.wall_clock_limit_ms, DoubleText(spec.min_map50)}));
+           spec.device_kind, spec.device_memory_mb, spec.wall_clock_limit_ms, DoubleText(spec.min_map50),
+           spec.name}));
   if (n == 0) {
     KESTREL_ASSIGN_OR_RETURN(auto again, conn_->Query(live, {key}));
     if (again.empty()) {
@@ -376,10 +387,21 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
   // only uses a partial index whose predicate is a term of the query);
   // PostgreSQL locks each with SKIP LOCKED (held to COMMIT; the one not
   // taken is released then).
+  // A job that failed with an `environment` failure on this host since the
+  // host was last unquarantined is not this host's to run (docs/jobs.md
+  // "Quarantine and drain"): its retry goes elsewhere. `x.job_id = jobs.id`
+  // walks the attempts' primary key, a few rows per job.
+  const auto excluded = [](const char* host_param) {
+    return std::string(
+               " AND NOT EXISTS (SELECT 1 FROM attempts x WHERE x.job_id = jobs.id AND x.reason = "
+               "'environment' AND x.host = ") +
+           host_param + " AND x.ended_at > COALESCE((SELECT h.cleared_at FROM hosts h WHERE h.host = " +
+           host_param + "), 0))";
+  };
   const std::string fit =
       " AND ((device_kind = 'cpu' AND device_memory_mb <= $2) OR"
-      " (device_kind = 'gpu' AND device_memory_mb <= $3)) ORDER BY priority, id LIMIT 1" +
-      std::string(conn_->ForUpdateSkipLocked());
+      " (device_kind = 'gpu' AND device_memory_mb <= $3))" +
+      excluded("$4") + " ORDER BY priority, id LIMIT 1" + std::string(conn_->ForUpdateSkipLocked());
   const std::string sql = std::string("WITH r AS (SELECT ") + kJobColumns +
                           " FROM jobs WHERE state IN ('queued', 'failed_retryable') AND " + ready +
                           " AND not_before <= $1" + fit + "), e AS (SELECT " + kJobColumns +
@@ -408,19 +430,22 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
         "WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(" + std::to_string(kEventLock) +
         ")), c AS (SELECT id AS cid FROM jobs WHERE state IN ('queued', 'failed_retryable') AND " + ready +
         " AND not_before <= $1::bigint AND ((device_kind = 'cpu' AND device_memory_mb <= $2::bigint) OR"
-        " (device_kind = 'gpu' AND device_memory_mb <= $3::bigint)) AND NOT EXISTS (SELECT 1 FROM jobs x"
+        " (device_kind = 'gpu' AND device_memory_mb <= $3::bigint))" +
+        excluded("$6::text") +
+        " AND NOT EXISTS (SELECT 1 FROM jobs x"
         " WHERE x.state = 'running' AND x.lease_until <= $1::bigint) ORDER BY priority, id LIMIT 1"
         " FOR UPDATE SKIP LOCKED), u AS (UPDATE jobs SET state = 'running', attempt = attempt + 1,"
         " lease_owner = $4::text, lease_until = $5::bigint, updated_at = $1::bigint FROM c WHERE id = c.cid"
         " RETURNING " +
         std::string(kJobColumns) + "), a AS (INSERT INTO attempts (" + kAttemptColumns +
-        ") SELECT id, attempt, $4::text, $6::text, 0, $1::bigint, 0, 0, 0, 0, '', '', 0, '', '', 0 FROM u),"
+        ") SELECT id, attempt, $4::text, $6::text, 0, $1::bigint, 0, 0, 0, 0, '', '', 0, '', '', 0, $7::text FROM u),"
         " e AS (INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) SELECT"
         " nextval('event_ids'), u.id, u.attempt, 'state', '{\"attempt\":' || u.attempt ||"
         " ',\"state\":\"running\"}', $1::bigint FROM u, l) SELECT " +
         kJobColumns + " FROM u";
     KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(fast_sql, {req.now_ms, cpu_mem, gpu_mem, req.worker,
-                                                                req.now_ms + req.lease_ms, req.host}));
+                                                                req.now_ms + req.lease_ms, req.host,
+                                                                req.fingerprint}));
     if (!rows.empty()) {
       place(ReadJob(rows[0]));
       return out;
@@ -430,7 +455,7 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
   Status st = InTransaction([&]() -> Status {
     found = false;
     while (true) {
-      KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(sql, {req.now_ms, cpu_mem, gpu_mem}));
+      KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(sql, {req.now_ms, cpu_mem, gpu_mem, req.host}));
       if (rows.empty()) return {};
       JobRecord job = ReadJob(rows[0]);
       if (rows.size() > 1) {
@@ -452,8 +477,8 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
       KESTREL_RETURN_IF_ERROR(SaveJob(job));
       KESTREL_RETURN_IF_ERROR(
           conn_->ExecLater(std::string("INSERT INTO attempts (") + kAttemptColumns +
-                               ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '', 0)",
-                           {job.id, job.attempt, req.worker, req.host, req.now_ms}));
+                               ") VALUES ($1, $2, $3, $4, 0, $5, 0, 0, 0, 0, '', '', 0, '', '', 0, $6)",
+                           {job.id, job.attempt, req.worker, req.host, req.now_ms, req.fingerprint}));
       KESTREL_RETURN_IF_ERROR(StateEvent(job, req.now_ms));
       place(std::move(job));
       found = true;
@@ -532,6 +557,20 @@ Result<JobRecord> SqlStore::CancelJob(int64_t job_id, int64_t now_ms) {
     job.updated_ms = now_ms;
     KESTREL_RETURN_IF_ERROR(SaveJob(job));
     return StateEvent(job, now_ms);
+  });
+  if (!st.IsOk()) return st;
+  return job;
+}
+
+Result<JobRecord> SqlStore::LabelJob(int64_t job_id, const JobLabelChange& change) {
+  JobRecord job;
+  Status st = InTransaction([&]() -> Status {
+    KESTREL_ASSIGN_OR_RETURN(job, LoadJob(job_id, true));
+    if (change.name) job.spec.name = *change.name;
+    if (change.tags) job.tags = *change.tags;
+    if (change.note) job.note = *change.note;
+    return conn_->ExecLater("UPDATE jobs SET name = $1, tags_json = $2, note = $3 WHERE id = $4",
+                            {job.spec.name, DumpJson(nlohmann::json(job.tags)), job.note, job_id});
   });
   if (!st.IsOk()) return st;
   return job;
@@ -657,11 +696,12 @@ Status SqlStore::UpsertWorker(const WorkerRecord& w) {
   return InTransaction([&]() -> Status {
     return conn_
         ->Exec(
-            "INSERT INTO workers(id, host, devices_json, started_at, heartbeat_at, stopped_at) VALUES ($1, "
-            "$2, $3, $4, $5, $6) "
+            "INSERT INTO workers(id, host, devices_json, started_at, heartbeat_at, stopped_at, fingerprint) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7) "
             "ON CONFLICT (id) DO UPDATE SET host = excluded.host, devices_json = excluded.devices_json, "
-            "heartbeat_at = excluded.heartbeat_at, stopped_at = excluded.stopped_at",
-            {w.id, w.host, w.devices_json, w.started_ms, w.heartbeat_ms, w.stopped_ms})
+            "heartbeat_at = excluded.heartbeat_at, stopped_at = excluded.stopped_at, "
+            "fingerprint = excluded.fingerprint",
+            {w.id, w.host, w.devices_json, w.started_ms, w.heartbeat_ms, w.stopped_ms, w.fingerprint})
         .GetStatus();
   });
 }
@@ -670,10 +710,13 @@ Result<std::vector<WorkerRecord>> SqlStore::ListWorkers() {
   KESTREL_ASSIGN_OR_RETURN(
       auto rows,
       conn_->Query(
-          "SELECT id, host, devices_json, started_at, heartbeat_at, stopped_at FROM workers ORDER BY id",
+          "SELECT id, host, devices_json, started_at, heartbeat_at, stopped_at, fingerprint, drain_at FROM "
+          "workers ORDER BY id",
           {}));
   std::vector<WorkerRecord> out;
-  for (const auto& r : rows) out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Int(4), r.Int(5)});
+  for (const auto& r : rows) {
+    out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Int(3), r.Int(4), r.Int(5), r.Text(6), r.Int(7)});
+  }
   return out;
 }
 

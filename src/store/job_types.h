@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ struct JobSpec {
   // attempt (`quality_gate`); 0 = none. Column `min_map50` (migration 10;
   // before it, a key of config_json).
   double min_map50 = 0;
+  // The run's name as people call it (column `name`, migration 17): set at
+  // submit (app::SubmitJob: "shapes v1 · n · 10 epochs" unless given),
+  // changed by LabelJob; "" for jobs stored before the column. Not part of
+  // the dedup key.
+  std::string name;
 };
 
 struct JobRecord {
@@ -70,6 +76,18 @@ struct JobRecord {
   int64_t created_ms = 0, updated_ms = 0, finished_ms = 0;
   std::string result_json;  // committed by the successful attempt
   std::string last_reason;  // reason of the last failure ("" if none)
+  // Labels people attach after submit (LabelJob; columns tags_json and note,
+  // migration 17): tags in the order added, no duplicates; a free-text note.
+  std::vector<std::string> tags;
+  std::string note;
+};
+
+// A change of a job's labels (MetadataStore::LabelJob); each field unset =
+// unchanged. The store writes what it is given: app::LabelJob validates.
+struct JobLabelChange {
+  std::optional<std::string> name;
+  std::optional<std::vector<std::string>> tags;
+  std::optional<std::string> note;
 };
 
 struct AttemptRecord {
@@ -88,6 +106,10 @@ struct AttemptRecord {
   FailureClass failure_class = FailureClass::kNone;
   bool infrastructure = false;  // worker lost, lease expired: separate budget
   std::string reason, message;
+  // The hash of the environment fingerprint the attempt ran in (the
+  // worker's, ClaimRequest::fingerprint; its fields: GetFingerprint). ""
+  // for attempts of workers older than migration 15 or without one.
+  std::string fingerprint;
 };
 
 // What a worker reports when an attempt ends.
@@ -119,6 +141,8 @@ struct ClaimRequest {
   int64_t lease_ms = 90'000;
   // false while the circuit breaker is open: failed_retryable jobs wait.
   bool allow_retries = true;
+  // Recorded on the new attempt (AttemptRecord::fingerprint); may be "".
+  std::string fingerprint;
 };
 
 struct ClaimedJob {
@@ -142,6 +166,38 @@ struct WorkerRecord {
   // When the worker exited gracefully (its last write); 0 while it runs.
   // UpsertWorker stores it as given, so a heartbeat (0) clears a stop.
   int64_t stopped_ms = 0;
+  // The hash of the worker's environment fingerprint at its start ("" when
+  // it has none); UpsertWorker stores it as given.
+  std::string fingerprint;
+  // When `kestrel workers drain ID` asked this worker to drain (0 = not
+  // asked). Only SetDrain writes it: UpsertWorker leaves it alone.
+  int64_t drain_ms = 0;
+};
+
+// A host's standing (docs/jobs.md "Quarantine and drain"): its environment
+// failures and whether it is quarantined or drained. A row exists once a
+// host had an environment failure or was drained by name.
+struct HostRecord {
+  std::string host;
+  // Environment failures since the host was last unquarantined (never
+  // reset by a success: a broken host that sometimes works stays suspect).
+  int64_t env_failures = 0;
+  int64_t quarantined_ms = 0;     // 0 = not quarantined
+  std::string quarantine_reason;  // "" unless quarantined
+  std::string last_failure;       // the last environment failure's message
+  int64_t drain_ms = 0;           // `kestrel workers drain HOST`: 0 = not draining
+  // The last unquarantine: environment failures of this host's attempts that
+  // ended before it no longer keep their jobs off the host.
+  int64_t cleared_ms = 0;
+  int64_t updated_ms = 0;
+};
+
+// What a worker must know before it claims (MetadataStore::GetWorkerControl).
+struct WorkerControl {
+  bool draining = false;     // its own row or its host is drained
+  bool quarantined = false;  // its host is quarantined
+  std::string reason;        // the quarantine reason, "" otherwise
+  int64_t cleared_ms = 0;    // the host's HostRecord::cleared_ms
 };
 
 // What a job list is sorted by (docs/jobs.md "List"), each with the job id
@@ -161,6 +217,9 @@ struct JobFilter {
   std::string kind;                     // "" = all; else the config's kind ("train" when it names none)
   std::string dataset;                  // "" = all; else jobs on any version of this dataset
   std::string dataset_version;          // "" = all; else jobs on this version id
+  // "" = all; else jobs whose name, one of the tags or the note contains
+  // this text (ASCII letters compared without case).
+  std::string search;
   JobSort sort = JobSort::kCreated;
   bool descending = true;
   // Keyset cursor: only jobs after the job with this id in the sort order

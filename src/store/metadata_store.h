@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "store/checkpoint_types.h"
 #include "store/job_types.h"
 #include "store/model_types.h"
 #include "store/study_types.h"
@@ -106,6 +107,10 @@ class MetadataStore {
   // Queued/failed_retryable/running -> cancelled (a running worker learns it
   // when its next RenewLease fails). kFailedPrecondition when finished.
   virtual Result<JobRecord> CancelJob(int64_t job_id, int64_t now_ms) = 0;
+  // Sets the fields of `change` that are set (name, tags, note), in any
+  // state; the job's state, times and dedup key are untouched. kNotFound
+  // naming `job` for an unknown id. Returns the job as stored after.
+  virtual Result<JobRecord> LabelJob(int64_t job_id, const JobLabelChange& change) = 0;
   // Manual retry of a finished failed/cancelled job with a fresh budget.
   // kAlreadyExists when an identical job is live meanwhile.
   virtual Result<JobRecord> RetryJob(int64_t job_id, int64_t now_ms) = 0;
@@ -127,6 +132,48 @@ class MetadataStore {
   virtual Status UpsertWorker(const WorkerRecord& w) = 0;
   virtual Result<std::vector<WorkerRecord>> ListWorkers() = 0;
   virtual Result<JobStats> Stats() = 0;
+
+  // ---- hosts: quarantine and drain (docs/jobs.md "Quarantine and drain";
+  // records in job_types.h), and environment fingerprints.
+
+  // Counts an environment failure of `host` (an attempt classed
+  // `environment`, or the worker's doctor failing at start) with its
+  // message; when the count since the last unquarantine reaches
+  // `quarantine_after` (>= 1) the host is quarantined with a reason naming
+  // the count and the message. One transaction; returns the host as it now is.
+  virtual Result<HostRecord> RecordEnvironmentFailure(const std::string& host, const std::string& message,
+                                                      int quarantine_after, int64_t now_ms) = 0;
+  // Lifts a quarantine and resets the count; kNotFound for a host the store
+  // has no row for.
+  virtual Result<HostRecord> UnquarantineHost(const std::string& host, int64_t now_ms) = 0;
+  // Drains (drain=true) or undrains `target`: a worker id when a worker has
+  // that id, else a host that some worker registered from or that has a host
+  // row (every worker of it, also ones started later). Returns the ids of the
+  // registered workers it applies to; kNotFound when `target` is neither.
+  virtual Result<std::vector<std::string>> SetDrain(const std::string& target, bool drain, int64_t now_ms) = 0;
+  virtual Result<std::vector<HostRecord>> ListHosts() = 0;
+  // Whether `worker` on `host` may claim: drained (its row or its host) and
+  // quarantined (its host). Unknown ids and hosts are neither.
+  virtual Result<WorkerControl> GetWorkerControl(const std::string& worker, const std::string& host) = 0;
+  // Stores a fingerprint's JSON under its hash (idempotent: an existing hash
+  // is kept as it is).
+  virtual Status PutFingerprint(const std::string& hash, const std::string& json, int64_t now_ms) = 0;
+  // kNotFound for a hash never stored.
+  virtual Result<std::string> GetFingerprint(const std::string& hash) = 0;
+
+  // ---- job checkpoints shared between hosts (docs/disk.md "Job checkpoints
+  // on S3"; only with an artifact store that SharesJobFiles()).
+
+  // Records `checkpoint_json` (the attempt's newest checkpoint as the
+  // uploader describes it: keys, sha256s, epoch) as the resume point the
+  // attempt reached. Fenced like RecordAttemptPid, in one conditional
+  // UPDATE: kAborted, changing nothing, when the attempt ended or was
+  // re-claimed, so a stale attempt's checkpoint never becomes the job's
+  // resume point. The default (a store without the column) is kFailedPrecondition.
+  virtual Status RecordCheckpoint(int64_t job_id, int64_t attempt, const std::string& checkpoint_json,
+                                  int64_t now_ms);
+  // The job's attempts that recorded a checkpoint, newest attempt first.
+  virtual Result<std::vector<CheckpointRecord>> ListCheckpoints(int64_t job_id);
 
   // ---- settings: small named values shared by every process on the store
   // (e.g. "breaker.reset_ms", "webhook.cursor.<hash>"). kNotFound when unset.

@@ -292,6 +292,46 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "  updated_at BIGINT NOT NULL,"
           "  PRIMARY KEY (study_id, number))",
       },
+      // 15: hosts, quarantine, drain and environment fingerprints (issue 31,
+      // docs/jobs.md "Quarantine and drain", "Environment fingerprint"): a
+      // host row counts its environment failures and carries its quarantine
+      // and a host-wide drain; a worker row its own drain and the hash of
+      // its fingerprint; an attempt the hash it ran under; the fingerprints
+      // themselves once per hash.
+      {
+          "CREATE TABLE hosts ("
+          "  host TEXT PRIMARY KEY,"
+          "  env_failures BIGINT NOT NULL DEFAULT 0,"
+          "  quarantined_at BIGINT NOT NULL DEFAULT 0,"
+          "  quarantine_reason TEXT NOT NULL DEFAULT '',"
+          "  last_failure TEXT NOT NULL DEFAULT '',"
+          "  drain_at BIGINT NOT NULL DEFAULT 0,"
+          "  cleared_at BIGINT NOT NULL DEFAULT 0,"
+          "  updated_at BIGINT NOT NULL)",
+          "ALTER TABLE workers ADD COLUMN drain_at BIGINT NOT NULL DEFAULT 0",
+          "ALTER TABLE workers ADD COLUMN fingerprint TEXT NOT NULL DEFAULT ''",
+          "ALTER TABLE attempts ADD COLUMN fingerprint TEXT NOT NULL DEFAULT ''",
+          "CREATE TABLE fingerprints ("
+          "  hash TEXT PRIMARY KEY,"
+          "  json TEXT NOT NULL,"
+          "  created_at BIGINT NOT NULL)",
+      },
+      // 16: an attempt's newest checkpoint on a shared artifact store (issue
+      // 31, docs/disk.md "Job checkpoints on S3"): its JSON (keys, sha256s,
+      // epoch) and when it was recorded; '' = none.
+      {
+          "ALTER TABLE attempts ADD COLUMN checkpoint TEXT NOT NULL DEFAULT ''",
+          "ALTER TABLE attempts ADD COLUMN checkpoint_at BIGINT NOT NULL DEFAULT 0",
+      },
+      // 17: runs people can tell apart (issue 33, docs/jobs.md "Names, tags
+      // and notes"): a name (app::SubmitJob gives one from data, model and
+      // epochs; older jobs keep ''), tags as a JSON array of strings, and a
+      // free-text note, all changed by LabelJob.
+      {
+          "ALTER TABLE jobs ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+          "ALTER TABLE jobs ADD COLUMN tags_json TEXT NOT NULL DEFAULT '[]'",
+          "ALTER TABLE jobs ADD COLUMN note TEXT NOT NULL DEFAULT ''",
+      },
   };
   // NOLINTEND(bugprone-suspicious-missing-comma)
   return kMigrations;

@@ -41,6 +41,11 @@ TEST(ClassifyTest, FollowsTheIssueTable) {
       {{kTrainExitStopped, 0, FailureStage::kTrain, ""}, FailureClass::kRetryable, false, "stopped"},
       {{1, 0, FailureStage::kTrain, "worker_stopped"}, FailureClass::kRetryable, true, "worker_stopped"},
       {{1, 0, FailureStage::kTrain, "lease_expired"}, FailureClass::kRetryable, true, "lease_expired"},
+      // The host's, not the job's (issue 31): the infrastructure budget, not the retries.
+      {{kExitCannotStart, 0, FailureStage::kNone, ""}, FailureClass::kRetryable, true, "environment"},
+      {{0, SIGILL, FailureStage::kTrain, ""}, FailureClass::kRetryable, true, "environment"},
+      {{kTrainExitEnvironment, 0, FailureStage::kBuild, ""}, FailureClass::kRetryable, true, "environment"},
+      {{1, 0, FailureStage::kTrain, "environment"}, FailureClass::kRetryable, true, "environment"},
   };
   for (const auto& c : cases) {
     Classification got = ClassifyFailure(c.in);

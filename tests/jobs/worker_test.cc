@@ -18,6 +18,7 @@
 #include "core/fault_env.h"
 #include "core/safetensors.h"
 #include "jobs/fake_process_runner.h"
+#include "jobs/retry.h"
 
 namespace kestrel::jobs {
 namespace {
@@ -72,6 +73,9 @@ class HookedStore final : public store::MetadataStore {
   }
   Result<store::JobRecord> CancelJob(int64_t job, int64_t now) override { return in_->CancelJob(job, now); }
   Result<store::JobRecord> RetryJob(int64_t job, int64_t now) override { return in_->RetryJob(job, now); }
+  Result<store::JobRecord> LabelJob(int64_t job, const store::JobLabelChange& c) override {
+    return in_->LabelJob(job, c);
+  }
   Result<store::JobRecord> GetJob(int64_t job) override { return in_->GetJob(job); }
   Result<std::vector<store::JobRecord>> ListJobs(const store::JobFilter& f) override {
     return in_->ListJobs(f);
@@ -88,6 +92,24 @@ class HookedStore final : public store::MetadataStore {
   Status UpsertWorker(const store::WorkerRecord& w) override { return in_->UpsertWorker(w); }
   Result<std::vector<store::WorkerRecord>> ListWorkers() override { return in_->ListWorkers(); }
   Result<store::JobStats> Stats() override { return in_->Stats(); }
+  Result<store::HostRecord> RecordEnvironmentFailure(const std::string& h, const std::string& m, int k,
+                                                     int64_t now) override {
+    return in_->RecordEnvironmentFailure(h, m, k, now);
+  }
+  Result<store::HostRecord> UnquarantineHost(const std::string& h, int64_t now) override {
+    return in_->UnquarantineHost(h, now);
+  }
+  Result<std::vector<std::string>> SetDrain(const std::string& t, bool d, int64_t now) override {
+    return in_->SetDrain(t, d, now);
+  }
+  Result<std::vector<store::HostRecord>> ListHosts() override { return in_->ListHosts(); }
+  Result<store::WorkerControl> GetWorkerControl(const std::string& w, const std::string& h) override {
+    return in_->GetWorkerControl(w, h);
+  }
+  Status PutFingerprint(const std::string& h, const std::string& j, int64_t now) override {
+    return in_->PutFingerprint(h, j, now);
+  }
+  Result<std::string> GetFingerprint(const std::string& h) override { return in_->GetFingerprint(h); }
   Result<std::string> GetSetting(const std::string& n) override { return in_->GetSetting(n); }
   Status PutSetting(const std::string& n, const std::string& v, int64_t now) override {
     return in_->PutSetting(n, v, now);
@@ -722,6 +744,112 @@ TEST_F(WorkerTest, RssStaysFlatOver200Jobs) {
   std::printf("[ worker ] RSS after 20 jobs %lld KiB, after 200 jobs %lld KiB\n",
               static_cast<long long>(before), static_cast<long long>(after));
   EXPECT_LT(after - before, 4 * 1024) << "the worker's memory grows with the number of jobs it ran";
+}
+
+// ---- environment failures, quarantine, drain (issue 31; docs/jobs.md
+// "Quarantine and drain")
+
+FakeChildScript CannotLoad() {
+  FakeChildScript s;
+  s.exit_at_ms = 5;
+  s.exit.exit_code = kExitCannotStart;  // the dynamic loader's exit
+  return s;
+}
+
+TEST_F(WorkerTest, LoaderFailuresSpendNoRetriesAndQuarantineTheHostAfterK) {
+  options_.exit_when_idle = true;
+  options_.host = "broken";
+  options_.fingerprint_json = R"({"os":"test"})";
+  options_.fingerprint_hash = "fp-broken";
+  const int64_t a = Submit("a"), b = Submit("b"), c = Submit("c"), d = Submit("d");
+  for (int i = 0; i < 3; ++i) runner_.Push(CannotLoad());
+  auto counters = RunWorker();
+  // Three jobs failed here once each (none twice: each is excluded from this
+  // host after its environment failure), then the host is quarantined and
+  // the worker exits idle with the fourth job still queued.
+  EXPECT_EQ(counters.claimed, 3);
+  EXPECT_TRUE(worker_->Quarantined());
+  for (int64_t id : {a, b, c}) {
+    auto j = Job(id);
+    EXPECT_EQ(j.state, JobState::kFailedRetryable) << id;
+    EXPECT_EQ(j.retries_used, 0) << "environment failures do not spend the job's retries";
+    EXPECT_EQ(j.infra_retries_used, 1);
+    auto at = Attempts(id);
+    ASSERT_EQ(at.size(), 1u);
+    EXPECT_EQ(at[0].reason, "environment");
+    EXPECT_EQ(at[0].host, "broken");
+    EXPECT_EQ(at[0].fingerprint, "fp-broken");
+  }
+  EXPECT_EQ(Job(d).state, JobState::kQueued);
+  auto hosts = db_->ListHosts();
+  ASSERT_TRUE(hosts.IsOk());
+  ASSERT_EQ(hosts->size(), 1u);
+  EXPECT_EQ((*hosts)[0].env_failures, 3);
+  EXPECT_GT((*hosts)[0].quarantined_ms, 0);
+  EXPECT_EQ(*db_->GetFingerprint("fp-broken"), options_.fingerprint_json);
+
+  // A healthy host runs all four; the quarantined one claims nothing.
+  options_.host = "healthy";
+  options_.id = "w2";
+  for (int i = 0; i < 4; ++i) runner_.Push(Success());
+  auto healthy = RunWorker();
+  EXPECT_EQ(healthy.succeeded, 4);
+  for (int64_t id : {a, b, c, d}) EXPECT_EQ(Job(id).state, JobState::kSucceeded) << id;
+}
+
+TEST_F(WorkerTest, AFailingPreflightCountsAnEnvironmentFailureAndClaimsNothing) {
+  options_.host = "h";
+  options_.preflight = [] { return Status::FailedPrecondition("libtorch_cpu.so does not load"); };
+  const int64_t id = Submit("a");
+  StoreFactory factory = [this]() { return store::MetadataStore::Open(url_); };
+  Worker w(factory, runner_, clock_, options_);
+  std::atomic<bool> never{false};
+  Status s = w.Run(never);
+  EXPECT_EQ(s.Code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.Message().find("libtorch_cpu.so"), std::string::npos) << s.ToString();
+  EXPECT_EQ(Job(id).state, JobState::kQueued);
+  EXPECT_TRUE(runner_.Children().empty());
+  auto hosts = db_->ListHosts();
+  ASSERT_TRUE(hosts.IsOk());
+  ASSERT_EQ(hosts->size(), 1u);
+  EXPECT_EQ((*hosts)[0].env_failures, 1);
+}
+
+TEST_F(WorkerTest, ADrainedWorkerFinishesItsRunningJobClaimsNothingAndExits) {
+  options_.devices = *ParseDevices("cpu");
+  const int64_t first = Submit("a"), second = Submit("b");
+  store::WorkerRecord rec;
+  rec.id = "w1";
+  rec.host = "test";
+  ASSERT_TRUE(db_->UpsertWorker(rec).IsOk());
+  // The drain arrives while the first job runs (its child's first progress
+  // line: the worker renews leases only on heartbeats, so the hook runs on
+  // the slot thread before the second claim).
+  auto hooks = std::make_shared<HookedStore::Hooks>();
+  int claims = 0;
+  hooks->before_claim = [&]() -> Status {
+    if (++claims == 1) {
+      auto d = db_->SetDrain("w1", true, Now());
+      EXPECT_TRUE(d.IsOk());
+    }
+    return {};
+  };
+  runner_.Push(Success());
+  runner_.Push(Success());
+  auto c = RunWorker(hooks);  // returns: a drained worker exits (OK) without exit_when_idle
+  EXPECT_EQ(c.succeeded, 1);
+  EXPECT_TRUE(worker_->Draining());
+  EXPECT_EQ(Job(first).state, JobState::kSucceeded);
+  EXPECT_EQ(Job(second).state, JobState::kQueued);
+  auto workers = db_->ListWorkers();
+  ASSERT_TRUE(workers.IsOk());
+  EXPECT_GT((*workers)[0].stopped_ms, 0);
+  // undrain: the same worker id claims again.
+  ASSERT_TRUE(db_->SetDrain("w1", false, Now()).IsOk());
+  options_.exit_when_idle = true;
+  auto again = RunWorker();
+  EXPECT_EQ(again.succeeded, 1);
+  EXPECT_EQ(Job(second).state, JobState::kSucceeded);
 }
 
 }  // namespace

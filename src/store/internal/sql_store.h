@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,7 @@ class SqlStore final : public MetadataStore {
   Result<JobRecord> CompleteAttempt(int64_t job_id, int64_t attempt, const std::string& worker,
                                     const AttemptOutcome& outcome, int64_t now_ms) override;
   Result<JobRecord> CancelJob(int64_t job_id, int64_t now_ms) override;
+  Result<JobRecord> LabelJob(int64_t job_id, const JobLabelChange& change) override;
   Result<JobRecord> RetryJob(int64_t job_id, int64_t now_ms) override;
   Result<JobRecord> GetJob(int64_t job_id) override;
   Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
@@ -50,7 +52,19 @@ class SqlStore final : public MetadataStore {
   Result<std::vector<EventRecord>> ReadEvents(int64_t after_id, int64_t job_id, int limit) override;
   Status UpsertWorker(const WorkerRecord& w) override;
   Result<std::vector<WorkerRecord>> ListWorkers() override;
+  Result<HostRecord> RecordEnvironmentFailure(const std::string& host, const std::string& message,
+                                              int quarantine_after, int64_t now_ms) override;
+  Result<HostRecord> UnquarantineHost(const std::string& host, int64_t now_ms) override;
+  Result<std::vector<std::string>> SetDrain(const std::string& target, bool drain, int64_t now_ms) override;
+  Result<std::vector<HostRecord>> ListHosts() override;
+  Result<WorkerControl> GetWorkerControl(const std::string& worker, const std::string& host) override;
+  Status PutFingerprint(const std::string& hash, const std::string& json, int64_t now_ms) override;
+  Result<std::string> GetFingerprint(const std::string& hash) override;
   Result<JobStats> Stats() override;
+  // Job checkpoints (checkpoint_store.cc).
+  Status RecordCheckpoint(int64_t job_id, int64_t attempt, const std::string& checkpoint_json,
+                          int64_t now_ms) override;
+  Result<std::vector<CheckpointRecord>> ListCheckpoints(int64_t job_id) override;
   Result<std::string> GetSetting(const std::string& name) override;
   Status PutSetting(const std::string& name, const std::string& value, int64_t now_ms) override;
   Result<bool> CompareAndSetSetting(const std::string& name, const std::optional<std::string>& expected,
@@ -131,6 +145,8 @@ class SqlStore final : public MetadataStore {
   // Closes the attempt of a running job whose lease expired; returns the job
   // as it now is (failed_retryable to be claimed, or failed_permanent).
   Result<JobRecord> ExpireLease(JobRecord job, int64_t now_ms);
+  // host_store.cc: the host row of `host` (locked on PostgreSQL), or nullopt.
+  Result<std::optional<HostRecord>> LoadHost(const std::string& host, bool lock);
 
   std::unique_ptr<SqlConn> conn_;
 };
