@@ -1,4 +1,4 @@
-// The job page's chart panels (web/src/chartGroups.js) alone: every series
+// The job page's chart panels (web/src/chartGroups.js), ETA and attempt helpers alone: every series
 // the metrics route lists lands in a panel by prefix, the x-axis conversions
 // (epoch / step / wall time) and the tooltip's 4 significant digits.
 import { test } from 'node:test'
@@ -40,4 +40,41 @@ test('tooltip numbers have 4 significant digits', () => {
   assert.equal(sig4(1234.5678), '1235')
   assert.equal(sig4(2), '2')
   assert.equal(sig4(null), '—')
+})
+
+// The job page's other helpers: the smoothed ETA (web/src/eta.js) and the
+// attempt outcome text (web/src/attempts.js).
+import { createEtaSmoother, fmtEta } from '../../web/src/eta.js'
+import { attemptFailureText, attemptOutcome } from '../../web/src/attempts.js'
+
+test('the ETA follows a lasting change but not a single swing', () => {
+  const eta = createEtaSmoother()
+  assert.equal(eta.update(86, 0, 1), 86)
+  const swung = eta.update(384, 1000, 1)
+  assert.ok(swung > 100 && swung < 160, `one 384 s report moves it to ${swung}`)
+  const back = eta.update(147, 2000, 1)
+  assert.ok(Math.abs(back - swung) < 15, `then 147: ${back}`)
+  // It counts down between reports, never below 0.
+  assert.equal(eta.at(1000 * 1e6), 0)
+  // A new attempt starts over.
+  assert.equal(eta.update(500, 3000, 2), 500)
+  // A lasting change comes through.
+  let v = 0
+  for (let i = 0; i < 30; i++) v = eta.update(100, 4000 + i, 2)
+  assert.ok(Math.abs(v - 100) < 5, `${v}`)
+  assert.equal(fmtEta(147), '2 min 27 s')
+  assert.equal(fmtEta(45), '45 s')
+  assert.equal(fmtEta(3900), '1 h 05 min')
+})
+
+test('a cancelled attempt is not a failure, and its text has no empty fields', () => {
+  const cancelled = { succeeded: false, ended_ms: 5, stage: '', failure_class: '', reason: 'cancelled', message: 'cancelled by the user' }
+  assert.deepEqual(attemptOutcome(cancelled), { text: 'cancelled', type: 'info' })
+  assert.equal(attemptFailureText(cancelled), 'cancelled by the user')
+  const oom = { succeeded: false, ended_ms: 5, stage: 'train', failure_class: 'retryable', reason: 'oom', message: 'CUDA out of memory' }
+  assert.deepEqual(attemptOutcome(oom), { text: 'failed', type: 'danger' })
+  assert.equal(attemptFailureText(oom), 'train / retryable: oom: CUDA out of memory')
+  assert.equal(attemptFailureText({ succeeded: false, ended_ms: 5, stage: '', failure_class: '', reason: 'lost', message: '' }), 'lost')
+  assert.deepEqual(attemptOutcome({ succeeded: false, ended_ms: 0 }), { text: 'running', type: 'primary' })
+  assert.equal(attemptFailureText({ succeeded: true, ended_ms: 5 }), '')
 })
