@@ -4,7 +4,10 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 
+#include "app/fingerprint.h"
+#include "app/job_labels.h"
 #include "app/templates.h"
 #include "core/json.h"
 #include "core/options.h"
@@ -106,6 +109,7 @@ Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64
     spec.dataset_version = r.version_id = draft.model_dataset_version;
     spec.config_json = DumpJson(draft.config);
     spec.spec_json = DumpJson(draft.typed);
+    if (spec.name.empty()) spec.name = DefaultJobName(draft.kind, "", 0, draft.config);
     KESTREL_ASSIGN_OR_RETURN(r.job, meta.SubmitJob(spec, now_ms, &r.created));
     return r;
   }
@@ -128,6 +132,7 @@ Result<SubmitResult> SubmitJob(store::MetadataStore& meta, JobDraft draft, int64
   spec.dataset_version = r.version_id;
   spec.config_json = DumpJson(draft.config);
   spec.spec_json = DumpJson(draft.typed);
+  if (spec.name.empty()) spec.name = DefaultJobName(draft.kind, r.dataset, version->seq, draft.config);
   KESTREL_ASSIGN_OR_RETURN(r.job, meta.SubmitJob(spec, now_ms, &r.created));
   return r;
 }
@@ -265,6 +270,11 @@ Result<store::JobFilter> JobListFilter(const JobListRequest& req) {
   if (f.limit < 1) return Bad("limit", "limit must be at least 1");
   if (req.before < 0) return Bad("before", "before must be a job id (a positive number)");
   if (req.offset < 0) return Bad("offset", "offset must be >= 0, got " + std::to_string(req.offset));
+  if (req.search.size() > kMaxJobNoteBytes)
+    return Bad("search", "search text is " + std::to_string(req.search.size()) + " bytes; at most " +
+                             std::to_string(kMaxJobNoteBytes));
+  if (!IsValidUtf8(req.search)) return Bad("search", "search text must be UTF-8");
+  f.search = req.search;
   f.after_id = req.before;
   f.offset = req.offset;
   return f;
@@ -342,6 +352,16 @@ Result<JobDetail> ShowJob(store::MetadataStore& meta, int64_t job_id) {
   JobDetail d;
   KESTREL_ASSIGN_OR_RETURN(d.job, meta.GetJob(job_id));
   KESTREL_ASSIGN_OR_RETURN(d.attempts, meta.ListAttempts(job_id));
+  for (const auto& a : d.attempts) {
+    if (!a.fingerprint.empty() && d.environments.count(a.fingerprint) == 0)
+      d.environments[a.fingerprint] = AttemptFingerprint(meta, a.fingerprint);
+  }
+  KESTREL_ASSIGN_OR_RETURN(auto names, NameDatasets(meta, {d.job}));
+  if (!names.empty()) d.dataset = names[0];
+  store::ModelFilter by_job;
+  by_job.job_id = job_id;
+  KESTREL_ASSIGN_OR_RETURN(auto models, meta.ListModels(by_job));
+  if (!models.empty()) d.model = models[0];
   return d;
 }
 
@@ -378,9 +398,13 @@ json JobJson(const store::JobRecord& j, bool detail) {
             {"gpu_mem", j.spec.device_memory_mb},
             {"dataset_version", j.spec.dataset_version},
             {"dedup_key", j.dedup_key},
+            {"name", j.spec.name},
+            {"tags", j.tags},
+            {"note", j.note},
             {"result", result}};
   if (detail) {
     v["config"] = JobConfigJson(j);
+    v["spec"] = ParsedOrText(j.spec.spec_json);  // the keys as typed ("clone with changes")
     v["wall_clock_limit_ms"] = j.spec.wall_clock_limit_ms;
   }
   return v;
@@ -407,13 +431,55 @@ json AttemptJson(const store::AttemptRecord& a) {
           {"failure_class", store::FailureClassName(a.failure_class)},
           {"infra", a.infrastructure},
           {"reason", a.reason},
-          {"message", a.message}};
+          {"message", a.message},
+          {"fingerprint", a.fingerprint.empty() ? json(nullptr) : json(a.fingerprint)}};
 }
 
 json JobDetailJson(const JobDetail& d) {
   json attempts = json::array();
   for (const auto& a : d.attempts) attempts.push_back(AttemptJson(a));
-  return {{"job", JobJson(d.job, true)}, {"attempts", attempts}};
+  json environments = json::object();
+  for (const auto& [hash, fields] : d.environments) environments[hash] = fields;
+  json v = {{"job", JobJson(d.job, true)}, {"attempts", attempts}, {"environments", environments}};
+  v["dataset"] = d.dataset.name.empty()
+                     ? json(nullptr)
+                     : json{{"name", d.dataset.name}, {"version", "v" + std::to_string(d.dataset.seq)}};
+  json model = nullptr;
+  if (d.model) {
+    model = {{"id", d.model->id},
+             {"name", d.model->name},
+             {"version", "v" + std::to_string(d.model->seq)},
+             {"map50", d.model->map50 ? json(*d.model->map50) : json(nullptr)},
+             {"map50_95", d.model->map50_95 ? json(*d.model->map50_95) : json(nullptr)}};
+  }
+  v["model"] = model;
+  return v;
+}
+
+Result<json> JobKindKeysJson(const std::string& kind, const JobKindTable& kinds) {
+  const JobKindSpec* spec = kinds.Find(kind);
+  if (spec == nullptr || !spec->keys)
+    return Status::NotFound("no job kind '" + EscapeInvalidUtf8(kind) + "'", {kRequestFile, 0, "kind"});
+  json keys = json::array();
+  auto add = [&keys](const OptionInfo& o, bool job_key) {
+    keys.push_back({{"key", o.key},
+                    {"type", o.type},
+                    {"range", o.range},
+                    {"default", o.default_text},
+                    {"help", o.help},
+                    {"job_key", job_key}});
+  };
+  std::unique_ptr<JobKeySchema> schema = spec->keys();
+  OptionSet command;
+  schema->Bind(command);
+  for (const auto& o : command.Describe()) {
+    if (schema->Refused(o.key).empty()) add(o, false);
+  }
+  jobs::JobKeys job_keys;
+  OptionSet job;
+  job_keys.Bind(job);
+  for (const auto& o : job.Describe()) add(o, true);
+  return json{{"ok", true}, {"kind", spec->name}, {"keys", std::move(keys)}};
 }
 
 json SubmitResultJson(const SubmitResult& r) {

@@ -17,7 +17,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,6 +116,8 @@ struct JobListRequest {
   // A dataset NAME (jobs on any of its versions) or NAME@REF (that version:
   // vN, latest, an id prefix); kInvalidArgument when it does not exist.
   std::string dataset;
+  // Jobs whose name, a tag or the note contains this text (store::JobFilter::search).
+  std::string search;
   std::string sort;    // created (default) | priority | state (store::JobSort)
   std::string order;   // asc | desc; "" = the sort's default: desc for created
                        // and priority (high first), asc for state (queued first)
@@ -154,10 +158,17 @@ Result<std::vector<store::JobRecord>> ListJobs(store::MetadataStore& meta, const
 // /api/jobs returns.
 nlohmann::json JobPageJson(const JobPage& page);
 
-// A job and its attempts (oldest first).
+// A job and its attempts (oldest first), the dataset version as the
+// registry names it (name "" when it has none) and the model the job
+// registered (none: not registered, or not a train job).
 struct JobDetail {
   store::JobRecord job;
   std::vector<store::AttemptRecord> attempts;
+  JobDatasetName dataset;
+  std::optional<store::ModelRecord> model;
+  // The environment fingerprints the attempts ran in, by hash
+  // (app/fingerprint.h; the JSON's "environments").
+  std::map<std::string, nlohmann::json> environments;
 };
 Result<JobDetail> ShowJob(store::MetadataStore& meta, int64_t job_id);
 
@@ -170,8 +181,10 @@ Result<store::JobRecord> RetryJob(store::MetadataStore& meta, int64_t job_id, in
 // The one JSON view of a job: id, kind, state, attempt, priority,
 // retries_used, infra_retries_used, max_retries, last_reason, created_ms,
 // updated_ms, finished_ms, not_before_ms, lease_owner, lease_until_ms,
-// device, gpu_mem, dataset_version, dedup_key, result (object or null), and
-// with `detail` also config (JobConfigJson) and wall_clock_limit_ms.
+// device, gpu_mem, dataset_version, dedup_key, name, tags, note (job_labels.h),
+// result (object or null), and
+// with `detail` also config (JobConfigJson), spec (the keys as submitted,
+// the job's spec_json) and wall_clock_limit_ms.
 nlohmann::json JobJson(const store::JobRecord& job, bool detail);
 // A job's stored config with its min_map50 (a job column since migration 10)
 // added as the key "min_map50": the config as submit stored it before, which
@@ -183,8 +196,17 @@ nlohmann::json JobConfigJson(const store::JobRecord& job);
 // ended_ms, detected_ms, exit_code, signal, succeeded, stage,
 // failure_class, infra, reason, message.
 nlohmann::json AttemptJson(const store::AttemptRecord& a);
-// {"job": JobJson(detail), "attempts": [AttemptJson...]} (`jobs show`).
+// {"job": JobJson(detail), "attempts": [AttemptJson...], "dataset": {"name",
+// "version": "vN"} or null, "model": {"id", "name", "version", "map50",
+// "map50_95"} or null} (`jobs show`).
 nlohmann::json JobDetailJson(const JobDetail& d);
+// The keys a job of `kind` takes at submit, for a form: the kind's command
+// keys the submitter may set (JobKeySchema::Refused ones left out), then the
+// job keys (jobs::JobKeys), each {"key", "type", "range", "default", "help",
+// "job_key": bool}, in binding order: {"ok", "kind", "keys": [...]}
+// (GET /api/job-kinds/{kind}/keys). kNotFound naming `kind` for a kind the
+// table does not have.
+Result<nlohmann::json> JobKindKeysJson(const std::string& kind, const JobKindTable& kinds = JobKinds());
 // {"ok": true, "job_id", "created", "dedup_key"} (`submit`).
 nlohmann::json SubmitResultJson(const SubmitResult& r);
 

@@ -178,6 +178,8 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddJobCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel jobs samples ID [--epoch E]` under `jobs` (app/job_media.h).
 void AddJobSamplesCommand(CLI::App& jobs, Context& ctx, int* exit_code);
+// `kestrel jobs rename|tag|note ID ...` under `jobs` (app/job_labels.h).
+void AddJobLabelCommands(CLI::App& jobs, Context& ctx, int* exit_code);
 // `kestrel gc` and `kestrel du` (torch-free; docs/disk.md).
 void AddDiskCommands(CLI::App& app, Context& ctx, int* exit_code);
 // The worker's success hook `then`, followed by the job's checkpoint

@@ -310,6 +310,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   list->add_option("--kind", lr->kind, "only this kind: " + KindList());
   list->add_option("--priority", lr->priority, "only these priorities, comma-separated (high, normal, low)");
   list->add_option("--dataset", lr->dataset, "only jobs on this dataset: NAME (any version) or NAME@VERSION");
+  list->add_option("--search", lr->search, "only jobs whose name, a tag or the note contains this text");
   list->add_option("--sort", lr->sort, "created (default), priority or state");
   list->add_option("--order", lr->order,
                    "asc or desc (default: desc for created and priority, asc for state)");
@@ -342,15 +343,17 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
     std::ostringstream t;
     t << std::left << std::setw(6) << "ID" << std::setw(18) << "STATE" << std::setw(8) << "ATTEMPT"
       << std::setw(8) << "PRIO" << std::setw(static_cast<int>(dataset_w)) << "DATASET" << std::setw(9)
-      << "RETRIES" << std::setw(21) << "CREATED"
-      << "LAST REASON\n";
+      << "RETRIES" << std::setw(21) << "CREATED" << std::setw(24) << "LAST REASON"
+      << "NAME\n";
     for (size_t i = 0; i < list->size(); ++i) {
       const store::JobRecord& j = (*list)[i];
       t << std::left << std::setw(6) << j.id << std::setw(18) << store::JobStateName(j.state) << std::setw(8)
         << j.attempt << std::setw(8) << store::JobPriorityName(j.spec.priority)
         << std::setw(static_cast<int>(dataset_w)) << datasets[i] << std::setw(9)
         << (std::to_string(j.retries_used) + "+" + std::to_string(j.infra_retries_used)) << std::setw(21)
-        << FormatMs(j.created_ms) << j.last_reason << "\n";
+        << FormatMs(j.created_ms) << std::setw(24) << j.last_reason << j.spec.name;
+      for (size_t k = 0; k < j.tags.size(); ++k) t << (k ? " " : " [") << j.tags[k];
+      t << (j.tags.empty() ? "\n" : "]\n");
     }
     if (list->empty()) t.str("no jobs\n");
     if (page->next_cursor > 0)
@@ -434,6 +437,7 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
   cancel->callback(Callback(ctx, exit_code, [change, cancel_id] { return change(*cancel_id, true); }));
   retry->callback(Callback(ctx, exit_code, [change, retry_id] { return change(*retry_id, false); }));
   AddJobSamplesCommand(*jobs, ctx, exit_code);
+  AddJobLabelCommands(*jobs, ctx, exit_code);
 }
 
 // ---- stats, breaker

@@ -22,6 +22,7 @@
 #include "server/api_evaluations.h"
 #include "server/api_exports.h"
 #include "server/api_job_media.h"
+#include "server/api_job_run.h"
 #include "server/api_jobs.h"
 #include "server/api_metrics.h"
 #include "server/api_studies.h"
@@ -335,6 +336,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddStudyRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddJobRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddJobMediaRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddJobRunRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetUploadRoutes(r, ctx));
   const json doc = OpenApiDocument(r);

@@ -34,6 +34,14 @@ Status AddJobRoutes(Router& router, ApiContext& ctx) {
         return JsonResponse(doc);
       }));
   KESTREL_RETURN_IF_ERROR(router.Add(
+      "GET", "/api/job-kinds/{kind}/keys",
+      {"The keys a job of this kind takes at submit, with type, range, default and help (the submit "
+       "dialog's key list; `kestrel submit kind=KIND --help`)"},
+      [](const Request&, const PathParams& p) {
+        auto doc = app::JobKindKeysJson(p.at("kind"));
+        return doc.IsOk() ? JsonResponse(*doc) : ErrorResponse(doc.GetStatus());
+      }));
+  KESTREL_RETURN_IF_ERROR(router.Add(
       "GET", "/api/jobs",
       {"Jobs filtered and sorted by the store, a page at a time (`kestrel jobs list`); page with before= "
        "(the response's next_cursor) or offset=",
@@ -43,6 +51,7 @@ Status AddJobRoutes(Router& router, ApiContext& ctx) {
         {"kind", "only this kind (a row of the job-kind table: GET /api/job-kinds): " + KindList()},
         {"priority", "only these priorities, comma-separated (high, normal, low)"},
         {"dataset", "only jobs on this dataset: NAME (any version) or NAME@VERSION"},
+        {"search", "only jobs whose name, a tag or the note contains this text (ASCII case ignored)"},
         {"sort", "created (default), priority or state"},
         {"order", "asc or desc (default: desc for created and priority, asc for state)"},
         {"before", "a job id: the jobs after it in this order (the previous page's next_cursor)"},
@@ -64,6 +73,7 @@ Status AddJobRoutes(Router& router, ApiContext& ctx) {
         r.kind = QueryText(req, "kind");
         r.priority = QueryText(req, "priority");
         r.dataset = QueryText(req, "dataset");
+        r.search = QueryText(req, "search");
         r.sort = QueryText(req, "sort");
         r.order = QueryText(req, "order");
         auto page = app::ListJobPage(ctx.meta, r);

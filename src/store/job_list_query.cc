@@ -68,6 +68,20 @@ std::string JobWhere(const JobFilter& f, SqlDialect dialect, SqlParams* params) 
     terms.push_back("dataset_version IN (SELECT version_id FROM dataset_versions WHERE dataset = " +
                     param(f.dataset) + ")");
   if (!f.dataset_version.empty()) terms.push_back("dataset_version = " + param(f.dataset_version));
+  if (!f.search.empty()) {
+    // A substring of the name, the tags (their JSON text: tags hold no
+    // quote or backslash, app::LabelJob) or the note; LIKE's wildcards in
+    // the text are escaped with '!'. LOWER folds ASCII alike in both SQLs.
+    std::string pattern = "%";
+    for (char c : f.search) {
+      if (c == '%' || c == '_' || c == '!') pattern += '!';
+      pattern += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    }
+    pattern += '%';
+    const std::string k = param(pattern);
+    terms.push_back("(LOWER(name) LIKE " + k + " ESCAPE '!' OR LOWER(tags_json) LIKE " + k +
+                    " ESCAPE '!' OR LOWER(note) LIKE " + k + " ESCAPE '!')");
+  }
   std::string out;
   for (size_t i = 0; i < terms.size(); ++i) out += (i ? " AND " : " WHERE ") + terms[i];
   return out;

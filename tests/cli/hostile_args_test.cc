@@ -430,6 +430,18 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"jobs", "samples", "1", "--epoch", "../" + X},
       {"jobs", "cancel", H},
       {"jobs", "retry", X},
+      // jobs rename|tag|note, list --search (issue 33): refused naming the field, nothing stored
+      {"jobs", "rename", X, "n"},
+      {"jobs", "rename", "1", ""},
+      {"jobs", "rename", "1", X},
+      {"jobs", "rename", "424242", "n"},
+      {"jobs", "tag", "1", "has space"},
+      {"jobs", "tag", "1", X},
+      {"jobs", "tag", H, "t"},
+      {"jobs", "note", "-1", "x"},
+      {"jobs", "note", "1", std::string(9000, 'a')},
+      {"jobs", "note", "1", X},
+      {"jobs", "list", "--search", X},
       // stats, breaker
       {"stats", X},
       {"breaker"},

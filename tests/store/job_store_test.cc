@@ -705,6 +705,64 @@ TEST_P(JobStoreTest, ListJobsFiltersSortsAndPagesFromACursor) {
   EXPECT_EQ(*store_->CountJobs(f), 0);
 }
 
+// Issue 33: a run's name (given at submit, outside the dedup key), tags and
+// note are set by LabelJob without touching its state or times, survive a
+// reopen, and the list's search finds a job by any of them, case-folded,
+// with LIKE's wildcards taken literally.
+TEST_P(JobStoreTest, LabelJobSetsNameTagsAndNoteAndTheListSearchesThem) {
+  JobSpec spec = Spec(R"({"epochs":3})");
+  spec.name = "shapes v1 · n · 3 epochs";
+  const JobRecord a = Submit(spec);
+  EXPECT_EQ(a.spec.name, "shapes v1 · n · 3 epochs");
+  EXPECT_TRUE(a.tags.empty());
+  JobSpec renamed = spec;
+  renamed.name = "other";
+  EXPECT_EQ(Submit(renamed).id, a.id) << "the name is not part of the dedup key";
+  const JobRecord b = Submit(Spec(R"({"epochs":4})"));
+  const JobRecord c = Submit(Spec(R"({"epochs":5})"));
+
+  JobLabelChange change;
+  change.tags = std::vector<std::string>{"baseline", "lr-sweep"};
+  change.note = "Mosaic off after 100% of the epochs";
+  auto labelled = store_->LabelJob(b.id, change);
+  ASSERT_TRUE(labelled.IsOk()) << labelled.GetStatus().ToString();
+  EXPECT_EQ(labelled->tags, (std::vector<std::string>{"baseline", "lr-sweep"}));
+  EXPECT_EQ(labelled->state, JobState::kQueued);
+  EXPECT_EQ(labelled->updated_ms, b.updated_ms);
+  JobLabelChange name_only;
+  name_only.name = "Best_Run";
+  ASSERT_TRUE(store_->LabelJob(c.id, name_only).IsOk());
+  EXPECT_EQ(store_->LabelJob(999, name_only).GetStatus().Code(), StatusCode::kNotFound);
+
+  store_ = Open();
+  const JobRecord b2 = *store_->GetJob(b.id);
+  EXPECT_EQ(b2.tags, (std::vector<std::string>{"baseline", "lr-sweep"}));
+  EXPECT_EQ(b2.note, "Mosaic off after 100% of the epochs");
+  EXPECT_EQ(b2.spec.name, "");
+  EXPECT_EQ(store_->GetJob(c.id)->spec.name, "Best_Run");
+
+  auto ids = [&](const std::string& text) {
+    JobFilter f;
+    f.search = text;
+    f.descending = false;
+    std::vector<int64_t> out;
+    auto jobs = store_->ListJobs(f);
+    EXPECT_TRUE(jobs.IsOk()) << jobs.GetStatus().ToString();
+    if (jobs.IsOk())
+      for (const auto& j : *jobs) out.push_back(j.id);
+    EXPECT_EQ(*store_->CountJobs(f), static_cast<int64_t>(out.size()));
+    return out;
+  };
+  EXPECT_EQ(ids("SHAPES V1"), (std::vector<int64_t>{a.id}));
+  EXPECT_EQ(ids("lr-sw"), (std::vector<int64_t>{b.id}));
+  EXPECT_EQ(ids("mosaic"), (std::vector<int64_t>{b.id}));
+  EXPECT_EQ(ids("100%"), (std::vector<int64_t>{b.id}));
+  EXPECT_EQ(ids("t_r"), (std::vector<int64_t>{c.id})) << "'_' is literal";
+  EXPECT_EQ(ids("%"), (std::vector<int64_t>{b.id})) << "'%' is literal";
+  EXPECT_TRUE(ids("nothing").empty());
+  EXPECT_EQ(ids("").size(), 3u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, JobStoreTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& info) { return info.param; });
 

@@ -13,7 +13,7 @@ inline constexpr const char* kJobColumns =
     "id, spec_json, config_json, dataset_version, priority, dedup_key, state, attempt, lease_owner, "
     "lease_until, not_before, max_retries, retries_used, max_infra_retries, infra_retries_used, backoff_ms, "
     "device_kind, device_memory_mb, wall_clock_limit_ms, created_at, updated_at, finished_at, result_json, "
-    "last_reason, min_map50";
+    "last_reason, min_map50, name, tags_json, note";
 
 // A JobRecord from a row of kJobColumns (job_store.cc).
 JobRecord ReadJob(const SqlRow& r);
