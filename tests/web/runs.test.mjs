@@ -228,6 +228,8 @@ test('home page and job links: running progress, finished runs, breaker and disk
   assert.match(await textOf('home-finished'), /cancelled/)
   await waitContains('home-breaker-state', 'closed')
   await waitContains('home-disk-state', 'ok')
+  assert.match(await textOf('home-finished'), /cancelled\s+shapes v1\s+—\s+—/) // never ran: no duration
+  await page.waitForTimeout(700) // the progress bar's width transition (0.6 s), for the screenshot
   await shot('runs-home')
   await page.unrouteAll()
 

@@ -19,14 +19,15 @@ export function bestMap(job) {
 }
 
 // Seconds a job took: its training epochs' seconds when the result has them,
-// else submit to finish (null while it has not finished).
+// else submit to finish (null while it has not finished, or when it never
+// ran: cancelled while queued).
 export function durationSeconds(job) {
   const epochs = job?.result?.epochs
   if (Array.isArray(epochs) && epochs.length) {
     const s = epochs.reduce((a, e) => a + (Number(e.seconds) || 0), 0)
     if (s > 0) return s
   }
-  if (job?.finished_ms && job?.created_ms) return Math.max(0, (job.finished_ms - job.created_ms) / 1000)
+  if (job?.finished_ms && job?.created_ms && job.attempt > 0) return Math.max(0, (job.finished_ms - job.created_ms) / 1000)
   return null
 }
 
