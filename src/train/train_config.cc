@@ -199,6 +199,7 @@ Status TrainConfig::Validate() const {
   KESTREL_RETURN_IF_ERROR(optimizer.Validate());
   data::LoaderOptions sized = loader;
   if (sized.batch == kAutoBatch) sized.batch = 1;  // the loader's own rules, with any concrete batch
+  sized.shuffle = !sized.rect;                     // as the trainer sets it: rect batches are never shuffled
   KESTREL_RETURN_IF_ERROR(sized.Validate());
   return {};
 }

@@ -101,6 +101,11 @@ struct TrainSummary {
   int oom_retries = 0;
   int micro_batch = 0;
   std::vector<EpochRecord> history;
+  // The epoch whose weights (weights/best.*) the final validation scored,
+  // as the reference's final validation of best.pt: the per-class table
+  // printed at the end, the plots and val_batch*_labels/pred.jpg grids are
+  // that validation's. 0 = none (stopped, diverged, or nothing validated).
+  int final_val_epoch = 0;
   // How the run ended as a failure reason: kNone (completed, early-stopped),
   // kDiverged, kStopped (checkpoint written, resumable), kError (halted).
   FailureReason Failure() const;

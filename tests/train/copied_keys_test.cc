@@ -159,8 +159,10 @@ TEST(CopiedKeysTest, FreezeTakesACountOrAListOfLayers) {
 }
 
 TEST(CopiedKeysTest, TheReferencesSpecialValuesAreAccepted) {
-  const TrainConfig c = Parsed({"patience=0", "save_period=-1", "workers=0", "time=0.5"});
+  // rect=true trains on rectangular batches (the trainer turns shuffle off); it used to be refused.
+  const TrainConfig c = Parsed({"patience=0", "save_period=-1", "workers=0", "time=0.5", "rect=true"});
   EXPECT_TRUE(c.Validate().IsOk()) << c.Validate().ToString();
+  EXPECT_TRUE(c.loader.rect);
   EXPECT_EQ(c.patience, 0);
   EXPECT_EQ(c.save_period, -1);
   EXPECT_EQ(c.loader.workers, 0);

@@ -61,6 +61,7 @@ struct Run {
   std::string good_checkpoint;  // bytes of the last checkpoint written (rollback target)
   std::optional<eval::EvalResult> last_eval;
   int64_t consecutive_nonfinite = 0;
+  bool mosaic_open = true;  // the loader's mosaic in the epoch started last (the close is announced once)
   TrainSummary summary;
   std::ostream* out = nullptr;
   int64_t setup_steps = 0, setup_done = 0;  // Phase::kSetup progress
