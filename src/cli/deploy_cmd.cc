@@ -34,8 +34,12 @@ CommandResult RunDeployPredict(const Context& ctx, const app::PredictRequest& r)
   KESTREL_RETURN_IF_ERROR(app::CheckDevice(r.device));
   PredictConsole console(std::cerr, PredictConsole::IsTerminal(ctx), kPredictProgressEvery, std::cout,
                          r.stream, ctx.json);
-  Result<app::PredictResult> run = app::Predict(Env::Default(), r, {}, console.Sink());
+  app::PredictRequest req = r;
+  req.stop = InstallPredictStopHandlers();
+  Result<app::PredictResult> run = app::Predict(Env::Default(), req, {}, console.Sink());
   console.Finish();
+  if (!run.IsOk() && req.stop->load())
+    return CommandResult::Failed(run.GetStatus(), app::kPredictExitStopped);
   KESTREL_ASSIGN_OR_RETURN(app::PredictResult out, std::move(run));
   // Exit 1 when a file was skipped (kPredictExitHelp).
   return Output{app::PredictResultText(out), app::PredictResultJson(out), app::PredictExitCode(out)};

@@ -1,6 +1,7 @@
 // predict's console output while it runs (predict_console.h).
 #include "cli/predict_console.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include "core/json.h"
@@ -57,6 +58,30 @@ void PredictConsole::Finish() {
     progress_ << app::PredictProgressText(last_) << '\n' << std::flush;
   }
   drawn_ = false;
+}
+
+namespace {
+
+std::atomic<bool> g_predict_stop{false};
+
+extern "C" void OnPredictStopSignal(int sig) {
+  // Only async-signal-safe calls: a second signal while the run winds down
+  // takes the default action (the user insists).
+  if (g_predict_stop.exchange(true)) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+}
+
+}  // namespace
+
+const std::atomic<bool>* InstallPredictStopHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = OnPredictStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return &g_predict_stop;
 }
 
 }  // namespace kestrel::cli

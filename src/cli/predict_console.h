@@ -6,6 +6,7 @@
 // compact JSON object per line with --json). Torch-free.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -50,5 +51,13 @@ class PredictConsole {
 
 // The number of images/frames per piped progress line.
 inline constexpr int64_t kPredictProgressEvery = 100;
+
+// SIGINT (Ctrl-C) and SIGTERM end a running predict cleanly: the first one
+// raises the returned flag (pass it as app::PredictRequest::stop), so the
+// run finishes its batch, closes the annotated video and moves the run
+// folder in, and the command exits app::kPredictExitStopped; a second one
+// ends the process as the signal does. Process-wide, like `kestrel train`'s
+// handlers; the predict commands install them right before they run.
+const std::atomic<bool>* InstallPredictStopHandlers();
 
 }  // namespace kestrel::cli

@@ -14,7 +14,8 @@ namespace kestrel::cli {
 inline constexpr const char* kPredictExitHelp =
     "Exit status: 0 every image predicted; 1 a file could not be read or decoded (skipped, listed in "
     "\"skipped\" and the summary; the other images' outputs are written) or no image could be read at "
-    "all, or another failure; 2 bad command line.";
+    "all, or another failure; 2 bad command line; 130 stopped by Ctrl-C or SIGTERM (the run folder holds "
+    "what was predicted until then).";
 
 inline void BindPredictKeys(OptionSet& s, app::PredictRequest* r) {
   s.String("model", &r->model, "weights file (.safetensors, .pt) or an exported .onnx file");
