@@ -395,8 +395,9 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
     return std::string(
                " AND NOT EXISTS (SELECT 1 FROM attempts x WHERE x.job_id = jobs.id AND x.reason = "
                "'environment' AND x.host = ") +
-           host_param + " AND x.ended_at > COALESCE((SELECT h.cleared_at FROM hosts h WHERE h.host = " +
-           host_param + "), 0))";
+           host_param +
+           " AND x.ended_at > COALESCE((SELECT h.cleared_at FROM hosts h WHERE h.host = " + host_param +
+           "), 0))";
   };
   const std::string fit =
       " AND ((device_kind = 'cpu' AND device_memory_mb <= $2) OR"
@@ -438,14 +439,15 @@ Result<ClaimedJob> SqlStore::ClaimJob(const ClaimRequest& req) {
         " lease_owner = $4::text, lease_until = $5::bigint, updated_at = $1::bigint FROM c WHERE id = c.cid"
         " RETURNING " +
         std::string(kJobColumns) + "), a AS (INSERT INTO attempts (" + kAttemptColumns +
-        ") SELECT id, attempt, $4::text, $6::text, 0, $1::bigint, 0, 0, 0, 0, '', '', 0, '', '', 0, $7::text FROM u),"
+        ") SELECT id, attempt, $4::text, $6::text, 0, $1::bigint, 0, 0, 0, 0, '', '', 0, '', '', 0, $7::text "
+        "FROM u),"
         " e AS (INSERT INTO events(id, job_id, attempt, kind, payload_json, created_at) SELECT"
         " nextval('event_ids'), u.id, u.attempt, 'state', '{\"attempt\":' || u.attempt ||"
         " ',\"state\":\"running\"}', $1::bigint FROM u, l) SELECT " +
         kJobColumns + " FROM u";
-    KESTREL_ASSIGN_OR_RETURN(auto rows, conn_->Query(fast_sql, {req.now_ms, cpu_mem, gpu_mem, req.worker,
-                                                                req.now_ms + req.lease_ms, req.host,
-                                                                req.fingerprint}));
+    KESTREL_ASSIGN_OR_RETURN(auto rows,
+                             conn_->Query(fast_sql, {req.now_ms, cpu_mem, gpu_mem, req.worker,
+                                                     req.now_ms + req.lease_ms, req.host, req.fingerprint}));
     if (!rows.empty()) {
       place(ReadJob(rows[0]));
       return out;
@@ -792,6 +794,10 @@ Result<JobStats> SqlStore::Stats() {
                                         "'cancelled' GROUP BY succeeded, stage, failure_class, infra, "
                                         "reason",
                                         {}));
+  KESTREL_ASSIGN_OR_RETURN(
+      auto cancelled,
+      conn_->Query("SELECT COUNT(*) FROM attempts WHERE ended_at > 0 AND reason = 'cancelled'", {}));
+  if (!cancelled.empty()) s.cancelled_attempts = cancelled[0].Int(0);
   for (const auto& r : fails) {
     int64_t n = r.Int(5);
     s.attempts += n;

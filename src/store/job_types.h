@@ -231,8 +231,9 @@ struct JobFilter {
 
 struct JobStats {
   int64_t jobs = 0, succeeded = 0, failed_permanent = 0, cancelled = 0, live = 0;
-  double availability = 0;  // succeeded / (succeeded + failed_permanent); 0 when none
-  int64_t attempts = 0, failed_attempts = 0;
+  double availability = 0;                    // succeeded / (succeeded + failed_permanent); 0 when none
+  int64_t attempts = 0, failed_attempts = 0;  // ended attempts but the cancelled ones; of them failed
+  int64_t cancelled_attempts = 0;             // attempts a cancel stopped (neither success nor failure)
   int64_t retries = 0, infra_retries = 0;
   std::map<std::string, int64_t> failures_by_stage;  // "train" -> n
   std::map<std::string, int64_t> failures_by_class;  // "retryable", "permanent", "infra"

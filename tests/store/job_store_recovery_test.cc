@@ -237,11 +237,17 @@ TEST_P(JobRecoveryTest, StatsComputeAvailabilityAndRecovery) {
   ASSERT_EQ(Claim("w")->job.id, b);
   clock_.AdvanceSeconds(60);
   ASSERT_TRUE(store_->CompleteAttempt(b, 2, "w", Ok(), Now()).IsOk());
+  // A running job cancelled: its attempt is counted as cancelled, neither
+  // an attempt of the availability figures nor a failure (issue 33 finding 6).
+  int64_t e = Submit(Spec(R"({"j":5})")).id;
+  ASSERT_EQ(Claim("w")->job.id, e);
+  ASSERT_TRUE(store_->CancelJob(e, Now()).IsOk());
   JobStats s = *store_->Stats();
-  EXPECT_EQ(s.jobs, 4);
+  EXPECT_EQ(s.jobs, 5);
   EXPECT_EQ(s.succeeded, 2);
   EXPECT_EQ(s.failed_permanent, 1);
-  EXPECT_EQ(s.cancelled, 1);
+  EXPECT_EQ(s.cancelled, 2);
+  EXPECT_EQ(s.cancelled_attempts, 1);
   EXPECT_EQ(s.live, 0);
   EXPECT_DOUBLE_EQ(s.availability, 2.0 / 3.0);
   EXPECT_EQ(s.attempts, 4);
