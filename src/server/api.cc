@@ -167,14 +167,21 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
               doc["versions"] = arr;
               return JsonResponse(doc);
             }));
-  KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/jobs/{id}", {"A job and its attempts (`kestrel jobs show ID`)"},
-                                [&ctx](const Request&, const PathParams& p) {
-                                  auto id = JobIdText(p.at("id"));
-                                  if (!id.IsOk()) return ErrorResponse(id.GetStatus());
-                                  auto d = app::ShowJob(ctx.meta, *id);
-                                  return d.IsOk() ? JsonResponse(app::JobDetailJson(*d))
-                                                  : ErrorResponse(d.GetStatus());
-                                }));
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("GET", "/api/jobs/{id}", {"A job and its attempts (`kestrel jobs show ID`)"},
+            [&ctx](const Request&, const PathParams& p) {
+              auto id = JobIdText(p.at("id"));
+              if (!id.IsOk()) return ErrorResponse(id.GetStatus());
+              auto d = app::ShowJob(ctx.meta, *id);
+              if (!d.IsOk()) return ErrorResponse(d.GetStatus());
+              json doc = app::JobDetailJson(*d);
+              // The weights a fine-tune started from, as a link (WeightsLink).
+              const json& cfg = doc["job"]["config"];
+              if (cfg.is_object() && cfg.contains("pretrained") && cfg["pretrained"].is_string() &&
+                  cfg["pretrained"] != "" && cfg["pretrained"] != "true" && cfg["pretrained"] != "false")
+                doc["links"]["pretrained"] = WeightsLink(ctx, cfg["pretrained"].get<std::string>());
+              return JsonResponse(doc);
+            }));
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/models",
                                 {"Registered models, newest first (`kestrel models list`)",
                                  {{"name", "only this model name"},
@@ -198,7 +205,16 @@ Status AddRoutes(Router& r, ApiContext& ctx) {
               app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
               auto m = reg.Resolve(p.at("ref"));
               if (!m.IsOk()) return ErrorResponse(m.GetStatus());
-              return JsonResponse({{"ok", true}, {"model", app::ModelJson(*m, ctx.blobs, true)}});
+              json model = app::ModelJson(*m, ctx.blobs, true);
+              // The parent weights as a link now: a model registered after
+              // this one (lineage.parent.model is fixed at registration), or a job's weights.
+              json& parent = model["lineage"]["parent"];
+              if (parent.is_object() && parent.contains("path") && parent["path"].is_string()) {
+                json link = WeightsLink(ctx, parent["path"].get<std::string>());
+                if (!parent.contains("model") && link.contains("model")) parent["model"] = link["model"];
+                if (link.contains("job_id")) parent["job_id"] = link["job_id"];
+              }
+              return JsonResponse({{"ok", true}, {"model", model}});
             }));
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/templates",
                                 {"Config templates, newest version of each (`kestrel template list`)"},
