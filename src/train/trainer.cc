@@ -229,7 +229,15 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   // Data.
   SetupStep(r, "loaders");
   data::LoaderOptions tl = o.loader;
-  tl.shuffle = true;
+  // rect=true: batches in aspect-ratio order (so never shuffled) at their
+  // own shapes with no border, as the reference's train loader (pad 0.0);
+  // the loader leaves mosaic and mixup out.
+  tl.shuffle = !o.loader.rect;
+  tl.rect_pad = 0.0;
+  if (o.loader.rect)
+    Print(r,
+          "rect=true: batches ordered by aspect ratio, so not shuffled (the reference's \"'rect=True' is "
+          "incompatible with DataLoader shuffle, setting shuffle=False\"), and no mosaic or mixup\n");
   tl.augment = true;
   tl.seed = static_cast<uint64_t>(o.seed);
   tl.epochs = o.epochs;
@@ -425,6 +433,9 @@ Status AdaptEpochsToTime(Run& r, int epochs_done, int64_t start_epoch, double se
   r.schedule = std::move(sched);
   r.shape.epochs = epochs;
   r.state.epochs = epochs;
+  // close_mosaic counts from the new end (the reference's trainer
+  // compares its epoch with the re-planned epochs - close_mosaic).
+  KESTREL_RETURN_IF_ERROR(r.loader->SetEpochs(epochs));
   r.opt.epochs = epochs;
   r.opt.optimizer = pinned;
   nlohmann::json stored = nlohmann::json::parse(r.state.config_json);
@@ -457,6 +468,16 @@ Status Loop(Run& r) {
     if (need_seek) {
       KESTREL_RETURN_IF_ERROR(r.loader->SkipTo(epoch, ni % nb));
       need_seek = false;
+      // As the reference's "Closing dataloader mosaic": once, from the
+      // loader's own decision (close_mosaic counts from the planned end,
+      // re-planned by time=).
+      const bool mosaic = r.loader->MosaicOn();
+      if (r.mosaic_open && !mosaic && !r.opt.loader.rect && r.opt.augment.mosaic > 0) {
+        Print(r, "closing mosaic: epochs " + std::to_string(epoch + 1) + "-" +
+                     std::to_string(r.shape.epochs) + " of " + std::to_string(r.shape.epochs) +
+                     " without it (close_mosaic=" + std::to_string(r.opt.augment.close_mosaic) + ")\n");
+      }
+      r.mosaic_open = mosaic;
       epoch_start_us = env.NowMicros();
       epoch_iters = 0;
     }
@@ -599,6 +620,30 @@ Status Loop(Run& r) {
   return {};
 }
 
+// The reference trainer's final validation: the best weights as written
+// (weights/best.safetensors, the EMA of the best epoch) scored once more on
+// the val split, their per-class rows printed; the validator's grids are
+// then theirs, and the caller draws the run folder's plots from the result.
+// When the best epoch is the last one its validation already scored exactly
+// those weights, so that result (and its grids) is reused.
+Result<eval::EvalResult> FinalValidation(Run& r) {
+  const int best = r.state.best_epoch;
+  const std::string path = JoinPath(r.weights_dir, "best.safetensors");
+  if (best == r.history.back().epoch) {
+    Print(r, "per class, best epoch " + std::to_string(best) + " (" + path + "):\n" +
+                 FormatValidationTable(*r.last_eval, /*per_class=*/true));
+    return *r.last_eval;
+  }
+  KESTREL_RETURN_IF_ERROR(model::LoadWeights(**r.ema_model, path, model::LoadMode::kStrict));
+  std::function<void(int64_t, int64_t)> on_val;
+  if (r.hooks->on_phase_progress)
+    on_val = [&r, best](int64_t done, int64_t total) { ReportPhase(r, Phase::kVal, best, done, total); };
+  KESTREL_ASSIGN_OR_RETURN(eval::EvalResult ev, r.validator->Run(**r.ema_model, nullptr, on_val));
+  Print(r, "final validation of " + path + " (best epoch " + std::to_string(best) + "), per class:\n" +
+               FormatValidationTable(ev, /*per_class=*/true));
+  return ev;
+}
+
 Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& hooks, Env& env) {
   Run r;
   r.env = &env;
@@ -655,8 +700,14 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
   r.summary.amp = r.amp;
   r.summary.batch = r.opt.loader.batch;
   KESTREL_RETURN_IF_ERROR(Loop(r));
-  // The per-class rows once, at the end (each epoch printed its "all" row), as the reference trainer.
-  if (r.last_eval && !r.history.empty()) {
+  const bool ended_as_run =
+      r.summary.reason == ExitReason::kCompleted || r.summary.reason == ExitReason::kEarlyStopped;
+  std::optional<eval::EvalResult> final_eval;
+  if (ended_as_run && r.last_eval && !r.history.empty() && r.state.best_epoch > 0) {
+    KESTREL_ASSIGN_OR_RETURN(final_eval, FinalValidation(r));
+    r.summary.final_val_epoch = r.state.best_epoch;
+  } else if (r.last_eval && !r.history.empty()) {
+    // Stopped or diverged: no final validation; the last epoch's rows.
     Print(r, "per class, epoch " + std::to_string(r.history.back().epoch) + ":\n" +
                  FormatValidationTable(*r.last_eval, /*per_class=*/true));
   }
@@ -671,11 +722,10 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
       r.summary.best_map5095 = h.map5095;
     }
   }
-  if (r.opt.plots && r.last_eval &&
-      (r.summary.reason == ExitReason::kCompleted || r.summary.reason == ExitReason::kEarlyStopped)) {
+  if (r.opt.plots && final_eval) {
     ReportPhase(r, Phase::kPlots, 0, 0, 1);
     KESTREL_RETURN_IF_ERROR(eval::WritePlots(
-        env, r.run_dir, *r.last_eval, eval::LabelStatsFromManifest(r.dataset.manifest, data::Split::kTrain)));
+        env, r.run_dir, *final_eval, eval::LabelStatsFromManifest(r.dataset.manifest, data::Split::kTrain)));
     KESTREL_RETURN_IF_ERROR(WriteValBatchGrids(env, r.run_dir, r.validator->LastGrids(),
                                                data::ArtifactImageSource(*r.blobs),
                                                r.dataset.manifest.names));
