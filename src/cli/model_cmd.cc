@@ -63,10 +63,14 @@ CommandResult RunPredict(const Context& ctx, const PredictOptions& o) {
   // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
   PredictConsole console(std::cerr, PredictConsole::IsTerminal(ctx), kPredictProgressEvery, std::cout,
                          o.r.stream, ctx.json);
+  app::PredictRequest req = o.r;
+  req.stop = InstallPredictStopHandlers();  // Ctrl-C: the run folder is committed, exit 130
   Result<app::PredictResult> run = app::Predict(
-      Env::Default(), o.r, [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); },
+      Env::Default(), req, [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); },
       console.Sink());
   console.Finish();
+  if (!run.IsOk() && req.stop->load())
+    return CommandResult::Failed(run.GetStatus(), app::kPredictExitStopped);
   KESTREL_ASSIGN_OR_RETURN(app::PredictResult r, std::move(run));
   std::string text = app::PredictResultText(r);
   nlohmann::json json = app::PredictResultJson(r);

@@ -6,12 +6,17 @@
 // detector here (no model, milliseconds); the exit status is checked through
 // `kestrel predict` with the reference weights at imgsz 64.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/videoio.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -238,6 +243,77 @@ TEST_F(PredictFolderTest, CliExitStatusCountsSkippedFiles) {
   EXPECT_NE(help.out.find("Exit status: 0 every image predicted; 1 a file could not be read"),
             std::string::npos)
       << help.out;
+}
+
+// Ctrl-C on `kestrel predict ... stream=true` (issue 28): a real SIGINT to
+// the process after its third frame line. It exits 130 with the summary
+// saying it was stopped, and the run folder is in place with a playable
+// annotated video of exactly the frames it reports (the stop path inside
+// the run, over a loopback HTTP stream, is
+// PredictSourcesTest.AStopMidStreamCommitsTheFramesDoneAndClosesTheVideo;
+// here a 400-frame file is the source, long enough to be mid-run). E2E:
+// ~2 s, most of it LibTorch's start and the model load.
+TEST_F(PredictFolderTest, CliCtrlCMidStreamCommitsTheRunAndExits130) {
+  const std::string weights = std::string(KESTREL_SHARED_DIR) + "/reference/yolov8n_nc3_weights.safetensors";
+  if (!fs::exists(weights)) GTEST_SKIP() << "no ../shared reference weights";
+  const std::string clip = (dir_ / "clip.mp4").string();
+  {
+    cv::VideoWriter vw(clip, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), 10, {64, 48});
+    ASSERT_TRUE(vw.isOpened());
+    for (int k = 0; k < 400; ++k) vw.write(cv::Mat(48, 64, CV_8UC3, cv::Scalar(k % 256, 90, 200)));
+  }
+  std::vector<std::string> args = {KESTREL_CLI,
+                                   "predict",
+                                   "model=" + weights,
+                                   "source=" + clip,
+                                   "stream=true",
+                                   "imgsz=64",
+                                   "project=" + (dir_ / "runs").string(),
+                                   "name=s"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::setenv("KESTREL_HOME", (dir_ / "home").c_str(), 1);
+    ::execv(KESTREL_CLI, argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  bool signalled = false;
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) {
+    out.append(buf, size_t(n));
+    if (!signalled && std::count(out.begin(), out.end(), '\n') >= 3) {
+      ::kill(pid, SIGINT);
+      signalled = true;
+    }
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(signalled) << out;
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status) << "\n" << out;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      out, m, std::regex(R"((\d+) video frames predicted, 0 skipped, stopped by a signal)")))
+      << out;
+  const int frames = std::stoi(m[1]);
+  EXPECT_GE(frames, 3);
+  EXPECT_LT(frames, 400);
+  for (const auto& e : fs::directory_iterator(dir_ / "runs")) EXPECT_EQ(e.path().filename(), "s") << e.path();
+  cv::VideoCapture back((dir_ / "runs/s/clip.mp4").string(), cv::CAP_FFMPEG);
+  ASSERT_TRUE(back.isOpened());
+  EXPECT_EQ(back.get(cv::CAP_PROP_FRAME_COUNT), frames);
+  EXPECT_TRUE(fs::exists(dir_ / ("runs/s/clip_" + std::to_string(frames) + ".json")));
+  EXPECT_FALSE(fs::exists(dir_ / ("runs/s/clip_" + std::to_string(frames + 1) + ".json")));
 }
 
 // Fixed boxes of two classes, whatever the image: two "cat" (one at the
