@@ -304,6 +304,7 @@ Result<DatasetDiff> Datasets::Diff(const std::string& a, const std::string& b) {
   KESTREL_ASSIGN_OR_RETURN(auto vb, data::LoadVersion(meta_, blobs_, b, env_));
   DatasetDiff d;
   d.diff = data::DiffManifests(va.manifest, vb.manifest);
+  d.boxes = data::DiffBoxes(va.manifest, vb.manifest);
   d.a = std::move(va.record);
   d.b = std::move(vb.record);
   return d;
@@ -550,6 +551,7 @@ nlohmann::json DatasetDiffJson(const DatasetDiff& d) {
   j["a"] = DatasetVersionJson(d.a);
   j["b"] = DatasetVersionJson(d.b);
   j["classes"] = DatasetDiffClasses(d);
+  j["boxes"] = d.boxes.ToJson();
   return j;
 }
 

@@ -22,6 +22,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "data/analyze.h"
+#include "data/box_diff.h"
 #include "data/loader.h"
 #include "data/version.h"
 #include "store/artifact_store.h"
@@ -64,6 +65,7 @@ struct DatasetValidation {
 struct DatasetDiff {
   store::DatasetVersionRecord a, b;
   data::ManifestDiff diff;
+  data::BoxDiff boxes;  // box level (issue 34): added, removed, moved, relabelled
 };
 
 // `dataset export`.
@@ -212,7 +214,7 @@ nlohmann::json DatasetValidationJson(const DatasetValidation& v);
 // {"version": DatasetVersionJson, "names", "summary", "report"}.
 nlohmann::json DatasetShowJson(const data::VersionView& v);
 // data::ManifestDiff's fields + {"a", "b": DatasetVersionJson, "classes":
-// DatasetDiffClasses}.
+// DatasetDiffClasses, "boxes": data::BoxDiff::ToJson}.
 nlohmann::json DatasetDiffJson(const DatasetDiff& d);
 // Instances per class in a and b (all splits, from the versions' stored
 // summaries), matched by class name: [{"name", "a", "b", "delta" (b - a)}],

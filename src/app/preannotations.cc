@@ -1,17 +1,24 @@
 #include "app/preannotations.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/staged_dir.h"
 
 namespace kestrel::app {
 namespace {
 
 constexpr const char* kLabelStudio = "label-studio";
 constexpr const char* kCvat = "cvat";
+constexpr const char* kYolo = "yolo";
+constexpr const char* kCoco = "coco";
 
 ErrorLocation Field(const std::string& field) { return {"command line", 0, field}; }
 
@@ -86,6 +93,46 @@ std::string Fixed2(double v) {
   return buf;
 }
 
+std::string Fixed6(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", v);
+  return buf;
+}
+
+// A YAML double-quoted scalar: class names may hold ':', '#' or quotes.
+std::string YamlQuoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void PutLe16(std::string& out, uint32_t v) {
+  out += char(v & 0xff);
+  out += char((v >> 8) & 0xff);
+}
+void PutLe32(std::string& out, uint32_t v) {
+  PutLe16(out, v & 0xffff);
+  PutLe16(out, v >> 16);
+}
+
+uint32_t Crc32(const std::string& data) {
+  static const std::array<uint32_t, 256> kTable = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (unsigned char b : data) c = kTable[(c ^ b) & 0xff] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
 std::string ImageUrl(const PredictedImage& image, const PreannotationOptions& options) {
   if (!options.ls_image_root.empty())
     return options.ls_image_root + PercentEncode(PreannotationImageName(image, options));
@@ -104,9 +151,10 @@ std::string ConfigPathBeside(const std::string& tasks_path) {
 }  // namespace
 
 Status ValidatePreannotationOptions(const PreannotationOptions& options) {
-  if (options.format != kLabelStudio && options.format != kCvat)
-    return Status::InvalidArgument("format must be label-studio or cvat, got '" + options.format + "'",
-                                   Field("format"));
+  if (options.format != kLabelStudio && options.format != kCvat && options.format != kYolo &&
+      options.format != kCoco)
+    return Status::InvalidArgument(
+        "format must be label-studio, cvat, yolo or coco, got '" + options.format + "'", Field("format"));
   if (!IsTagName(options.ls_from_name))
     return Status::InvalidArgument(
         "ls_from_name must be a Label Studio tag name (letters, digits, '_', '-'), got '" +
@@ -208,6 +256,122 @@ std::string CvatXml(const std::vector<PredictedImage>& images, const std::vector
   return x;
 }
 
+Result<std::vector<std::pair<std::string, std::string>>> YoloLabelTree(
+    const std::vector<PredictedImage>& images, const std::vector<std::string>& names,
+    const PreannotationOptions& options) {
+  std::string yaml = "path: ./\ntrain: train.txt\nnames:\n";
+  for (size_t c = 0; c < names.size(); ++c)
+    yaml += "  " + std::to_string(c) + ": " + YamlQuoted(names[c]) + "\n";
+  std::string train;
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::map<std::string, std::string> owner;  // label file -> the image that has it
+  for (const PredictedImage& im : images) {
+    const std::string name = PreannotationImageName(im, options);
+    const std::string label =
+        "labels/train/" + std::filesystem::path(name).replace_extension(".txt").generic_string();
+    auto [it, fresh] = owner.emplace(label, im.source);
+    if (!fresh)
+      return Status::InvalidArgument("format=yolo: " + it->second + " and " + im.source + " would share " +
+                                         label + "; rename one (CVAT matches labels to images by name)",
+                                     Field("format"));
+    train += "images/train/" + name + "\n";
+    const double w = std::max(1, im.width), h = std::max(1, im.height);
+    std::string text;
+    for (const eval::Detection& d : im.detections) {
+      const eval::Box b = Clipped(d.box, im.width, im.height);
+      text += std::to_string(d.class_id) + " " + Fixed6((double(b.x1) + b.x2) / 2 / w) + " " +
+              Fixed6((double(b.y1) + b.y2) / 2 / h) + " " + Fixed6((double(b.x2) - b.x1) / w) + " " +
+              Fixed6((double(b.y2) - b.y1) / h) + "\n";
+    }
+    labels.emplace_back(label, std::move(text));
+  }
+  std::vector<std::pair<std::string, std::string>> tree = {{"data.yaml", std::move(yaml)},
+                                                           {"train.txt", std::move(train)}};
+  for (auto& l : labels) tree.push_back(std::move(l));
+  return tree;
+}
+
+nlohmann::json CocoPredictionsJson(const std::vector<PredictedImage>& images,
+                                   const std::vector<std::string>& names,
+                                   const PreannotationOptions& options) {
+  nlohmann::json cats = nlohmann::json::array(), imgs = nlohmann::json::array(),
+                 anns = nlohmann::json::array();
+  for (size_t c = 0; c < names.size(); ++c) cats.push_back({{"id", c + 1}, {"name", names[c]}});
+  int64_t ann_id = 1;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const PredictedImage& im = images[i];
+    const int64_t image_id = int64_t(i) + 1;
+    imgs.push_back({{"id", image_id},
+                    {"file_name", PreannotationImageName(im, options)},
+                    {"width", im.width},
+                    {"height", im.height}});
+    for (const eval::Detection& d : im.detections) {
+      const eval::Box b = Clipped(d.box, im.width, im.height);
+      const double bw = double(b.x2) - b.x1, bh = double(b.y2) - b.y1;
+      anns.push_back({{"id", ann_id++},
+                      {"image_id", image_id},
+                      {"category_id", d.class_id + 1},
+                      {"bbox", {b.x1, b.y1, bw, bh}},
+                      {"area", bw * bh},
+                      {"iscrowd", 0},
+                      {"score", d.score}});
+    }
+  }
+  return {{"info", {{"description", "kestrel predictions"}, {"model_version", options.model_version}}},
+          {"images", std::move(imgs)},
+          {"annotations", std::move(anns)},
+          {"categories", std::move(cats)}};
+}
+
+Result<std::string> StoredZip(const std::vector<std::pair<std::string, std::string>>& entries) {
+  if (entries.size() >= 0xFFFF)
+    return Status::ResourceExhausted("a zip of 65535 entries or more needs zip64");
+  std::string out, central;
+  for (const auto& [name, data] : entries) {
+    if (out.size() + data.size() + name.size() + 64 >= 0xFFFFFFFFull)
+      return Status::ResourceExhausted("a zip of 4 GiB or more needs zip64");
+    const uint32_t offset = uint32_t(out.size()), crc = Crc32(data), size = uint32_t(data.size());
+    // Local header: version 2.0, flag bit 11 (UTF-8 names), stored, the
+    // DOS date 1980-01-01 00:00 (the same bytes for the same content).
+    auto header = [&](std::string& h, bool central_dir) {
+      PutLe32(h, central_dir ? 0x02014b50u : 0x04034b50u);
+      if (central_dir) PutLe16(h, 20);  // version made by
+      PutLe16(h, 20);                   // version needed
+      PutLe16(h, 0x0800);
+      PutLe16(h, 0);       // method: stored
+      PutLe16(h, 0);       // time
+      PutLe16(h, 0x0021);  // date
+      PutLe32(h, crc);
+      PutLe32(h, size);
+      PutLe32(h, size);
+      PutLe16(h, uint32_t(name.size()));
+      PutLe16(h, 0);  // extra
+      if (central_dir) {
+        PutLe16(h, 0);  // comment
+        PutLe16(h, 0);  // disk
+        PutLe16(h, 0);  // internal attributes
+        PutLe32(h, 0);  // external attributes
+        PutLe32(h, offset);
+      }
+      h += name;
+    };
+    header(out, false);
+    out += data;
+    header(central, true);
+  }
+  const uint32_t cd_offset = uint32_t(out.size()), cd_size = uint32_t(central.size());
+  out += central;
+  PutLe32(out, 0x06054b50u);
+  PutLe16(out, 0);
+  PutLe16(out, 0);
+  PutLe16(out, uint32_t(entries.size()));
+  PutLe16(out, uint32_t(entries.size()));
+  PutLe32(out, cd_size);
+  PutLe32(out, cd_offset);
+  PutLe16(out, 0);
+  return out;
+}
+
 Result<std::vector<std::string>> WritePreannotations(Env& env, const PredictResult& result,
                                                      const PreannotationOptions& options) {
   KESTREL_RETURN_IF_ERROR(ValidatePreannotationOptions(options));
@@ -230,10 +394,29 @@ Result<std::vector<std::string>> WritePreannotations(Env& env, const PredictResu
         tasks, LabelStudioTasksJson(result.images, result.names, options).dump(2) + "\n"));
     KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(config, LabelStudioConfigXml(result.names, options)));
     written = {tasks, config};
-  } else {
+  } else if (options.format == kCvat) {
     const std::string path = options.out.empty() ? result.dir + "/cvat_annotations.xml" : options.out;
     KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(path, CvatXml(result.images, result.names, options)));
     written = {path};
+  } else if (options.format == kCoco) {
+    const std::string path = options.out.empty() ? result.dir + "/coco_annotations.json" : options.out;
+    KESTREL_RETURN_IF_ERROR(
+        env.WriteFileAtomic(path, CocoPredictionsJson(result.images, result.names, options).dump(1) + "\n"));
+    written = {path};
+  } else {
+    std::string dir = options.out.empty() ? result.dir + "/yolo" : options.out;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    KESTREL_ASSIGN_OR_RETURN(auto tree, YoloLabelTree(result.images, result.names, options));
+    KESTREL_ASSIGN_OR_RETURN(std::string zip, StoredZip(tree));
+    KESTREL_ASSIGN_OR_RETURN(StagedDir staged, StagedDir::Create(env, dir));
+    for (const auto& [rel, text] : tree) {
+      const std::string path = staged.Path() + "/" + rel;
+      KESTREL_RETURN_IF_ERROR(env.CreateDirs(std::filesystem::path(path).parent_path().string()));
+      KESTREL_RETURN_IF_ERROR(env.WriteFileDeferred(path, text));
+    }
+    KESTREL_RETURN_IF_ERROR(staged.CommitFresh());
+    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(dir + ".zip", zip));
+    written = {dir, dir + ".zip"};
   }
   return written;
 }

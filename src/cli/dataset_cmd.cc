@@ -8,6 +8,7 @@
 #include <iostream>
 #include <limits>
 
+#include "app/dataset_merge.h"
 #include "app/datasets.h"
 #include "cli/cli.h"
 #include "data/loader.h"
@@ -79,7 +80,7 @@ std::string ShowText(const data::VersionView& v) {
 }
 
 std::string DiffText(const std::string& a, const std::string& b, const data::ManifestDiff& d,
-                     const nlohmann::json& classes) {
+                     const nlohmann::json& classes, const data::BoxDiff& boxes) {
   std::string out = "diff " + a + " -> " + b + "\n";
   auto section = [&](const char* title, const std::vector<std::string>& items, char mark) {
     out += "  " + std::string(title) + ": " + std::to_string(items.size()) + "\n";
@@ -100,6 +101,18 @@ std::string DiffText(const std::string& a, const std::string& b, const data::Man
            " -> " + std::to_string(c["b"].get<int64_t>()) + " (" + (delta > 0 ? "+" : "") +
            std::to_string(delta) + ")\n";
   }
+  auto counts = [](const data::BoxDiffCounts& c) {
+    return "+" + std::to_string(c.added) + " added, -" + std::to_string(c.removed) + " removed, " +
+           std::to_string(c.moved) + " moved, " + std::to_string(c.relabelled) + " relabelled, " +
+           std::to_string(c.unchanged) + " unchanged";
+  };
+  out += "  boxes: " + counts(boxes.total) + "\n";
+  for (const auto& [name, c] : boxes.by_class)
+    if (c.Changed()) out += "    " + name + ": " + counts(c) + "\n";
+  for (size_t i = 0; i < boxes.images.size() && i < 50; ++i)
+    out += "    ~ " + boxes.images[i].key + ": " + counts(boxes.images[i].counts) + "\n";
+  if (boxes.images.size() > 50)
+    out += "    ... " + std::to_string(boxes.images.size() - 50) + " more images (see --json)\n";
   return out;
 }
 
@@ -215,8 +228,45 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   diff->callback(Callback(ctx, exit_code, [&ctx, diff_a, diff_b]() -> CommandResult {
     KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
     KESTREL_ASSIGN_OR_RETURN(auto d, opened->ds->Diff(*diff_a, *diff_b));
-    return Output{DiffText(*diff_a, *diff_b, d.diff, app::DatasetDiffClasses(d)),
+    return Output{DiffText(*diff_a, *diff_b, d.diff, app::DatasetDiffClasses(d), d.boxes),
                   Ok(app::DatasetDiffJson(d))};
+  }));
+
+  // merge: corrected labels from Label Studio or CVAT as a new version (app/dataset_merge.h).
+  struct MergeState {
+    std::string spec, corrections;
+    OptionSet set;
+    FlagValues flags;
+    std::vector<std::string> extras;
+  };
+  auto mg = std::make_shared<MergeState>();
+  mg->set.String("corrections", &mg->corrections,
+                 "a Label Studio JSON export or a CVAT for images 1.1 XML file of corrected labels");
+  CLI::App* merge = ds->add_subcommand(
+      "merge", "Apply corrected labels (Label Studio JSON, CVAT 1.1 XML) to a version as a new version");
+  merge->add_option("dataset", mg->spec, "NAME@VERSION")->required();
+  merge->add_option("key=value", mg->extras, "corrections=FILE");
+  AddOptionFlags(merge, mg->set, &mg->flags);
+  merge->callback(Callback(ctx, exit_code, [&ctx, mg]() -> CommandResult {
+    KESTREL_RETURN_IF_ERROR(ApplyOptions(mg->set, mg->flags, mg->extras));
+    if (mg->corrections.empty())
+      return Status::InvalidArgument("corrections=FILE is required", {"command line", 0, "corrections"});
+    KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
+    data::ValidationReport report;
+    auto r = app::MergeCorrections(*opened->stores.meta, *opened->stores.blobs, mg->spec, mg->corrections,
+                                   Env::Default(), &report);
+    if (!r.IsOk()) {
+      const nlohmann::json rj = report.source.empty() ? nlohmann::json() : report.ToJson();
+      return CommandResult::Reported(
+          FailWithReport(ctx, r.GetStatus(), report.source.empty() ? nullptr : &rj));
+    }
+    const auto& rec = r->record;
+    std::string text = r->report.ToText() + "\n" + std::to_string(r->images_corrected) +
+                       " images corrected (" + std::to_string(r->images_changed) + " changed), boxes " +
+                       std::to_string(r->boxes_before) + " -> " + std::to_string(r->boxes_after) + "\n" +
+                       (r->created ? "merged as " : "unchanged: identical content is already ") +
+                       rec.dataset + "@v" + std::to_string(rec.seq) + " (version " + rec.version_id + ")\n";
+    return Output{text, Ok(app::DatasetMergeJson(*r))};
   }));
 
   struct ExportState {

@@ -82,6 +82,23 @@ std::string FirstCommandWord(int argc, char** argv) {
   return "";
 }
 
+// The word after the first command word ("" when there is none).
+std::string SecondCommandWord(int argc, char** argv) {
+  bool first = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string tok = argv[i];
+    if (tok == "--") break;
+    if (tok == "--home" || tok == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (!tok.empty() && tok[0] == '-') continue;
+    if (first) return tok;
+    first = true;
+  }
+  return "";
+}
+
 // A command of torch_commands.h: execv kestrel-torch (beside this program)
 // with the same arguments. Returns only when that fails (exit 1, saying why).
 int ForwardToTorchProgram(const Context& ctx, int argc, char** argv) {
@@ -227,10 +244,17 @@ int Run(Context& ctx, int argc, char** argv) {
   // Listed in the help and known to the command-word check; a command line
   // naming one never gets here (main hands it to kestrel-torch).
   for (const TorchCommand& c : kTorchCommands) app.add_subcommand(c.name, c.help)->allow_extras();
+  for (const TorchCommand& c : kTorchDatasetCommands) {
+    app.get_subcommand("dataset")->add_subcommand(c.name, c.help)->allow_extras();
+  }
+  app.get_subcommand("dataset")
+      ->add_subcommand(kDatasetPredictCommand.name, kDatasetPredictCommand.help)
+      ->allow_extras();
 #else
 #ifdef KESTREL_WITH_TORCH
   AddTrainCommands(app, ctx, &exit_code);
   AddExportCommands(app, ctx, &exit_code);
+  AddDatasetAuditCommand(app, ctx, &exit_code);
 #endif
   AddEvalCommands(app, ctx, &exit_code);
 #endif
@@ -298,6 +322,14 @@ int main(int argc, char** argv) {
     for (const cli::TorchCommand& c : cli::kTorchCommands) {
       if (command == c.name) return cli::ForwardToTorchProgram(ctx, argc, argv);
     }
+    if (command == "dataset") {
+      const std::string sub = cli::SecondCommandWord(argc, argv);
+      for (const cli::TorchCommand& c : cli::kTorchDatasetCommands) {
+        if (sub == c.name) return cli::ForwardToTorchProgram(ctx, argc, argv);
+      }
+    }
+    if (command == "dataset" && cli::SecondCommandWord(argc, argv) == cli::kDatasetPredictCommand.name)
+      return cli::ForwardToTorchProgram(ctx, argc, argv);
 #endif
 #if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
     // Before any thread starts (app/backends.h).

@@ -10,6 +10,7 @@
 
 #include "app/backends.h"
 #include "app/compare.h"
+#include "app/dataset_predict.h"
 #include "app/preannotations.h"
 #include "app/predict.h"
 #include "cli/eval_model.h"
@@ -21,24 +22,66 @@
 namespace kestrel::cli {
 namespace {
 
+void BindPreannotationKeys(OptionSet& s, app::PreannotationOptions& pre) {
+  s.String("format", &pre.format,
+           "also write pre-annotations for a labelling tool: label-studio (tasks JSON + labelling config "
+           "XML), cvat (CVAT for images 1.1 XML), yolo (Ultralytics YOLO Detection 1.0 labels folder + "
+           "its zip for CVAT) or coco (COCO instances JSON with scores); \"\" = none");
+  s.String("out", &pre.out,
+           "format=: the file (yolo: the folder, its zip beside it) to write (\"\" = label_studio.json, "
+           "cvat_annotations.xml, yolo/ or coco_annotations.json in the run folder)");
+  s.String("ls_image_root", &pre.ls_image_root,
+           "format=label-studio: data.image = this prefix + the image's path under source= (\"\" = "
+           "/data/local-files/?d=ABSOLUTE_PATH, for LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT=/)");
+  s.String("ls_from_name", &pre.ls_from_name, "format=label-studio: the RectangleLabels tag's name");
+  s.String("ls_to_name", &pre.ls_to_name, "format=label-studio: the Image tag's name");
+}
+
 struct PredictOptions {
   app::PredictRequest r;
   app::PreannotationOptions pre;  // format= "": none written
   void Bind(OptionSet& s) {
     BindPredictKeys(s, &r);
-    s.String("format", &pre.format,
-             "also write pre-annotations for a labelling tool: label-studio (tasks JSON + labelling config "
-             "XML) or cvat (CVAT for images 1.1 XML); \"\" = none");
-    s.String(
-        "out", &pre.out,
-        "format=: the file to write (\"\" = label_studio.json or cvat_annotations.xml in the run folder)");
-    s.String("ls_image_root", &pre.ls_image_root,
-             "format=label-studio: data.image = this prefix + the image's path under source= (\"\" = "
-             "/data/local-files/?d=ABSOLUTE_PATH, for LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT=/)");
-    s.String("ls_from_name", &pre.ls_from_name, "format=label-studio: the RectangleLabels tag's name");
-    s.String("ls_to_name", &pre.ls_to_name, "format=label-studio: the Image tag's name");
+    BindPreannotationKeys(s, pre);
   }
 };
+
+// `kestrel dataset predict NAME@vN model=... format=...` (app/dataset_predict.h).
+struct DatasetPredictOptions {
+  app::DatasetPredictRequest r;
+  void Bind(OptionSet& s) {
+    BindPredictKeys(s, &r.predict);
+    BindPreannotationKeys(s, r.pre);
+    s.String("split", &r.split, "only this split's images: train, val or test (\"\" = all)");
+  }
+};
+
+CommandResult RunDatasetPredict(const Context& ctx, const DatasetPredictOptions& o) {
+  if (o.r.predict.model.empty())
+    return Status::InvalidArgument("model=WEIGHTS is required", {"command line", 0, "model"});
+  if (!o.r.predict.source.empty())
+    return Status::InvalidArgument("dataset predict reads the version's images: no source=",
+                                   {"command line", 0, "source"});
+  KESTREL_RETURN_IF_ERROR(app::CheckDevice(o.r.predict.device));
+  app::DatasetPredictRequest req = o.r;
+  if (req.pre.format.empty())
+    return Status::InvalidArgument("format=label-studio|cvat|yolo|coco is required",
+                                   {"command line", 0, "format"});
+  KESTREL_RETURN_IF_ERROR(app::ValidatePreannotationOptions(req.pre));
+  KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+  PredictConsole console(std::cerr, PredictConsole::IsTerminal(ctx), kPredictProgressEvery, std::cout, false,
+                         ctx.json);
+  Result<app::DatasetPredictResult> run = app::PredictDatasetVersion(
+      Env::Default(), *stores.meta, *stores.blobs, req,
+      [&ctx](std::string* weights) { return ResolveWeightsOption(ctx, weights); }, app::LoadDetector,
+      console.Sink());
+  console.Finish();
+  KESTREL_ASSIGN_OR_RETURN(app::DatasetPredictResult r, std::move(run));
+  std::string text = app::PredictResultText(r.predict);
+  for (const std::string& f : r.files) text += req.pre.format + " pre-annotations: " + f + "\n";
+  return Output{std::move(text), app::DatasetPredictJson(r, req.split, req.pre.format),
+                app::PredictExitCode(r.predict)};
+}
 
 // The use case is app::Predict (app/predict.h); --json prints its one
 // JSON view unchanged.
@@ -136,6 +179,36 @@ void AddModelCommands(CLI::App& app, Context& ctx, int* exit_code) {
     KESTREL_RETURN_IF_ERROR(ApplyOptions(st->set, st->flags, st->extras));
     return RunPredict(ctx, st->opts);
   }));
+
+  // `dataset predict`: a subcommand of `dataset` (dataset_cmd.cc), here
+  // because it runs a model; `kestrel` forwards `dataset predict` here (main.cc).
+  CLI::App* ds = nullptr;
+  try {
+    ds = app.get_subcommand("dataset");  // added before this (main.cc)
+  } catch (const CLI::OptionNotFound&) {
+    ds = nullptr;
+  }
+  if (ds != nullptr) {
+    struct DatasetPredictState {
+      DatasetPredictOptions opts;
+      OptionSet set;
+      FlagValues flags;
+      std::string spec;
+      std::vector<std::string> extras;
+    };
+    auto dp = std::make_shared<DatasetPredictState>();
+    dp->opts.Bind(dp->set);
+    CLI::App* dcmd = ds->add_subcommand(kDatasetPredictCommand.name, kDatasetPredictCommand.help);
+    dcmd->add_option("dataset", dp->spec, "NAME@VERSION")->required();
+    dcmd->add_option("key=value", dp->extras, "e.g. model=best.safetensors format=label-studio split=val");
+    dcmd->footer(kPredictExitHelp);
+    AddOptionFlags(dcmd, dp->set, &dp->flags);
+    dcmd->callback(Callback(ctx, exit_code, [&ctx, dp]() -> CommandResult {
+      KESTREL_RETURN_IF_ERROR(ApplyOptions(dp->set, dp->flags, dp->extras));
+      dp->opts.r.spec = dp->spec;
+      return RunDatasetPredict(ctx, dp->opts);
+    }));
+  }
 
   struct CompareState {
     CompareOptions opts;

@@ -26,8 +26,25 @@ inline constexpr TorchCommand kExportCommand{
 inline constexpr TorchCommand kValCommand{
     "val", "Score a model or predictions made elsewhere on a dataset version (mAP, P, R, errors, plots)"};
 
+// `kestrel dataset predict` (a subcommand of the torch-free `dataset`):
+// forwarded like the commands above when the first two command words are
+// "dataset predict" (main.cc).
+inline constexpr TorchCommand kDatasetPredictCommand{
+    "predict", "Run a model over a version's images: pre-annotations for Label Studio, CVAT, YOLO or COCO"};
+
+inline constexpr TorchCommand kFingerprintCommand{
+    "fingerprint",
+    "This host's environment fingerprint with LibTorch's facts, as kestrel worker records it (docs/jobs.md)"};
+
+// Subcommands of the torch-free `dataset` group that run a model: listed in
+// `kestrel dataset --help` and handed to kestrel-torch when the first two
+// command words name one (main.cc).
+inline constexpr TorchCommand kDatasetAuditCommand{
+    "audit", "Rank the labels a model disagrees with: missing, spurious, wrong class, misplaced boxes"};
+inline constexpr std::array<TorchCommand, 1> kTorchDatasetCommands = {kDatasetAuditCommand};
+
 // In the order `kestrel --help` lists them.
-inline constexpr std::array<TorchCommand, 5> kTorchCommands = {kTrainCommand, kExportCommand, kValCommand,
-                                                               kPredictCommand, kCompareCommand};
+inline constexpr std::array<TorchCommand, 6> kTorchCommands = {
+    kTrainCommand, kExportCommand, kValCommand, kPredictCommand, kCompareCommand, kFingerprintCommand};
 
 }  // namespace kestrel::cli

@@ -184,7 +184,7 @@ TEST_F(PreannotationsTest, CvatXmlHasMetaLabelsAndPixelBoxesPerImage) {
 }
 
 TEST_F(PreannotationsTest, BadOptionsAndFramesAreRefusedNamingTheField) {
-  PreannotationOptions o = Options("yolo");
+  PreannotationOptions o = Options("voc");
   Status s = ValidatePreannotationOptions(o);
   EXPECT_EQ(s.Code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.Where().field, "format");
@@ -230,6 +230,120 @@ TEST_F(PreannotationsTest, WritesTasksWithTheConfigBesideThem) {
   w = WritePreannotations(Env::Default(), r, Options("cvat"));
   ASSERT_TRUE(w.IsOk()) << w.GetStatus().ToString();
   EXPECT_EQ(*w, std::vector<std::string>{dir + "/cvat_annotations.xml"});
+  std::filesystem::remove_all(dir);
+}
+
+// A zip's local entries read back (STORED only): name -> data, checking each
+// entry's CRC and that the central directory and end record agree.
+std::vector<std::pair<std::string, std::string>> ReadStoredZip(const std::string& zip) {
+  auto u16 = [&](size_t at) { return uint32_t(uint8_t(zip[at])) | uint32_t(uint8_t(zip[at + 1])) << 8; };
+  auto u32 = [&](size_t at) { return u16(at) | u16(at + 2) << 16; };
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t at = 0;
+  while (at + 30 <= zip.size() && u32(at) == 0x04034b50u) {
+    EXPECT_EQ(u16(at + 8), 0u) << "stored";
+    const uint32_t crc = u32(at + 14), size = u32(at + 18), name_len = u16(at + 26), extra = u16(at + 28);
+    std::string name = zip.substr(at + 30, name_len);
+    std::string data = zip.substr(at + 30 + name_len + extra, size);
+    uint32_t c = 0xFFFFFFFFu;  // bitwise CRC-32, independent of the writer's table
+    for (unsigned char b : data) {
+      c ^= b;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    EXPECT_EQ(c ^ 0xFFFFFFFFu, crc) << name;
+    out.emplace_back(std::move(name), std::move(data));
+    at += 30 + name_len + extra + size;
+  }
+  EXPECT_EQ(u32(at), 0x02014b50u) << "central directory after the entries";
+  const size_t eocd = zip.size() - 22;
+  EXPECT_EQ(u32(eocd), 0x06054b50u);
+  EXPECT_EQ(u16(eocd + 10), out.size());
+  EXPECT_EQ(u32(eocd + 16), at) << "central directory offset";
+  return out;
+}
+
+TEST_F(PreannotationsTest, YoloTreeIsUltralyticsDetection10WithNormalizedClippedBoxes) {
+  const PreannotationOptions o = Options("yolo");
+  Result<std::vector<std::pair<std::string, std::string>>> tree = YoloLabelTree(images_, names_, o);
+  ASSERT_TRUE(tree.IsOk()) << tree.GetStatus().ToString();
+  ASSERT_EQ(tree->size(), 5u);
+  EXPECT_EQ((*tree)[0].first, "data.yaml");
+  EXPECT_EQ((*tree)[0].second,
+            "path: ./\ntrain: train.txt\nnames:\n  0: \"person\"\n  1: \"car & bus\"\n  2: \"dog\"\n");
+  EXPECT_EQ((*tree)[1].first, "train.txt");
+  EXPECT_EQ((*tree)[1].second, "images/train/a.jpg\nimages/train/sub/b c.png\nimages/train/empty.jpg\n");
+  EXPECT_EQ((*tree)[2].first, "labels/train/a.txt");
+  EXPECT_EQ((*tree)[3].first, "labels/train/sub/b c.txt");
+  EXPECT_EQ((*tree)[4].first, "labels/train/empty.txt");
+  EXPECT_EQ((*tree)[4].second, "") << "an image without boxes has an empty label file";
+  // a.jpg's first box: (10.25, 20.5)-(300.75, 400.125) in 641x479.
+  const std::string first = (*tree)[2].second.substr(0, (*tree)[2].second.find('\n'));
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "0 %.6f %.6f %.6f %.6f", (10.25 + 300.75) / 2 / 641,
+                (20.5 + 400.125) / 2 / 479, (300.75 - 10.25) / 641, (400.125 - 20.5) / 479);
+  EXPECT_EQ(first, buf) << "5 columns, no score";
+  // b's box is clipped to the image: x from 0 to 333, so cx 0.5, w 1.
+  EXPECT_EQ((*tree)[3].second.substr(0, 20), "1 0.500000 0.234562 ");
+
+  // Two images that would share labels/train/x.txt are refused.
+  std::vector<PredictedImage> clash = {images_[0], images_[0]};
+  clash[1].source = "in/a.png";
+  Result<std::vector<std::pair<std::string, std::string>>> bad = YoloLabelTree(clash, names_, o);
+  ASSERT_FALSE(bad.IsOk());
+  EXPECT_EQ(bad.GetStatus().Where().field, "format");
+
+  // The zip holds the same entries, in order.
+  Result<std::string> zip = StoredZip(*tree);
+  ASSERT_TRUE(zip.IsOk());
+  EXPECT_EQ(ReadStoredZip(*zip), *tree);
+}
+
+TEST_F(PreannotationsTest, CocoJsonCarriesPixelBoxesAndScores) {
+  const nlohmann::json j = CocoPredictionsJson(images_, names_, Options("coco"));
+  ASSERT_EQ(j["categories"].size(), 3u);
+  EXPECT_EQ(j["categories"][1], (nlohmann::json{{"id", 2}, {"name", "car & bus"}}));
+  ASSERT_EQ(j["images"].size(), 3u);
+  EXPECT_EQ(j["images"][1]["file_name"], "sub/b c.png");
+  EXPECT_EQ(j["images"][1]["id"], 2);
+  EXPECT_EQ(j["images"][1]["width"], 333);
+  ASSERT_EQ(j["annotations"].size(), 3u);
+  const nlohmann::json& a = j["annotations"][0];
+  EXPECT_EQ(a["image_id"], 1);
+  EXPECT_EQ(a["category_id"], 1);
+  EXPECT_NEAR(a["score"].get<double>(), 0.91, 1e-6);
+  EXPECT_NEAR(a["bbox"][0].get<double>(), 10.25, 1e-4);
+  EXPECT_NEAR(a["bbox"][2].get<double>(), 300.75 - 10.25, 1e-4);
+  const nlohmann::json& b = j["annotations"][2];  // b's box, clipped
+  EXPECT_EQ(b["image_id"], 2);
+  EXPECT_EQ(b["category_id"], 2);
+  EXPECT_DOUBLE_EQ(b["bbox"][0].get<double>(), 0.0);
+  EXPECT_NEAR(b["bbox"][2].get<double>(), 333.0, 1e-4);
+}
+
+TEST_F(PreannotationsTest, WritesYoloFolderAndZipAndRefusesAFolderInUse) {
+  const std::string dir = ::testing::TempDir() + "/preannotations_yolo";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  PredictResult r;
+  r.dir = dir;
+  r.names = names_;
+  r.images = images_;
+  r.predicted = int64_t(images_.size());
+  Result<std::vector<std::string>> w = WritePreannotations(Env::Default(), r, Options("yolo"));
+  ASSERT_TRUE(w.IsOk()) << w.GetStatus().ToString();
+  EXPECT_EQ(*w, (std::vector<std::string>{dir + "/yolo", dir + "/yolo.zip"}));
+  Result<std::string> label = Env::Default().ReadFile(dir + "/yolo/labels/train/sub/b c.txt");
+  ASSERT_TRUE(label.IsOk());
+  EXPECT_EQ(label->substr(0, 2), "1 ");
+  Result<std::string> zip = Env::Default().ReadFile(dir + "/yolo.zip");
+  ASSERT_TRUE(zip.IsOk());
+  EXPECT_EQ(ReadStoredZip(*zip).size(), 5u);
+  // A second run onto the same folder is refused; the folder is unchanged.
+  w = WritePreannotations(Env::Default(), r, Options("yolo"));
+  EXPECT_FALSE(w.IsOk());
+  w = WritePreannotations(Env::Default(), r, Options("coco"));
+  ASSERT_TRUE(w.IsOk()) << w.GetStatus().ToString();
+  EXPECT_EQ(*w, std::vector<std::string>{dir + "/coco_annotations.json"});
   std::filesystem::remove_all(dir);
 }
 
