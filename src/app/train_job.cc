@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "app/job_checkpoints.h"
 #include "app/metric_events.h"
 #include "app/train_run.h"
 #include "core/env.h"
@@ -76,6 +77,12 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
   // re-reported epoch, which the series route de-duplicates.
   std::set<int> reported;
   if (auto r = ReportedEpochs(*ctx.meta, job_id); r.IsOk()) reported = std::move(r).Value();
+  // On a shared artifact store (S3) the newest recorded checkpoint of an
+  // earlier attempt is fetched before the resume scan below (which then
+  // finds it where this host's own would be), and each epoch's checkpoint is
+  // uploaded and recorded (app/job_checkpoints.h). It takes ctx.meta.
+  KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointUploader> shared,
+                           ShareCheckpoints(ctx, Env::Default(), out));
   ctx.meta.reset();  // the trainer opens its own; nothing else needs it
   const std::string url = store::MetadataUrl(home);
   MetricEventWriter events([url] { return store::MetadataStore::Open(url); }, job_id, attempt,
@@ -223,6 +230,12 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
   hooks.on_epoch = [&](const train::EpochRecord& e) {
     run_seconds += e.seconds;
     post_epoch(e);
+    if (shared) {
+      Status s = shared->AfterEpoch(e.epoch);
+      if (!s.IsOk())
+        out << "job " << job_id << " attempt " << attempt << ": epoch " << e.epoch
+            << "'s checkpoint not shared: " << s.ToString() << std::endl;
+    }
     progress("stage=train epoch=" + std::to_string(e.epoch) + " done " +
              (opts.val ? "map50=" + std::to_string(e.map50) + " map50_95=" + std::to_string(e.map5095)
                        : std::string("not_validated")));
@@ -232,6 +245,20 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
   bool tried = false;
   for (const auto& c : checkpoints) {
     opts.resume = c;
+    // The checkpoint's best epoch may be an earlier attempt's: its weights
+    // come along, so the trainer's final validation of weights/best.* (and
+    // a run that never beats that epoch) finds them in this attempt's folder.
+    const std::string from_best =
+        JoinPath(std::filesystem::path(c).parent_path().string(), "best.safetensors");
+    const std::string own_best = JoinPath(JoinPath(run_dir, "weights"), "best.safetensors");
+    bool carried = false;
+    if (env.Stat(from_best).is_regular && !env.Stat(own_best).is_regular) {
+      auto bytes = env.ReadFile(from_best);
+      Status copied = bytes.IsOk() ? env.CreateDirs(JoinPath(run_dir, "weights")) : bytes.GetStatus();
+      if (copied.IsOk()) copied = env.WriteFileAtomic(own_best, *bytes);
+      if (!copied.IsOk()) return fail(FailureReason::kIoError, copied);
+      carried = true;
+    }
     out << "job " << job_id << " attempt " << attempt << ": resuming from " << c << std::endl;
     progress("stage=data resume=" + c);
     r = RunTraining(opts, hooks);
@@ -240,6 +267,7 @@ Result<AttemptResult> RunTrainAttempt(AttemptContext& ctx) {
     // the next older one rather than to scratch.
     if (r.IsOk() || r.GetStatus().Code() != StatusCode::kCorruption) break;
     out << "checkpoint " << c << " refused: " << r.GetStatus().ToString() << std::endl;
+    if (carried) (void)env.RemoveFile(own_best);  // not the best of the next (older) checkpoint; best effort
   }
   if (!tried || (!r.IsOk() && r.GetStatus().Code() == StatusCode::kCorruption && !checkpoints.empty())) {
     if (tried) out << "no usable checkpoint left; starting from scratch" << std::endl;

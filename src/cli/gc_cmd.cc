@@ -10,6 +10,7 @@
 #include "app/job_kinds.h"
 #include "cli/cli.h"
 #include "core/env.h"
+#include "store/artifact_store.h"
 #include "train/train_config.h"
 
 namespace kestrel::cli {
@@ -123,6 +124,18 @@ std::function<void(store::MetadataStore&, const store::JobRecord&, int64_t)> Wit
     if (cfg.is_object() && cfg.contains("keep_ckpts") && cfg["keep_ckpts"].is_number_integer() &&
         cfg["keep_ckpts"].get<int64_t>() >= 0 && cfg["keep_ckpts"].get<int64_t>() <= 100000) {
       keep = cfg["keep_ckpts"].get<int>();
+    }
+    // On S3 the attempts' shared checkpoints (docs/disk.md "Job checkpoints
+    // on S3") are no resume point any more: the job succeeded.
+    if (auto artifacts = store::OpenArtifactStore(home); artifacts.IsOk() && (*artifacts)->SharesJobFiles()) {
+      auto removed = (*artifacts)->RemoveJobFiles(job.id, 0, {});
+      if (!removed.IsOk()) {
+        std::cerr << "warning: job " << job.id << ": deleting its checkpoints on " << (*artifacts)->Describe()
+                  << " failed: " << removed.GetStatus().ToString() << std::endl;
+      } else if (*removed > 0) {
+        std::cerr << "job " << job.id << ": deleted " << *removed << " shared checkpoint objects on "
+                  << (*artifacts)->Describe() << std::endl;
+      }
     }
     auto r = app::ApplyJobRetention(Env::Default(), home, job, keep);
     if (!r.IsOk()) {
