@@ -1,5 +1,6 @@
 #include "app/stats.h"
 
+#include "app/system.h"
 #include "jobs/breaker.h"
 #include "jobs/disk_space.h"
 
@@ -14,11 +15,16 @@ Result<StatsReport> JobStatsReport(store::MetadataStore& meta, const std::string
   r.breaker_reason = breaker.Reason();
   KESTREL_ASSIGN_OR_RETURN(r.min_free_bytes, jobs::MinFreeBytesFromEnv());
   KESTREL_ASSIGN_OR_RETURN(r.disk, jobs::DiskStatusJson(meta, home, r.min_free_bytes));
+  KESTREL_ASSIGN_OR_RETURN(auto hosts, meta.ListHosts());
+  for (auto& h : hosts)
+    if (h.quarantined_ms > 0) r.quarantined_hosts.push_back(std::move(h));
   return r;
 }
 
 nlohmann::json StatsJson(const StatsReport& r) {
   const store::JobStats& s = r.jobs;
+  nlohmann::json quarantined = nlohmann::json::array();
+  for (const auto& h : r.quarantined_hosts) quarantined.push_back(HostJson(h));
   return {{"jobs", s.jobs},
           {"succeeded", s.succeeded},
           {"failed_permanent", s.failed_permanent},
@@ -39,7 +45,8 @@ nlohmann::json StatsJson(const StatsReport& r) {
           {"mean_time_to_restart_ms", s.mean_time_to_restart_ms},
           {"restarted_attempts", s.restarted_attempts},
           {"breaker", {{"open", r.breaker_open}, {"reason", r.breaker_reason}}},
-          {"disk", r.disk}};
+          {"disk", r.disk},
+          {"quarantined_hosts", quarantined}};
 }
 
 }  // namespace kestrel::app

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "store/job_types.h"
@@ -21,6 +22,8 @@ struct StatsReport {
   std::string breaker_reason;
   nlohmann::json disk;         // jobs::DiskStatusJson: free_bytes, low, paused_workers, ...
   int64_t min_free_bytes = 0;  // the disk watermark (KESTREL_MIN_FREE_GB), 0 = off
+  // Quarantined hosts (docs/jobs.md "Quarantine and drain"): they claim nothing.
+  std::vector<store::HostRecord> quarantined_hosts;
 };
 
 // Reads the stats and refreshes the breaker from the recent attempts; the
@@ -33,7 +36,8 @@ Result<StatsReport> JobStatsReport(store::MetadataStore& meta, const std::string
 // (ended, but not cancelled), cancelled_attempts, failed_attempts, retries, infra_retries, failures_by_stage,
 // failures_by_class, failures_by_reason, mean_time_to_recovery_ms,
 // recovered_jobs, mean_time_to_restart_ms, restarted_attempts,
-// breaker {open, reason}, disk.
+// breaker {open, reason}, disk, quarantined_hosts [{"host", "env_failures",
+// "quarantined_ms", "quarantine_reason", ...}: app::HostJson].
 nlohmann::json StatsJson(const StatsReport& r);
 
 }  // namespace kestrel::app

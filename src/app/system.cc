@@ -84,6 +84,12 @@ Result<WorkersReport> ListWorkerStatus(store::MetadataStore& meta, int64_t now_m
   running.states = {store::JobState::kRunning};
   running.limit = std::numeric_limits<int64_t>::max();
   KESTREL_ASSIGN_OR_RETURN(auto jobs, meta.ListJobs(running));
+  KESTREL_ASSIGN_OR_RETURN(r.hosts, meta.ListHosts());
+  auto host_of = [&](const std::string& name) -> const store::HostRecord* {
+    for (const auto& h : r.hosts)
+      if (h.host == name) return &h;
+    return nullptr;
+  };
   std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   for (auto& w : workers) {
     WorkerStatus s;
@@ -108,6 +114,10 @@ Result<WorkersReport> ListWorkerStatus(store::MetadataStore& meta, int64_t now_m
               : s.heartbeat_age_ms > kWorkerStaleMs ? "stale"
               : s.jobs.empty()                      ? "idle"
                                                     : "busy";
+    const store::HostRecord* h = host_of(w.host);
+    s.draining = w.drain_ms > 0 || (h != nullptr && h->drain_ms > 0);
+    s.quarantined = h != nullptr && h->quarantined_ms > 0;
+    if (s.quarantined) s.quarantine_reason = h->quarantine_reason;
     s.worker = std::move(w);
     r.workers.push_back(std::move(s));
   }
@@ -134,18 +144,52 @@ json WorkersJson(const WorkersReport& r) {
                       {"gpu_mem", wj.job.spec.device_memory_mb},
                       {"priority", store::JobPriorityName(wj.job.spec.priority)}});
     }
-    arr.push_back({{"id", s.worker.id},
-                   {"host", s.worker.host},
-                   {"pid", s.pid > 0 ? json(s.pid) : json(nullptr)},
-                   {"devices", devices},
-                   {"started_ms", s.worker.started_ms},
-                   {"heartbeat_ms", s.worker.heartbeat_ms},
-                   {"heartbeat_age_ms", s.heartbeat_age_ms},
-                   {"state", s.state},
-                   {"stopped_ms", s.state == "stopped" ? json(s.worker.stopped_ms) : json(nullptr)},
-                   {"jobs", jobs}});
+    arr.push_back(
+        {{"id", s.worker.id},
+         {"host", s.worker.host},
+         {"pid", s.pid > 0 ? json(s.pid) : json(nullptr)},
+         {"devices", devices},
+         {"started_ms", s.worker.started_ms},
+         {"heartbeat_ms", s.worker.heartbeat_ms},
+         {"heartbeat_age_ms", s.heartbeat_age_ms},
+         {"state", s.state},
+         {"stopped_ms", s.state == "stopped" ? json(s.worker.stopped_ms) : json(nullptr)},
+         {"jobs", jobs},
+         {"draining", s.draining},
+         {"quarantined", s.quarantined},
+         {"quarantine_reason", s.quarantined ? json(s.quarantine_reason) : json(nullptr)},
+         {"fingerprint", s.worker.fingerprint.empty() ? json(nullptr) : json(s.worker.fingerprint)}});
   }
-  return {{"ok", true}, {"now_ms", r.now_ms}, {"stale_after_ms", kWorkerStaleMs}, {"workers", arr}};
+  json hosts = json::array();
+  for (const auto& h : r.hosts) hosts.push_back(HostJson(h));
+  return {{"ok", true},
+          {"now_ms", r.now_ms},
+          {"stale_after_ms", kWorkerStaleMs},
+          {"workers", arr},
+          {"hosts", hosts}};
+}
+
+json HostJson(const store::HostRecord& h) {
+  return {{"host", h.host},
+          {"env_failures", h.env_failures},
+          {"quarantined", h.quarantined_ms > 0},
+          {"quarantined_ms", h.quarantined_ms > 0 ? json(h.quarantined_ms) : json(nullptr)},
+          {"quarantine_reason", h.quarantine_reason},
+          {"last_failure", h.last_failure},
+          {"draining", h.drain_ms > 0}};
+}
+
+Result<json> DrainWorkers(store::MetadataStore& meta, const std::string& target, bool drain, int64_t now_ms) {
+  auto ids = meta.SetDrain(target, drain, now_ms);
+  if (!ids.IsOk()) return ids.GetStatus();
+  return json{{"ok", true}, {"target", target}, {"draining", drain}, {"workers", *ids}};
+}
+
+Result<json> UnquarantineHost(store::MetadataStore& meta, const std::string& host, int64_t now_ms) {
+  KESTREL_ASSIGN_OR_RETURN(store::HostRecord h, meta.UnquarantineHost(host, now_ms));
+  json out = HostJson(h);
+  out["ok"] = true;
+  return out;
 }
 
 Result<BreakerReport> ReadBreaker(store::MetadataStore& meta) {

@@ -45,12 +45,19 @@ struct WorkerStatus {
   // marked stopped: crashed, killed or lost with its machine).
   std::string state;
   std::vector<WorkerJob> jobs;  // by job id
+  // `kestrel workers drain` asked it (its id or its host) to finish its
+  // running jobs, claim nothing and exit (docs/jobs.md "Quarantine and drain").
+  bool draining = false;
+  // Its host is quarantined (environment failures): it claims nothing.
+  bool quarantined = false;
+  std::string quarantine_reason;
 };
 
 struct WorkersReport {
   int64_t now_ms = 0;
   std::vector<WorkerStatus>
       workers;  // live ones (busy, idle) first, then stale, then stopped; by id within each
+  std::vector<store::HostRecord> hosts;  // hosts with environment failures or a drain, by name
 };
 
 // Every registered worker with its running jobs (lease owner = the worker)
@@ -62,8 +69,23 @@ Result<WorkersReport> ListWorkerStatus(store::MetadataStore& meta, int64_t now_m
 // "memory_mb" (gpu)}]), "started_ms", "heartbeat_ms", "heartbeat_age_ms",
 // "state", "stopped_ms" (null unless stopped), "jobs": [{"id", "kind", "attempt", "attempt_started_ms",
 // "attempt_pid" (null until recorded), "lease_until_ms", "device", "gpu_mem",
-// "priority"}]}]}.
+// "priority"}], "draining", "quarantined", "quarantine_reason" (null unless
+// quarantined), "fingerprint" (its hash, null when none)}], "hosts": [{"host",
+// "env_failures", "quarantined", "quarantined_ms" (null unless), "quarantine_reason",
+// "last_failure", "draining"}]}.
 nlohmann::json WorkersJson(const WorkersReport& r);
+
+// One host's standing as WorkersJson's "hosts" lists it.
+nlohmann::json HostJson(const store::HostRecord& h);
+
+// `kestrel workers drain|undrain TARGET` (a worker id or a host; docs/jobs.md
+// "Quarantine and drain"): {"ok": true, "target", "draining", "workers": [ids]};
+// kNotFound naming the target when it is neither.
+Result<nlohmann::json> DrainWorkers(store::MetadataStore& meta, const std::string& target, bool drain,
+                                    int64_t now_ms);
+// `kestrel workers unquarantine HOST`: {"ok": true, "host", "env_failures": 0,
+// "quarantined": false}; kNotFound for a host the store has no record of.
+Result<nlohmann::json> UnquarantineHost(store::MetadataStore& meta, const std::string& host, int64_t now_ms);
 
 // The circuit breaker as every worker computes it (jobs/breaker.h, default
 // options): from the store's shared reset and its last finished attempts.

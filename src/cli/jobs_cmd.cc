@@ -4,13 +4,17 @@
 // what tools/soak reads, so keep them.
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -19,6 +23,7 @@
 #include <optional>
 #include <sstream>
 
+#include "app/fingerprint.h"
 #include "app/jobs.h"
 #include "app/stats.h"
 #include "app/system.h"
@@ -165,6 +170,40 @@ std::string HostName() {
   return buf;
 }
 
+// `PROGRAM fingerprint --json` (the LibTorch half's facts, train_cmd.cc):
+// its "fingerprint" object, or null with *error saying why it failed (the
+// loader's own message when a library does not load).
+nlohmann::json TorchFingerprint(const std::string& program, std::string* error) {
+  const std::string cmd = "'" + program + "' --json fingerprint 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    *error = program + ": cannot start: " + std::strerror(errno);
+    return nullptr;
+  }
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int st = ::pclose(p);
+  // The document starts at the first line that opens an object (stderr, e.g.
+  // a loader error, comes before it or alone).
+  size_t from = 0;
+  if (out.empty() || out[0] != '{') {
+    const size_t nl = out.find("\n{");
+    from = nl == std::string::npos ? out.size() : nl + 1;
+  }
+  const auto doc = nlohmann::json::parse(out.substr(from), nullptr, false);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && doc.is_object() && doc.contains("fingerprint") &&
+      doc["fingerprint"].is_object()) {
+    return doc["fingerprint"];
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  *error = program + " fingerprint failed (" +
+           (WIFEXITED(st) ? "exit " + std::to_string(WEXITSTATUS(st)) : std::string("killed")) +
+           "): " + out.substr(0, 500);
+  return nullptr;
+}
+
 void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
   struct Args {
     int slots = 1;
@@ -176,6 +215,8 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     std::string min_free_gb;  // "" = KESTREL_MIN_FREE_GB or the default
     std::string cpus;         // "" = this process's affinity
     bool no_pin = false;
+    std::string host;  // "" = gethostname()
+    int quarantine_after = 3;
     double heartbeat_s = 30, hang_timeout_s = 90, lease_s = 90, grace_s = 10, poll_s = 1;
   };
   auto a = std::make_shared<Args>();
@@ -189,6 +230,14 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
       "--no-pin", a->no_pin,
       "do not pin each CPU slot's attempts to its own share of the CPUs (they then all use every core)");
   cmd->add_option("--id", a->id, "worker id (default host:pid)");
+  cmd->add_option(
+      "--host", a->host,
+      "the host name recorded with attempts, drained and quarantined by (default: this machine's)");
+  cmd->add_option(
+         "--quarantine-after", a->quarantine_after,
+         "environment failures on this host that quarantine it (docs/jobs.md \"Quarantine and drain\")")
+      ->capture_default_str()
+      ->check(IntArg(1, 1000));
   cmd->add_option("--max-jobs", a->max_jobs, "exit after this many attempts (0 = no limit)")
       ->check(IntArg(0));
   cmd->add_flag("--exit-when-idle", a->exit_when_idle, "exit when no waiting job fits this worker");
@@ -219,7 +268,8 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
         "it");
 #endif
     jobs::WorkerOptions o;
-    o.host = HostName();
+    o.host = a->host.empty() ? HostName() : a->host;
+    o.quarantine_after = a->quarantine_after;
     o.id = a->id.empty() ? o.host + ":" + std::to_string(::getpid()) : a->id;
     o.home = std::filesystem::absolute(ctx.home).string();
     o.child_command = {AttemptProgram(), "--home", o.home, "--log-level", ctx.log_level};
@@ -264,6 +314,18 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
       o.cpus = std::move(*cpus);
     }
     o.pin_cpus = !a->no_pin;
+    // The environment fingerprint (app/fingerprint.h): the LibTorch half
+    // answers for its libraries; when it cannot even start, that is the
+    // preflight's finding and the worker claims nothing.
+    std::string torch_error;
+    const nlohmann::json torch = TorchFingerprint(o.child_command[0], &torch_error);
+    const nlohmann::json fingerprint = app::MergeFingerprint(app::HostFingerprint(), torch, torch_error);
+    o.fingerprint_json = fingerprint.dump();
+    o.fingerprint_hash = app::FingerprintHash(fingerprint);
+    o.preflight = [torch_error]() -> Status {
+      if (torch_error.empty()) return {};
+      return Status::FailedPrecondition(torch_error);
+    };
     KESTREL_RETURN_IF_ERROR(jobs::ValidateWorkerOptions(o));
     const std::string url = store::MetadataUrl(ctx.home);
     // Fail fast on a store that cannot be opened at all (wrong URL, bad
@@ -378,7 +440,8 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
     if (!job->last_reason.empty()) t << "last reason: " << job->last_reason << "\n";
     if (!job->result_json.empty()) t << "result: " << job->result_json << "\n";
     for (const auto& a : detail.attempts) {
-      t << "  attempt " << a.attempt << " on " << a.worker << " pid " << a.pid << ": ";
+      t << "  attempt " << a.attempt << " on " << a.worker << " pid " << a.pid
+        << (a.fingerprint.empty() ? "" : " env " + a.fingerprint) << ": ";
       if (a.ended_ms == 0) {
         t << "running since " << FormatMs(a.started_ms) << "\n";
       } else if (a.succeeded) {
@@ -396,6 +459,29 @@ void AddJobs(CLI::App& app, Context& ctx, int* exit_code) {
       }
     }
     return Output{t.str(), app::JobDetailJson(detail)};
+  }));
+
+  auto env_a = std::make_shared<std::string>(), env_b = std::make_shared<std::string>();
+  CLI::App* diff_env = jobs->add_subcommand(
+      "diff-env",
+      "What differs between the environments two attempts ran in (docs/jobs.md \"Environment fingerprint\")");
+  diff_env->add_option("a", *env_a, "JOB (its last attempt) or JOB:ATTEMPT")->required();
+  diff_env->add_option("b", *env_b, "JOB or JOB:ATTEMPT")->required();
+  diff_env->callback(Callback(ctx, exit_code, [&ctx, env_a, env_b]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    auto d = app::DiffAttemptEnvironments(*stores.meta, *env_a, *env_b);
+    if (!d.IsOk()) return d.GetStatus();
+    std::ostringstream t;
+    auto side = [](const nlohmann::json& s) {
+      return "job " + std::to_string(s["job"].get<int64_t>()) + " attempt " +
+             std::to_string(s["attempt"].get<int64_t>()) + " on " + s["host"].get<std::string>() + " (env " +
+             s["fingerprint"].get<std::string>() + ")";
+    };
+    t << "A: " << side((*d)["a"]) << "\nB: " << side((*d)["b"]);
+    if ((*d)["differences"].empty()) t << "\nsame environment";
+    for (const auto& x : (*d)["differences"])
+      t << "\n  " << x["field"].get<std::string>() << ": " << x["a"].dump() << " -> " << x["b"].dump();
+    return Output{t.str(), *d};
   }));
 
   auto logs_id = std::make_shared<std::string>();
@@ -482,6 +568,10 @@ void AddStats(CLI::App& app, Context& ctx, int* exit_code) {
       t << "\nworker " << w["worker"].get<std::string>()
         << " is not claiming (low disk: " << w["free_bytes"].get<int64_t>() / 1'000'000 << " MB free)";
     }
+    for (const auto& h : report.quarantined_hosts) {
+      t << "\nhost " << h.host << " is QUARANTINED (kestrel workers unquarantine " << h.host
+        << "): " << h.quarantine_reason;
+    }
     return Output{t.str(), app::StatsJson(report)};
   }));
 
@@ -530,7 +620,44 @@ void AddWorkers(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "workers",
       "Registered workers: devices, running jobs, heartbeat age, busy/idle/stale/stopped (docs/jobs.md)");
-  cmd->callback(Callback(ctx, exit_code, [&ctx]() -> CommandResult {
+  // drain|undrain|unquarantine (docs/jobs.md "Quarantine and drain").
+  auto target = std::make_shared<std::string>();
+  auto add_control = [&](const char* name, const char* help, const char* what) {
+    CLI::App* sub = cmd->add_subcommand(name, help);
+    sub->add_option("target", *target, what)->required();
+    return sub;
+  };
+  CLI::App* drain = add_control("drain",
+                                "A worker (ID) or every worker of a HOST finishes its running jobs, claims "
+                                "nothing more and exits 0",
+                                "worker id or host");
+  CLI::App* undrain =
+      add_control("undrain", "Lift a drain: the worker or host claims again", "worker id or host");
+  CLI::App* unquarantine =
+      add_control("unquarantine",
+                  "Let a quarantined HOST claim again (its environment failure count restarts at 0)", "host");
+  for (CLI::App* sub : {drain, undrain}) {
+    const bool on = sub == drain;
+    sub->callback(Callback(ctx, exit_code, [&ctx, target, on]() -> CommandResult {
+      KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+      auto r = app::DrainWorkers(*stores.meta, *target, on, Env::Default().UnixMillis());
+      if (!r.IsOk()) return r.GetStatus();
+      std::string ids;
+      for (const auto& id : (*r)["workers"]) ids += (ids.empty() ? "" : ", ") + id.get<std::string>();
+      return Output{std::string(on ? "draining " : "undrained ") + *target +
+                        (ids.empty() ? " (no worker registered now)" : " (workers: " + ids + ")"),
+                    *r};
+    }));
+  }
+  unquarantine->callback(Callback(ctx, exit_code, [&ctx, target]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
+    auto r = app::UnquarantineHost(*stores.meta, *target, Env::Default().UnixMillis());
+    if (!r.IsOk()) return r.GetStatus();
+    return Output{"host " + *target + " is no longer quarantined; its workers claim again", *r};
+  }));
+  // CLI11 runs this after a subcommand's callback: only the bare `workers`
+  // lists (a subcommand's exit code and document stand).
+  auto list = Callback(ctx, exit_code, [&ctx]() -> CommandResult {
     KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
     auto r = app::ListWorkerStatus(*stores.meta, Env::Default().UnixMillis());
     if (!r.IsOk()) return r.GetStatus();
@@ -542,6 +669,8 @@ void AddWorkers(CLI::App& app, Context& ctx, int* exit_code) {
       t << w["id"].get<std::string>() << "  " << w["state"].get<std::string>() << "  heartbeat " << std::fixed
         << std::setprecision(1) << w["heartbeat_age_ms"].get<int64_t>() / 1000.0 << " s ago  "
         << DevicesText(w["devices"]);
+      if (w["draining"].get<bool>()) t << "  DRAINING";
+      if (w["quarantined"].get<bool>()) t << "  QUARANTINED: " << w["quarantine_reason"].get<std::string>();
       for (const auto& j : w["jobs"]) {
         t << "\n  job " << j["id"].get<int64_t>() << " (" << j["kind"].get<std::string>() << ", attempt "
           << j["attempt"].get<int64_t>();
@@ -549,8 +678,19 @@ void AddWorkers(CLI::App& app, Context& ctx, int* exit_code) {
         t << ")";
       }
     }
+    for (const auto& h : doc["hosts"]) {
+      if (!h["quarantined"].get<bool>() && !h["draining"].get<bool>()) continue;
+      t << "\nhost " << h["host"].get<std::string>();
+      if (h["quarantined"].get<bool>())
+        t << " QUARANTINED (kestrel workers unquarantine " << h["host"].get<std::string>()
+          << "): " << h["quarantine_reason"].get<std::string>();
+      if (h["draining"].get<bool>()) t << " DRAINING";
+    }
     return Output{t.str(), doc};
-  }));
+  });
+  cmd->callback([list, cmd]() {
+    if (cmd->get_subcommands().empty()) list();
+  });
 }
 
 }  // namespace

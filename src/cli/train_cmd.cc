@@ -19,12 +19,14 @@
 #include <utility>
 #include <vector>
 
+#include "app/fingerprint.h"
 #include "app/train_job.h"
 #include "app/train_run.h"
 #include "cli/cli.h"
 #include "cli/job_child.h"
 #include "cli/torch_commands.h"
 #include "model/device.h"
+#include "model/torch_compat.h"
 #include "train/trainer.h"
 
 namespace kestrel::cli {
@@ -104,7 +106,31 @@ CommandResult RunTrain(const Context& ctx, train::TrainOptions& opts) {
 
 }  // namespace
 
+// `kestrel fingerprint` (kestrel-torch): the host's fingerprint with
+// LibTorch's facts merged in (app/fingerprint.h); `kestrel worker` runs it
+// at start and records its "fingerprint" object and "hash".
+void AddFingerprintCommand(CLI::App& app, Context& ctx, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand(kFingerprintCommand.name, kFingerprintCommand.help);
+  cmd->callback(Callback(ctx, exit_code, []() -> CommandResult {
+    const model::TorchFacts t = model::ReadTorchFacts();
+    const nlohmann::json torch = {
+        {"libtorch", t.version},
+        {"torch_cuda_build", t.cuda_build.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.cuda_build)},
+        {"cudnn", t.cudnn_build.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.cudnn_build)},
+        {"cuda_available", t.cuda_available},
+        {"cuda_devices", t.cuda_devices},
+        {"torch_threads", t.threads}};
+    const nlohmann::json f = app::MergeFingerprint(app::HostFingerprint(), torch, "");
+    std::string text;
+    for (const auto& [k, v] : f.items())
+      text += k + ": " + (v.is_string() ? v.get<std::string>() : v.dump()) + "\n";
+    text += "hash: " + app::FingerprintHash(f);
+    return Output{text, {{"ok", true}, {"hash", app::FingerprintHash(f)}, {"fingerprint", f}}};
+  }));
+}
+
 void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
+  AddFingerprintCommand(app, ctx, exit_code);
   struct TrainState {
     train::TrainOptions opts;
     OptionSet set;

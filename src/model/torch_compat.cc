@@ -5,12 +5,15 @@
 // and deprecated the old, which -Werror turns into a build failure.
 #include "model/torch_compat.h"
 
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/DeviceGuard.h>
 #include <dlfcn.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <sstream>
 #include <string_view>
 
 #include "model/device.h"
@@ -128,6 +131,30 @@ std::string TorchBuildText() {
   if (!torch::cuda::is_available()) return text + " (CPU)";
   const auto n = torch::cuda::device_count();
   return text + " (CUDA, " + std::to_string(n) + (n == 1 ? " device)" : " devices)");
+}
+
+TorchFacts ReadTorchFacts() {
+  TorchFacts f;
+  f.version = TORCH_VERSION;
+  // at::show_config() lists "CUDA Runtime 12.1" and "CuDNN 8.9.2" lines in
+  // a CUDA build; a CPU build has neither.
+  std::istringstream config(at::show_config());
+  std::string line;
+  auto after = [](const std::string& l, const std::string& key) -> std::string {
+    const size_t at = l.find(key);
+    if (at == std::string::npos) return "";
+    std::string v = l.substr(at + key.size());
+    while (!v.empty() && (v.front() == ' ' || v.front() == ':')) v.erase(v.begin());
+    return v;
+  };
+  while (std::getline(config, line)) {
+    if (f.cuda_build.empty()) f.cuda_build = after(line, "CUDA Runtime");
+    if (f.cudnn_build.empty()) f.cudnn_build = after(line, "CuDNN");
+  }
+  f.cuda_available = torch::cuda::is_available();
+  f.cuda_devices = f.cuda_available ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+  f.threads = at::get_num_threads();
+  return f;
 }
 
 }  // namespace kestrel::model

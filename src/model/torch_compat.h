@@ -74,4 +74,16 @@ void SynchronizeDevice(torch::Device device);
 // "LibTorch 1.13.1 (CPU)" / "LibTorch 2.11.0 (CUDA, 1 device)": for logs.
 std::string TorchBuildText();
 
+// LibTorch's build facts for the environment fingerprint (app/fingerprint.h):
+// version, the CUDA runtime and cuDNN it was built with ("" for a CPU
+// build), whether CUDA initialises here and how many devices it sees, and
+// the intra-op thread count.
+struct TorchFacts {
+  std::string version, cuda_build, cudnn_build;
+  bool cuda_available = false;
+  int64_t cuda_devices = 0;
+  int64_t threads = 0;
+};
+TorchFacts ReadTorchFacts();
+
 }  // namespace kestrel::model

@@ -110,6 +110,21 @@ Result<std::string> StoreMetrics(ApiContext& ctx, int64_t now_ms) {
   for (const auto& w : workers.workers)
     o << "kestrel_worker_heartbeat_age_seconds{worker=\"" << PromLabel(w.worker.id) << "\",state=\""
       << w.state << "\"} " << static_cast<double>(w.heartbeat_age_ms) / 1000.0 << "\n";
+  // Issue 31 (docs/jobs.md "Quarantine and drain"): hosts that claim nothing.
+  o << "# HELP kestrel_host_quarantined 1 while a host is quarantined for environment failures.\n"
+    << "# TYPE kestrel_host_quarantined gauge\n";
+  for (const auto& h : workers.hosts)
+    o << "kestrel_host_quarantined{host=\"" << PromLabel(h.host) << "\"} " << (h.quarantined_ms > 0 ? 1 : 0)
+      << "\n";
+  o << "# HELP kestrel_host_environment_failures Environment failures counted since the last unquarantine.\n"
+    << "# TYPE kestrel_host_environment_failures gauge\n";
+  for (const auto& h : workers.hosts)
+    o << "kestrel_host_environment_failures{host=\"" << PromLabel(h.host) << "\"} " << h.env_failures << "\n";
+  o << "# HELP kestrel_worker_draining 1 while a worker is asked to drain.\n"
+    << "# TYPE kestrel_worker_draining gauge\n";
+  for (const auto& w : workers.workers)
+    o << "kestrel_worker_draining{worker=\"" << PromLabel(w.worker.id) << "\"} " << (w.draining ? 1 : 0)
+      << "\n";
   return o.str();
 }
 

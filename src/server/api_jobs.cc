@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "app/fingerprint.h"
 #include "app/job_kinds.h"
 #include "app/jobs.h"
 #include "app/templates.h"
@@ -99,6 +100,24 @@ Status AddJobRoutes(Router& router, ApiContext& ctx) {
         json doc = app::ConfigDiffJson(*d);
         doc["ok"] = true;
         return JsonResponse(doc);
+      }));
+  KESTREL_RETURN_IF_ERROR(router.Add(
+      "GET", "/api/jobs/{id}/env-diff",
+      {"What differs between the environments two attempts ran in (`kestrel jobs diff-env`)",
+       {{"attempt", "this job's attempt (default: its last)"},
+        {"other", "the other attempt as JOB or JOB:ATTEMPT (required)"}}},
+      [&ctx](const Request& req, const PathParams& p) {
+        auto id = JobIdText(p.at("id"), "id");
+        if (!id.IsOk()) return ErrorResponse(id.GetStatus());
+        const std::string other = QueryText(req, "other");
+        if (other.empty())
+          return ErrorResponse(Status::InvalidArgument(
+              "other= is required: JOB or JOB:ATTEMPT to compare with", {app::kRequestFile, 0, "other"}));
+        const std::string attempt = QueryText(req, "attempt");
+        auto d = app::DiffAttemptEnvironments(
+            ctx.meta, std::to_string(*id) + (attempt.empty() ? "" : ":" + attempt), other);
+        if (!d.IsOk()) return ErrorResponse(app::RelocateRequestError(d.GetStatus(), app::kRequestFile));
+        return JsonResponse(*d);
       }));
   return {};
 }

@@ -288,6 +288,10 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
                            "breaker reset",
                            "breaker show",
                            "workers",
+                           "workers drain",
+                           "workers undrain",
+                           "workers unquarantine",
+                           "jobs diff-env",
                            "webhooks",
                            "webhooks add",
                            "webhooks list",
@@ -329,6 +333,11 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"dataset", "export", "d", "--format", X, "{work}/o"},
       {"dataset", "preview", "d@v" + H, "out={work}/p.jpg"},
       {"dataset", "preview", "d", "images=" + H},
+      {"dataset", "merge", "d@v" + H, "corrections={ds}"},
+      {"dataset", "merge", "d", X + "=1"},
+      {"dataset", "merge", "d"},
+      {"dataset", "predict", "d@v" + H, "model=m", "format=cvat"},
+      {"dataset", "predict", "d", "model=m", "format=" + X},
       // val
       {"val"},
       {"val", "data=d@v" + H, "predictions={ds}"},
@@ -449,6 +458,20 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"breaker", "show", X},
       {"workers", X},
       {"workers", "--limit", H},
+      // drain, quarantine, environments (issue 31)
+      {"workers", "drain"},
+      {"workers", "drain", X},
+      {"workers", "drain", ""},
+      {"workers", "undrain", std::string(9000, 'h')},
+      {"workers", "unquarantine", X},
+      {"workers", "unquarantine", ""},
+      {"worker", "--quarantine-after", "0", "--exit-when-idle"},
+      {"worker", "--quarantine-after", H, "--exit-when-idle"},
+      {"worker", "--host", X, "--max-jobs", "-1"},
+      {"jobs", "diff-env", "1"},
+      {"jobs", "diff-env", X, "1"},
+      {"jobs", "diff-env", "1:x", "1"},
+      {"jobs", "diff-env", H, "1:" + H},
       // gc, du, the worker's watermark
       {"gc", X},
       {"gc", "--grace-s", H},
@@ -515,6 +538,16 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
   };
 #ifdef KESTREL_CLI_WITH_TORCH
   const std::vector<std::vector<std::string>> torch_cases = {
+      // dataset audit: refused before the model runs or anything is written
+      {"dataset", "audit"},
+      {"dataset", "audit", "d"},
+      {"dataset", "audit", "d@v" + H, "model=m"},
+      {"dataset", "audit", "d", "model=/etc/passwd"},
+      {"dataset", "audit", "d", "model=m", "conf=" + X},
+      {"dataset", "audit", "d", "model=m", "top=-1"},
+      {"dataset", "audit", "d", "model=m", "split=" + X},
+      {"dataset", "audit", "d", "model=m", "loose_iou=0.9"},
+      {"dataset", "audit", "d", "e", "model=m"},
       // train: every case is refused before anything trains
       {"train"},
       {"train", "data=d@v" + H, "model=n", "epochs=1", "imgsz=64", "project={work}/runs"},

@@ -467,6 +467,83 @@ TEST_F(JobsCliTest, SigkilledChildResumesFromThePreviousAttemptsCheckpoint) {
   EXPECT_EQ(show["job"]["result"]["run_dir"], (JobDir(id) / "attempt-2").string());
 }
 
+// Issue 31: a host whose kestrel-torch cannot load a library. A copy of
+// `kestrel` whose kestrel-torch beside it is a wrapper that answers
+// `fingerprint` (the worker's start) through the real one but fails every
+// attempt as the dynamic loader does (its message, exit 127). Its worker
+// fails each job once (environment: no retry spent, the job kept off the
+// host), is quarantined at the third failure and claims nothing more; a
+// healthy worker on another host finishes every job. ~6 s.
+TEST_F(JobsCliTest, ABrokenHostIsQuarantinedAfterThreeEnvironmentFailuresWhileAHealthyOneFinishes) {
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(SubmitId(TinyJob("epochs=1 seed=" + std::to_string(i))));
+  const fs::path broken = dir_ / "broken";
+  fs::create_directories(broken);
+  fs::copy_file(KESTREL_CLI, broken / "kestrel");
+  fs::permissions(broken / "kestrel", fs::perms::owner_all);
+  const std::string real_torch = (fs::path(KESTREL_CLI).parent_path() / "kestrel-torch").string();
+  Write("broken/kestrel-torch",
+        "#!/bin/sh\n"
+        "for a in \"$@\"; do if [ \"$a\" = --job ]; then\n"
+        "  echo \"kestrel-torch: error while loading shared libraries: libtorch_cpu.so: cannot open shared "
+        "object file: No such file or directory\" >&2; exit 127; fi; done\n"
+        "exec '" +
+            real_torch + "' \"$@\"\n");
+  fs::permissions(broken / "kestrel-torch", fs::perms::owner_all);
+  CliRun bad = Run((broken / "kestrel").string(),
+                   "--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10 --id bad --host "
+                   "broken-host");
+  ASSERT_EQ(bad.code, 0) << bad.out;
+  EXPECT_EQ(Json(bad)["claimed"], 3) << "quarantined at the third environment failure";
+  auto workers = Json(Kestrel("--json workers"));
+  ASSERT_EQ(workers["hosts"].size(), 1u) << workers.dump(2);
+  EXPECT_EQ(workers["hosts"][0]["host"], "broken-host");
+  EXPECT_EQ(workers["hosts"][0]["quarantined"], true);
+  EXPECT_EQ(workers["hosts"][0]["env_failures"], 3);
+  EXPECT_NE(workers["hosts"][0]["quarantine_reason"].get<std::string>().find("libtorch_cpu.so"),
+            std::string::npos)
+      << "the loader's own words are the finding";
+  // Quarantined: started again it claims nothing.
+  CliRun again =
+      Run((broken / "kestrel").string(), "--json worker --exit-when-idle --poll-s 0.1 --host broken-host");
+  EXPECT_EQ(again.code, 0);
+  EXPECT_EQ(Json(again)["claimed"], 0);
+
+  CliRun good = Kestrel(
+      "--json worker --exit-when-idle --poll-s 0.1 --heartbeat-s 1 --lease-s 10 --id good --host "
+      "healthy-host");
+  ASSERT_EQ(good.code, 0) << good.out;
+  EXPECT_EQ(Json(good)["succeeded"], 4);
+  for (int64_t id : ids) {
+    auto show = Show(id);
+    EXPECT_EQ(show["job"]["state"], "succeeded") << show.dump(2);
+    EXPECT_EQ(show["job"]["retries_used"], 0) << "environment failures spend no retries";
+    const auto& last = show["attempts"].back();
+    EXPECT_EQ(last["host"], "healthy-host");
+    ASSERT_TRUE(last["fingerprint"].is_string());
+    EXPECT_TRUE(show["environments"][last["fingerprint"].get<std::string>()].contains("libtorch"));
+  }
+  auto first = Show(ids[0]);
+  EXPECT_EQ(first["attempts"][0]["reason"], "environment");
+  EXPECT_EQ(first["attempts"][0]["host"], "broken-host");
+  // Both hosts are this machine: the same environment, attempt against attempt.
+  auto diff =
+      Json(Kestrel("--json jobs diff-env " + std::to_string(ids[0]) + ":1 " + std::to_string(ids[0]) + ":2"));
+  EXPECT_EQ(diff["ok"], true) << diff.dump();
+  EXPECT_EQ(diff["differences"].size(), 0u) << diff.dump();
+  EXPECT_EQ(Kestrel("--json jobs diff-env " + std::to_string(ids[0]) + ":9 1").code, 1);
+
+  // Lifted by hand: the host may claim again.
+  EXPECT_EQ(Kestrel("workers unquarantine broken-host").code, 0);
+  EXPECT_EQ(Json(Kestrel("--json workers"))["hosts"][0]["quarantined"], false);
+  EXPECT_NE(Kestrel("workers unquarantine no-such-host").code, 0);
+  // drain/undrain by host and id.
+  auto drained = Json(Kestrel("--json workers drain healthy-host"));
+  EXPECT_EQ(drained["workers"], nlohmann::json::array({"good"})) << drained.dump();
+  EXPECT_EQ(Kestrel("workers undrain good").code, 0);
+  EXPECT_NE(Kestrel("workers drain nobody").code, 0);
+}
+
 #endif  // KESTREL_CLI_WITH_TORCH
 
 }  // namespace
