@@ -231,5 +231,59 @@ TEST_F(ApiSystemTest, TokenRouteSaysWhetherTheUiMayWrite) {
       << "writes need a token even with --public-read";
 }
 
+// Issue 31: a quarantined host and a drained worker as the System page and
+// /metrics see them, and the env-diff route over two attempts' fingerprints.
+TEST_F(ApiSystemTest, QuarantineDrainAndEnvironmentDiffAreServed) {
+  const int64_t now = WallMs();
+  Register("hostA:1", "hostA", now - 1000);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(meta_->RecordEnvironmentFailure("hostA", "libtorch_cpu.so: cannot open", 3, now).IsOk());
+  ASSERT_TRUE(meta_->SetDrain("hostA:1", true, now).IsOk());
+  json doc = Doc(Call("GET", "/api/workers", read_), 200, "workers");
+  ASSERT_EQ(doc["workers"].size(), 1u) << doc.dump();
+  EXPECT_EQ(doc["workers"][0]["draining"], true);
+  EXPECT_EQ(doc["workers"][0]["quarantined"], true);
+  EXPECT_NE(doc["workers"][0]["quarantine_reason"].get<std::string>().find("libtorch_cpu.so"),
+            std::string::npos);
+  EXPECT_EQ(doc["hosts"][0]["env_failures"], 3);
+  json stats = Doc(Call("GET", "/api/stats", read_), 200, "stats");
+  ASSERT_EQ(stats["quarantined_hosts"].size(), 1u) << stats.dump();
+  EXPECT_EQ(stats["quarantined_hosts"][0]["host"], "hostA");
+  HttpReply m = Call("GET", "/metrics", read_);
+  ASSERT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("kestrel_host_quarantined{host=\"hostA\"} 1"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("kestrel_worker_draining{worker=\"hostA:1\"} 1"), std::string::npos);
+
+  // Two attempts of one job under two fingerprints.
+  ASSERT_TRUE(meta_->PutFingerprint("fa", R"({"libtorch":"1.13.0","avx2":true})", now).IsOk());
+  ASSERT_TRUE(meta_->PutFingerprint("fb", R"({"libtorch":"2.1.0","avx2":true})", now).IsOk());
+  const int64_t job = Submit(1);
+  store::ClaimRequest req;
+  req.worker = "w";
+  req.host = "hostB";
+  req.devices = {store::DeviceOffer{"cpu", 0, 0}};
+  req.now_ms = now;
+  req.fingerprint = "fa";
+  ASSERT_TRUE(meta_->ClaimJob(req).IsOk());
+  store::AttemptOutcome o;
+  o.failure_class = store::FailureClass::kRetryable;
+  o.infrastructure = true;
+  o.reason = FailureReason::kWorkerLost;
+  ASSERT_TRUE(meta_->CompleteAttempt(job, 1, "w", o, now + 1).IsOk());
+  req.fingerprint = "fb";
+  req.now_ms = now + 2;
+  ASSERT_TRUE(meta_->ClaimJob(req).IsOk());
+  const std::string base = "/api/jobs/" + std::to_string(job) + "/env-diff";
+  json diff =
+      Doc(Call("GET", base + "?attempt=1&other=" + std::to_string(job) + ":2", read_), 200, "env-diff");
+  EXPECT_EQ(diff["same"], false);
+  ASSERT_EQ(diff["differences"].size(), 1u) << diff.dump();
+  EXPECT_EQ(diff["differences"][0]["field"], "libtorch");
+  EXPECT_EQ(diff["differences"][0]["a"], "1.13.0");
+  EXPECT_EQ(diff["differences"][0]["b"], "2.1.0");
+  EXPECT_EQ(Call("GET", base, read_).status, 400) << "other= is required";
+  EXPECT_EQ(Call("GET", base + "?other=" + std::to_string(job) + ":9", read_).status, 404);
+}
+
 }  // namespace
 }  // namespace kestrel::server
