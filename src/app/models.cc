@@ -15,6 +15,7 @@
 #include "core/names.h"
 #include "core/safetensors.h"
 #include "jobs/job_keys.h"
+#include "model/spec.h"
 
 namespace kestrel::app {
 namespace {
@@ -205,6 +206,17 @@ Result<store::ModelRecord> ModelRegistry::Register(const RegisterRequest& req, i
                   {"host", req.host},
                   {"source", req.weights_path}};
   if (!req.run_dir.empty()) lineage["run_dir"] = req.run_dir;
+  // The architecture the weights carry: a custom graph by its name, layer
+  // count and detection strides (model=custom.yaml; the file holds the graph).
+  if (auto info = model::ReadWeightsInfo(req.weights_path); info.IsOk()) {
+    const std::vector<model::LayerPlan> plan = model::BuildLayerPlan(info->spec);
+    lineage["model"] = {{"name", info->spec.Name()},
+                        {"graph", info->spec.graph ? "custom" : model::FamilyName(info->spec.family)},
+                        {"scale", info->spec.scale.name},
+                        {"layers", plan.size()},
+                        {"detect_strides", plan.back().detect_strides},
+                        {"nc", info->spec.nc}};
+  }
   m.lineage_json = DumpJson(lineage);
   m.id = Sha256Hex("kestrel.model\n" + m.name + "\n" + m.weights_sha + "\n" + std::to_string(m.job_id) +
                    "\n" + std::to_string(now_ms) + "\n" + std::to_string(env_.NowMicros()));

@@ -104,6 +104,14 @@ std::string ShowText(const store::ModelRecord& m, const json& view) {
   t << "lineage:\n";
   t << "  dataset: " << (m.dataset.empty() ? "-" : m.dataset) << " version "
     << (m.dataset_version.empty() ? "-" : m.dataset_version) << "\n";
+  if (l.contains("model") && l["model"].is_object()) {
+    const json& a = l["model"];
+    std::string strides;
+    for (const auto& s : a.value("detect_strides", json::array()))
+      strides += (strides.empty() ? "" : "/") + s.dump();
+    t << "  model: " << a.value("name", "") << " (" << a.value("graph", "") << " graph, "
+      << a.value("layers", 0) << " layers, strides " << strides << ")\n";
+  }
   t << "  config hash: " << m.config_hash << "\n";
   t << "  kestrel: " << m.kestrel_version << "\n";
   if (l.contains("parent") && l["parent"].is_object()) {

@@ -368,7 +368,7 @@ Result<OnnxModel> BuildOnnxModel(const model::ModelSpec& spec, const SafeTensorF
         std::vector<std::string> levels;  // dynamic: [N, 4 + nc, h*w] per level
         for (int lv = 0; lv < static_cast<int>(l.from.size()); ++lv) {
           const int src = in(lv);
-          const int stride = model::kDetectStrides[lv];
+          const int stride = l.detect_strides[static_cast<size_t>(lv)];
           const int64_t h = o.imgsz_h / stride, w = o.imgsz_w / stride;
           const std::string lvs = std::to_string(lv);
           int t = 0;

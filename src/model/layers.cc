@@ -267,7 +267,9 @@ torch::Tensor DflImpl::forward(const torch::Tensor& x) {
 
 // ---- Detect ----
 
-DetectImpl::DetectImpl(int nc, const std::vector<int>& ch, bool dw_cls) : nc_(nc) {
+DetectImpl::DetectImpl(int nc, const std::vector<int>& ch, const std::vector<int>& strides, bool dw_cls)
+    : nc_(nc), strides_(strides) {
+  TORCH_CHECK(strides.size() == ch.size(), "Detect: ", ch.size(), " levels but ", strides.size(), " strides");
   const int c2 = DetectBoxChannels(ch);
   const int c3 = DetectClsChannels(ch, nc);
   cv2 = register_module("cv2", torch::nn::ModuleList());
@@ -320,7 +322,7 @@ torch::Tensor DetectImpl::Decode(const std::vector<torch::Tensor>& maps) {
   std::vector<double> strides;
   for (size_t i = 0; i < maps.size(); ++i) {
     flat.push_back(maps[i].reshape({b, no, -1}));
-    strides.push_back(kDetectStrides[i]);
+    strides.push_back(strides_[i]);
   }
   at::Tensor x = torch::cat(flat, 2);  // [B, 64+nc, A]
   AnchorGrid grid = MakeAnchors(maps, strides, 0.5);
@@ -333,7 +335,7 @@ torch::Tensor DetectImpl::Decode(const std::vector<torch::Tensor>& maps) {
 void DetectImpl::InitBiases() {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < box_out_.size(); ++i) {
-    const double s = kDetectStrides[i];
+    const double s = strides_[i];
     box_out_[i]->bias.fill_(1.0);
     // Prior: about 5 objects per 640x640 image spread over nc classes.
     cls_out_[i]->bias.fill_(std::log(5.0 / nc_ / std::pow(640.0 / s, 2)));
@@ -352,7 +354,7 @@ void DetectImpl::ResetClassifier(bool whole_branch) {
   }
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < cls_out_.size(); ++i) {
-    cls_out_[i]->bias.fill_(std::log(5.0 / nc_ / std::pow(640.0 / kDetectStrides[i], 2)));
+    cls_out_[i]->bias.fill_(std::log(5.0 / nc_ / std::pow(640.0 / strides_[i], 2)));
   }
 }
 

@@ -244,8 +244,68 @@ bool IsModelYamlFile(const std::string& model) {
   return (ends(".yaml") || ends(".yml")) && Env::Default().Stat(model).is_regular;
 }
 
-Result<ModelYaml> ReadModelYaml(const std::string& path) {
-  KESTREL_ASSIGN_OR_RETURN(std::string text, Env::Default().ReadFile(path, 1 << 20));
+namespace {
+
+// A normalized row (Reader::Args' spelling) as a GraphRow; `from` keeps -1
+// and makes other negative indices absolute.
+GraphRow ToGraphRow(const J& row, int i) {
+  GraphRow r;
+  for (int f : AbsoluteFrom(row[0], i)) r.from.push_back(f == i - 1 && i > 0 ? -1 : f);
+  if (i == 0) r.from = {-1};
+  r.n = row[1].get<int>();
+  const std::string module = row[2].get<std::string>();
+  const J& a = row[3];
+  if (module == "Conv") {
+    r.kind = LayerKind::kConv;
+    r.c = a[0].get<int>();
+    r.k = a[1].get<int>();
+    r.s = a[2].get<int>();
+    if (a.size() > 3) r.p = a[3].get<int>();
+  } else if (module == "C2f" || module == "C3") {
+    r.kind = module == "C2f" ? LayerKind::kC2f : LayerKind::kC3;
+    r.c = a[0].get<int>();
+    r.shortcut = a.size() > 1 ? a[1].get<bool>() : module == "C3";
+  } else if (module == "C3k2") {
+    r.kind = LayerKind::kC3k2;
+    r.c = a[0].get<int>();
+    r.c3k = a[1].get<bool>();
+    r.shortcut = true;
+    if (a.size() > 2) r.e = a[2].get<double>();
+  } else if (module == "SPPF") {
+    r.kind = LayerKind::kSppf;
+    r.c = a[0].get<int>();
+    r.k = a[1].get<int>();
+    r.s = 1;
+  } else if (module == "C2PSA") {
+    r.kind = LayerKind::kC2psa;
+    r.c = a[0].get<int>();
+    if (a.size() > 1) r.e = a[1].get<double>();
+  } else if (module == "nn.Upsample") {
+    r.kind = LayerKind::kUpsample;
+    r.s = a[1].get<int>();
+  } else if (module == "Concat") {
+    r.kind = LayerKind::kConcat;
+  } else {
+    r.kind = LayerKind::kDetect;
+  }
+  return r;
+}
+
+// A name that is safe in file names, ONNX graph names and logs.
+std::string GraphName(const std::string& stem) {
+  std::string out;
+  for (char ch : stem) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+    out += ok ? ch : '_';
+    if (out.size() == 64) break;
+  }
+  return out.empty() ? "custom" : out;
+}
+
+// path: where the text came from (errors name it); stem: the model's file
+// name without extension (the scale letter, a custom graph's name).
+Result<ModelYaml> ReadModelYamlText(const std::string& text, const std::string& path,
+                                    const std::string& stem) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -314,7 +374,7 @@ Result<ModelYaml> ReadModelYaml(const std::string& path) {
     }
   }
 
-  // Which built-in graph the rows are.
+  // Which built-in graph the rows are; a custom one otherwise.
   std::string diff;
   std::optional<Family> found;
   for (const Family f : AllFamilies()) {
@@ -336,19 +396,11 @@ Result<ModelYaml> ReadModelYaml(const std::string& path) {
       break;
     }
   }
-  if (!found) {
-    if (diff.empty()) diff = std::to_string(rows.size()) + " layers (yolov8 has 23, yolo11 24, yolov5u 25)";
-    return Status::InvalidArgument("the graph is none of the built-in ones: " + diff +
-                                       ". Kestrel builds the yolov8, yolo11 and yolov5u (anchor-free) graphs "
-                                       "from a model yaml, with the "
-                                       "file's nc and scale; other graphs are not supported yet (" +
-                                       path + ")",
-                                   {path, 0, "backbone"});
-  }
+  const bool same_size = !diff.empty();  // diff names the first row that differs
 
   // The scale, as the reference picks it.
   ModelYaml out;
-  const std::string letter = ScaleLetter(std::filesystem::path(path).stem().string());
+  const std::string letter = ScaleLetter(stem);
   ModelScale scale;
   std::string why;
   if (const YAML::Node scales = root["scales"]; scales) {
@@ -387,27 +439,74 @@ Result<ModelYaml> ReadModelYaml(const std::string& path) {
     why = "depth_multiple " + std::to_string(d).substr(0, 4) + ", width_multiple " +
           std::to_string(w).substr(0, 4);
   }
-  // Weights files record the scale by name, so the multipliers must be one of
-  // the family's scales (any letter in the file).
-  const std::vector<ModelScale> family_scales = KnownScales(*found);
+  if (!(scale.depth > 0 && scale.depth <= 10 && scale.width > 0 && scale.width <= 10 &&
+        scale.max_channels >= 8 && scale.max_channels <= 65536)) {
+    std::ostringstream s;
+    s << "depth " << scale.depth << ", width " << scale.width << ", max_channels " << scale.max_channels
+      << ": depth and width must be in (0, 10], max_channels in [8, 65536] (" << path << ")";
+    return Status::InvalidArgument(s.str(), {path, 0, root["scales"] ? "scales" : "width_multiple"});
+  }
+  // A built-in graph at one of its family's scales is that model (weights
+  // then record the family and scale by name).
   const ModelScale* known = nullptr;
+  std::vector<ModelScale> family_scales;
+  if (found) family_scales = KnownScales(*found);
   for (const ModelScale& k : family_scales) {
     // Old-style files have no cap: any of the family's caps matches.
     const bool cap_ok = !root["scales"] || k.max_channels == scale.max_channels;
     if (!known && std::abs(k.depth - scale.depth) < 1e-9 && std::abs(k.width - scale.width) < 1e-9 && cap_ok)
       known = &k;
   }
-  if (!known) {
-    std::ostringstream s;
-    s << "depth " << scale.depth << ", width " << scale.width << ", max_channels " << scale.max_channels
-      << " are not one of " << FamilyName(*found) << "'s scales (" << KnownModelNames()
-      << "); Kestrel's weights record the scale by name (" << path << ")";
-    return Status::InvalidArgument(s.str(), {path, 0, "scales"});
+  if (known) {
+    out.spec = ModelSpec{*known, static_cast<int>(nc), *found};
+    out.why = std::string(FamilyName(*found)) + " graph, " + why + " = " + out.spec.Name() + ", nc " +
+              std::to_string(nc) + " from " + path;
+    return out;
   }
-  out.spec = ModelSpec{*known, static_cast<int>(nc), *found};
-  out.why = std::string(FamilyName(*found)) + " graph, " + why + " = " + out.spec.Name() + ", nc " +
-            std::to_string(nc) + " from " + path;
+  // Any other graph: carried as data (the weights hold it, GraphYaml).
+  ModelGraph graph;
+  graph.name = GraphName(stem);
+  for (size_t i = 0; i < rows.size(); ++i) graph.rows.push_back(ToGraphRow(rows[i], static_cast<int>(i)));
+  graph.head_start = root["backbone"].size();
+  out.spec = ModelSpec{scale, static_cast<int>(nc), Family::kYolov8, std::move(graph)};
+  if (Status st = CheckGraph(out.spec); !st.IsOk()) {
+    return Status::InvalidArgument(st.Message() + " (" + path + ")", {path, 0, st.Where().field});
+  }
+  std::ostringstream s;
+  s << "custom graph '" << out.spec.Name() << "' (" << rows.size() << " layers; "
+    << (found       ? std::string(FamilyName(*found)) + "'s rows at a scale it lacks"
+        : same_size ? diff
+                    : "no built-in graph has as many")
+    << "), " << why << " = depth " << scale.depth << ", width " << scale.width << ", max_channels "
+    << scale.max_channels << ", nc " << nc << " from " << path;
+  out.why = s.str();
   return out;
+}
+
+}  // namespace
+
+Result<ModelYaml> ReadModelYaml(const std::string& path) {
+  KESTREL_ASSIGN_OR_RETURN(std::string text, Env::Default().ReadFile(path, 1 << 20));
+  return ReadModelYamlText(text, path, std::filesystem::path(path).stem().string());
+}
+
+Result<ModelSpec> SpecFromGraphYaml(const std::string& text, int nc, const std::string& origin) {
+  // The stem (scale letter, name) is the yaml_file GraphYaml recorded.
+  std::string stem = "custom";
+  try {
+    const auto j = nlohmann::json::parse(text);
+    if (j.is_object() && j.contains("yaml_file") && j["yaml_file"].is_string())
+      stem = std::filesystem::path(j["yaml_file"].get<std::string>()).stem().string();
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(std::string("the graph metadata is not JSON: ") + e.what(),
+                              {origin, 0, "graph"});
+  }
+  if (nc < 1 || nc > 10000)
+    return Status::Corruption("class count " + std::to_string(nc) + " out of range [1, 10000]",
+                              {origin, 0, "nc"});
+  KESTREL_ASSIGN_OR_RETURN(ModelYaml y, ReadModelYamlText(text, origin, stem));
+  y.spec.nc = nc;
+  return y.spec;
 }
 
 std::string ModelYamlText(Family family, int nc) {

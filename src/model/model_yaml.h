@@ -2,9 +2,10 @@
 // nc, scales (or the old depth_multiple/width_multiple), backbone/head rows
 // [from, repeats, module, args]. Each row's module is looked up in Kestrel's
 // module registry by the reference's name (Conv, C2f, C3, C3k2, SPPF, C2PSA,
-// nn.Upsample, Concat, Detect) and its args checked; the rows must then be
-// one of the built-in graphs (yolov8.yaml, yolo11.yaml, yolov5.yaml), whose
-// depth, width and channel cap come from the file. Torch-free (yaml-cpp).
+// nn.Upsample, Concat, Detect) and its args checked. Rows equal to a built-in
+// graph (yolov8.yaml, yolo11.yaml, yolov5.yaml) at one of its scales are that
+// model (yolov8s...); any other graph is a custom one (ModelSpec::graph,
+// checked by CheckGraph), which the weights carry. Torch-free (yaml-cpp).
 #pragma once
 
 #include <string>
@@ -16,7 +17,8 @@ namespace kestrel::model {
 
 struct ModelYaml {
   ModelSpec spec;   // the graph's family, the picked scale with the file's multipliers, the file's nc
-  std::string why;  // "yolov8 graph, scale 's' (from the file name)", for the line that says what was used
+  std::string why;  // "yolov8 graph, scale 's' (from the file name)" / "custom graph 'p2' (24 layers), ...",
+                    // for the line that says what was used
 };
 
 // Reads `path`. The scale is picked as the reference does: the letter after
@@ -26,14 +28,19 @@ struct ModelYaml {
 // (80 when absent). Errors (InvalidArgument at file:line, field naming the
 // key or row): a module not in the registry (by name), a `from` index that
 // is not an earlier layer, args of the wrong count or type, a scale the
-// table lacks, a graph that is none of the built-in families (the first
-// differing row is named); NotFound / a YAML syntax error from reading.
+// table lacks, a custom graph CheckGraph refuses (the layer is named);
+// NotFound / a YAML syntax error from reading.
 Result<ModelYaml> ReadModelYaml(const std::string& path);
 
 // The family's built-in table as a model yaml file (nc, scales, backbone,
 // head in the reference's spelling: ReferenceModelYaml), which ReadModelYaml
 // reads back to the same layer plan.
 std::string ModelYamlText(Family family, int nc = 80);
+
+// A spec back from GraphYaml's text (JSON is YAML) as weights and
+// checkpoints carry it, read like a file (the same checks); `nc` replaces
+// the text's; `origin` names the weights file in errors.
+Result<ModelSpec> SpecFromGraphYaml(const std::string& text, int nc, const std::string& origin);
 
 // True when `model` names a yaml file on disk (ends with .yaml/.yml and
 // exists): model= then reads it rather than the built-in of that name.

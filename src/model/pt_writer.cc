@@ -468,7 +468,8 @@ class CheckpointWriter {
     m.Int("nl", static_cast<int64_t>(l.detect_channels.size()));
     m.Int("reg_max", kRegMax);
     m.Int("no", l.nc + 4 * kRegMax);
-    m.Attr("stride", [this](Pickler& p) { return StrideTensor(p); });
+    const std::vector<int> strides = l.detect_strides;
+    m.Attr("stride", [this, strides](Pickler& p) { return StrideTensor(p, strides); });
     return m;
   }
   Mod Layer(const LayerPlan& l) {
@@ -527,11 +528,11 @@ class CheckpointWriter {
   }
 
   // ---- emission ----
-  Status StrideTensor(Pickler& p) {
+  Status StrideTensor(Pickler& p, const std::vector<int>& strides) {
     SafeTensor t;
     t.dtype = "F32";
-    t.shape = {kNumDetectLevels};
-    for (int s : kDetectStrides) {
+    t.shape = {static_cast<int64_t>(strides.size())};
+    for (int s : strides) {
       const float f = static_cast<float>(s);
       t.data.append(reinterpret_cast<const char*>(&f), 4);
     }
@@ -687,7 +688,8 @@ Result<std::string> CheckpointWriter::Run() {
   Mod model("ultralytics.nn.tasks", "DetectionModel");
   model.Child("model", std::move(seq));
   model.Attr("yaml", [&spec](Pickler& p) {
-    nlohmann::ordered_json yaml = ReferenceModelYaml(spec.family, spec.nc, spec.scale.name);
+    // The graph itself (a custom one's rows too), so the reference rebuilds it.
+    nlohmann::ordered_json yaml = GraphYaml(spec);
     yaml["scale"] = spec.scale.name;
     yaml["yaml_file"] = spec.Name() + ".yaml";
     yaml["channels"] = 3;
@@ -707,7 +709,8 @@ Result<std::string> CheckpointWriter::Run() {
   model.Attr("names", write_names);
   model.Bool("inplace", true);
   model.Bool("end2end", false);
-  model.Attr("stride", [this](Pickler& p) { return StrideTensor(p); });
+  const std::vector<int> strides = plan.back().detect_strides;
+  model.Attr("stride", [this, &strides](Pickler& p) { return StrideTensor(p, strides); });
   model.Int("nc", spec.nc);
   model.Attr("args", [&args](Pickler& p) { return p.Json(args, "train_args"); });
   model.None("criterion");

@@ -33,6 +33,7 @@ const char* FamilyName(Family family) {
 std::vector<Family> AllFamilies() { return {Family::kYolov8, Family::kYolo11, Family::kYolov5u}; }
 
 std::string ModelSpec::Name() const {
+  if (graph) return graph->name;
   switch (family) {
     case Family::kYolov8:
       return "yolov8" + scale.name;
@@ -145,29 +146,22 @@ const char* LayerKindName(LayerKind kind) {
 
 namespace {
 
-// One row of a family's yaml before scaling: from, n, module, base channels,
-// kernel, stride, padding (-1: kernel / 2), shortcut, expansion e (hidden =
-// int(c_out * e)), C3k2's c3k flag.
-struct YamlRow {
-  std::vector<int> from;
-  int n;
-  LayerKind kind;
-  int c = 0;
-  int k = 0;
-  int s = 0;
-  int p = -1;
-  bool shortcut = false;
-  double e = 0.5;
-  bool c3k = false;
-};
-
-// A family as data: its graph, and which of its properties depend on the scale.
+// A family as data: its graph. What depends on the scale follows the
+// reference's rule for every graph (HasC3k2).
 struct FamilyDef {
-  std::vector<YamlRow> rows;
-  std::string c3k_scales;  // scales whose C3k2 layers all use C3k blocks (YOLO11: "mlx")
-  bool detect_dw_cls = false;
+  std::vector<GraphRow> rows;
   size_t head_start = 0;  // first row of the yaml's head list
 };
+
+// The reference's parse_model: a graph with C3k2 is not "legacy" (Detect's
+// class branch is depthwise-separable), and at scales m, l, x its C3k2
+// layers all use C3k blocks.
+bool HasC3k2(const std::vector<GraphRow>& rows) {
+  for (const GraphRow& r : rows) {
+    if (r.kind == LayerKind::kC3k2) return true;
+  }
+  return false;
+}
 
 using K = LayerKind;
 
@@ -200,8 +194,6 @@ FamilyDef Yolov8Def() {
               {{-1}, 3, K::kC2f, 1024},                  // 21 P5/32 out
               {{15, 18, 21}, 1, K::kDetect},             // 22
           },
-          "",
-          false,
           10};
 }
 
@@ -235,8 +227,6 @@ FamilyDef Yolo11Def() {
               {{-1}, 2, K::kC3k2, 1024, 0, 0, -1, true, 0.5, true},  // 22 P5/32 out
               {{16, 19, 22}, 1, K::kDetect},                         // 23
           },
-          "mlx",
-          true,
           11};
 }
 
@@ -271,8 +261,6 @@ FamilyDef Yolov5uDef() {
               {{-1}, 3, K::kC3, 1024},                  // 23 P5/32 out
               {{17, 20, 23}, 1, K::kDetect},            // 24
           },
-          "",
-          false,
           10};
 }
 
@@ -291,17 +279,14 @@ const FamilyDef& Def(Family family) {
 
 }  // namespace
 
-nlohmann::ordered_json ReferenceModelYaml(Family family, int nc, const std::string& extra_scale) {
+namespace {
+
+// Rows in the reference's spelling, into `out`'s backbone and head lists.
+void RowsYaml(const std::vector<GraphRow>& rows, size_t head_start, nlohmann::ordered_json& out) {
   using J = nlohmann::ordered_json;
-  const FamilyDef& def = Def(family);
-  J scales = J::object();
-  for (const ModelScale& sc : KnownScales(family)) {
-    if (sc.name != "t" || sc.name == extra_scale)
-      scales[sc.name] = J::array({sc.depth, sc.width, sc.max_channels});
-  }
   J backbone = J::array(), head = J::array();
-  for (size_t i = 0; i < def.rows.size(); ++i) {
-    const YamlRow& r = def.rows[i];
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const GraphRow& r = rows[i];
     J from = r.from.size() == 1 ? J(r.from[0]) : J(r.from);
     std::string module = LayerKindName(r.kind);
     J args = J::array();
@@ -327,6 +312,7 @@ nlohmann::ordered_json ReferenceModelYaml(Family family, int nc, const std::stri
         break;
       case LayerKind::kC2psa:
         args = J::array({r.c});
+        if (r.e != 0.5) args.push_back(r.e);
         break;
       case LayerKind::kUpsample:
         module = "nn.Upsample";
@@ -339,26 +325,61 @@ nlohmann::ordered_json ReferenceModelYaml(Family family, int nc, const std::stri
         args = J::array({"nc"});
         break;
     }
-    (i < def.head_start ? backbone : head).push_back(J::array({from, r.n, module, args}));
+    (i < head_start ? backbone : head).push_back(J::array({from, r.n, module, args}));
+  }
+  out["backbone"] = backbone;
+  out["head"] = head;
+}
+
+}  // namespace
+
+nlohmann::ordered_json ReferenceModelYaml(Family family, int nc, const std::string& extra_scale) {
+  using J = nlohmann::ordered_json;
+  const FamilyDef& def = Def(family);
+  J scales = J::object();
+  for (const ModelScale& sc : KnownScales(family)) {
+    if (sc.name != "t" || sc.name == extra_scale)
+      scales[sc.name] = J::array({sc.depth, sc.width, sc.max_channels});
   }
   J out = J::object();
   out["nc"] = nc;
   out["scales"] = scales;
-  out["backbone"] = backbone;
-  out["head"] = head;
+  RowsYaml(def.rows, def.head_start, out);
+  return out;
+}
+
+nlohmann::ordered_json GraphYaml(const ModelSpec& spec) {
+  using J = nlohmann::ordered_json;
+  if (!spec.graph) return ReferenceModelYaml(spec.family, spec.nc, spec.scale.name);
+  J out = J::object();
+  out["nc"] = spec.nc;
+  if (spec.scale.name.empty()) {
+    out["depth_multiple"] = spec.scale.depth;
+    out["width_multiple"] = spec.scale.width;
+  } else {
+    J scales = J::object();
+    scales[spec.scale.name] = J::array({spec.scale.depth, spec.scale.width, spec.scale.max_channels});
+    out["scales"] = scales;
+  }
+  RowsYaml(spec.graph->rows, spec.graph->head_start, out);
+  out["yaml_file"] = spec.graph->name + ".yaml";
   return out;
 }
 
 int AttentionHeads(int hidden) { return std::max(hidden / 64, 1); }
 
 std::vector<LayerPlan> BuildLayerPlan(const ModelSpec& spec) {
-  const FamilyDef& def = Def(spec.family);
-  const bool all_c3k = def.c3k_scales.find(spec.scale.name) != std::string::npos;
+  const std::vector<GraphRow>& rows = spec.graph ? spec.graph->rows : Def(spec.family).rows;
+  const bool v11 = HasC3k2(rows);
+  const bool all_c3k =
+      v11 && !spec.scale.name.empty() && std::string("mlx").find(spec.scale.name) != std::string::npos;
   std::vector<LayerPlan> plan;
   std::vector<int> ch;  // output channels per layer
+  std::vector<int> st;  // output stride per layer
   auto in_ch = [&](int f) { return f < 0 ? (ch.empty() ? 3 : ch.back()) : ch[static_cast<size_t>(f)]; };
-  for (size_t i = 0; i < def.rows.size(); ++i) {
-    const YamlRow& r = def.rows[i];
+  auto in_st = [&](int f) { return f < 0 ? (st.empty() ? 1 : st.back()) : st[static_cast<size_t>(f)]; };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const GraphRow& r = rows[i];
     LayerPlan p;
     p.index = static_cast<int>(i);
     p.from = r.from;
@@ -369,6 +390,9 @@ std::vector<LayerPlan> BuildLayerPlan(const ModelSpec& spec) {
     p.shortcut = r.shortcut;
     p.c3k = r.kind == LayerKind::kC3k2 && (r.c3k || all_c3k);
     p.repeats = r.n > 1 ? std::max(static_cast<int>(std::lround(r.n * spec.scale.depth)), 1) : r.n;
+    p.out_stride = in_st(r.from[0]);
+    if (r.kind == LayerKind::kConv) p.out_stride *= std::max(r.s, 1);
+    if (r.kind == LayerKind::kUpsample) p.out_stride /= std::max(r.s, 1);
     switch (r.kind) {
       case LayerKind::kConv:
       case LayerKind::kC2f:
@@ -390,17 +414,98 @@ std::vector<LayerPlan> BuildLayerPlan(const ModelSpec& spec) {
         p.c_out = p.c_in;
         break;
       case LayerKind::kDetect:
-        for (int f : r.from) p.detect_channels.push_back(in_ch(f));
+        for (int f : r.from) {
+          p.detect_channels.push_back(in_ch(f));
+          p.detect_strides.push_back(in_st(f));
+        }
         p.c_in = p.detect_channels[0];
         p.nc = spec.nc;
         p.c_out = 4 * kRegMax + spec.nc;
-        p.detect_dw_cls = def.detect_dw_cls;
+        p.detect_dw_cls = v11;
         break;
     }
     ch.push_back(p.c_out);
+    st.push_back(p.out_stride);
     plan.push_back(std::move(p));
   }
   return plan;
+}
+
+Status CheckGraph(const ModelSpec& spec) {
+  if (!spec.graph) return Status();
+  const std::vector<GraphRow>& rows = spec.graph->rows;
+  auto bad = [&](size_t i, const std::string& msg) {
+    return Status::InvalidArgument(
+        "layer " + std::to_string(i) + " (" + LayerKindName(rows[i].kind) + "): " + msg,
+        {"", 0, i < spec.graph->head_start ? "backbone" : "head"});
+  };
+  if (rows.empty()) return Status::InvalidArgument("the graph has no layers", {"", 0, "backbone"});
+  if (rows.size() > 1000)
+    return Status::InvalidArgument("the graph has " + std::to_string(rows.size()) + " layers; at most 1000",
+                                   {"", 0, "head"});
+  std::vector<int> st;  // output stride per layer
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const GraphRow& r = rows[i];
+    const bool multi = r.kind == LayerKind::kConcat || r.kind == LayerKind::kDetect;
+    if (r.from.empty() || (!multi && r.from.size() != 1))
+      return bad(i, multi ? "needs at least one input" : "takes exactly one input (from)");
+    if (r.kind == LayerKind::kDetect && i + 1 != rows.size())
+      return bad(i, "Detect must be the last layer (the graph has " + std::to_string(rows.size()) + ")");
+    if (r.kind != LayerKind::kDetect && i + 1 == rows.size()) return bad(i, "the last layer must be Detect");
+    const bool repeats_inside = r.kind == LayerKind::kC2f || r.kind == LayerKind::kC3 ||
+                                r.kind == LayerKind::kC3k2 || r.kind == LayerKind::kC2psa;
+    if (r.n < 1 || r.n > 100 || (r.n > 1 && !repeats_inside))
+      return bad(i, "repeats " + std::to_string(r.n) +
+                        (repeats_inside ? " is outside [1, 100]"
+                                        : " > 1: only C2f, C3, C3k2 and C2PSA repeat (write the rows out)"));
+    std::vector<int> in;
+    for (int f : r.from) {
+      if (f == -1 && i == 0) {
+        in.push_back(1);
+        continue;
+      }
+      const int src = f == -1 ? static_cast<int>(i) - 1 : f;
+      if (src < 0 || src >= static_cast<int>(i))
+        return bad(i, "from " + std::to_string(f) + " is not an earlier layer");
+      if (rows[static_cast<size_t>(src)].kind == LayerKind::kDetect) return bad(i, "reads Detect's output");
+      in.push_back(st[static_cast<size_t>(src)]);
+    }
+    const bool has_c =
+        r.kind != LayerKind::kUpsample && r.kind != LayerKind::kConcat && r.kind != LayerKind::kDetect;
+    if (has_c && (r.c < 1 || r.c > 65536)) return bad(i, "output channels must be in [1, 65536]");
+    if (repeats_inside &&
+        static_cast<int>(MakeDivisible(std::min(r.c, spec.scale.max_channels) * spec.scale.width, 8) * r.e) <
+            1)
+      return bad(i, "the hidden width int(c_out * e) is 0");
+    int out = in[0];
+    if (r.kind == LayerKind::kConv) {
+      const int pad = r.p >= 0 ? r.p : r.k / 2;
+      // The map must shrink by exactly the stride for inputs that are multiples of it.
+      if (r.s < 1 || r.k < 1 || 2 * pad < r.k - r.s || 2 * pad > r.k - 1)
+        return bad(i, "kernel " + std::to_string(r.k) + ", stride " + std::to_string(r.s) + ", padding " +
+                          std::to_string(pad) +
+                          " does not divide the map by the stride (needs k - s <= 2p <= k - 1)");
+      out *= r.s;
+    } else if (r.kind == LayerKind::kSppf && (r.k % 2 == 0 || r.k < 1)) {
+      return bad(i, "the pool kernel " + std::to_string(r.k) + " must be odd (the map keeps its size)");
+    } else if (r.kind == LayerKind::kUpsample) {
+      if (r.s < 1 || out % r.s != 0)
+        return bad(i, "upsampling stride " + std::to_string(out) + " by " + std::to_string(r.s) +
+                          " leaves no whole pixel per cell");
+      out /= r.s;
+    } else if (r.kind == LayerKind::kConcat || r.kind == LayerKind::kDetect) {
+      for (size_t k = 1; k < in.size() && r.kind == LayerKind::kConcat; ++k) {
+        if (in[k] != in[0])
+          return bad(i, "joins maps at strides " + std::to_string(in[0]) + " and " + std::to_string(in[k]) +
+                            " (Concat needs one size)");
+      }
+    }
+    if (out > kMaxStride || kMaxStride % out != 0)
+      return bad(i, "its stride " + std::to_string(out) + " does not divide " + std::to_string(kMaxStride) +
+                        " (Kestrel's inputs are multiples of " + std::to_string(kMaxStride) + ")");
+    st.push_back(out);
+  }
+  return Status();
 }
 
 int DetectBoxChannels(const std::vector<int>& detect_channels) {
@@ -696,10 +801,19 @@ Result<WeightsInfo> ReadWeightsInfo(const std::string& path) {
     auto nc = ParseInt64(md.at("nc"), {path, 0, "nc"}, std::numeric_limits<int>::min(),
                          std::numeric_limits<int>::max(), "an integer class count");
     if (!nc.IsOk()) return Status::Corruption("metadata nc: " + nc.GetStatus().Message(), {path, 0, "nc"});
-    auto spec =
-        SpecFromArchAndScale(md.count("arch") ? md.at("arch") : "", md.at("scale"), static_cast<int>(*nc));
-    if (!spec.IsOk()) return spec.GetStatus().WithLocation({path, 0, "scale"});
-    info.spec = *spec;
+    if (md.count("arch") && md.at("arch") == kCustomArch) {
+      // A custom graph: the file carries it (GraphYaml), no yaml file needed.
+      if (!md.count("graph"))
+        return Status::Corruption("arch 'custom' without its graph metadata", {path, 0, "graph"});
+      auto spec = SpecFromGraphYaml(md.at("graph"), static_cast<int>(*nc), path);
+      if (!spec.IsOk()) return spec.GetStatus().WithLocation({path, 0, "graph"});
+      info.spec = *std::move(spec);
+    } else {
+      auto spec =
+          SpecFromArchAndScale(md.count("arch") ? md.at("arch") : "", md.at("scale"), static_cast<int>(*nc));
+      if (!spec.IsOk()) return spec.GetStatus().WithLocation({path, 0, "scale"});
+      info.spec = *spec;
+    }
     info.from_metadata = true;
     if (md.count("kestrel_format_version")) {
       auto v = ParseInt64(md.at("kestrel_format_version"), {path, 0, "kestrel_format_version"}, 0, 1 << 30);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,13 @@
 
 namespace kestrel::model {
 
-inline constexpr int kRegMax = 16;          // DFL bins per box side
-inline constexpr int kNumDetectLevels = 3;  // P3, P4, P5
-inline constexpr int kDetectStrides[3] = {8, 16, 32};
-inline constexpr int kMaxStride = 32;            // input H, W must be multiples
+inline constexpr int kRegMax = 16;  // DFL bins per box side
+// Input H, W must be multiples of it. The built-in graphs detect at strides
+// 8, 16, 32 (P3, P4, P5); a custom graph's levels are its Detect layer's
+// LayerPlan::detect_strides (a P2 head adds 4), each dividing kMaxStride.
+inline constexpr int kMaxStride = 32;
 inline constexpr int kWeightsFormatVersion = 1;  // metadata "kestrel_format_version"
+inline constexpr char kCustomArch[] = "custom";  // metadata "arch" of a custom graph (with "graph")
 
 struct ModelScale {
   std::string name;         // "n", "s", "m", "l", "x", or Kestrel's test scale "t"
@@ -41,11 +44,59 @@ enum class Family { kYolov8, kYolo11, kYolov5u };
 const char* FamilyName(Family family);  // "yolov8", "yolo11", "yolov5u" (weights metadata "arch")
 std::vector<Family> AllFamilies();
 
+// The module registry's kinds (the reference's module class names):
+//  Conv    Conv2d(kernel, stride, padding) + BN + SiLU.
+//  C2f     cv1 1x1 -> 2*hidden, split, `repeats` Bottlenecks (3x3, 3x3) on the
+//          last half, concat (2+repeats)*hidden, cv2 1x1 -> c_out.
+//  C3      cv1, cv2 1x1 -> hidden; `repeats` Bottlenecks (1x1, 3x3) on cv1's
+//          branch; cv3 1x1 over the concat -> c_out.
+//  C3k2    C2f whose blocks are Bottlenecks (3x3, 3x3, half width) or, with
+//          `c3k`, C3k blocks (a C3 of 2 Bottlenecks 3x3, 3x3).
+//  SPPF    cv1 1x1 -> c_in/2, three chained max pools, cv2 1x1.
+//  C2PSA   cv1 1x1 -> 2*hidden, split, `repeats` PSABlocks (multi-head
+//          Attention with its depthwise 3x3 positional conv, then a 2-conv
+//          feed-forward) on the second half, cv2 1x1 -> c_out.
+//  Upsample (nearest 2x), Concat (channels), Detect (the anchor-free head).
+enum class LayerKind { kConv, kC2f, kC3, kC3k2, kSppf, kC2psa, kUpsample, kConcat, kDetect };
+const char* LayerKindName(LayerKind kind);  // "Conv", "C2f", "C3", "C3k2", "SPPF", "C2PSA", ...
+
+// One row of a model graph before scaling (a model yaml's [from, repeats,
+// module, args]): base channels c (scaled by the spec's width and cap),
+// kernel k, stride s (Conv; Upsample's scale factor), padding p (-1: k / 2),
+// shortcut, expansion e (hidden = int(c_out * e)), C3k2's c3k flag.
+struct GraphRow {
+  std::vector<int> from;  // -1 = the previous layer, else an earlier layer's index
+  int n = 1;              // repeats before the depth multiplier (> 1 only for C2f/C3/C3k2/C2PSA)
+  LayerKind kind = LayerKind::kConv;
+  int c = 0;
+  int k = 0;
+  int s = 0;
+  int p = -1;
+  bool shortcut = false;
+  double e = 0.5;
+  bool c3k = false;
+};
+
+// A graph that is none of the built-in families' (model=custom.yaml with an
+// extra block, a P2 head, other channels or repeats, another neck): carried
+// in the spec, so weights and checkpoints rebuild it without the yaml file.
+// As in the reference, a graph with C3k2 gets the depthwise class branch in
+// Detect and C3k blocks at scales m, l and x.
+struct ModelGraph {
+  std::string name;            // the yaml file's stem ("yolov8-p2"): the model's name
+  std::vector<GraphRow> rows;  // backbone then head; the last row is Detect
+  size_t head_start = 0;       // first row of the yaml's head list
+};
+
 struct ModelSpec {
   ModelScale scale;
   int nc = 80;  // number of classes, >= 1
   Family family = Family::kYolov8;
-  // "yolov8n", "yolo11n", "yolov5nu" (the reference's model names).
+  // Set: a custom graph (family and the family's scale table unused; `scale`
+  // holds the file's multipliers, its name may be any key or empty).
+  std::optional<ModelGraph> graph = std::nullopt;
+  // "yolov8n", "yolo11n", "yolov5nu" (the reference's model names); a
+  // custom graph's name.
   std::string Name() const;
 };
 
@@ -75,22 +126,6 @@ std::string KnownModelNames();
 // ceil(x / divisor) * divisor.
 int MakeDivisible(double x, int divisor);
 
-// The module registry's kinds (the reference's module class names):
-//  Conv    Conv2d(kernel, stride, padding) + BN + SiLU.
-//  C2f     cv1 1x1 -> 2*hidden, split, `repeats` Bottlenecks (3x3, 3x3) on the
-//          last half, concat (2+repeats)*hidden, cv2 1x1 -> c_out.
-//  C3      cv1, cv2 1x1 -> hidden; `repeats` Bottlenecks (1x1, 3x3) on cv1's
-//          branch; cv3 1x1 over the concat -> c_out.
-//  C3k2    C2f whose blocks are Bottlenecks (3x3, 3x3, half width) or, with
-//          `c3k`, C3k blocks (a C3 of 2 Bottlenecks 3x3, 3x3).
-//  SPPF    cv1 1x1 -> c_in/2, three chained max pools, cv2 1x1.
-//  C2PSA   cv1 1x1 -> 2*hidden, split, `repeats` PSABlocks (multi-head
-//          Attention with its depthwise 3x3 positional conv, then a 2-conv
-//          feed-forward) on the second half, cv2 1x1 -> c_out.
-//  Upsample (nearest 2x), Concat (channels), Detect (the anchor-free head).
-enum class LayerKind { kConv, kC2f, kC3, kC3k2, kSppf, kC2psa, kUpsample, kConcat, kDetect };
-const char* LayerKindName(LayerKind kind);  // "Conv", "C2f", "C3", "C3k2", "SPPF", "C2PSA", ...
-
 // One resolved layer of the graph.
 struct LayerPlan {
   int index = 0;
@@ -108,11 +143,28 @@ struct LayerPlan {
   std::vector<int> detect_channels;  // Detect: input channels per level
   int nc = 0;                        // Detect: classes
   bool detect_dw_cls = false;        // Detect: depthwise-separable class branch (YOLO11)
+  std::vector<int> detect_strides;   // Detect: input pixels per cell of each level ({8, 16, 32})
+  int out_stride = 1;                // input pixels per cell of this layer's output
 };
 
-// The family's yaml graph resolved for `spec`: 23 layers (0..22) for YOLOv8,
-// 24 for YOLO11, 25 for YOLOv5u; the last one is Detect.
+// The family's yaml graph (or spec.graph) resolved for `spec`: 23 layers
+// (0..22) for YOLOv8, 24 for YOLO11, 25 for YOLOv5u; the last one is Detect.
+// REQUIRES: a custom graph passed CheckGraph.
 std::vector<LayerPlan> BuildLayerPlan(const ModelSpec& spec);
+
+// Whether spec.graph can be built: rows, exactly one Detect and it last,
+// `from` naming earlier layers, repeats > 1 only on blocks that repeat inside,
+// every layer's stride a whole number of pixels and at most kMaxStride,
+// Concat inputs at one stride. InvalidArgument naming the layer ("layer 12
+// (Concat) joins strides 16 and 32"). OK for a built-in family.
+Status CheckGraph(const ModelSpec& spec);
+
+// The spec's graph as the reference's model yaml (see ReferenceModelYaml):
+// the family's table, or the custom graph's rows with its one scale (or
+// depth_multiple / width_multiple when it has no name) and "yaml_file". What
+// weights ("graph" metadata), checkpoints and the .pt writer carry;
+// SpecFromGraphYaml reads it back to the same spec.
+nlohmann::ordered_json GraphYaml(const ModelSpec& spec);
 
 // The family's graph as the reference framework's model yaml holds it
 // (yolov8.yaml, yolo11.yaml, yolov5.yaml), in file order: {"nc": nc,
@@ -165,7 +217,8 @@ ModelSummary SummarizeModel(const ModelSpec& spec, int imgsz_h = 640, int imgsz_
 std::string FormatSummary(const ModelSummary& summary);
 
 // What a weights file says about the model that produced it: from Kestrel's
-// metadata when present (arch = family, scale, nc), otherwise inferred from
+// metadata when present (arch = family, scale, nc; arch "custom" with the
+// graph itself in "graph", GraphYaml's JSON), otherwise inferred from
 // tensor shapes (family from the layer count and module names, class count
 // from the Detect layer's model.<last>.cv3.0.2.bias, scale from
 // model.0.conv.weight's width and the repeats) — so Ultralytics weights

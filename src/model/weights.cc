@@ -33,7 +33,7 @@ std::string ShapeString(at::IntArrayRef shape) {
 
 const std::set<std::string>& ReservedMetadataKeys() {
   static const std::set<std::string> keys = {
-      "format", "kestrel_format_version", "arch", "scale", "nc", "names", "reg_max", "strides"};
+      "format", "kestrel_format_version", "arch", "scale", "nc", "names", "reg_max", "strides", "graph"};
   return keys;
 }
 
@@ -231,13 +231,13 @@ Result<SafeTensorFile> WeightsToSafeTensors(YoloImpl& model, const SaveOptions& 
   for (const auto& item : model.named_buffers()) KESTREL_RETURN_IF_ERROR(add(item.key(), item.value()));
   file.metadata["format"] = "kestrel.yolo.weights";
   file.metadata["kestrel_format_version"] = std::to_string(kWeightsFormatVersion);
-  file.metadata["arch"] = FamilyName(spec.family);
+  file.metadata["arch"] = spec.graph ? kCustomArch : FamilyName(spec.family);
+  if (spec.graph) file.metadata["graph"] = GraphYaml(spec).dump();
   file.metadata["scale"] = spec.scale.name;
   file.metadata["nc"] = std::to_string(spec.nc);
   file.metadata["names"] = DumpJson(nlohmann::json(options.names));
   file.metadata["reg_max"] = std::to_string(kRegMax);
-  file.metadata["strides"] =
-      DumpJson(nlohmann::json(std::vector<int>(std::begin(kDetectStrides), std::end(kDetectStrides))));
+  file.metadata["strides"] = DumpJson(nlohmann::json(BuildLayerPlan(spec).back().detect_strides));
   return file;
 }
 

@@ -62,7 +62,8 @@ struct SaveOptions {
 
 // Params + buffers (incl. num_batches_tracked as I64) in model dtype, with
 // metadata format, kestrel_format_version, arch, scale, nc, names, reg_max,
-// strides. Pass the EMA model to save EMA weights.
+// strides, and for a custom graph arch "custom" and the graph (GraphYaml). Pass the EMA model to save EMA
+// weights.
 Result<SafeTensorFile> WeightsToSafeTensors(YoloImpl& model, const SaveOptions& options = {});
 // WeightsToSafeTensors, serialized and written crash-safely
 // (Env::WriteFileAtomic). FailedPrecondition for a fused model.

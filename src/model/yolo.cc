@@ -13,7 +13,7 @@ YoloImpl::YoloImpl(const ModelSpec& spec) : spec_(spec), plan_(BuildLayerPlan(sp
   for (const LayerPlan& p : plan_) {
     std::shared_ptr<torch::nn::Module> layer;
     if (p.kind == LayerKind::kDetect) {
-      detect_ = Detect(p.nc, p.detect_channels, p.detect_dw_cls).ptr();
+      detect_ = Detect(p.nc, p.detect_channels, p.detect_strides, p.detect_dw_cls).ptr();
       layer = detect_;
       blocks_.push_back(nullptr);
     } else {
@@ -67,8 +67,9 @@ YoloOutput YoloImpl::forward(const torch::Tensor& images) {
 torch::Tensor YoloImpl::Decode(const std::vector<torch::Tensor>& maps) { return detect_->Decode(maps); }
 
 std::vector<double> YoloImpl::Strides() const {
-  return {static_cast<double>(kDetectStrides[0]), static_cast<double>(kDetectStrides[1]),
-          static_cast<double>(kDetectStrides[2])};
+  std::vector<double> out;
+  for (int s : plan_.back().detect_strides) out.push_back(static_cast<double>(s));
+  return out;
 }
 
 void YoloImpl::Fuse() {
@@ -83,10 +84,17 @@ void YoloImpl::Fuse() {
 void YoloImpl::ResetClassifier(bool whole_branch) { detect_->ResetClassifier(whole_branch); }
 
 Result<Yolo> CreateModel(const ModelSpec& spec) {
-  auto checked = ParseModelSpec(spec.Name(), spec.nc);
-  if (!checked.IsOk()) return checked.GetStatus();
+  ModelSpec checked = spec;
+  if (spec.graph) {
+    if (spec.nc < 1 || spec.nc > 10000)
+      return Status::InvalidArgument("class count " + std::to_string(spec.nc) + " out of range [1, 10000]",
+                                     {"", 0, "nc"});
+    KESTREL_RETURN_IF_ERROR(CheckGraph(spec));
+  } else {
+    KESTREL_ASSIGN_OR_RETURN(checked, ParseModelSpec(spec.Name(), spec.nc));
+  }
   try {
-    return Yolo(*checked);
+    return Yolo(checked);
   } catch (const c10::Error& e) {
     return Status::Internal(std::string("building ") + spec.Name() + ": " + e.what_without_backtrace());
   }

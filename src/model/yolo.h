@@ -52,7 +52,8 @@ class YoloImpl : public torch::nn::Module {
 
   const ModelSpec& Spec() const { return spec_; }
   int NumClasses() const { return spec_.nc; }
-  // {8, 16, 32}: input pixels per cell of P3, P4, P5.
+  // Input pixels per cell of each Detect level: {8, 16, 32} (P3, P4, P5) for
+  // the built-in graphs; a custom graph's detect_strides.
   std::vector<double> Strides() const;
 
   // Folds every BatchNorm into its conv for faster inference (outputs equal

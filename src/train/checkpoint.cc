@@ -9,6 +9,7 @@
 
 #include "core/hash.h"
 #include "core/json.h"
+#include "model/model_yaml.h"
 #include "model/weights.h"
 
 namespace kestrel::train {
@@ -19,6 +20,11 @@ constexpr const char* kFormatName = "kestrel-checkpoint";
 std::string ChecksumOf(const SafeTensorFile& f, const std::string& state) {
   std::string buf = state;
   buf.push_back('\0');
+  // A custom graph is part of what resumes (files without one hash as before).
+  if (auto g = f.metadata.find("graph"); g != f.metadata.end()) {
+    buf += "graph:" + g->second;
+    buf.push_back('\0');
+  }
   for (const auto& [name, t] : f.tensors) {
     buf += name;
     buf.push_back('\0');
@@ -160,6 +166,7 @@ Result<std::string> SerializeCheckpoint(const CheckpointState& state, model::Yol
     f.metadata["format"] = kFormatName;
     f.metadata["format_version"] = std::to_string(kCheckpointFormatVersion);
     f.metadata["state"] = state_json;
+    if (model.Spec().graph) f.metadata["graph"] = model::GraphYaml(model.Spec()).dump();
     f.metadata["checksum"] = ChecksumOf(f, state_json);
     return SerializeSafeTensors(f);
   } catch (const c10::Error& e) {
@@ -192,6 +199,14 @@ Result<ParsedCheckpoint> ParseCheckpoint(const std::string& bytes, const std::st
   }
   KESTREL_ASSIGN_OR_RETURN(out.state, CheckpointStateFromJson(state_json, origin));
   return out;
+}
+
+Result<std::optional<model::ModelSpec>> CheckpointGraph(const ParsedCheckpoint& ckpt, int nc,
+                                                        const std::string& origin) {
+  auto g = ckpt.file.metadata.find("graph");
+  if (g == ckpt.file.metadata.end()) return std::optional<model::ModelSpec>();
+  KESTREL_ASSIGN_OR_RETURN(model::ModelSpec spec, model::SpecFromGraphYaml(g->second, nc, origin));
+  return std::optional<model::ModelSpec>(std::move(spec));
 }
 
 Result<ParsedCheckpoint> ReadCheckpoint(Env& env, const std::string& path) {

@@ -20,6 +20,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/env.h"
@@ -81,6 +82,11 @@ struct ParsedCheckpoint {
 };
 Result<ParsedCheckpoint> ParseCheckpoint(const std::string& bytes, const std::string& origin);
 Result<ParsedCheckpoint> ReadCheckpoint(Env& env, const std::string& path);
+// The custom graph a checkpoint carries (metadata "graph", GraphYaml; in the
+// checksum) with `nc` classes, so a resume rebuilds it without the model
+// yaml; nullopt for a built-in family's checkpoint.
+Result<std::optional<model::ModelSpec>> CheckpointGraph(const ParsedCheckpoint& ckpt, int nc,
+                                                        const std::string& origin);
 
 // Copies model/*, grad/* into `model`, ema/* into `ema_model`, loads the
 // optimizer archive and the CPU generator state. The caller then builds a

@@ -182,15 +182,24 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   // model=yolov8n.pt (Ultralytics style): the file's architecture, and its
   // weights as pretrained= (TrainConfig::Validate refuses a second file).
   // pretrained=false: that file's architecture only, from scratch.
-  std::string arch = o.model, pretrained = o.PretrainedWeights("");
+  // A custom graph travels in the spec: from the weights, or on resume the
+  // checkpoint's (the model yaml may have moved or changed since).
+  std::string pretrained = o.PretrainedWeights("");
+  std::optional<model::ModelSpec> model_spec;
+  if (ckpt) {
+    KESTREL_ASSIGN_OR_RETURN(model_spec, CheckpointGraph(*ckpt, r.nc, o.resume));
+  }
   if (model::IsWeightsPath(o.model)) {
     KESTREL_ASSIGN_OR_RETURN(model::WeightsInfo wi, model::ReadWeightsInfo(o.model));
-    arch = wi.spec.Name();
+    if (!model_spec) model_spec = wi.spec;
     pretrained = o.PretrainedWeights(o.model);
     if (pretrained.empty())
-      Print(r, "pretrained=false: " + arch + " from " + o.model + ", weights from scratch\n");
+      Print(r, "pretrained=false: " + wi.spec.Name() + " from " + o.model + ", weights from scratch\n");
+  } else if (!model_spec) {
+    KESTREL_ASSIGN_OR_RETURN(model_spec, model::ParseModelSpec(o.model, r.nc));
   }
-  KESTREL_ASSIGN_OR_RETURN(model::Yolo m, model::CreateModel(arch, r.nc));
+  model_spec->nc = r.nc;
+  KESTREL_ASSIGN_OR_RETURN(model::Yolo m, model::CreateModel(*model_spec));
   if (!pretrained.empty() && !ckpt) {
     model::LoadReport rep;
     KESTREL_RETURN_IF_ERROR(model::LoadWeights(*m, pretrained, model::LoadMode::kFineTune, &rep));

@@ -1,8 +1,10 @@
 // Model yaml files (model/model_yaml.h), torch-free: every built-in model
 // written out as a yaml file reads back to the identical layer plan and
 // parameter count (and those counts are the reference's, families.json);
-// a local yolov8n.yaml is the file, not the built-in; unknown modules, bad
-// from indices and bad args are errors at file:line naming them.
+// a local yolov8n.yaml is the file, not the built-in; any other graph is a
+// custom one the spec carries (GraphYaml round trip); unknown modules, bad
+// from indices, bad args and graphs that cannot be built are errors naming
+// them.
 #include "model/model_yaml.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "core/env.h"
+#include "model/custom_graphs.h"
 #include "model/spec.h"
 
 namespace kestrel::model {
@@ -39,7 +42,8 @@ bool SamePlan(const std::vector<LayerPlan>& a, const std::vector<LayerPlan>& b) 
     if (x.from != y.from || x.repeats != y.repeats || x.kind != y.kind || x.c_in != y.c_in ||
         x.c_out != y.c_out || x.kernel != y.kernel || x.stride != y.stride || x.padding != y.padding ||
         x.shortcut != y.shortcut || x.hidden != y.hidden || x.c3k != y.c3k ||
-        x.detect_channels != y.detect_channels || x.nc != y.nc || x.detect_dw_cls != y.detect_dw_cls)
+        x.detect_channels != y.detect_channels || x.nc != y.nc || x.detect_dw_cls != y.detect_dw_cls ||
+        x.detect_strides != y.detect_strides || x.out_stride != y.out_stride)
       return false;
   }
   return true;
@@ -126,7 +130,14 @@ TEST_F(ModelYamlTest, BadFilesAreClearErrors) {
       {replace("Conv, [64, 3, 2]", "Conv, [wide, 3, 2]"), "backbone[0].args[0]", "output channels"},
       {replace("Conv, [64, 3, 2]", "Conv, [64, 3, 2, 1, 1, 1, 1]"), "backbone[0]", "takes args"},
       {replace("C2f, [128, True]", "C2f, [128, maybe]"), "backbone[2].args[1]", "shortcut"},
-      {replace("Conv, [64, 3, 2]", "Conv, [64, 5, 2]"), "backbone", "none of the built-in"},
+      // A custom graph CheckGraph refuses: named by layer.
+      {replace("Conv, [64, 3, 2]", "Conv, [64, 2, 2]"), "backbone", "layer 0 (Conv): kernel 2, stride 2"},
+      {replace("[-1, 1, Conv, [128, 3, 2]]", "[-1, 2, Conv, [128, 3, 2]]"), "backbone",
+       "layer 1 (Conv): repeats 2 > 1"},
+      {replace("[[-1, 6], 1, Concat", "[[-1, 4], 1, Concat"), "head",
+       "layer 11 (Concat): joins maps at strides 16 and 8"},
+      {replace("[-1, 1, SPPF, [1024, 5]]", "[-1, 1, Conv, [1024, 3, 2]]"), "backbone",
+       "its stride 64 does not divide 32"},
       {"nc: 3\nbackbone: []\nhead: []\n", "backbone", "non-empty list"},
       {"nc: [3\n", "", "not valid YAML"},
   };
@@ -137,7 +148,7 @@ TEST_F(ModelYamlTest, BadFilesAreClearErrors) {
     EXPECT_EQ(r.GetStatus().Where().file, path) << c.want;
     EXPECT_EQ(r.GetStatus().Where().field, c.field) << r.GetStatus().ToString();
     EXPECT_NE(r.GetStatus().Message().find(c.want), std::string::npos) << r.GetStatus().ToString();
-    if (c.field != "backbone") {
+    if (c.field != "backbone" && c.field != "head") {  // a graph's error names the layer
       EXPECT_GT(r.GetStatus().Where().line, 0) << r.GetStatus().ToString();
     }
   }
@@ -147,6 +158,68 @@ TEST_F(ModelYamlTest, BadFilesAreClearErrors) {
   auto r = ReadModelYaml(Write("yolov8s.yaml", no_s));
   ASSERT_FALSE(r.IsOk());
   EXPECT_NE(r.GetStatus().Message().find("scale 's'"), std::string::npos) << r.GetStatus().ToString();
+}
+
+TEST_F(ModelYamlTest, CustomGraphsAreCarriedInTheSpecAndRoundTrip) {
+  // yolov8t-p2: the reference's P2 graph; the name has no n/s/m/l/x letter,
+  // so the table's first scale (t) is used.
+  auto p2 = ReadModelYaml(Write("yolov8-p2.yaml", testing::kP2Yaml));
+  ASSERT_TRUE(p2.IsOk()) << p2.GetStatus().ToString();
+  ASSERT_TRUE(p2->spec.graph.has_value());
+  EXPECT_EQ(p2->spec.Name(), "yolov8-p2");
+  EXPECT_EQ(p2->spec.nc, 3);
+  EXPECT_NE(p2->why.find("custom graph 'yolov8-p2' (29 layers"), std::string::npos) << p2->why;
+  const std::vector<LayerPlan> plan = BuildLayerPlan(p2->spec);
+  ASSERT_EQ(plan.size(), 29u);
+  EXPECT_EQ(plan.back().kind, LayerKind::kDetect);
+  EXPECT_EQ(plan.back().detect_strides, (std::vector<int>{4, 8, 16, 32}));
+  EXPECT_EQ(plan.back().detect_channels, (std::vector<int>{16, 32, 64, 128}));
+  EXPECT_FALSE(plan.back().detect_dw_cls);
+  EXPECT_EQ(plan[2].repeats, 1);  // round(3 * 0.33)
+
+  // "m" scale and C3k2: the reference's rule (C3k blocks at m/l/x, and the
+  // depthwise class branch in Detect).
+  auto mixed = ReadModelYaml(Write("mixedm.yaml", testing::kMixedYaml));
+  ASSERT_TRUE(mixed.IsOk()) << mixed.GetStatus().ToString();
+  ASSERT_TRUE(mixed->spec.graph.has_value());
+  const std::vector<LayerPlan> mp = BuildLayerPlan(mixed->spec);
+  EXPECT_EQ(mp.back().detect_strides, (std::vector<int>{8, 16, 32}));
+  EXPECT_TRUE(mp.back().detect_dw_cls);
+  EXPECT_TRUE(mp[2].c3k) << "scale m: every C3k2 uses C3k blocks";
+  EXPECT_EQ(mp[4].kind, LayerKind::kC3);
+  EXPECT_EQ(mp[9].kind, LayerKind::kC2psa);
+
+  for (const ModelSpec& spec : {p2->spec, mixed->spec}) {
+    // What weights and checkpoints carry reads back to the same plan, without the file.
+    const std::string text = GraphYaml(spec).dump();
+    auto back = SpecFromGraphYaml(text, 7, "w.safetensors");
+    ASSERT_TRUE(back.IsOk()) << back.GetStatus().ToString() << "\n" << text;
+    ASSERT_TRUE(back->graph.has_value());
+    EXPECT_EQ(back->Name(), spec.Name());
+    EXPECT_EQ(back->nc, 7);
+    ModelSpec want = spec;
+    want.nc = 7;
+    EXPECT_TRUE(SamePlan(BuildLayerPlan(*back), BuildLayerPlan(want))) << text;
+    EXPECT_EQ(SummarizeModel(*back).params, SummarizeModel(want).params);
+    EXPECT_EQ(back->scale.depth, spec.scale.depth);
+    EXPECT_EQ(back->scale.width, spec.scale.width);
+    EXPECT_EQ(back->scale.max_channels, spec.scale.max_channels);
+  }
+  // Damaged graph metadata is an error naming the weights file.
+  auto bad = SpecFromGraphYaml("{\"nc\": 3, \"backbone\": [[-1, 1, Conv, [8, 3, 2]]]", 3, "w.safetensors");
+  ASSERT_FALSE(bad.IsOk());
+  EXPECT_EQ(bad.GetStatus().Where().file, "w.safetensors");
+
+  // A built-in graph at a scale its family lacks is a custom graph too
+  // (it used to be refused: weights recorded only the scale's name).
+  std::string odd = ModelYamlText(Family::kYolov8, 4);
+  odd = odd.substr(0, odd.find("scales:")) + "scales:\n  q: [0.33, 0.2, 1024]\n" +
+        odd.substr(odd.find("backbone:"));
+  auto q = ReadModelYaml(Write("narrow.yaml", odd));
+  ASSERT_TRUE(q.IsOk()) << q.GetStatus().ToString();
+  ASSERT_TRUE(q->spec.graph.has_value());
+  EXPECT_NE(q->why.find("yolov8's rows at a scale it lacks"), std::string::npos) << q->why;
+  EXPECT_EQ(BuildLayerPlan(q->spec)[0].c_out, 16);  // 64 * 0.2 = 12.8 -> 16
 }
 
 }  // namespace

@@ -2,7 +2,12 @@
 // metadata, crash-safe writes.
 #include "model/weights.h"
 
+#include <fstream>
+
 #include "core/fault_env.h"
+#include "model/custom_graphs.h"
+#include "model/model_yaml.h"
+#include "model/pt_writer.h"
 #include "test_util.h"
 
 namespace kestrel::model {
@@ -170,6 +175,67 @@ TEST_F(WeightsTest, SaveLoadRoundTripIsBitwise) {
   auto file = ReadSafeTensorsFile(path);
   EXPECT_EQ(file->tensors.at("model.0.bn.num_batches_tracked").dtype, "I64");
   EXPECT_EQ(file->metadata.at("format"), "kestrel.yolo.weights");
+}
+
+// Issue 28 item 7: a custom graph (a P2 head; C3/C3k2/C2PSA with Detect on a
+// backbone layer) builds, runs at its own strides, and its weights carry the
+// graph: ReadWeightsInfo rebuilds it with the yaml file gone, the strict
+// load gives the same outputs, and the .pt writer writes its module tree.
+TEST_F(WeightsTest, CustomGraphWeightsCarryTheGraph) {
+  for (const char* text : {kestrel::testing::kP2Yaml, kestrel::testing::kMixedYaml}) {
+    const std::string yaml = Tmp("custom-graph.yaml");
+    std::ofstream(yaml) << text;
+    auto read = ReadModelYaml(yaml);
+    ASSERT_TRUE(read.IsOk()) << read.GetStatus().ToString();
+    ASSERT_TRUE(std::filesystem::remove(yaml));
+    ModelSpec spec = read->spec;
+    spec.nc = 2;
+    Yolo model = CreateModel(spec).Value();
+    Randomize(*model, 7);
+    model->eval();
+    const std::vector<int> strides = BuildLayerPlan(spec).back().detect_strides;
+    const at::Tensor x = at::rand({1, 3, 64, 96});
+    YoloOutput out = model->forward(x);
+    ASSERT_EQ(out.maps.size(), strides.size());
+    int64_t anchors = 0;
+    for (size_t i = 0; i < strides.size(); ++i) {
+      EXPECT_EQ(out.maps[i].size(2), 64 / strides[i]);
+      EXPECT_EQ(out.maps[i].size(3), 96 / strides[i]);
+      anchors += (64 / strides[i]) * (96 / strides[i]);
+    }
+    EXPECT_EQ(out.decoded.sizes(), (at::IntArrayRef{1, 4 + 2, anchors}));
+    EXPECT_EQ(model->Strides().size(), strides.size());
+
+    const std::string path = Tmp("custom.safetensors");
+    ASSERT_TRUE(SaveWeights(*model, path, SaveOptions{.names = {"a", "b"}}).IsOk());
+    auto info = ReadWeightsInfo(path);
+    ASSERT_TRUE(info.IsOk()) << info.GetStatus().ToString();
+    ASSERT_TRUE(info->spec.graph.has_value());
+    EXPECT_EQ(info->spec.Name(), "kestrel_model_custom-graph");  // the yaml file's stem
+    EXPECT_EQ(info->spec.nc, 2);
+    EXPECT_EQ(ReadSafeTensorsFile(path)->metadata.at("arch"), "custom");
+    Yolo loaded = CreateModel(info->spec).Value();
+    ASSERT_TRUE(LoadWeights(*loaded, path, LoadMode::kStrict).IsOk());
+    loaded->eval();
+    EXPECT_TRUE(at::allclose(loaded->forward(x).decoded, out.decoded)) << spec.Name();
+
+    // The reference's checkpoint layout, its yaml holding the custom rows.
+    PtWriteOptions po;
+    po.spec = info->spec;
+    po.names = {"a", "b"};
+    po.date = "2026-12-05T00:00:00.000000";
+    auto pt = SerializePtCheckpoint(*ReadSafeTensorsFile(path), po);
+    ASSERT_TRUE(pt.IsOk()) << pt.GetStatus().ToString();
+    EXPECT_NE(pt->find("custom-graph.yaml"), std::string::npos);
+  }
+  // Metadata that says custom without a graph is corruption, naming the key.
+  SafeTensorFile bad = *ReadSafeTensorsFile(Tmp("custom.safetensors"));
+  bad.metadata.erase("graph");
+  const std::string bad_path = Tmp("custom-nograph.safetensors");
+  ASSERT_TRUE(Env::Default().WriteFileAtomic(bad_path, SerializeSafeTensors(bad)).IsOk());
+  auto info = ReadWeightsInfo(bad_path);
+  ASSERT_FALSE(info.IsOk());
+  EXPECT_EQ(info.GetStatus().Where().field, "graph");
 }
 
 TEST_F(WeightsTest, LoadsHalfPrecisionFiles) {

@@ -224,7 +224,8 @@ TORCH_MODULE(Dfl);
 // forward: [B, ch[i], H_i, W_i] -> [B, 64+nc, H_i, W_i].
 class DetectImpl : public torch::nn::Module {
  public:
-  DetectImpl(int nc, const std::vector<int>& ch, bool dw_cls);
+  // strides[i]: input pixels per cell of level i (LayerPlan::detect_strides).
+  DetectImpl(int nc, const std::vector<int>& ch, const std::vector<int>& strides, bool dw_cls);
   // NOLINTNEXTLINE(readability-identifier-naming)
   std::vector<torch::Tensor> forward(const std::vector<torch::Tensor>& xs);
   // Raw maps -> [B, 4+nc, A]: cx, cy, w, h in input pixels, sigmoid scores.
@@ -242,6 +243,7 @@ class DetectImpl : public torch::nn::Module {
 
  private:
   int nc_;
+  std::vector<int> strides_;  // per level
   // Typed handles into cv2/cv3: the box branches and the final 1x1 convs (a
   // class branch runs cls_convs_[i] in order, then cls_out_[i]).
   std::vector<torch::nn::Sequential> box_;
