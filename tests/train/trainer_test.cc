@@ -334,7 +334,17 @@ TEST_F(TrainerTest, SetupValidationAndPlotsReportProgressUpToTheirTotal) {
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
   ASSERT_EQ(r->reason, ExitReason::kCompleted) << r->message;
   auto fresh = runs();
-  ASSERT_EQ(fresh.size(), 4u);  // setup, val epoch 1, val epoch 2, plots
+  // setup, val epoch 1, val epoch 2, [the final validation of best.safetensors
+  // when the best epoch is not the last: its own kVal run, epoch = the best
+  // one], plots.
+  const bool final_val = r->best_epoch != 2;
+  EXPECT_EQ(r->final_val_epoch, r->best_epoch);
+  ASSERT_EQ(fresh.size(), final_val ? 5u : 4u);
+  if (final_val) {
+    EXPECT_EQ(fresh[3].front().phase, Phase::kVal);
+    EXPECT_EQ(fresh[3].front().epoch, r->best_epoch);
+    EXPECT_EQ(fresh[3].back().total, 3);
+  }
   std::vector<std::string> steps;
   for (const Event& e : fresh[0]) steps.push_back(e.step);
   EXPECT_EQ(fresh[0].front().phase, Phase::kSetup);
@@ -347,7 +357,7 @@ TEST_F(TrainerTest, SetupValidationAndPlotsReportProgressUpToTheirTotal) {
     EXPECT_EQ(val.size(),
               2u);  // start, then one batch of 3 (val batch = 2 x train batch 2, as the reference)
   }
-  EXPECT_EQ(fresh[3].front().phase, Phase::kPlots);
+  EXPECT_EQ(fresh.back().front().phase, Phase::kPlots);
 
   // Resuming adds reading and applying the checkpoint to the setup steps.
   events.clear();
