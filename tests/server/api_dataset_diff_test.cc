@@ -72,6 +72,14 @@ TEST_F(DatasetDiffTest, DiffRouteIsTheCliDocument) {
     delta += c["delta"].get<int64_t>();
   }
   EXPECT_EQ(delta, doc["b"]["num_boxes"].get<int64_t>() - doc["a"]["num_boxes"].get<int64_t>());
+  // The box-level diff (issue 34): added - removed is the net change (the
+  // rest are matched pairs); at most the removed image, the one with a new
+  // box and the copy changed, and the one with a new box surely did.
+  const json& boxes = doc["boxes"];
+  EXPECT_EQ(boxes["total"]["added"].get<int64_t>() - boxes["total"]["removed"].get<int64_t>(), delta);
+  EXPECT_GE(boxes["total"]["added"].get<int64_t>(), 1);
+  EXPECT_GE(boxes["images_changed"].get<int64_t>(), 1);
+  EXPECT_LE(boxes["images_changed"].get<int64_t>(), 3);
   // A version id prefix works as vN does.
   const std::string id = doc["a"]["version_id"].get<std::string>().substr(0, 10);
   EXPECT_EQ(Doc("/api/datasets/birds/diff?a=" + id + "&b=v2"), cli);
