@@ -76,7 +76,7 @@ Result<AuditReport> AuditDataset(store::MetadataStore& meta, store::ArtifactStor
     if (detector == nullptr) {
       KESTREL_ASSIGN_OR_RETURN(
           detector, load(keys.model, ModelRunInference(mo), DetectorPlacement{mo.device, mo.runtime}));
-      report.imgsz_line = "imgsz=" + std::to_string(detector->Options().imgsz);
+      report.imgsz = detector->Options().imgsz;
     }
     KESTREL_ASSIGN_OR_RETURN(ScoredSplit scored,
                              ScoreLoadedModelOnSplit(*detector, blobs, keys.model, loaded->split, mo));
@@ -153,9 +153,9 @@ std::string BoxText(const eval::Box& b) {
 }  // namespace
 
 nlohmann::json AuditReportJson(const AuditReport& r, size_t top) {
-  nlohmann::json j = {{"data", r.data},        {"model", r.model},
-                      {"imgsz", r.imgsz_line}, {"images", r.images.size()},
-                      {"labels", r.labels},    {"classes", r.names}};
+  nlohmann::json j = {{"data", r.data},     {"model", r.model},
+                      {"imgsz", r.imgsz},   {"images", r.images.size()},
+                      {"labels", r.labels}, {"classes", r.names}};
   if (!r.dir.empty()) j["dir"] = r.dir;
   const std::vector<size_t> n = KindCounts(r);
   nlohmann::json counts = nlohmann::json::object();
@@ -214,7 +214,7 @@ std::string AuditReportCsv(const AuditReport& r) {
 std::string AuditReportText(const AuditReport& r, size_t top) {
   std::ostringstream s;
   const std::vector<size_t> n = KindCounts(r);
-  s << "audit of " << r.data << " with " << r.model << " (" << r.imgsz_line << "): " << r.images.size()
+  s << "audit of " << r.data << " with " << r.model << " (imgsz=" << r.imgsz << "): " << r.images.size()
     << " images, " << r.labels << " labels\n";
   s << "suspected: " << n[size_t(eval::AuditKind::kMissing)] << " missing, "
     << n[size_t(eval::AuditKind::kSpurious)] << " spurious, " << n[size_t(eval::AuditKind::kWrongClass)]

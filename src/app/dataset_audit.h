@@ -50,7 +50,7 @@ struct AuditImage {
 struct AuditReport {
   std::string data;   // NAME@vN as stored
   std::string model;  // weights path
-  std::string imgsz_line;
+  int imgsz = 0;      // the network input side in effect
   std::vector<std::string> names;
   std::vector<AuditImage> images;      // AuditItem::image indexes this
   std::vector<eval::AuditItem> items;  // review order

@@ -171,6 +171,8 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel export` (docs/export.md; only with LibTorch).
 void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel dataset audit` (app/dataset_audit.h; only with LibTorch).
+void AddDatasetAuditCommand(CLI::App& app, Context& ctx, int* exit_code);
 // val (always), predict and compare (with LibTorch).
 void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
 // submit, worker, jobs list|show|logs|cancel|retry, stats, breaker reset
