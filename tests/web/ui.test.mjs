@@ -980,6 +980,14 @@ test('dataset pages: a zip uploaded through Import, the diff of two versions sid
   await page.keyboard.press('Escape')
   await byTest('pair-title').waitFor({ state: 'hidden', timeout: WAIT })
   await shot('dataset-diff')
+  // The box-level diff (issue 34): totals as the CLI counts them, and the
+  // images whose boxes changed listed with their counts.
+  assert.match(await textOf('diff-boxes-total'), new RegExp(`^${cli.boxes.total.added} added, ${cli.boxes.total.removed} removed`))
+  assert.equal(await textOf('diff-count-box_changed'), String(cli.boxes.images_changed))
+  assert.ok(cli.boxes.images_changed >= 1)
+  await byTest('diff-kind-box_changed').click()
+  await byTest('diff-box-row-0').waitFor({ timeout: WAIT })
+  assert.ok((await textOf('diff-box-row-0')).startsWith(`+${cli.boxes.images[0].added} −${cli.boxes.images[0].removed} `))
 
   // The leakage finding: its two images side by side with their boxes.
   await page.goto(`${base}/#/datasets/leaky@v2`)
