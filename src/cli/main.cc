@@ -247,9 +247,6 @@ int Run(Context& ctx, int argc, char** argv) {
   for (const TorchCommand& c : kTorchDatasetCommands) {
     app.get_subcommand("dataset")->add_subcommand(c.name, c.help)->allow_extras();
   }
-  app.get_subcommand("dataset")
-      ->add_subcommand(kDatasetPredictCommand.name, kDatasetPredictCommand.help)
-      ->allow_extras();
 #else
 #ifdef KESTREL_WITH_TORCH
   AddTrainCommands(app, ctx, &exit_code);
@@ -328,8 +325,6 @@ int main(int argc, char** argv) {
         if (sub == c.name) return cli::ForwardToTorchProgram(ctx, argc, argv);
       }
     }
-    if (command == "dataset" && cli::SecondCommandWord(argc, argv) == cli::kDatasetPredictCommand.name)
-      return cli::ForwardToTorchProgram(ctx, argc, argv);
 #endif
 #if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
     // Before any thread starts (app/backends.h).

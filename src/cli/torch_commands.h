@@ -26,9 +26,8 @@ inline constexpr TorchCommand kExportCommand{
 inline constexpr TorchCommand kValCommand{
     "val", "Score a model or predictions made elsewhere on a dataset version (mAP, P, R, errors, plots)"};
 
-// `kestrel dataset predict` (a subcommand of the torch-free `dataset`):
-// forwarded like the commands above when the first two command words are
-// "dataset predict" (main.cc).
+// `kestrel dataset predict` (issue 34, model_cmd.cc): one of
+// kTorchDatasetCommands below.
 inline constexpr TorchCommand kDatasetPredictCommand{
     "predict", "Run a model over a version's images: pre-annotations for Label Studio, CVAT, YOLO or COCO"};
 
@@ -41,7 +40,8 @@ inline constexpr TorchCommand kFingerprintCommand{
 // command words name one (main.cc).
 inline constexpr TorchCommand kDatasetAuditCommand{
     "audit", "Rank the labels a model disagrees with: missing, spurious, wrong class, misplaced boxes"};
-inline constexpr std::array<TorchCommand, 1> kTorchDatasetCommands = {kDatasetAuditCommand};
+inline constexpr std::array<TorchCommand, 2> kTorchDatasetCommands = {kDatasetAuditCommand,
+                                                                      kDatasetPredictCommand};
 
 // In the order `kestrel --help` lists them.
 inline constexpr std::array<TorchCommand, 6> kTorchCommands = {
