@@ -715,6 +715,10 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
   if (ended_as_run && r.last_eval && !r.history.empty() && r.state.best_epoch > 0) {
     KESTREL_ASSIGN_OR_RETURN(final_eval, FinalValidation(r));
     r.summary.final_val_epoch = r.state.best_epoch;
+    // The best weights' per-class rows, which the model registry records
+    // with a job's model (app/models.cc; docs/models.md "evaluation").
+    KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(r.run_dir, "best_eval.json"),
+                                                eval::EvalResultToJson(*final_eval).dump(1) + "\n"));
   } else if (r.last_eval && !r.history.empty()) {
     // Stopped or diverged: no final validation; the last epoch's rows.
     Print(r, "per class, epoch " + std::to_string(r.history.back().epoch) + ":\n" +

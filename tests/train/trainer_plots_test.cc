@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <sstream>
@@ -16,6 +17,7 @@
 
 #include "core/env.h"
 #include "data/version.h"
+#include "eval/metrics.h"
 #include "eval/plots.h"
 #include "eval/results_plot.h"
 #include "model/weights.h"
@@ -221,6 +223,7 @@ TEST(TrainerPlots, FinalPlotsAndValBatchGridsComeFromTheBestWeights) {
   auto version = data::LoadVersion(**meta, blobs, "tiny");
   ASSERT_TRUE(version.IsOk()) << version.GetStatus().ToString();
   // What the trainer's validator does (ValidatorOptions as Setup makes them).
+  nlohmann::json best_eval;
   auto draw = [&](const std::string& weights, const std::string& dir) {
     auto m = model::CreateModel("yolov8n", static_cast<int>(version->manifest.names.size()));
     ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
@@ -232,6 +235,7 @@ TEST(TrainerPlots, FinalPlotsAndValBatchGridsComeFromTheBestWeights) {
     ASSERT_TRUE(v.IsOk()) << v.GetStatus().ToString();
     auto ev = (*v)->Run(**m);
     ASSERT_TRUE(ev.IsOk()) << ev.GetStatus().ToString();
+    if (best_eval.is_null()) best_eval = eval::EvalResultToJson(*ev);
     fs::create_directories(dir);
     ASSERT_TRUE(eval::WritePlots(Env::Default(), dir, *ev).IsOk());
     ASSERT_TRUE(WriteValBatchGrids(Env::Default(), dir, (*v)->LastGrids(), data::ArtifactImageSource(blobs),
@@ -248,6 +252,12 @@ TEST(TrainerPlots, FinalPlotsAndValBatchGridsComeFromTheBestWeights) {
     EXPECT_TRUE(run == best) << f << " is not the best weights' validation";
     EXPECT_FALSE(run == last) << f << " is the last weights' (the test cannot tell them apart)";
   }
+  // best_eval.json (what the registry's per-class table reads) is that validation.
+  const nlohmann::json written = nlohmann::json::parse(Bytes(o.run_dir + "/best_eval.json"));
+  ASSERT_TRUE(written["classes"].is_array());
+  EXPECT_EQ(written["classes"].size(), version->manifest.names.size());
+  EXPECT_DOUBLE_EQ(written["map5095"].get<double>(), best_eval["map5095"].get<double>());
+  EXPECT_EQ(written["classes"], best_eval["classes"]);
   fs::remove_all(root);
 }
 
