@@ -538,6 +538,10 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
   };
 #ifdef KESTREL_CLI_WITH_TORCH
   const std::vector<std::vector<std::string>> torch_cases = {
+      // fingerprint (the worker's environment, issue 31): takes no arguments
+      {"fingerprint", "extra"},
+      {"fingerprint", "--bogus"},
+      {"fingerprint", X},
       // dataset audit: refused before the model runs or anything is written
       {"dataset", "audit"},
       {"dataset", "audit", "d"},
