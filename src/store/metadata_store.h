@@ -150,7 +150,8 @@ class MetadataStore {
   // that id, else a host that some worker registered from or that has a host
   // row (every worker of it, also ones started later). Returns the ids of the
   // registered workers it applies to; kNotFound when `target` is neither.
-  virtual Result<std::vector<std::string>> SetDrain(const std::string& target, bool drain, int64_t now_ms) = 0;
+  virtual Result<std::vector<std::string>> SetDrain(const std::string& target, bool drain,
+                                                    int64_t now_ms) = 0;
   virtual Result<std::vector<HostRecord>> ListHosts() = 0;
   // Whether `worker` on `host` may claim: drained (its row or its host) and
   // quarantined (its host). Unknown ids and hosts are neither.
