@@ -646,7 +646,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
       if (!outcome.success && outcome.reason == FailureReason::kEnvironment && !spec.log_path.empty()) {
         // The loader's own words ("error while loading shared libraries:
         // libX.so ...") are the finding an operator needs: the log's last line.
-        if (auto log = env_.ReadFile(spec.log_path, 64 * 1024); log.IsOk()) {
+        if (auto log = env_.ReadFile(spec.log_path, uint64_t{64} * 1024); log.IsOk()) {
           std::string text = *log;
           while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
           const size_t nl = text.rfind('\n');

@@ -19,8 +19,8 @@ namespace kestrel::server {
 // The most bytes one log event carries, and the tail a stream starts with
 // (from the first line start in the file's last kLogTailBytes) unless the
 // request gives tail= or a Last-Event-ID.
-inline constexpr int64_t kLogChunkBytes = 64 * 1024;
-inline constexpr int64_t kLogTailBytes = 256 * 1024;
+inline constexpr int64_t kLogChunkBytes = int64_t{64} * 1024;
+inline constexpr int64_t kLogTailBytes = int64_t{256} * 1024;
 
 // The log stream's reader of one attempt's file, apart from the route: each
 // Read(after) answers the bytes from offset `after` (at most kLogChunkBytes,
