@@ -45,7 +45,7 @@ class CheckpointUploader {
   // nothing is uploaded or deleted after it.
   Status AfterEpoch(int epoch);
 
-  int uploads() const { return uploads_; }
+  int Uploads() const { return uploads_; }
 
  private:
   struct Uploaded {

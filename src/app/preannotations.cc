@@ -327,7 +327,12 @@ Result<std::string> StoredZip(const std::vector<std::pair<std::string, std::stri
   if (entries.size() >= 0xFFFF)
     return Status::ResourceExhausted("a zip of 65535 entries or more needs zip64");
   std::string out, central;
-  for (const auto& [name, data] : entries) {
+  for (const auto& entry : entries) {
+    // Named references, not a structured binding: the header lambda below
+    // captures them, which clang (and so clang-tidy) rejects before C++20's
+    // P1091 is implemented.
+    const std::string& name = entry.first;
+    const std::string& data = entry.second;
     if (out.size() + data.size() + name.size() + 64 >= 0xFFFFFFFFull)
       return Status::ResourceExhausted("a zip of 4 GiB or more needs zip64");
     const uint32_t offset = uint32_t(out.size()), crc = Crc32(data), size = uint32_t(data.size());
