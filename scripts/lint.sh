@@ -86,7 +86,7 @@ for step in "${steps[@]}"; do
       else
         echo "tidy: clean (${#tidy_files[@]} files checked; src/server/api.cc left out)"
         if [[ "${KESTREL_TIDY_RECORD:-0}" == 1 ]]; then
-          python3 tools/tidy-changed.py --record || fail=1
+          python3 tools/tidy-changed.py --record --build "$BUILD_DIR" --regex "$tidy_re" || fail=1
         fi
       fi
       rm -f "$log"

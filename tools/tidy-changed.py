@@ -5,17 +5,21 @@ clang-tidy's findings on a file are a function of the file, the headers it
 includes, the compile command, the .clang-tidy configuration and the
 clang-tidy version. `.ci/tidy-baseline` records a commit at which every file
 in the tidy scope was checked clean, with the clang-tidy version that checked
-it. A translation unit whose source and project headers are unchanged since
-that commit cannot have gained a finding, so only the others are checked:
+it, and each unit's compile command (a hash, with the source and build
+directories written as placeholders so clones at other paths compare). A
+translation unit whose source, project headers and compile command are
+unchanged since that commit cannot have gained a finding, so only the others
+are checked:
 
   * the whole scope when there is no usable baseline (missing file, a commit
     that is not an ancestor of HEAD or absent from a shallow clone, another
-    clang-tidy version), when the tidy configuration, a CMakeLists.txt, cmake/,
-    scripts/lint.sh or this script changed, or when KESTREL_TIDY_FULL=1;
+    clang-tidy version), when .clang-tidy changed, or when
+    KESTREL_TIDY_FULL=1;
   * otherwise each unit whose source or any header under the source tree
     changed since the baseline (committed, uncommitted or untracked), read from
-    ninja's dependency log of the build; a unit ninja has no record of is
-    checked too.
+    ninja's dependency log of the build, whose compile command differs from
+    the recorded one, or which the baseline does not list; a unit ninja has
+    no record of is checked too.
 
 Generated headers under the build directory are not compared (their content
 is the version string and the web bundle's file list).
@@ -23,12 +27,14 @@ is the version string and the web bundle's file list).
   tidy-changed.py --build DIR --regex RE [--baseline FILE] [--deps-file F]
       prints "all" or "some", then one repository-relative source per line,
       and the reason on stderr.
-  tidy-changed.py --record [--baseline FILE]
-      writes the baseline at HEAD; refuses when the tree has changes under
+  tidy-changed.py --record --build DIR --regex RE [--baseline FILE]
+      writes the baseline at HEAD (run it only after a clean check of what
+      the selection chose); refuses when the tree has changes under
       src/ or in the tidy configuration (the recorded commit must be what
       was checked).
 """
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -36,7 +42,7 @@ import shlex
 import subprocess
 import sys
 
-FULL_TRIGGERS = re.compile(r'^(\.clang-tidy|(.*/)?CMakeLists\.txt|cmake/.*|scripts/lint\.sh|tools/tidy-changed\.py)$')
+FULL_TRIGGERS = re.compile(r'^\.clang-tidy$')
 
 
 def git(root, *args, check=True):
@@ -66,9 +72,15 @@ def read_baseline(path):
                 if not line or line.startswith('#'):
                     continue
                 key, _, value = line.partition(' ')
-                if key not in ('commit', 'clang-tidy'):
-                    raise ValueError(f"{path}:{n}: unknown field '{key}'")
-                fields[key] = value.strip()
+                if key == 'unit':
+                    parts = value.split()
+                    if len(parts) != 2:
+                        return None, f"{path}:{n}: 'unit' needs a path and a command hash"
+                    fields.setdefault('units', {})[parts[0]] = parts[1]
+                elif key in ('commit', 'clang-tidy'):
+                    fields[key] = value.strip()
+                else:
+                    return None, f"{path}:{n}: unknown field '{key}'"
     except FileNotFoundError:
         return None, f"no {path}"
     if 'commit' not in fields or not re.fullmatch(r'[0-9a-f]{40}', fields['commit']):
@@ -104,24 +116,35 @@ def parse_deps(text, build_dir, root):
     return deps
 
 
-def select(args):
-    root = git('.', 'rev-parse', '--show-toplevel').stdout.strip()
-    with open(os.path.join(args.build, 'compile_commands.json')) as f:
+def scope_units(root, build, regex):
+    """[(repository-relative source, object path in the build dir, command hash)]."""
+    with open(os.path.join(build, 'compile_commands.json')) as f:
         entries = json.load(f)
-    scope_re = re.compile(args.regex)
-    units = []  # (repository-relative source, object relative to the build dir)
+    scope_re = re.compile(regex)
+    real_root, real_build = os.path.realpath(root), os.path.realpath(build)
+    units = []
     for e in entries:
         if not scope_re.search(e['file']):
             continue
         argv = shlex.split(e['command'])
         obj = argv[argv.index('-o') + 1] if '-o' in argv else None
-        units.append((os.path.relpath(os.path.realpath(e['file']), os.path.realpath(root)), obj))
+        # The build directory first: it may lie inside the source tree.
+        command = e['command'].replace(real_build, '@BUILD@').replace(real_root, '@SRC@')
+        command = command.replace(os.path.abspath(build), '@BUILD@').replace(os.path.abspath(root), '@SRC@')
+        digest = hashlib.sha256(command.encode()).hexdigest()[:16]
+        units.append((os.path.relpath(os.path.realpath(e['file']), real_root), obj, digest))
     units.sort()
+    return units
+
+
+def select(args):
+    root = git('.', 'rev-parse', '--show-toplevel').stdout.strip()
+    units = scope_units(root, args.build, args.regex)
 
     def everything(reason):
         print(f"tidy: every file in scope ({len(units)}): {reason}", file=sys.stderr)
         print('all')
-        for src, _ in units:
+        for src, _, _ in units:
             print(src)
 
     if os.environ.get('KESTREL_TIDY_FULL') == '1':
@@ -145,16 +168,21 @@ def select(args):
         deps_text = subprocess.run(['ninja', '-C', args.build, '-t', 'deps'], capture_output=True,
                                    text=True, check=True).stdout
     deps = parse_deps(deps_text, args.build, root)
-    chosen, unknown = [], 0
-    for src, obj in units:
+    recorded = baseline.get('units', {})
+    chosen, unknown, flags = [], 0, 0
+    for src, obj, digest in units:
         d = deps.get(obj) if obj else None
         if d is None:
             unknown += 1
             chosen.append(src)
+        elif recorded.get(src) != digest:
+            flags += 1
+            chosen.append(src)
         elif src in changed or any(p in changed for p in d):
             chosen.append(src)
     print(f"tidy: {len(chosen)} of {len(units)} files changed since the clean baseline {commit[:12]} "
-          f"(with their headers; {unknown} without a dependency record)", file=sys.stderr)
+          f"(source or headers; {flags} by compile command or new; {unknown} without a dependency record)",
+          file=sys.stderr)
     print('some')
     for src in chosen:
         print(src)
@@ -167,6 +195,7 @@ def record(args):
         sys.exit("tidy-changed: not recorded: uncommitted changes under src/ or in the tidy configuration:\n"
                  + dirty)
     head = git(root, 'rev-parse', 'HEAD').stdout.strip()
+    units = scope_units(root, args.build, args.regex)
     path = os.path.join(root, args.baseline)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + '.tmp'
@@ -174,6 +203,8 @@ def record(args):
         f.write("# Written by `KESTREL_TIDY_RECORD=1 scripts/lint.sh tidy` after a clean run:\n"
                 "# every file in the tidy scope had no finding at this commit (tools/tidy-changed.py).\n"
                 f"commit {head}\nclang-tidy {tidy_version()}\n")
+        for src, _, digest in units:
+            f.write(f"unit {src} {digest}\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -188,11 +219,9 @@ def main():
     ap.add_argument('--deps-file', help='ninja -t deps output to read instead of running ninja (tests)')
     ap.add_argument('--record', action='store_true')
     args = ap.parse_args()
-    if args.record:
-        return record(args)
     if not args.regex:
         ap.error('--regex is required')
-    return select(args)
+    return record(args) if args.record else select(args)
 
 
 if __name__ == '__main__':

@@ -2,8 +2,9 @@
 # tools/tidy-changed.py (which files `scripts/lint.sh tidy` checks) on a
 # throwaway git repository: every file without a baseline; after a recorded
 # baseline, only the units whose source or project header changed
-# (committed, uncommitted or untracked), units ninja has no record of, and
-# every file again when the tidy configuration or a CMakeLists.txt changes.
+# (committed, uncommitted or untracked), whose compile command changed or
+# which the baseline does not list, units ninja has no record of, and every
+# file again when .clang-tidy or the clang-tidy version changes.
 set -euo pipefail
 tool="$(cd "$(dirname "$0")/../.." && pwd)/tools/tidy-changed.py"
 tmp=$(mktemp -d)
@@ -45,7 +46,7 @@ expect() {
   echo "ok: $2"
 }
 expect "all src/a/x.cc src/b/y.cc src/c/z.cc " "no baseline: every file in scope"
-python3 "$tool" --record >/dev/null
+python3 "$tool" --record --build build --regex '/src/.*\.cc$' >/dev/null
 git add .ci/tidy-baseline && git commit -qm baseline
 expect "some src/c/z.cc " "nothing changed: only the unit without a dependency record"
 echo 'int h2();' >>src/a/h.h
@@ -56,9 +57,21 @@ git checkout -q HEAD~1 -- src/a/h.h && git commit -qam back
 echo 'int n();' >src/b/new.h
 expect "some src/b/y.cc src/c/z.cc " "an untracked header a unit depends on"
 rm src/b/new.h
-echo '# x' >CMakeLists.txt
-expect "all src/a/x.cc src/b/y.cc src/c/z.cc " "a CMakeLists.txt change: every file"
-rm CMakeLists.txt
+cp build/compile_commands.json build/cc.orig
+sed -i 's#-o src/b/y.cc.o#-DNEW_FLAG -o src/b/y.cc.o#' build/compile_commands.json
+expect "some src/b/y.cc src/c/z.cc " "a changed compile command (a CMakeLists.txt edit)"
+cp build/cc.orig build/compile_commands.json
+sed -i 's#^unit src/a/x.cc .*##' .ci/tidy-baseline
+expect "some src/a/x.cc src/c/z.cc " "a unit the baseline does not list"
+git checkout -q -- .ci/tidy-baseline
+# Another checkout path: the recorded command hashes still match.
+mv "$tmp" "$tmp.moved" && ln -s "$tmp.moved" "$tmp"
+( cd "$tmp.moved" && sed -i "s#$tmp/#$tmp.moved/#g" build/compile_commands.json build/deps.txt &&
+  got=$(python3 "$tool" --build build --regex '/src/.*\.cc$' --deps-file build/deps.txt 2>/dev/null | tr '\n' ' ') &&
+  [[ "$got" == "some src/c/z.cc " ]] ) || { echo "FAIL: a clone at another path re-checks files"; rm -f "$tmp"; mv "$tmp.moved" "$tmp"; exit 1; }
+rm -f "$tmp" && mv "$tmp.moved" "$tmp"
+sed -i "s#$tmp.moved/#$tmp/#g" build/compile_commands.json build/deps.txt
+echo "ok: a checkout at another path compares equal"
 echo 'Checks: -*,bugprone-*' >.clang-tidy
 expect "all src/a/x.cc src/b/y.cc src/c/z.cc " "a .clang-tidy change: every file"
 git checkout -q -- .clang-tidy
@@ -66,6 +79,6 @@ sed -i 's/^clang-tidy .*/clang-tidy some other version/' .ci/tidy-baseline
 expect "all src/a/x.cc src/b/y.cc src/c/z.cc " "another clang-tidy version: every file"
 git checkout -q -- .ci/tidy-baseline
 echo 'int h3();' >>src/a/h.h
-if python3 "$tool" --record 2>/dev/null; then echo "FAIL: recorded over an uncommitted change under src/"; exit 1; fi
+if python3 "$tool" --record --build build --regex '/src/.*\.cc$' 2>/dev/null; then echo "FAIL: recorded over an uncommitted change under src/"; exit 1; fi
 echo "ok: no record over uncommitted changes"
 KESTREL_TIDY_FULL=1 expect "all src/a/x.cc src/b/y.cc src/c/z.cc " "KESTREL_TIDY_FULL=1"
