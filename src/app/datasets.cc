@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "app/dataset_box_stats.h"
 #include "app/jobs.h"
 #include "core/hash.h"
 #include "core/names.h"
@@ -522,6 +523,7 @@ nlohmann::json DatasetShowJson(const data::VersionView& v) {
   return {{"version", DatasetVersionJson(v.record)},
           {"names", v.manifest.names},
           {"summary", nlohmann::json::parse(v.record.summary_json, nullptr, false)},
+          {"box_stats", BoxStatsJson(ComputeBoxStats(v.manifest), v.manifest.names)},
           {"report", v.report}};
 }
 

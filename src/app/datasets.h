@@ -211,7 +211,8 @@ nlohmann::json DatasetListJson(const std::vector<store::DatasetSummary>& all);
 nlohmann::json DatasetImportJson(const DatasetImport& r);
 // {"ok" (no errors), "version_id", "report"}.
 nlohmann::json DatasetValidationJson(const DatasetValidation& v);
-// {"version": DatasetVersionJson, "names", "summary", "report"}.
+// {"version": DatasetVersionJson, "names", "summary", "box_stats" (BoxStatsJson,
+// app/dataset_box_stats.h: computed from the manifest), "report"}.
 nlohmann::json DatasetShowJson(const data::VersionView& v);
 // data::ManifestDiff's fields + {"a", "b": DatasetVersionJson, "classes":
 // DatasetDiffClasses, "boxes": data::BoxDiff::ToJson}.
