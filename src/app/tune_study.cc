@@ -411,6 +411,17 @@ Status StudyCoordinator::Reconcile(const StudyDefinition& def, const tune::Study
   store::TrialRecord& r = trials[i];
   if (r.state == "queued" && r.job_id == 0) KESTREL_RETURN_IF_ERROR(SubmitTrial(def, r));
   if (r.job_id == 0 || !(LiveTrialState(r.state) || r.state == "pruned")) return {};
+  // A trial recorded before each trial had its own job (the job system
+  // deduplicated a config two trials sampled while the first ran) shares an
+  // earlier trial's job: only the earlier trial drives that job, and this
+  // one spends no trial (the study samples another in its place).
+  const auto earlier = trials.begin() + static_cast<std::ptrdiff_t>(i);
+  if (std::any_of(trials.begin(), earlier,
+                  [&](const store::TrialRecord& e) { return e.job_id == r.job_id; })) {
+    store::TrialRecord shared = r;
+    shared.state = "infra_failed";
+    return Save(r, shared);
+  }
   KESTREL_ASSIGN_OR_RETURN(store::JobRecord job, meta_.GetJob(r.job_id));
   store::TrialRecord upd = r;
   if (r.state == "pruned") {

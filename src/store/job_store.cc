@@ -313,7 +313,13 @@ Result<JobRecord> SqlStore::SubmitJob(const JobSpec& spec, int64_t now_ms, bool*
 Result<JobRecord> SqlStore::SubmitTrialJob(int64_t study_id, int64_t number, const JobSpec& spec,
                                            int64_t now_ms, bool* created) {
   KESTREL_RETURN_IF_ERROR(ValidateSpec(spec));
-  KESTREL_ASSIGN_OR_RETURN(std::string key, JobDedupKey(spec));
+  KESTREL_ASSIGN_OR_RETURN(std::string config_key, JobDedupKey(spec));
+  // The trial's own key: two trials that sample the same config get a job
+  // each (one trial drives one job: a prune or a promotion never acts on
+  // another trial's job), and a trial never attaches to someone else's live
+  // job of that config (docs/tune.md "Studies over the queue").
+  const std::string key =
+      Sha256Hex(config_key + "\nstudy " + std::to_string(study_id) + " trial " + std::to_string(number));
   JobRecord out;
   bool made = false;
   Status st = InTransaction([&]() -> Status {

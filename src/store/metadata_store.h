@@ -283,8 +283,11 @@ class MetadataStore {
   virtual Result<bool> UpdateTrial(const TrialRecord& rec, const std::string& expected_state) = 0;
   // The study's trials by number.
   virtual Result<std::vector<TrialRecord>> ListTrials(int64_t study_id) = 0;
-  // Submits trial (study_id, number)'s job (as SubmitJob, deduplicated) and
-  // records its id on the trial in the same transaction. When the trial
+  // Submits trial (study_id, number)'s job and records its id on the trial
+  // in the same transaction. The job's dedup key is the trial's own
+  // (sha256 of JobDedupKey(spec), the study id and the trial number): two
+  // trials of the same config get a job each, and a trial never attaches to
+  // another live job of its config. When the trial
   // already names a job, that job is returned with *created = false and
   // nothing is submitted: a coordinator killed anywhere around a submit
   // never runs a trial twice. kNotFound (field `trial`) for no such trial.

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -60,7 +61,7 @@ class TuneStudyTest : public ::testing::Test {
     StudyRequest req;
     req.tokens = {"data=birds", "model=n", "name=s1", "imgsz=64"};
     req.tokens.insert(req.tokens.end(), extra.begin(), extra.end());
-    req.space_yaml = kSpace;
+    req.space_yaml = space_;
     return CreateStudy(meta, req, 1000);
   }
 
@@ -146,7 +147,7 @@ class TuneStudyTest : public ::testing::Test {
   double Mosaic(store::MetadataStore& meta, int64_t number) {
     auto trials = meta.ListTrials(1);
     auto p = json::parse((*trials)[static_cast<size_t>(number)].params_json);
-    return p[1].get<double>();
+    return p.back().get<double>();  // the last param (a choice index in [0, 1] too)
   }
   // Steps the coordinator (a fresh one per step when `restart`) and the
   // worker until the study is over; returns the steps taken.
@@ -168,6 +169,7 @@ class TuneStudyTest : public ::testing::Test {
     return s.IsOk() ? *s : json();
   }
 
+  std::string space_ = kSpace;
   fs::path dir_;
   std::unique_ptr<store::MetadataStore> meta_;
   std::map<int64_t, Running> running_;
@@ -348,6 +350,107 @@ TEST_F(TuneStudyTest, ACoordinatorKilledBetweenTwoWritesIsFinishedByTheNext) {
   EXPECT_EQ(after.pruned_at, 0);
   ASSERT_TRUE(next.Step().IsOk());
   EXPECT_EQ((*meta_->ListTrials(c->study.id))[0].promotions, 1) << "counted once";
+}
+
+// Two trials that sample the same config while the first is live (a
+// two-choice space and 3 trials in flight force it): each gets its own train
+// job, so its state, curve, epochs and pruning are its own; before, the job
+// system deduplicated the second onto the first's job and the two trials
+// showed one job as "running" and "pruned", a prune cancelled the other
+// trial's run, and promoting one of two same-config trials failed the
+// coordinator ("an identical job is already live").
+TEST_F(TuneStudyTest, TrialsOfTheSameConfigEachDriveTheirOwnJob) {
+  space_ = "optimizer: [SGD, AdamW]\n";  // fitness 0 with SGD, rising to 1 with AdamW
+  const std::vector<std::string> keys = {"trials=8",    "parallel=3",     "epochs=9",
+                                         "pruner=asha", "sampler=random", "seed=5"};
+  auto c = Create(*meta_, keys);
+  ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+  StudyCoordinator coordinator(*meta_, Env::Default(), "s1");
+  ASSERT_TRUE(coordinator.Step().IsOk());
+  auto first = meta_->ListTrials(c->study.id);
+  ASSERT_EQ(first->size(), 3u);
+  std::map<std::string, std::set<int64_t>> jobs_of_config;
+  for (const auto& t : *first) jobs_of_config[t.params_json].insert(t.job_id);
+  ASSERT_LT(jobs_of_config.size(), 3u) << "two of the 3 live trials sampled the same config";
+  for (const auto& entry : jobs_of_config) {
+    const std::string& config = entry.first;
+    const auto live = std::count_if(first->begin(), first->end(), [&config](const store::TrialRecord& t) {
+      return t.params_json == config;
+    });
+    EXPECT_EQ(static_cast<int64_t>(entry.second.size()), static_cast<int64_t>(live))
+        << config << ": one job per trial";
+  }
+
+  RunStudy(*meta_, 9, false);
+  json show = Show(*meta_);
+  EXPECT_EQ(show["study"]["state"], "finished");
+  EXPECT_EQ(show["study"]["spent"], 8);
+  EXPECT_EQ(show["study"]["counts"]["infra_failed"], 0) << "no trial lost its job to a twin";
+  EXPECT_EQ(show["study"]["counts"]["failed"], 0);
+  EXPECT_GT(show["study"]["counts"]["pruned"].get<int>(), 0) << show.dump(1);
+  std::set<int64_t> jobs;
+  std::map<std::string, int> trials_of_config;
+  for (const auto& t : show["trials"]) {
+    const int64_t job_id = t["job_id"].get<int64_t>();
+    EXPECT_TRUE(jobs.insert(job_id).second) << "trial " << t["number"] << " shares job " << job_id;
+    ++trials_of_config[t["params"]["optimizer"].get<std::string>()];
+    auto job = meta_->GetJob(job_id);
+    ASSERT_TRUE(job.IsOk());
+    EXPECT_EQ(t["epochs_run"].get<int>(), epochs_done_[job_id]) << "its own job's epochs";
+    if (t["state"] == "pruned") {
+      EXPECT_EQ(job->state, store::JobState::kCancelled) << "trial " << t["number"];
+      EXPECT_EQ(t["intermediate"].size(), t["pruned_at"].get<size_t>());
+      EXPECT_TRUE(t["value"].is_null());
+    } else {
+      ASSERT_EQ(t["state"], "succeeded") << "trial " << t["number"];
+      EXPECT_EQ(job->state, store::JobState::kSucceeded);
+      EXPECT_EQ(t["intermediate"].size(), 9u);
+      EXPECT_DOUBLE_EQ(t["value"].get<double>(), t["params"]["optimizer"] == "AdamW" ? 1.0 : 0.0);
+    }
+  }
+  EXPECT_EQ(meta_->CountJobs({}).Value(), 8 + 1) << "a train job per trial and the coordinator's";
+  for (const auto& [config, n] : trials_of_config) EXPECT_GT(n, 1) << config << " was sampled once only";
+  EXPECT_EQ(show["best"]["params"]["optimizer"], "AdamW");
+  // The trials table shows every trial with its own state.
+  const std::string text = StudyShowText(show);
+  for (const auto& t : show["trials"]) {
+    EXPECT_NE(text.find(t["state"].get<std::string>()), std::string::npos) << text;
+  }
+
+  // Reconciled deterministically: a coordinator rebuilt at every step
+  // gives the same study.
+  auto b = OpenStore("restarted");
+  ASSERT_TRUE(Create(*b, keys).IsOk());
+  epochs_done_.clear();
+  running_.clear();
+  RunStudy(*b, 9, true);
+  EXPECT_EQ(DumpJson(Show(*b)), DumpJson(show));
+}
+
+// A study stored before each trial had its own job: two live trials on one
+// job. The earlier one drives it; the later one becomes infra_failed (it
+// spends no trial, so the study samples another in its place).
+TEST_F(TuneStudyTest, ALegacyTrialSharingAnEarlierTrialsJobSpendsNone) {
+  auto c = Create(*meta_, {"trials=2", "parallel=2", "epochs=2", "pruner=none", "sampler=random"});
+  ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+  StudyCoordinator coordinator(*meta_, Env::Default(), "s1");
+  ASSERT_TRUE(coordinator.Step().IsOk());
+  auto trials = *meta_->ListTrials(c->study.id);
+  ASSERT_EQ(trials.size(), 2u);
+  store::TrialRecord twin = trials[1];
+  ASSERT_TRUE(meta_->CancelJob(twin.job_id, now_).IsOk());
+  twin.job_id = trials[0].job_id;  // as the old dedup recorded it
+  twin.params_json = trials[0].params_json;
+  ASSERT_TRUE(*meta_->UpdateTrial(twin, "queued"));
+  RunStudy(*meta_, 2, false);
+  json show = Show(*meta_);
+  EXPECT_EQ(show["study"]["state"], "finished");
+  ASSERT_EQ(show["trials"].size(), 3u);
+  EXPECT_EQ(show["trials"][0]["state"], "succeeded");
+  EXPECT_EQ(show["trials"][1]["state"], "infra_failed");
+  EXPECT_EQ(show["trials"][1]["job_id"], show["trials"][0]["job_id"]);
+  EXPECT_EQ(show["trials"][2]["state"], "succeeded");
+  EXPECT_EQ(show["study"]["spent"], 2);
 }
 
 TEST_F(TuneStudyTest, BadKeysAreRefusedNamingTheKey) {

@@ -139,6 +139,37 @@ TEST_P(StudyStoreTest, ATrialsJobIsSubmittedOnceAndRecordedWithIt) {
             StatusCode::kNotFound);
 }
 
+// Two trials that sample the same config while both are live get a job
+// each (the job's dedup key is the trial's), and a plain submit of that
+// config is not deduplicated onto a trial's job (the pruner would cancel it).
+TEST_P(StudyStoreTest, TrialsOfTheSameConfigGetAJobEach) {
+  auto s = store_->CreateStudy(Study("lr", std::string(64, 'a')), nullptr);
+  ASSERT_TRUE(s.IsOk());
+  for (int64_t n : {0, 1}) {
+    TrialRecord t;
+    t.study_id = s->id;
+    t.number = n;
+    ASSERT_TRUE(store_->AddTrial(t, nullptr).IsOk());
+  }
+  bool created = false;
+  auto a = store_->SubmitTrialJob(s->id, 0, Spec(R"({"lr0":"0.01"})"), Now(), &created);
+  ASSERT_TRUE(a.IsOk()) << a.GetStatus().ToString();
+  auto b = store_->SubmitTrialJob(s->id, 1, Spec(R"({"lr0":"0.01"})"), Now(), &created);
+  ASSERT_TRUE(b.IsOk()) << b.GetStatus().ToString();
+  EXPECT_TRUE(created);
+  EXPECT_NE(a->id, b->id);
+  EXPECT_NE(a->dedup_key, b->dedup_key);
+  auto plain = store_->SubmitJob(Spec(R"({"lr0":"0.01"})"), Now(), &created);
+  ASSERT_TRUE(plain.IsOk());
+  EXPECT_TRUE(created) << "not attached to a trial's job";
+  EXPECT_NE(plain->id, a->id);
+  // A promotion (RetryJob) of trial 0's stopped job is not refused as a twin
+  // of trial 1's live one.
+  ASSERT_TRUE(store_->CancelJob(a->id, Now()).IsOk());
+  EXPECT_TRUE(store_->RetryJob(a->id, Now()).IsOk());
+  EXPECT_EQ(store_->CountJobs({}).Value(), 3);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StudyStoreTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& info) { return info.param; });
 
