@@ -1,6 +1,7 @@
 #include "app/dataset_merge.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,9 +29,23 @@ int64_t CountBoxes(const data::Manifest& m) {
 
 }  // namespace
 
+void MergeOptions::Bind(OptionSet& s) {
+  s.String("corrections", &corrections,
+           "a Label Studio JSON export or a CVAT for images 1.1 XML file of corrected labels")
+      .String(
+          "images", &images,
+          "folder new images (not in the version) are found under; default: the corrections file's folder")
+      .Int("seed", &seed,
+           "the split seed the version was imported with (splits new images without a split folder)", 0);
+}
+
 Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::ArtifactStore& blobs,
-                                      const std::string& spec, const std::string& corrections_path, Env& env,
+                                      const std::string& spec, const MergeOptions& opts, Env& env,
                                       data::ValidationReport* report_out) {
+  const std::string& corrections_path = opts.corrections;
+  if (corrections_path.empty())
+    return Status::InvalidArgument("corrections=FILE is required", {"", 0, "corrections"});
+  const std::string images_dir = opts.images.empty() ? DirName(corrections_path) : opts.images;
   KESTREL_ASSIGN_OR_RETURN(data::VersionView v, data::LoadVersion(meta, blobs, spec, env));
   KESTREL_ASSIGN_OR_RETURN(data::Corrections c, data::ReadCorrections(corrections_path, env));
   DatasetMerge out;
@@ -45,14 +60,40 @@ Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::Artifac
 
   data::Manifest m = v.manifest;
   std::map<int64_t, std::string> corrected;  // manifest index -> the export's field that corrected it
+  std::vector<std::string> new_bytes;        // the new images' files, stored only when all is well
   for (const data::CorrectedImage& im : c.images) {
     const std::string image_field = im.field + (c.format == "cvat" ? ".name" : ".data.image");
-    const int64_t idx = data::MatchCorrectedImage(m, im.ref);
+    int64_t idx = data::MatchCorrectedImage(m, im.ref);
     if (idx == -1) {
-      Error(report, "corrections.unmatched_image", image_field,
-            "'" + im.ref + "' matches no image of " + spec + " (as <split>/<path> or <path>)");
-      continue;
+      std::optional<data::ImageFile> file = data::ResolveImageFile(images_dir, im.ref, env);
+      if (!file) {
+        Error(report, "corrections.unmatched_image", image_field,
+              "'" + im.ref + "' matches no image of " + spec +
+                  " (as <split>/<path> or <path>) and no file under " + images_dir);
+        continue;
+      }
+      std::string check;
+      Result<data::NewImage> added = data::ReadNewImage(*file, env, &check);
+      if (!added.IsOk()) {
+        Error(report, check, image_field, added.GetStatus().Message() + " (" + file->path + ")");
+        continue;
+      }
+      if (added->entry.split == data::Split::kUnassigned) {
+        Result<data::Split> split = data::AssignedSplitOf(v.manifest, added->entry, uint64_t(opts.seed));
+        if (!split.IsOk()) {
+          Error(report, "corrections.no_split", image_field,
+                "new image '" + im.ref + "' names no split folder and " + spec + " " +
+                    split.GetStatus().Message() + "; put it under train/ or val/ (or give seed=)");
+          continue;
+        }
+        added->entry.split = *split;
+      }
+      idx = int64_t(m.entries.size());
+      new_bytes.push_back(std::move(added->bytes));
+      m.entries.push_back(std::move(added->entry));
+      ++out.images_added;
     }
+    const bool is_new = idx >= int64_t(v.manifest.entries.size());
     if (idx == -2) {
       Error(report, "corrections.ambiguous_image", image_field,
             "'" + im.ref + "' matches several images of " + spec + "; name it as <split>/<path>");
@@ -81,8 +122,10 @@ Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::Artifac
     if (!ok) continue;
     data::ManifestEntry& e = m.entries[size_t(idx)];
     std::vector<data::Box> canonical = data::CanonicalBoxes(std::move(boxes));
-    ++out.images_corrected;
-    if (canonical != e.boxes) ++out.images_changed;
+    if (!is_new) {
+      ++out.images_corrected;
+      if (canonical != e.boxes) ++out.images_changed;
+    }
     e.boxes = std::move(canonical);
   }
   if (report_out != nullptr) *report_out = report;
@@ -90,6 +133,24 @@ Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::Artifac
     return Status::InvalidArgument(
         std::to_string(errors) + " error(s) in the corrections; nothing stored\n" + report.ToText(),
         {corrections_path, 0, "corrections"});
+  // Two references to one new file, or a new file under a key vN has in
+  // another form: one key twice is refused like an image corrected twice.
+  {
+    std::map<std::pair<std::string, int>, size_t> keys;
+    for (size_t i = 0; i < m.entries.size(); ++i) {
+      auto [it, fresh] = keys.emplace(std::make_pair(m.entries[i].path, int(m.entries[i].split)), i);
+      if (!fresh) {
+        Error(report, "corrections.duplicate_image", "",
+              "'" + std::string(data::SplitName(m.entries[i].split)) + "/" + m.entries[i].path +
+                  "' would be in the version twice");
+      }
+    }
+    if (report_out != nullptr) *report_out = report;
+    if (const int64_t errors = report.Count(data::Severity::kError); errors > 0)
+      return Status::InvalidArgument(
+          std::to_string(errors) + " error(s) in the corrections; nothing stored\n" + report.ToText(),
+          {corrections_path, 0, "corrections"});
+  }
 
   data::Canonicalize(m);
   out.boxes_before = CountBoxes(v.manifest);
@@ -117,8 +178,10 @@ Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::Artifac
     return Status::Internal(std::string("cannot serialize the merged version: ") + e.what(),
                             {corrections_path});
   }
-  // The images are vN's blobs; the manifest and report first, the record
-  // last (data/version.h's order), so a crash leaves no half version.
+  // New images first, then the manifest and report, the record last
+  // (data/version.h's order), so a crash leaves no half version; vN's
+  // images are its blobs already.
+  for (const std::string& bytes : new_bytes) KESTREL_RETURN_IF_ERROR(blobs.Put(bytes).GetStatus());
   KESTREL_ASSIGN_OR_RETURN(std::string manifest_sha, blobs.Put(manifest_json));
   KESTREL_ASSIGN_OR_RETURN(std::string report_sha, blobs.Put(report_json));
   store::DatasetVersionRecord rec;
@@ -143,6 +206,7 @@ nlohmann::json DatasetMergeJson(const DatasetMerge& m) {
           {"created", m.created},
           {"images_corrected", m.images_corrected},
           {"images_changed", m.images_changed},
+          {"images_added", m.images_added},
           {"boxes_before", m.boxes_before},
           {"boxes_after", m.boxes_after},
           {"report", m.report.ToJson()}};

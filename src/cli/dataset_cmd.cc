@@ -234,26 +234,26 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
 
   // merge: corrected labels from Label Studio or CVAT as a new version (app/dataset_merge.h).
   struct MergeState {
-    std::string spec, corrections;
+    std::string spec;
+    app::MergeOptions opts;
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;
   };
   auto mg = std::make_shared<MergeState>();
-  mg->set.String("corrections", &mg->corrections,
-                 "a Label Studio JSON export or a CVAT for images 1.1 XML file of corrected labels");
+  mg->opts.Bind(mg->set);
   CLI::App* merge = ds->add_subcommand(
       "merge", "Apply corrected labels (Label Studio JSON, CVAT 1.1 XML) to a version as a new version");
   merge->add_option("dataset", mg->spec, "NAME@VERSION")->required();
-  merge->add_option("key=value", mg->extras, "corrections=FILE");
+  merge->add_option("key=value", mg->extras, "corrections=FILE [images=DIR] [seed=N]");
   AddOptionFlags(merge, mg->set, &mg->flags);
   merge->callback(Callback(ctx, exit_code, [&ctx, mg]() -> CommandResult {
     KESTREL_RETURN_IF_ERROR(ApplyOptions(mg->set, mg->flags, mg->extras));
-    if (mg->corrections.empty())
+    if (mg->opts.corrections.empty())
       return Status::InvalidArgument("corrections=FILE is required", {"command line", 0, "corrections"});
     KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
     data::ValidationReport report;
-    auto r = app::MergeCorrections(*opened->stores.meta, *opened->stores.blobs, mg->spec, mg->corrections,
+    auto r = app::MergeCorrections(*opened->stores.meta, *opened->stores.blobs, mg->spec, mg->opts,
                                    Env::Default(), &report);
     if (!r.IsOk()) {
       const nlohmann::json rj = report.source.empty() ? nlohmann::json() : report.ToJson();
@@ -262,8 +262,9 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
     }
     const auto& rec = r->record;
     std::string text = r->report.ToText() + "\n" + std::to_string(r->images_corrected) +
-                       " images corrected (" + std::to_string(r->images_changed) + " changed), boxes " +
-                       std::to_string(r->boxes_before) + " -> " + std::to_string(r->boxes_after) + "\n" +
+                       " images corrected (" + std::to_string(r->images_changed) + " changed), " +
+                       std::to_string(r->images_added) + " added, boxes " + std::to_string(r->boxes_before) +
+                       " -> " + std::to_string(r->boxes_after) + "\n" +
                        (r->created ? "merged as " : "unchanged: identical content is already ") +
                        rec.dataset + "@v" + std::to_string(rec.seq) + " (version " + rec.version_id + ")\n";
     return Output{text, Ok(app::DatasetMergeJson(*r))};

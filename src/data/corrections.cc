@@ -6,8 +6,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <pugixml.hpp>
+#include <set>
 #include <string>
 #include <utility>
+
+#include "core/hash.h"
+#include "data/image.h"
+#include "data/text.h"
 
 namespace kestrel::data {
 namespace {
@@ -138,7 +143,7 @@ Result<Corrections> ParseLabelStudioExport(std::string_view json, const std::str
     im.field = tf;
     if (chosen < 0) {
       c.findings.Add(MakeFinding(Severity::kInfo, "corrections.not_annotated", file, 0, tf + ".annotations",
-                                 "no annotation (or only cancelled ones): the image keeps its labels",
+                                 "no annotation (or only cancelled ones): not a labelling of the image",
                                  "task skipped"));
       continue;
     }
@@ -213,6 +218,14 @@ Result<Corrections> ParseCvatXml(std::string_view xml, const std::string& file) 
   Corrections c;
   c.file = file;
   c.format = "cvat";
+  // The labels a task, project or job declares (CVAT writes one of them).
+  for (const char* owner : {"task", "project", "job"}) {
+    for (pugi::xml_node label : root.child("meta").child(owner).child("labels").children("label")) {
+      const std::string name = label.child_value("name");
+      if (!name.empty() && std::find(c.labels.begin(), c.labels.end(), name) == c.labels.end())
+        c.labels.push_back(name);
+    }
+  }
   size_t i = 0;
   for (pugi::xml_node img : root.children("image")) {
     const std::string f = "image[" + std::to_string(i++) + "]";
@@ -312,6 +325,190 @@ int64_t MatchCorrectedImage(const Manifest& m, const std::string& ref) {
       std::all_of(base.begin(), base.begin() + 8, [](char ch) { return std::isxdigit(uint8_t(ch)) != 0; }))
     return best_for(base.substr(9));
   return -1;
+}
+
+namespace {
+
+// A Label Studio upload name without its "<8 hex digits>-" prefix; "" when
+// it has none.
+std::string WithoutUploadPrefix(const std::string& name) {
+  if (name.size() > 9 && name[8] == '-' &&
+      std::all_of(name.begin(), name.begin() + 8, [](char ch) { return std::isxdigit(uint8_t(ch)) != 0; }))
+    return name.substr(9);
+  return "";
+}
+
+std::vector<std::string> Components(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = path.find('/', start);
+    const size_t end = slash == std::string::npos ? path.size() : slash;
+    parts.push_back(path.substr(start, end - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::optional<ImageFile> ResolveImageFile(const std::string& images_dir, const std::string& ref, Env& env) {
+  std::vector<std::string> parts = Components(ref);
+  auto try_parts = [&](const std::vector<std::string>& ps) -> std::optional<ImageFile> {
+    for (size_t first = 0; first < ps.size(); ++first) {  // the longest tail first
+      bool safe = true;
+      std::string tail;
+      for (size_t k = first; k < ps.size() && safe; ++k) {
+        safe = !ps[k].empty() && ps[k] != "." && ps[k] != "..";
+        tail += (tail.empty() ? "" : "/") + ps[k];
+      }
+      if (!safe) continue;
+      const std::string path = JoinPath(images_dir, tail);
+      if (!env.Stat(path).is_regular) continue;
+      ImageFile f;
+      f.path = path;
+      size_t k = first;
+      // The key starts after the tail's first "images" folder, if any.
+      for (size_t j = first; j + 1 < ps.size(); ++j) {
+        if (ps[j] == "images") {
+          k = j + 1;
+          break;
+        }
+      }
+      if (ps.size() - k > 1) {
+        if (auto split = ParseSplit(ps[k]); split.IsOk() && *split != Split::kUnassigned) {
+          f.split = *split;
+          ++k;
+        }
+      }
+      for (; k < ps.size(); ++k) f.rel_path += (f.rel_path.empty() ? "" : "/") + ps[k];
+      return f;
+    }
+    return std::nullopt;
+  };
+  if (auto f = try_parts(parts)) return f;
+  if (!parts.empty()) {
+    const std::string bare = WithoutUploadPrefix(parts.back());
+    if (!bare.empty()) {
+      parts.back() = bare;
+      return try_parts(parts);
+    }
+  }
+  return std::nullopt;
+}
+
+Result<NewImage> ReadNewImage(const ImageFile& f, Env& env, std::string* failed_check) {
+  auto fail = [&](const char* check, const Status& s) {
+    if (failed_check != nullptr) *failed_check = check;
+    return s;
+  };
+  if (auto bad = CheckManifestPath(f.rel_path))
+    return fail("corrections.bad_path", Status::InvalidArgument(bad->message, {f.path, 0, "path"}));
+  Result<std::string> bytes = env.ReadFile(f.path, uint64_t{2} << 30);
+  if (!bytes.IsOk()) return fail("image.unreadable", bytes.GetStatus());
+  DecodeFailure failure = DecodeFailure::kNone;
+  Result<cv::Mat> img = DecodeImage(*bytes, f.path, DecodeOptions{}, nullptr, &failure);
+  if (!img.IsOk()) return fail(DecodeFailureCheck(failure), img.GetStatus());
+  NewImage out;
+  out.entry.path = f.rel_path;
+  out.entry.split = f.split;
+  out.entry.image_sha = Sha256Hex(*bytes);
+  out.entry.width = img->cols;
+  out.entry.height = img->rows;
+  out.bytes = std::move(bytes).Value();
+  return out;
+}
+
+Result<Split> AssignedSplitOf(const Manifest& m, const ManifestEntry& e, uint64_t seed) {
+  auto key = [seed](const ManifestEntry& x) {
+    return Sha256Hex(std::to_string(seed) + ":" + x.image_sha + ":" + x.path);
+  };
+  std::string last_val, first_train;
+  for (const ManifestEntry& x : m.entries) {
+    if (x.split == Split::kVal) {
+      last_val = std::max(last_val, key(x));
+    } else if (x.split == Split::kTrain) {
+      const std::string k = key(x);
+      if (first_train.empty() || k < first_train) first_train = k;
+    } else {
+      return Status::FailedPrecondition("the version has a test split: its splits came from its source");
+    }
+  }
+  if (!last_val.empty() && !first_train.empty() && last_val > first_train)
+    return Status::FailedPrecondition("the version's split is not the one assigned with seed " +
+                                      std::to_string(seed) +
+                                      ": its source had its own splits, or another seed");
+  return !last_val.empty() && key(e) < last_val ? Split::kVal : Split::kTrain;
+}
+
+Result<SourceDataset> ReadCorrectionsDataset(const std::string& path, const std::string& format,
+                                             const ReadOptions& opts) {
+  Env& env = opts.env != nullptr ? *opts.env : Env::Default();
+  KESTREL_ASSIGN_OR_RETURN(Corrections c, ReadCorrections(path, env));
+  if (format != "auto" && format != c.format)
+    return Status::InvalidArgument("format=" + format + " but the file is a " +
+                                       (c.format == "cvat" ? "CVAT XML file" : "Label Studio JSON export"),
+                                   {path, 0, "format"});
+  SourceDataset src;
+  src.root = DirName(path);
+  src.format = c.format;
+  src.findings = std::move(c.findings);
+  auto error = [&](const std::string& check, const std::string& field, const std::string& message) {
+    src.findings.Add(MakeFinding(Severity::kError, check, path, 0, field, message, "nothing stored"));
+  };
+  src.names = c.labels;
+  const bool declared = !src.names.empty();
+  if (!declared) {
+    std::set<std::string> used;
+    for (const CorrectedImage& im : c.images)
+      for (const CorrectionBox& b : im.boxes) used.insert(b.label);
+    src.names.assign(used.begin(), used.end());
+  }
+  std::map<std::string, int> class_of;
+  for (size_t i = 0; i < src.names.size(); ++i) class_of.emplace(src.names[i], int(i));
+  std::map<std::pair<std::string, int>, std::string> seen;  // (key, split) -> the field that named it
+  bool all_split = !c.images.empty();
+  for (const CorrectedImage& im : c.images) {
+    const std::string field = im.field + (c.format == "cvat" ? ".name" : ".data.image");
+    std::optional<ImageFile> f = ResolveImageFile(src.root, im.ref, env);
+    if (!f) {
+      error("corrections.unmatched_image", field, "'" + im.ref + "' names no file under " + src.root);
+      continue;
+    }
+    auto [it, fresh] = seen.emplace(std::make_pair(f->rel_path, int(f->split)), im.field);
+    if (!fresh) {
+      error("corrections.duplicate_image", field,
+            "'" + im.ref + "' names the same file as " + it->second + " (" + f->path + ")");
+      continue;
+    }
+    Sample s;
+    s.image_path = f->path;
+    s.rel_path = f->rel_path;
+    // No label_path: the export is one file for every image (like COCO's
+    // JSON), so an error in it must not exclude every sample by file.
+    s.split = f->split;
+    s.has_label = true;
+    bool ok = true;
+    for (const CorrectionBox& b : im.boxes) {
+      auto cls = class_of.find(b.label);
+      if (cls == class_of.end()) {
+        error("corrections.unknown_label", b.field, "label '" + b.label + "' is not declared in <meta>");
+        ok = false;
+        continue;
+      }
+      s.boxes.push_back({cls->second, b.cx, b.cy, b.w, b.h});
+    }
+    if (!ok) continue;
+    if (s.split == Split::kUnassigned) all_split = false;
+    src.samples.push_back(std::move(s));
+  }
+  src.has_splits = all_split;
+  std::sort(src.samples.begin(), src.samples.end(), [](const Sample& a, const Sample& b) {
+    return std::make_pair(a.rel_path, int(a.split)) < std::make_pair(b.rel_path, int(b.split));
+  });
+  CheckClassNames(src.names, {}, path, &src.findings);
+  return src;
 }
 
 }  // namespace kestrel::data

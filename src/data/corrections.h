@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "data/dataset.h"
+#include "data/formats.h"
 #include "data/manifest.h"
 
 namespace kestrel::data {
@@ -40,6 +42,10 @@ struct Corrections {
   std::string file;    // the export's path as given
   std::string format;  // "label-studio" or "cvat"
   std::vector<CorrectedImage> images;
+  // The class names the export declares, in its order: CVAT's
+  // <meta>...<labels><label><name>; empty for Label Studio (its export
+  // carries no label list) and for a CVAT file without <meta>.
+  std::vector<std::string> labels;
   FindingList findings;  // any error: nothing may be stored
 };
 
@@ -69,5 +75,54 @@ Result<Corrections> ReadCorrections(const std::string& path, Env& env = Env::Def
 // by its name without the 8-hex-digit prefix. -1: no entry; -2: several
 // entries match equally well.
 int64_t MatchCorrectedImage(const Manifest& m, const std::string& ref);
+
+// An image file a reference names under `images_dir` (merge's new images,
+// import's samples). The reference's longest '/'-separated tail that is a
+// regular file under `images_dir` wins (tails with an empty, "." or ".."
+// component are never tried, so nothing outside the folder is read); a
+// Label Studio upload name ("<8 hex>-a.jpg") is also tried without its
+// prefix. Its manifest key is that tail after its first "images" folder
+// (the whole tail without one), less a leading "train/", "val/" or "test/"
+// folder, which is its split — the layout `dataset export` and `dataset
+// predict` write.
+struct ImageFile {
+  std::string path;                  // JoinPath(images_dir, tail)
+  std::string rel_path;              // the manifest key
+  Split split = Split::kUnassigned;  // kUnassigned: the tail names no split folder
+};
+std::optional<ImageFile> ResolveImageFile(const std::string& images_dir, const std::string& ref,
+                                          Env& env = Env::Default());
+
+// A new image read and decoded through the importer's decode entry point:
+// its manifest entry (path, split, sha256, oriented size; no boxes) and its
+// bytes. On failure the Status names the file and `failed_check` (nullable)
+// gets the importer's check id ("image.unreadable", "image.decode", ...).
+struct NewImage {
+  ManifestEntry entry;
+  std::string bytes;
+};
+Result<NewImage> ReadNewImage(const ImageFile& f, Env& env, std::string* failed_check = nullptr);
+
+// The split a new image `e` takes when added to a version `m` whose split
+// was assigned (AssignSplits with `seed`, data/manifest.h), without moving
+// any of m's images: the place of its key sha256(seed ":" image_sha ":"
+// path) in m's order — val when it sorts before the key of m's last val
+// image, train otherwise (so the val share stays the assigned one on
+// average). kFailedPrecondition when m's split is not that order: its
+// source had its own splits, or it was split with another seed.
+Result<Split> AssignedSplitOf(const Manifest& m, const ManifestEntry& e, uint64_t seed);
+
+// `dataset import` of an export (ReadDataset's "label-studio" and "cvat"
+// formats): the export at `path` read as a SourceDataset whose images are
+// the files its references name under the export's folder
+// (ResolveImageFile). Class names: the export's declared labels (CVAT
+// <meta>), else every label used, sorted. A reference matching no file
+// ("corrections.unmatched_image"), two references of one file
+// ("corrections.duplicate_image") and a label the <meta> does not declare
+// ("corrections.unknown_label") are error findings naming the export's
+// field, like the parse errors; the source has splits when every image is
+// under a split folder. A file that is neither format: a Status.
+Result<SourceDataset> ReadCorrectionsDataset(const std::string& path, const std::string& format,
+                                             const ReadOptions& opts);
 
 }  // namespace kestrel::data

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "data/corrections.h"
 #include "data/formats.h"
 #include "data/text.h"
 
@@ -200,10 +201,22 @@ Result<std::string> DetectFormat(const std::string& path, Env* env_or_null) {
   if (!fi.is_dir) {
     std::string ext = Extension(path);
     if (ext == "yaml" || ext == "yml") return std::string("yolo");
-    if (ext == "json") return std::string("coco");
+    if (ext == "xml") return std::string("cvat");
+    if (ext == "json") {
+      // A Label Studio export is an array of tasks; COCO's JSON an object.
+      // Env reads whole files: one past 256 MiB is taken for COCO (an
+      // export that large can still be named with format=label-studio).
+      Result<std::string> head = fi.size <= (uint64_t{256} << 20) ? env.ReadFile(path, uint64_t{256} << 20)
+                                                                 : Result<std::string>(std::string("{"));
+      const size_t first =
+          head.IsOk() ? head->find_first_not_of(" \t\r\n\xEF\xBB\xBF") : std::string::npos;
+      if (first != std::string::npos && (*head)[first] == '[') return std::string("label-studio");
+      return std::string("coco");
+    }
     return Status::InvalidArgument(
         "cannot tell the dataset format of a '." + ext +
-            "' file: pass a folder, a data.yaml (YOLO) or an instances JSON (COCO)",
+            "' file: pass a folder, a data.yaml (YOLO), an instances JSON (COCO), a Label Studio JSON export or "
+            "a CVAT 1.1 XML file",
         {path});
   }
   auto is_dir = [&](const char* sub) { return env.Stat(JoinPath(path, sub)).is_dir; };
@@ -255,8 +268,11 @@ Result<SourceDataset> ReadDataset(const std::string& path, const ReadOptions& op
   if (format == "yolo") return SanitizeResult(ReadYoloDataset(path, opts));
   if (format == "coco") return SanitizeResult(ReadCocoDataset(path, opts));
   if (format == "voc") return SanitizeResult(ReadVocDataset(path, opts));
-  return Status::InvalidArgument("unknown dataset format '" + format + "', expected auto, yolo, coco or voc",
-                                 {"", 0, "format"});
+  if (format == "label-studio" || format == "cvat")
+    return SanitizeResult(ReadCorrectionsDataset(path, format, opts));
+  return Status::InvalidArgument(
+      "unknown dataset format '" + format + "', expected auto, yolo, coco, voc, label-studio or cvat",
+      {"", 0, "format"});
 }
 
 }  // namespace kestrel::data
