@@ -117,12 +117,17 @@ def parse_deps(text, build_dir, root):
 
 
 def scope_units(root, build, regex):
-    """[(repository-relative source, object path in the build dir, command hash)]."""
+    """[(repository-relative source, [its object paths in the build dir], command hash)].
+
+    A source compiled into several targets (src/core's files also go into
+    the embedding library) has several compile commands: the hash covers them
+    all, sorted, so the order compile_commands.json lists them in does not matter.
+    """
     with open(os.path.join(build, 'compile_commands.json')) as f:
         entries = json.load(f)
     scope_re = re.compile(regex)
     real_root, real_build = os.path.realpath(root), os.path.realpath(build)
-    units = []
+    by_src = {}
     for e in entries:
         if not scope_re.search(e['file']):
             continue
@@ -131,9 +136,14 @@ def scope_units(root, build, regex):
         # The build directory first: it may lie inside the source tree.
         command = e['command'].replace(real_build, '@BUILD@').replace(real_root, '@SRC@')
         command = command.replace(os.path.abspath(build), '@BUILD@').replace(os.path.abspath(root), '@SRC@')
-        digest = hashlib.sha256(command.encode()).hexdigest()[:16]
-        units.append((os.path.relpath(os.path.realpath(e['file']), real_root), obj, digest))
-    units.sort()
+        src = os.path.relpath(os.path.realpath(e['file']), real_root)
+        objs, commands = by_src.setdefault(src, ([], []))
+        objs.append(obj)
+        commands.append(command)
+    units = []
+    for src, (objs, commands) in sorted(by_src.items()):
+        digest = hashlib.sha256('\n'.join(sorted(commands)).encode()).hexdigest()[:16]
+        units.append((src, objs, digest))
     return units
 
 
@@ -170,8 +180,9 @@ def select(args):
     deps = parse_deps(deps_text, args.build, root)
     recorded = baseline.get('units', {})
     chosen, unknown, flags = [], 0, 0
-    for src, obj, digest in units:
-        d = deps.get(obj) if obj else None
+    for src, objs, digest in units:
+        records = [deps.get(obj) if obj else None for obj in objs]
+        d = None if any(r is None for r in records) else [p for r in records for p in r]
         if d is None:
             unknown += 1
             chosen.append(src)
