@@ -250,13 +250,92 @@ test('datasets: the imported dataset with its counts, class chart and findings',
   const findings = await textOf('findings-summary')
   assert.match(findings, new RegExp(`${show.report.errors} errors`))
   assert.match(findings, new RegExp(`${show.report.infos} infos`))
-  // The table reads the findings route (server-side filters): every stored example on one page.
+  // The table reads the findings route (server-side filters), ten to a page.
   await page.waitForFunction(
     (n) => document.querySelectorAll('[data-testid="findings-table"] tbody tr').length === n,
-    show.report.findings.length,
+    Math.min(10, show.report.findings.length),
     { timeout: WAIT },
   )
+
+  // Box statistics (issue 33 finding 8), drawn from the server's box_stats:
+  // the centre density equals this test's own binning of every box the
+  // images route lists; the image-size and boxes-per-image charts count
+  // every image.
+  const all = await (await fetch(`${base}/api/datasets/shapes@v1/images?limit=200`, { headers: { Authorization: `Bearer ${token}` } })).json()
+  const bin = (v) => Math.max(0, Math.min(19, Math.floor(v * 20)))
+  const want = {}
+  for (const im of all.images) for (const b of im.boxes) want[`${bin(b.cx)},${bin(b.cy)}`] = (want[`${bin(b.cx)},${bin(b.cy)}`] || 0) + 1
+  const series = (id) => page.evaluate((sel) => document.querySelector(sel)?.echart?.getOption().series.map((x) => x.data), `[data-testid="${id}"]`)
+  await page.waitForFunction(() => document.querySelector('[data-testid="image-size-chart"]')?.echart, null, { timeout: WAIT })
+  const got = Object.fromEntries((await series('box-center-chart'))[0].map(([x, y, n]) => [`${x},${y}`, n]))
+  assert.deepEqual(got, want)
+  const total = (rows) => rows.reduce((a, b) => a + b, 0)
+  assert.equal(total((await series('image-size-chart'))[0]), show.version.num_images)
+  assert.equal(total((await series('boxes-per-image-chart'))[0]), show.version.num_images)
+  assert.equal(total((await series('box-aspect-chart'))[0]) + show.box_stats.degenerate, show.version.num_boxes)
+  const [widths, heights] = await series('box-side-chart')
+  assert.equal(total(widths), show.version.num_boxes)
+  assert.equal(total(heights), show.version.num_boxes)
+  assert.equal(total((await series('box-size-chart'))[0].map((c) => c[2])), show.version.num_boxes)
+  // The classes table: each class's boxes over every split, as the summary counts them.
+  const classRows = await page.locator('[data-testid="class-table"] tbody tr').allInnerTexts()
+  assert.deepEqual(
+    classRows.map((r) => r.split('\t').slice(0, 2).map((c) => c.trim())),
+    show.summary.classes.map((c) => [c.name, String(c.train + c.val + c.test)]),
+  )
   await shot('dataset')
+
+  // 250 findings on one long path (the findings route mocked): ten rows a
+  // page, so the gallery is not pushed ~2,400 px down; Next pages on the
+  // server; the path wraps after separators, never inside a name.
+  const long = `images/train/${'a_rather_long_folder-name_of_many_words/'.repeat(3)}IMG_20240101_123456789_final.jpg`
+  const mock = (route) => {
+    const q = new URL(route.request().url()).searchParams
+    const [limit, offset, n] = [Number(q.get('limit')), Number(q.get('offset') || 0), 250]
+    const findings = []
+    for (let i = offset; i < Math.min(n, offset + limit); i++) {
+      findings.push({ severity: 'warning', check: 'label.tiny_box', file: long, line: i + 1, field: 'w', message: `finding ${i}`, action: 'kept', image: null })
+    }
+    route.fulfill({ json: { ok: true, checks: ['label.tiny_box'], total: n, offset, limit, next_offset: offset + limit < n ? offset + limit : null, findings } })
+  }
+  const isFindings = (url) => url.pathname.endsWith('/findings')
+  await page.route(isFindings, mock)
+  await page.reload()
+  await waitText('findings-range', '1–10 of 250 listed')
+  assert.equal(await page.locator('[data-testid="findings-table"] tbody tr').count(), 10)
+  const table = await byTest('findings-table').boundingBox()
+  assert.ok(table.height <= 560, `the findings table is ${table.height} px tall`)
+  await byTest('findings-next').click()
+  await waitText('findings-range', '11–20 of 250 listed')
+  const chars = await byTest('finding-where').first().evaluate((el) => {
+    const out = []
+    const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT)
+    for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+      for (let i = 0; i < t.data.length; i++) {
+        const r = document.createRange()
+        r.setStart(t, i)
+        r.setEnd(t, i + 1)
+        out.push([t.data[i], Math.round(r.getClientRects()[0]?.top ?? -1)])
+      }
+    }
+    return out
+  })
+  assert.equal(chars.map((c) => c[0]).join(''), `${long}:11 (w)`)
+  assert.ok(new Set(chars.map((c) => c[1])).size > 1, 'the path is long enough to wrap')
+  // A name is a run of characters that are not separators; each sits on one line.
+  let word = []
+  for (const [ch, top] of [...chars, ['/', null]]) {
+    if (/[/\\_.\- ]/.test(ch)) {
+      assert.ok(new Set(word.map((c) => c[1])).size <= 1, `"${word.map((c) => c[0]).join('')}" wraps inside`)
+      word = []
+    } else {
+      word.push([ch, top])
+    }
+  }
+  await shot('dataset-findings-paged')
+  await page.unroute(isFindings, mock)
+  await page.reload()
+  await waitText('dataset-title', 'shapes@v1')
 })
 
 test('dataset gallery: boxes drawn, class filter, the box viewer from a finding and the keyboard', async () => {
@@ -270,6 +349,16 @@ test('dataset gallery: boxes drawn, class filter, the box viewer from a finding 
   assert.equal(await drawn.count(), all.images.reduce((n, im) => n + im.boxes.length, 0))
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="gallery-item"] img')].every((i) => i.complete && i.naturalWidth === 64), null, { timeout: WAIT })
   await shot('gallery')
+  // The class legend above the gallery: each class's swatch is the colour its boxes are drawn in.
+  const legend = await byTest('gallery-legend').locator('li').evaluateAll((lis) =>
+    lis.map((li) => ({ color: li.dataset.color, swatch: getComputedStyle(li.querySelector('.swatch')).backgroundColor, name: li.innerText.trim() })),
+  )
+  assert.deepEqual(legend.map((l) => l.name), ['circle', 'rectangle'])
+  const rgb = (hex) => `rgb(${[1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)).join(', ')})`
+  for (const l of legend) assert.equal(l.swatch, rgb(l.color))
+  const strokes = await drawn.evaluateAll((rs) => rs.map((r) => [Number(r.dataset.cls), r.getAttribute('stroke')]))
+  assert.ok(new Set(strokes.map((s) => s[0])).size === 2, JSON.stringify(strokes))
+  for (const [cls, stroke] of strokes) assert.equal(stroke, legend[cls].color, `class ${cls}`)
 
   // Class filter: only images with a circle, as the API counts them.
   const circles = await api('/api/datasets/shapes@v1/images?limit=200&class=circle')
