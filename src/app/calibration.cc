@@ -8,6 +8,7 @@
 
 #include "app/evaluate.h"
 #include "data/image.h"
+#include "data/version_files.h"
 #include "eval/val_shapes.h"
 
 namespace kestrel::app {
@@ -35,7 +36,8 @@ Result<CalibrationSet> LoadCalibrationImages(store::MetadataStore& meta, store::
   const int64_t n = std::min<int64_t>(count, out.candidates);
   for (int64_t k = 0; k < n; ++k) {
     const auto& im = split.images[static_cast<size_t>(k * out.candidates / n)];
-    KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(im.image_sha));
+    KESTREL_ASSIGN_OR_RETURN(std::string bytes, data::ReadImageBytes(im.path, im.image_sha, im.file,
+                                                                     split.version, blobs, Env::Default()));
     KESTREL_ASSIGN_OR_RETURN(cv::Mat rgb, data::DecodeImage(bytes, im.path));
     const eval::ValGeometry g = eval::ComputeValGeometry(rgb.cols, rgb.rows, std::max(h, w), w, h);
     std::vector<float> chw(static_cast<size_t>(3) * h * w);

@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/image.h"
+#include "data/version_files.h"
 #include "eval/compare_plots.h"
 #include "eval/plots.h"
 
@@ -25,7 +26,8 @@ inline constexpr size_t kMaxDiffImages = 8;
 Result<std::string> RenderSideBySide(store::ArtifactStore& blobs, const eval::EvalSplit& split, size_t i,
                                      const ScoredSplit& a, const ScoredSplit& b) {
   const eval::SplitImage& im = split.images[i];
-  KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(im.image_sha));
+  KESTREL_ASSIGN_OR_RETURN(std::string bytes, data::ReadImageBytes(im.path, im.image_sha, im.file,
+                                                                   split.version, blobs, Env::Default()));
   KESTREL_ASSIGN_OR_RETURN(cv::Mat rgb, data::DecodeImage(bytes, im.path));
   cv::Mat bgr;
   cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);

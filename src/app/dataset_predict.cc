@@ -10,6 +10,7 @@
 #include "app/datasets.h"
 #include "core/staged_dir.h"
 #include "data/version.h"
+#include "data/version_files.h"
 
 namespace kestrel::app {
 namespace {
@@ -55,7 +56,8 @@ Result<DatasetPredictResult> PredictDatasetVersion(Env& env, store::MetadataStor
     const std::string path = images.Path() + "/" + data::SplitName(e->split) + "/" + e->path;
     const std::string parent = std::filesystem::path(path).parent_path().string();
     if (made.insert(parent).second) KESTREL_RETURN_IF_ERROR(env.CreateDirs(parent));
-    KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(e->image_sha));
+    KESTREL_ASSIGN_OR_RETURN(std::string bytes,
+                             data::ReadEntryImage(*e, data::VersionName(v.record), blobs, env));
     KESTREL_RETURN_IF_ERROR(env.WriteFileDeferred(path, bytes));
   }
   PredictRequest p = req.predict;

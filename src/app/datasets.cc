@@ -16,6 +16,7 @@
 #include "core/utf8.h"
 #include "data/dataset_ref.h"
 #include "data/preview.h"
+#include "data/version_files.h"
 
 namespace kestrel::app {
 namespace {
@@ -46,9 +47,10 @@ Result<int> ParseClass(const std::string& text, const std::vector<std::string>& 
                                  At("class"));
 }
 
-// Parsed manifests of the versions asked for last, by version id: the
-// gallery asks for one page and then each of its images, and a version's
-// content never changes (its id is the manifest's hash). Two entries: a
+// Parsed manifests of the versions asked for last, by manifest blob: the
+// gallery asks for one page and then each of its images, and a stored
+// manifest never changes (its blob is named by its hash). Not by version
+// id: a copy and a data_mode=reference import of the same content share it. Two entries: a
 // manifest with boxes of 100k images is tens of MB.
 class ManifestCache {
  public:
@@ -91,11 +93,11 @@ Result<LoadedManifest> LoadManifest(store::MetadataStore& meta, store::ArtifactS
   store::SplitDatasetRef(spec, &name, &ref);
   LoadedManifest out;
   KESTREL_ASSIGN_OR_RETURN(out.record, meta.GetVersion(name, ref));
-  out.manifest = Manifests().Find(out.record.version_id);
+  out.manifest = Manifests().Find(out.record.manifest_sha);
   if (out.manifest == nullptr) {
     KESTREL_ASSIGN_OR_RETURN(auto v, data::ReadVersion(out.record, blobs, env));
     out.manifest = std::make_shared<const data::Manifest>(std::move(v.manifest));
-    Manifests().Put(out.record.version_id, out.manifest);
+    Manifests().Put(out.record.manifest_sha, out.manifest);
   }
   return out;
 }
@@ -222,7 +224,8 @@ Result<DatasetImport> Datasets::ImportAnalyzed(const std::string& path, const st
   return out;
 }
 
-Result<ResolvedDataset> Datasets::Resolve(const std::string& given, data::ValidationReport* report_out) {
+Result<ResolvedDataset> Datasets::Resolve(const std::string& given, data::ValidationReport* report_out,
+                                          const std::string& data_mode) {
   ResolvedDataset out;
   if (!data::IsDatasetPath(given)) {
     out.spec = given;
@@ -242,7 +245,12 @@ Result<ResolvedDataset> Datasets::Resolve(const std::string& given, data::Valida
 
   out.from_path = true;
   const std::string name = data::DatasetNameForPath(given);
-  const data::ImportOptions opts;
+  data::ImportOptions opts;
+  if (data_mode != "copy" && data_mode != "reference") {
+    return Status::InvalidArgument("data_mode must be copy or reference, got '" + data_mode + "'",
+                                   {"command line", 0, "data_mode"});
+  }
+  opts.data_mode = data_mode;
   KESTREL_ASSIGN_OR_RETURN(data::Analysis a, data::AnalyzeDataset(given, opts, env_));
   if (report_out != nullptr) *report_out = a.report;
   const int64_t images = static_cast<int64_t>(a.manifest.entries.size());
@@ -278,10 +286,11 @@ Result<ResolvedDataset> Datasets::Resolve(const std::string& given, data::Valida
   const auto& rec = out.record;
   const std::string version = rec.dataset + "@v" + std::to_string(rec.seq);
   out.spec = rec.dataset + "@" + rec.version_id;
-  out.message = "data: " + EscapeForDisplay(given) + " -> " + (out.created ? "imported as " : "reused ") +
-                version + " (version " + rec.version_id.substr(0, 12) + ", " +
-                std::to_string(rec.num_images) + " images" +
-                (out.created ? "" : ", identical content already stored") + ")";
+  out.message =
+      "data: " + EscapeForDisplay(given) + " -> " + (out.created ? "imported as " : "reused ") + version +
+      " (version " + rec.version_id.substr(0, 12) + ", " + std::to_string(rec.num_images) + " images" +
+      (out.created ? "" : ", identical content already stored") +
+      (rec.data_mode == "reference" ? ", data_mode=reference: images read from their files" : "") + ")";
   return out;
 }
 
@@ -297,7 +306,20 @@ Result<DatasetValidation> ValidateDataset(const std::string& path, const data::I
 Result<std::vector<store::DatasetSummary>> Datasets::List() { return meta_.ListDatasets(); }
 
 Result<data::VersionView> Datasets::Show(const std::string& spec) {
-  return data::LoadVersion(meta_, blobs_, spec, env_);
+  KESTREL_ASSIGN_OR_RETURN(data::VersionView v, data::LoadVersion(meta_, blobs_, spec, env_));
+  // data_mode=reference: every image file still as imported (size + mtime,
+  // else its hash), or the error naming the first that is not.
+  KESTREL_RETURN_IF_ERROR(
+      data::CheckVersionFiles(v, data::FileCheck::kFast, env_).ToStatus(data::VersionName(v.record)));
+  return v;
+}
+
+Result<DatasetVerify> Datasets::Verify(const std::string& spec) {
+  KESTREL_ASSIGN_OR_RETURN(data::VersionView v, data::LoadVersion(meta_, blobs_, spec, env_));
+  DatasetVerify out;
+  out.files = data::VerifyVersionImages(v, blobs_, env_);
+  out.record = std::move(v.record);
+  return out;
 }
 
 Result<DatasetDiff> Datasets::Diff(const std::string& a, const std::string& b) {
@@ -315,7 +337,7 @@ Result<DatasetExport> Datasets::Export(const std::string& spec, const std::strin
                                        const std::string& out) {
   // The request's own errors before the store's (a missing dataset).
   KESTREL_RETURN_IF_ERROR(data::CheckExportTarget(format, out, env_));
-  KESTREL_ASSIGN_OR_RETURN(data::VersionView v, data::LoadVersion(meta_, blobs_, spec, env_));
+  KESTREL_ASSIGN_OR_RETURN(data::VersionView v, Show(spec));
   KESTREL_RETURN_IF_ERROR(data::ExportVersion(v, blobs_, format, out, env_));
   return DatasetExport{spec, format, out};
 }
@@ -324,13 +346,14 @@ Result<DatasetPreview> Datasets::Preview(const PreviewRequest& req) {
   if (Status s = req.augment.Validate(); !s.IsOk()) {
     return Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field});
   }
-  KESTREL_ASSIGN_OR_RETURN(auto v, data::LoadVersion(meta_, blobs_, req.spec, env_));
+  KESTREL_ASSIGN_OR_RETURN(auto v, Show(req.spec));
   data::LoaderOptions lo = req.loader;
   lo.augment = req.aug;
   lo.shuffle = req.aug;
   lo.batch = req.images;
-  KESTREL_RETURN_IF_ERROR(data::WriteAugmentedPreview(
-      v.manifest, data::ArtifactImageSource(blobs_), req.augment, lo, v.manifest.names, req.out, req.images));
+  KESTREL_RETURN_IF_ERROR(data::WriteAugmentedPreview(v.manifest, data::VersionImageSource(v, blobs_, env_),
+                                                      req.augment, lo, v.manifest.names, req.out,
+                                                      req.images));
   return DatasetPreview{req.spec, req.out, req.images, req.aug};
 }
 
@@ -373,15 +396,16 @@ Result<DatasetImageBytes> Datasets::ImageBytes(const std::string& spec, const st
         "an image is named by its SHA-256 (64 lowercase hex digits), got '" + sha + "'", At("sha"));
   }
   KESTREL_ASSIGN_OR_RETURN(auto v, LoadManifest(meta_, blobs_, env_, spec));
-  const bool member = std::any_of(v.manifest->entries.begin(), v.manifest->entries.end(),
+  const auto entry = std::find_if(v.manifest->entries.begin(), v.manifest->entries.end(),
                                   [&](const data::ManifestEntry& e) { return e.image_sha == sha; });
-  if (!member) {
+  if (entry == v.manifest->entries.end()) {
     return Status::NotFound("dataset " + v.record.dataset + "@v" + std::to_string(v.record.seq) +
                                 " has no image with SHA-256 " + sha,
                             At("sha"));
   }
   DatasetImageBytes out;
-  KESTREL_ASSIGN_OR_RETURN(out.bytes, blobs_.Get(sha));
+  KESTREL_ASSIGN_OR_RETURN(out.bytes,
+                           data::ReadEntryImage(*entry, data::VersionName(v.record), blobs_, env_));
   out.sha = sha;
   out.content_type = ImageContentType(out.bytes);
   return out;
@@ -494,7 +518,40 @@ nlohmann::json DatasetVersionJson(const store::DatasetVersionRecord& r) {
           {"version_id", r.version_id},     {"created_at", r.created_at},
           {"num_images", r.num_images},     {"num_boxes", r.num_boxes},
           {"num_classes", r.num_classes},   {"source", r.source},
-          {"manifest_sha", r.manifest_sha}, {"report_sha", r.report_sha}};
+          {"manifest_sha", r.manifest_sha}, {"report_sha", r.report_sha},
+          {"data_mode", r.data_mode}};
+}
+
+nlohmann::json DatasetVerifyJson(const DatasetVerify& v) {
+  nlohmann::json problems = nlohmann::json::array();
+  for (const Status& s : v.files.examples)
+    problems.push_back({{"message", s.Message()}, {"file", s.Where().file}});
+  return {{"ok", v.files.Ok()},
+          {"version", DatasetVersionJson(v.record)},
+          {"images", v.files.images},
+          {"hashed", v.files.hashed},
+          {"referenced_files", v.files.files},
+          {"referenced_bytes", v.files.bytes},
+          {"problems", v.files.problems},
+          {"examples", problems}};
+}
+
+std::string DatasetVerifyText(const DatasetVerify& v) {
+  const std::string version = data::VersionName(v.record);
+  std::string out = version + " (data_mode=" + v.record.data_mode + "): " + std::to_string(v.files.images) +
+                    " images read and hashed";
+  if (v.files.files > 0) {
+    out += " (" + std::to_string(v.files.files) + " referenced files, " + std::to_string(v.files.bytes) +
+           " bytes)";
+  }
+  if (v.files.Ok()) return out + ": all match the version\n";
+  out += ": " + std::to_string(v.files.problems) + " missing or changed\n";
+  for (const Status& s : v.files.examples) out += "  " + s.Message() + "\n";
+  if (v.files.problems > static_cast<int64_t>(v.files.examples.size())) {
+    out += "  ... and " + std::to_string(v.files.problems - static_cast<int64_t>(v.files.examples.size())) +
+           " more\n";
+  }
+  return out;
 }
 
 nlohmann::json DatasetSummaryJson(const store::DatasetSummary& s) {

@@ -25,6 +25,7 @@
 #include "data/box_diff.h"
 #include "data/loader.h"
 #include "data/version.h"
+#include "data/version_files.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 
@@ -66,6 +67,12 @@ struct DatasetDiff {
   store::DatasetVersionRecord a, b;
   data::ManifestDiff diff;
   data::BoxDiff boxes;  // box level (issue 34): added, removed, moved, relabelled
+};
+
+// `dataset verify`: every image of a version read and hashed.
+struct DatasetVerify {
+  store::DatasetVersionRecord record;
+  data::FileCheckReport files;  // images, referenced files, problems (first examples)
 };
 
 // `dataset export`.
@@ -164,11 +171,21 @@ class Datasets {
   // the default ImportOptions (on failure the Status and `report_out` are
   // Import's), except that identical content already registered under any
   // name is reused, never stored twice.
-  Result<ResolvedDataset> Resolve(const std::string& data, data::ValidationReport* report_out = nullptr);
+  // `data_mode` is the import's (copy|reference; kInvalidArgument at
+  // "data_mode" otherwise); identical content already stored is reused
+  // whichever mode it was stored in (the message says which).
+  Result<ResolvedDataset> Resolve(const std::string& data, data::ValidationReport* report_out = nullptr,
+                                  const std::string& data_mode = "copy");
   // Every dataset with its newest version, by name.
   Result<std::vector<store::DatasetSummary>> List();
-  // spec: "NAME", "NAME@vN", "NAME@<id prefix>".
+  // spec: "NAME", "NAME@vN", "NAME@<id prefix>". A data_mode=reference
+  // version's files are checked first (data::CheckVersionFiles, kFast): a
+  // missing or changed one is the error naming it (export, preview and val
+  // load through here too).
   Result<data::VersionView> Show(const std::string& spec);
+  // Every image of the version read and hashed (data::VerifyVersionImages);
+  // problems are in the record, not the Status.
+  Result<DatasetVerify> Verify(const std::string& spec);
   Result<DatasetDiff> Diff(const std::string& a, const std::string& b);
   // format "yolo" or "coco"; `out` absent or empty (data::ExportVersion).
   Result<DatasetExport> Export(const std::string& spec, const std::string& format, const std::string& out);
@@ -200,7 +217,7 @@ class Datasets {
 
 // The one JSON view of a dataset version: dataset, version ("v3"),
 // version_id, created_at, num_images, num_boxes, num_classes, source,
-// manifest_sha, report_sha.
+// manifest_sha, report_sha, data_mode ("copy" or "reference").
 nlohmann::json DatasetVersionJson(const store::DatasetVersionRecord& r);
 // A list row: DatasetVersionJson(latest) + num_versions.
 nlohmann::json DatasetSummaryJson(const store::DatasetSummary& s);
@@ -221,6 +238,11 @@ nlohmann::json DatasetDiffJson(const DatasetDiff& d);
 // summaries), matched by class name: [{"name", "a", "b", "delta" (b - a)}],
 // a's classes in order, then b's new ones (0 where a version lacks one).
 nlohmann::json DatasetDiffClasses(const DatasetDiff& d);
+// {"ok", "version": DatasetVersionJson, "images", "hashed", "referenced_files",
+// "referenced_bytes", "problems", "examples": [{"message", "file"}]}.
+nlohmann::json DatasetVerifyJson(const DatasetVerify& v);
+// One line, then a line per example problem.
+std::string DatasetVerifyText(const DatasetVerify& v);
 // {"out", "format"}.
 nlohmann::json DatasetExportJson(const DatasetExport& e);
 // {"out", "augmented"}.

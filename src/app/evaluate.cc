@@ -5,6 +5,7 @@
 #include "app/datasets.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
+#include "data/version_files.h"
 #include "eval/plots.h"
 #include "eval/split_coco.h"
 #include "eval/val_batch.h"
@@ -23,6 +24,7 @@ Result<LoadedSplit> LoadSplit(store::MetadataStore& meta, store::ArtifactStore& 
   auto s = eval::LoadEvalSplit(out.version.manifest, split);
   if (!s.IsOk()) return s.GetStatus().WithContext(spec);
   out.split = std::move(s).Value();
+  out.split.version = data::VersionName(out.version.record);
   return out;
 }
 
@@ -58,8 +60,10 @@ Result<ValRun> WriteValRun(Env& env, store::ArtifactStore& blobs, const ValKeys&
     files.emplace_back("predictions.json", std::move(cj.text));
   }
   if (keys.plots) {
-    auto grids = eval::RenderValBatch(
-        split, scored.per_image, [&blobs](const eval::SplitImage& im) { return blobs.Get(im.image_sha); });
+    auto grids =
+        eval::RenderValBatch(split, scored.per_image, [&blobs, &env, &split](const eval::SplitImage& im) {
+          return data::ReadImageBytes(im.path, im.image_sha, im.file, split.version, blobs, env);
+        });
     if (!grids.IsOk()) return grids.GetStatus().WithContext("val_batch0 grid");
     files.emplace_back("val_batch0_labels.jpg", std::move(grids->labels_jpg));
     files.emplace_back("val_batch0_pred.jpg", std::move(grids->pred_jpg));

@@ -5,6 +5,7 @@
 #include <limits>
 #include <system_error>
 
+#include "app/dataset_audits.h"
 #include "app/job_kinds.h"
 #include "core/hash.h"
 #include "core/json.h"
@@ -78,6 +79,14 @@ Result<References> CollectReferences(store::MetadataStore& meta, store::Artifact
       rv.shas.insert(v.manifest_sha);
       rv.shas.insert(v.report_sha);
       CollectShasFromText(v.summary_json, &rv.shas);
+      // The label audits stored on the version (app/dataset_audits.h): the
+      // audit page reads their blobs.
+      auto audits = meta.GetSetting(AuditListSetting(v));
+      if (audits.IsOk()) {
+        CollectShasFromText(*audits, &rv.shas);
+      } else if (audits.GetStatus().Code() != StatusCode::kNotFound) {
+        return audits.GetStatus();
+      }
       // The manifest lists the image blobs; unknown images = no gc.
       auto manifest = blobs.Get(v.manifest_sha);
       if (!manifest.IsOk()) {
@@ -93,7 +102,16 @@ Result<References> CollectReferences(store::MetadataStore& meta, store::Artifact
       const json mj = json::parse(*manifest, nullptr, false);
       if (mj.is_object() && mj.contains("entries") && mj["entries"].is_array()) {
         for (const auto& e : mj["entries"]) {
-          if (e.is_object() && e.contains("image_sha") && e["image_sha"].is_string()) {
+          if (!e.is_object()) continue;
+          // data_mode=reference: the image is a file outside the store,
+          // neither a blob to keep nor one to count as missing.
+          if (const auto f = e.find("file"); f != e.end() && f->is_object()) {
+            ++rv.referenced_files;
+            if (const auto sz = f->find("size"); sz != f->end() && sz->is_number_unsigned())
+              rv.referenced_bytes += sz->get<uint64_t>();
+            continue;
+          }
+          if (e.contains("image_sha") && e["image_sha"].is_string()) {
             rv.stored.insert(e["image_sha"].get<std::string>());
           }
         }
@@ -234,6 +252,10 @@ Result<DuReport> DiskUsage(store::MetadataStore& meta, store::ArtifactStore& blo
     u.dataset = v.record.dataset;
     u.version_id = v.record.version_id;
     u.seq = v.record.seq;
+    u.data_mode = v.record.data_mode;
+    u.referenced_files = v.referenced_files;
+    u.referenced_bytes = v.referenced_bytes;
+    r.referenced_bytes += v.referenced_bytes;
     for (const auto& sha : v.stored) {
       auto it = size.find(sha);
       if (it == size.end()) {
@@ -320,7 +342,10 @@ json DuReportJson(const DuReport& r) {
                         {"version_id", v.version_id},
                         {"blobs", v.blobs},
                         {"bytes", v.bytes},
-                        {"missing", v.missing}});
+                        {"missing", v.missing},
+                        {"data_mode", v.data_mode},
+                        {"referenced_files", v.referenced_files},
+                        {"referenced_bytes", v.referenced_bytes}});
   }
   for (const auto& m : r.models) {
     models.push_back(
@@ -339,7 +364,11 @@ json DuReportJson(const DuReport& r) {
           {"jobs", jobs},
           {"records", {{"count", r.records}, {"bytes", r.records_bytes}}},
           {"unreferenced", {{"count", r.unreferenced}, {"bytes", r.unreferenced_bytes}}},
-          {"total", {{"blobs", r.blobs}, {"blob_bytes", r.blob_bytes}, {"job_bytes", r.job_bytes}}}};
+          {"total",
+           {{"blobs", r.blobs},
+            {"blob_bytes", r.blob_bytes},
+            {"job_bytes", r.job_bytes},
+            {"referenced_bytes", r.referenced_bytes}}}};
 }
 
 namespace {

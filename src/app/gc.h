@@ -42,6 +42,10 @@ struct References {
     store::DatasetVersionRecord record;
     std::set<std::string> shas;    // everything it names (what gc keeps)
     std::set<std::string> stored;  // the blobs it stores: manifest, report, images (not label hashes)
+    // data_mode=reference: its image files, outside the store (gc never
+    // touches them; du reports them apart). Their hashes are in `shas`, not `stored`.
+    int64_t referenced_files = 0;
+    uint64_t referenced_bytes = 0;  // their sizes as recorded at import
   };
   struct Model {
     store::ModelRecord record;
@@ -115,6 +119,9 @@ struct DuReport {
     int64_t blobs = 0;  // manifest, report, images (References::Version::stored) present in the store
     uint64_t bytes = 0;
     int64_t missing = 0;  // named but absent (gc never does this; a damaged store may)
+    std::string data_mode = "copy";
+    int64_t referenced_files = 0;   // data_mode=reference: image files outside the home
+    uint64_t referenced_bytes = 0;  // their sizes as recorded at import (not in `bytes`)
   };
   struct ModelUsage {
     std::string id, ref, dataset;
@@ -138,10 +145,12 @@ struct DuReport {
   int64_t blobs = 0;
   uint64_t blob_bytes = 0;  // every blob once
   uint64_t job_bytes = 0;
+  uint64_t referenced_bytes = 0;  // every version's referenced image files (outside the home), summed
 };
 Result<DuReport> DiskUsage(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env);
-// {"ok", "datasets": [...], "models": [...], "jobs": [...], "records": {count, bytes},
-//  "unreferenced": {count, bytes}, "total": {blobs, blob_bytes, job_bytes}}
+// {"ok", "datasets": [... {data_mode, referenced_files, referenced_bytes}], "models": [...],
+//  "jobs": [...], "records": {count, bytes}, "unreferenced": {count, bytes},
+//  "total": {blobs, blob_bytes, job_bytes, referenced_bytes}}
 nlohmann::json DuReportJson(const DuReport& r);
 
 // Checkpoint retention of a run folder's weights/: keeps best.*, last.* and

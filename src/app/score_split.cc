@@ -9,6 +9,7 @@
 #include "app/backends.h"
 #include "app/predict.h"
 #include "data/image.h"
+#include "data/version_files.h"
 
 namespace kestrel::app {
 namespace {
@@ -42,7 +43,10 @@ Result<ScoredSplit> ScoreDetector(Detector& pred, store::ArtifactStore& blobs, c
   cv::Mat current;  // one image decoded at a time, valid until the next load
   KESTREL_ASSIGN_OR_RETURN(
       auto preds, pred.PredictVal(sizes, ValShapes(opts), [&](size_t i) -> Result<eval::ImageView> {
-        KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(split.images[i].image_sha));
+        const eval::SplitImage& im = split.images[i];
+        KESTREL_ASSIGN_OR_RETURN(
+            std::string bytes,
+            data::ReadImageBytes(im.path, im.image_sha, im.file, split.version, blobs, Env::Default()));
         KESTREL_ASSIGN_OR_RETURN(current, data::DecodeImage(bytes, split.images[i].path));
         return eval::ImageView{current.data, current.cols, current.rows, current.channels(), current.step[0]};
       }));

@@ -190,10 +190,16 @@ int FailWithReport(const Context& ctx, const Status& status, const nlohmann::jso
   return kExitFailure;
 }
 
+void BindDataModeKey(OptionSet& set, std::string* data_mode) {
+  set.Choice("data_mode", data_mode, {"copy", "reference"},
+             "data=PATH only: copy the images into the home (copy) or record their paths, sizes, mtimes and "
+             "hashes and read the files (reference; they must stay unchanged)");
+}
+
 bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data, nlohmann::json* info,
-                       int* exit_code) {
+                       int* exit_code, const std::string& data_mode) {
   data::ValidationReport report;
-  auto r = app::Datasets(*stores.meta, *stores.blobs).Resolve(*data, &report);
+  auto r = app::Datasets(*stores.meta, *stores.blobs).Resolve(*data, &report, data_mode);
   if (!r.IsOk()) {
     const nlohmann::json rj = report.source.empty() ? nlohmann::json() : report.ToJson();
     *exit_code = FailWithReport(ctx, r.GetStatus(), report.source.empty() ? nullptr : &rj);
@@ -207,7 +213,8 @@ bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data, nl
                {"dataset", r->record.dataset},
                {"version", "v" + std::to_string(r->record.seq)},
                {"version_id", r->record.version_id},
-               {"created", r->created}};
+               {"created", r->created},
+               {"data_mode", r->record.data_mode}};
     }
   }
   *data = r->spec;

@@ -135,9 +135,13 @@ int Emit(const Context& ctx, const std::string& text, const nlohmann::json& json
 // stdout (stderr with --json) saying which version; `info` (optional) gets
 // {"source", "dataset", "version", "version_id", "created"} for the JSON
 // document. On error reports it as `dataset import` does, sets *exit_code
-// and returns false.
+// and returns false. `data_mode` (train's and val's data_mode= key): how a
+// path is imported, copy or reference (docs/datasets.md "Copy or reference").
 [[nodiscard]] bool ResolveDataOption(const Context& ctx, Stores& stores, std::string* data,
-                                     nlohmann::json* info, int* exit_code);
+                                     nlohmann::json* info, int* exit_code,
+                                     const std::string& data_mode = "copy");
+// Binds data_mode= (copy|reference) into `set`: train's and val's key for data=PATH.
+void BindDataModeKey(OptionSet& set, std::string* data_mode);
 // Prints `doc` as the process's JSON document on stdout (core DumpJson: never
 // throws on invalid UTF-8). Emit and Fail print through it; a command that
 // builds its own document (an error with a report) calls it directly.

@@ -37,6 +37,9 @@ std::string ShowText(const data::VersionView& v) {
                 FormatTime(r.created_at).c_str(), r.source.c_str(), static_cast<long long>(r.num_images),
                 static_cast<long long>(r.num_boxes), r.num_classes);
   out += buf;
+  if (r.data_mode == "reference") {
+    out += "  data_mode=reference: images are read from their files (checked: size + mtime, else hash)\n";
+  }
   if (summary.is_discarded()) return out;
   out += "\n  split    images   boxes  backgrounds\n";
   for (auto it = summary["splits"].begin(); it != summary["splits"].end(); ++it) {
@@ -218,6 +221,19 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
     KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
     KESTREL_ASSIGN_OR_RETURN(auto v, opened->ds->Show(*show_spec));
     return Output{ShowText(v), Ok(app::DatasetShowJson(v))};
+  }));
+
+  // verify: every image read and hashed (a data_mode=reference version's
+  // files, or the blobs); exit 1 when one is missing or changed.
+  auto verify_spec = std::make_shared<std::string>();
+  CLI::App* verify = ds->add_subcommand(
+      "verify", "Read and hash every image of a version (referenced files or blobs); exit 1 on a mismatch");
+  verify->add_option("dataset", *verify_spec, "NAME or NAME@VERSION (vN or id prefix)")->required();
+  verify->callback(Callback(ctx, exit_code, [&ctx, verify_spec]() -> CommandResult {
+    KESTREL_ASSIGN_OR_RETURN(auto opened, OpenDatasets(ctx));
+    KESTREL_ASSIGN_OR_RETURN(app::DatasetVerify v, opened->ds->Verify(*verify_spec));
+    return Output{app::DatasetVerifyText(v), app::DatasetVerifyJson(v),
+                  v.files.Ok() ? kExitOk : kExitFailure};
   }));
 
   auto diff_a = std::make_shared<std::string>(), diff_b = std::make_shared<std::string>();

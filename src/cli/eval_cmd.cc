@@ -55,7 +55,7 @@ Status CheckValDevice(const ValOptions& o) {
   return d.IsOk() ? Status() : d.GetStatus();
 }
 
-CommandResult RunVal(const Context& ctx, ValOptions& o) {
+CommandResult RunVal(const Context& ctx, ValOptions& o, const std::string& data_mode) {
   if (o.data.empty()) return Usage("data=NAME[@VERSION] is required", "data");
   if (o.predictions.empty() == o.model.empty()) {
     return Usage("give exactly one of predictions=PATH or model=WEIGHTS", "predictions");
@@ -72,7 +72,7 @@ CommandResult RunVal(const Context& ctx, ValOptions& o) {
   // data= may be a dataset path: imported (or its version reused) first; it
   // reports its own failure.
   int data_code = kExitOk;
-  if (!ResolveDataOption(ctx, stores, &o.data, nullptr, &data_code))
+  if (!ResolveDataOption(ctx, stores, &o.data, nullptr, &data_code, data_mode))
     return CommandResult::Reported(data_code);
   // model= may name a registered model (NAME@vN, NAME@TAG, id prefix).
   KESTREL_RETURN_IF_ERROR(ResolveWeightsOption(ctx, &o.model));
@@ -88,16 +88,18 @@ void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code) {
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;
+    std::string data_mode = "copy";  // how data=PATH is imported
   };
   auto st = std::make_shared<ValState>();
   st->opts.Bind(st->set);
+  BindDataModeKey(st->set, &st->data_mode);
   CLI::App* val = app.add_subcommand(kValCommand.name, kValCommand.help);
   val->add_option("key=value", st->extras, "e.g. predictions=DIR data=coco128 split=val conf=0.001");
   AddOptionFlags(val, st->set, &st->flags);
   val->footer(kJobAttemptHelp);
   val->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
     KESTREL_RETURN_IF_ERROR(ApplyOptions(st->set, st->flags, st->extras));
-    return RunVal(ctx, st->opts);
+    return RunVal(ctx, st->opts, st->data_mode);
   }));
 #ifdef KESTREL_CLI_WITH_TORCH
   AddModelCommands(app, ctx, exit_code);

@@ -80,6 +80,11 @@ std::string DuText(const app::DuReport& r) {
                   static_cast<long long>(v.blobs), Bytes(v.bytes).c_str(),
                   v.missing > 0 ? ("  (" + std::to_string(v.missing) + " missing)").c_str() : "");
     t << line;
+    // data_mode=reference: the images are the user's files, not blobs of the home.
+    if (v.referenced_files > 0) {
+      t << "  + " << v.referenced_files << " referenced image files outside the home, "
+        << Bytes(v.referenced_bytes) << "\n";
+    }
   }
   std::snprintf(line, sizeof line, "%-24s %-14s %-14s %8s %12s\n", "MODEL", "ID", "DATASET", "BLOBS", "SIZE");
   t << "models\n" << line;
@@ -104,6 +109,9 @@ std::string DuText(const app::DuReport& r) {
   t << "unreferenced: " << r.unreferenced << " blobs, " << Bytes(r.unreferenced_bytes)
     << " (kestrel gc deletes those older than its grace period)\n";
   t << "total: " << r.blobs << " blobs, " << Bytes(r.blob_bytes) << "; job folders " << Bytes(r.job_bytes);
+  if (r.referenced_bytes > 0) {
+    t << "; referenced image files outside the home " << Bytes(r.referenced_bytes);
+  }
   return t.str();
 }
 

@@ -67,7 +67,7 @@ Status CheckTrainCommandLine(const train::TrainOptions& o) {
 // (a registered model, a dataset path imported), the checks, then the one
 // call, app::RunTraining (the program's train backend: train::Train), whose
 // summary is printed (exit code: its reason's).
-CommandResult RunTrain(const Context& ctx, train::TrainOptions& opts) {
+CommandResult RunTrain(const Context& ctx, train::TrainOptions& opts, const std::string& data_mode) {
   // resume=true / a bare `resume`: the newest last.ckpt under project.
   auto resume = train::ResolveResume(opts.resume, opts.project);
   if (!resume.IsOk()) {
@@ -88,7 +88,7 @@ CommandResult RunTrain(const Context& ctx, train::TrainOptions& opts) {
   if (opts.resume.empty()) {
     KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
     int exit_code = kExitOk;
-    if (!ResolveDataOption(ctx, stores, &opts.data, &data_info, &exit_code)) {
+    if (!ResolveDataOption(ctx, stores, &opts.data, &data_info, &exit_code, data_mode)) {
       return CommandResult::Reported(exit_code);
     }
   }
@@ -136,9 +136,11 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
     OptionSet set;
     FlagValues flags;
     std::vector<std::string> extras;
+    std::string data_mode = "copy";  // how data=PATH is imported; not a training setting
   };
   auto st = std::make_shared<TrainState>();
   st->opts.Bind(st->set);
+  BindDataModeKey(st->set, &st->data_mode);
   CLI::App* cmd = app.add_subcommand(kTrainCommand.name, kTrainCommand.help);
   cmd->add_option("key=value", st->extras,
                   "options Ultralytics-style, e.g. data=shapes model=n epochs=10 imgsz=320");
@@ -146,7 +148,7 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->footer(kJobAttemptHelp);
   cmd->callback(Callback(ctx, exit_code, [&ctx, st]() -> CommandResult {
     KESTREL_RETURN_IF_ERROR(ApplyOptions(st->set, st->flags, st->extras));
-    return RunTrain(ctx, st->opts);
+    return RunTrain(ctx, st->opts, st->data_mode);
   }));
 }
 

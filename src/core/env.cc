@@ -131,6 +131,7 @@ class PosixEnv final : public Env {
     info.is_dir = S_ISDIR(st.st_mode);
     info.is_regular = S_ISREG(st.st_mode);
     info.size = static_cast<uint64_t>(st.st_size);
+    info.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + int64_t{st.st_mtim.tv_nsec};
     return info;
   }
 

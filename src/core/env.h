@@ -20,6 +20,7 @@ struct FileInfo {
   bool is_regular = false;
   bool is_symlink = false;
   uint64_t size = 0;
+  int64_t mtime_ns = 0;  // last modification, nanoseconds since the Unix epoch (of the target when a symlink)
 };
 
 class Env {

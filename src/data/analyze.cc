@@ -27,6 +27,7 @@ struct SampleResult {
   bool ok = false;  // decoded and labels usable
   std::string image_sha;
   std::string bytes;  // kept for the commit phase while under budget
+  FileInfo file;      // stat of the image file taken before it was read
   int width = 0, height = 0;
   uint64_t phash = 0;
   std::vector<Box> boxes;
@@ -95,6 +96,10 @@ SampleResult AnalyzeSample(const Sample& s, const ImportOptions& opts, Env& env,
                            std::atomic<int64_t>& kept_bytes) {
   SampleResult r;
   const ImageRef about = ImageOf(s);
+  // Before the read: a write after it changes the mtime, so a reference
+  // import (data_mode=reference) never records a size and time that match
+  // other bytes than the ones hashed here.
+  r.file = env.Stat(s.image_path);
   auto bytes = env.ReadFile(s.image_path, uint64_t{2} << 30);
   if (!bytes.IsOk()) {
     r.findings.push_back(MakeFinding(Severity::kError, "image.unreadable", s.image_path, "",
@@ -264,7 +269,11 @@ Result<Analysis> AnalyzeDataset(const std::string& path, const ImportOptions& op
   {
     std::map<std::string, size_t> result_of_path;
     for (size_t i : kept) result_of_path[src.samples[i].image_path] = i;
-    for (const auto& p : a.image_paths) a.image_bytes.push_back(std::move(results[result_of_path[p]].bytes));
+    for (const auto& p : a.image_paths) {
+      SampleResult& r = results[result_of_path[p]];
+      a.image_files.push_back(r.file);
+      a.image_bytes.push_back(std::move(r.bytes));
+    }
   }
 
   // Per-class and tiny-object statistics on what is kept.

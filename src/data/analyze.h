@@ -32,6 +32,10 @@ struct ImportOptions {
   double tiny_object_px = 8.0;           // min side below this (at imgsz) = tiny
   double imbalance_ratio = 20.0;         // warn when max/min class count exceeds it
   int threads = 0;                       // 0 = all cores
+  // copy: every image becomes a blob of the home. reference: the version
+  // records each image file's absolute path, size, mtime and hash instead
+  // (docs/datasets.md "Copy or reference"); labels are in the manifest either way.
+  std::string data_mode = "copy";
   // Not a command-line key: what the version's source records after the
   // format ("" = the path read). An upload's unpacked folder is temporary,
   // so the server records "upload:FILE" instead; the stored report and
@@ -89,6 +93,9 @@ struct Analysis {
   // stays under a budget (512 MiB) so commit needs no second read; an empty
   // string means "re-read and re-verify at commit".
   std::vector<std::string> image_bytes;
+  // Per manifest entry: the image file's stat taken before it was read and
+  // hashed (what data_mode=reference records, after checking it still holds).
+  std::vector<FileInfo> image_files;
 };
 
 // Phase 1 only: the dry run behind `kestrel dataset validate`. Hard input

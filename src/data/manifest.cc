@@ -21,6 +21,11 @@ auto BoxKey(const Box& b) { return std::tie(b.cls, b.cx, b.cy, b.w, b.h); }
 
 }  // namespace
 
+bool Manifest::HasReferences() const {
+  return std::any_of(entries.begin(), entries.end(),
+                     [](const ManifestEntry& e) { return !e.file.path.empty(); });
+}
+
 std::vector<Box> CanonicalBoxes(std::vector<Box> boxes) {
   for (auto& b : boxes) {
     b.cx = Round6(b.cx);
@@ -69,19 +74,24 @@ std::string VersionId(const Manifest& m) { return Sha256Hex(CanonicalManifestTex
 std::string ManifestToJson(const Manifest& m) {
   nlohmann::json j;
   j["format"] = "kestrel-manifest";
-  j["format_version"] = 1;
+  // 2: entries may name a referenced file (older readers must refuse it).
+  j["format_version"] = m.HasReferences() ? 2 : 1;
   j["names"] = m.names;
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& e : m.entries) {
     nlohmann::json boxes = nlohmann::json::array();
     for (const auto& b : e.boxes) boxes.push_back({b.cls, b.cx, b.cy, b.w, b.h});
-    entries.push_back({{"path", e.path},
-                       {"split", SplitName(e.split)},
-                       {"image_sha", e.image_sha},
-                       {"label_hash", e.label_hash},
-                       {"width", e.width},
-                       {"height", e.height},
-                       {"boxes", boxes}});
+    nlohmann::json je = {{"path", e.path},
+                         {"split", SplitName(e.split)},
+                         {"image_sha", e.image_sha},
+                         {"label_hash", e.label_hash},
+                         {"width", e.width},
+                         {"height", e.height},
+                         {"boxes", boxes}};
+    if (!e.file.path.empty()) {
+      je["file"] = {{"path", e.file.path}, {"size", e.file.size}, {"mtime_ns", e.file.mtime_ns}};
+    }
+    entries.push_back(std::move(je));
   }
   j["entries"] = entries;
   return DumpJson(j);
@@ -94,7 +104,8 @@ Result<Manifest> ManifestFromJson(const std::string& text, const std::string& or
     if (j.value("format", "") != "kestrel-manifest") {
       return Status::Corruption("not a kestrel manifest", {origin, 0, "format"});
     }
-    if (j.value("format_version", 0) != 1) {
+    const int format_version = j.value("format_version", 0);
+    if (format_version != 1 && format_version != 2) {
       return Status::Corruption("unsupported manifest version", {origin, 0, "format_version"});
     }
     m.names = j.at("names").get<std::vector<std::string>>();
@@ -108,6 +119,16 @@ Result<Manifest> ManifestFromJson(const std::string& text, const std::string& or
       e.label_hash = je.at("label_hash").get<std::string>();
       e.width = je.at("width").get<int>();
       e.height = je.at("height").get<int>();
+      if (format_version >= 2 && je.contains("file")) {
+        const auto& jf = je.at("file");
+        e.file.path = jf.at("path").get<std::string>();
+        e.file.size = jf.at("size").get<uint64_t>();
+        e.file.mtime_ns = jf.at("mtime_ns").get<int64_t>();
+        if (e.file.path.empty() || e.file.path[0] != '/') {
+          return Status::Corruption("referenced file of " + e.path + " is not an absolute path",
+                                    {origin, 0, "file.path"});
+        }
+      }
       for (const auto& jb : je.at("boxes")) {
         e.boxes.push_back({jb.at(0).get<int>(), jb.at(1).get<double>(), jb.at(2).get<double>(),
                            jb.at(3).get<double>(), jb.at(4).get<double>()});

@@ -6,6 +6,14 @@
 // anywhere -> same id; any byte of an image or any label value changed -> a
 // new id. Label normalization: boxes rounded to 6 decimals, deduplicated and
 // sorted, so reordering lines in a label file is not a change.
+//
+// A version imported with data_mode=reference (docs/datasets.md "Copy or
+// reference") stores no image blobs: each entry also records the image
+// file it was read from (ManifestEntry::file). That record is not part of
+// the canonical text, so the same images and labels have the same version id
+// in either mode; the stored manifest JSON then has format_version 2, which
+// a Kestrel that does not know references refuses instead of looking for
+// blobs that were never written.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +26,14 @@
 
 namespace kestrel::data {
 
+// The file a referenced image is read from, as it was when imported.
+struct ReferencedFile {
+  std::string path;      // absolute; empty: the image is a blob (data_mode=copy)
+  uint64_t size = 0;     // bytes
+  int64_t mtime_ns = 0;  // modification time, ns since the Unix epoch
+  bool operator==(const ReferencedFile&) const = default;
+};
+
 struct ManifestEntry {
   std::string path;  // manifest key (Sample::rel_path)
   Split split = Split::kTrain;
@@ -26,11 +42,15 @@ struct ManifestEntry {
   int width = 0;           // oriented (EXIF-applied) size in pixels
   int height = 0;
   std::vector<Box> boxes;  // canonical: rounded, deduplicated, sorted
+  ReferencedFile file;     // data_mode=reference only (not in the version id)
 };
 
 struct Manifest {
   std::vector<std::string> names;
   std::vector<ManifestEntry> entries;  // sorted by (path, split)
+
+  // True when an entry's image is a referenced file instead of a blob.
+  bool HasReferences() const;
 };
 
 // Rounds to 6 decimals, drops exact duplicates, sorts (cls, cx, cy, w, h).

@@ -27,7 +27,11 @@ void ImportOptions::Bind(OptionSet& s) {
       .Float("tiny_object_px", &tiny_object_px, "objects with a side below this at imgsz are tiny", 0.0, 1e6)
       .Float("imbalance_ratio", &imbalance_ratio,
              "warn when the largest class exceeds a class by this factor", 1.0, 1e9)
-      .Int("threads", &threads, "worker threads, 0 = all cores", 0, 1024);
+      .Int("threads", &threads, "worker threads, 0 = all cores", 0, 1024)
+      .Choice(
+          "data_mode", &data_mode, {"copy", "reference"},
+          "copy: images become blobs of the home; reference: the version records each image's path, size, "
+          "mtime and hash and reads the file (it must stay where it is, unchanged)");
 }
 
 int64_t ValidationReport::Count(Severity s) const { return findings.Count(s); }

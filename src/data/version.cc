@@ -1,6 +1,7 @@
 #include "data/version.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "core/relabel_paths.h"
 #include "core/staged_dir.h"
 #include "data/text.h"
+#include "data/version_files.h"
 
 namespace kestrel::data {
 namespace {
@@ -53,7 +55,9 @@ Status WriteExportTree(const VersionView& v, store::ArtifactStore& blobs, const 
     std::string split = SplitName(e.split);
     std::string img = JoinPath(out_dir, "images/" + split + "/" + e.path);
     KESTREL_RETURN_IF_ERROR(env.CreateDirs(DirName(img)));
-    KESTREL_ASSIGN_OR_RETURN(std::string bytes, blobs.Get(e.image_sha));
+    // A referenced image is its file, checked against the version (size +
+    // mtime, else its hash): export never writes bytes the version did not have.
+    KESTREL_ASSIGN_OR_RETURN(std::string bytes, ReadEntryImage(e, VersionName(v.record), blobs, env));
     KESTREL_RETURN_IF_ERROR(env.WriteFileDeferred(img, bytes));
     if (format == "yolo") {
       std::string lbl = JoinPath(out_dir, "labels/" + split + "/" + StripExtension(e.path) + ".txt");
@@ -109,18 +113,54 @@ Status WriteExportTree(const VersionView& v, store::ArtifactStore& blobs, const 
   return {};
 }
 
+// `a.manifest` with each entry's image file recorded (absolute path, size,
+// mtime). The stat taken before analysis read the file must still hold:
+// otherwise the file changed after it was hashed (kAborted, as a copy
+// import whose re-read bytes differ).
+Result<Manifest> ReferenceFiles(const Analysis& a, Env& env) {
+  Manifest m = a.manifest;
+  if (a.image_files.size() != m.entries.size() || a.image_paths.size() != m.entries.size()) {
+    return Status::Internal("analysis has no file record per manifest entry");
+  }
+  for (size_t i = 0; i < m.entries.size(); ++i) {
+    const std::string& path = a.image_paths[i];
+    const FileInfo& before = a.image_files[i];
+    const FileInfo now = env.Stat(path);
+    if (!now.exists || !now.is_regular || now.size != before.size || now.mtime_ns != before.mtime_ns) {
+      return Status::Aborted("image changed while importing; run the import again", {path});
+    }
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(path, ec).lexically_normal();
+    if (ec) return Status::IoError("cannot make the path absolute: " + ec.message(), {path});
+    m.entries[i].file = {abs.string(), now.size, now.mtime_ns};
+  }
+  return m;
+}
+
 }  // namespace
 
 Result<CommittedVersion> CommitVersion(store::MetadataStore& meta, store::ArtifactStore& blobs,
                                        const std::string& name, const std::string& path, const Analysis& a,
                                        const ImportOptions& opts, Env& env) {
   const std::string version_id = VersionId(a.manifest);
+  const bool by_reference = opts.data_mode == "reference";
+  if (!by_reference && opts.data_mode != "copy") {
+    return Status::InvalidArgument("data_mode must be copy or reference, got '" + opts.data_mode + "'",
+                                   {"", 0, "data_mode"});
+  }
+  // data_mode=reference: the manifest names each image file as analyzed
+  // (its stat before the read that hashed it) instead of storing its bytes.
+  Manifest referenced;
+  if (by_reference) {
+    KESTREL_ASSIGN_OR_RETURN(referenced, ReferenceFiles(a, env));
+  }
+  const Manifest& manifest = by_reference ? referenced : a.manifest;
   // Everything that can still fail is done before the first write, so a
   // failing import leaves no unreferenced blobs behind: serializing (a JSON
   // dump throws on invalid UTF-8) and the metadata record.
   std::string manifest_json, report_json, summary_json;
   try {
-    manifest_json = ManifestToJson(a.manifest);
+    manifest_json = ManifestToJson(manifest);
     nlohmann::json report = a.report.ToJson();
     nlohmann::json summary = SummarizeVersion(a.manifest, a.report);
     if (!opts.source_label.empty()) {
@@ -134,24 +174,25 @@ Result<CommittedVersion> CommitVersion(store::MetadataStore& meta, store::Artifa
                             {EscapeInvalidUtf8(path)});
   }
 
-  // Phase 2: blobs first.
+  // Phase 2: blobs first (none for the images of a referenced version).
   const auto& entries = a.manifest.entries;
-  KESTREL_RETURN_IF_ERROR(ParallelFor(entries.size(), opts.threads, [&](size_t i) -> Status {
-    const auto& e = entries[i];
-    std::string reread;
-    if (a.image_bytes[i].empty()) {
-      // Not kept in memory: read again and check it did not change since
-      // analysis, so the manifest never names bytes we did not store.
-      KESTREL_ASSIGN_OR_RETURN(reread, env.ReadFile(a.image_paths[i], uint64_t{2} << 30));
-      if (Sha256Hex(reread) != e.image_sha) {
-        return Status::Aborted("image changed while importing; run the import again", {a.image_paths[i]});
-      }
-    }
-    const std::string& bytes = a.image_bytes[i].empty() ? reread : a.image_bytes[i];
-    // Deferred: one syncfs below instead of an fsync per image (~15 ms each
-    // here), still before the version that refers to the blobs is committed.
-    return blobs.PutWithHash(bytes, e.image_sha, store::ArtifactStore::Durability::kDeferred).GetStatus();
-  }));
+  KESTREL_RETURN_IF_ERROR(
+      ParallelFor(by_reference ? 0 : entries.size(), opts.threads, [&](size_t i) -> Status {
+        const auto& e = entries[i];
+        std::string reread;
+        if (a.image_bytes[i].empty()) {
+          // Not kept in memory: read again and check it did not change since
+          // analysis, so the manifest never names bytes we did not store.
+          KESTREL_ASSIGN_OR_RETURN(reread, env.ReadFile(a.image_paths[i], uint64_t{2} << 30));
+          if (Sha256Hex(reread) != e.image_sha) {
+            return Status::Aborted("image changed while importing; run the import again", {a.image_paths[i]});
+          }
+        }
+        const std::string& bytes = a.image_bytes[i].empty() ? reread : a.image_bytes[i];
+        // Deferred: one syncfs below instead of an fsync per image (~15 ms each
+        // here), still before the version that refers to the blobs is committed.
+        return blobs.PutWithHash(bytes, e.image_sha, store::ArtifactStore::Durability::kDeferred).GetStatus();
+      }));
   KESTREL_RETURN_IF_ERROR(blobs.SyncDeferred());
   KESTREL_ASSIGN_OR_RETURN(std::string manifest_sha, blobs.Put(manifest_json));
   KESTREL_ASSIGN_OR_RETURN(std::string report_sha, blobs.Put(report_json));
@@ -168,6 +209,7 @@ Result<CommittedVersion> CommitVersion(store::MetadataStore& meta, store::Artifa
   rec.source =
       a.report.format + ":" + EscapeInvalidUtf8(opts.source_label.empty() ? path : opts.source_label);
   rec.summary_json = std::move(summary_json);
+  rec.data_mode = by_reference ? "reference" : "copy";
   CommittedVersion out;
   KESTREL_ASSIGN_OR_RETURN(out.record, meta.AddDatasetVersion(rec, &out.created));
   return out;

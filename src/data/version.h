@@ -54,6 +54,10 @@ struct CommittedVersion {
 // `path` in the record's source, the stored report and the summary;
 // `opts.threads` writes the image blobs. Image bytes the analysis did not
 // keep are read again and must still hash as analyzed (kAborted otherwise).
+// `opts.data_mode` "reference" writes no image blobs: the manifest records
+// each image file (ManifestEntry::file) from the stat analysis took before
+// hashing it, which must still hold (kAborted otherwise), and the record's
+// data_mode is "reference" (data/version_files.h reads such a version).
 // Decides nothing: the caller has checked the name and that `a` may be
 // stored (app::Datasets::Import). Serializing is done before the first
 // write, so a failure there leaves no blob behind.
@@ -64,7 +68,8 @@ Result<CommittedVersion> CommitVersion(store::MetadataStore& meta, store::Artifa
 // kInvalidArgument (field "format") unless `format` is yolo or coco; an
 // error unless `out_dir` is absent or an empty folder.
 Status CheckExportTarget(const std::string& format, const std::string& out_dir, Env& env = Env::Default());
-// Writes `v` as a dataset tree that imports back to the same version id:
+// Writes `v` as a dataset tree that imports back to the same version id
+// (a referenced image is read from its file, checked: data/version_files.h):
 // yolo: images/<split>/<path>, labels/<split>/<stem>.txt, data.yaml;
 // coco: images/<split>/<path>, annotations/instances_<split>.json.
 // All or nothing: the tree is built in a sibling "<out_dir>.kestrel-tmp-*"

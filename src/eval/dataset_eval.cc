@@ -20,6 +20,7 @@ Result<EvalSplit> LoadEvalSplit(const data::Manifest& m, data::Split split) {
     img.path = e.path;
     img.stem = Stem(e.path);
     img.image_sha = e.image_sha;
+    img.file = e.file;
     img.width = e.width;
     img.height = e.height;
     img.export_id = static_cast<int64_t>(out.images.size()) + 1;

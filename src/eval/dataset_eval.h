@@ -30,8 +30,11 @@ namespace kestrel::eval {
 struct SplitImage {
   std::string path;       // manifest key (ManifestEntry::path)
   std::string stem;       // file name without extension: the YOLO txt key
-  std::string image_sha;  // artifact-store blob of the image bytes
-  int width = 0;          // oriented pixels
+  std::string image_sha;  // artifact-store blob of the image bytes (sha256)
+  // data_mode=reference: the image file instead of a blob (read it with
+  // data::ReadImageBytes, data/version_files.h).
+  data::ReferencedFile file;
+  int width = 0;  // oriented pixels
   int height = 0;
   int64_t export_id = 0;  // 1-based position in the split: the image id of `dataset export --format coco`
   std::vector<GroundTruth> labels;  // xyxy, pixels of the oriented image
@@ -41,6 +44,7 @@ struct EvalSplit {
   std::vector<std::string> names;  // class names, index = class id
   std::string split;               // "val", ...
   std::vector<SplitImage> images;  // manifest order (sorted by path)
+  std::string version;             // "NAME@vN" when known (app::LoadSplit), for errors about image files
 };
 
 // The entries of `split` with their labels in pixels. FailedPrecondition

@@ -37,6 +37,9 @@ struct DatasetVersionRecord {
   int num_classes = 0;
   std::string source;        // where it was imported from, "yolo:/path"
   std::string summary_json;  // small JSON: counts per split, findings summary
+  // "copy": the images are blobs; "reference": the manifest names each
+  // image file (data::ReferencedFile; docs/datasets.md "Copy or reference").
+  std::string data_mode = "copy";
 };
 
 struct DatasetSummary {

@@ -332,6 +332,12 @@ const std::vector<std::vector<std::string>>& Migrations() {
           "ALTER TABLE jobs ADD COLUMN tags_json TEXT NOT NULL DEFAULT '[]'",
           "ALTER TABLE jobs ADD COLUMN note TEXT NOT NULL DEFAULT ''",
       },
+      // 18: dataset versions whose images stay where they were imported from
+      // (issue 28, docs/datasets.md "Copy or reference"): 'copy' (blobs,
+      // every version before this) or 'reference' (the manifest names files).
+      {
+          "ALTER TABLE dataset_versions ADD COLUMN data_mode TEXT NOT NULL DEFAULT 'copy'",
+      },
   };
   // NOLINTEND(bugprone-suspicious-missing-comma)
   return kMigrations;

@@ -45,7 +45,7 @@ namespace {
 
 constexpr const char* kVersionColumns =
     "dataset, seq, version_id, manifest_sha, report_sha, created_at, num_images, num_boxes, "
-    "num_classes, source, summary_json";
+    "num_classes, source, summary_json, data_mode";
 
 DatasetVersionRecord ReadVersion(const SqlRow& r) {
   DatasetVersionRecord v;
@@ -60,6 +60,7 @@ DatasetVersionRecord ReadVersion(const SqlRow& r) {
   v.num_classes = static_cast<int>(r.Int(8));
   v.source = r.Text(9);
   v.summary_json = r.Text(10);
+  v.data_mode = r.Text(11);
   return v;
 }
 
@@ -136,13 +137,14 @@ Result<DatasetVersionRecord> SqlStore::AddDatasetVersion(const DatasetVersionRec
         auto seq, conn_->Query("SELECT COALESCE(MAX(seq), 0) + 1 FROM dataset_versions WHERE dataset = $1",
                                {rec.dataset}));
     out.seq = seq.empty() ? 1 : seq[0].Int(0);
-    KESTREL_RETURN_IF_ERROR(conn_
-                                ->Exec(std::string("INSERT INTO dataset_versions (") + kVersionColumns +
-                                           ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                                       {out.dataset, out.seq, out.version_id, out.manifest_sha,
-                                        out.report_sha, out.created_at, out.num_images, out.num_boxes,
-                                        static_cast<int64_t>(out.num_classes), out.source, out.summary_json})
-                                .GetStatus());
+    KESTREL_RETURN_IF_ERROR(
+        conn_
+            ->Exec(std::string("INSERT INTO dataset_versions (") + kVersionColumns +
+                       ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                   {out.dataset, out.seq, out.version_id, out.manifest_sha, out.report_sha, out.created_at,
+                    out.num_images, out.num_boxes, static_cast<int64_t>(out.num_classes), out.source,
+                    out.summary_json, out.data_mode})
+            .GetStatus());
     made = true;
     return {};
   });
@@ -163,7 +165,7 @@ Result<std::vector<DatasetSummary>> SqlStore::ListDatasets() {
     DatasetSummary d;
     d.latest = ReadVersion(r);
     d.name = d.latest.dataset;
-    d.num_versions = r.Int(11);
+    d.num_versions = r.Int(12);
     out.push_back(std::move(d));
   }
   return out;

@@ -25,6 +25,7 @@
 #include "core/json.h"
 #include "core/parse.h"
 #include "data/version.h"
+#include "data/version_files.h"
 #include "eval/plots.h"
 #include "model/pt_checkpoint.h"
 #include "model/torch_compat.h"
@@ -153,6 +154,11 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   std::string spec = o.data;
   if (ckpt) spec = o.data.substr(0, o.data.find('@')) + "@" + ckpt->state.dataset_version;
   KESTREL_ASSIGN_OR_RETURN(r.dataset, data::LoadVersion(*r.meta, *r.blobs, spec, env));
+  // data_mode=reference: every image file as imported (size + mtime, else
+  // its hash) before the first step; a moved or changed file fails the run
+  // here, naming it, instead of becoming a skipped sample.
+  KESTREL_RETURN_IF_ERROR(data::CheckVersionFiles(r.dataset, data::FileCheck::kFast, env)
+                              .ToStatus(data::VersionName(r.dataset.record)));
   {
     // classes=, single_cls, fraction: the labels and images this run sees.
     std::string what;
@@ -255,14 +261,14 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   // cache=disk: shared by every run of this home (keyed by image content and
   // imgsz); deleting the folder only costs decodes.
   tl.cache_dir = JoinPath(JoinPath(home, "cache"), "decoded");
-  KESTREL_ASSIGN_OR_RETURN(r.loader,
-                           data::Loader::Create(r.dataset.manifest, data::Split::kTrain,
-                                                data::ArtifactImageSource(*r.blobs), tl, o.augment));
+  KESTREL_ASSIGN_OR_RETURN(
+      r.loader, data::Loader::Create(r.dataset.manifest, data::Split::kTrain,
+                                     data::VersionImageSource(r.dataset, *r.blobs, env), tl, o.augment));
   if (o.val) {
     ValidatorOptions vo;
     vo.samples = o.val_samples;
     vo.grid_batches = o.plots ? 3 : 0;
-    auto v = Validator::Create(r.dataset.manifest, data::ArtifactImageSource(*r.blobs), tl,
+    auto v = Validator::Create(r.dataset.manifest, data::VersionImageSource(r.dataset, *r.blobs, env), tl,
                                r.dataset.manifest.names, r.device, vo);
     if (v.IsOk()) {
       r.validator = std::move(v).Value();
@@ -740,7 +746,7 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
     KESTREL_RETURN_IF_ERROR(eval::WritePlots(
         env, r.run_dir, *final_eval, eval::LabelStatsFromManifest(r.dataset.manifest, data::Split::kTrain)));
     KESTREL_RETURN_IF_ERROR(WriteValBatchGrids(env, r.run_dir, r.validator->LastGrids(),
-                                               data::ArtifactImageSource(*r.blobs),
+                                               data::VersionImageSource(r.dataset, *r.blobs, env),
                                                r.dataset.manifest.names));
     ReportPhase(r, Phase::kPlots, 0, 1, 1);
   }

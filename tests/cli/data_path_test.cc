@@ -174,3 +174,33 @@ TEST_F(DataPathTest, IdenticalContentUnderAnotherNameIsReused) {
 }
 
 }  // namespace
+
+// data_mode=reference through the binary (issue 28 item 9; the mechanics are
+// unit-tested in tests/data/reference_mode_test.cc): the flag and the key,
+// the mode in `show --json`, `verify` passing, then naming a changed file
+// with exit 1, and `show` refusing the version.
+TEST_F(DataPathTest, ReferenceImportVerifyAndAChangedFile) {
+  ASSERT_EQ(Kestrel("dataset import ds --name r --data-mode reference").code, 0);
+  ASSERT_EQ(Kestrel("dataset import ds --name k data_mode=reference").code, 0);
+  const auto shown = Json(Kestrel("--json dataset show r@v1"));
+  EXPECT_EQ(shown["version"]["data_mode"], "reference");
+  const auto ok = Json(Kestrel("--json dataset verify r@v1"));
+  EXPECT_EQ(ok["ok"], true);
+  EXPECT_EQ(ok["images"], 12);
+  EXPECT_EQ(ok["referenced_files"], 12);
+
+  std::vector<fs::path> images;
+  for (const auto& e : fs::directory_iterator(dir_ / "ds" / "images" / "train")) images.push_back(e.path());
+  std::sort(images.begin(), images.end());
+  ASSERT_FALSE(images.empty());
+  std::ofstream(images.front(), std::ios::binary | std::ios::app) << "x";
+  const CliRun bad = Kestrel("dataset verify r@v1");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find(fs::absolute(images.front()).lexically_normal().string()), std::string::npos)
+      << bad.out;
+  const CliRun refused = Kestrel("--json dataset show r@v1");
+  EXPECT_NE(refused.code, 0);
+  const std::string message = Json(refused)["error"]["message"].get<std::string>();
+  EXPECT_NE(message.find("r@v1"), std::string::npos) << message;
+  EXPECT_NE(message.find("size"), std::string::npos) << message;
+}
