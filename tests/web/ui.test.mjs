@@ -1311,6 +1311,46 @@ test('compare: two models evaluated from the Models page; curves, matrices, crop
   console.log(`compare: ${((Date.now() - started) / 1000).toFixed(1)} s`)
 })
 
+// The accessibility pass (issue 33 "Checks"): axe-core (web/node_modules,
+// installed with the web deps) run on every page over the data the tests
+// above made: no critical violation. axe is evaluated through the DevTools
+// protocol, so the page's CSP does not see it.
+test('accessibility: axe-core finds no critical violation on any page', async () => {
+  const started = Date.now()
+  const axeSource = fs.readFileSync(path.join(MODULES, 'axe-core', 'axe.min.js'), 'utf8')
+  const jobs = kestrelJson('jobs', 'list').jobs
+  const models = kestrelJson('models', 'list').models
+  const evals = jobs.filter((j) => j.kind === 'val' && j.state === 'succeeded').map((j) => j.id)
+  const pages = [
+    ['home', 'home-breaker-state'],
+    ['datasets', 'dataset-link-shapes'],
+    ['datasets/shapes@v1', 'gallery-item'],
+    ['datasets/leaky/diff?a=v1&b=v2', 'diff-count-box_changed'],
+    ['jobs', 'jobs-table'],
+    ['system', 'workers-table'],
+    ['studies', 'studies-table'],
+  ]
+  if (jobs.length) pages.push([`jobs/${jobs[jobs.length - 1].id}`, 'job-state'])
+  if (models.length) pages.push(['models', `model-link-${models[0].ref}`], [`models/${models[0].ref}`, 'model-title'])
+  if (evals.length >= 2) pages.push([`evaluations/${evals[0]}`, 'evaluation-title'], [`compare?a=${evals[0]}&b=${evals[1]}`, 'compare-headline'])
+  const failures = []
+  for (const [where, ready] of pages) {
+    await page.goto(`${base}/#/${where}`)
+    await byTest(ready).first().waitFor({ timeout: WAIT })
+    await page.evaluate(axeSource)
+    const found = await page.evaluate(async () => {
+      const r = await window.axe.run(document, { resultTypes: ['violations'] })
+      return r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map((n) => `${n.target.join(' ')} ${n.html.slice(0, 160)}`) }))
+    })
+    for (const v of found) {
+      if (v.impact === 'critical') failures.push(`#/${where}: ${v.id} at ${v.nodes.join(', ')}`)
+      else console.log(`axe #/${where}: ${v.impact} ${v.id} at ${v.nodes.join(', ')}`)
+    }
+  }
+  console.log(`accessibility: ${pages.length} pages in ${Date.now() - started} ms`)
+  assert.deepEqual(failures, [])
+})
+
 // Last: every page the tests opened ran under the UI's CSP without a
 // violation (Chromium reports each on the console).
 test('no page broke the Content-Security-Policy', () => {
