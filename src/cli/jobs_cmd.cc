@@ -23,12 +23,14 @@
 #include <optional>
 #include <sstream>
 
+#include "app/doctor.h"
 #include "app/fingerprint.h"
 #include "app/jobs.h"
 #include "app/stats.h"
 #include "app/system.h"
 #include "app/templates.h"
 #include "cli/cli.h"
+#include "cli/doctor_cmd.h"
 #include "core/cpu_budget.h"
 #include "core/env.h"
 #include "core/json.h"
@@ -170,40 +172,6 @@ std::string HostName() {
   return buf;
 }
 
-// `PROGRAM fingerprint --json` (the LibTorch half's facts, train_cmd.cc):
-// its "fingerprint" object, or null with *error saying why it failed (the
-// loader's own message when a library does not load).
-nlohmann::json TorchFingerprint(const std::string& program, std::string* error) {
-  const std::string cmd = "'" + program + "' --json fingerprint 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    *error = program + ": cannot start: " + std::strerror(errno);
-    return nullptr;
-  }
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = ::pclose(p);
-  // The document starts at the first line that opens an object (stderr, e.g.
-  // a loader error, comes before it or alone).
-  size_t from = 0;
-  if (out.empty() || out[0] != '{') {
-    const size_t nl = out.find("\n{");
-    from = nl == std::string::npos ? out.size() : nl + 1;
-  }
-  const auto doc = nlohmann::json::parse(out.substr(from), nullptr, false);
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && doc.is_object() && doc.contains("fingerprint") &&
-      doc["fingerprint"].is_object()) {
-    return doc["fingerprint"];
-  }
-  while (!out.empty() && out.back() == '\n') out.pop_back();
-  *error = program + " fingerprint failed (" +
-           (WIFEXITED(st) ? "exit " + std::to_string(WEXITSTATUS(st)) : std::string("killed")) +
-           "): " + out.substr(0, 500);
-  return nullptr;
-}
-
 void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
   struct Args {
     int slots = 1;
@@ -217,6 +185,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     bool no_pin = false;
     std::string host;  // "" = gethostname()
     int quarantine_after = 3;
+    bool skip_doctor = false;
     double heartbeat_s = 30, hang_timeout_s = 90, lease_s = 90, grace_s = 10, poll_s = 1;
   };
   auto a = std::make_shared<Args>();
@@ -238,6 +207,10 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
          "environment failures on this host that quarantine it (docs/jobs.md \"Quarantine and drain\")")
       ->capture_default_str()
       ->check(IntArg(1, 1000));
+  cmd->add_flag(
+      "--skip-doctor", a->skip_doctor,
+      "do not run kestrel doctor's checks at start (the fingerprint is still recorded; docs/jobs.md "
+      "\"Doctor\")");
   cmd->add_option("--max-jobs", a->max_jobs, "exit after this many attempts (0 = no limit)")
       ->check(IntArg(0));
   cmd->add_flag("--exit-when-idle", a->exit_when_idle, "exit when no waiting job fits this worker");
@@ -314,18 +287,37 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
       o.cpus = std::move(*cpus);
     }
     o.pin_cpus = !a->no_pin;
-    // The environment fingerprint (app/fingerprint.h): the LibTorch half
-    // answers for its libraries; when it cannot even start, that is the
-    // preflight's finding and the worker claims nothing.
+    // The environment fingerprint (app/fingerprint.h) and the doctor's
+    // checks (app/doctor.h): the LibTorch half answers for its libraries and
+    // runs the forward and backward pass on this worker's devices; when it
+    // cannot even start, or a check fails, that is the preflight's finding
+    // (an environment failure of the host) and the worker claims nothing.
+    // Low disk is left to the worker's watermark (it pauses claims instead).
     std::string torch_error;
-    const nlohmann::json torch = TorchFingerprint(o.child_command[0], &torch_error);
-    const nlohmann::json fingerprint = app::MergeFingerprint(app::HostFingerprint(), torch, torch_error);
+    const std::string selftest = a->skip_doctor ? "" : (a->devices.empty() ? "cpu" : a->devices);
+    const nlohmann::json torch = RunTorchFingerprint(o.child_command[0], selftest, &torch_error);
+    const nlohmann::json fingerprint = app::MergeFingerprint(
+        app::HostFingerprint(), torch.is_object() ? torch["fingerprint"] : nlohmann::json(), torch_error);
     o.fingerprint_json = fingerprint.dump();
     o.fingerprint_hash = app::FingerprintHash(fingerprint);
-    o.preflight = [torch_error]() -> Status {
-      if (torch_error.empty()) return {};
-      return Status::FailedPrecondition(torch_error);
-    };
+    if (a->skip_doctor) {
+      o.preflight = [torch_error]() -> Status {
+        if (torch_error.empty()) return {};
+        return Status::FailedPrecondition(torch_error);
+      };
+    } else {
+      app::DoctorOptions doctor;
+      doctor.host = o.host;
+      doctor.home = o.home;
+      doctor.min_free_bytes = o.min_free_bytes;
+      app::DoctorProbes probes = HostDoctorProbes(o.home);
+      probes.torch_program = o.child_command[0];
+      probes.torch = torch;
+      probes.torch_error = torch_error;
+      o.preflight = [doctor, probes]() -> Status {
+        return app::DoctorStatus(app::RunDoctor(doctor, probes, Env::Default()), {"disk"});
+      };
+    }
     KESTREL_RETURN_IF_ERROR(jobs::ValidateWorkerOptions(o));
     const std::string url = store::MetadataUrl(ctx.home);
     // Fail fast on a store that cannot be opened at all (wrong URL, bad

@@ -27,6 +27,7 @@
 
 #include "cli/cli.h"
 #ifndef KESTREL_DEPLOY
+#include "cli/doctor_cmd.h"
 #include "cli/job_child.h"
 #endif
 #if defined(KESTREL_WITH_TORCH) && !defined(KESTREL_FORWARD_TORCH) && !defined(KESTREL_DEPLOY)
@@ -256,6 +257,7 @@ int Run(Context& ctx, int argc, char** argv) {
   AddEvalCommands(app, ctx, &exit_code);
 #endif
   AddJobCommands(app, ctx, &exit_code);
+  AddDoctorCommand(app, ctx, &exit_code);
   AddDiskCommands(app, ctx, &exit_code);
   AddWebhookCommands(app, ctx, &exit_code);
   AddModelRegistryCommands(app, ctx, &exit_code);

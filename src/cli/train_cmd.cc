@@ -26,6 +26,7 @@
 #include "cli/job_child.h"
 #include "cli/torch_commands.h"
 #include "model/device.h"
+#include "model/device_selftest.h"
 #include "model/torch_compat.h"
 #include "train/trainer.h"
 
@@ -109,9 +110,16 @@ CommandResult RunTrain(const Context& ctx, train::TrainOptions& opts, const std:
 // `kestrel fingerprint` (kestrel-torch): the host's fingerprint with
 // LibTorch's facts merged in (app/fingerprint.h); `kestrel worker` runs it
 // at start and records its "fingerprint" object and "hash".
+// With --selftest DEVICES it also runs model/device_selftest.h's forward
+// and backward pass on each device ("selftest": [{"device", "ok", "ms",
+// "error"}]): `kestrel doctor` and a starting worker ask for it.
 void AddFingerprintCommand(CLI::App& app, Context& ctx, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(kFingerprintCommand.name, kFingerprintCommand.help);
-  cmd->callback(Callback(ctx, exit_code, []() -> CommandResult {
+  auto selftest = std::make_shared<std::string>();
+  cmd->add_option("--selftest", *selftest,
+                  "also run a tiny forward and backward pass on these devices: auto (cpu and every CUDA "
+                  "device) or a list of cpu, cuda:N, gpu:N:MB");
+  cmd->callback(Callback(ctx, exit_code, [selftest]() -> CommandResult {
     const model::TorchFacts t = model::ReadTorchFacts();
     const nlohmann::json torch = {
         {"libtorch", t.version},
@@ -125,7 +133,27 @@ void AddFingerprintCommand(CLI::App& app, Context& ctx, int* exit_code) {
     for (const auto& [k, v] : f.items())
       text += k + ": " + (v.is_string() ? v.get<std::string>() : v.dump()) + "\n";
     text += "hash: " + app::FingerprintHash(f);
-    return Output{text, {{"ok", true}, {"hash", app::FingerprintHash(f)}, {"fingerprint", f}}};
+    nlohmann::json doc = {{"ok", true}, {"hash", app::FingerprintHash(f)}, {"fingerprint", f}};
+    if (!selftest->empty()) {
+      const std::vector<std::string> devices = model::SelfTestDevices(*selftest);
+      for (const std::string& device : devices) {
+        const std::string index = device.rfind("cuda:", 0) == 0 ? device.substr(5) : "";
+        if (device != "cpu" && (index.empty() || index.size() > 6 ||
+                                index.find_first_not_of("0123456789") != std::string::npos)) {
+          return Status::InvalidArgument("--selftest: '" + device.substr(0, 40) +
+                                             "' is not a device (auto, or a list of cpu, cuda:N, gpu:N:MB)",
+                                         {"command line", 0, "selftest"});
+        }
+      }
+      nlohmann::json runs = nlohmann::json::array();
+      for (const std::string& device : devices) {
+        const model::DeviceSelfTest r = model::RunDeviceSelfTest(device);
+        runs.push_back({{"device", r.device}, {"ok", r.ok}, {"ms", r.ms}, {"error", r.error}});
+        text += "\nselftest " + r.device + ": " + (r.ok ? "ok" : "FAILED: " + r.error);
+      }
+      doc["selftest"] = std::move(runs);
+    }
+    return Output{text, std::move(doc)};
   }));
 }
 

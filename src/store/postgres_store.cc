@@ -343,4 +343,15 @@ Status ExecPostgres(const std::string& url, const std::string& sql) {
   return conn->ExecScript(sql);
 }
 
+Result<int64_t> PostgresClockMs(const std::string& url) {
+  KESTREL_ASSIGN_OR_RETURN(auto conn, ConnectPostgres(url));
+  // clock_timestamp(), not now(): now() is the transaction's start.
+  KESTREL_ASSIGN_OR_RETURN(
+      auto rows,
+      conn->Query("SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)", {}));
+  if (rows.empty() || rows[0].IsNull(0))
+    return Status::Internal("PostgreSQL returned no clock_timestamp() at " + RedactPostgresUrl(url));
+  return rows[0].Int(0);
+}
+
 }  // namespace kestrel::store

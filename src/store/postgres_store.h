@@ -21,6 +21,9 @@ Result<std::unique_ptr<SqlConn>> ConnectPostgres(const std::string& url);
 // Runs one parameterless statement on a fresh connection (admin tasks:
 // create or drop a schema for a test, a database for the soak).
 Status ExecPostgres(const std::string& url, const std::string& sql);
+// The database server's clock (clock_timestamp()) in Unix ms, read on a
+// fresh connection: `kestrel doctor`'s clock-skew check (app/doctor.h).
+Result<int64_t> PostgresClockMs(const std::string& url);
 // The URL with any password replaced by "***", for messages and logs.
 std::string RedactPostgresUrl(const std::string& url);
 
