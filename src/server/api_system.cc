@@ -50,6 +50,38 @@ Status AddSystemRoutes(Router& r, ApiContext& ctx) {
                                   return b.IsOk() ? JsonResponse(app::BreakerResetJson(*b))
                                                   : ErrorResponse(b.GetStatus());
                                 }));
+  // Drain and quarantine (docs/jobs.md "Quarantine and drain"): the System
+  // page's buttons, `kestrel workers drain|undrain|unquarantine`.
+  for (const bool drain : {true, false}) {
+    const std::string verb = drain ? "drain" : "undrain";
+    KESTREL_RETURN_IF_ERROR(r.Add(
+        "POST", "/api/workers/{target}/" + verb,
+        {drain ? "Drain a worker (its id) or every worker of a host: it finishes its running jobs, claims "
+                 "nothing and exits (`kestrel workers drain ID|HOST`)"
+               : "Lift a drain: the worker or host claims again (`kestrel workers undrain ID|HOST`)",
+         {},
+         "application/json",
+         Access::kWrite,
+         "none, or {}"},
+        [&ctx, drain](const Request& req, const PathParams& p) {
+          if (Status s = NoBody(req); !s.IsOk()) return ErrorResponse(s);
+          auto d = app::DrainWorkers(ctx.meta, p.at("target"), drain, Env::Default().UnixMillis());
+          return d.IsOk() ? JsonResponse(*d) : ErrorResponse(d.GetStatus());
+        }));
+  }
+  KESTREL_RETURN_IF_ERROR(
+      r.Add("POST", "/api/hosts/{host}/unquarantine",
+            {"Lift a host's quarantine and clear its environment failures: its workers claim again (`kestrel "
+             "workers unquarantine HOST`)",
+             {},
+             "application/json",
+             Access::kWrite,
+             "none, or {}"},
+            [&ctx](const Request& req, const PathParams& p) {
+              if (Status s = NoBody(req); !s.IsOk()) return ErrorResponse(s);
+              auto h = app::UnquarantineHost(ctx.meta, p.at("host"), Env::Default().UnixMillis());
+              return h.IsOk() ? JsonResponse(*h) : ErrorResponse(h.GetStatus());
+            }));
   KESTREL_RETURN_IF_ERROR(
       r.Add("GET", "/api/token",
             {"The API token this request carries (name, read_only: whether writes are refused); null without "

@@ -285,5 +285,58 @@ TEST_F(ApiSystemTest, QuarantineDrainAndEnvironmentDiffAreServed) {
   EXPECT_EQ(Call("GET", base + "?other=" + std::to_string(job) + ":9", read_).status, 404);
 }
 
+// Issue 31: the System page's buttons. Drain, undrain (a worker id or a
+// host) and unquarantine are writes (401 without a token, 403 read-only,
+// a body refused by name), answer `kestrel --json workers drain|undrain|
+// unquarantine`'s documents and change what every worker reads from the store.
+TEST_F(ApiSystemTest, DrainUndrainAndUnquarantineAreTokenProtectedWrites) {
+  const int64_t now = WallMs();
+  Register("hostA:1", "hostA", now - 1000);
+  Register("hostA:2", "hostA", now - 1000);
+  Register("hostB:3", "hostB", now - 1000);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(meta_->RecordEnvironmentFailure("hostB", "doctor: device cpu: broken", 3, now).IsOk());
+  for (const char* path :
+       {"/api/workers/hostA:1/drain", "/api/workers/hostA/undrain", "/api/hosts/hostB/unquarantine"}) {
+    EXPECT_EQ(Doc(Call("POST", path), 401, path)["error"]["code"], "unauthenticated");
+    EXPECT_EQ(Doc(Call("POST", path, read_), 403, path)["error"]["code"], "permission_denied");
+    EXPECT_EQ(Doc(Call("POST", path, write_, R"({"now": 1})"), 400, path)["error"]["field"], "now");
+  }
+  auto control = [&](const std::string& worker, const std::string& host) {
+    auto c = meta_->GetWorkerControl(worker, host);
+    EXPECT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+    return c.IsOk() ? *c : store::WorkerControl{};
+  };
+  EXPECT_FALSE(control("hostA:1", "hostA").draining) << "the refused calls changed nothing";
+  EXPECT_TRUE(control("hostB:3", "hostB").quarantined);
+
+  // One worker by its id (':' in a path segment), then a whole host.
+  json d = Doc(Call("POST", "/api/workers/hostA:1/drain", write_), 200, "drain one");
+  EXPECT_EQ(d, json({{"ok", true}, {"target", "hostA:1"}, {"draining", true}, {"workers", {"hostA:1"}}}));
+  EXPECT_TRUE(control("hostA:1", "hostA").draining);
+  EXPECT_FALSE(control("hostA:2", "hostA").draining);
+  d = Doc(Call("POST", "/api/workers/hostA/drain", write_, "{}"), 200, "drain a host");
+  EXPECT_EQ(d["workers"], json({"hostA:1", "hostA:2"}));
+  EXPECT_TRUE(control("hostA:2", "hostA").draining);
+  json w = Doc(Call("GET", "/api/workers", read_), 200, "workers");
+  for (const json& worker : w["workers"])
+    EXPECT_EQ(worker["draining"], worker["host"] == "hostA") << worker.dump();
+  d = Doc(Call("POST", "/api/workers/hostA/undrain", write_), 200, "undrain");
+  EXPECT_EQ(d["draining"], false);
+  EXPECT_FALSE(control("hostA:2", "hostA").draining);
+  d = Doc(Call("POST", "/api/workers/hostA:1/undrain", write_), 200, "undrain the worker's own");
+  EXPECT_FALSE(control("hostA:1", "hostA").draining);
+  json e = Doc(Call("POST", "/api/workers/nosuch/drain", write_), 404, "unknown target");
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("nosuch"), std::string::npos) << e.dump();
+
+  json u = Doc(Call("POST", "/api/hosts/hostB/unquarantine", write_), 200, "unquarantine");
+  EXPECT_EQ(u["ok"], true);
+  EXPECT_EQ(u["host"], "hostB");
+  EXPECT_EQ(u["quarantined"], false);
+  EXPECT_EQ(u["env_failures"], 0);
+  EXPECT_FALSE(control("hostB:3", "hostB").quarantined);
+  EXPECT_EQ(Call("POST", "/api/hosts/nosuch/unquarantine", write_).status, 404);
+}
+
 }  // namespace
 }  // namespace kestrel::server

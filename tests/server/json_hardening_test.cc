@@ -146,6 +146,14 @@ TEST_F(JsonHardeningTest, EveryJsonRouteRefusesHostileBodiesWith4xxAndKeepsServi
         {"keys.data", R"({"keys": {"data": @, "model": "n"}})"},
         {"space", R"({"keys": {"data": "birds", "model": "n"}, "space": @})"}}},
       {"POST", "/api/studies/{name}/stop", "/api/studies/nosuch/stop", {{"x", R"({"x": @})"}}, true},
+      // Issue 31's System page buttons (no such worker or host: 404 once the body passes).
+      {"POST", "/api/workers/{target}/drain", "/api/workers/nosuch/drain", {{"x", R"({"x": @})"}}, true},
+      {"POST", "/api/workers/{target}/undrain", "/api/workers/nosuch/undrain", {{"x", R"({"x": @})"}}, true},
+      {"POST",
+       "/api/hosts/{host}/unquarantine",
+       "/api/hosts/nosuch/unquarantine",
+       {{"x", R"({"x": @})"}},
+       true},
   };
 
   // Every route that is not a GET and takes no upload reads a JSON body:

@@ -746,6 +746,65 @@ test('job page: curves from the metrics route, zoom refetches raw points, live e
   await page.unroute('**/api/jobs/777')
 })
 
+test('job page: each attempt\'s environment fingerprint and a diff against another attempt', async () => {
+  // A stand-in job with two attempts on two fingerprints, shaped as GET
+  // /api/jobs/{id} and /env-diff answer (tests/server/api_system_test.cc
+  // checks the real routes).
+  const envA = { kestrel_version: '0.9', libtorch: '2.5.1', avx2: true, gpus: [] }
+  const envB = { kestrel_version: '0.9', libtorch: '1.13.1', avx2: true, gpus: [] }
+  const t = Date.now()
+  const attempt = (n, fp, host) => ({
+    attempt: n, worker: `${host}:1`, host, pid: 10 + n, started_ms: t, ended_ms: n === 1 ? t + 1 : 0,
+    succeeded: false, reason: n === 1 ? 'environment' : '', failure_class: n === 1 ? 'retryable' : '', stage: '', message: '', fingerprint: fp,
+  })
+  const job = {
+    job: {
+      id: 791, state: 'running', priority: 'normal', attempt: 2, max_retries: 3, retries_used: 0,
+      infra_retries_used: 1, last_reason: 'environment', created_ms: t, updated_ms: t, config: { data: 'shapes@abc', model: 'n', epochs: 1 },
+    },
+    attempts: [attempt(1, 'aaaaaaaaaaaaaaaa', 'h1'), attempt(2, 'bbbbbbbbbbbbbbbb', 'h2')],
+    environments: { aaaaaaaaaaaaaaaa: envA, bbbbbbbbbbbbbbbb: envB },
+  }
+  const asked = []
+  await page.route('**/api/jobs/791', (route) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(job) }))
+  await page.route('**/api/jobs/791/env-diff?*', (route) => {
+    const q = new URL(route.request().url()).searchParams
+    asked.push(`${q.get('attempt')} ${q.get('other')}`)
+    const side = (n) => ({ job: 791, attempt: n, host: `h${n}`, fingerprint: n === 1 ? 'aaaaaaaaaaaaaaaa' : 'bbbbbbbbbbbbbbbb' })
+    const a = Number(q.get('attempt'))
+    const b = Number(q.get('other').split(':')[1])
+    const env = (n) => (n === 1 ? envA : envB)
+    return route.fulfill({
+      status: 200,
+      contentType: 'application/json',
+      body: JSON.stringify({ ok: true, a: side(a), b: side(b), same: false, differences: [{ field: 'libtorch', a: env(a).libtorch, b: env(b).libtorch }] }),
+    })
+  })
+  await page.goto(`${base}/#/jobs/791`)
+  try {
+    await waitText('attempt-env-1', 'aaaaaaaaaaaaaaaa')
+    // The last attempt's fields are shown first.
+    await waitText('env-hash', 'bbbbbbbbbbbbbbbb')
+    assert.equal(await textOf('env-field-libtorch'), '1.13.1')
+    assert.equal(await textOf('env-field-avx2'), 'true')
+    // Attempt 1's hash in the table switches the fields to it.
+    await byTest('attempt-env-1').click()
+    await waitText('env-hash', 'aaaaaaaaaaaaaaaa')
+    assert.equal(await textOf('env-field-libtorch'), '2.5.1')
+    // Diff against attempt 2: the route is asked for attempt=1&other=791:2.
+    await byTest('env-other').click()
+    await byTest('env-other-option-2').click()
+    await byTest('env-diff-field-libtorch').waitFor({ timeout: WAIT })
+    assert.deepEqual(asked, ['1 791:2'])
+    const row = await page.locator('[data-testid="env-diff-table"] tbody tr').first().innerText()
+    assert.match(row, /libtorch\s+2\.5\.1\s+1\.13\.1/)
+    await shot('job-environment')
+  } finally {
+    await page.unroute('**/api/jobs/791/env-diff?*')
+    await page.unroute('**/api/jobs/791')
+  }
+})
+
 test('job page: prediction samples per epoch, one keyboard slider for the job and an overlaid run', async () => {
   // The real routes for a job that never trained: no epochs; an epoch is a 404 naming the field.
   const hdr = { headers: { Authorization: `Bearer ${token}` } }
@@ -846,7 +905,8 @@ test('system: a worker row with a ticking heartbeat, availability, failures and 
   // asks for a CPU), heartbeating every second until the test stops it.
   const worker = spawn(
     CLI,
-    ['--home', home, 'worker', '--id', 'web-worker', '--devices', 'gpu:0:1', '--no-webhooks', '--heartbeat-s', '1', '--poll-s', '0.2'],
+    // --skip-doctor: its device does not exist here, so its doctor would fail (issue 31).
+    ['--home', home, 'worker', '--id', 'web-worker', '--devices', 'gpu:0:1', '--skip-doctor', '--no-webhooks', '--heartbeat-s', '1', '--poll-s', '0.2'],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   )
   let workerErr = ''
@@ -1011,6 +1071,52 @@ test('writes: a bad submit value shows the CLI\'s message at its field; a valid 
   assert.ok(shownReset > 0, 'the store holds the reset')
   assert.equal(await textOf('breaker-reset-result'), kestrel('breaker', 'reset').trim())
   await shot('system-reset')
+
+  // Issue 31: a host quarantined by its worker's failed doctor (cuda:97 is
+  // no device) and a live worker, drained and unquarantined from the page.
+  let brokenCode = 0
+  let brokenErr = ''
+  try {
+    kestrel('worker', '--host', 'web-broken', '--devices', 'gpu:97:1', '--quarantine-after', '1', '--exit-when-idle', '--no-webhooks')
+  } catch (e) {
+    brokenCode = e.status
+    brokenErr = String(e.stderr)
+  }
+  if (/without LibTorch/.test(brokenErr)) {
+    console.log('system: this kestrel cannot run `kestrel worker` (no LibTorch); no drain or quarantine to check')
+    return
+  }
+  assert.equal(brokenCode, 1, `the worker whose doctor fails exits 1: ${brokenErr}`)
+  const drained = spawn(
+    CLI,
+    ['--home', home, 'worker', '--id', 'web-drain', '--devices', 'gpu:0:1', '--skip-doctor', '--no-webhooks', '--heartbeat-s', '1', '--poll-s', '0.2'],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
+  const drainedExit = new Promise((resolve) => drained.once('exit', (code) => resolve(code)))
+  try {
+    await byTest('host-unquarantine-web-broken').waitFor({ timeout: WAIT })
+    assert.match(await textOf('host-quarantined-web-broken'), /doctor: device cuda:97/)
+    await byTest('worker-drain-web-drain').waitFor({ timeout: WAIT })
+    await byTest('worker-drain-web-drain').click()
+    await byTest('worker-action-confirm').waitFor({ timeout: WAIT })
+    assert.match(await textOf('worker-action-confirm'), /finishes its running jobs/)
+    await byTest('worker-action-go').click()
+    await waitText('worker-action-result', 'Draining web-drain: web-drain.')
+    assert.equal(await drainedExit, 0, 'a drained worker exits 0')
+    assert.ok(kestrelJson('workers').workers.some((w) => w.id === 'web-drain' && w.draining))
+    await byTest('host-unquarantine-web-broken').click()
+    await byTest('worker-action-confirm').waitFor({ timeout: WAIT })
+    assert.match(await textOf('worker-action-confirm'), /Fix the cause first/)
+    await byTest('worker-action-go').click()
+    await waitText('worker-action-result', 'Host web-broken is no longer quarantined.')
+    const host = kestrelJson('workers').hosts.find((h) => h.host === 'web-broken')
+    assert.ok(!host || !host.quarantined, JSON.stringify(host))
+    await byTest('host-unquarantine-web-broken').waitFor({ state: 'detached', timeout: WAIT })
+    await shot('system-drain-unquarantine')
+  } finally {
+    if (drained.exitCode === null) drained.kill('SIGTERM')
+    await drainedExit
+  }
 })
 
 test('dataset pages: a zip uploaded through Import, the diff of two versions side by side, a leakage pair', async () => {
