@@ -374,6 +374,16 @@ test('finding 1: model page with plots, per-class table and CSV, integer best_ep
     posted = route.request().postDataJSON()
     return route.fulfill(json({ ok: true, job_id: 950, created: true, dedup_key: 'k' }, 201))
   })
+  // Try it in place: the page follows job 950 (running, then succeeded)
+  // and opens the model's new verified ONNX export in Try it, no reload.
+  const made = { id: 'ee'.repeat(32), format: 'onnx', verified: true, options: { imgsz: 64, half: true }, path: '/h/exports/e.onnx', bytes: 10, created_ms: Date.now() }
+  let polls = 0
+  await page.route('**/api/jobs/950', (route) => {
+    const st = ++polls < 2 ? 'running' : 'succeeded'
+    if (st === 'succeeded') model.exports = [made]
+    return route.fulfill(json({ ok: true, job: { id: 950, kind: 'export', state: st, config: {} }, attempts: [] }))
+  })
+  assert.equal(await byTest('exports-none').count(), 1)
   await byTest('export-imgsz').fill('64')
   await byTest('export-half').click()
   await byTest('export-submit').click()
@@ -381,6 +391,14 @@ test('finding 1: model page with plots, per-class table and CSV, integer best_ep
   assert.deepEqual(posted, { keys: { kind: 'export', model: 'shapes@v2', format: 'onnx', imgsz: '64', half: 'true' } })
   assert.equal(await byTest('export-queued').locator('a').getAttribute('href'), '#/jobs/950')
   await shot('export-queued')
+  await page.keyboard.press('Escape')
+  await page.waitForFunction(() => document.querySelector('[data-testid="export-follow"]')?.dataset.state === 'running', null, { timeout: WAIT })
+  await page.waitForFunction((id) => document.querySelector('[data-testid="tryit"]')?.dataset.export === id, made.id, { timeout: WAIT })
+  assert.match(await byTest('export-follow').innerText(), /^Export job #950: succeeded — its export is open in Try it below/)
+  assert.equal(await byTest(`export-try-${made.id.slice(0, 12)}`).isEnabled(), true)
+  assert.equal(await byTest('exports-none').count(), 0)
+  await shot('export-try-in-place')
+  await page.unroute('**/api/jobs/950')
   await page.unroute('**/api/jobs')
   assert.match(refusal, /imgsz 63 must be a multiple of the max stride 32/, refusal)
   assert.deepEqual(jsErrors, [])
