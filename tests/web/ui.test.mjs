@@ -1104,6 +1104,11 @@ test('writes: a bad submit value shows the CLI\'s message at its field; a valid 
     await waitText('worker-action-result', 'Draining web-drain: web-drain.')
     assert.equal(await drainedExit, 0, 'a drained worker exits 0')
     assert.ok(kestrelJson('workers').workers.some((w) => w.id === 'web-drain' && w.draining))
+    // The drain stays on its id after it exited: Undrain lifts it.
+    await byTest('worker-undrain-web-drain').click()
+    await byTest('worker-action-go').click()
+    await waitText('worker-action-result', 'Undrained web-drain: web-drain.')
+    assert.ok(kestrelJson('workers').workers.some((w) => w.id === 'web-drain' && !w.draining))
     await byTest('host-unquarantine-web-broken').click()
     await byTest('worker-action-confirm').waitFor({ timeout: WAIT })
     assert.match(await textOf('worker-action-confirm'), /Fix the cause first/)
