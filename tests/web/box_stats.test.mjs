@@ -1,5 +1,6 @@
-// The dataset page's box statistic charts (web/src/boxStats.js) and path
-// wrapping (web/src/pathText.js), without a browser.
+// The dataset page's box statistic charts (web/src/boxStats.js), path
+// wrapping (web/src/pathText.js) and the box labels' text colour
+// (web/src/boxes.js), without a browser.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { aspectOption, boxesPerImageOption, densityCells, densityOption, ratioText } from '../../web/src/boxStats.js'
@@ -42,4 +43,13 @@ test('paths are cut after separators, never inside a name', () => {
   assert.equal(pathSegments('x/y_z.png').join(''), 'x/y_z.png')
   assert.deepEqual(pathSegments(''), [])
   assert.deepEqual(pathSegments(undefined), [])
+})
+
+test('box labels: black on light class colours, white on dark ones', async () => {
+  const { textOn } = await import('../../web/src/boxes.js')
+  assert.equal(textOn('#42d4f4'), '#000') // cyan
+  assert.equal(textOn('#ffd8b1'), '#000')
+  assert.equal(textOn('#000075'), '#fff') // navy
+  assert.equal(textOn('#800000'), '#fff')
+  assert.equal(textOn('nope'), '#fff')
 })

@@ -19,3 +19,14 @@ export function boxRect(b, width, height) {
 export function className(names, cls) {
   return names && cls >= 0 && cls < names.length ? names[cls] : `class ${cls}`
 }
+
+// Black or white, whichever reads better on a '#rrggbb' background (WCAG
+// relative luminance): a class name over its box colour keeps a 4.5:1
+// contrast on the light colours of the palette too.
+export function textOn(hex) {
+  const c = [1, 3, 5].map((i) => parseInt(String(hex).slice(i, i + 2), 16) / 255)
+  if (c.some((v) => Number.isNaN(v))) return '#fff'
+  const [r, g, b] = c.map((v) => (v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4))
+  const lum = 0.2126 * r + 0.7152 * g + 0.0722 * b
+  return (lum + 0.05) / 0.05 > 1.05 / (lum + 0.05) ? '#000' : '#fff'
+}
