@@ -3,15 +3,18 @@
 // artifact store, a store that is down (PostgreSQL on a closed port), a low
 // disk threshold, a skewed database clock, a kestrel-torch that does not
 // load and a device whose pass fails each fail their own check with a fix,
-// and DoctorStatus names them (a worker ignores "disk").
+// and DoctorStatus names them (a worker ignores "disk"). On PostgreSQL the
+// clock is compared with the database's.
 #include "app/doctor.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/fault_env.h"
+#include "store/postgres_store.h"
 
 namespace kestrel::app {
 namespace {
@@ -160,6 +163,31 @@ TEST_F(DoctorTest, ADatabaseClockAheadByMoreThanTheLimitFailsTheClockCheck) {
   r = RunDoctor(options_, probes_, clock);
   EXPECT_EQ(Find(r, "clock").state, CheckState::kOk) << Find(r, "clock").message;
   EXPECT_NE(Find(r, "clock").message.find("1500 ms ahead"), std::string::npos) << Find(r, "clock").message;
+}
+
+// On PostgreSQL (KESTREL_TEST_PG, as CI's test.sh starts one) the clock is
+// compared with the database's clock_timestamp(): same machine, so within
+// the default 2 s; a host clock 1 h off fails it.
+TEST_F(DoctorTest, OnPostgresTheClockIsComparedWithTheDatabases) {
+  const char* pg = std::getenv("KESTREL_TEST_PG");
+  if (pg == nullptr || *pg == '\0') GTEST_SKIP() << "KESTREL_TEST_PG not set";
+  const std::string schema = "doctor" + std::to_string(::getpid());
+  ASSERT_TRUE(store::ExecPostgres(pg, "CREATE SCHEMA " + schema).IsOk());
+  struct Drop {
+    std::string pg, schema;
+    ~Drop() { EXPECT_TRUE(store::ExecPostgres(pg, "DROP SCHEMA " + schema + " CASCADE").IsOk()); }
+  } drop{pg, schema};
+  const std::string url = std::string(pg) + (std::string(pg).find('?') == std::string::npos ? "?" : "&") +
+                          "options=-csearch_path%3D" + schema;
+  probes_.open_meta = [url] { return store::MetadataStore::Open(url); };
+  probes_.database_clock_ms = [url] { return store::PostgresClockMs(url); };
+  DoctorReport r = RunDoctor(options_, probes_, Env::Default());
+  EXPECT_EQ(Find(r, "metadata store").state, CheckState::kOk) << Find(r, "metadata store").message;
+  EXPECT_EQ(Find(r, "clock").state, CheckState::kOk) << Find(r, "clock").message;
+  FakeClockEnv off(Env::Default(), Env::Default().UnixSeconds() - 3600);
+  r = RunDoctor(options_, probes_, off);
+  EXPECT_EQ(Find(r, "clock").state, CheckState::kFail) << Find(r, "clock").message;
+  EXPECT_NE(Find(r, "clock").message.find("behind"), std::string::npos) << Find(r, "clock").message;
 }
 
 TEST_F(DoctorTest, LibrariesThatDoNotLoadAndAFailedDevicePassFailTheirChecks) {
