@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "app/doctor.h"
 #include "app/gc.h"
 #include "core/env.h"
 #include "core/hash.h"
@@ -263,6 +264,48 @@ TEST_F(SwiftS3Test, EveryScenarioAgainstSwiftS3Api) {
     bad.credentials.access_key_id = "nobody:none";
     auto r2 = s3::Client(bad).GetObject(kBucket, "anything");
     EXPECT_NE(r2.GetStatus().Message().find("nobody:none"), std::string::npos) << r2.GetStatus().ToString();
+  }
+  {
+    SCOPED_TRACE(
+        "kestrel doctor's artifact check on S3: a probe written, read back, deleted; bad keys fail it");
+    const std::string home = dir_ + "/doctor-home";
+    std::filesystem::create_directories(home);
+    app::DoctorOptions o;
+    o.host = "h";
+    o.home = home;
+    o.min_free_bytes = 0;
+    app::DoctorProbes p;
+    p.open_meta = [home] { return store::MetadataStore::Open("sqlite:" + home + "/kestrel.db"); };
+    p.open_artifacts = [&client, &so]() -> Result<std::unique_ptr<ArtifactStore>> {
+      return std::unique_ptr<ArtifactStore>(
+          std::make_unique<S3ArtifactStore>(client, s3::S3Url{kBucket, "doctor"}, so));
+    };
+    p.disk_space = [](const std::string& path) { return jobs::StatDiskSpace(path); };
+    app::DoctorReport r = app::RunDoctor(o, p, Env::Default());
+    const app::DoctorCheck* c = nullptr;
+    for (const auto& x : r.checks)
+      if (x.name == "artifact store") c = &x;
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->state, app::CheckState::kOk) << c->message;
+    auto left = S3ArtifactStore(client, {kBucket, "doctor"}, so).List();
+    ASSERT_TRUE(left.IsOk());
+    EXPECT_TRUE(left->empty()) << "the probe object was deleted";
+    s3::ClientOptions bad = Options();
+    bad.credentials.secret_access_key = "not-the-secret-xyz";
+    s3::Client wrong(bad);
+    p.open_artifacts = [&wrong, &so]() -> Result<std::unique_ptr<ArtifactStore>> {
+      return std::unique_ptr<ArtifactStore>(
+          std::make_unique<S3ArtifactStore>(wrong, s3::S3Url{kBucket, "doctor"}, so));
+    };
+    r = app::RunDoctor(o, p, Env::Default());
+    for (const auto& x : r.checks)
+      if (x.name == "artifact store") c = &x;
+    EXPECT_EQ(c->state, app::CheckState::kFail);
+    // The probe's first request is a HEAD (no error body): the status and the key id are named.
+    EXPECT_NE(c->message.find("403"), std::string::npos) << c->message;
+    EXPECT_NE(c->message.find("kestrel:tester"), std::string::npos) << c->message;
+    EXPECT_EQ(c->message.find("not-the-secret-xyz"), std::string::npos) << c->message;
+    EXPECT_NE(c->fix.find("AWS_ACCESS_KEY_ID"), std::string::npos) << c->fix;
   }
   {
     SCOPED_TRACE("clock an hour ahead: RequestTimeTooSkewed, resynced from Date, retried once");
