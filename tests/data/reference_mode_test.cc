@@ -251,6 +251,30 @@ TEST_F(ReferenceModeTest, GcLeavesTheFilesAndDuCountsThemApart) {
   EXPECT_EQ(du->referenced_bytes, sizes);
 }
 
+// Analysis stats each file before hashing it; a write between analysis and
+// commit is caught (the record would name bytes that were not hashed).
+TEST_F(ReferenceModeTest, AFileChangedDuringTheImportAbortsIt) {
+  auto a = AnalyzeDataset(src_, Reference());
+  ASSERT_TRUE(a.IsOk()) << a.GetStatus().ToString();
+  const std::string changed = a->image_paths.front();
+  std::ofstream(changed, std::ios::binary | std::ios::app) << "x";
+  auto c = CommitVersion(*meta_, *blobs_, "raced", src_, *a, Reference());
+  ASSERT_FALSE(c.IsOk());
+  EXPECT_EQ(c.GetStatus().Code(), StatusCode::kAborted);
+  EXPECT_EQ(c.GetStatus().Where().file, changed);
+  EXPECT_FALSE(meta_->GetVersion("raced", "").IsOk());
+}
+
+// Export reads the files (checked) and imports back, copied, as the same version.
+TEST_F(ReferenceModeTest, ExportRoundTripsToACopyOfTheSameVersion) {
+  const VersionView v = ImportRef();
+  ASSERT_TRUE(ds_->Export("ref@v1", "yolo", P("out")).IsOk());
+  auto back = ds_->Import(P("out"), "back", ImportOptions{});
+  ASSERT_TRUE(back.IsOk()) << back.GetStatus().ToString();
+  EXPECT_EQ(back->record.version_id, v.record.version_id);
+  EXPECT_EQ(back->record.data_mode, "copy");
+}
+
 TEST_F(ReferenceModeTest, DataPathResolvesByReference) {
   auto r = ds_->Resolve(src_, nullptr, "reference");
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
