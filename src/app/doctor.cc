@@ -38,6 +38,10 @@ class Checks {
     out_.push_back({std::move(name), state, std::move(message), std::move(fix), now - last_ms_});
     last_ms_ = now;
   }
+  // The last check added failed because its service did not answer.
+  void MarkUnavailable(const Status& why) {
+    if (!out_.empty() && why.Code() == StatusCode::kUnavailable) out_.back().unavailable = true;
+  }
   void Restart() { last_ms_ = env_.UnixMillis(); }
   // Check `name` took `ms` more (work done before RunDoctor).
   void AddMs(const std::string& name, int64_t ms) {
@@ -128,6 +132,7 @@ void CheckMetadataStore(const DoctorOptions& o, const DoctorProbes& p, Env& env,
   if (!meta.IsOk()) {
     checks.Add("metadata store", CheckState::kFail,
                "cannot open " + where + ": " + meta.GetStatus().Message(), fix_open);
+    checks.MarkUnavailable(meta.GetStatus());
     return;
   }
   const std::string key = "doctor." + o.host;
@@ -136,6 +141,7 @@ void CheckMetadataStore(const DoctorOptions& o, const DoctorProbes& p, Env& env,
     checks.Add("metadata store", CheckState::kFail, where + " refused a write: " + s.Message(),
                "check the database user's write rights, the database's free disk, and that "
                "KESTREL_DB does not name a read-only replica");
+    checks.MarkUnavailable(s);
     return;
   }
   auto back = (*meta)->GetSetting(key);
@@ -163,6 +169,7 @@ void CheckArtifactStore(const DoctorProbes& p, Checks& checks, const std::string
   auto blobs = p.open_artifacts();
   if (!blobs.IsOk()) {
     checks.Add("artifact store", CheckState::kFail, "cannot open it: " + blobs.GetStatus().Message(), fix);
+    checks.MarkUnavailable(blobs.GetStatus());
     return;
   }
   store::ArtifactStore& b = **blobs;
@@ -172,6 +179,7 @@ void CheckArtifactStore(const DoctorProbes& p, Checks& checks, const std::string
   if (!sha.IsOk()) {
     checks.Add("artifact store", CheckState::kFail,
                where + ": writing a probe object failed: " + sha.GetStatus().Message(), fix);
+    checks.MarkUnavailable(sha.GetStatus());
     return;
   }
   auto got = b.Get(*sha);
@@ -183,6 +191,7 @@ void CheckArtifactStore(const DoctorProbes& p, Checks& checks, const std::string
                where + ": the probe object " + sha->substr(0, 12) + " did not read back" +
                    (got.IsOk() ? std::string(" (other bytes)") : ": " + got.GetStatus().Message()),
                fix);
+    if (!got.IsOk()) checks.MarkUnavailable(got.GetStatus());
     return;
   }
   if (!removed.IsOk() || !*removed) {
@@ -237,6 +246,7 @@ void CheckClock(const DoctorOptions& o, const DoctorProbes& p, Env& env, Checks&
   if (!db.IsOk()) {
     checks.Add("clock", CheckState::kFail, "cannot read the database's clock: " + db.GetStatus().Message(),
                "check that the database answers (the metadata store check)");
+    checks.MarkUnavailable(db.GetStatus());
     return;
   }
   // The database read its clock somewhere between before and after.
@@ -312,7 +322,8 @@ json DoctorJson(const DoctorReport& r) {
                       {"state", CheckStateName(c.state)},
                       {"message", c.message},
                       {"fix", c.fix.empty() ? json(nullptr) : json(c.fix)},
-                      {"ms", c.ms}});
+                      {"ms", c.ms},
+                      {"unavailable", c.unavailable}});
   }
   return {{"ok", failed == 0},
           {"failed", failed},
@@ -347,10 +358,10 @@ std::string DoctorText(const DoctorReport& r) {
   return t.str();
 }
 
-Status DoctorStatus(const DoctorReport& r, const std::vector<std::string>& ignore) {
+Status DoctorStatus(const DoctorReport& r, const std::vector<std::string>& ignore, bool count_unavailable) {
   std::string failed;
   for (const auto& c : r.checks) {
-    if (c.state != CheckState::kFail) continue;
+    if (c.state != CheckState::kFail || (c.unavailable && !count_unavailable)) continue;
     if (std::find(ignore.begin(), ignore.end(), c.name) != ignore.end()) continue;
     failed += (failed.empty() ? "" : "; ") + c.name + ": " + c.message;
   }

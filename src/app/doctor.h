@@ -41,6 +41,9 @@ struct DoctorCheck {
   std::string message;  // what was found (the error's own text on a failure)
   std::string fix;      // what to do; "" when there is nothing to do
   int64_t ms = 0;       // how long the check took
+  // A failure because a shared service (the database, S3) did not answer
+  // (kUnavailable: refused, timed out): not this host's environment.
+  bool unavailable = false;
 };
 
 struct DoctorOptions {
@@ -93,16 +96,20 @@ struct DoctorReport {               // NOLINT(bugprone-exception-escape): an agg
 DoctorReport RunDoctor(const DoctorOptions& options, const DoctorProbes& probes, Env& env);
 
 // {"ok", "failed" (count), "checks": [{"name", "state", "message", "fix",
-// "ms"}], "hash", "fingerprint", "elapsed_ms"}.
+// "ms", "unavailable"}], "hash", "fingerprint", "elapsed_ms"}.
 nlohmann::json DoctorJson(const DoctorReport& r);
 // One line per check ("ok    disk  …", a failure's "fix:" under it) and a
 // closing line with the counts and the time.
 std::string DoctorText(const DoctorReport& r);
 
-// OK when no check failed, except those named in `ignore` (a worker ignores
-// "disk": its low-disk watermark pauses claims instead, docs/disk.md); else
+// OK when no check failed, except those named in `ignore` and, unless
+// `count_unavailable`, those of a shared service that did not answer (a
+// worker ignores "disk": its low-disk watermark pauses claims instead,
+// docs/disk.md; and a database or S3 outage, which it rides out like one
+// that starts later, instead of charging it to its host); else
 // kFailedPrecondition with reason kEnvironment naming each failed check and
 // its message ("artifact store: …; clock: …").
-Status DoctorStatus(const DoctorReport& r, const std::vector<std::string>& ignore = {});
+Status DoctorStatus(const DoctorReport& r, const std::vector<std::string>& ignore = {},
+                    bool count_unavailable = true);
 
 }  // namespace kestrel::app

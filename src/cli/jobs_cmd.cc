@@ -315,7 +315,8 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
       probes.torch = torch;
       probes.torch_error = torch_error;
       o.preflight = [doctor, probes]() -> Status {
-        return app::DoctorStatus(app::RunDoctor(doctor, probes, Env::Default()), {"disk"});
+        // A database or S3 outage is not this host's: the worker rides it out.
+        return app::DoctorStatus(app::RunDoctor(doctor, probes, Env::Default()), {"disk"}, false);
       };
     }
     KESTREL_RETURN_IF_ERROR(jobs::ValidateWorkerOptions(o));

@@ -104,6 +104,8 @@ TEST_F(DoctorTest, AnUnwritableArtifactStoreFailsItsCheckWithAFix) {
   EXPECT_NE(c.message.find("writing a probe object failed"), std::string::npos) << c.message;
   EXPECT_NE(c.message.find("injected"), std::string::npos) << c.message;
   EXPECT_NE(c.fix.find("writable"), std::string::npos) << c.fix;
+  EXPECT_FALSE(c.unavailable) << "this host's disk refused the write: it counts for a worker too";
+  EXPECT_FALSE(DoctorStatus(r, {"disk"}, false).IsOk());
   EXPECT_EQ(Find(r, "metadata store").state, CheckState::kOk) << "the other checks still ran";
   const Status s = DoctorStatus(r);
   EXPECT_EQ(s.Reason(), FailureReason::kEnvironment);
@@ -132,6 +134,12 @@ TEST_F(DoctorTest, AStoreThatIsDownFailsAndTheClockCheckIsSkipped) {
   EXPECT_NE(c.fix.find("KESTREL_DB"), std::string::npos) << c.fix;
   EXPECT_EQ(Find(r, "clock").state, CheckState::kSkip);
   EXPECT_FALSE(clock_read);
+  // Refused: the database did not answer, which is not this host's
+  // environment; a worker rides it out instead of counting it.
+  EXPECT_TRUE(c.unavailable);
+  EXPECT_FALSE(DoctorStatus(r).IsOk());
+  EXPECT_TRUE(DoctorStatus(r, {}, false).IsOk());
+  EXPECT_EQ(DoctorJson(r)["checks"][2]["unavailable"], true);
 }
 
 TEST_F(DoctorTest, FreeSpaceBelowTheThresholdFailsTheDiskCheckWhichAWorkerIgnores) {
