@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "app/dataset_audits.h"
 #include "app/evaluate.h"
 #include "core/staged_dir.h"
 #include "eval/dataset_eval.h"
@@ -112,10 +113,17 @@ Result<AuditReport> AuditDatasetAndWrite(Env& env, store::MetadataStore& meta, s
   KESTREL_ASSIGN_OR_RETURN(AuditReport report, AuditDataset(meta, blobs, keys, load));
   KESTREL_ASSIGN_OR_RETURN(StagedDir staged, StagedDir::Create(env, dir));
   KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(staged.Path() + "/audit.csv", AuditReportCsv(report)));
-  KESTREL_RETURN_IF_ERROR(
-      env.WriteFileAtomic(staged.Path() + "/audit.json", AuditReportJson(report, 0).dump(1) + "\n"));
+  const nlohmann::json doc = AuditReportJson(report, 0);
+  KESTREL_RETURN_IF_ERROR(env.WriteFileAtomic(staged.Path() + "/audit.json", doc.dump(1) + "\n"));
   KESTREL_RETURN_IF_ERROR(staged.Commit({"audit.json"}));
   report.dir = dir;
+  // Kept on the version for `kestrel serve` (the run folder may be on another host).
+  std::string name, ref;
+  store::SplitDatasetRef(report.data, &name, &ref);
+  KESTREL_ASSIGN_OR_RETURN(store::DatasetVersionRecord version, meta.GetVersion(name, ref));
+  KESTREL_ASSIGN_OR_RETURN(StoredAudit stored,
+                           RecordAudit(meta, blobs, version, doc, keys.split, env.UnixMillis()));
+  report.stored = stored.number;
   return report;
 }
 

@@ -7,6 +7,7 @@
 // caller's loader (app/backends.h LoadDetector in the programs).
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -56,6 +57,9 @@ struct AuditReport {
   std::vector<eval::AuditItem> items;  // review order
   size_t labels = 0;
   std::string dir;  // the run folder written ("" when none)
+  // Its number among the version's stored audits (app/dataset_audits.h,
+  // the server's audit page); 0 when not stored.
+  int64_t stored = 0;
 };
 
 // Runs the model over the chosen splits and ranks every label and every
@@ -64,7 +68,8 @@ struct AuditReport {
 Result<AuditReport> AuditDataset(store::MetadataStore& meta, store::ArtifactStore& blobs,
                                  const AuditKeys& keys, const DetectorLoader& load);
 // AuditDataset, then audit.json and audit.csv written (StagedDir) into the
-// next free project/name (or out=).
+// next free project/name (or out=), and audit.json stored on the version
+// (RecordAudit, app/dataset_audits.h) for the web UI's audit page.
 Result<AuditReport> AuditDatasetAndWrite(Env& env, store::MetadataStore& meta, store::ArtifactStore& blobs,
                                          const AuditKeys& keys, const DetectorLoader& load);
 

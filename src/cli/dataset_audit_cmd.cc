@@ -22,8 +22,11 @@ CommandResult RunAudit(const Context& ctx, app::AuditKeys& keys) {
   KESTREL_ASSIGN_OR_RETURN(
       app::AuditReport report,
       app::AuditDatasetAndWrite(Env::Default(), *stores.meta, *stores.blobs, keys, app::LoadDetector));
-  return Output{app::AuditReportText(report, size_t(keys.top)),
-                app::AuditReportJson(report, size_t(keys.top))};
+  std::string text = app::AuditReportText(report, size_t(keys.top));
+  if (report.stored > 0)
+    text += "stored as audit " + std::to_string(report.stored) + " of " + report.data +
+            " (the web UI's audit page: #/datasets/" + report.data + "/audit)\n";
+  return Output{text, app::AuditReportJson(report, size_t(keys.top))};
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "core/env.h"
 #include "core/json.h"
 #include "core/parse.h"
+#include "server/api_dataset_audits.h"
 #include "server/api_dataset_images.h"
 #include "server/api_dataset_upload.h"
 #include "server/api_evaluations.h"
@@ -369,6 +370,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddJobMediaRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddJobRunRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddDatasetAuditRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetUploadRoutes(r, ctx));
   const json doc = OpenApiDocument(r);
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},

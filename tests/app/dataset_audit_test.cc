@@ -13,8 +13,10 @@
 #include <set>
 #include <sstream>
 
+#include "app/dataset_audits.h"
 #include "app/datasets.h"
 #include "app/evaluate.h"
+#include "app/gc.h"
 #include "core/env.h"
 #include "data/synth.h"
 #include "store/local_artifact_store.h"
@@ -161,6 +163,55 @@ TEST_F(DatasetAuditTest, RanksWhatTheModelDisagreesWithAndWritesEveryItem) {
   // A second run into the same out= folder is refused (nothing overwritten).
   Result<AuditReport> again = AuditDatasetAndWrite(Env::Default(), *meta_, *blobs_, keys, load);
   EXPECT_FALSE(again.IsOk());
+
+  // Stored on the version for the audit page (app/dataset_audits.h).
+  EXPECT_EQ(r->stored, 1);
+  Result<std::vector<StoredAudit>> stored = ListAudits(*meta_, "shapes");
+  ASSERT_TRUE(stored.IsOk());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].items, int64_t(r->items.size()));
+  EXPECT_EQ((*stored)[0].counts["missing"], 1);
+  EXPECT_EQ((*stored)[0].model, "scripted.safetensors");
+  AuditPageRequest page;
+  page.spec = "shapes@v1";
+  Result<nlohmann::json> errors = AuditPage(*meta_, *blobs_, page);
+  ASSERT_TRUE(errors.IsOk()) << errors.GetStatus().ToString();
+  EXPECT_EQ((*errors)["total"], 3) << "errors: every kind but ok";
+  ASSERT_EQ((*errors)["items"].size(), 3u);
+  EXPECT_EQ((*errors)["items"][0]["rank"], 1);
+  // Every image of the page: its sha, the version's labels and the audit's predictions.
+  for (const auto& item : (*errors)["items"]) {
+    const nlohmann::json& im = (*errors)["images"][item["image"].get<std::string>()];
+    EXPECT_EQ(im["sha"].get<std::string>().size(), 64u);
+    EXPECT_FALSE(im["labels"].empty());
+    if (item["kind"] == "missing") {
+      bool corner = false;
+      for (const auto& p : im["predictions"])
+        corner = corner || p["box"] == nlohmann::json::array({0, 0, 6, 6});
+      EXPECT_TRUE(corner) << im.dump();
+    }
+  }
+  // One kind, sorted lowest first, paged.
+  page.kind = "ok";
+  page.sort = "-score";
+  page.limit = 2;
+  page.offset = 1;
+  Result<nlohmann::json> ok = AuditPage(*meta_, *blobs_, page);
+  ASSERT_TRUE(ok.IsOk());
+  EXPECT_EQ((*ok)["total"], int64_t(r->items.size()) - 3);
+  ASSERT_EQ((*ok)["items"].size(), 2u);
+  EXPECT_LE((*ok)["items"][0]["score"].get<double>(), (*ok)["items"][1]["score"].get<double>());
+  page.sort = "image";
+  ASSERT_TRUE(AuditPage(*meta_, *blobs_, page).IsOk());
+  page.kind = "nonsense";
+  EXPECT_EQ(AuditPage(*meta_, *blobs_, page).GetStatus().Where().field, "kind");
+  page.kind = "all";
+  page.number = 2;
+  EXPECT_EQ(AuditPage(*meta_, *blobs_, page).GetStatus().Code(), StatusCode::kNotFound);
+  // gc keeps the stored audit's blob: the version references it.
+  Result<References> refs = CollectReferences(*meta_, *blobs_);
+  ASSERT_TRUE(refs.IsOk());
+  EXPECT_EQ(refs->all.count((*stored)[0].sha), 1u);
 }
 
 TEST_F(DatasetAuditTest, BadKeysAndEmptySplitsNameTheirKey) {

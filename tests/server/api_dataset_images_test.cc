@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "app/dataset_audits.h"
 #include "app/datasets.h"
 #include "app/tokens.h"
 #include "birds_home.h"
@@ -171,6 +172,60 @@ TEST_F(DatasetImagesTest, BadPagesNameTheField) {
   ExpectBad("/api/datasets/birds/images?offset=-1", "offset");
   ExpectBad("/api/datasets/birds/findings?limit=501", "limit");
   ExpectBad("/api/datasets/birds/findings?severity=fatal", "severity");
+}
+
+// The audit page's routes (api_dataset_audits.h, issue 34): an audit
+// stored on fish@v1 as `dataset audit` stores it, listed and paged with
+// the version's labels and the audit's predictions of each shown image.
+TEST_F(DatasetImagesTest, StoredAuditsAreListedAndPagedWithTheirImagesBoxes) {
+  EXPECT_EQ(GetJson("/api/datasets/fish/audits")["audits"].size(), 0u);
+  EXPECT_EQ(GetJson("/api/datasets/fish/audits/latest", 404)["error"]["code"], "not_found");
+  const data::ManifestEntry& e = fish_.entries[0];
+  const std::string split = data::SplitName(e.split);
+  auto item = [&](const char* kind, double score, int pred) {
+    json it = {{"kind", kind},   {"score", score},   {"image", e.path},
+               {"split", split}, {"width", e.width}, {"height", e.height}};
+    if (pred >= 0)
+      it["prediction"] = {{"index", pred}, {"class", 1}, {"score", 0.8}, {"box", {0, 0, 6, 6 + pred}}};
+    return it;
+  };
+  json items = {item("missing", 0.8, 0), item("spurious", 0.9, -1), item("ok", 0.1, 1)};
+  for (size_t i = 0; i < items.size(); ++i) items[i]["rank"] = i + 1;
+  const json doc = {{"data", "fish@v1"},
+                    {"model", "m.safetensors"},
+                    {"images", 1},
+                    {"items_total", 3},
+                    {"counts", {{"missing", 1}, {"spurious", 1}, {"ok", 1}}},
+                    {"items", items}};
+  auto version = meta_->GetVersion("fish", "v1");
+  ASSERT_TRUE(version.IsOk());
+  auto stored = app::RecordAudit(*meta_, *blobs_, *version, doc, "all", 1000);
+  ASSERT_TRUE(stored.IsOk()) << stored.GetStatus().ToString();
+  EXPECT_EQ(stored->number, 1);
+  json list = GetJson("/api/datasets/fish@v1/audits");
+  ASSERT_EQ(list["audits"].size(), 1u);
+  EXPECT_EQ(list["audits"][0]["model"], "m.safetensors");
+  EXPECT_EQ(list["audits"][0]["items"], 3);
+
+  json page = GetJson("/api/datasets/fish/audits/1?sort=-score");
+  EXPECT_EQ(page["total"], 2) << "errors: ok left out";
+  ASSERT_EQ(page["items"].size(), 2u);
+  EXPECT_EQ(page["items"][0]["kind"], "missing");
+  const std::string key = split + "/" + e.path;
+  EXPECT_EQ(page["items"][0]["image"], key);
+  const json& im = page["images"][key];
+  EXPECT_EQ(im["sha"], e.image_sha);
+  EXPECT_EQ(im["labels"].size(), e.boxes.size());
+  EXPECT_EQ(im["predictions"].size(), 2u) << "both predictions of the image, the ok item's too";
+  // The image route serves the sha the page names.
+  EXPECT_EQ(Get(port_, "/api/datasets/fish/images/" + im["sha"].get<std::string>()).status, 200);
+  EXPECT_EQ(GetJson("/api/datasets/fish/audits/latest?kind=ok&limit=1")["items"].size(), 1u);
+  ExpectBad("/api/datasets/fish/audits/1?kind=wrong", "kind");
+  ExpectBad("/api/datasets/fish/audits/1?sort=size", "sort");
+  ExpectBad("/api/datasets/fish/audits/1?limit=501", "limit");
+  ExpectBad("/api/datasets/fish/audits/zero", "n");
+  EXPECT_EQ(GetJson("/api/datasets/fish/audits/2", 404)["error"]["code"], "not_found");
+  EXPECT_EQ(GetJson("/api/datasets/birds/audits/latest", 404)["error"]["code"], "not_found");
 }
 
 TEST_F(DatasetImagesTest, UnknownVersionsAndDatasetsAre404) {

@@ -1419,6 +1419,45 @@ test('compare: two models evaluated from the Models page; curves, matrices, crop
   assert.equal(rows[0], 'class_id,name,images,instances,precision,recall,f1,map50,map50_95')
   assert.equal(rows.length, 1 + nc)
   await shot('evaluation')
+
+  // The label audit page (issue 34): shapes audited with model A is stored on
+  // the version; its page counts the kinds as the CLI does, sorts by score
+  // and opens the box viewer with the labels and the predictions drawn.
+  const audit = kestrelJson('dataset', 'audit', 'shapes', `model=${ma}`, `out=${path.join(tmp, 'audit')}`, 'top=0')
+  const suspected = ['missing', 'spurious', 'wrong_class', 'localisation'].reduce((n, k) => n + audit.counts[k], 0)
+  await page.goto(`${base}/#/datasets/shapes/audit`)
+  await waitText('audit-title', `Label audit of ${audit.data}`)
+  assert.match(await textOf('kind-errors'), new RegExp(`\\(${suspected}\\)$`))
+  assert.match(await textOf('kind-ok'), new RegExp(`\\(${audit.counts.ok}\\)$`))
+  if (suspected === 0) await byTest('kind-all').click()
+  const shown = Math.min(25, suspected || audit.items.length)
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="audit-items"] tbody tr').length === n, shown, { timeout: WAIT })
+  const scores = async () => (await page.locator('[data-testid="item-score"]').allInnerTexts()).map(Number)
+  const first = await scores()
+  assert.deepEqual(first, [...first].sort((x, y) => y - x), 'the review order: highest score first')
+  assert.equal(first[0].toFixed(3), audit.items.find((it) => suspected === 0 || it.kind !== 'ok').score.toFixed(3))
+  // A click on Score sorts ascending: the server's sort=-score page.
+  await Promise.all([
+    page.waitForResponse((r) => r.url().includes('sort=-score'), { timeout: WAIT }),
+    page.locator('[data-testid="audit-items"] th', { hasText: 'Score' }).click(),
+  ])
+  await page.waitForFunction(() => {
+    const v = [...document.querySelectorAll('[data-testid="item-score"]')].map((e) => Number(e.textContent))
+    return v.length > 0 && v.every((x, i) => i === 0 || v[i - 1] <= x)
+  }, null, { timeout: WAIT })
+  const asc = await scores()
+  assert.deepEqual(asc, [...asc].sort((x, y) => x - y))
+  await page.locator('[data-testid="audit-items"] tbody tr').first().click()
+  await byTest('viewer-title').waitFor({ timeout: WAIT })
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="viewer-image"] img')].every((i) => i.naturalWidth === 64), null, { timeout: WAIT })
+  // Every label of the image (each is one item) and every prediction its items hold (all >= conf 0.25).
+  const viewedPath = await textOf('viewer-title')
+  const ofImage = audit.items.filter((it) => it.image === viewedPath)
+  const predictions = new Set(ofImage.filter((it) => it.prediction).map((it) => it.prediction.index))
+  assert.equal(await page.locator('[data-testid="viewer-panel-0"] [data-testid="box"]').count(), ofImage.filter((it) => it.label).length)
+  assert.equal(await page.locator('[data-testid="viewer-panel-0"] [data-testid="pred"]').count(), predictions.size)
+  await shot('dataset-audit-viewer')
+  await page.keyboard.press('Escape')
   console.log(`compare: ${((Date.now() - started) / 1000).toFixed(1)} s`)
 })
 
