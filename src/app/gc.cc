@@ -87,14 +87,6 @@ Result<References> CollectReferences(store::MetadataStore& meta, store::Artifact
       } else if (audits.GetStatus().Code() != StatusCode::kNotFound) {
         return audits.GetStatus();
       }
-      // The label audits stored on the version (app/dataset_audits.h): the
-      // audit page reads their blobs.
-      auto audits = meta.GetSetting(AuditListSetting(v));
-      if (audits.IsOk()) {
-        CollectShasFromText(*audits, &rv.shas);
-      } else if (audits.GetStatus().Code() != StatusCode::kNotFound) {
-        return audits.GetStatus();
-      }
       // The manifest lists the image blobs; unknown images = no gc.
       auto manifest = blobs.Get(v.manifest_sha);
       if (!manifest.IsOk()) {
