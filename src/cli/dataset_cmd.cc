@@ -155,9 +155,12 @@ void AddDatasetCommands(CLI::App& app, Context& ctx, int* exit_code) {
   auto st = std::make_shared<ImportState>();
   st->opts.Bind(st->set);
 
-  CLI::App* imp =
-      ds->add_subcommand("import", "Validate a YOLO/COCO/VOC dataset and store it as a new version");
-  imp->add_option("path", st->path, "dataset folder or data.yaml / instances JSON")->required();
+  CLI::App* imp = ds->add_subcommand(
+      "import",
+      "Validate a YOLO/COCO/VOC dataset (or a Label Studio / CVAT export) and store it as a new version");
+  imp->add_option("path", st->path,
+                  "dataset folder, data.yaml / instances JSON, or a Label Studio / CVAT export")
+      ->required();
   imp->add_option("--name", st->name, "registry name")->required();
   imp->add_option("key=value", st->extras, "options Ultralytics-style, e.g. val_ratio=0.1");
   AddOptionFlags(imp, st->set, &st->flags);
