@@ -34,7 +34,10 @@
 #define KESTREL_TORCH_PROGRAM 1
 #include "backend_torch/torch_backend.h"
 #endif
-#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
+// KESTREL_FRONT_ONNX: the torch-free `kestrel` with the ONNX backend, for
+// `kestrel serve --ls-model` (the Label Studio ML backend runs a verified
+// ONNX export in OpenCV DNN, server/api_ls.h).
+#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY) || defined(KESTREL_FRONT_ONNX)
 #include "app/backends.h"
 #include "app/job_kinds.h"
 #include "backend_onnx/onnx_backend.h"
@@ -150,15 +153,18 @@ Status StripTaskPrefix(int* argc, char** argv) {
   return {};
 }
 
-#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
+#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY) || defined(KESTREL_FRONT_ONNX)
 // The engines this program lends the use cases (app/backends.h):
 // kestrel-torch LibTorch (with the runners of the train, val and export
-// jobs) and ONNX, kestrel-deploy ONNX only; `kestrel`
-// registers none (the commands that need one run in kestrel-torch).
+// jobs) and ONNX, kestrel-deploy ONNX only; `kestrel` ONNX only, for
+// `kestrel serve --ls-model` (the commands that need LibTorch run in
+// kestrel-torch).
 Status InstallProgramBackends() {
   app::Backends backends;
-#ifdef KESTREL_DEPLOY
+#if defined(KESTREL_DEPLOY)
   backends.program = "kestrel-deploy";
+#elif !defined(KESTREL_TORCH_PROGRAM)
+  backends.program = "kestrel";
 #else
   backends.program = "kestrel-torch";
   backend_torch::RegisterTorchBackend(backends);
@@ -328,7 +334,7 @@ int main(int argc, char** argv) {
       }
     }
 #endif
-#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
+#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY) || defined(KESTREL_FRONT_ONNX)
     // Before any thread starts (app/backends.h).
     if (Status s = cli::InstallProgramBackends(); !s.IsOk()) return cli::FailInternal(ctx, s.Message());
 #endif

@@ -90,7 +90,29 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
          "an event stream ends after this long with a retry hint; the client reconnects with Last-Event-ID")
       ->default_str(std::to_string(o->stream_max_ms / 1000))
       ->check(IntArg(1, 7 * 86400));
-  cmd->callback(Callback(ctx, exit_code, [&ctx, o, workers]() -> CommandResult {
+  // The Label Studio ML backend (server/api_ls.h, docs/server.md "Label Studio ML backend").
+  auto ls = std::make_shared<server::LsOptions>();
+  cmd->add_option("--ls-model", ls->model,
+                  "answer Label Studio's ML-backend protocol at /ls with this registered model (NAME@TAG, "
+                  "NAME@vN): its newest verified ONNX export, run in OpenCV DNN");
+  cmd->add_option(
+      "--ls-local-files-root", ls->local_files_root,
+      "Label Studio's LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT as this host sees it: task images "
+      "/data/local-files/?d=PATH are read under it, never outside (default: local files refused)");
+  cmd->add_option("--ls-train-template", ls->train_template,
+                  "a template (NAME[@vN]) the Label Studio webhook queues a fine-tune of --ls-model from "
+                  "(default: annotation events are only counted)");
+  cmd->add_option("--ls-train-after", ls->train_after,
+                  "annotations created or updated (webhook events) that queue one fine-tune job")
+      ->capture_default_str()
+      ->check(IntArg(1, 1'000'000'000));
+  cmd->add_option("--ls-from-name", ls->from_name,
+                  "the RectangleLabels tag's name when a predict request has no label_config")
+      ->capture_default_str();
+  cmd->add_option("--ls-to-name", ls->to_name,
+                  "the Image tag's name when a predict request has no label_config")
+      ->capture_default_str();
+  cmd->callback(Callback(ctx, exit_code, [&ctx, o, workers, ls]() -> CommandResult {
     // The workers first: a child inherits the signal mask blocked below, and
     // a worker must get the SIGTERM passed on to it. (A signal before the
     // mask is set kills serve; the kernel and the guards kill the workers.)
@@ -116,11 +138,15 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
                   << std::endl;
     }
     ReclaimLeftoversAtStart(ctx.home, o->upload_dir);
-    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<server::ApiServer> srv, server::ApiServer::Start(ctx.home, *o));
+    KESTREL_ASSIGN_OR_RETURN(std::unique_ptr<server::ApiServer> srv,
+                             server::ApiServer::Start(ctx.home, *o, *ls));
     // A home others may read (made by an older kestrel, or by hand): said, not changed.
     for (const auto& line : store::HomeModeWarnings(ctx.home))
       std::cerr << "kestrel serve: " << line << std::endl;
     std::cout << "kestrel serve: listening on " << srv->Url() << std::endl;
+    if (!ls->model.empty())
+      std::cerr << "kestrel serve: Label Studio ML backend at " << srv->Url() << "/ls (model " << ls->model
+                << ")" << std::endl;
     int sig = 0;
     if (local) {
       // Wait for a stop signal, restarting local workers that exit meanwhile.

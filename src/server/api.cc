@@ -25,6 +25,7 @@
 #include "server/api_job_media.h"
 #include "server/api_job_run.h"
 #include "server/api_jobs.h"
+#include "server/api_ls.h"
 #include "server/api_metrics.h"
 #include "server/api_studies.h"
 #include "server/api_system.h"
@@ -372,6 +373,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddDatasetImageRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetAuditRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddDatasetUploadRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddLabelStudioRoutes(r, ctx));
   const json doc = OpenApiDocument(r);
   KESTREL_RETURN_IF_ERROR(r.Add("GET", "/api/openapi.json", {},
                                 [doc](const Request&, const PathParams&) { return JsonResponse(doc); }));
@@ -379,13 +381,20 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   return r;
 }
 
-Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, const ServerOptions& options) {
+Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, const ServerOptions& options,
+                                                    const LsOptions& ls) {
+  KESTREL_RETURN_IF_ERROR(ValidateLsOptions(ls));
   std::unique_ptr<ApiServer> s(new ApiServer());
   KESTREL_ASSIGN_OR_RETURN(s->meta_, store::MetadataStore::Open(store::MetadataUrl(home)));
   KESTREL_ASSIGN_OR_RETURN(s->blobs_, store::OpenArtifactStore(home));
   s->ctx_ = std::make_unique<ApiContext>(ApiContext{*s->meta_, *s->blobs_, s->metrics_, home});
   s->ctx_->public_read = options.public_read;
   s->ctx_->meta_url = store::MetadataUrl(home);
+  if (!ls.model.empty()) {
+    KESTREL_ASSIGN_OR_RETURN(auto model, app::LsModel::Load(*s->meta_, *s->blobs_, Env::Default(), ls.model));
+    s->ls_ = std::make_unique<LsBackend>(ls, std::move(model));
+    s->ctx_->ls = s->ls_.get();
+  }
   ServerOptions http_options = options;
   if (http_options.upload_dir.empty()) http_options.upload_dir = home + "/uploads";
   s->ctx_->upload_dir = http_options.upload_dir;

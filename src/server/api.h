@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "server/api_ls.h"
 #include "server/data_roots.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -46,6 +47,9 @@ struct ApiContext {
   // MetadataStore serves one thread: it opens its own store from this URL.
   // "": it uses `meta` (a router dispatched on one thread, as in tests).
   std::string meta_url;
+  // The Label Studio ML backend (api_ls.h; `kestrel serve --ls-model`):
+  // borrowed, null when the server has none (the /ls routes answer 503).
+  LsBackend* ls = nullptr;
 };
 
 // Every route of the read API, the write routes (api_write.h), /metrics, the
@@ -67,7 +71,10 @@ nlohmann::json EventJson(const store::EventRecord& ev);
 // starts the HTTP server.
 class ApiServer {
  public:
-  static Result<std::unique_ptr<ApiServer>> Start(const std::string& home, const ServerOptions& options);
+  // `ls`: the Label Studio ML backend's options (ls.model "" = none); its
+  // model is loaded before the server listens (app::LsModel::Load errors).
+  static Result<std::unique_ptr<ApiServer>> Start(const std::string& home, const ServerOptions& options,
+                                                  const LsOptions& ls = {});
   ~ApiServer();
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
@@ -85,6 +92,7 @@ class ApiServer {
   std::unique_ptr<store::MetadataStore> meta_;
   std::unique_ptr<store::ArtifactStore> blobs_;
   HttpMetrics metrics_;
+  std::unique_ptr<LsBackend> ls_;
   std::unique_ptr<ApiContext> ctx_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> http_;

@@ -15,10 +15,9 @@ Response Unauthenticated(const std::string& message) {
   return r;
 }
 
-}  // namespace
-
-bool BearerToken(const std::string& header, std::string* token) {
-  const std::string scheme = "bearer";
+// The token of an Authorization header "SCHEME <token>" (`scheme` lowercase,
+// matched case-insensitively); false for another scheme or no token.
+bool SchemeToken(const std::string& header, const std::string& scheme, std::string* token) {
   if (header.size() <= scheme.size() || header[scheme.size()] != ' ') return false;
   for (size_t i = 0; i < scheme.size(); ++i) {
     if (std::tolower(static_cast<unsigned char>(header[i])) != scheme[i]) return false;
@@ -28,6 +27,17 @@ bool BearerToken(const std::string& header, std::string* token) {
   if (b == std::string::npos) return false;
   *token = header.substr(b, e - b + 1);
   return true;
+}
+
+}  // namespace
+
+bool BearerToken(const std::string& header, std::string* token) {
+  return SchemeToken(header, "bearer", token);
+}
+
+bool RequestToken(const std::string& header, const Route& route, std::string* token) {
+  if (BearerToken(header, token)) return true;
+  return route.pattern.rfind("/ls/", 0) == 0 && SchemeToken(header, "token", token);
 }
 
 Authorizer TokenAuthorizer(store::MetadataStore& meta, bool public_read) {
@@ -40,8 +50,10 @@ Authorizer TokenAuthorizer(store::MetadataStore& meta, bool public_read) {
                              " needs an API token: Authorization: Bearer <token> (kestrel token create)");
     }
     std::string token;
-    if (!BearerToken(header, &token))
-      return Unauthenticated("the Authorization header must be 'Bearer <token>'");
+    if (!RequestToken(header, route, &token))
+      return Unauthenticated(route.pattern.rfind("/ls/", 0) == 0
+                                 ? "the Authorization header must be 'Bearer <token>' or 'Token <token>'"
+                                 : "the Authorization header must be 'Bearer <token>'");
     auto rec = app::AuthenticateToken(meta, token, Env::Default().UnixMillis());
     if (!rec.IsOk()) {
       const StatusCode code = rec.GetStatus().Code();

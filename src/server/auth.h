@@ -24,5 +24,9 @@ Authorizer TokenAuthorizer(store::MetadataStore& meta, bool public_read);
 // case-insensitive, RFC 7235, spaces around the token dropped); false for
 // another scheme or no token.
 [[nodiscard]] bool BearerToken(const std::string& header, std::string* token);
+// The token a request to `route` presents: BearerToken, or, on the Label
+// Studio routes (/ls/...: api_ls.h), also "Token <token>", the scheme
+// Label Studio sends.
+[[nodiscard]] bool RequestToken(const std::string& header, const Route& route, std::string* token);
 
 }  // namespace kestrel::server

@@ -149,6 +149,17 @@ TEST_F(JsonHardeningTest, EveryJsonRouteRefusesHostileBodiesWith4xxAndKeepsServi
       // Issue 31's System page buttons (no such worker or host: 404 once the body passes).
       {"POST", "/api/workers/{target}/drain", "/api/workers/nosuch/drain", {{"x", R"({"x": @})"}}, true},
       {"POST", "/api/workers/{target}/undrain", "/api/workers/nosuch/undrain", {{"x", R"({"x": @})"}}, true},
+      // The Label Studio ML backend (api_ls.h; this server has no --ls-model:
+      // a body that passes answers 503, so every field here is refused first).
+      {"POST", "/ls/setup", "/ls/setup", {{"schema", R"({"schema": @})"}}},
+      {"POST",
+       "/ls/predict",
+       "/ls/predict",
+       {{"tasks", R"({"tasks": @})"},
+        {"tasks[0]", R"({"tasks": [@]})"},
+        {"tasks[0].data", R"({"tasks": [{"data": @}]})"},
+        {"label_config", R"({"tasks": [{"data": {"image": "/x"}}], "label_config": @})"}}},
+      {"POST", "/ls/webhook", "/ls/webhook", {{"action", R"({"action": @})"}}},
       {"POST",
        "/api/hosts/{host}/unquarantine",
        "/api/hosts/nosuch/unquarantine",
