@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -88,9 +89,25 @@ Status CheckDeviceList(const std::string& list) {
 
 }  // namespace
 
+// kestrel-torch's fingerprint and device pass take ~1 s here; a first CUDA
+// initialisation can take tens of seconds. KESTREL_DOCTOR_TIMEOUT_S overrides.
+constexpr double kTorchFingerprintTimeoutS = 120;
+
 nlohmann::json RunTorchFingerprint(const std::string& program, const std::string& selftest,
                                    std::string* error) {
-  std::string cmd = Quoted(program) + " --json fingerprint";
+  // Bounded: a device whose initialisation hangs (a wedged GPU driver) must
+  // fail the check, not hang the doctor and the worker's start with it.
+  // coreutils' timeout sends TERM, then KILL 5 s later, and exits 124.
+  const char* limit_env = std::getenv("KESTREL_DOCTOR_TIMEOUT_S");
+  double limit_s = kTorchFingerprintTimeoutS;
+  if (limit_env != nullptr && *limit_env != '\0') {
+    char* end = nullptr;
+    const double v = std::strtod(limit_env, &end);
+    if (end != nullptr && *end == '\0' && v > 0 && v <= 86400) limit_s = v;
+  }
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%g", limit_s);
+  std::string cmd = std::string("timeout -k 5 ") + limit + " " + Quoted(program) + " --json fingerprint";
   if (!selftest.empty()) cmd += " --selftest " + Quoted(selftest);
   cmd += " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -120,6 +137,9 @@ nlohmann::json RunTorchFingerprint(const std::string& program, const std::string
   std::string how;
   if (WIFSIGNALED(st)) {
     how = "killed by " + SignalName(WTERMSIG(st));
+  } else if (WIFEXITED(st) && WEXITSTATUS(st) == 124) {
+    how = std::string("no answer within ") + limit +
+          " s (a hung library or device initialisation?); KESTREL_DOCTOR_TIMEOUT_S sets the limit";
   } else if (WIFEXITED(st) && WEXITSTATUS(st) > 128) {
     how = "killed by " + SignalName(WEXITSTATUS(st) - 128);
   } else {

@@ -64,6 +64,17 @@ TEST_F(DoctorCliTest, JsonOnAFreshHomePassesAndALowDiskThresholdFails) {
   ASSERT_NE(disk, nullptr);
   EXPECT_EQ((*disk)["state"], "fail");
   EXPECT_NE((*disk)["fix"].get<std::string>().find("kestrel gc"), std::string::npos);
+#ifdef KESTREL_CLI_WITH_TORCH
+  // A kestrel-torch that does not answer in time (a hung device
+  // initialisation) fails the libraries check instead of hanging the doctor.
+  r = Run("KESTREL_DOCTOR_TIMEOUT_S=0.001 " + std::string(KESTREL_CLI), "--json doctor --devices cpu");
+  doc = Json(r);
+  EXPECT_EQ(r.code, 1) << r.out;
+  const json* libs = FindCheck(doc, "libraries");
+  ASSERT_NE(libs, nullptr) << doc.dump(1);
+  EXPECT_EQ((*libs)["state"], "fail");
+  EXPECT_NE(doc.dump().find("no answer within 0.001 s"), std::string::npos) << doc.dump(1);
+#endif
 }
 
 #ifdef KESTREL_CLI_WITH_TORCH
