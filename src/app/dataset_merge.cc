@@ -196,6 +196,10 @@ Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::Artifac
   rec.source = "merge:" + v.record.dataset + "@v" + std::to_string(v.record.seq) + "+" + c.format + ":" +
                corrections_path;
   rec.summary_json = std::move(summary_json);
+  // vN's images keep their data_mode=reference files (ManifestEntry::file);
+  // images the merge adds are blobs. The record says whether any file is
+  // referenced, as an import would.
+  rec.data_mode = m.HasReferences() ? "reference" : "copy";
   KESTREL_ASSIGN_OR_RETURN(out.record, meta.AddDatasetVersion(rec, &out.created));
   return out;
 }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 
+#include "app/dataset_merge.h"
 #include "app/datasets.h"
 #include "app/gc.h"
 #include "core/hash.h"
@@ -273,6 +274,29 @@ TEST_F(ReferenceModeTest, ExportRoundTripsToACopyOfTheSameVersion) {
   ASSERT_TRUE(back.IsOk()) << back.GetStatus().ToString();
   EXPECT_EQ(back->record.version_id, v.record.version_id);
   EXPECT_EQ(back->record.data_mode, "copy");
+}
+
+// dataset merge of a reference version: the corrected version keeps the
+// files (no image blob written) and says so in its record.
+TEST_F(ReferenceModeTest, AMergedReferenceVersionKeepsTheFiles) {
+  const VersionView v = ImportRef();
+  const ManifestEntry& e = v.manifest.entries[1];
+  const std::string xml =
+      "<?xml version=\"1.0\"?><annotations><version>1.1</version><image id=\"0\" name=\"" +
+      std::string(SplitName(e.split)) + "/" + e.path + "\" width=\"" + std::to_string(e.width) +
+      "\" height=\"" + std::to_string(e.height) + "\"><box label=\"" + v.manifest.names[1] +
+      "\" occluded=\"0\" xtl=\"0\" ytl=\"12\" xbr=\"48\" ybr=\"36\" z_order=\"0\"/></image>"
+      "</annotations>";
+  Write("c.xml", xml);
+  app::MergeOptions mo;
+  mo.corrections = P("c.xml");
+  auto m = app::MergeCorrections(*meta_, *blobs_, "ref@v1", mo);
+  ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
+  auto v2 = ds_->Show("ref@v2");
+  ASSERT_TRUE(v2.IsOk()) << v2.GetStatus().ToString();
+  EXPECT_EQ(v2->record.data_mode, "reference");
+  EXPECT_EQ(v2->manifest.entries[1].file, e.file);
+  EXPECT_EQ(ImageBlobs(), 0u);
 }
 
 TEST_F(ReferenceModeTest, DataPathResolvesByReference) {
