@@ -299,6 +299,30 @@ TEST_F(ReferenceModeTest, AMergedReferenceVersionKeepsTheFiles) {
   EXPECT_EQ(ImageBlobs(), 0u);
 }
 
+// verify of a copy version reads every blob (verified by its hash) and
+// names the image of a damaged one.
+TEST_F(ReferenceModeTest, VerifyOfACopyVersionReadsEveryBlob) {
+  auto c = ds_->Import(src_, "copied", ImportOptions{});
+  ASSERT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+  auto ok = ds_->Verify("copied@v1");
+  ASSERT_TRUE(ok.IsOk()) << ok.GetStatus().ToString();
+  EXPECT_TRUE(ok->files.Ok());
+  EXPECT_EQ(ok->files.images, 10);
+  EXPECT_EQ(ok->files.files, 0);
+  auto v = LoadVersion(*meta_, *blobs_, "copied@v1");
+  ASSERT_TRUE(v.IsOk());
+  const ManifestEntry& e = v->manifest.entries.front();
+  const std::string blob = blobs_->PathFor(e.image_sha);
+  fs::permissions(blob, fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(blob, std::ios::binary | std::ios::app) << "x";
+  auto bad = ds_->Verify("copied@v1");
+  ASSERT_TRUE(bad.IsOk()) << bad.GetStatus().ToString();
+  EXPECT_EQ(bad->files.problems, 1);
+  ASSERT_EQ(bad->files.examples.size(), 1u);
+  EXPECT_NE(bad->files.examples[0].Message().find("copied@v1 image " + e.path), std::string::npos)
+      << bad->files.examples[0].Message();
+}
+
 TEST_F(ReferenceModeTest, DataPathResolvesByReference) {
   auto r = ds_->Resolve(src_, nullptr, "reference");
   ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
