@@ -93,6 +93,16 @@ Response Upload(ApiContext& ctx, const Request& req) {
     Status s = set.Set(k, v, {app::kRequestFile, 0, k});
     if (!s.IsOk()) return ErrorResponse(s);
   }
+  // The unpacked folder is gone after this request: a version referencing
+  // its files (docs/datasets.md "Copy or reference") would name nothing.
+  if (opts.data_mode == "reference") {
+    return ErrorResponse(Status::InvalidArgument(
+        "data_mode=reference cannot apply to an upload: it is unpacked into a temporary folder that is "
+        "removed "
+        "after the import, so its images are always copied (import a folder under a --data-root by reference "
+        "with POST /api/datasets/import)",
+        {app::kRequestFile, 0, "data_mode"}));
+  }
   // The unpacked folder is gone after this request: the version's source
   // names the upload instead.
   auto filename = req.query.find("filename");

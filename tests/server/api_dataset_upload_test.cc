@@ -136,6 +136,12 @@ TEST_F(DatasetUploadTest, ZipImportsAsThePathImportDoes) {
   HttpReply bad = Upload(port, "name=uploaded&val_ratoi=0.2", zip, write_);
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_EQ(Parse(bad)["error"]["field"], "val_ratoi");
+  // The unpacked folder is removed after the request: a version referencing
+  // its files would name nothing (data_mode=reference, issue 28).
+  HttpReply ref = Upload(port, "name=referenced&data_mode=reference", zip, write_);
+  EXPECT_EQ(ref.status, 400) << ref.body;
+  EXPECT_EQ(Parse(ref)["error"]["field"], "data_mode");
+  EXPECT_FALSE(meta_->GetVersion("referenced", "").IsOk());
   ExpectNoUploadLeft();
 }
 
