@@ -122,6 +122,12 @@ TEST_F(DatasetImportTest, APathRelativeToTheOnlyRootAndItsOptions) {
   doc = Doc(Post(port, {{"path", "nothing-here"}, {"name", "birds2"}}, write_), 404, "missing folder");
   EXPECT_EQ(doc["error"]["file"], (fs::canonical(root_) / "nothing-here").string());
   EXPECT_EQ(Stored(), 1u);
+  // data_mode (issue 28): a folder under the root by reference, or a clear refusal.
+  doc = Doc(Post(port, {{"path", "birds"}, {"name", "birds2"}, {"data_mode", "link"}}, write_), 400, "mode");
+  EXPECT_EQ(doc["error"]["field"], "data_mode");
+  doc =
+      Doc(Post(port, {{"path", "birds"}, {"name", "byref"}, {"data_mode", "reference"}}, write_), 201, "ref");
+  EXPECT_EQ(doc["version"]["data_mode"], "reference");
 }
 
 TEST_F(DatasetImportTest, TraversalIsRefusedAndNothingIsStored) {
