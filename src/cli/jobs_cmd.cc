@@ -102,6 +102,24 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     // needed, so a refused key needs no home.
     std::optional<Stores> opened;
     app::SubmitSteps steps;
+    // data_mode= (copy|reference) says how a data=PATH is imported here, as
+    // for train and val; it is not a key of the job (the job stores the
+    // version, whose record carries the mode).
+    std::string data_mode = "copy";
+    for (auto it = args->begin(); it != args->end();) {
+      if (it->rfind("data_mode=", 0) != 0) {
+        ++it;
+        continue;
+      }
+      data_mode = it->substr(std::string("data_mode=").size());
+      if (data_mode != "copy" && data_mode != "reference") {
+        return OnCommandLine(
+            Status::InvalidArgument("data_mode='" + data_mode.substr(0, 40) +
+                                        "': must be copy or reference (how data=PATH is imported)",
+                                    {"command line", 0, "data_mode"}));
+      }
+      it = args->erase(it);
+    }
     steps.open_store = [&]() -> Result<store::MetadataStore*> {
       if (!opened) {
         KESTREL_ASSIGN_OR_RETURN(Stores stores, OpenStores(ctx));
@@ -129,7 +147,7 @@ void AddSubmit(CLI::App& app, Context& ctx, int* exit_code) {
     // its own failure (data_code).
     int data_code = 0;
     steps.resolve_data = [&](std::string* data) -> Status {
-      if (ResolveDataOption(ctx, *opened, data, nullptr, &data_code)) return {};
+      if (ResolveDataOption(ctx, *opened, data, nullptr, &data_code, data_mode)) return {};
       return Status::Aborted("data= was refused (reported)");
     };
     auto r = app::SubmitTokens(*args, steps, Env::Default().UnixMillis());

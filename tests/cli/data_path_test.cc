@@ -179,6 +179,20 @@ TEST_F(DataPathTest, IdenticalContentUnderAnotherNameIsReused) {
 // unit-tested in tests/data/reference_mode_test.cc): the flag and the key,
 // the mode in `show --json`, `verify` passing, then naming a changed file
 // with exit 1, and `show` refusing the version.
+// submit imports data=PATH at submit time as train does, data_mode= included
+// (the job stores the version; its record carries the mode).
+TEST_F(DataPathTest, SubmitImportsADataPathByReference) {
+  const CliRun bogus = Kestrel("--json submit data=./ds data_mode=links model=t imgsz=64 epochs=1");
+  EXPECT_NE(bogus.code, 0);
+  EXPECT_NE(bogus.out.find("data_mode"), std::string::npos) << bogus.out;
+  EXPECT_TRUE(Datasets().empty()) << "a refused submit imports nothing";
+  const CliRun sub = Kestrel("--json submit data=./ds data_mode=reference model=t imgsz=64 epochs=1");
+  ASSERT_EQ(sub.code, 0) << sub.out;
+  EXPECT_EQ(Json(sub)["created"], true);
+  const auto shown = Json(Kestrel("--json dataset show ds@v1"));
+  EXPECT_EQ(shown["version"]["data_mode"], "reference") << shown.dump(1);
+}
+
 TEST_F(DataPathTest, ReferenceImportVerifyAndAChangedFile) {
   ASSERT_EQ(Kestrel("dataset import ds --name r --data-mode reference").code, 0);
   ASSERT_EQ(Kestrel("dataset import ds --name k data_mode=reference").code, 0);
