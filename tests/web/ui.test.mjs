@@ -242,6 +242,8 @@ test('datasets: the imported dataset with its counts, class chart and findings',
   assert.equal(await textOf('count-boxes'), String(show.version.num_boxes))
   assert.equal(await textOf('count-classes'), '2')
   assert.equal(await textOf('dataset-title'), 'shapes@v1')
+  // How the version's images are stored (data_mode: copy or reference).
+  assert.equal(await textOf('data-mode'), show.version.data_mode)
   // The class histogram is drawn (a canvas with pixels, not an empty box).
   const canvas = page.locator('[data-testid="class-chart"] canvas')
   await canvas.waitFor({ timeout: WAIT })
@@ -1482,7 +1484,8 @@ test('accessibility: axe-core finds no critical violation on any page', async ()
   ]
   if (jobs.length) pages.push([`jobs/${jobs[jobs.length - 1].id}`, 'job-state'])
   if (models.length) pages.push(['models', `model-link-${models[0].ref}`], [`models/${models[0].ref}`, 'model-title'])
-  if (evals.length >= 2) pages.push([`evaluations/${evals[0]}`, 'evaluation-title'], [`compare?a=${evals[0]}&b=${evals[1]}`, 'compare-headline'])
+  // The compare test (with LibTorch) made the evaluations and the shapes label audit.
+  if (evals.length >= 2) pages.push([`evaluations/${evals[0]}`, 'evaluation-title'], [`compare?a=${evals[0]}&b=${evals[1]}`, 'compare-headline'], ['datasets/shapes/audit', 'audit-items'])
   const failures = []
   for (const [where, ready] of pages) {
     await page.goto(`${base}/#/${where}`)
