@@ -207,17 +207,16 @@ Result<std::string> DetectFormat(const std::string& path, Env* env_or_null) {
       // Env reads whole files: one past 256 MiB is taken for COCO (an
       // export that large can still be named with format=label-studio).
       Result<std::string> head = fi.size <= (uint64_t{256} << 20) ? env.ReadFile(path, uint64_t{256} << 20)
-                                                                 : Result<std::string>(std::string("{"));
-      const size_t first =
-          head.IsOk() ? head->find_first_not_of(" \t\r\n\xEF\xBB\xBF") : std::string::npos;
+                                                                  : Result<std::string>(std::string("{"));
+      const size_t first = head.IsOk() ? head->find_first_not_of(" \t\r\n\xEF\xBB\xBF") : std::string::npos;
       if (first != std::string::npos && (*head)[first] == '[') return std::string("label-studio");
       return std::string("coco");
     }
-    return Status::InvalidArgument(
-        "cannot tell the dataset format of a '." + ext +
-            "' file: pass a folder, a data.yaml (YOLO), an instances JSON (COCO), a Label Studio JSON export or "
-            "a CVAT 1.1 XML file",
-        {path});
+    return Status::InvalidArgument("cannot tell the dataset format of a '." + ext +
+                                       "' file: pass a folder, a data.yaml (YOLO), an instances JSON (COCO), "
+                                       "a Label Studio JSON export or "
+                                       "a CVAT 1.1 XML file",
+                                   {path});
   }
   auto is_dir = [&](const char* sub) { return env.Stat(JoinPath(path, sub)).is_dir; };
   auto is_file = [&](const char* sub) { return env.Stat(JoinPath(path, sub)).is_regular; };

@@ -14,7 +14,8 @@ namespace kestrel::data {
 
 void ImportOptions::Bind(OptionSet& s) {
   s.Choice("format", &format, {"auto", "yolo", "coco", "voc", "label-studio", "cvat"},
-           "source format (auto-detected by default; label-studio and cvat: an export file, images under its folder)")
+           "source format (auto-detected by default; label-studio and cvat: an export file, images under its "
+           "folder)")
       .Float("val_ratio", &val_ratio, "fraction of images put in val when the source has no split", 0.0, 0.9)
       .Int("seed", &seed, "seed of the deterministic split", 0)
       .Bool("allow_errors", &allow_errors, "import anyway, excluding (and listing) bad samples")
