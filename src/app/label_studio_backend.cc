@@ -182,7 +182,12 @@ Result<std::unique_ptr<LsModel>> LsModel::Load(store::MetadataStore& meta, store
                                                Env& env, const std::string& ref) {
   const eval::InferenceOptions options = InferenceOptionsOf(PredictRequest{});
   ModelRegistry reg(meta, blobs, env);
-  KESTREL_ASSIGN_OR_RETURN(store::ModelRecord m, reg.Resolve(ref));
+  auto resolved = reg.Resolve(ref);
+  if (!resolved.IsOk()) {
+    const Status& s = resolved.GetStatus();
+    return Status(s.Code(), "--ls-model " + ref + ": " + s.Message(), {"command line", 0, "ls-model"});
+  }
+  const store::ModelRecord m = std::move(resolved).Value();
   const std::string version = m.name + "@v" + std::to_string(m.seq);
   std::string why = "it has no verified ONNX export";
   // Newest first: the latest verified export that is still as recorded.

@@ -418,6 +418,14 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"serve", "--max-upload-mb", "-5", "--port", "0"},
       {"serve", "--max-upload-mb", "1e9", "--port", "0"},
       {"serve", "--max-upload-mb", "9223372036854775807", "--port", "0"},
+      // serve's Label Studio ML backend flags (refused before it listens)
+      {"serve", "--ls-model", X, "--port", "0"},
+      {"serve", "--ls-model", "nosuch@production", "--port", "0"},
+      {"serve", "--ls-model", "", "--ls-train-template", "t", "--port", "0"},
+      {"serve", "--ls-train-after", "0", "--port", "0"},
+      {"serve", "--ls-train-after", H, "--port", "0"},
+      {"serve", "--ls-from-name", X, "--port", "0"},
+      {"serve", "--ls-to-name", "", "--port", "0"},
       // jobs
       {"jobs", "list", "--state", X},
       {"jobs", "list", "--limit", H},

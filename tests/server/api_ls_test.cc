@@ -350,6 +350,9 @@ TEST_F(LsApiTest, WithoutAModelTheRoutesAnswer503AndBadOptionsAreNamed) {
   bad = Options();
   bad.from_name = "a b";
   EXPECT_EQ(ApiServer::Start(home_, so, bad).GetStatus().Where().field, "ls-from-name");
+  bad = Options();
+  bad.model = "nosuch@production";
+  EXPECT_EQ(ApiServer::Start(home_, so, bad).GetStatus().Where().field, "ls-model");
   // A model without a verified export that is still as recorded.
   ASSERT_TRUE(Env::Default().WriteFileAtomic(onnx_, "changed").IsOk());
   auto changed = ApiServer::Start(home_, so, Options());
