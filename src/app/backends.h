@@ -7,8 +7,9 @@
 //                   RegisterOnnxBackend (src/backend_onnx: OpenCV DNN, ONNX
 //                   Runtime)
 //   kestrel-deploy  RegisterOnnxBackend only
-//   kestrel         none (it hands the commands that need one to
-//                   kestrel-torch)
+//   kestrel         RegisterOnnxBackend only, for `serve --ls-model` (the
+//                   Label Studio ML backend); the commands that need
+//                   LibTorch it hands to kestrel-torch
 //
 //   app::Backends b;
 //   b.program = "kestrel-torch";
