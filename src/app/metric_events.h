@@ -11,6 +11,10 @@
 //   "metric", {"type": "step", "x": I, "epoch": E, "values": {iter/box_loss,
 //     iter/cls_loss, iter/dfl_loss}}: one sampled iteration (I = 1-based
 //     global iteration)
+//   "metric", {"type": "time", "x": S, "values": {sys/cpu_percent,
+//     sys/rss_mb[, sys/gpu_util, sys/gpu_mem_mb]}}: the worker's usage
+//     sample of the attempt's process tree (jobs/worker.h usage_sample_ms;
+//     S = whole seconds since the child started)
 //   "progress", {"epoch", "epochs", "batch", "batches", "iteration",
 //     "iterations", "it_per_s", "eta_s"}
 #pragma once

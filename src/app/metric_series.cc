@@ -83,7 +83,7 @@ void MetricSeriesBuilder::Add(const store::EventRecord& ev) {
       !p["values"].is_object())
     return;
   const std::string type = p.value("type", "");
-  if (type != "epoch" && type != "step") return;
+  if (type != "epoch" && type != "step" && type != "time") return;
   const int64_t x = p["x"].get<int64_t>();
   for (const auto& [name, value] : p["values"].items()) {
     if (!value.is_number()) continue;
@@ -95,6 +95,9 @@ void MetricSeriesBuilder::Add(const store::EventRecord& ev) {
       s.axis = type;
     }
     if (ev.attempt < s.attempt) continue;
+    // A time series' x restarts with each attempt (seconds since its child
+    // started): a newer attempt's first point starts the series afresh.
+    if (type == "time" && ev.attempt > s.attempt) s.points.clear();
     s.attempt = ev.attempt;
     while (!s.points.empty() && s.points.back().x >= x) s.points.pop_back();
     s.points.push_back({x, y});

@@ -19,7 +19,7 @@
 namespace kestrel::app {
 
 struct SeriesPoint {
-  int64_t x = 0;  // epoch (1-based) or global iteration (1-based)
+  int64_t x = 0;  // epoch (1-based), global iteration (1-based) or seconds (time)
   double y = 0;
 };
 
@@ -40,8 +40,8 @@ Downsampled Downsample(const std::vector<SeriesPoint>& sorted, int64_t width,
                        std::optional<int64_t> from = {}, std::optional<int64_t> to = {});
 
 struct MetricSeries {
-  std::string name;                 // "metrics/mAP50(B)", "iter/box_loss", ...
-  std::string axis;                 // what x counts: "epoch" or "step"
+  std::string name;  // "metrics/mAP50(B)", "iter/box_loss", ...
+  std::string axis;  // what x counts: "epoch", "step" or "time" (seconds since the attempt's child started)
   std::vector<SeriesPoint> points;  // strictly increasing x
   int64_t attempt = 0;              // the attempt of the newest point
 };
@@ -50,7 +50,9 @@ struct MetricSeries {
 // back runs repeat x values: a point replaces every point of its series at
 // x >= its own (the newer timeline wins from where it starts), and a point
 // from an older attempt than the series' newest is ignored (a stale child).
-// So every (series, x) appears once, from the latest attempt. The newest
+// So every (series, x) appears once, from the latest attempt. A "time"
+// series (the worker's usage samples, x = seconds since the attempt's child
+// started) holds the newest attempt's points only. The newest
 // "progress" payload of the newest attempt is kept too, and so are the
 // newest kRecentEvents events of every kind (a job page's event table) and
 // the id of the newest event folded: a client that draws the series and

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "app/jobs.h"
+#include "jobs/usage_sampler.h"
 
 namespace kestrel::app {
 namespace {
@@ -118,6 +119,12 @@ Result<WorkersReport> ListWorkerStatus(store::MetadataStore& meta, int64_t now_m
     s.draining = w.drain_ms > 0 || (h != nullptr && h->drain_ms > 0);
     s.quarantined = h != nullptr && h->quarantined_ms > 0;
     if (s.quarantined) s.quarantine_reason = h->quarantine_reason;
+    // Its latest usage sample: an absent or unreadable one is no reason to
+    // refuse the list.
+    if (auto usage = meta.GetSetting(jobs::kUsageSettingPrefix + w.id); usage.IsOk()) {
+      json u = json::parse(*usage, nullptr, false);
+      if (u.is_object()) s.usage = std::move(u);
+    }
     s.worker = std::move(w);
     r.workers.push_back(std::move(s));
   }
@@ -144,21 +151,21 @@ json WorkersJson(const WorkersReport& r) {
                       {"gpu_mem", wj.job.spec.device_memory_mb},
                       {"priority", store::JobPriorityName(wj.job.spec.priority)}});
     }
-    arr.push_back(
-        {{"id", s.worker.id},
-         {"host", s.worker.host},
-         {"pid", s.pid > 0 ? json(s.pid) : json(nullptr)},
-         {"devices", devices},
-         {"started_ms", s.worker.started_ms},
-         {"heartbeat_ms", s.worker.heartbeat_ms},
-         {"heartbeat_age_ms", s.heartbeat_age_ms},
-         {"state", s.state},
-         {"stopped_ms", s.state == "stopped" ? json(s.worker.stopped_ms) : json(nullptr)},
-         {"jobs", jobs},
-         {"draining", s.draining},
-         {"quarantined", s.quarantined},
-         {"quarantine_reason", s.quarantined ? json(s.quarantine_reason) : json(nullptr)},
-         {"fingerprint", s.worker.fingerprint.empty() ? json(nullptr) : json(s.worker.fingerprint)}});
+    arr.push_back({{"id", s.worker.id},
+                   {"host", s.worker.host},
+                   {"pid", s.pid > 0 ? json(s.pid) : json(nullptr)},
+                   {"devices", devices},
+                   {"started_ms", s.worker.started_ms},
+                   {"heartbeat_ms", s.worker.heartbeat_ms},
+                   {"heartbeat_age_ms", s.heartbeat_age_ms},
+                   {"state", s.state},
+                   {"stopped_ms", s.state == "stopped" ? json(s.worker.stopped_ms) : json(nullptr)},
+                   {"jobs", jobs},
+                   {"draining", s.draining},
+                   {"quarantined", s.quarantined},
+                   {"quarantine_reason", s.quarantined ? json(s.quarantine_reason) : json(nullptr)},
+                   {"fingerprint", s.worker.fingerprint.empty() ? json(nullptr) : json(s.worker.fingerprint)},
+                   {"usage", s.usage}});
   }
   json hosts = json::array();
   for (const auto& h : r.hosts) hosts.push_back(HostJson(h));

@@ -51,6 +51,10 @@ struct WorkerStatus {
   // Its host is quarantined (environment failures): it claims nothing.
   bool quarantined = false;
   std::string quarantine_reason;
+  // Its latest usage sample (the setting jobs::kUsageSettingPrefix + id,
+  // docs/jobs.md "System usage"): CPU %, RSS and GPU of its running
+  // trainers; null when it never sampled (or the setting is unreadable).
+  nlohmann::json usage;
 };
 
 struct WorkersReport {
@@ -70,7 +74,11 @@ Result<WorkersReport> ListWorkerStatus(store::MetadataStore& meta, int64_t now_m
 // "state", "stopped_ms" (null unless stopped), "jobs": [{"id", "kind", "attempt", "attempt_started_ms",
 // "attempt_pid" (null until recorded), "lease_until_ms", "device", "gpu_mem",
 // "priority"}], "draining", "quarantined", "quarantine_reason" (null unless
-// quarantined), "fingerprint" (its hash, null when none)}], "hosts": [{"host",
+// quarantined), "fingerprint" (its hash, null when none), "usage" (its
+// latest usage sample, null when none: {"sampled_ms", "interval_ms",
+// "cpu_percent", "rss_mb", "gpu_util"?, "gpu_mem_mb"?, "jobs": [{"job",
+// "attempt", "pid", "processes", "cpu_percent", "rss_mb", "gpu_util"?,
+// "gpu_mem_mb"?}]})}], "hosts": [{"host",
 // "env_failures", "quarantined", "quarantined_ms" (null unless), "quarantine_reason",
 // "last_failure", "draining"}]}.
 nlohmann::json WorkersJson(const WorkersReport& r);

@@ -199,6 +199,7 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     bool exit_when_idle = false;
     bool no_webhooks = false;
     std::string min_free_gb;  // "" = KESTREL_MIN_FREE_GB or the default
+    std::string usage_s;      // "" = KESTREL_USAGE_S or the default
     std::string cpus;         // "" = this process's affinity
     bool no_pin = false;
     std::string host;  // "" = gethostname()
@@ -238,6 +239,9 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
   cmd->add_option("--min-free-gb", a->min_free_gb,
                   "claim no new jobs while the Kestrel home's filesystem has less free space, GB (0 = off; "
                   "default: KESTREL_MIN_FREE_GB, else 1; docs/disk.md)");
+  cmd->add_option("--usage-s", a->usage_s,
+                  "sample each running trainer's CPU %, RSS and GPU every this many seconds as metric events "
+                  "(0 = off; default: KESTREL_USAGE_S, else 5; docs/jobs.md \"System usage\")");
   const CLI::Validator seconds = NumberArg(0, kMaxSeconds);
   cmd->add_option("--heartbeat-s", a->heartbeat_s, "lease renewal interval, seconds")
       ->capture_default_str()
@@ -285,6 +289,9 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     KESTREL_ASSIGN_OR_RETURN(o.min_free_bytes, a->min_free_gb.empty()
                                                    ? jobs::MinFreeBytesFromEnv()
                                                    : jobs::ParseMinFreeGb(a->min_free_gb, "command line"));
+    KESTREL_ASSIGN_OR_RETURN(o.usage_sample_ms, a->usage_s.empty()
+                                                    ? jobs::UsageSampleMsFromEnv()
+                                                    : jobs::ParseUsageSeconds(a->usage_s, "command line"));
     // A home others may read (made by an older kestrel, or by hand): said, not changed.
     for (const auto& line : store::HomeModeWarnings(o.home))
       std::cerr << "kestrel worker: " << line << std::endl;
@@ -687,6 +694,16 @@ void AddWorkers(CLI::App& app, Context& ctx, int* exit_code) {
           << j["attempt"].get<int64_t>();
         if (j["attempt_pid"].is_number()) t << ", pid " << j["attempt_pid"].get<int64_t>();
         t << ")";
+        // Its latest usage sample (docs/jobs.md "System usage").
+        if (!w["usage"].is_object()) continue;
+        for (const auto& u : w["usage"].value("jobs", nlohmann::json::array())) {
+          if (u.value("job", int64_t{0}) != j["id"].get<int64_t>() ||
+              u.value("attempt", int64_t{0}) != j["attempt"].get<int64_t>())
+            continue;
+          t << "  cpu " << u.value("cpu_percent", 0.0) << " %, rss " << u.value("rss_mb", 0.0) << " MB";
+          if (u.contains("gpu_util")) t << ", gpu " << u.value("gpu_util", 0.0) << " %";
+          if (u.contains("gpu_mem_mb")) t << ", gpu mem " << u.value("gpu_mem_mb", 0.0) << " MB";
+        }
       }
     }
     for (const auto& h : doc["hosts"]) {

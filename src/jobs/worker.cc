@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -125,6 +126,8 @@ Status ValidateWorkerOptions(const WorkerOptions& o) {
   if (o.store_retry_max_ms <= 0) return bad("store_retry_max_ms", "must be > 0");
   if (o.webhook_drain_ms < 0) return bad("webhook_drain_ms", "must be >= 0");
   if (o.quarantine_after < 1) return bad("quarantine-after", "must be >= 1");
+  if (o.usage_sample_ms != 0 && o.usage_sample_ms < 1000)
+    return bad("usage-s", "the usage sampling interval must be 0 (off) or at least 1 s");
   if (o.fingerprint_hash.empty() != o.fingerprint_json.empty())
     return bad("fingerprint", "the fingerprint's JSON and hash come together");
   if (o.webhooks) KESTREL_RETURN_IF_ERROR(ValidateWebhookOptions(o.webhook));
@@ -345,6 +348,8 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     slots_running_ = options_.slots;
   }
   for (int i = 0; i < options_.slots; ++i) threads.emplace_back([this] { SlotLoop(); });
+  std::thread usage;
+  if (options_.usage_sample_ms > 0) usage = std::thread([this] { UsageLoop(); });
   while (true) {
     {
       MutexLock l(mu_);
@@ -359,6 +364,14 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     heartbeat();
   }
   for (auto& t : threads) t.join();
+  if (usage.joinable()) {
+    {
+      MutexLock l(usage_mu_);
+      usage_stop_ = true;
+    }
+    usage_changed_.SignalAll();
+    usage.join();
+  }
   // Every slot has handed its attempt back or finished it: the row says
   // `stopped` at once (app::ListWorkerStatus), not `idle` until stale.
   if (!store) {
@@ -600,7 +613,13 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
     // The attempt row names the child's pid as soon as it runs (the host came
     // with the claim), so a lost worker's attempt still says which process
     // it was. Only a record: a store error here does not stop the child.
+    int64_t tracked_pid = 0;
     auto started = [&](int64_t pid) {
+      if (options_.usage_sample_ms > 0) {
+        Track(pid, {job.id, job.attempt, claim.job.device.kind == "gpu" ? claim.job.device.index : -1,
+                    std::chrono::steady_clock::now()});
+        tracked_pid = pid;
+      }
       Status s = store.RecordAttemptPid(job.id, job.attempt, options_.id, pid);
       if (!s.IsOk()) {
         spdlog::warn("worker {}: job {} attempt {}: recording child pid {} failed: {}", options_.id, ids,
@@ -638,6 +657,7 @@ void Worker::RunAttempt(store::MetadataStore& store, const Claim& claim) {
       return s;
     };
     auto run = sup.Run(spec, heartbeat);
+    if (tracked_pid > 0) Untrack(tracked_pid);
     if (!run.IsOk()) {
       outcome =
           FailedOutcome(FailureReason::kWorkerLost, "cannot start the child: " + run.GetStatus().ToString());
@@ -720,6 +740,177 @@ void Worker::Complete(store::MetadataStore& store, const store::JobRecord& job,
                  job.attempt, backoff_ms, r.GetStatus().ToString());
     env_.SleepMicros(backoff_ms * 1000);
     backoff_ms = std::min(backoff_ms * 2, std::max(options_.store_retry_max_ms, options_.poll_ms));
+  }
+}
+
+void Worker::Track(int64_t pid, const Tracked& t) {
+  {
+    MutexLock l(usage_mu_);
+    tracked_[pid] = t;
+  }
+  usage_changed_.SignalAll();
+}
+
+void Worker::Untrack(int64_t pid) {
+  {
+    MutexLock l(usage_mu_);
+    tracked_.erase(pid);
+  }
+  usage_changed_.SignalAll();
+}
+
+namespace {
+
+int64_t SteadyMicros(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+// One decimal: a chart or a table needs no more of a CPU % or a MiB figure.
+double Tenths(double v) { return std::round(v * 10) / 10; }
+
+}  // namespace
+
+void Worker::UsageLoop() {
+  std::unique_ptr<UsageSampler> sampler =
+      options_.usage_sampler ? options_.usage_sampler() : std::make_unique<UsageSampler>();
+  std::unique_ptr<store::MetadataStore> store;
+  bool store_warned = false;
+  // Store writes: a failure is logged once until a write succeeds again;
+  // the samples of an outage are dropped (the next ones follow).
+  auto write = [&](const std::function<Status(store::MetadataStore&)>& fn, const char* what) {
+    if (!store) {
+      auto s = open_store_();
+      if (!s.IsOk()) {
+        if (!store_warned)
+          spdlog::warn("worker {}: usage samples not stored (cannot open the store): {}", options_.id,
+                       s.GetStatus().ToString());
+        store_warned = true;
+        return;
+      }
+      store = std::move(*s);
+    }
+    Status s = fn(*store);
+    if (s.IsOk()) {
+      store_warned = false;
+      return;
+    }
+    if (!store_warned) spdlog::warn("worker {}: {} failed: {}", options_.id, what, s.ToString());
+    store_warned = true;
+  };
+  const std::string setting = kUsageSettingPrefix + options_.id;
+  auto publish = [&](const nlohmann::json& doc) {
+    write([&](store::MetadataStore& st) { return st.PutSetting(setting, doc.dump(), NowMs()); },
+          "storing the worker's usage");
+  };
+  bool published_busy = false;           // the setting holds a sample with running trainers
+  std::map<int64_t, Tracked> baselined;  // children with a baseline reading
+  const auto interval = std::chrono::milliseconds(options_.usage_sample_ms);
+  auto same = [](const Tracked& a, const Tracked& b) {
+    return a.job_id == b.job_id && a.attempt == b.attempt && a.started == b.started;
+  };
+  while (true) {
+    std::map<int64_t, Tracked> current;
+    bool stop = false;
+    {
+      MutexLock l(usage_mu_);
+      // Nothing runs: no reading, no write, until a child starts.
+      while (!usage_stop_ && tracked_.empty() && !published_busy) usage_changed_.Wait(usage_mu_);
+      stop = usage_stop_;
+      current = tracked_;
+    }
+    for (auto it = baselined.begin(); it != baselined.end();) {
+      auto c = current.find(it->first);
+      if (c == current.end() || !same(c->second, it->second)) {
+        sampler->Forget(it->first);
+        it = baselined.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (stop || current.empty()) {
+      if (published_busy) {
+        // The last trainer ended: the worker's row says so (no jobs, zero use).
+        publish({{"sampled_ms", NowMs()},
+                 {"interval_ms", options_.usage_sample_ms},
+                 {"cpu_percent", 0},
+                 {"rss_mb", 0},
+                 {"jobs", nlohmann::json::array()}});
+        published_busy = false;
+      }
+      if (stop) return;
+      continue;
+    }
+    const int64_t start_us = SteadyMicros(std::chrono::steady_clock::now());
+    for (const auto& [pid, t] : current) {
+      if (baselined.count(pid) != 0) continue;
+      if (sampler->Start(pid, start_us).IsOk()) baselined[pid] = t;
+    }
+    {
+      // One interval; only the stop cuts it short.
+      MutexLock l(usage_mu_);
+      const auto until = std::chrono::steady_clock::now() + interval;
+      while (!usage_stop_ && std::chrono::steady_clock::now() < until)
+        usage_changed_.WaitUntil(usage_mu_, until);
+      if (usage_stop_) continue;
+      current = tracked_;
+    }
+    if (baselined.empty()) continue;
+    const std::optional<GpuSnapshot> gpu = sampler->QueryGpu();
+    const auto at = std::chrono::steady_clock::now();
+    double cpu = 0, rss = 0, gpu_mem = 0, gpu_util = 0;
+    bool any = false, any_gpu_mem = false, any_gpu_util = false;
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const auto& [pid, t] : baselined) {
+      auto c = current.find(pid);
+      if (c == current.end() || !same(c->second, t)) continue;  // ended during the interval
+      auto r = sampler->Sample(pid, SteadyMicros(at), gpu, t.gpu_index);
+      if (!r.IsOk()) continue;
+      nlohmann::json values = {{"sys/cpu_percent", Tenths(r->cpu_percent)},
+                               {"sys/rss_mb", Tenths(r->rss_mb)}};
+      if (r->gpu_util_percent) values["sys/gpu_util"] = Tenths(*r->gpu_util_percent);
+      if (r->gpu_mem_mb) values["sys/gpu_mem_mb"] = Tenths(*r->gpu_mem_mb);
+      const int64_t x = std::llround(std::chrono::duration<double>(at - t.started).count());
+      store::EventRecord ev;
+      ev.job_id = t.job_id;
+      ev.attempt = t.attempt;
+      ev.kind = "metric";
+      ev.payload_json = nlohmann::json{{"type", "time"}, {"x", x}, {"values", values}}.dump();
+      ev.created_ms = NowMs();
+      // The attempt's own (job, attempt): the series keep only the newest
+      // attempt's points, so a sample of a child that lost its lease is inert.
+      write([&](store::MetadataStore& st) { return st.AppendEvent(ev).GetStatus(); },
+            "appending a usage sample");
+      nlohmann::json j = {{"job", t.job_id},
+                          {"attempt", t.attempt},
+                          {"pid", pid},
+                          {"processes", r->processes},
+                          {"cpu_percent", values["sys/cpu_percent"]},
+                          {"rss_mb", values["sys/rss_mb"]}};
+      if (r->gpu_util_percent) {
+        j["gpu_util"] = values["sys/gpu_util"];
+        gpu_util = std::max(gpu_util, *r->gpu_util_percent);
+        any_gpu_util = true;
+      }
+      if (r->gpu_mem_mb) {
+        j["gpu_mem_mb"] = values["sys/gpu_mem_mb"];
+        gpu_mem += *r->gpu_mem_mb;
+        any_gpu_mem = true;
+      }
+      jobs.push_back(std::move(j));
+      cpu += r->cpu_percent;
+      rss += r->rss_mb;
+      any = true;
+    }
+    if (!any) continue;
+    nlohmann::json doc = {{"sampled_ms", NowMs()},
+                          {"interval_ms", options_.usage_sample_ms},
+                          {"cpu_percent", Tenths(cpu)},
+                          {"rss_mb", Tenths(rss)},
+                          {"jobs", std::move(jobs)}};
+    if (any_gpu_util) doc["gpu_util"] = Tenths(gpu_util);
+    if (any_gpu_mem) doc["gpu_mem_mb"] = Tenths(gpu_mem);
+    publish(doc);
+    published_busy = true;
   }
 }
 

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -49,6 +50,7 @@
 #include "jobs/job_keys.h"
 #include "jobs/process_runner.h"
 #include "jobs/supervisor.h"
+#include "jobs/usage_sampler.h"
 #include "jobs/webhook.h"
 #include "store/metadata_store.h"
 
@@ -127,6 +129,20 @@ struct WorkerOptions {
   // the store) that quarantine it: it claims nothing until `kestrel workers
   // unquarantine HOST`. >= 1.
   int quarantine_after = 3;
+  // Resource usage of the running trainers (docs/jobs.md "System usage";
+  // `kestrel worker --usage-s`): every usage_sample_ms a thread of the
+  // worker reads each running attempt's process tree (jobs/usage_sampler.h)
+  // and appends a "metric" event {"type": "time", "x": whole seconds since
+  // the child started, "values": {"sys/cpu_percent", "sys/rss_mb",
+  // "sys/gpu_util", "sys/gpu_mem_mb"}} for that attempt (GPU values only
+  // when a GPU reading applies), and puts the worker's total in the setting
+  // kUsageSettingPrefix + id (`kestrel workers`). 0 = off; else >= 1000.
+  // The thread waits on real time (std::chrono), so tests on a fake clock
+  // leave it off; it sleeps without reading anything while nothing runs.
+  int64_t usage_sample_ms = 0;
+  // Makes the sampler (on the sampling thread); unset = UsageSampler() on
+  // /proc and nvidia-smi. Tests give a fake /proc or GPU query.
+  std::function<std::unique_ptr<UsageSampler>()> usage_sampler;
 };
 
 Status ValidateWorkerOptions(const WorkerOptions& o);
@@ -186,6 +202,15 @@ class Worker {
   void RunAttempt(store::MetadataStore& store, const Claim& claim) EXCLUDES(mu_);
   void Complete(store::MetadataStore& store, const store::JobRecord& job,
                 const store::AttemptOutcome& outcome) EXCLUDES(mu_);
+  // The usage sampling thread (options_.usage_sample_ms > 0).
+  struct Tracked {
+    int64_t job_id = 0, attempt = 0;
+    int gpu_index = -1;  // the GPU it was placed on, -1: a CPU attempt
+    std::chrono::steady_clock::time_point started;
+  };
+  void UsageLoop() EXCLUDES(usage_mu_);
+  void Track(int64_t pid, const Tracked& t) EXCLUDES(usage_mu_);
+  void Untrack(int64_t pid) EXCLUDES(usage_mu_);
   int64_t NowMs();
   void SleepMs(int64_t ms);
   bool Finished() EXCLUDES(mu_);
@@ -221,6 +246,12 @@ class Worker {
   // Serializes ProcessRunner::Start across slots (guards no member: the
   // runner's fork). Never taken together with mu_.
   Mutex start_mu_;
+  // The running children the usage thread samples (pid -> attempt). Never
+  // taken together with mu_.
+  Mutex usage_mu_;
+  CondVar usage_changed_;  // a child tracked or untracked, or the stop
+  std::map<int64_t, Tracked> tracked_ GUARDED_BY(usage_mu_);
+  bool usage_stop_ GUARDED_BY(usage_mu_) = false;
 };
 
 // The quality gate: what to commit for a finished run. Success only when the

@@ -177,6 +177,37 @@ TEST(MetricSeriesBuilder, TheLatestAttemptWinsFromWhereItStarts) {
   EXPECT_EQ(by_name.size(), 14u + 3u) << "14 epoch columns and 3 step losses";
 }
 
+// The worker's usage samples (docs/jobs.md "System usage"): x counts the
+// seconds since each attempt's child started, so a newer attempt's series
+// starts afresh instead of keeping the older attempt's points before its
+// first x; a stale child's samples are ignored as for every series.
+TEST(MetricSeriesBuilder, UsageSamplesAreATimeSeriesOfTheNewestAttemptOnly) {
+  MetricSeriesBuilder b;
+  int64_t id = 0;
+  auto sample = [&](int64_t attempt, int64_t x, double cpu) {
+    b.Add(
+        Ev(++id, attempt, kMetricEventKind,
+           {{"type", "time"}, {"x", x}, {"values", {{"sys/cpu_percent", cpu}, {"sys/rss_mb", 100.0 + x}}}}));
+  };
+  sample(1, 5, 90);
+  sample(1, 10, 95);
+  sample(1, 15, 97);
+  sample(2, 6, 40);   // attempt 2's first sample: 5 is not kept before it
+  sample(1, 20, 99);  // the old child, still sampled: ignored
+  sample(2, 11, 45);
+  const auto& by_name = b.SeriesByName();
+  ASSERT_EQ(by_name.count("sys/cpu_percent"), 1u);
+  const auto& cpu = by_name.at("sys/cpu_percent");
+  EXPECT_EQ(cpu.axis, "time");
+  EXPECT_EQ(cpu.attempt, 2);
+  std::vector<std::pair<int64_t, double>> got;
+  for (const auto& p : cpu.points) got.emplace_back(p.x, p.y);
+  EXPECT_EQ(got, (std::vector<std::pair<int64_t, double>>{{6, 40}, {11, 45}}));
+  EXPECT_EQ(by_name.at("sys/rss_mb").points.size(), 2u);
+  const json doc = JobMetricsJson(7, b, {});
+  EXPECT_EQ(doc["names"][0], json({{"name", "sys/cpu_percent"}, {"x", "time"}}));
+}
+
 TEST(MetricSeriesBuilder, MalformedPayloadsAndNonFiniteValuesAreSkipped) {
   MetricSeriesBuilder b;
   b.Add(Ev(1, 1, kMetricEventKind, json("not an object")));

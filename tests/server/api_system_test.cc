@@ -18,6 +18,7 @@
 #include "core/failure.h"
 #include "http_client.h"
 #include "jobs/breaker.h"
+#include "jobs/usage_sampler.h"
 #include "server/api.h"
 #include "write_route_test.h"
 
@@ -82,6 +83,23 @@ TEST_F(ApiSystemTest, WorkersListTheirJobsHeartbeatAgesAndStates) {
   store::ClaimedJob c = Claim("hostA:4242", now - 4000);
   ASSERT_EQ(c.job.id, job);
   ASSERT_TRUE(meta_->RecordAttemptPid(job, 1, "hostA:4242", 777).IsOk());
+  // The busy worker's latest usage sample (docs/jobs.md "System usage"); an
+  // unreadable one is no sample, not an error.
+  const json usage = {{"sampled_ms", now - 1000},
+                      {"interval_ms", 5000},
+                      {"cpu_percent", 97.5},
+                      {"rss_mb", 312.4},
+                      {"jobs",
+                       {{{"job", job},
+                         {"attempt", 1},
+                         {"pid", 777},
+                         {"processes", 3},
+                         {"cpu_percent", 97.5},
+                         {"rss_mb", 312.4}}}}};
+  ASSERT_TRUE(
+      meta_->PutSetting(std::string(jobs::kUsageSettingPrefix) + "hostA:4242", usage.dump(), now).IsOk());
+  ASSERT_TRUE(
+      meta_->PutSetting(std::string(jobs::kUsageSettingPrefix) + "hostC:17", "{not json", now).IsOk());
 
   EXPECT_EQ(Call("GET", "/api/workers").status, 401);
   json doc = Doc(Call("GET", "/api/workers", read_), 200, "workers");
@@ -105,7 +123,10 @@ TEST_F(ApiSystemTest, WorkersListTheirJobsHeartbeatAgesAndStates) {
   EXPECT_EQ(a["jobs"][0]["attempt_pid"], 777);
   EXPECT_EQ(a["jobs"][0]["attempt_started_ms"], now - 4000);
   EXPECT_EQ(a["jobs"][0]["kind"], "train");
+  EXPECT_EQ(a["usage"], usage);
   const json& idle = doc["workers"][1];
+  EXPECT_TRUE(idle["usage"].is_null()) << idle;
+  EXPECT_TRUE(doc["workers"][2]["usage"].is_null()) << "never sampled";
   EXPECT_EQ(idle["id"], "hostC:17");
   EXPECT_EQ(idle["state"], "idle");
   EXPECT_TRUE(idle["jobs"].empty());
