@@ -78,3 +78,30 @@ test('a cancelled attempt is not a failure, and its text has no empty fields', (
   assert.deepEqual(attemptOutcome({ succeeded: false, ended_ms: 0 }), { text: 'running', type: 'primary' })
   assert.equal(attemptFailureText({ succeeded: true, ended_ms: 5 }), '')
 })
+
+// The worker's usage samples (docs/jobs.md "System usage"): sys/* on the
+// time axis, percentages and megabytes in two panels of their own, and
+// their wall seconds placed on epochs and steps through the run's time series.
+test('usage samples: a system panel per unit, wall seconds onto epochs and steps', () => {
+  const names = [
+    ['sys/cpu_percent', 'time'], ['sys/rss_mb', 'time'], ['sys/gpu_util', 'time'], ['sys/gpu_mem_mb', 'time'], ['sys/threads', 'time'],
+    ['train/box_loss', 'epoch'],
+  ].map(([name, axis]) => ({ name, axis }))
+  const groups = groupsOf(names)
+  assert.deepEqual(groups.map((g) => g.key), ['loss', 'sys-util', 'sys-mem', 'time-sys'])
+  assert.equal(groupOf('sys/cpu_percent', 'time').key, 'sys-util')
+  assert.equal(groupOf('sys/gpu_util', 'time').key, 'sys-util')
+  assert.equal(groupOf('sys/rss_mb', 'time').key, 'sys-mem')
+  assert.equal(groupOf('sys/gpu_mem_mb', 'time').key, 'sys-mem')
+  assert.match(groupOf('sys/cpu_percent', 'time').title, /CPU/)
+  assert.match(groupOf('sys/rss_mb', 'time').title, /MB/)
+  // Another axis is another panel, as for every prefix.
+  assert.equal(groupOf('sys/cpu_percent', 'epoch').key, 'epoch-sys')
+  const time = [[1, 10], [2, 30], [3, 60]]
+  // 5 s is half of epoch 1, 20 s half of epoch 2; 70 s is past the last epoch end.
+  assert.deepEqual(convertX([[5, 90], [20, 80], [70, 70]], 'time', 'epoch', 100, time), [[0.5, 90], [1.5, 80]])
+  assert.deepEqual(convertX([[5, 90], [20, 80]], 'time', 'step', 100, time), [[50, 90], [150, 80]])
+  assert.deepEqual(convertX([[5, 90]], 'time', 'step', 0, time), [])
+  assert.deepEqual(convertX([[5, 90]], 'time', 'epoch', 100, null), [])
+  assert.deepEqual(convertX([[5, 90]], 'time', 'time', 0, null), [[5, 90]])
+})
