@@ -445,5 +445,45 @@ TEST(WorkerUsage, ARunningTrainerIsSampledIntoMetricEventsAndTheWorkersSetting) 
   fs::remove_all(dir);
 }
 
+// Nothing to run: the usage thread reads nothing and writes nothing (no
+// GPU query, no setting), and the worker still exits when idle.
+TEST(WorkerUsage, AnIdleWorkerSamplesAndWritesNothing) {
+  const fs::path dir = fs::temp_directory_path() / ("kestrel_usage_idle_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string url = "sqlite:" + (dir / "kestrel.db").string();
+  WorkerOptions o;
+  o.id = "idle-worker";
+  o.host = "test";
+  o.child_command = {"/bin/true"};
+  o.kinds = app::WorkerKinds(app::JobKinds(), Env::Default());
+  o.poll_ms = 50;
+  o.exit_when_idle = true;
+  o.webhooks = false;
+  o.usage_sample_ms = 1000;
+  std::atomic<int> queries{0};
+  o.usage_sampler = [&queries] {
+    return std::make_unique<UsageSampler>(UsageSampler::Options{"/proc",
+                                                                [&queries] {
+                                                                  ++queries;
+                                                                  return std::optional<GpuSnapshot>();
+                                                                },
+                                                                0});
+  };
+  PosixProcessRunner runner;
+  {
+    Worker w([url] { return store::MetadataStore::Open(url); }, runner, Env::Default(), o);
+    std::atomic<bool> stop{false};
+    ASSERT_TRUE(w.Run(stop).IsOk());
+  }
+  EXPECT_EQ(queries.load(), 0);
+  auto meta = store::MetadataStore::Open(url);
+  ASSERT_TRUE(meta.IsOk());
+  EXPECT_EQ((*meta)->GetSetting(std::string(kUsageSettingPrefix) + "idle-worker").GetStatus().Code(),
+            StatusCode::kNotFound);
+  meta = Status::Internal("closed");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kestrel::jobs
