@@ -122,6 +122,19 @@ class Client:
         query = {"series": series, "width": width, "from": start, "to": end, "events": events}
         return self.request("GET", f"/api/jobs/{self._segment(job_id)}/metrics", query=query)
 
+    def runs(self, keys=None, metrics=None, ids=None, **filters):
+        """`GET /api/runs`: a page of training runs (kind= for another kind;
+        state=, dataset=, search=, limit=, before= as the route) with each
+        run's config values (`keys`, a list of config keys; every key when
+        None) and a summary of each metric series (`metrics`, a list of
+        series names; every series when None): {"runs": [{"id", "name",
+        "tags", "state", "dataset", "duration_s", "config": {key: value},
+        "metrics": {series: {"axis", "count", "last", "min", "max", "last_x",
+        "min_x", "max_x"}}}], "keys", "series", "total", "next_cursor"}.
+        `ids`: a list of job ids, exactly those runs in that order."""
+        query = dict(filters, keys=keys, metrics=metrics, ids=ids)
+        return self.request("GET", "/api/runs", query=query)
+
     # -- studies ------------------------------------------------------------
 
     def studies(self):

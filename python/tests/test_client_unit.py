@@ -68,6 +68,9 @@ class FakeServer(BaseHTTPRequestHandler):
                 {"name": "failed_permanent", "finished": True}, {"name": "cancelled", "finished": True}]})
         if path == "/api/jobs":
             return self._json(200, {"ok": True, "jobs": [{"id": 7}], "total": 1})
+        if path == "/api/runs":
+            return self._json(200, {"ok": True, "runs": [{"id": 7, "config": {"lr0": 0.01}, "metrics": {}}],
+                                    "keys": ["lr0"], "series": [], "total": 1, "next_cursor": None})
         if path == "/api/jobs/7":
             return self._json(200, {"job": {"id": 7, "state": "succeeded"}, "attempts": []})
         if path == "/api/jobs/8":
@@ -155,6 +158,12 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.client.studies(), [{"name": "lr", "state": "running"}])
         self.assertEqual(self.client.study("lr")["study"]["name"], "lr")
         self.assertEqual(FakeServer.requests[-1][1], "/api/studies/lr")
+        runs = self.client.runs(keys=["lr0", "mosaic"], metrics=["metrics/mAP50-95(B)"], limit=50)
+        self.assertEqual(runs["runs"][0]["config"], {"lr0": 0.01})
+        self.assertEqual(FakeServer.requests[-1][1],
+                         "/api/runs?limit=50&keys=lr0%2Cmosaic&metrics=metrics%2FmAP50-95%28B%29")
+        self.client.runs(ids=[7, 9])
+        self.assertEqual(FakeServer.requests[-1][1], "/api/runs?ids=7%2C9")
 
     def test_watch_reconnects_with_last_event_id_and_stops_when_finished(self):
         seen = []

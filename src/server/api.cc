@@ -27,6 +27,7 @@
 #include "server/api_jobs.h"
 #include "server/api_ls.h"
 #include "server/api_metrics.h"
+#include "server/api_runs.h"
 #include "server/api_studies.h"
 #include "server/api_system.h"
 #include "server/api_write.h"
@@ -363,6 +364,7 @@ Result<Router> BuildApiRouter(ApiContext& ctx) {
   KESTREL_RETURN_IF_ERROR(AddRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddWriteRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddMetricRoutes(r, ctx));
+  KESTREL_RETURN_IF_ERROR(AddRunRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddExportRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddSystemRoutes(r, ctx));
   KESTREL_RETURN_IF_ERROR(AddEvaluationRoutes(r, ctx));
