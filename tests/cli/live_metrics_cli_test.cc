@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -91,14 +92,16 @@ std::string G6(double v) {
 TEST_F(LiveMetricsCliTest, AWorkersTrainingAppendsMetricEventsThatAreItsResultsCsv) {
   const int64_t id = SubmitId(TinyJob("epochs=3"));
   ASSERT_GT(id, 0);
-  ASSERT_EQ(Kestrel("worker --exit-when-idle --poll-s 0.1").code, 0);
+  // Usage sampled every second (docs/jobs.md "System usage"): the trainer's sys/ series.
+  ASSERT_EQ(Kestrel("worker --exit-when-idle --poll-s 0.1 --usage-s 1").code, 0);
   ASSERT_EQ(Show(id)["job"]["state"], "succeeded");
   auto meta = Meta();
   ASSERT_NE(meta, nullptr);
   auto events = meta->ReadEvents(0, id, 100000);
   ASSERT_TRUE(events.IsOk()) << events.GetStatus().ToString();
   std::map<int, json> epochs;
-  int steps = 0;
+  int steps = 0, usage = 0;
+  const bool has_nvidia_smi = std::system("command -v nvidia-smi >/dev/null 2>&1") == 0;
   json last_progress;
   for (const auto& ev : *events) {
     if (ev.kind == "state") continue;
@@ -112,6 +115,13 @@ TEST_F(LiveMetricsCliTest, AWorkersTrainingAppendsMetricEventsThatAreItsResultsC
     if (p["type"] == "epoch") {
       EXPECT_EQ(epochs.count(p["epoch"].get<int>()), 0u) << "epoch reported twice: " << ev.payload_json;
       epochs[p["epoch"].get<int>()] = p;
+    } else if (p["type"] == "time") {
+      // The worker's sample of the trainer's process tree: a LibTorch
+      // trainer holds well over 50 MB; no GPU figure on a machine without one.
+      EXPECT_GE(p["values"]["sys/cpu_percent"].get<double>(), 0) << ev.payload_json;
+      EXPECT_GT(p["values"]["sys/rss_mb"].get<double>(), 50) << ev.payload_json;
+      EXPECT_TRUE(has_nvidia_smi || !p["values"].contains("sys/gpu_util")) << ev.payload_json;
+      ++usage;
     } else {
       ASSERT_EQ(p["type"], "step");
       EXPECT_GE(p["x"].get<int64_t>(), 1);
@@ -148,6 +158,14 @@ TEST_F(LiveMetricsCliTest, AWorkersTrainingAppendsMetricEventsThatAreItsResultsC
   const json doc = app::JobMetricsJson(id, *metrics, q);
   ASSERT_EQ(doc["series"][0]["data"].size(), 3u);
   EXPECT_EQ(doc["series"][0]["data"][2][0], 3);
+  // The usage samples: series on the time axis, one point per sample.
+  ASSERT_GE(usage, 1) << "no usage sample of a trainer that ran for seconds";
+  q.names = {"sys/cpu_percent", "sys/rss_mb"};
+  const json sys = app::JobMetricsJson(id, *metrics, q);
+  for (const auto& s : sys["series"]) {
+    EXPECT_EQ(s["x"], "time") << s.dump();
+    EXPECT_EQ(s["data"].size(), static_cast<size_t>(usage)) << s.dump();
+  }
 }
 
 // A trainer SIGKILLed right after its first checkpoint (maybe before that
