@@ -1481,8 +1481,12 @@ test('accessibility: axe-core finds no critical violation on any page', async ()
     ['jobs', 'jobs-table'],
     ['system', 'workers-table'],
     ['studies', 'studies-table'],
+    ['runs', 'runs-table'],
   ]
   if (jobs.length) pages.push([`jobs/${jobs[jobs.length - 1].id}`, 'job-state'])
+  // The Runs page's report over the train jobs the tests above made (runs_page.test.mjs checks both pages in depth).
+  const trains = jobs.filter((j) => j.kind === 'train').map((j) => j.id)
+  if (trains.length) pages.push([`report?runs=${trains.slice(0, 2).join(',')}`, 'report-summary'])
   if (models.length) pages.push(['models', `model-link-${models[0].ref}`], [`models/${models[0].ref}`, 'model-title'])
   // The compare test (with LibTorch) made the evaluations and the shapes label audit.
   if (evals.length >= 2) pages.push([`evaluations/${evals[0]}`, 'evaluation-title'], [`compare?a=${evals[0]}&b=${evals[1]}`, 'compare-headline'], ['datasets/shapes/audit', 'audit-items'])
