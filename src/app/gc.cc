@@ -152,6 +152,74 @@ Status ValidateGcOptions(const GcOptions& o) {
   return {};
 }
 
+const char* JobFileVerdictName(JobFileVerdict v) {
+  switch (v) {
+    case JobFileVerdict::kKeep:
+      return "keep";
+    case JobFileVerdict::kJobGone:
+      return "job_gone";
+    case JobFileVerdict::kJobSucceeded:
+      return "job_succeeded";
+    case JobFileVerdict::kUnrecorded:
+      return "unrecorded";
+  }
+  return "keep";
+}
+
+Result<std::vector<ClassifiedJobFile>> ClassifyJobFiles(store::MetadataStore& meta,
+                                                        store::ArtifactStore& blobs) {
+  std::vector<ClassifiedJobFile> out;
+  if (!blobs.SharesJobFiles()) return out;
+  // 1. List first; 2. then each job's record, then its checkpoint records.
+  KESTREL_ASSIGN_OR_RETURN(auto listed, blobs.ListJobFiles());
+  struct JobView {
+    bool gone = false, succeeded = false;
+    int64_t running_attempt = 0;  // 0: no attempt running
+    std::set<std::string> recorded;
+  };
+  std::map<int64_t, JobView> views;
+  for (const auto& f : listed) {
+    if (f.job_id <= 0 || views.count(f.job_id) != 0) continue;
+    JobView v;
+    auto job = meta.GetJob(f.job_id);
+    if (!job.IsOk()) {
+      if (job.GetStatus().Code() != StatusCode::kNotFound) return job.GetStatus();
+      v.gone = true;
+    } else {
+      v.succeeded = job->state == store::JobState::kSucceeded;
+      if (job->state == store::JobState::kRunning) v.running_attempt = job->attempt;
+      KESTREL_ASSIGN_OR_RETURN(auto records, meta.ListCheckpoints(f.job_id));
+      for (const auto& rec : records) {
+        // {"epoch", "files": {name: {"key", "sha256", "bytes"}}} (app/job_checkpoints.h).
+        const json j = json::parse(rec.json, nullptr, false);
+        if (!j.is_object() || !j.contains("files") || !j["files"].is_object()) continue;
+        for (const auto& [name, file] : j["files"].items()) {
+          (void)name;
+          if (file.is_object() && file.contains("key") && file["key"].is_string())
+            v.recorded.insert(file["key"].get<std::string>());
+        }
+      }
+    }
+    views.emplace(f.job_id, std::move(v));
+  }
+  for (const auto& f : listed) {
+    ClassifiedJobFile c;
+    c.file = f;
+    if (f.job_id > 0) {
+      const JobView& v = views.at(f.job_id);
+      if (v.gone) {
+        c.verdict = JobFileVerdict::kJobGone;
+      } else if (v.succeeded) {
+        c.verdict = JobFileVerdict::kJobSucceeded;
+      } else if (f.attempt != v.running_attempt && v.recorded.count(f.key) == 0) {
+        c.verdict = JobFileVerdict::kUnrecorded;
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 Result<GcReport> CollectGarbage(store::MetadataStore& meta, store::ArtifactStore& blobs,
                                 const GcOptions& options, int64_t now_s) {
   KESTREL_RETURN_IF_ERROR(ValidateGcOptions(options));
@@ -213,6 +281,32 @@ Result<GcReport> CollectGarbage(store::MetadataStore& meta, store::ArtifactStore
     r.freed_bytes += b.bytes;
     r.deleted_shas.push_back(b.sha);
   }
+  // 4. Job files on a shared store: the same list-then-read order, the same
+  //    grace period (an upload in flight is younger than it).
+  KESTREL_ASSIGN_OR_RETURN(auto job_files, ClassifyJobFiles(meta, blobs));
+  for (const auto& c : job_files) {
+    ++r.job_files;
+    r.job_file_bytes += c.file.bytes;
+    if (c.verdict == JobFileVerdict::kKeep) {
+      ++r.job_files_kept;
+      r.job_files_kept_bytes += c.file.bytes;
+      continue;
+    }
+    if (c.file.mtime_s >= keep_since) {
+      ++r.job_files_recent;
+      r.job_files_recent_bytes += c.file.bytes;
+      continue;
+    }
+    bool removed = true;
+    if (!options.dry_run) {
+      KESTREL_ASSIGN_OR_RETURN(removed, blobs.RemoveJobFile(c.file.key));
+    }
+    if (!removed) continue;  // already gone (the job's own retention, another collector)
+    ++r.job_files_deleted;
+    r.job_files_freed_bytes += c.file.bytes;
+    ++r.job_files_deleted_by_reason[JobFileVerdictName(c.verdict)];
+    r.deleted_job_files.push_back(c.file.key);
+  }
   return r;
 }
 
@@ -234,7 +328,18 @@ json GcReportJson(const GcReport& r) {
           {"freed_bytes", r.freed_bytes},
           {"raced", r.raced},
           {"deleted_shas", r.deleted_shas},
-          {"leftovers", LeftoverReportJson(r.leftovers)}};
+          {"leftovers", LeftoverReportJson(r.leftovers)},
+          {"job_files",
+           {{"count", r.job_files},
+            {"bytes", r.job_file_bytes},
+            {"kept", r.job_files_kept},
+            {"kept_bytes", r.job_files_kept_bytes},
+            {"recent", r.job_files_recent},
+            {"recent_bytes", r.job_files_recent_bytes},
+            {"deleted", r.job_files_deleted},
+            {"freed_bytes", r.job_files_freed_bytes},
+            {"deleted_by_reason", r.job_files_deleted_by_reason},
+            {"deleted_keys", r.deleted_job_files}}}};
 }
 
 Result<DuReport> DiskUsage(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env) {
@@ -331,6 +436,16 @@ Result<DuReport> DiskUsage(store::MetadataStore& meta, store::ArtifactStore& blo
     std::sort(r.jobs.begin(), r.jobs.end(),
               [](const DuReport::JobUsage& a, const DuReport::JobUsage& b) { return a.job_id < b.job_id; });
   }
+  // Job files on a shared store (S3 jobs/).
+  KESTREL_ASSIGN_OR_RETURN(auto job_files, ClassifyJobFiles(meta, blobs));
+  for (const auto& c : job_files) {
+    ++r.job_files;
+    r.job_file_bytes += c.file.bytes;
+    if (c.verdict != JobFileVerdict::kKeep) {
+      ++r.job_files_garbage;
+      r.job_files_garbage_bytes += c.file.bytes;
+    }
+  }
   return r;
 }
 
@@ -368,7 +483,12 @@ json DuReportJson(const DuReport& r) {
            {{"blobs", r.blobs},
             {"blob_bytes", r.blob_bytes},
             {"job_bytes", r.job_bytes},
-            {"referenced_bytes", r.referenced_bytes}}}};
+            {"referenced_bytes", r.referenced_bytes}}},
+          {"job_files",
+           {{"count", r.job_files},
+            {"bytes", r.job_file_bytes},
+            {"garbage", r.job_files_garbage},
+            {"garbage_bytes", r.job_files_garbage_bytes}}}};
 }
 
 namespace {

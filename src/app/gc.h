@@ -98,7 +98,42 @@ struct GcReport {
   // grace_s; 0 on a dry run and for the local store).
   std::string store;
   int64_t incomplete_writes = 0;
+  // Job files on a store all hosts share (S3: <prefix>/jobs/<job>/attempt-<n>/,
+  // docs/disk.md "Job checkpoints on S3"; the local store has none). See
+  // ClassifyJobFiles for what is kept; garbage older than grace_s is deleted.
+  int64_t job_files = 0;  // listed
+  uint64_t job_file_bytes = 0;
+  int64_t job_files_kept = 0;  // resume points and running attempts' files
+  uint64_t job_files_kept_bytes = 0;
+  int64_t job_files_recent = 0;  // garbage but younger than grace_s (kept)
+  uint64_t job_files_recent_bytes = 0;
+  int64_t job_files_deleted = 0;  // dry run: would delete
+  uint64_t job_files_freed_bytes = 0;
+  std::map<std::string, int64_t> job_files_deleted_by_reason;  // JobFileVerdictName -> count
+  std::vector<std::string> deleted_job_files;                  // keys, sorted
 };
+
+// Why a job file on a shared store is garbage, or kKeep. kKeep: a file of a
+// job's running attempt (it may not have recorded it yet), a file an
+// attempt's checkpoint record names (a resume point: queued, running,
+// failed and cancelled jobs resume from it), or a key that names no job.
+// kJobGone: its job has no record. kJobSucceeded: the job succeeded (its
+// result is committed; the worker's retention deletes these, a late upload
+// or a failed deletion leaves them). kUnrecorded: a file of an ended attempt
+// that no record names (a stale attempt's late upload after it was fenced,
+// an older checkpoint its attempt failed to delete): nothing resumes from it.
+enum class JobFileVerdict { kKeep, kJobGone, kJobSucceeded, kUnrecorded };
+const char* JobFileVerdictName(JobFileVerdict v);  // "keep", "job_gone", "job_succeeded", "unrecorded"
+struct ClassifiedJobFile {
+  store::ArtifactStore::JobFileInfo file;
+  JobFileVerdict verdict = JobFileVerdict::kKeep;
+};
+// Lists the store's job files, then reads each job's record and checkpoint
+// records (in that order: a file listed was uploaded before its job was read,
+// and an attempt that had ended by then can record nothing more). Fails, and
+// nothing may be deleted, when a job's record cannot be read.
+Result<std::vector<ClassifiedJobFile>> ClassifyJobFiles(store::MetadataStore& meta,
+                                                        store::ArtifactStore& blobs);
 
 // Lists the blobs, then reads the references, then removes (or, dry run,
 // counts) the unreferenced blobs older than the grace period. `now_s` is
@@ -107,7 +142,9 @@ Result<GcReport> CollectGarbage(store::MetadataStore& meta, store::ArtifactStore
                                 const GcOptions& options, int64_t now_s);
 // {"ok", "dry_run", "grace_s", "store", "incomplete_writes", "blobs", "blob_bytes", "referenced",
 //  "referenced_bytes", "records", "records_bytes", "recent", "recent_bytes", "deleted", "freed_bytes",
-//  "raced", "deleted_shas", "leftovers": LeftoverReportJson}
+//  "raced", "deleted_shas", "leftovers": LeftoverReportJson,
+//  "job_files": {"count", "bytes", "kept", "kept_bytes", "recent", "recent_bytes", "deleted",
+//                "freed_bytes", "deleted_by_reason": {reason: n}, "deleted_keys": [...]}}
 nlohmann::json GcReportJson(const GcReport& r);
 
 // `kestrel du`. Blob bytes count once per owner: two versions sharing images
@@ -146,11 +183,18 @@ struct DuReport {
   uint64_t blob_bytes = 0;  // every blob once
   uint64_t job_bytes = 0;
   uint64_t referenced_bytes = 0;  // every version's referenced image files (outside the home), summed
+  // Job files on a shared store (S3 jobs/; none for the local store), and of
+  // them the garbage gc deletes once older than its grace period.
+  int64_t job_files = 0;
+  uint64_t job_file_bytes = 0;
+  int64_t job_files_garbage = 0;
+  uint64_t job_files_garbage_bytes = 0;
 };
 Result<DuReport> DiskUsage(store::MetadataStore& meta, store::ArtifactStore& blobs, Env& env);
 // {"ok", "datasets": [... {data_mode, referenced_files, referenced_bytes}], "models": [...],
 //  "jobs": [...], "records": {count, bytes}, "unreferenced": {count, bytes},
-//  "total": {blobs, blob_bytes, job_bytes, referenced_bytes}}
+//  "total": {blobs, blob_bytes, job_bytes, referenced_bytes},
+//  "job_files": {count, bytes, garbage, garbage_bytes}}
 nlohmann::json DuReportJson(const DuReport& r);
 
 // Checkpoint retention of a run folder's weights/: keeps best.*, last.* and

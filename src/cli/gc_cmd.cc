@@ -65,6 +65,16 @@ std::string GcText(const app::GcReport& r) {
     t << "\naborted " << r.incomplete_writes << " incomplete uploads older than " << r.grace_s << " s in "
       << r.store;
   }
+  // Job files on a shared store (docs/disk.md "Job checkpoints on S3").
+  if (r.job_files > 0) {
+    t << "\njob files (jobs/): " << r.job_files << " (" << Bytes(r.job_file_bytes)
+      << "): " << r.job_files_kept << " kept: resume points and running attempts ("
+      << Bytes(r.job_files_kept_bytes) << "), " << r.job_files_recent << " garbage but younger than "
+      << r.grace_s << " s (kept); " << (r.dry_run ? "would delete " : "deleted ") << r.job_files_deleted
+      << " (" << Bytes(r.job_files_freed_bytes) << ")";
+    for (const auto& [reason, n] : r.job_files_deleted_by_reason) t << ", " << reason << " " << n;
+    for (const auto& k : r.deleted_job_files) t << "\n  " << k;
+  }
   return t.str();
 }
 
@@ -108,6 +118,12 @@ std::string DuText(const app::DuReport& r) {
   t << "val/compare records: " << r.records << " blobs, " << Bytes(r.records_bytes) << "\n";
   t << "unreferenced: " << r.unreferenced << " blobs, " << Bytes(r.unreferenced_bytes)
     << " (kestrel gc deletes those older than its grace period)\n";
+  if (r.job_files > 0) {
+    t << "job files on the artifact store (jobs/): " << r.job_files << ", " << Bytes(r.job_file_bytes)
+      << "; of them garbage (their job succeeded or is gone, or no record names them): "
+      << r.job_files_garbage << ", " << Bytes(r.job_files_garbage_bytes)
+      << " (kestrel gc deletes those older than its grace period)\n";
+  }
   t << "total: " << r.blobs << " blobs, " << Bytes(r.blob_bytes) << "; job folders " << Bytes(r.job_bytes);
   if (r.referenced_bytes > 0) {
     t << "; referenced image files outside the home " << Bytes(r.referenced_bytes);

@@ -29,6 +29,10 @@ Result<std::string> ArtifactStore::GetJobFile(const std::string&, const std::str
 Result<int> ArtifactStore::RemoveJobFiles(int64_t, int64_t, const std::vector<std::string>&) {
   return NoSharedJobFiles(*this);
 }
+Result<std::vector<ArtifactStore::JobFileInfo>> ArtifactStore::ListJobFiles() {
+  return std::vector<JobFileInfo>{};
+}
+Result<bool> ArtifactStore::RemoveJobFile(const std::string&) { return NoSharedJobFiles(*this); }
 
 Result<std::unique_ptr<ArtifactStore>> OpenArtifactStore(const std::string& home, Env& env) {
   const char* url = std::getenv("KESTREL_ARTIFACTS");

@@ -97,6 +97,22 @@ class ArtifactStore {
   // attempt's are considered); returns how many objects it deleted.
   virtual Result<int> RemoveJobFiles(int64_t job_id, int64_t only_attempt,
                                      const std::vector<std::string>& keep);
+  // For the collector (`kestrel gc`, `du`; docs/disk.md): every job file of
+  // every job, sorted by key, with the job and attempt its key names. A key
+  // under jobs/ that is not <job>/attempt-<n>/<file> is listed with job 0.
+  // The default (a store that shares no job files: the local store keeps
+  // them in the worker's job folder) lists none.
+  struct JobFileInfo {
+    std::string key;
+    int64_t job_id = 0;
+    int64_t attempt = 0;
+    uint64_t bytes = 0;
+    int64_t mtime_s = 0;  // when it was written (Unix seconds)
+  };
+  virtual Result<std::vector<JobFileInfo>> ListJobFiles();
+  // Deletes one job file by its key (one ListJobFiles gave); false when it
+  // was already gone. kInvalidArgument for a key outside the job files.
+  virtual Result<bool> RemoveJobFile(const std::string& key);
 
   // Where the blob lives, for people (whether or not it exists): a file path
   // for the local store, an s3:// URL for S3. Not necessarily a readable

@@ -150,6 +150,53 @@ Result<int> S3ArtifactStore::RemoveJobFiles(int64_t job_id, int64_t only_attempt
   return removed;
 }
 
+Result<std::vector<ArtifactStore::JobFileInfo>> S3ArtifactStore::ListJobFiles() {
+  const std::string root = JobsRoot();
+  KESTREL_ASSIGN_OR_RETURN(auto objects, client_.List(where_.bucket, root));
+  std::vector<JobFileInfo> out;
+  for (const auto& o : objects) {
+    JobFileInfo f;
+    f.key = o.key;
+    f.bytes = o.size;
+    f.mtime_s = o.last_modified_s;
+    // <root><job>/attempt-<n>/<file>; anything else keeps job 0.
+    const std::string rest = o.key.substr(root.size());
+    const size_t slash = rest.find('/');
+    const std::string attempt_dir = "attempt-";
+    if (slash != std::string::npos && slash > 0 && slash <= 18 &&
+        rest.find_first_not_of("0123456789") == slash &&
+        rest.compare(slash + 1, attempt_dir.size(), attempt_dir) == 0) {
+      const size_t a0 = slash + 1 + attempt_dir.size();
+      const size_t a1 = rest.find('/', a0);
+      if (a1 != std::string::npos && a1 > a0 && a1 - a0 <= 18 &&
+          rest.find_first_not_of("0123456789", a0) == a1 && a1 + 1 < rest.size()) {
+        f.job_id = std::stoll(rest.substr(0, slash));
+        f.attempt = std::stoll(rest.substr(a0, a1 - a0));
+      }
+    }
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(), [](const JobFileInfo& a, const JobFileInfo& b) { return a.key < b.key; });
+  return out;
+}
+
+Result<bool> S3ArtifactStore::RemoveJobFile(const std::string& key) {
+  const std::string root = JobsRoot();
+  if (key.size() <= root.size() || key.compare(0, root.size(), root) != 0) {
+    return Status::InvalidArgument("'" + key + "' is not a job file of " + Describe() + " (keys start " +
+                                   root + ")");
+  }
+  // S3's DELETE of an absent key succeeds; HEAD first tells "already gone".
+  auto head = client_.HeadObject(where_.bucket, key);
+  if (!head.IsOk()) {
+    if (head.GetStatus().Code() == StatusCode::kNotFound) return false;
+    return head.GetStatus();
+  }
+  Status d = client_.DeleteObject(where_.bucket, key);
+  if (!d.IsOk() && d.Code() != StatusCode::kNotFound) return d;
+  return d.IsOk();
+}
+
 Status S3ArtifactStore::UploadMultipart(std::string_view bytes, const std::string& key, PutStats& stats) {
   const uint64_t part_size = std::max<uint64_t>(options_.part_size, 1);
   const int parts = static_cast<int>((bytes.size() + part_size - 1) / part_size);

@@ -75,6 +75,8 @@ class S3ArtifactStore final : public ArtifactStore {
   Result<std::string> GetJobFile(const std::string& key, const std::string& sha) override;
   Result<int> RemoveJobFiles(int64_t job_id, int64_t only_attempt,
                              const std::vector<std::string>& keep) override;
+  Result<std::vector<JobFileInfo>> ListJobFiles() override;
+  Result<bool> RemoveJobFile(const std::string& key) override;
   std::string PathFor(const std::string& sha) const override;
   std::string Describe() const override;
   const std::string& Root() const override { return options_.home; }

@@ -262,5 +262,147 @@ TEST_F(GcTest, RetentionKeepsBestLastAndTheNewestEpochCheckpoints) {
   EXPECT_FALSE(ApplyJobRetention(Env::Default(), (dir_ / "home").string(), job, 2).IsOk());
 }
 
+// The local store's blobs, plus job files shared in memory as an S3 store
+// shares them (keys jobs/<job>/attempt-<n>/<name>): the collector's job-file
+// rules without a server (tests/s3/s3_swift_test.cc runs them on Swift).
+class SharedJobFiles final : public store::ArtifactStore {
+ public:
+  explicit SharedJobFiles(store::ArtifactStore& blobs) : b_(blobs) {}
+  Result<std::string> PutWithHash(std::string_view bytes, const std::string& sha, Durability d) override {
+    return b_.PutWithHash(bytes, sha, d);
+  }
+  Status SyncDeferred() override { return b_.SyncDeferred(); }
+  Result<std::string> Get(const std::string& sha) override { return b_.Get(sha); }
+  bool Has(const std::string& sha) override { return b_.Has(sha); }
+  Result<uint64_t> Size(const std::string& sha) override { return b_.Size(sha); }
+  Result<std::string> LocalPath(const std::string& sha) override { return b_.LocalPath(sha); }
+  Result<std::vector<BlobInfo>> List() override { return b_.List(); }
+  Result<bool> RemoveIfUntouchedSince(const std::string& sha, int64_t t) override {
+    return b_.RemoveIfUntouchedSince(sha, t);
+  }
+  Result<int> SweepIncompleteWrites(int64_t t) override { return b_.SweepIncompleteWrites(t); }
+  std::string PathFor(const std::string& sha) const override { return b_.PathFor(sha); }
+  std::string Describe() const override { return "shared " + b_.Describe(); }
+  const std::string& Root() const override { return b_.Root(); }
+  bool SharesJobFiles() const override { return true; }
+  Result<std::vector<JobFileInfo>> ListJobFiles() override {
+    std::vector<JobFileInfo> out;
+    for (const auto& [key, f] : files_) out.push_back(f);
+    return out;
+  }
+  Result<bool> RemoveJobFile(const std::string& key) override { return files_.erase(key) == 1; }
+  std::string Add(int64_t job, int64_t attempt, const std::string& name, int64_t mtime_s) {
+    JobFileInfo f;
+    f.key = "jobs/" + std::to_string(job) + "/attempt-" + std::to_string(attempt) + "/" + name;
+    f.job_id = job;
+    f.attempt = attempt;
+    f.bytes = 10;
+    f.mtime_s = mtime_s;
+    files_[f.key] = f;
+    return f.key;
+  }
+  std::map<std::string, JobFileInfo> files_;
+
+ private:
+  store::ArtifactStore& b_;
+};
+
+TEST_F(GcTest, JobFilesOfGoneAndSucceededJobsAndUnrecordedUploadsAreGarbage) {
+  SharedJobFiles shared(*blobs_);
+  const int64_t old = Now() - 2 * kDay, now_ms = Now() * 1000;
+  int n = 0;
+  auto submit = [&] {
+    store::JobSpec spec;
+    spec.dataset_version = Sha256Hex("jobfiles");
+    spec.config_json = "{\"n\":" + std::to_string(++n) + "}";
+    spec.retry.max_infra_retries = 5;
+    bool created = false;
+    auto j = meta_->SubmitJob(spec, now_ms, &created);
+    EXPECT_TRUE(j.IsOk()) << j.GetStatus().ToString();
+    return j->id;
+  };
+  auto claim = [&](const std::string& worker, int64_t at_ms, int64_t lease_ms = 60000) {
+    store::ClaimRequest req;
+    req.worker = worker;
+    req.host = worker;
+    req.devices = {{"cpu", 0, 0}};
+    req.now_ms = at_ms;
+    req.lease_ms = lease_ms;
+    auto c = meta_->ClaimJob(req);
+    EXPECT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+    return c.IsOk() ? c->job.attempt : 0;
+  };
+  auto record = [&](int64_t job, int64_t attempt, const std::string& key, int64_t at_ms) {
+    return meta_->RecordCheckpoint(job, attempt,
+                                   R"({"epoch":1,"files":{"last.ckpt":{"key":")" + key + R"("}}})", at_ms);
+  };
+  // Job 1: taken over. Attempt 1 (worker a) recorded k1 and uploaded k1b
+  // unrecorded; its lease expired, attempt 2 (worker b) runs and has an
+  // unrecorded upload k2: k1 (resume point) and k2 (running) stay, k1b goes.
+  const int64_t j1 = submit();
+  claim("a", now_ms, 1000);
+  const std::string k1 = shared.Add(j1, 1, "k1.ckpt", old), k1b = shared.Add(j1, 1, "k1b.ckpt", old);
+  ASSERT_TRUE(record(j1, 1, k1, now_ms).IsOk());
+  EXPECT_EQ(claim("b", now_ms + 5000), 2);
+  const std::string k2 = shared.Add(j1, 2, "k2.ckpt", old);
+  EXPECT_EQ(record(j1, 1, k1b, now_ms + 6000).Code(), StatusCode::kAborted) << "fenced";
+  // Job 2: cancelled after recording: a retry resumes from it (kept).
+  const int64_t j2 = submit();
+  claim("c", now_ms + 7000);
+  const std::string c1 = shared.Add(j2, 1, "c.ckpt", old);
+  ASSERT_TRUE(record(j2, 1, c1, now_ms + 7000).IsOk());
+  ASSERT_TRUE(meta_->CancelJob(j2, now_ms + 8000).IsOk());
+  // Job 3: succeeded: garbage. Job 99: no record: garbage; one young: kept.
+  const int64_t j3 = submit();
+  claim("d", now_ms + 9000);
+  const std::string s1 = shared.Add(j3, 1, "s.ckpt", old);
+  store::AttemptOutcome ok;
+  ok.success = true;
+  ASSERT_TRUE(meta_->CompleteAttempt(j3, 1, "d", ok, now_ms + 9500).IsOk());
+  const std::string g1 = shared.Add(99, 1, "g.ckpt", old);
+  const std::string young = shared.Add(99, 2, "young.ckpt", Now());
+
+  auto classified = ClassifyJobFiles(*meta_, shared);
+  ASSERT_TRUE(classified.IsOk()) << classified.GetStatus().ToString();
+  std::map<std::string, std::string> verdict;
+  for (const auto& c : *classified) verdict[c.file.key] = JobFileVerdictName(c.verdict);
+  EXPECT_EQ(verdict[k1], "keep");
+  EXPECT_EQ(verdict[k1b], "unrecorded");
+  EXPECT_EQ(verdict[k2], "keep");
+  EXPECT_EQ(verdict[c1], "keep");
+  EXPECT_EQ(verdict[s1], "job_succeeded");
+  EXPECT_EQ(verdict[g1], "job_gone");
+  EXPECT_EQ(verdict[young], "job_gone");
+
+  auto du = DiskUsage(*meta_, shared, Env::Default());
+  ASSERT_TRUE(du.IsOk()) << du.GetStatus().ToString();
+  EXPECT_EQ(du->job_files, 7);
+  EXPECT_EQ(du->job_files_garbage, 4);
+  EXPECT_EQ(DuReportJson(*du)["job_files"]["garbage_bytes"], 40);
+
+  auto dry = CollectGarbage(*meta_, shared, GcOptions{true, 3600}, Now());
+  ASSERT_TRUE(dry.IsOk()) << dry.GetStatus().ToString();
+  EXPECT_EQ(dry->job_files_deleted, 3);
+  EXPECT_EQ(dry->job_files_recent, 1);
+  EXPECT_EQ(shared.files_.size(), 7u) << "a dry run deletes nothing";
+  auto gc = CollectGarbage(*meta_, shared, GcOptions{false, 3600}, Now());
+  ASSERT_TRUE(gc.IsOk()) << gc.GetStatus().ToString();
+  EXPECT_EQ(gc->job_files_deleted, 3);
+  EXPECT_EQ(gc->job_files_freed_bytes, 30u);
+  EXPECT_EQ(gc->job_files_kept, 3);
+  EXPECT_EQ(gc->deleted_job_files, (std::vector<std::string>{k1b, s1, g1}));
+  const json j = GcReportJson(*gc);
+  EXPECT_EQ(j["job_files"]["deleted_by_reason"]["unrecorded"], 1);
+  EXPECT_EQ(j["job_files"]["deleted_by_reason"]["job_succeeded"], 1);
+  EXPECT_EQ(j["job_files"]["deleted_by_reason"]["job_gone"], 1);
+  std::vector<std::string> left;
+  for (const auto& [k, f] : shared.files_) left.push_back(k);
+  EXPECT_EQ(left, (std::vector<std::string>{k1, k2, c1, young}));
+  // The local store shares no job files: nothing listed, nothing to delete.
+  auto local = ClassifyJobFiles(*meta_, *blobs_);
+  ASSERT_TRUE(local.IsOk());
+  EXPECT_TRUE(local->empty());
+}
+
 }  // namespace
 }  // namespace kestrel::app

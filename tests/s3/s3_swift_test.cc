@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -237,6 +238,100 @@ TEST_F(SwiftS3Test, EveryScenarioAgainstSwiftS3Api) {
     EXPECT_NE(gc->store.find("s3://kestrel-e2e/gc"), std::string::npos);
     EXPECT_TRUE(gstore.List()->empty());
     EXPECT_TRUE(client.ListMultipartUploads(kBucket, "gc/")->empty());
+  }
+  {
+    SCOPED_TRACE("kestrel gc and du on jobs/: files of gone and succeeded jobs and unrecorded uploads go");
+    S3ArtifactStore js(client, {kBucket, "gcjobs"}, so);
+    const std::string home = dir_ + "/gcjobs-home";
+    std::filesystem::create_directories(home);
+    auto meta = MetadataStore::Open("sqlite:" + home + "/kestrel.db");
+    ASSERT_TRUE(meta.IsOk()) << meta.GetStatus().ToString();
+    MetadataStore& m = **meta;
+    int64_t now = Env::Default().UnixSeconds() * 1000;
+    // A job claimed at attempt 1 by worker "w", running.
+    auto started = [&](const std::string& cfg) {
+      JobSpec spec;
+      spec.dataset_version = Sha256Hex("gcjobs");
+      spec.config_json = cfg;
+      bool created = false;
+      auto j = m.SubmitJob(spec, now, &created);
+      EXPECT_TRUE(j.IsOk()) << j.GetStatus().ToString();
+      ClaimRequest req;
+      req.worker = "w";
+      req.host = "h";
+      req.devices = {{"cpu", 0, 0}};
+      req.now_ms = now;
+      auto c = m.ClaimJob(req);
+      EXPECT_TRUE(c.IsOk()) << c.GetStatus().ToString();
+      return j->id;
+    };
+    auto put = [&](int64_t job, int64_t attempt, const std::string& bytes) {
+      auto k = js.PutJobFile(job, attempt, "last.ckpt", bytes, Sha256Hex(bytes));
+      EXPECT_TRUE(k.IsOk()) << k.GetStatus().ToString();
+      return *k;
+    };
+    auto record = [&](int64_t job, const std::string& key) {
+      const std::string rec =
+          R"({"epoch":2,"files":{"last.ckpt":{"key":")" + key + R"(","sha256":"x","bytes":1}}})";
+      ASSERT_TRUE(m.RecordCheckpoint(job, 1, rec, now).IsOk());
+    };
+    auto finish = [&](int64_t job, bool ok) {
+      AttemptOutcome o;
+      o.success = ok;
+      if (!ok) o.failure_class = FailureClass::kPermanent;
+      auto done = m.CompleteAttempt(job, 1, "w", o, now);
+      ASSERT_TRUE(done.IsOk()) << done.GetStatus().ToString();
+    };
+    const int64_t done_job = started(R"({"n":1})");  // succeeded: its files are garbage
+    record(done_job, put(done_job, 1, "done job ckpt"));
+    finish(done_job, true);
+    const int64_t failed_job = started(R"({"n":2})");  // failed: its record is a resume point
+    const std::string resume_key = put(failed_job, 1, "failed job ckpt");
+    record(failed_job, resume_key);
+    const std::string late_key = put(failed_job, 1, "failed job late upload");  // never recorded
+    finish(failed_job, false);
+    const int64_t running_job = started(R"({"n":3})");  // running: not recorded yet, kept
+    const std::string running_key = put(running_job, 1, "running job ckpt");
+    const std::string gone_key = put(987654, 1, "a job nobody knows");
+    ASSERT_TRUE(client.PutObject(kBucket, "gcjobs/jobs/README", "not a job file").IsOk());  // kept
+
+    auto du = app::DiskUsage(m, js, Env::Default());
+    ASSERT_TRUE(du.IsOk()) << du.GetStatus().ToString();
+    EXPECT_EQ(du->job_files, 6);
+    EXPECT_EQ(du->job_files_garbage, 3);
+    app::GcOptions go;
+    go.grace_s = 0;
+    go.dry_run = true;
+    const int64_t later = Env::Default().UnixSeconds() + 5;
+    auto dry = app::CollectGarbage(m, js, go, later);
+    ASSERT_TRUE(dry.IsOk()) << dry.GetStatus().ToString();
+    EXPECT_EQ(dry->job_files, 6);
+    EXPECT_EQ(dry->job_files_deleted, 3);
+    EXPECT_EQ(js.ListJobFiles()->size(), 6u) << "a dry run deletes nothing";
+    go.dry_run = false;
+    go.grace_s = 3600;  // all younger than an hour: kept
+    auto young = app::CollectGarbage(m, js, go, later);
+    ASSERT_TRUE(young.IsOk()) << young.GetStatus().ToString();
+    EXPECT_EQ(young->job_files_recent, 3);
+    EXPECT_EQ(young->job_files_deleted, 0);
+    go.grace_s = 0;
+    auto gc = app::CollectGarbage(m, js, go, later);
+    ASSERT_TRUE(gc.IsOk()) << gc.GetStatus().ToString();
+    EXPECT_EQ(gc->job_files_deleted, 3);
+    EXPECT_EQ(gc->job_files_kept, 3);
+    EXPECT_EQ(gc->job_files_deleted_by_reason["job_gone"], 1);
+    EXPECT_EQ(gc->job_files_deleted_by_reason["job_succeeded"], 1);
+    EXPECT_EQ(gc->job_files_deleted_by_reason["unrecorded"], 1);
+    std::vector<std::string> left;
+    auto listed = js.ListJobFiles();
+    ASSERT_TRUE(listed.IsOk()) << listed.GetStatus().ToString();
+    for (const auto& f : *listed) left.push_back(f.key);
+    EXPECT_EQ(left, (std::vector<std::string>{resume_key, running_key, "gcjobs/jobs/README"}));  // sorted
+    EXPECT_TRUE(std::find(gc->deleted_job_files.begin(), gc->deleted_job_files.end(), late_key) !=
+                gc->deleted_job_files.end());
+    EXPECT_TRUE(std::find(gc->deleted_job_files.begin(), gc->deleted_job_files.end(), gone_key) !=
+                gc->deleted_job_files.end());
+    EXPECT_EQ(js.RemoveJobFile("gcjobs/objects/aa/x").GetStatus().Code(), StatusCode::kInvalidArgument);
   }
   {
     SCOPED_TRACE("a part the server rejects (below its minimum part size) fails with a clear error");
