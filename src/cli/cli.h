@@ -177,6 +177,8 @@ void AddTrainCommands(CLI::App& app, Context& ctx, int* exit_code);
 void AddExportCommands(CLI::App& app, Context& ctx, int* exit_code);
 // `kestrel dataset audit` (app/dataset_audit.h; only with LibTorch).
 void AddDatasetAuditCommand(CLI::App& app, Context& ctx, int* exit_code);
+// `kestrel dataset select pool=DIR` (app/dataset_select.h; only with LibTorch).
+void AddDatasetSelectCommand(CLI::App& app, Context& ctx, int* exit_code);
 // val (always), predict and compare (with LibTorch).
 void AddEvalCommands(CLI::App& app, Context& ctx, int* exit_code);
 // submit, worker, jobs list|show|logs|cancel|retry, stats, breaker reset

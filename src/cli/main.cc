@@ -259,6 +259,7 @@ int Run(Context& ctx, int argc, char** argv) {
   AddTrainCommands(app, ctx, &exit_code);
   AddExportCommands(app, ctx, &exit_code);
   AddDatasetAuditCommand(app, ctx, &exit_code);
+  AddDatasetSelectCommand(app, ctx, &exit_code);
 #endif
   AddEvalCommands(app, ctx, &exit_code);
 #endif

@@ -40,8 +40,10 @@ inline constexpr TorchCommand kFingerprintCommand{
 // command words name one (main.cc).
 inline constexpr TorchCommand kDatasetAuditCommand{
     "audit", "Rank the labels a model disagrees with: missing, spurious, wrong class, misplaced boxes"};
-inline constexpr std::array<TorchCommand, 2> kTorchDatasetCommands = {kDatasetAuditCommand,
-                                                                      kDatasetPredictCommand};
+inline constexpr TorchCommand kDatasetSelectCommand{
+    "select", "Pick the unlabelled images to label next (uncertainty, entropy, diversity, random) as tasks"};
+inline constexpr std::array<TorchCommand, 3> kTorchDatasetCommands = {
+    kDatasetAuditCommand, kDatasetPredictCommand, kDatasetSelectCommand};
 
 // In the order `kestrel --help` lists them.
 inline constexpr std::array<TorchCommand, 6> kTorchCommands = {

@@ -580,6 +580,18 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       // train: every case is refused before anything trains
       {"train"},
       {"train", "data=d@v" + H, "model=n", "epochs=1", "imgsz=64", "project={work}/runs"},
+      // dataset select: refused before the model runs or anything is written
+      {"dataset", "select"},
+      {"dataset", "select", "pool={ds}/images/train", "budget=2"},
+      {"dataset", "select", "pool={ds}/images/train", "model=m"},
+      {"dataset", "select", "pool={work}/" + X, "model=m", "budget=2"},
+      {"dataset", "select", "pool=/etc/passwd", "model=m", "budget=2"},
+      {"dataset", "select", "pool={ds}/images/train", "model=/etc/passwd", "budget=2"},
+      {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=" + H},
+      {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "strategy=" + X},
+      {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "format=" + X},
+      {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "pre_conf=0.01"},
+      {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "seed=-1"},
       {"train", "resume=/etc/passwd"},
       {"train", "data=d", "epochs=" + X},
       {"train", "data=d", "device=" + H},
