@@ -61,7 +61,7 @@ class AuthWriteTest : public testing::WriteRouteTest {
 
 TEST_F(AuthWriteTest, ReadsNeedATokenAndHealthChecksDoNot) {
   for (const std::string target : {"/api/jobs", "/api/datasets", "/api/models/birds", "/api/stats",
-                                   "/metrics", "/api/openapi.json", "/api/events"}) {
+                                   "/metrics", "/api/openapi.json", "/api/events", "/api/runs?ids=1"}) {
     HttpReply r = Call("GET", target);
     json doc = Doc(r, 401, target);
     EXPECT_EQ(doc["ok"], false);
