@@ -315,6 +315,11 @@ Result<AugSample> Loader::Impl::LoadGood(int64_t idx, std::vector<int64_t>& bad,
       *used = c;
       return s;
     }
+    // An image store that cannot be reached (an S3 outage, a host cut off)
+    // says nothing about this image: skipping it would count a healthy image
+    // against max_bad_fraction (a permanent dataset_errors failure) or train
+    // on fewer images without a word. The attempt fails (retryable) instead.
+    if (s.GetStatus().Code() == StatusCode::kUnavailable) return s.GetStatus();
     bad.push_back(c);
     MutexLock l(bad_mu);
     if (known_bad.insert(c).second) {

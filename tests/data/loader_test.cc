@@ -291,6 +291,37 @@ TEST(LoaderTest, CorruptedBlobInArtifactStoreIsABadSample) {
   fs::remove_all(root);
 }
 
+// An image store that does not answer (S3 down, the host's link cut) is not a
+// bad image: the epoch fails with the store's kUnavailable (a retryable
+// attempt failure), the image is not counted against max_bad_fraction (whose
+// dataset_errors is permanent) and not skipped (found by the multi-host soak:
+// an S3 restart made a job's attempt report 6 of 12 healthy images
+// unreadable).
+TEST(LoaderTest, UnreachableImageStoreFailsTheEpochInsteadOfSkippingImages) {
+  const MemData& d = Synth(10);
+  const std::string victim = d.manifest.entries[3].path;
+  ImageSource outage = [&d, victim](const ManifestEntry& e) -> Result<std::string> {
+    if (e.path == victim)
+      return Status::Unavailable("S3 GetObject: Couldn't connect to server (after 4 tries)");
+    return d.bytes.at(e.path);
+  };
+  LoaderOptions o = TrainOptions();
+  o.max_bad_fraction = 0.5;  // a tolerance that would hide the outage if it counted as bad data
+  auto l = Make(d, o, {}, outage);
+  ASSERT_TRUE(l->StartEpoch(0).IsOk());
+  Status failure;
+  for (int i = 0; i < 10 && failure.IsOk(); ++i) {
+    auto b = l->Next();
+    if (!b.IsOk())
+      failure = b.GetStatus();
+    else if (!b->has_value())
+      break;
+  }
+  EXPECT_EQ(failure.Code(), StatusCode::kUnavailable) << failure.ToString();
+  EXPECT_NE(failure.Reason(), FailureReason::kDatasetErrors);
+  EXPECT_EQ(l->Stats().bad_samples, 0);
+}
+
 TEST(LoaderTest, CloseMosaicTurnsMosaicOffInTheLastEpochs) {
   const MemData& d = Synth(8);
   LoaderOptions o = TrainOptions();
