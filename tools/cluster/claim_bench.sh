@@ -30,7 +30,7 @@ db=$(sed -n 's/^KESTREL_DB=//p' "$S/env")
 # One run: setup from the root namespace (over the bridge), then a claim
 # process per "host:workers" argument, all starting at the same instant.
 run() {
-  local label=$1 url start hw i=0 pids=() out
+  local label=$1 url start hw i=0 pids=()
   shift
   url=$("$BENCH" --setup "$db" "$JOBS" | sed -n 's/^url=//p')
   [[ -n $url ]] || { echo "FAIL: setup" >&2; exit 1; }
