@@ -9,13 +9,15 @@
 // the ticked runs overlaid on one job page, the report's chosen panels,
 // summary and config tables, and its "Save as HTML" file opened from file://
 // with no network request showing the charts and tables; axe-core on both
-// pages. Screenshots go to KESTREL_WEB_ARTIFACTS (runs-*.png).
+// pages; last, the page on the real route (no mock): two jobs submitted
+// through the CLI listed with their config values. Screenshots go to
+// KESTREL_WEB_ARTIFACTS (runs-*.png).
 //   KESTREL_CLI=build/src/cli/kestrel KESTREL_WEB_DIST=build/web/dist \
 //   KESTREL_WEB_MODULES=web/node_modules node tests/web/runs_page.test.mjs
 // Exits 77 (ctest: skipped) without chromium or web/node_modules. ~10 s.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -373,6 +375,24 @@ test('accessibility: axe-core finds no critical violation on the Runs and Report
     }
   }
   assert.deepEqual(failures, [])
+})
+
+// The same page on the real route (no mock): two jobs submitted through the
+// CLI with their own lr0 are rows with the values the server's configs hold.
+test('the Runs page on the real GET /api/runs: submitted jobs with their config values', async () => {
+  const kestrel = (...args) => execFileSync(CLI, ['--home', home, ...args], { encoding: 'utf8' })
+  kestrel('dataset', 'synth', path.join(tmp, 'shapes'), '--images', '8', '--classes', '2', '--imgsz', '64')
+  kestrel('dataset', 'import', path.join(tmp, 'shapes'), '--name', 'shapes')
+  const ids = ['0.03', '0.04'].map((lr) => JSON.parse(kestrel('--json', 'submit', 'data=shapes', 'model=n', 'epochs=1', 'imgsz=64', `lr0=${lr}`)).job_id)
+  await page.unroute('**/api/runs?*')
+  await page.goto(`${base}/#/home`)
+  await page.goto(`${base}/#/runs?cols=${encodeURIComponent('cfg:lr0|cfg:imgsz|state')}&sort=${encodeURIComponent('cfg:lr0:desc')}&group=`)
+  await byTest(`run-row-${ids[0]}`).waitFor({ timeout: WAIT })
+  assert.deepEqual(await rowIds(), [ids[1], ids[0]])
+  assert.deepEqual(await cellTexts('cfg:lr0'), ['0.04', '0.03'])
+  assert.deepEqual(await cellTexts('cfg:imgsz'), ['64', '64'])
+  assert.deepEqual(await cellTexts('state'), ['queued', 'queued'])
+  assert.equal(await byTest('runs-count').innerText(), '2 of 2 training runs')
 })
 
 test('no JavaScript error on any page', () => {
