@@ -19,6 +19,7 @@ import {
   lowerIsBetter,
   sortRuns,
 } from '../../web/src/runsTable.js'
+import { bestMap } from '../../web/src/runs.js'
 import { buildReportHtml, configComparison, escapeHtml, reportFileName, summarySeries, summaryTable } from '../../web/src/reportHtml.js'
 
 const MAP = 'metrics/mAP50-95(B)'
@@ -101,4 +102,13 @@ test('the report: config differences, summary best marked, a self-contained esca
   assert.equal(escapeHtml(`<'&">`), '&lt;&#39;&amp;&quot;&gt;')
   assert.equal(reportFileName('lr <sweep> / 2'), 'lr-sweep-2.html')
   assert.equal(reportFileName('///'), 'report.html')
+})
+
+test('the jobs table\'s best mAP reads the stored result (map50_95 beside the weights\' path "best")', () => {
+  // app::AttemptResult::ToJson of a train attempt: best/last are paths, epochs a count.
+  const stored = { kind: 'train', best: '/h/jobs/7/attempt-1/weights/best.safetensors', map50: 0.81, map50_95: 0.55, best_epoch: 9, epochs: 10, validated: true }
+  assert.equal(bestMap({ result: stored }), 0.55)
+  assert.equal(bestMap({ result: { best: { map50_95: 0.4567 } } }), 0.4567)
+  assert.equal(bestMap({ result: { kind: 'train', best: '/x', validated: false } }), null)
+  assert.equal(bestMap({ result: null }), null)
 })

@@ -12,9 +12,13 @@ export const MAP_SERIES = 'metrics/mAP50-95(B)'
 // The name people see: the stored one, else "#ID" (jobs stored before names).
 export const runName = (job) => (job && job.name) || (job ? `#${job.id}` : '')
 
-// The best mAP50-95 a finished training run reports (result.best), else null.
+// The mAP50-95 of the weights a finished training run committed (its best
+// epoch's): the stored result's map50_95 (app::AttemptResult, where "best"
+// is the weights' path), or result.best.map50_95 (a trainer summary's
+// shape); else null.
 export function bestMap(job) {
-  const v = job?.result?.best?.map50_95
+  const r = job?.result
+  const v = typeof r?.map50_95 === 'number' ? r.map50_95 : r?.best?.map50_95
   return typeof v === 'number' && Number.isFinite(v) ? v : null
 }
 
