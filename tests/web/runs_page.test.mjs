@@ -11,7 +11,7 @@
 // with no network request showing the charts and tables; axe-core on both
 // pages; last, the page on the real route (no mock): two jobs submitted
 // through the CLI listed with their config values. Screenshots go to
-// KESTREL_WEB_ARTIFACTS (runs-*.png).
+// KESTREL_WEB_ARTIFACTS (runs-page-*.png).
 //   KESTREL_CLI=build/src/cli/kestrel KESTREL_WEB_DIST=build/web/dist \
 //   KESTREL_WEB_MODULES=web/node_modules node tests/web/runs_page.test.mjs
 // Exits 77 (ctest: skipped) without chromium or web/node_modules. ~10 s.
@@ -84,7 +84,7 @@ async function waitFor(fn, what) {
   }
   assert.fail(`${what}: ${last}`)
 }
-const shot = (name, p = page) => p.screenshot({ path: path.join(ARTIFACTS, `runs-${name}.png`), fullPage: true })
+const shot = (name, p = page) => p.screenshot({ path: path.join(ARTIFACTS, `runs-page-${name}.png`), fullPage: true })
 
 // Six training runs: lr0 0.01 or 0.02, mosaic 1 or 0, model n or s; each
 // with epoch series whose best mAP50-95 is `best` and a loss falling to `loss`.
