@@ -7,7 +7,11 @@
 # alone over as many jobs (the one-host figure to compare with). Every job
 # must be claimed exactly once (`--check`: all running at attempt 1).
 #
-#   tools/cluster/claim_bench.sh [JOBS=4000] [WORKERS=2]   (as root; "SKIP: ..." when it cannot run)
+#   tools/cluster/claim_bench.sh [JOBS=4000] [WORKERS=2] [FINISHED=0]   (as root; "SKIP: ..." when it cannot run)
+#
+# FINISHED > 0: each run's schema first gets that many finished jobs
+# (`--setup ... --finished N`: bulk-loaded and analyzed), and a third run
+# claims from two hosts on an empty schema, for the p99 comparison.
 #
 # Claims/s of a run = all its claims / (last process's end - the common start).
 # A benchmark, not a test: not in ctest (docs/jobs.md "Scheduler speed").
@@ -23,16 +27,18 @@ C="$here/cluster.sh"
 S=$CLUSTER_STATE
 JOBS=${1:-4000}
 WORKERS=${2:-2}
-[[ $JOBS =~ ^[0-9]+$ && $WORKERS =~ ^[0-9]+$ && $JOBS -ge 1 && $WORKERS -ge 1 ]] ||
-  { echo "usage: claim_bench.sh [JOBS>=1] [WORKERS>=1]" >&2; exit 2; }
+FINISHED=${3:-0}
+[[ $JOBS =~ ^[0-9]+$ && $WORKERS =~ ^[0-9]+$ && $FINISHED =~ ^[0-9]+$ && $JOBS -ge 1 && $WORKERS -ge 1 ]] ||
+  { echo "usage: claim_bench.sh [JOBS>=1] [WORKERS>=1] [FINISHED>=0]" >&2; exit 2; }
 db=$(sed -n 's/^KESTREL_DB=//p' "$S/env")
 
 # One run: setup from the root namespace (over the bridge), then a claim
 # process per "host:workers" argument, all starting at the same instant.
 run() {
-  local label=$1 url start hw i=0 pids=()
-  shift
-  url=$("$BENCH" --setup "$db" "$JOBS" | sed -n 's/^url=//p')
+  local label=$1 finished=$2 url start hw i=0 pids=() more=()
+  shift 2
+  [[ $finished -gt 0 ]] && more=(--finished "$finished")
+  url=$("$BENCH" --setup "$db" "$JOBS" "${more[@]}" | sed -n 's/^url=//p')
   [[ -n $url ]] || { echo "FAIL: setup" >&2; exit 1; }
   # Every process connects and warms its connections before this instant.
   start=$(($(date +%s%3N) + 3000))
@@ -58,7 +64,8 @@ PY
   rm -f "$S"/claim."$label".*
 }
 
-echo "claim only, $JOBS queued jobs per run, PostgreSQL in namespace db"
-run two-hosts "h1:$WORKERS" "h2:$WORKERS"
-run one-host "h1:$((2 * WORKERS))"
-echo "checks: every job claimed exactly once (running at attempt 1) in both runs"
+echo "claim only, $JOBS queued jobs per run ($FINISHED finished jobs in the table), PostgreSQL in namespace db"
+run two-hosts "$FINISHED" "h1:$WORKERS" "h2:$WORKERS"
+run one-host "$FINISHED" "h1:$((2 * WORKERS))"
+[[ $FINISHED -eq 0 ]] || run two-hosts-empty-table 0 "h1:$WORKERS" "h2:$WORKERS"
+echo "checks: every job claimed exactly once (running at attempt 1) in every run"
