@@ -392,6 +392,9 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"worker", "--heartbeat-s", "1e300", "--exit-when-idle"},
       {"worker", "--grace-s", "nan", "--exit-when-idle"},
       {"worker", "--max-jobs", H, "--exit-when-idle"},
+      {"worker", "--usage-s", "0.5", "--exit-when-idle"},
+      {"worker", "--usage-s", "nan", "--exit-when-idle"},
+      {"worker", "--usage-s", H, "--exit-when-idle"},
       // serve (every case invalid: a valid serve would run until SIGTERM)
       {"serve", "--port", H},
       {"serve", "--port", "70000"},
@@ -577,9 +580,6 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"dataset", "audit", "d", "model=m", "split=" + X},
       {"dataset", "audit", "d", "model=m", "loose_iou=0.9"},
       {"dataset", "audit", "d", "e", "model=m"},
-      // train: every case is refused before anything trains
-      {"train"},
-      {"train", "data=d@v" + H, "model=n", "epochs=1", "imgsz=64", "project={work}/runs"},
       // dataset select: refused before the model runs or anything is written
       {"dataset", "select"},
       {"dataset", "select", "pool={ds}/images/train", "budget=2"},
@@ -592,6 +592,9 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "format=" + X},
       {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "pre_conf=0.01"},
       {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "seed=-1"},
+      // train: every case is refused before anything trains
+      {"train"},
+      {"train", "data=d@v" + H, "model=n", "epochs=1", "imgsz=64", "project={work}/runs"},
       {"train", "resume=/etc/passwd"},
       {"train", "data=d", "epochs=" + X},
       {"train", "data=d", "device=" + H},
