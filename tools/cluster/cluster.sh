@@ -143,7 +143,7 @@ cmd_up() {
   # The bucket, made from the root namespace over the bridge (a SigV4 PUT;
   # curl's --aws-sigv4 cannot take Swift's "account:user" key id).
   python3 - "$STATE/env" <<'PY' || die "cannot create the bucket"
-import datetime, hashlib, hmac, sys, urllib.request
+import datetime, hashlib, hmac, sys, time, urllib.error, urllib.request
 env = dict(l.strip().split("=", 1) for l in open(sys.argv[1]) if "=" in l)
 host = env["AWS_ENDPOINT_URL"].split("://", 1)[1]
 now = datetime.datetime.now(datetime.timezone.utc)
@@ -160,7 +160,14 @@ auth = (f"AWS4-HMAC-SHA256 Credential={env['AWS_ACCESS_KEY_ID']}/{scope}, "
         f"SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={sig}")
 req = urllib.request.Request(env["AWS_ENDPOINT_URL"] + "/kestrel", method="PUT", data=b"",
                              headers={"x-amz-date": amz, "x-amz-content-sha256": empty, "Authorization": auth})
-urllib.request.urlopen(req, timeout=10)
+for i in range(20):  # bounded: Swift answers 503 until its account/container servers are up
+    try:
+        urllib.request.urlopen(req, timeout=10)
+        break
+    except urllib.error.HTTPError as e:
+        if e.code != 503 or i == 19:
+            raise
+        time.sleep(0.5)
 PY
   trap - EXIT
   cat "$STATE/env"

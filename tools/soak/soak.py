@@ -6,6 +6,7 @@ binary and never imports product code. See docs/soak.md.
 
     python3 tools/soak/soak.py --kestrel build/src/cli/kestrel --jobs 24
     python3 tools/soak/soak.py --jobs 1000 --store postgres --json report.json
+    python3 tools/soak/soak.py --cluster 2 --jobs 20    # hosts: tools/cluster (root)
 
 What it does:
   1. makes a work dir (a Kestrel home, logs, datasets), optionally a private
@@ -21,6 +22,13 @@ What it does:
      none stuck, no duplicate committed results, every invalid input
      rejected with a clear class. Exit 0 when all hold, 1 otherwise,
      2 on a setup error.
+
+With --cluster N the workers run on N hosts of tools/cluster/cluster.sh
+(network namespaces sharing the cluster's PostgreSQL and Swift S3 store, so
+a job resumes on another host from its S3 checkpoint), and the host faults
+come on top: a cut link, a frozen host, a power-off, an S3 restart (the
+store restart is the cluster's PostgreSQL, the full disk a host's disk).
+Where the cluster cannot be made it prints "SKIP: why" and exits 77.
 """
 
 import argparse
@@ -47,7 +55,15 @@ FAULTS = [
     "disk_full",        # fill the size-limited runs folder while jobs checkpoint
     "dup_submit",       # submit the same job ten times at once
 ]
-VICTIM_FAULTS = ("kill_trainer", "kill_worker", "hang_trainer", "restart_store", "disk_full")
+# --cluster only (tools/cluster/cluster.sh's host faults)
+CLUSTER_FAULTS = [
+    "cut_link",         # a host's link down for a while, then up (it comes back: fencing)
+    "freeze_host",      # SIGSTOP every process of a host, SIGCONT later (it comes back)
+    "poweroff_host",    # SIGKILL every process of a host; its worker restarts later (a reboot)
+    "restart_s3",       # the S3 proxy killed and started again
+]
+VICTIM_FAULTS = ("kill_trainer", "kill_worker", "hang_trainer", "restart_store", "disk_full",
+                 "cut_link", "freeze_host", "poweroff_host", "restart_s3")
 LIVE = ("queued", "running", "failed_retryable")
 FINAL = ("succeeded", "failed_permanent", "cancelled")
 
@@ -66,7 +82,8 @@ class SetupError(Exception):
 
 
 class Unsupported(Exception):
-    """The binary cannot run supervised jobs at all (exit 77: CTest SKIP_RETURN_CODE)."""
+    """The binary cannot run supervised jobs at all, or --cluster cannot make its
+    hosts here (exit 77 after "SKIP: why": CTest SKIP_RETURN_CODE)."""
 
 
 # --------------------------------------------------------------------------
@@ -183,6 +200,130 @@ class PostgresStore:
         subprocess.run([script, "stop", self.dir], capture_output=True, text=True, timeout=120)
 
 
+class Cluster:
+    """tools/cluster/cluster.sh: N worker hosts h1..hN (network namespaces on a
+    bridge), PostgreSQL on host db, the Swift S3 store on host s3. The soak
+    itself (its CLI calls: submit, list, stats) runs in the root namespace and
+    reaches both servers over the bridge; workers run inside their hosts."""
+
+    kind = "postgres"
+
+    def __init__(self, root, state, hosts, kestrel, disk_mb):
+        self.script = os.path.join(root, "tools", "cluster", "cluster.sh")
+        self.state = state
+        self.hosts = ["h%d" % (i + 1) for i in range(hosts)]
+        self.kestrel = kestrel
+        self.disk_mb = disk_mb
+        self.is_up = False
+        self.cfg = {}
+        self.vars = {}
+
+    def _env(self):
+        e = dict(os.environ)
+        e["KESTREL"] = self.kestrel
+        e["CLUSTER_DISK_MB"] = str(self.disk_mb)
+        return e
+
+    def up(self):
+        os.makedirs(self.state, exist_ok=True)
+        out = os.path.join(os.path.dirname(self.state), "cluster-up.log")
+        # Output to a file, not a pipe: the servers it starts in the background
+        # would hold a pipe open.
+        with open(out, "w") as f:
+            p = subprocess.run([self.script, "up", self.state, str(len(self.hosts))], env=self._env(),
+                               stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=300)
+        text = open(out).read()
+        skip = [l for l in text.splitlines() if l.startswith("SKIP:")]
+        if skip:
+            raise Unsupported(skip[0][len("SKIP:"):].strip())
+        if p.returncode != 0:
+            raise SetupError("cluster.sh up failed rc=%d: %s" % (p.returncode, text[-2000:]))
+        self.is_up = True
+        for h in self.hosts:
+            os.chmod(self.home(h), 0o700)   # a home is private (the worker warns otherwise)
+        self.cfg = dict(l.strip().split("=", 1) for l in open(os.path.join(self.state, "cluster")) if "=" in l)
+        self.vars = dict(l.strip().split("=", 1) for l in open(os.path.join(self.state, "env")) if "=" in l)
+        log("cluster %s up: %d worker hosts, %s, %s" % (self.cfg.get("ID"), len(self.hosts),
+                                                      self.vars.get("KESTREL_DB"), self.vars.get("KESTREL_ARTIFACTS")))
+
+    def env(self):
+        """What every program of the cluster gets (KESTREL_DB, KESTREL_ARTIFACTS, AWS_*)."""
+        return dict(self.vars)
+
+    def home(self, host):
+        return os.path.join(self.state, host, "home")
+
+    def netns(self, host):
+        return "%s-%s" % (self.cfg["ID"], host)   # cluster.sh's naming: "<id>-<host>"
+
+    def fault(self, verb, host=None, timeout=120):
+        """cluster.sh VERB STATE [HOST]: (rc, output). Output through a file:
+        a server it restarts in the background must not hold our pipe."""
+        args = [self.script, verb, self.state] + ([host] if host else [])
+        with tempfile.TemporaryFile("w+") as f:
+            try:
+                rc = subprocess.run(args, env=self._env(), stdout=f, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, timeout=timeout).returncode
+            except subprocess.TimeoutExpired:
+                rc = -9
+            f.seek(0)
+            return rc, f.read()[-1000:]
+
+    def put_object(self, key, body):
+        """PUT `body` at `key` of the cluster's bucket, signed with SigV4 (a
+        fault: bit rot written behind the store's back)."""
+        import datetime
+        import hmac
+        import urllib.request
+        v = self.vars
+        bucket = v["KESTREL_ARTIFACTS"][len("s3://"):].split("/", 1)[0]
+        endpoint = v["AWS_ENDPOINT_URL"].rstrip("/")
+        region = v.get("AWS_REGION", "us-east-1")
+        host = endpoint.split("://", 1)[1]
+        path = "/%s/%s" % (bucket, key)
+        t = datetime.datetime.now(datetime.timezone.utc)
+        amz, day = t.strftime("%Y%m%dT%H%M%SZ"), t.strftime("%Y%m%d")
+        digest = hashlib.sha256(body).hexdigest()
+        signed = "host;x-amz-content-sha256;x-amz-date"
+        canon = "PUT\n%s\n\nhost:%s\nx-amz-content-sha256:%s\nx-amz-date:%s\n\n%s\n%s" % (
+            path, host, digest, amz, signed, digest)
+        scope = "%s/%s/s3/aws4_request" % (day, region)
+        sts = "AWS4-HMAC-SHA256\n%s\n%s\n%s" % (amz, scope, hashlib.sha256(canon.encode()).hexdigest())
+        k = ("AWS4" + v["AWS_SECRET_ACCESS_KEY"]).encode()
+        for part in (day, region, "s3", "aws4_request"):
+            k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+        sig = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+        auth = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (
+            v["AWS_ACCESS_KEY_ID"], scope, signed, sig)
+        req = urllib.request.Request(endpoint + path, method="PUT", data=body, headers={
+            "x-amz-date": amz, "x-amz-content-sha256": digest, "Authorization": auth})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+
+    def keep_logs(self, dest):
+        """Copies the hosts' attempt logs (on their tmpfs disks, gone at teardown)."""
+        for h in self.hosts:
+            src = os.path.join(self.home(h), "jobs")
+            for root, _, files in os.walk(src):
+                for f in files:
+                    if f.endswith(".log"):
+                        rel = os.path.relpath(os.path.join(root, f), src)
+                        to = os.path.join(dest, h + "-jobs", rel)
+                        os.makedirs(os.path.dirname(to), exist_ok=True)
+                        try:
+                            shutil.copyfile(os.path.join(root, f), to)
+                        except OSError:
+                            pass
+
+    def down(self):
+        if self.is_up:
+            p = subprocess.run([self.script, "down", self.state], env=self._env(), capture_output=True,
+                               text=True, timeout=180, stdin=subprocess.DEVNULL)
+            if p.returncode != 0:
+                log("cluster.sh down rc=%d: %s" % (p.returncode, p.stderr[-500:]))
+            self.is_up = False
+
+
 # --------------------------------------------------------------------------
 # Processes
 
@@ -225,8 +366,10 @@ def proc_stat(pid):
         return None
 
 
-def our_trainers(home, only=None):
-    """{pid: (job, attempt, state, ppid)} for `kestrel train --job` processes of this home."""
+def our_trainers(homes, only=None):
+    """{pid: (job, attempt, state, ppid, host)} for `kestrel train --job` processes of
+    these homes ({home: host}: one for a local soak, one per host on a cluster;
+    the hosts' namespaces share the pid space, so /proc sees them all)."""
     out = {}
     for d in ([str(only)] if only else os.listdir("/proc")):
         if not d.isdigit():
@@ -240,11 +383,11 @@ def our_trainers(home, only=None):
         env = proc_environ(pid)
         if env is None:
             continue
-        mine = env.get("KESTREL_HOME") == home
+        home = env.get("KESTREL_HOME")
         if "--home" in cmd:   # the worker passes the home explicitly
             i = cmd.index("--home")
-            mine = i + 1 < len(cmd) and os.path.abspath(cmd[i + 1]) == home
-        if not mine:
+            home = os.path.abspath(cmd[i + 1]) if i + 1 < len(cmd) else None
+        if home not in homes:
             continue
         st = proc_stat(pid)
         if st is None or st[0] == "Z":
@@ -254,18 +397,19 @@ def our_trainers(home, only=None):
             att = int(cmd[cmd.index("--attempt") + 1]) if "--attempt" in cmd else -1
         except (ValueError, IndexError):
             continue
-        out[pid] = (job, att, st[0], st[1])
+        out[pid] = (job, att, st[0], st[1], homes[home])
     return out
 
 
 class Workers:
     """W `kestrel worker` processes, restarted when they exit (like systemd)."""
 
-    def __init__(self, opts, kestrel, logdir, rec):
+    def __init__(self, opts, kestrel, logdir, rec, cluster=None):
         self.opts = opts
         self.k = kestrel
         self.logdir = logdir
         self.rec = rec
+        self.cluster = cluster   # worker i runs on host h<i+1> of the cluster
         self.procs = {}
         self.expected_exit = set()
         self.paused_until = {}
@@ -273,18 +417,37 @@ class Workers:
         self.stopping = False
         self.starts = collections.Counter()
 
+    def host(self, i):
+        return "h%d" % (i + 1) if self.cluster else "local"
+
+    def index(self, host):
+        return int(host[1:]) - 1 if self.cluster else 0
+
     def args(self, i):
         o = self.opts
-        a = ["worker", "--slots", str(o.slots), "--id", "soak-w%d" % i,
+        a = ["worker", "--slots", str(o.slots), "--id", ("soak-%s" % self.host(i)) if self.cluster else ("soak-w%d" % i),
              "--heartbeat-s", str(o.heartbeat_s), "--hang-timeout-s", str(o.hang_timeout_s),
              "--lease-s", str(o.lease_s), "--grace-s", str(o.grace_s), "--poll-s", str(o.poll_s)]
+        if self.cluster:
+            # a host's disk is a small tmpfs (cluster.sh), below the default watermark
+            a += ["--min-free-gb", str(o.min_free_gb), "--no-webhooks"]
         return a + list(o.worker_arg)
 
     def spawn(self, i):
         f = open(os.path.join(self.logdir, "worker-%d.log" % i), "a")
         f.write("\n=== %d start\n" % now_ms())
         f.flush()
-        p = subprocess.Popen([self.k.binary] + self.args(i), env=self.k.env, stdout=f,
+        cmd, env, cwd = [self.k.binary] + self.args(i), self.k.env, None
+        if self.cluster:
+            # `ip netns exec` execs the worker in the host's namespace: the pid is the worker's
+            h = self.host(i)
+            cmd = ["ip", "netns", "exec", self.cluster.netns(h)] + cmd
+            env = dict(self.k.env)
+            env.update(self.cluster.env())
+            env["KESTREL_HOME"] = self.cluster.home(h)
+            env["KESTREL_S3_CACHE_GB"] = str(self.opts.s3_cache_gb)
+            cwd = os.path.dirname(self.cluster.home(h))
+        p = subprocess.Popen(cmd, env=env, stdout=f, cwd=cwd,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                              preexec_fn=_die_with_parent)
         f.close()
@@ -308,6 +471,17 @@ class Workers:
             self.expected_exit.add(p.pid)
             self.paused_until[i] = time.time() + restart_after
             os.kill(p.pid, sig)
+            return p.pid
+
+    def expect_down(self, i, restart_after):
+        """Worker i is about to die of a fault done elsewhere (a power-off):
+        not a finding; restart it after `restart_after` s (the reboot)."""
+        with self.lock:
+            p = self.procs.get(i)
+            if p is None or p.poll() is not None:
+                return None
+            self.expected_exit.add(p.pid)
+            self.paused_until[i] = time.time() + restart_after
             return p.pid
 
     def supervise_once(self):
@@ -395,6 +569,8 @@ class Soak:
         self.mounted = None
         self.quota_skip = None
         self.store = None
+        self.cluster = None
+        self.homes = {}          # home -> host whose trainers the soak may hit
         self.workers = None
         self.seed_counter = 0
         self.seed_lock = threading.Lock()
@@ -413,9 +589,20 @@ class Soak:
         for d in (self.home, self.logs, self.data):
             os.makedirs(d, exist_ok=True)
         log("work dir %s" % self.work)
-        if "disk_full" in o.faults:
+        if o.cluster:
+            os.chmod(self.work, 0o755)   # the postgres user reads its data folder under it
+            # every host's disk is its own tmpfs already (cluster.sh): no quota mount
+            self.cluster = Cluster(self.root, os.path.join(self.work, "cluster"), o.cluster, o.kestrel,
+                                   o.host_disk_mb)
+            self.store = self.cluster
+            self.cluster.up()
+            self.homes = {self.cluster.home(h): h for h in self.cluster.hosts}
+        else:
+            self.homes = {self.home: "local"}
+        if "disk_full" in o.faults and not o.cluster:
             self.mount_quota()
-        self.store = PostgresStore(self.root) if o.store == "postgres" else SqliteStore()
+        if not o.cluster:
+            self.store = PostgresStore(self.root) if o.store == "postgres" else SqliteStore()
         env = dict(os.environ)
         env.pop("KESTREL_DB", None)
         env["KESTREL_HOME"] = self.home
@@ -432,7 +619,7 @@ class Soak:
                 raise Unsupported("`kestrel %s` has no %s: this build cannot run supervised jobs"
                                   % (" ".join(cmd), needle))
         self.make_dataset("soak", seed=o.seed, images=o.images)
-        self.workers = Workers(o, self.k, self.logs, self.rec)
+        self.workers = Workers(o, self.k, self.logs, self.rec, cluster=self.cluster)
 
     def mount_quota(self):
         o = self.o
@@ -573,14 +760,15 @@ class Soak:
         """Disk housekeeping for a finished job (the soak, not the product): drop its
         resume checkpoints (--prune ckpt) or, after checking that the committed
         result's best weights exist, everything but the attempt logs (--prune run)."""
-        d = os.path.join(self.home, "jobs", str(job["id"]))
-        if not os.path.isdir(d):
+        ds = [os.path.join(h, "jobs", str(job["id"])) for h in self.homes]
+        ds = [d for d in ds if os.path.isdir(d)]
+        if not ds:
             return
         if self.o.prune == "run" and job["state"] == "succeeded":
             best = (job.get("result") or {}).get("best")
             if not best or not os.path.isfile(best) or os.path.getsize(best) == 0:
                 self.rec.event("result_missing_at_finish", job=job["id"], best=best)
-        for root, dirs, files in os.walk(d):
+        for root, dirs, files in (w for d in ds for w in os.walk(d)):
             for f in files:
                 if f.endswith(".log"):
                     continue
@@ -659,9 +847,9 @@ class Soak:
     # ---- victims
 
     def running_attempts(self):
-        """[(job, attempt, pid, state, worker_pid)] of live trainer children of this home,
-        cross-checked with the store's running jobs."""
-        trainers = our_trainers(self.home)
+        """[(job, attempt, pid, state, worker_pid, host)] of live trainer children of
+        the soak's homes, cross-checked with the store's running jobs."""
+        trainers = our_trainers(self.homes)
         if not trainers:
             return []   # no store round trip (a CLI start-up, seconds on a loaded box) for nothing
         try:
@@ -670,13 +858,13 @@ class Soak:
         except RuntimeError:
             running = {}
         out = []
-        for pid, (job, att, state, ppid) in trainers.items():
+        for pid, (job, att, state, ppid, host) in trainers.items():
             j = running.get(job)
             if j is None or (att >= 0 and j.get("attempt") not in (None, att)):
                 continue
             if state == "T":
                 continue   # already stopped (a hang fault in progress)
-            out.append((job, att, pid, state, ppid))
+            out.append((job, att, pid, state, ppid, host))
         return out
 
     def pick_victim(self, cands):
@@ -699,8 +887,12 @@ class Soak:
             time.sleep(0.3)
         return []
 
+    @staticmethod
+    def victims(cands):
+        return [dict(job=c[0], attempt=c[1], pid=c[2], host=c[5]) for c in cands]
+
     def confirm_pid(self, pid, job):
-        t = our_trainers(self.home, only=pid)
+        t = our_trainers(self.homes, only=pid)
         return pid in t and t[pid][0] == job
 
     # ---- faults
@@ -710,12 +902,12 @@ class Soak:
         v = self.pick_victim(self.wait_for_victims())
         if v is None:
             return "skipped: no running attempt", None, None
-        job, att, pid, _, _ = v
+        job, att, pid, _, _, host = v
         if not self.confirm_pid(pid, job):
             return "skipped: victim exited", None, None
         rec["t_inject_ms"] = now_ms()
         os.kill(pid, sig)
-        rec["victims"] = [dict(job=job, attempt=att, pid=pid)]
+        rec["victims"] = [dict(job=job, attempt=att, pid=pid, host=host)]
         with self.rec.lock:
             self.rec.hits[job] += 1
         return "ok", pid, job
@@ -760,7 +952,7 @@ class Soak:
         if self.workers.kill(i, restart_after=self.o.worker_restart_s) is None:
             return "skipped: worker exited"
         rec["worker"] = i
-        rec["victims"] = [dict(job=c[0], attempt=c[1], pid=c[2]) for c in orphans]
+        rec["victims"] = self.victims(orphans)
         with self.rec.lock:
             for c in orphans:
                 self.rec.hits[c[0]] += 1
@@ -773,7 +965,7 @@ class Soak:
         cannot renew; a new attempt may already run)."""
         limit = self.o.lease_s + self.o.grace_s + 20
         time.sleep(limit)
-        for job, att, pid, _, _ in orphans:
+        for job, att, pid, _, _, _ in orphans:
             st = proc_stat(pid)
             if st is not None and st[0] != "Z" and self.confirm_pid(pid, job):
                 self.rec.event("orphan_trainer_alive", job=job, attempt=att, pid=pid, after_s=limit)
@@ -782,8 +974,16 @@ class Soak:
 
     def f_restart_store(self, rec):
         cands = self.running_attempts()
-        rec["victims"] = [dict(job=c[0], attempt=c[1], pid=c[2]) for c in cands]
-        if self.store.can_restart():
+        rec["victims"] = self.victims(cands)
+        if self.cluster:
+            # the cluster's PostgreSQL on host db: fast stop, start (cluster.sh restart-pg)
+            rec["t_inject_ms"] = now_ms()
+            rc, out = self.cluster.fault("restart-pg")
+            rec["t_back_ms"] = now_ms()
+            rec["variant"] = "cluster restart-pg (stop -m fast, start)"
+            if rc != 0:
+                return "failed: cluster.sh restart-pg rc=%d: %s" % (rc, out[-300:])
+        elif self.store.can_restart():
             mode = self.rng.choice(["fast", "immediate"])
             down = self.rng.uniform(1, self.o.store_down_max_s)
             rec["t_inject_ms"] = now_ms()
@@ -854,16 +1054,29 @@ class Soak:
             img = sorted(os.listdir(src))[1]
             with open(os.path.join(src, img), "rb") as f:
                 digest = hashlib.sha256(f.read()).hexdigest()
-            blob = None
-            for cand in (os.path.join(self.home, "objects", digest[:2], digest),):
-                if os.path.exists(cand):
-                    blob = cand
-            if blob is None:
-                return "failed: blob %s of %s not found under objects/" % (digest[:12], img)
-            os.chmod(blob, 0o644)
-            with open(blob, "r+b") as f:
-                f.write(b"\xff\xd8\xff\x00corrupted blob" * 8)
-            rec["corrupted"] = [img, "objects/%s/%s" % (digest[:2], digest[:12])]
+            garbage = b"\xff\xd8\xff\x00corrupted blob" * 8
+            if self.cluster:
+                # the blob lives in the cluster's S3 store: overwrite the object
+                # behind the store's back (every read re-hashes it)
+                prefix = self.cluster.env()["KESTREL_ARTIFACTS"][len("s3://"):].split("/", 1)
+                key = "%sobjects/%s/%s" % (prefix[1].strip("/") + "/" if len(prefix) > 1 and prefix[1] else "",
+                                           digest[:2], digest)
+                try:
+                    self.cluster.put_object(key, garbage)
+                except Exception as e:
+                    return "failed: overwriting s3 object %s: %r" % (key, e)
+                rec["corrupted"] = [img, "s3:" + key[:-52]]
+            else:
+                blob = None
+                for cand in (os.path.join(self.home, "objects", digest[:2], digest),):
+                    if os.path.exists(cand):
+                        blob = cand
+                if blob is None:
+                    return "failed: blob %s of %s not found under objects/" % (digest[:12], img)
+                os.chmod(blob, 0o644)
+                with open(blob, "r+b") as f:
+                    f.write(garbage)
+                rec["corrupted"] = [img, "objects/%s/%s" % (digest[:2], digest[:12])]
             # the loader counts and skips undecodable samples up to max_bad_fraction
             spec = self.job_spec(data=name, max_bad_fraction="0.3")
         doc, rc, msg, tries = self.submit(spec)
@@ -891,10 +1104,12 @@ class Soak:
         return "ok" if cls == "bad_config" else "unexpected: %s" % entry["got"]
 
     def f_disk_full(self, rec):
+        if self.cluster:
+            return self.host_fault(rec, "disk_full")
         if self.mounted is None:
             return "unsupported: %s" % (self.quota_skip or "no quota mount")
         cands = self.wait_for_victims()
-        rec["victims"] = [dict(job=c[0], attempt=c[1], pid=c[2]) for c in cands]
+        rec["victims"] = self.victims(cands)
         filler = os.path.join(self.mounted, ".soak-filler")
         hold = self.rng.uniform(self.o.disk_hold_min_s, self.o.disk_hold_max_s)
         rec["t_inject_ms"] = now_ms()
@@ -919,6 +1134,96 @@ class Soak:
         except OSError:
             pass
         rec["t_back_ms"] = now_ms()
+        with self.rec.lock:
+            for c in cands:
+                self.rec.hits[c[0]] += 1
+        return "ok"
+
+    def host_fault(self, rec, kind):
+        """A fault on the host running a victim attempt; every attempt there is a
+        victim. cut_link / freeze_host hold the host away for a while, then it
+        comes back (its worker must learn it lost its leases, and fencing must
+        refuse what it still writes); poweroff_host kills all of it and boots
+        its worker again later; disk_full fills the host's disk, then frees it."""
+        o = self.o
+        cands = self.wait_for_victims()
+        v = self.pick_victim(cands)
+        if v is None:
+            return "skipped: no running attempt"
+        host = v[5]
+        i = self.workers.index(host)
+        hit = [c for c in cands if c[5] == host]
+        rec["host"] = host
+        rec["victims"] = self.victims(hit)
+        hold = self.rng.uniform(o.host_hold_min_s, o.host_hold_max_s)
+        res = "ok"
+        if kind in ("cut_link", "freeze_host"):
+            down, up = ("cut", "restore") if kind == "cut_link" else ("freeze", "thaw")
+            rec["t_inject_ms"] = now_ms()
+            try:
+                rc, out = self.cluster.fault(down, host)
+                if rc != 0:
+                    res = "failed: cluster.sh %s rc=%d: %s" % (down, rc, out[-300:])
+                else:
+                    self.stop_evt.wait(hold)
+            finally:
+                rc, out = self.cluster.fault(up, host)   # always bring it back
+                rec["t_back_ms"] = now_ms()
+            if rc != 0 and res == "ok":
+                res = "failed: cluster.sh %s rc=%d: %s" % (up, rc, out[-300:])
+            rec["variant"] = "%s %s for %.1f s, then %s" % (down, host, hold, up)
+            # back on the network: the host's old trainers must stop (fenced), not run on
+            threading.Thread(target=self.watch_orphans, args=(hit,), daemon=True).start()
+        elif kind == "poweroff_host":
+            reboot = self.rng.uniform(o.reboot_min_s, o.reboot_max_s)
+            self.workers.expect_down(i, reboot)
+            rec["t_inject_ms"] = now_ms()
+            rc, out = self.cluster.fault("poweroff", host)
+            rec["t_back_ms"] = rec["t_inject_ms"] + int(reboot * 1000)
+            rec["variant"] = "poweroff %s, worker started again after %.1f s" % (host, reboot)
+            if rc != 0:
+                res = "failed: cluster.sh poweroff rc=%d: %s" % (rc, out[-300:])
+        elif kind == "disk_full":
+            hold = self.rng.uniform(o.disk_hold_min_s, o.disk_hold_max_s)
+            filler = os.path.join(self.cluster.state, host, "fill")   # what cluster.sh fill-disk writes
+            rec["t_inject_ms"] = now_ms()
+            try:
+                rc, out = self.cluster.fault("fill-disk", host)
+                rec["filled_mb"] = (os.path.getsize(filler) >> 20) if os.path.exists(filler) else 0
+                if rc != 0:
+                    res = "failed: cluster.sh fill-disk rc=%d: %s" % (rc, out[-300:])
+                else:
+                    self.stop_evt.wait(hold)
+            finally:
+                try:
+                    os.unlink(filler)
+                except OSError:
+                    pass
+                rec["t_back_ms"] = now_ms()
+            rec["variant"] = "%s's disk (%d MiB tmpfs) filled for %.1f s" % (host, o.host_disk_mb, hold)
+        with self.rec.lock:
+            for c in hit:
+                self.rec.hits[c[0]] += 1
+        return res
+
+    def f_cut_link(self, rec):
+        return self.host_fault(rec, "cut_link")
+
+    def f_freeze_host(self, rec):
+        return self.host_fault(rec, "freeze_host")
+
+    def f_poweroff_host(self, rec):
+        return self.host_fault(rec, "poweroff_host")
+
+    def f_restart_s3(self, rec):
+        cands = self.wait_for_victims()
+        rec["victims"] = self.victims(cands)
+        rec["t_inject_ms"] = now_ms()
+        rc, out = self.cluster.fault("restart-s3")
+        rec["t_back_ms"] = now_ms()
+        rec["variant"] = "S3 proxy killed and started (%.1f s)" % ((rec["t_back_ms"] - rec["t_inject_ms"]) / 1000)
+        if rc != 0:
+            return "failed: cluster.sh restart-s3 rc=%d: %s" % (rc, out[-300:])
         with self.rec.lock:
             for c in cands:
                 self.rec.hits[c[0]] += 1
@@ -1071,6 +1376,17 @@ class Soak:
             stats = {"error": str(e)}
         return jobs, shows, stats
 
+    def attempt_log(self, job, attempt):
+        """The text of a job's attempt log, on whichever host ran it ("" if none)."""
+        for h in self.homes:
+            path = os.path.join(h, "jobs", str(job), "attempt-%s.log" % attempt)
+            try:
+                with open(path, errors="replace") as fh:
+                    return fh.read()
+            except OSError:
+                continue
+        return ""
+
     @staticmethod
     def attempt_succeeded(a):
         if "succeeded" in a:
@@ -1157,6 +1473,8 @@ class Soak:
         # recovery per fault type
         rec_by = collections.defaultdict(list)
         succ_by = collections.defaultdict(list)
+        resumes = collections.defaultdict(collections.Counter)
+        ended = collections.defaultdict(collections.Counter)
         fault_counts = collections.Counter()
         skipped = collections.Counter()
         for f in R.faults:
@@ -1178,20 +1496,61 @@ class Soak:
                     # recovered = the job made progress after the space came back
                     pass
                 if nxt:
-                    rec_by[f["type"]].append(min(a["started_ms"] for a in nxt) - t0)
+                    first = min(nxt, key=lambda a: a["started_ms"])
+                    rec_by[f["type"]].append(first["started_ms"] - t0)
+                    # how the next attempt started: from a checkpoint, and from one
+                    # another host recorded (fetched from the S3 store)?
+                    text = self.attempt_log(v["job"], first.get("attempt"))
+                    r = resumes[f["type"]]
+                    r["next_attempts"] += 1
+                    r["resumed"] += int("resumed from" in text)
+                    r["fetched_from_s3"] += int("'s checkpoint from" in text)
+                    if self.cluster and v.get("host"):
+                        # namespaces share the machine's hostname: the worker id names the host
+                        r["other_host"] += int(first.get("worker") != "soak-" + v["host"])
+                old = [a for a in d.get("attempts") or [] if a.get("attempt") == v.get("attempt")]
+                if old:
+                    a0 = old[0]
+                    ended[f["type"]]["succeeded" if self.attempt_succeeded(a0) else
+                                     a0.get("reason") or ("running" if not a0.get("ended_ms") else "?")] += 1
                 j = jobs.get(v["job"]) or {}
                 if j.get("state") == "succeeded" and j.get("finished_ms"):
                     succ_by[f["type"]].append(j["finished_ms"] - t0)
-            if f["type"] in ("restart_store",) and f.get("t_back_ms"):
+            if f["type"] in ("restart_store", "restart_s3") and f.get("t_back_ms"):
                 # time until the system ran work again: first attempt started after the store came back
                 starts = [a.get("started_ms") for d in shows.values() for a in d.get("attempts") or []
                           if (a.get("started_ms") or 0) >= f["t_back_ms"]]
                 if starts:
-                    rec_by["restart_store(first_claim)"].append(min(starts) - t0)
+                    rec_by[f["type"] + "(first_claim)"].append(min(starts) - t0)
             if f["type"] in ("corrupt_dataset",) and f.get("job") in jobs:
                 j = jobs[f["job"]]
                 if j.get("state") == "succeeded" and j.get("finished_ms"):
                     succ_by[f["type"] + "(submit->success)"].append(j["finished_ms"] - f["t_submit_ms"])
+
+        # the hosts' share of the attempts, and what fencing refused (the worker logs)
+        by_worker = collections.Counter()
+        for d in shows.values():
+            for a in d.get("attempts") or []:
+                by_worker[a.get("worker") or "?"] += 1
+        fenced = collections.Counter()
+        for name in sorted(os.listdir(self.logs)) if os.path.isdir(self.logs) else []:
+            if name.startswith("worker-"):
+                with open(os.path.join(self.logs, name), errors="replace") as fh:
+                    for line in fh:
+                        if "lost its lease" in line:
+                            fenced["lease_renewal_refused"] += 1
+                        if "result discarded" in line:
+                            fenced["result_discarded"] += 1
+        hit_jobs = set()
+        for f in R.faults:
+            if f.get("result") == "ok":
+                hit_jobs.update(v["job"] for v in f.get("victims") or [])
+                if f.get("job"):
+                    hit_jobs.add(f["job"])
+        for g in R.groups:
+            hit_jobs.update(g["job_ids"])
+        hit_valid = len(hit_jobs & set(valid_ids))
+        hit_fraction = hit_valid / n_valid if n_valid else 0.0
 
         def summ(xs):
             if not xs:
@@ -1218,12 +1577,15 @@ class Soak:
         checks["stuck == 0"] = not stuck and drained
         checks["duplicates == 0"] = not dups
         checks["invalid inputs rejected with the expected class"] = not rejected_bad
+        if o.min_hit_fraction > 0:
+            checks["jobs hit by a fault >= %g" % o.min_hit_fraction] = hit_fraction >= o.min_hit_fraction
         if o.require_all_faults:
             ok_missing = [f for f in missing_faults
                           if not any(k[0] == f and k[1].startswith("unsupported") for k in skipped)]
             checks["every fault type injected (or unsupported here, with the reason)"] = not ok_missing
         report = collections.OrderedDict(
-            kestrel=self.version, store=o.store, seed=o.seed, workers=o.workers, slots=o.slots,
+            kestrel=self.version, store=("postgres+s3 (cluster of %d hosts)" % o.cluster) if o.cluster else o.store,
+            cluster_hosts=o.cluster, seed=o.seed, workers=o.workers, slots=o.slots,
             model=o.model, epochs=o.epochs, wall_s=round(time.time() - self.t0, 1),
             jobs_submitted=len(valid_ids) + len(R.invalid), valid_jobs=n_valid, invalid_inputs=len(R.invalid),
             valid_states=dict(states), succeeded=succeeded, availability=round(availability, 6),
@@ -1233,6 +1595,10 @@ class Soak:
             faults_injected=dict(fault_counts),
             faults_not_injected={"%s: %s" % k: v for k, v in skipped.items()},
             recovery_to_next_attempt=recovery, fault_to_job_success=to_success,
+            next_attempt_resume={k: dict(v) for k, v in sorted(resumes.items())},
+            victim_attempt_ended={k: dict(v) for k, v in sorted(ended.items())},
+            jobs_hit_by_fault=hit_valid, fault_hit_fraction=round(hit_fraction, 4),
+            attempts_by_worker=dict(sorted(by_worker.items())), fenced_late_writes=dict(fenced),
             invalid_rejected=[dict(kind=e["kind"], expected=e["expected"], got=e["got"],
                                    **({"final_state": e["final_state"]} if "final_state" in e else {}),
                                    **({"message": e["message"][:160]} if e.get("message") else {}))
@@ -1277,6 +1643,17 @@ class Soak:
             p("  %-28s %s | to job success %s" % (
                 k, "n=%d mean %.1f s max %.1f s" % (a["n"], a["mean_s"], a["max_s"]) if a else "-",
                 "n=%d mean %.1f s max %.1f s" % (b["n"], b["mean_s"], b["max_s"]) if b else "-"))
+        if r["next_attempt_resume"]:
+            p("victims' next attempt (resumed from a checkpoint / fetched from S3 / on another host):")
+            for k, v in r["next_attempt_resume"].items():
+                p("  %-28s %d/%d resumed, %d from S3, %d on another host; victim attempt ended %s" % (
+                    k, v.get("resumed", 0), v.get("next_attempts", 0), v.get("fetched_from_s3", 0),
+                    v.get("other_host", 0), json.dumps(r["victim_attempt_ended"].get(k, {}), sort_keys=True)))
+        p("jobs hit by a fault   %d of %d valid (%.1f %%)" % (r["jobs_hit_by_fault"], r["valid_jobs"],
+                                                            100 * r["fault_hit_fraction"]))
+        if r["cluster_hosts"]:
+            p("attempts by worker    %s" % json.dumps(r["attempts_by_worker"], sort_keys=True))
+            p("fenced late writes    %s" % json.dumps(r["fenced_late_writes"], sort_keys=True))
         p("invalid inputs        %d, rejected with the expected class %d:" % (r["invalid_inputs"], r["invalid_rejected_ok"]))
         cnt = collections.Counter((e["kind"], e["expected"], e["got"]) for e in r["invalid_rejected"])
         for (kind, exp, got), n in sorted(cnt.items()):
@@ -1298,7 +1675,7 @@ class Soak:
     def cleanup_processes(self):
         if self.workers:
             self.workers.stop_all(grace=self.o.grace_s + 10)
-        for pid, (job, att, state, ppid) in our_trainers(self.home).items():
+        for pid, (job, att, state, ppid, host) in our_trainers(self.homes).items():
             self.rec.event("leftover_process", job=job, attempt=att, pid=pid, state=state)
             try:
                 os.kill(pid, signal.SIGCONT)
@@ -1343,11 +1720,16 @@ class Soak:
                 self.cleanup_processes()
             except Exception:
                 pass
-        if self.store is not None:
+        keep = self.o.keep or not passed or self.o.workdir
+        if self.cluster is not None:
+            if keep and self.cluster.is_up:
+                self.cluster.keep_logs(self.logs)   # the hosts' disks go with the cluster
+            self.cluster.down()
+        elif self.store is not None:
             self.store.stop()
         if self.mounted:
             subprocess.run(["umount", "-l", self.mounted], capture_output=True)
-        if not self.o.keep and passed and not self.o.workdir:
+        if not keep:
             shutil.rmtree(self.work, ignore_errors=True)
         else:
             log("kept work dir %s (logs in logs/)" % self.work)
@@ -1364,8 +1746,13 @@ def parse_args(argv):
     ap.add_argument("--slots", type=int, default=1, help="slots per worker")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
+    ap.add_argument("--cluster", type=int, default=0, metavar="N",
+                    help="run the workers on N hosts of tools/cluster/cluster.sh (network namespaces, "
+                         "as root) with its PostgreSQL and S3 store, one worker per host (--workers is "
+                         "then N); adds the host faults %s" % ",".join(CLUSTER_FAULTS))
     ap.add_argument("--faults", default="all",
-                    help="comma list of %s, 'all' or 'none'" % ",".join(FAULTS))
+                    help="comma list of %s (with --cluster also %s), 'all' or 'none'"
+                    % (",".join(FAULTS), ",".join(CLUSTER_FAULTS)))
     ap.add_argument("--duration-s", type=float, default=3600 * 24,
                     help="stop submitting after this many seconds (then drain)")
     ap.add_argument("--stall-timeout-s", type=float, default=300,
@@ -1406,6 +1793,20 @@ def parse_args(argv):
                          "result's best weights exist) all but the attempt logs")
     ap.add_argument("--disk-hold-min-s", type=float, default=2)
     ap.add_argument("--disk-hold-max-s", type=float, default=6)
+    ap.add_argument("--host-hold-min-s", type=float, default=6,
+                    help="--cluster: a cut link / frozen host stays away at least this long "
+                         "(longer than --lease-s, so its leases expire)")
+    ap.add_argument("--host-hold-max-s", type=float, default=10)
+    ap.add_argument("--reboot-min-s", type=float, default=2,
+                    help="--cluster: a powered-off host's worker starts again after this long")
+    ap.add_argument("--reboot-max-s", type=float, default=6)
+    ap.add_argument("--host-disk-mb", type=int, default=512, help="--cluster: each host's disk (tmpfs)")
+    ap.add_argument("--min-free-gb", type=float, default=0.1,
+                    help="--cluster: the workers' low-disk watermark (below the host's disk)")
+    ap.add_argument("--s3-cache-gb", type=float, default=0.1,
+                    help="--cluster: KESTREL_S3_CACHE_GB of the workers (their disks are small)")
+    ap.add_argument("--min-hit-fraction", type=float, default=0,
+                    help="fail unless at least this fraction of the valid jobs was hit by a fault")
     ap.add_argument("--require-all-faults", action="store_true",
                     help="fail when a fault type was never injected (unless skipped for a stated reason)")
     # operator
@@ -1417,15 +1818,22 @@ def parse_args(argv):
     ap.add_argument("--collect-threads", type=int, default=2)
     ap.add_argument("--min-availability", type=float, default=0.999)
     o = ap.parse_args(argv)
+    known = FAULTS + CLUSTER_FAULTS if o.cluster else FAULTS
+    if o.cluster < 0 or o.cluster > 8:
+        ap.error("--cluster N takes 1..8 worker hosts (0 = no cluster)")
     if o.faults == "all":
-        o.faults = list(FAULTS)
+        o.faults = list(known)
     elif o.faults in ("none", ""):
         o.faults = []
     else:
         o.faults = [f.strip() for f in o.faults.split(",") if f.strip()]
-        bad = [f for f in o.faults if f not in FAULTS]
+        bad = [f for f in o.faults if f not in known]
         if bad:
-            ap.error("unknown fault %s (known: %s)" % (bad, ", ".join(FAULTS)))
+            ap.error("unknown fault %s (known: %s%s)" % (bad, ", ".join(known), "" if o.cluster else
+                                                         "; %s need --cluster" % ", ".join(CLUSTER_FAULTS)))
+    if o.cluster:
+        o.workers = o.cluster
+        o.store = "postgres"
     if o.max_live <= 0:
         o.max_live = 2 * o.workers * o.slots + 2
     o.kestrel = os.path.abspath(o.kestrel)
@@ -1451,6 +1859,8 @@ def main(argv=None):
         soak.teardown(False)
         return 2
     except Unsupported as e:
+        print("SKIP: %s" % e)
+        sys.stdout.flush()
         log("skipped: %s" % e)
         soak.o.keep = False
         soak.teardown(True)
