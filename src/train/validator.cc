@@ -84,6 +84,10 @@ Status BuildValBatch(const eval::ValBatchShape& shape, const std::vector<const d
     const data::ManifestEntry& e = *entries[idx];
     auto bytes = source(e);
     if (!bytes.IsOk()) {
+      // An image store that does not answer (S3 down, this host cut off) says
+      // nothing about the image: the run fails (a retryable attempt failure),
+      // it is never counted against max_bad_fraction (dataset_errors, permanent).
+      if (bytes.GetStatus().Code() == StatusCode::kUnavailable) return bytes.GetStatus();
       ++bad;
       continue;
     }

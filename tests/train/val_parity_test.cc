@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <sstream>
 
 #include "core/env.h"
 #include "data/image.h"
 #include "data/manifest.h"
+#include "data/synth.h"
 #include "model/spec.h"
 #include "model/weights.h"
 #include "model/yolo.h"
@@ -191,6 +194,55 @@ TEST_F(ValParity, RectFalseEvaluatesAtExactlyImgsz) {
   std::printf("square rect=false: mAP50 %.6f mAP50-95 %.6f\n", r.map50, r.map5095);
   EXPECT_NEAR(r.map50, 0.275, 5e-4);
   EXPECT_NEAR(r.map5095, 0.163, 5e-4);
+}
+
+// An image store that does not answer during validation (S3 restarting, the
+// host's link cut) fails the run with its kUnavailable, a retryable attempt
+// failure, instead of counting the image as unreadable ("val images could not
+// be read": dataset_errors, permanent). Found by the multi-host soak: an S3
+// restart failed a valid job for good. Needs no fixture.
+TEST(ValidatorTest, UnreachableImageStoreFailsTheRunInsteadOfCountingBadImages) {
+  data::SynthOptions so;
+  so.images = 8;
+  so.classes = 2;
+  so.imgsz = 64;
+  so.val_fraction = 1.0;
+  data::Manifest m;
+  m.names = data::SynthClassNames(so.classes);
+  std::map<std::string, std::string> bytes;
+  for (int i = 0; i < so.images; ++i) {
+    auto s = data::RenderSynthSample(so, i);
+    ASSERT_TRUE(s.IsOk()) << s.GetStatus().ToString();
+    data::ManifestEntry e;
+    e.path = "images/val/" + s->stem + ".jpg";
+    e.split = data::Split::kVal;
+    e.width = s->image.cols;
+    e.height = s->image.rows;
+    e.boxes = s->boxes;
+    std::vector<uint8_t> buf;
+    ASSERT_TRUE(cv::imencode(".jpg", s->image, buf));
+    bytes[e.path] = std::string(buf.begin(), buf.end());
+    m.entries.push_back(std::move(e));
+  }
+  const std::string victim = m.entries[2].path;
+  data::ImageSource source = [&bytes, victim](const data::ManifestEntry& e) -> Result<std::string> {
+    if (e.path == victim)
+      return Status::Unavailable("S3 GetObject: Couldn't connect to server (after 4 tries)");
+    return bytes.at(e.path);
+  };
+  data::LoaderOptions lo;
+  lo.imgsz = 64;
+  lo.batch = 4;
+  lo.max_bad_fraction = 0.5;  // a tolerance that would hide the outage if it counted as bad data
+  auto model = model::CreateModel("t", so.classes);
+  ASSERT_TRUE(model.IsOk()) << model.GetStatus().ToString();
+  auto v = Validator::Create(m, source, lo, m.names, torch::kCPU, ValidatorOptions{});
+  ASSERT_TRUE(v.IsOk()) << v.GetStatus().ToString();
+  auto r = (*v)->Run(**model);
+  ASSERT_FALSE(r.IsOk()) << "an unreachable image store was taken for a bad image";
+  EXPECT_EQ(r.GetStatus().Code(), StatusCode::kUnavailable) << r.GetStatus().ToString();
+  EXPECT_NE(r.GetStatus().Reason(), FailureReason::kDatasetErrors);
+  EXPECT_EQ((*v)->BadImages(), 0);
 }
 
 }  // namespace
