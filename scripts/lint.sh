@@ -73,8 +73,9 @@ for step in "${steps[@]}"; do
         run-clang-tidy -p "$BUILD_DIR" -j "$(nproc)" -quiet "$tidy_re" >"$log" 2>&1 || true
       elif [[ ${#tidy_files[@]} -gt 0 ]]; then
         # Anchored alternation of the chosen paths (run-clang-tidy matches its
-        # regex against each compile_commands path).
-        files_re="/($(printf '%s\n' "${tidy_files[@]}" | sed 's/[][.^$*+?(){}|\\]/\\&/g' | paste -sd'|'))\$"
+        # regex against each compile_commands path). In the bracket expression
+        # '[' comes last: '[.' would open a collating symbol in GNU sed.
+        files_re="/($(printf '%s\n' "${tidy_files[@]}" | sed 's/[]\\.^$*+?(){}|[]/\\&/g' | paste -sd'|'))\$"
         run-clang-tidy -p "$BUILD_DIR" -j "$(nproc)" -quiet "$files_re" >"$log" 2>&1 || true
       fi
       rm -f "$sel"
