@@ -52,6 +52,8 @@ def main():
     ap.add_argument("--steps", type=int, default=1500, help="image steps of each later round (fine-tune)")
     ap.add_argument("--imgsz", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--select-seed", type=int, default=0,
+                    help="round r selects with seed=SELECT_SEED + r (strategy=random's draw)")
     ap.add_argument("--arms", default="",
                     help="comma list of the arms to run (default: STRATEGY,random); a run of one arm and a "
                          "run of the other on the same --work can go side by side, and a last run with both "
@@ -182,7 +184,7 @@ def main():
                 for name in left:
                     put(pdir, "x", name, *by_name[name], label=False)
                 sel = k("dataset", "select", f"pool={os.path.join(pdir, 'images/x')}", f"model={weights}",
-                        f"strategy={arm}", f"budget={args.budget}", f"seed={r}", f"imgsz={args.imgsz}",
+                        f"strategy={arm}", f"budget={args.budget}", f"seed={args.select_seed + r}", f"imgsz={args.imgsz}",
                         "format=yolo", f"out={sdir}")
             picked = [s["image"] for s in sel["selected"]]
             labelled += picked
