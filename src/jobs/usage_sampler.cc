@@ -325,6 +325,10 @@ Result<UsageSampler::Tree> UsageSampler::ReadTree(int64_t root) {
   }
   auto root_it = all.find(root);
   if (root_it == all.end()) return Status::NotFound("process " + std::to_string(root) + " is gone");
+  // Exited but not yet reaped (a zombie has no memory and no status VmRSS):
+  // as gone, so a trainer's last interval never reads as 0 MB.
+  if (root_it->second.state == 'Z' || root_it->second.state == 'X')
+    return Status::NotFound("process " + std::to_string(root) + " has exited");
   std::multimap<int64_t, int64_t> children;
   for (const auto& [pid, st] : all) children.emplace(st.ppid, pid);
   std::set<int64_t> in_tree{root};

@@ -242,6 +242,15 @@ TEST(UsageSamplerTree, ChildrenGrandchildrenAndTheGroupCountOthersDoNot) {
   ASSERT_TRUE(r.IsOk());
   EXPECT_EQ(r->cpu_percent, 0);
   EXPECT_EQ(r->processes, 2);
+  // The root exited and not yet reaped (a zombie: no memory, no VmRSS):
+  // kNotFound, never a reading of 0 MB (LiveMetricsCliTest saw one).
+  std::string zombie = StatLine(100, "kestrel train", 50, 100, 1150, 150, 40, 10, 0);
+  zombie.replace(zombie.find(") S "), 4, ") Z ");
+  proc.Put(100, zombie, -1);
+  EXPECT_EQ(sampler.Sample(100, 3'500'001, std::nullopt).GetStatus().Code(), StatusCode::kNotFound);
+  EXPECT_FALSE(sampler.Start(100, 3'600'001).IsOk());  // nor a baseline of one
+  proc.Put(100, StatLine(100, "kestrel train", 50, 100, 1150, 150, 40, 10), 210'000);
+  ASSERT_TRUE(sampler.Start(100, 3'700'001).IsOk());
   // The root gone: kNotFound, and a later Sample needs a Start again.
   proc.Remove(100);
   EXPECT_EQ(sampler.Sample(100, 4'000'001, std::nullopt).GetStatus().Code(), StatusCode::kNotFound);
