@@ -562,6 +562,9 @@ class Soak:
         self.rec = Recorder()
         self.stop_evt = threading.Event()
         self.submit_done = threading.Event()
+        # SIGUSR1: stop submitting now, then drain, check and report as usual
+        # (a long run ended early on purpose keeps its report).
+        self.finish_evt = threading.Event()
         self.snapshot = {}       # job id -> job dict from the latest `jobs list`
         self.snapshot_ms = 0
         self.snap_lock = threading.Lock()
@@ -725,6 +728,10 @@ class Soak:
             if time.time() > t_end:
                 self.rec.event("duration_reached", submitted=n)
                 log("--duration reached after %d jobs; draining" % n)
+                break
+            if self.finish_evt.is_set():
+                self.rec.event("finish_requested", submitted=n)
+                log("SIGUSR1: stop submitting after %d jobs; draining" % n)
                 break
             if self.live_count() >= o.max_live:
                 if time.time() - self.last_progress > o.stall_timeout_s:
@@ -1850,6 +1857,7 @@ def main(argv=None):
     o = parse_args(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, _on_term)
     soak = Soak(o)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: soak.finish_evt.set())
     passed = False
     try:
         report = soak.run()
