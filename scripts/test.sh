@@ -12,7 +12,7 @@ if [[ "${1:-}" == "--quick" ]]; then
   shift
 fi
 ./scripts/install-deps.sh
-./scripts/install-node-deps.sh   # ONNX Runtime for the export tests (tools/onnxruntime)
+./scripts/install-node-deps.sh   # ONNX Runtime for the export tests, the Label Studio frontend for web.label_studio (tools/)
 ./scripts/build.sh
 BUILD_DIR="${BUILD_DIR:-build}"
 # Throwaway PostgreSQL on loopback so the job-store suite runs on both

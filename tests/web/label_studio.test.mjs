@@ -31,31 +31,16 @@ import fs from 'node:fs'
 import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
-import { createRequire } from 'node:module'
-import { fileURLToPath } from 'node:url'
+import { ARTIFACTS, CHROMIUM, CLI, PARITY, chromiumOrSkip, repo, skip } from './harness.mjs'
 
-const here = path.dirname(fileURLToPath(import.meta.url))
-const repo = path.resolve(here, '..', '..')
-const CLI = process.env.KESTREL_CLI || path.join(repo, 'build/src/cli/kestrel')
-const MODULES = process.env.KESTREL_WEB_MODULES || path.join(repo, 'web/node_modules')
-const ARTIFACTS = process.env.KESTREL_WEB_ARTIFACTS || path.join(repo, 'build/tests/web/artifacts')
-const CHROMIUM = process.env.KESTREL_CHROMIUM || '/usr/bin/chromium'
-const REFERENCE = process.env.KESTREL_REFERENCE || path.resolve(repo, '..', 'shared', 'reference')
-const PARITY = path.join(REFERENCE, 'val_parity')
 const MODEL = path.join(PARITY, 'yolov8n_shapes_p.safetensors')
 const NONSQUARE = path.join(PARITY, 'nonsquare', 'images', 'val')
 const LS_PACKAGE = path.join(repo, 'tools', 'label-studio-frontend', 'node_modules', '@heartexlabs', 'label-studio')
 const LS_STATIC = path.join(LS_PACKAGE, 'build', 'static')
 
-function skip(why) {
-  console.log(`SKIP: ${why}`)
-  process.exit(77)
-}
-if (!fs.existsSync(CHROMIUM)) skip(`no browser at ${CHROMIUM} (scripts/install-deps.sh installs Debian's chromium)`)
-if (!fs.existsSync(path.join(MODULES, 'playwright-core'))) skip(`${MODULES}/playwright-core is not installed (scripts/build-web.sh)`)
+const chromium = chromiumOrSkip()
 if (!fs.existsSync(path.join(LS_STATIC, 'js', 'main.js'))) skip(`the Label Studio frontend is not installed in ${LS_PACKAGE} (scripts/install-node-deps.sh)`)
 if (!fs.existsSync(MODEL) || !fs.existsSync(NONSQUARE)) skip(`no reference model or images in ${PARITY}`)
-const { chromium } = createRequire(path.join(MODULES, '..', 'package.json'))('playwright-core')
 
 const WAIT = 20000
 // 0.01 % of the image size, in Label Studio's percent units.

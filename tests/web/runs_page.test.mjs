@@ -17,30 +17,14 @@
 // Exits 77 (ctest: skipped) without chromium or web/node_modules. ~10 s.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { createRequire } from 'node:module'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { pathToFileURL } from 'node:url'
+import { CLI, DIST, MODULES, ARTIFACTS, CHROMIUM, chromiumOrSkip, startKestrelServe } from './harness.mjs'
 
-const here = path.dirname(fileURLToPath(import.meta.url))
-const repo = path.resolve(here, '..', '..')
-const CLI = process.env.KESTREL_CLI || path.join(repo, 'build/src/cli/kestrel')
-const DIST = process.env.KESTREL_WEB_DIST || path.join(repo, 'build/web/dist')
-const MODULES = process.env.KESTREL_WEB_MODULES || path.join(repo, 'web/node_modules')
-const ARTIFACTS = process.env.KESTREL_WEB_ARTIFACTS || path.join(repo, 'build/tests/web/artifacts')
-const CHROMIUM = process.env.KESTREL_CHROMIUM || '/usr/bin/chromium'
-
-if (!fs.existsSync(CHROMIUM)) {
-  console.log(`SKIP: no browser at ${CHROMIUM}`)
-  process.exit(77)
-}
-if (!fs.existsSync(path.join(MODULES, 'playwright-core'))) {
-  console.log(`SKIP: ${MODULES}/playwright-core is not installed (scripts/build-web.sh runs npm ci)`)
-  process.exit(77)
-}
-const { chromium } = createRequire(path.join(MODULES, '..', 'package.json'))('playwright-core')
+const chromium = chromiumOrSkip()
 
 const WAIT = 15000
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kestrel-web-runs-'))
@@ -53,25 +37,7 @@ let page = null
 const jsErrors = []
 
 function startServer() {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(CLI, ['--home', home, 'serve', '--port', '0', '--public-read', '--web-dir', DIST], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    const timer = setTimeout(() => reject(new Error(`kestrel serve did not start: ${out}${err}`)), WAIT)
-    proc.stderr.on('data', (d) => (err += d))
-    proc.stdout.on('data', (d) => {
-      out += d
-      const m = /^kestrel serve: listening on (http:\/\/\S+)\n/.exec(out)
-      if (m) {
-        clearTimeout(timer)
-        resolve({ proc, url: m[1] })
-      }
-    })
-    proc.on('exit', (code) => {
-      clearTimeout(timer)
-      reject(new Error(`kestrel serve exited ${code}: ${err}`))
-    })
-  })
+  return startKestrelServe({ home, args: ['--port', '0', '--public-read', '--web-dir', DIST], wait: WAIT })
 }
 
 const json = (body, status = 200) => ({ status, contentType: 'application/json', body: JSON.stringify(body) })

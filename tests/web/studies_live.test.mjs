@@ -25,28 +25,12 @@ import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { createRequire } from 'node:module'
-import { fileURLToPath } from 'node:url'
+import { CLI, DIST, ARTIFACTS, CHROMIUM, PARITY, skip, chromiumOrSkip, startKestrelServe } from './harness.mjs'
 
-const here = path.dirname(fileURLToPath(import.meta.url))
-const repo = path.resolve(here, '..', '..')
-const CLI = process.env.KESTREL_CLI || path.join(repo, 'build/src/cli/kestrel')
-const DIST = process.env.KESTREL_WEB_DIST || path.join(repo, 'build/web/dist')
-const MODULES = process.env.KESTREL_WEB_MODULES || path.join(repo, 'web/node_modules')
-const ARTIFACTS = process.env.KESTREL_WEB_ARTIFACTS || path.join(repo, 'build/tests/web/artifacts')
-const CHROMIUM = process.env.KESTREL_CHROMIUM || '/usr/bin/chromium'
-const REFERENCE = process.env.KESTREL_REFERENCE || path.resolve(repo, '..', 'shared', 'reference')
-const PARITY = path.join(REFERENCE, 'val_parity')
 const WEIGHTS = path.join(PARITY, 'yolov8n_shapes_p.safetensors')
 
-function skip(why) {
-  console.log(`SKIP: ${why}`)
-  process.exit(77)
-}
-if (!fs.existsSync(CHROMIUM)) skip(`no browser at ${CHROMIUM}`)
-if (!fs.existsSync(path.join(MODULES, 'playwright-core'))) skip(`${MODULES}/playwright-core is not installed (scripts/build-web.sh runs npm ci)`)
+const chromium = chromiumOrSkip()
 if (!fs.existsSync(WEIGHTS)) skip(`no reference model at ${WEIGHTS}`)
-const { chromium } = createRequire(path.join(MODULES, '..', 'package.json'))('playwright-core')
 
 const WAIT = 15000
 const STUDY_WAIT = 120000 // the trials train for real; a busy CI machine is slow
@@ -63,25 +47,7 @@ const kestrelJson = (...args) => JSON.parse(kestrel('--json', ...args))
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 function startServer() {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(CLI, ['--home', home, 'serve', '--port', '0', '--public-read', '--web-dir', DIST], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    const timer = setTimeout(() => reject(new Error(`kestrel serve did not start: ${out}${err}`)), WAIT)
-    proc.stderr.on('data', (d) => (err += d))
-    proc.stdout.on('data', (d) => {
-      out += d
-      const m = /^kestrel serve: listening on (http:\/\/\S+)\n/.exec(out)
-      if (m) {
-        clearTimeout(timer)
-        resolve({ proc, url: m[1] })
-      }
-    })
-    proc.on('exit', (code) => {
-      clearTimeout(timer)
-      reject(new Error(`kestrel serve exited ${code}: ${err}`))
-    })
-  })
+  return startKestrelServe({ home, args: ['--port', '0', '--public-read', '--web-dir', DIST], wait: WAIT })
 }
 
 // A detection dataset of the reference's shapes images: 16 train, 8 val.

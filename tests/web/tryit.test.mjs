@@ -23,34 +23,19 @@
 // fixture, or ONNX Runtime for the export's check (scripts/install-node-deps.sh).
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFile, execFileSync, spawn } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { createRequire } from 'node:module'
-import { fileURLToPath } from 'node:url'
 import { DEFAULTS, iou, letterboxToChw, parseNames, postprocess, readOnnxMetadata } from '../../web/src/tryit/detect.js'
+import { repo, CLI, DIST, ARTIFACTS, CHROMIUM, PARITY, skip, chromiumOrSkip, startKestrelServe } from './harness.mjs'
 
-const here = path.dirname(fileURLToPath(import.meta.url))
-const repo = path.resolve(here, '..', '..')
-const CLI = process.env.KESTREL_CLI || path.join(repo, 'build/src/cli/kestrel')
-const DIST = process.env.KESTREL_WEB_DIST || path.join(repo, 'build/web/dist')
-const MODULES = process.env.KESTREL_WEB_MODULES || path.join(repo, 'web/node_modules')
-const ARTIFACTS = process.env.KESTREL_WEB_ARTIFACTS || path.join(repo, 'build/tests/web/artifacts')
-const CHROMIUM = process.env.KESTREL_CHROMIUM || '/usr/bin/chromium'
-const REFERENCE = process.env.KESTREL_REFERENCE || path.resolve(repo, '..', 'shared', 'reference')
-const PARITY = path.join(REFERENCE, 'val_parity')
 const ORT_NODE = path.join(repo, 'tools', 'onnxruntime', 'node_modules', 'onnxruntime-node')
 
-function skip(why) {
-  console.log(`SKIP: ${why}`)
-  process.exit(77)
-}
-if (!fs.existsSync(CHROMIUM)) skip(`no browser at ${CHROMIUM} (scripts/install-deps.sh installs Debian's chromium)`)
-if (!fs.existsSync(path.join(MODULES, 'playwright-core'))) skip(`${MODULES}/playwright-core is not installed (scripts/build-web.sh)`)
+const chromium = chromiumOrSkip()
 if (!fs.existsSync(path.join(PARITY, 'yolov8n_shapes_p.safetensors'))) skip(`no reference model in ${PARITY}`)
 if (!fs.existsSync(ORT_NODE)) skip('onnxruntime-node is not installed (scripts/install-node-deps.sh): exports cannot be verified')
-const { chromium } = createRequire(path.join(MODULES, '..', 'package.json'))('playwright-core')
 
 const WAIT = 30000
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kestrel-web-tryit-'))
@@ -101,25 +86,7 @@ function predictOn(model, conf = DEFAULTS.conf, extra = []) {
 }
 
 function startServer() {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(CLI, ['--home', home, 'serve', '--port', '0', '--web-dir', DIST], { stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    const timer = setTimeout(() => reject(new Error(`kestrel serve did not start: ${out}${err}`)), WAIT)
-    proc.stderr.on('data', (d) => (err += d))
-    proc.stdout.on('data', (d) => {
-      out += d
-      const m = /^kestrel serve: listening on (http:\/\/\S+)\n/.exec(out)
-      if (m) {
-        clearTimeout(timer)
-        resolve({ proc, url: m[1] })
-      }
-    })
-    proc.on('exit', (code) => {
-      clearTimeout(timer)
-      reject(new Error(`kestrel serve exited ${code}: ${err}`))
-    })
-  })
+  return startKestrelServe({ home, args: ['--port', '0', '--web-dir', DIST], wait: WAIT })
 }
 
 // Pairs every predicted box with a page box of the same class at IoU >= 0.99
