@@ -13,7 +13,7 @@ constexpr std::array<FailureInfo, 22> kTable = {{
     {R::kNone, "", 0, K::kNone, "not a failure"},
     {R::kError, "error", kTrainExitError, K::kRetryable, "unclassified error"},
     {R::kStoreUnavailable, "store_unavailable", kTrainExitError, K::kRetryable,
-     "the attempt could not reach the metadata store"},
+     "the attempt could not reach the metadata store or the artifact (S3) store"},
     {R::kStoreConflict, "store_conflict", kTrainExitError, K::kRetryable,
      "a store lock conflict (SQLite busy, PostgreSQL deadlock/serialization) outlived the store's retries"},
     {R::kLeaseLost, "lease_lost", kTrainExitError, K::kInfrastructure,

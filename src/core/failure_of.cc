@@ -15,11 +15,14 @@ FailureReason FailureReasonOf(const Status& status) {
     case StatusCode::kIoError:
     case StatusCode::kResourceExhausted:
       return FailureReason::kIoError;
+    case StatusCode::kUnavailable:
+      // A service that does not answer: the metadata store (PostgreSQL) or
+      // the artifact store (S3: restarting, the host cut off).
+      return FailureReason::kStoreUnavailable;
     case StatusCode::kOk:
     case StatusCode::kAlreadyExists:
     case StatusCode::kFailedPrecondition:
     case StatusCode::kAborted:
-    case StatusCode::kUnavailable:
     case StatusCode::kInternal:
       break;
   }

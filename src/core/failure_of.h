@@ -15,7 +15,9 @@ namespace kestrel {
 // The reason set where the error started (Status::WithReason) wins; else the
 // status code decides: kInvalidArgument / kNotFound -> kBadConfig,
 // kCorruption -> kDatasetErrors, kIoError / kResourceExhausted -> kIoError,
-// anything else (kOk included) -> kError. Never read from the message.
+// kUnavailable (the metadata or the artifact store does not answer) ->
+// kStoreUnavailable, anything else (kOk included) -> kError. Never read from
+// the message.
 FailureReason FailureReasonOf(const Status& status);
 
 }  // namespace kestrel

@@ -22,7 +22,7 @@ TEST(FailureReasonOfTest, EveryStatusCodeMapsToItsReason) {
       {Status::FailedPrecondition("state"), FailureReason::kError},
       {Status::ResourceExhausted("disk full"), FailureReason::kIoError},
       {Status::Aborted("lost a race"), FailureReason::kError},
-      {Status::Unavailable("no store"), FailureReason::kError},
+      {Status::Unavailable("no store"), FailureReason::kStoreUnavailable},
       {Status::Internal("bug"), FailureReason::kError},
   };
   ASSERT_EQ(cases.size(), static_cast<size_t>(StatusCode::kInternal) + 1) << "a StatusCode has no case here";
