@@ -60,18 +60,27 @@ torch::Tensor HostToDevice(const torch::Tensor& host, torch::Device device) {
   return host.pin_memory().to(device, /*non_blocking=*/true);
 }
 
-AutocastScope::AutocastScope(bool enabled, at::ScalarType dtype) : enabled_(enabled) {
+AutocastScope::AutocastScope(bool enabled, at::ScalarType dtype, c10::DeviceType device)
+    : enabled_(enabled), device_(device) {
   if (!enabled_) return;
+  TORCH_CHECK(device_ == c10::kCUDA || device_ == c10::kCPU, "AutocastScope: CUDA or CPU only");
 #if KESTREL_AUTOCAST_DEVICE_API
-  previous_enabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
-  previous_dtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
-  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
-  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  previous_enabled_ = at::autocast::is_autocast_enabled(device_);
+  previous_dtype_ = at::autocast::get_autocast_dtype(device_);
+  at::autocast::set_autocast_dtype(device_, dtype);
+  at::autocast::set_autocast_enabled(device_, true);
 #else
-  previous_enabled_ = at::autocast::is_enabled();
-  previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
-  at::autocast::set_autocast_gpu_dtype(dtype);
-  at::autocast::set_enabled(true);
+  if (device_ == c10::kCPU) {
+    previous_enabled_ = at::autocast::is_cpu_enabled();
+    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(true);
+  } else {
+    previous_enabled_ = at::autocast::is_enabled();
+    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(true);
+  }
 #endif
   at::autocast::increment_nesting();
 }
@@ -80,11 +89,16 @@ AutocastScope::~AutocastScope() {
   if (!enabled_) return;
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
 #if KESTREL_AUTOCAST_DEVICE_API
-  at::autocast::set_autocast_enabled(at::kCUDA, previous_enabled_);
-  at::autocast::set_autocast_dtype(at::kCUDA, previous_dtype_);
+  at::autocast::set_autocast_enabled(device_, previous_enabled_);
+  at::autocast::set_autocast_dtype(device_, previous_dtype_);
 #else
-  at::autocast::set_enabled(previous_enabled_);
-  at::autocast::set_autocast_gpu_dtype(previous_dtype_);
+  if (device_ == c10::kCPU) {
+    at::autocast::set_cpu_enabled(previous_enabled_);
+    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+  } else {
+    at::autocast::set_enabled(previous_enabled_);
+    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
+  }
 #endif
 }
 
@@ -93,6 +107,14 @@ bool CudaAutocastEnabled() {
   return at::autocast::is_autocast_enabled(at::kCUDA);
 #else
   return at::autocast::is_enabled();
+#endif
+}
+
+bool CpuAutocastEnabled() {
+#if KESTREL_AUTOCAST_DEVICE_API
+  return at::autocast::is_autocast_enabled(at::kCPU);
+#else
+  return at::autocast::is_cpu_enabled();
 #endif
 }
 

@@ -29,26 +29,31 @@ Result<torch::Device> ToTorchDevice(const DeviceSpec& spec);
 // block until the copy has run, so `host` may be reused at once.
 torch::Tensor HostToDevice(const torch::Tensor& host, torch::Device device);
 
-// CUDA autocast while alive (the forward of a training step): ops run in
-// `dtype` where autocast's lists say so (convolutions, matmuls), the rest
-// in float32; weights stay float32. bf16 needs no loss scaling (its range
-// is float32's), which is why the trainer uses it. enabled=false: nothing
-// (the CPU path). Restores the previous state on destruction and clears
-// autocast's weight cast cache when the outermost scope ends.
+// Autocast while alive (the forward of a training step) for `device`'s
+// type, CUDA by default: ops run in `dtype` where autocast's lists say so
+// (convolutions, matmuls), the rest in float32; weights stay float32. bf16
+// needs no loss scaling (its range is float32's), which is why the trainer
+// uses it. device=kCPU is LibTorch's CPU autocast (bf16 only; the
+// roofline benchmark measures it, docs/speed.md). enabled=false: nothing.
+// Restores the previous state on destruction and clears autocast's weight
+// cast cache when the outermost scope ends.
 class AutocastScope {
  public:
-  explicit AutocastScope(bool enabled, at::ScalarType dtype = at::kBFloat16);
+  explicit AutocastScope(bool enabled, at::ScalarType dtype = at::kBFloat16,
+                         c10::DeviceType device = c10::kCUDA);
   ~AutocastScope();
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
   bool enabled_ = false;
+  c10::DeviceType device_ = c10::kCUDA;
   bool previous_enabled_ = false;
   at::ScalarType previous_dtype_ = at::kHalf;
 };
-// Whether CUDA autocast is on right now on this thread (tests).
+// Whether CUDA (CPU) autocast is on right now on this thread (tests).
 bool CudaAutocastEnabled();
+bool CpuAutocastEnabled();
 
 // A CUDA (or host) allocation failure as LibTorch reports it: a
 // c10::OutOfMemoryError (LibTorch 1.13 and 2.x), or a c10::Error whose

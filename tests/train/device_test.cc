@@ -145,6 +145,25 @@ TEST(TorchCompatTest, AutocastScopeTogglesCudaAutocastAndRestoresIt) {
   EXPECT_FALSE(model::CudaAutocastEnabled());
 }
 
+// The CPU scope (roofline_bench's bf16 lever): CPU matmuls run in bf16
+// inside it, CUDA autocast stays off, and the state is restored after it.
+TEST(TorchCompatTest, AutocastScopeOnTheCpuRunsMatmulsInBf16AndRestores) {
+  EXPECT_FALSE(model::CpuAutocastEnabled());
+  auto a = torch::ones({4, 4});
+  {
+    model::AutocastScope cpu(true, at::kBFloat16, c10::kCPU);
+    EXPECT_TRUE(model::CpuAutocastEnabled());
+    EXPECT_FALSE(model::CudaAutocastEnabled());
+    EXPECT_EQ(torch::matmul(a, a).scalar_type(), torch::kBFloat16);
+    {
+      model::AutocastScope off(false, at::kBFloat16, c10::kCPU);
+      EXPECT_TRUE(model::CpuAutocastEnabled()) << "a disabled scope changes nothing";
+    }
+  }
+  EXPECT_FALSE(model::CpuAutocastEnabled());
+  EXPECT_EQ(torch::matmul(a, a).scalar_type(), torch::kFloat);
+}
+
 TEST(TorchCompatTest, OutOfMemoryIsRecognisedWhateverLibTorchThrows) {
   try {
     model::ThrowOutOfMemory("CUDA out of memory. Tried to allocate 2.00 GiB (test)");
