@@ -48,6 +48,14 @@ Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::Artifac
   const std::string images_dir = opts.images.empty() ? DirName(corrections_path) : opts.images;
   KESTREL_ASSIGN_OR_RETURN(data::VersionView v, data::LoadVersion(meta, blobs, spec, env));
   KESTREL_ASSIGN_OR_RETURN(data::Corrections c, data::ReadCorrections(corrections_path, env));
+  return MergeReadCorrections(meta, blobs, spec, std::move(v), c, images_dir, opts.seed, env, report_out);
+}
+
+Result<DatasetMerge> MergeReadCorrections(store::MetadataStore& meta, store::ArtifactStore& blobs,
+                                          const std::string& spec, data::VersionView v,
+                                          const data::Corrections& c, const std::string& images_dir,
+                                          int64_t seed, Env& env, data::ValidationReport* report_out) {
+  const std::string& corrections_path = c.file;
   DatasetMerge out;
   out.base = v.record;
   data::ValidationReport& report = out.report;
@@ -65,11 +73,13 @@ Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::Artifac
     const std::string image_field = im.field + (c.format == "cvat" ? ".name" : ".data.image");
     int64_t idx = data::MatchCorrectedImage(m, im.ref);
     if (idx == -1) {
-      std::optional<data::ImageFile> file = data::ResolveImageFile(images_dir, im.ref, env);
+      std::optional<data::ImageFile> file;
+      if (!images_dir.empty()) file = data::ResolveImageFile(images_dir, im.ref, env);
       if (!file) {
         Error(report, "corrections.unmatched_image", image_field,
-              "'" + im.ref + "' matches no image of " + spec +
-                  " (as <split>/<path> or <path>) and no file under " + images_dir);
+              "'" + im.ref + "' matches no image of " + spec + " (as <split>/<path> or <path>)" +
+                  (images_dir.empty() ? std::string(" (no folder for new images)")
+                                      : " and no file under " + images_dir));
         continue;
       }
       std::string check;
@@ -79,7 +89,7 @@ Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::Artifac
         continue;
       }
       if (added->entry.split == data::Split::kUnassigned) {
-        Result<data::Split> split = data::AssignedSplitOf(v.manifest, added->entry, uint64_t(opts.seed));
+        Result<data::Split> split = data::AssignedSplitOf(v.manifest, added->entry, uint64_t(seed));
         if (!split.IsOk()) {
           Error(report, "corrections.no_split", image_field,
                 "new image '" + im.ref + "' names no split folder and " + spec + " " +

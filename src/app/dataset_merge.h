@@ -18,6 +18,8 @@
 #include "core/options.h"
 #include "core/status.h"
 #include "data/analyze.h"
+#include "data/corrections.h"
+#include "data/version.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 
@@ -66,6 +68,18 @@ Result<DatasetMerge> MergeCorrections(store::MetadataStore& meta, store::Artifac
                                       const std::string& spec, const MergeOptions& opts,
                                       Env& env = Env::Default(),
                                       data::ValidationReport* report_out = nullptr);
+
+// MergeCorrections after its reads: vN (`v`, read as `spec`) and the
+// corrections already parsed (`c`, e.g. built from Label Studio webhook
+// annotations, server/api_ls.h; c.file names them in findings and in the
+// record's source). New images are looked up under `images_dir`; "" = none
+// (an image matching no entry of vN is corrections.unmatched_image). `seed`
+// as MergeOptions::seed.
+Result<DatasetMerge> MergeReadCorrections(store::MetadataStore& meta, store::ArtifactStore& blobs,
+                                          const std::string& spec, data::VersionView v,
+                                          const data::Corrections& c, const std::string& images_dir,
+                                          int64_t seed, Env& env = Env::Default(),
+                                          data::ValidationReport* report_out = nullptr);
 
 // {"base", "version": DatasetVersionJson, "created", "images_corrected",
 // "images_changed", "images_added", "boxes_before", "boxes_after", "report"}.

@@ -100,10 +100,11 @@ void AddServeCommands(CLI::App& app, Context& ctx, int* exit_code) {
       "Label Studio's LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT as this host sees it: task images "
       "/data/local-files/?d=PATH are read under it, never outside (default: local files refused)");
   cmd->add_option("--ls-train-template", ls->train_template,
-                  "a template (NAME[@vN]) the Label Studio webhook queues a fine-tune of --ls-model from "
-                  "(default: annotation events are only counted)");
+                  "a template (NAME[@vN]) the Label Studio webhook queues a fine-tune of --ls-model from, "
+                  "on the version its annotations make (default: annotations are kept until POST /ls/train)");
   cmd->add_option("--ls-train-after", ls->train_after,
-                  "annotations created or updated (webhook events) that queue one fine-tune job")
+                  "annotations created or updated (webhook events) that are merged as a new dataset "
+                  "version and queue one fine-tune job on it")
       ->capture_default_str()
       ->check(IntArg(1, 1'000'000'000));
   cmd->add_option("--ls-from-name", ls->from_name,

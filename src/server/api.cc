@@ -10,6 +10,7 @@
 
 #include "app/datasets.h"
 #include "app/jobs.h"
+#include "app/ls_annotations.h"
 #include "app/models.h"
 #include "app/stats.h"
 #include "app/system.h"
@@ -394,7 +395,10 @@ Result<std::unique_ptr<ApiServer>> ApiServer::Start(const std::string& home, con
   s->ctx_->meta_url = store::MetadataUrl(home);
   if (!ls.model.empty()) {
     KESTREL_ASSIGN_OR_RETURN(auto model, app::LsModel::Load(*s->meta_, *s->blobs_, Env::Default(), ls.model));
-    s->ls_ = std::make_unique<LsBackend>(ls, std::move(model));
+    // The webhook's kept annotations and counters (a damaged file stops
+    // the server here, not at the first webhook).
+    KESTREL_RETURN_IF_ERROR(app::LoadLsState(app::LsStatePath(home)).GetStatus());
+    s->ls_ = std::make_unique<LsBackend>(ls, std::move(model), app::LsStatePath(home));
     s->ctx_->ls = s->ls_.get();
   }
   ServerOptions http_options = options;

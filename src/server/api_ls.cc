@@ -8,7 +8,9 @@
 
 #include "app/datasets.h"
 #include "app/jobs.h"
+#include "app/ls_annotations.h"
 #include "app/models.h"
+#include "app/templates.h"
 #include "core/env.h"
 #include "server/api.h"
 #include "server/job_paths.h"
@@ -145,6 +147,100 @@ Response Predict(ApiContext& ctx, const Request& req) {
   return JsonResponse(*doc, 200, -1);
 }
 
+// The store a blocking route uses: its own, opened from ctx.meta_url (a
+// MetadataStore serves one thread), or ctx.meta where there is no URL
+// (tests dispatching on one thread).
+Result<store::MetadataStore*> OwnStore(ApiContext& ctx, std::unique_ptr<store::MetadataStore>& own) {
+  if (ctx.meta_url.empty()) return &ctx.meta;
+  if (!own) {
+    KESTREL_ASSIGN_OR_RETURN(own, store::MetadataStore::Open(ctx.meta_url));
+  }
+  return own.get();
+}
+
+json Counters(const LsBackend& ls, const app::LsWebhookState& state) {
+  json c = app::LsStateJson(state);
+  c["train_after"] = ls.Options().train_after;
+  c["train_template"] =
+      ls.Options().train_template.empty() ? json(nullptr) : json(ls.Options().train_template);
+  return c;
+}
+
+// The version the pending annotations go on top of: the one the last merge
+// made (while it exists), else the served model's dataset version as its
+// registry record has it, else the train template's data=.
+Result<std::string> MergeBase(store::MetadataStore& meta, ApiContext& ctx, const LsBackend& ls,
+                              const app::LsWebhookState& state) {
+  if (const size_t at = state.last_version.find('@'); at != std::string::npos) {
+    if (meta.GetVersion(state.last_version.substr(0, at), state.last_version.substr(at + 1)).IsOk())
+      return state.last_version;
+  }
+  KESTREL_ASSIGN_OR_RETURN(
+      store::ModelRecord model,
+      app::ModelRegistry(meta, ctx.blobs, Env::Default()).Resolve(ls.Model()->ModelVersion()));
+  if (!model.dataset.empty())
+    return model.dataset_version.empty() ? model.dataset : model.dataset + "@" + model.dataset_version;
+  if (!ls.Options().train_template.empty()) {
+    KESTREL_ASSIGN_OR_RETURN(store::TemplateRecord t,
+                             app::TemplateLibrary(meta).Resolve(ls.Options().train_template));
+    const json keys = json::parse(t.keys_json, nullptr, false);
+    if (keys.is_object() && keys.contains("data") && keys["data"].is_string())
+      return keys["data"].get<std::string>();
+  }
+  return Status::FailedPrecondition("the served model " + ls.Model()->ModelVersion() +
+                                        " records no dataset and no --ls-train-template names data=: the "
+                                        "Label Studio annotations have no version to be merged into",
+                                    {"command line", 0, "ls-model"});
+}
+
+// The pending annotations merged as a new version, then (with a template)
+// the fine-tune job on it; the state saved after both. A failure keeps the
+// pending annotations and counters as they were.
+Result<json> Train(ApiContext& ctx, store::MetadataStore& meta, const LsBackend& ls,
+                   app::LsWebhookState& state) {
+  if (state.pending.empty())
+    return Status::FailedPrecondition(
+        "no pending Label Studio annotations: the webhook has received none since the last merge",
+        {app::kRequestFile, 0, "pending"});
+  KESTREL_ASSIGN_OR_RETURN(std::string base, MergeBase(meta, ctx, ls, state));
+  KESTREL_ASSIGN_OR_RETURN(app::DatasetMerge merge,
+                           app::MergeLsPending(meta, ctx.blobs, base, state, ls.Options().local_files_root));
+  const std::string version = merge.record.dataset + "@v" + std::to_string(merge.record.seq);
+  json doc = {{"version", version}, {"merge", app::DatasetMergeJson(merge)}, {"job", nullptr}};
+  int64_t job_id = 0;
+  if (!ls.Options().train_template.empty()) {
+    // A fine-tune of the served model on the new version with the
+    // template's keys, as POST /api/jobs submits it (job_paths.h: the
+    // model's blob).
+    const JobFilePolicy files(ctx.data_roots, ctx.home);
+    app::ModelRegistry reg(meta, ctx.blobs, Env::Default());
+    app::SubmitSteps steps;
+    steps.open_store = [&meta]() -> Result<store::MetadataStore*> { return &meta; };
+    steps.resolve_weights = [&](const std::string& key, std::string* weights) -> Status {
+      KESTREL_ASSIGN_OR_RETURN(auto resolved, files.Resolve(reg, key, *weights));
+      *weights = resolved.path;
+      return {};
+    };
+    steps.resolve_model = [&](const std::string& text) { return files.Resolve(reg, "model", text); };
+    const std::vector<std::string> tokens{"template=" + ls.Options().train_template,
+                                          "pretrained=" + ls.Model()->ModelVersion(), "data=" + version};
+    auto r = app::SubmitTokens(tokens, steps, Env::Default().UnixMillis());
+    if (!r.IsOk()) {
+      const Status& s = r.GetStatus();
+      return Status(s.Code(),
+                    "the Label Studio annotations are " + version + ", but the fine-tune job from template " +
+                        ls.Options().train_template +
+                        " was not queued (the annotations stay pending): " + s.Message(),
+                    {"command line", 0, "ls-train-template"});
+    }
+    job_id = r->job.id;
+    doc["job"] = app::SubmitResultJson(*r);
+  }
+  app::LsMerged(state, version, job_id);
+  KESTREL_RETURN_IF_ERROR(app::SaveLsState(ls.StatePath(), state));
+  return doc;
+}
+
 Response Webhook(ApiContext& ctx, const Request& req) {
   auto body = LsBody(req);
   if (!body.IsOk()) return ErrorResponse(body.GetStatus());
@@ -161,39 +257,58 @@ Response Webhook(ApiContext& ctx, const Request& req) {
   if (!event_name)
     return ErrorResponse(
         BodyError("action must be a Label Studio webhook event (ANNOTATION_CREATED, ...)", "action"));
+  auto event = app::ParseLsEvent(*body, action);
+  if (!event.IsOk()) return ErrorResponse(event.GetStatus());
   if (ctx.ls == nullptr || ctx.ls->Model() == nullptr) return NoModel();
   LsBackend& ls = *ctx.ls;
-  const bool counted = action == "ANNOTATION_CREATED" || action == "ANNOTATION_UPDATED";
-  json doc = {{"ok", true}, {"action", action}, {"counted", counted}, {"job", nullptr}};
-  if (counted && ls.CountAnnotation()) {
-    // A fine-tune of the served model on the template's data and keys, as
-    // POST /api/jobs submits it (job_paths.h: the model's blob).
-    const JobFilePolicy files(ctx.data_roots, ctx.home);
-    app::ModelRegistry reg(ctx.meta, ctx.blobs, Env::Default());
-    app::SubmitSteps steps;
-    steps.open_store = [&ctx]() -> Result<store::MetadataStore*> { return &ctx.meta; };
-    steps.resolve_weights = [&](const std::string& key, std::string* weights) -> Status {
-      KESTREL_ASSIGN_OR_RETURN(auto resolved, files.Resolve(reg, key, *weights));
-      *weights = resolved.path;
-      return {};
-    };
-    steps.resolve_model = [&](const std::string& text) { return files.Resolve(reg, "model", text); };
-    const std::vector<std::string> tokens{"template=" + ls.Options().train_template,
-                                          "pretrained=" + ls.Model()->ModelVersion()};
-    auto r = app::SubmitTokens(tokens, steps, Env::Default().UnixMillis());
-    if (!r.IsOk()) {
-      // The count stays: the next annotation tries again.
-      const Status& s = r.GetStatus();
-      return ErrorResponse(Status(s.Code(),
-                                  "the fine-tune job from template " + ls.Options().train_template +
-                                      " was not queued: " + s.Message(),
-                                  {"command line", 0, "ls-train-template"}));
+  std::unique_ptr<store::MetadataStore> own;
+  auto meta = OwnStore(ctx, own);
+  if (!meta.IsOk()) return ErrorResponse(meta.GetStatus());
+  Result<json> doc = ls.Serialized([&]() -> Result<json> {
+    KESTREL_ASSIGN_OR_RETURN(app::LsWebhookState state, app::LoadLsState(ls.StatePath()));
+    const app::LsApplied applied = app::ApplyLsEvent(state, *event);
+    if (applied == app::LsApplied::kCounted || applied == app::LsApplied::kRemoved)
+      KESTREL_RETURN_IF_ERROR(app::SaveLsState(ls.StatePath(), state));
+    json out = {{"ok", true},
+                {"action", action},
+                {"counted", applied == app::LsApplied::kCounted},
+                {"duplicate", applied == app::LsApplied::kDuplicate},
+                {"removed", applied == app::LsApplied::kRemoved},
+                {"version", nullptr},
+                {"job", nullptr}};
+    if (applied == app::LsApplied::kCounted && !ls.Options().train_template.empty() &&
+        state.since_last_job >= ls.Options().train_after) {
+      // The event is kept whatever the train does: a refused merge or job
+      // is this answer's error, and the next counted event tries again.
+      KESTREL_ASSIGN_OR_RETURN(json trained, Train(ctx, **meta, ls, state));
+      out["version"] = trained["version"];
+      out["job"] = trained["job"];
+      out["merge"] = trained["merge"];
     }
-    ls.JobQueued(r->job.id);
-    doc["job"] = app::SubmitResultJson(*r);
-  }
-  doc["counters"] = ls.CountersJson();
-  return JsonResponse(doc);
+    out["counters"] = Counters(ls, state);
+    return out;
+  });
+  if (!doc.IsOk()) return ErrorResponse(doc.GetStatus());
+  return JsonResponse(*doc);
+}
+
+Response TrainNow(ApiContext& ctx, const Request& req) {
+  auto body = ReadJsonObjectBody(req.body, {}, false);
+  if (!body.IsOk()) return ErrorResponse(body.GetStatus());
+  if (ctx.ls == nullptr || ctx.ls->Model() == nullptr) return NoModel();
+  LsBackend& ls = *ctx.ls;
+  std::unique_ptr<store::MetadataStore> own;
+  auto meta = OwnStore(ctx, own);
+  if (!meta.IsOk()) return ErrorResponse(meta.GetStatus());
+  Result<json> doc = ls.Serialized([&]() -> Result<json> {
+    KESTREL_ASSIGN_OR_RETURN(app::LsWebhookState state, app::LoadLsState(ls.StatePath()));
+    KESTREL_ASSIGN_OR_RETURN(json out, Train(ctx, **meta, ls, state));
+    out["ok"] = true;
+    out["counters"] = Counters(ls, state);
+    return out;
+  });
+  if (!doc.IsOk()) return ErrorResponse(doc.GetStatus());
+  return JsonResponse(*doc);
 }
 
 }  // namespace
@@ -213,28 +328,6 @@ Status ValidateLsOptions(const LsOptions& options) {
     return Status::InvalidArgument("--ls-to-name must be a tag name (letters, digits, '_', '-')",
                                    {"command line", 0, "ls-to-name"});
   return {};
-}
-
-bool LsBackend::CountAnnotation() {
-  MutexLock l(mu_);
-  ++annotations_;
-  ++since_last_job_;
-  return !options_.train_template.empty() && since_last_job_ >= options_.train_after;
-}
-
-void LsBackend::JobQueued(int64_t job_id) {
-  MutexLock l(mu_);
-  since_last_job_ = 0;
-  last_job_id_ = job_id;
-}
-
-nlohmann::json LsBackend::CountersJson() const {
-  MutexLock l(mu_);
-  return {{"annotations", annotations_},
-          {"since_last_job", since_last_job_},
-          {"train_after", options_.train_after},
-          {"train_template", options_.train_template.empty() ? json(nullptr) : json(options_.train_template)},
-          {"last_job_id", last_job_id_ == 0 ? json(nullptr) : json(last_job_id_)}};
 }
 
 bool LsRectangleNames(const std::string& label_config, std::string* from_name, std::string* to_name) {
@@ -301,14 +394,29 @@ Status AddLabelStudioRoutes(Router& router, ApiContext& ctx) {
        "",
        true},
       [&ctx](const Request& req, const PathParams&) { return Predict(ctx, req); }));
-  return router.Add("POST", "/ls/webhook",
-                    {"Label Studio webhook: ANNOTATION_CREATED/UPDATED are counted; with "
-                     "--ls-train-template every --ls-train-after of them queue a fine-tune job",
+  KESTREL_RETURN_IF_ERROR(router.Add(
+      "POST", "/ls/webhook",
+      {"Label Studio webhook: ANNOTATION_CREATED/UPDATED keep the task's annotation (durably, the latest "
+       "per task) and are counted; ANNOTATION(S)_DELETED drop it; with --ls-train-template every "
+       "--ls-train-after of them are merged as a new dataset version and queue a fine-tune job on it",
+       {},
+       "application/json",
+       Access::kWrite,
+       "{\"action\": \"ANNOTATION_CREATED\" | ..., \"annotation\": {\"id\", \"result\"}, \"task\": "
+       "{\"id\", \"data\": {\"image\"}}, ...}",
+       "",
+       true},
+      [&ctx](const Request& req, const PathParams&) { return Webhook(ctx, req); }));
+  return router.Add("POST", "/ls/train",
+                    {"Label Studio ML backend: merge the pending webhook annotations now as a new dataset "
+                     "version (and, with --ls-train-template, queue the fine-tune job on it)",
                      {},
                      "application/json",
                      Access::kWrite,
-                     "{\"action\": \"ANNOTATION_CREATED\" | ..., ...}"},
-                    [&ctx](const Request& req, const PathParams&) { return Webhook(ctx, req); });
+                     "{} (or no body)",
+                     "",
+                     true},
+                    [&ctx](const Request& req, const PathParams&) { return TrainNow(ctx, req); });
 }
 
 }  // namespace kestrel::server

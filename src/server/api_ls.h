@@ -5,22 +5,28 @@
 //   POST /ls/setup    {"project", "schema", ...} -> {"model_version"}
 //   POST /ls/predict  {"tasks": [{"data": {"image": URL}}...], "label_config"?, ...}
 //                     -> {"results": [one prediction per task], "model_version"}
-//   POST /ls/webhook  {"action": "ANNOTATION_CREATED" | "ANNOTATION_UPDATED", ...}:
-//                     counted; with a train template, every `train_after`
-//                     counted annotations queue a fine-tune job from it.
+//   POST /ls/webhook  {"action": "ANNOTATION_CREATED" | "ANNOTATION_UPDATED",
+//                      "annotation", "task", ...}: the annotation is kept
+//                     (app/ls_annotations.h) and counted; with a train
+//                     template, every `train_after` counted annotations
+//                     are merged as a new dataset version and a fine-tune
+//                     job on it is queued from the template.
+//                     ANNOTATION(S)_DELETED drop pending annotations.
+//   POST /ls/train    {}: the same merge (and job, with a template) now.
 // The model is a registered model's verified ONNX export (app::LsModel),
 // run through the program's ONNX backend. Token-protected like the rest of
 // the API (Authorization: Bearer or Token, auth.h); errors are the API's
 // error document with a 4xx status.
 //
-// Thread-safety: LsBackend's counters are locked (the webhook runs on the
-// I/O thread, predict on the blocking pool); the model locks itself.
+// Thread-safety: the webhook and train run on the blocking pool, one at a
+// time (LsBackend::Serialized); predict too; the model locks itself.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "app/label_studio_backend.h"
 #include "core/status.h"
@@ -38,10 +44,11 @@ struct LsOptions {
   // this host sees it ("" = /data/local-files/ URLs are refused).
   std::string local_files_root;
   // --ls-train-template NAME[@vN]: the template a fine-tune job is queued
-  // from ("" = webhooks are only counted).
+  // from, on the version the annotations make ("" = they are kept until
+  // POST /ls/train).
   std::string train_template;
-  // --ls-train-after N: counted annotations (created or updated) that queue
-  // one job; >= 1.
+  // --ls-train-after N: counted annotations (created or updated) that are
+  // merged and queue one job; >= 1.
   int64_t train_after = 20;
   // --ls-from-name / --ls-to-name: the RectangleLabels and Image tag names
   // when a predict request carries no label_config to read them from.
@@ -55,35 +62,33 @@ struct LsOptions {
 Status ValidateLsOptions(const LsOptions& options);
 
 // What the /ls routes share: the options, the model (null: none
-// configured) and the webhook's counters.
+// configured) and where the webhook keeps its annotations and counters
+// (app/ls_annotations.h; <home>/ls/webhook-state.json).
 class LsBackend {
  public:
-  LsBackend(LsOptions options, std::unique_ptr<app::LsModel> model)
-      : options_(std::move(options)), model_(std::move(model)) {}
+  LsBackend(LsOptions options, std::unique_ptr<app::LsModel> model, std::string state_path)
+      : options_(std::move(options)), model_(std::move(model)), state_path_(std::move(state_path)) {}
 
   const LsOptions& Options() const { return options_; }
   app::LsModel* Model() const { return model_.get(); }
+  const std::string& StatePath() const { return state_path_; }
 
-  // Counts one annotation event; true when a job is due (the count since
-  // the last queued job reached train_after and a template is set), which
-  // resets that count.
-  bool CountAnnotation() EXCLUDES(mu_);
-  // A queued job's id (0: none yet), for the webhook's answer.
-  void JobQueued(int64_t job_id) EXCLUDES(mu_);
-  // {"annotations": total counted, "since_last_job", "train_after",
-  //  "train_template", "last_job_id"}
-  nlohmann::json CountersJson() const EXCLUDES(mu_);
+  // Runs `f` (a read-modify-write of the state file, a merge, a submit)
+  // with no other webhook or train request of this server in between.
+  template <typename F>
+  auto Serialized(F&& f) EXCLUDES(mu_) {
+    MutexLock l(mu_);
+    return f();
+  }
 
  private:
   const LsOptions options_;
   const std::unique_ptr<app::LsModel> model_;
-  mutable Mutex mu_;
-  int64_t annotations_ GUARDED_BY(mu_) = 0;
-  int64_t since_last_job_ GUARDED_BY(mu_) = 0;
-  int64_t last_job_id_ GUARDED_BY(mu_) = 0;
+  const std::string state_path_;
+  Mutex mu_;
 };
 
-// The four /ls routes over ctx.ls (null: each answers 503 after reading its
+// The five /ls routes over ctx.ls (null: each answers 503 after reading its
 // body, so bad bodies are still 400).
 Status AddLabelStudioRoutes(Router& router, ApiContext& ctx);
 

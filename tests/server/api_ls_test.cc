@@ -5,8 +5,10 @@
 // the percent coordinates are checked exactly against Label Studio's
 // documented prediction format, field by field. Images from this server's
 // dataset route and from the local-files root; traversal, symlinks out,
-// remote URLs refused; tokens (Bearer and Token) required; the webhook
-// counted and queuing a fine-tune job from a template. Seconds.
+// remote URLs refused; tokens (Bearer and Token) required; the webhook's
+// annotations kept across a restart, merged as a new version (its labels
+// checked box by box) and a fine-tune job queued on it from a template;
+// retries counted once; bad annotations refused with nothing stored. Seconds.
 #include "server/api_ls.h"
 
 #include <gtest/gtest.h>
@@ -17,10 +19,12 @@
 #include "app/backends.h"
 #include "app/datasets.h"
 #include "app/job_kinds.h"
+#include "app/ls_annotations.h"
 #include "app/models.h"
 #include "app/templates.h"
 #include "birds_home.h"
 #include "core/env.h"
+#include "data/version.h"
 #include "write_route_test.h"
 
 namespace kestrel::server {
@@ -145,6 +149,37 @@ class LsApiTest : public testing::WriteRouteTest {
              "<View><Image name=\"img\" value=\"$image\"/><RectangleLabels name=\"box\" toName=\"img\">"
              "<Label value=\"sparrow\"/><Label value=\"crow\"/></RectangleLabels></View>"},
             {"params", {{"login", nullptr}}}};
+  }
+  // A Label Studio webhook body for an annotation event (the fields this
+  // backend reads, among some it does not).
+  static json Event(const std::string& action, int64_t annotation_id, int64_t task_id,
+                    const std::string& image, const json& result) {
+    return {{"action", action},
+            {"annotation",
+             {{"id", annotation_id},
+              {"task", task_id},
+              {"result", result},
+              {"was_cancelled", false},
+              {"completed_by", 1},
+              {"updated_at", "2026-12-06T01:00:00Z"}}},
+            {"task", {{"id", task_id}, {"data", {{"image", image}}}, {"is_labeled", true}}},
+            {"project", {{"id", 1}, {"title", "birds"}}}};
+  }
+  // One rectanglelabels result, in percent of the image (top-left).
+  static json Box(double x, double y, double w, double h, const std::string& label) {
+    return {
+        {"id", "r" + std::to_string(int(x * 100 + y))},
+        {"type", "rectanglelabels"},
+        {"from_name", "label"},
+        {"to_name", "image"},
+        {"original_width", 32},
+        {"original_height", 32},
+        {"value",
+         {{"x", x}, {"y", y}, {"width", w}, {"height", h}, {"rotation", 0}, {"rectanglelabels", {label}}}}};
+  }
+  // Label Studio's local-files URL of a version's image, "<split>/<path>" under some folder.
+  static std::string LocalFile(const data::ManifestEntry& e) {
+    return "/data/local-files/?d=exported/" + std::string(data::SplitName(e.split)) + "/" + e.path;
   }
   // The error document's field of a 4xx reply.
   std::string RefusedField(const HttpReply& r, int status, const std::string& what) {
@@ -287,49 +322,215 @@ TEST_F(LsApiTest, ImagesOutsideTheRootsAreRefusedNamingTheTask) {
             "tasks");
 }
 
-TEST_F(LsApiTest, WebhookCountsAnnotationsAndQueuesAFineTuneFromTheTemplate) {
+TEST_F(LsApiTest, WebhookMergesTheAnnotationsAsANewVersionAndFineTunesOnIt) {
   auto saved = app::TemplateLibrary(*meta_).Save("ls-ft", {"data=birds", "epochs=3"}, 5000);
   ASSERT_TRUE(saved.IsOk()) << saved.GetStatus().ToString();
+  auto v1 = data::LoadVersion(*meta_, *blobs_, "birds@v1");
+  ASSERT_TRUE(v1.IsOk()) << v1.GetStatus().ToString();
+  ASSERT_GE(v1->manifest.entries.size(), 3u);
+  const data::ManifestEntry e0 = v1->manifest.entries[0], e1 = v1->manifest.entries[1];
+  const std::vector<std::string> names = v1->manifest.names;
   LsOptions o = Options();
   o.train_template = "ls-ft";
   o.train_after = 2;
   const int port = StartLs(o);
   ASSERT_NE(port, 0);
-  const json created = {
-      {"action", "ANNOTATION_CREATED"}, {"annotation", {{"id", 1}}}, {"project", {{"id", 1}}}};
-  // A read-only token may predict but not queue jobs.
-  EXPECT_EQ(Post(port, "/ls/webhook", "Token " + read_, created).status, 403);
-  json a = Doc(Post(port, "/ls/webhook", "Token " + write_, created), 200, "first");
+  // Task 11 names its image as Label Studio's local files would (the
+  // "<split>/<path>" layout `dataset predict` writes), task 12 through this
+  // server's dataset image route.
+  const json created11 =
+      Event("ANNOTATION_CREATED", 101, 11, LocalFile(e0), json::array({Box(10, 20, 30, 40, names[1])}));
+  // A read-only token may predict but not keep annotations or queue jobs.
+  EXPECT_EQ(Post(port, "/ls/webhook", "Token " + read_, created11).status, 403);
+  json a = Doc(Post(port, "/ls/webhook", "Token " + write_, created11), 200, "first");
   EXPECT_EQ(a["counted"], true);
   EXPECT_TRUE(a["job"].is_null());
   EXPECT_EQ(a["counters"]["since_last_job"], 1);
+  EXPECT_EQ(a["counters"]["pending"], 1);
+  // Label Studio retries a webhook it got no answer for: once is counted.
+  json again = Doc(Post(port, "/ls/webhook", "Bearer " + write_, created11), 200, "retried");
+  EXPECT_EQ(again["counted"], false);
+  EXPECT_EQ(again["duplicate"], true);
+  EXPECT_EQ(again["counters"]["annotations"], 1);
   json other =
       Doc(Post(port, "/ls/webhook", "Token " + write_, {{"action", "PROJECT_UPDATED"}}), 200, "other");
   EXPECT_EQ(other["counted"], false) << "acknowledged, not counted";
-  json b =
-      Doc(Post(port, "/ls/webhook", "Token " + write_, {{"action", "ANNOTATION_UPDATED"}}), 200, "second");
+
+  const json created12 = Event("ANNOTATION_CREATED", 102, 12, "/api/datasets/birds/images/" + e1.image_sha,
+                               json::array({Box(0, 0, 50, 50, names[0]), Box(50, 50, 25, 25, names[1])}));
+  json b = Doc(Post(port, "/ls/webhook", "Token " + write_, created12), 200, "second");
   ASSERT_TRUE(b["job"].is_object()) << b.dump();
+  EXPECT_EQ(b["version"], "birds@v2");
+  EXPECT_EQ(b["merge"]["images_corrected"], 2);
   const int64_t job_id = b["job"]["job_id"].get<int64_t>();
   EXPECT_EQ(b["counters"]["since_last_job"], 0);
+  EXPECT_EQ(b["counters"]["pending"], 0);
   EXPECT_EQ(b["counters"]["annotations"], 2);
   EXPECT_EQ(b["counters"]["last_job_id"], job_id);
+  EXPECT_EQ(b["counters"]["last_version"], "birds@v2");
+
+  // The new version: the annotated images carry exactly the annotations'
+  // boxes, every other image keeps v1's.
+  auto v2 = data::LoadVersion(*meta_, *blobs_, "birds@v2");
+  ASSERT_TRUE(v2.IsOk()) << v2.GetStatus().ToString();
+  ASSERT_EQ(v2->manifest.entries.size(), v1->manifest.entries.size());
+  for (size_t i = 0; i < v2->manifest.entries.size(); ++i) {
+    const data::ManifestEntry& e = v2->manifest.entries[i];
+    ASSERT_EQ(e.image_sha, v1->manifest.entries[i].image_sha);
+    if (i == 0) {
+      ASSERT_EQ(e.boxes.size(), 1u);
+      EXPECT_EQ(e.boxes[0].cls, 1);
+      EXPECT_NEAR(e.boxes[0].cx, 0.25, 1e-4);
+      EXPECT_NEAR(e.boxes[0].cy, 0.40, 1e-4);
+      EXPECT_NEAR(e.boxes[0].w, 0.30, 1e-4);
+      EXPECT_NEAR(e.boxes[0].h, 0.40, 1e-4);
+    } else if (i == 1) {
+      ASSERT_EQ(e.boxes.size(), 2u);
+      int crows = 0;
+      for (const data::Box& box : e.boxes) crows += box.cls;
+      EXPECT_EQ(crows, 1) << "one box of each class";
+    } else {
+      EXPECT_EQ(e.boxes, v1->manifest.entries[i].boxes) << e.path;
+    }
+  }
+  // The job fine-tunes the served model on that version, with the template's keys.
   auto job = meta_->GetJob(job_id);
   ASSERT_TRUE(job.IsOk());
+  EXPECT_EQ(job->spec.dataset_version, v2->record.version_id) << "data= the new version";
   const json config = json::parse(job->spec.config_json);
   EXPECT_EQ(config["epochs"], 3) << "the template's keys";
   ASSERT_TRUE(config["pretrained"].is_string()) << config.dump();
   EXPECT_EQ(config["pretrained"].get<std::string>().rfind(home_, 0), 0u)
       << "the served model's weights blob: " << config["pretrained"];
 
-  // Without a template the webhook only counts.
-  const int port2 = StartLs(Options());
-  for (int i = 0; i < 3; ++i) {
-    json c = Doc(Post(port2, "/ls/webhook", "Token " + write_, created), 200, "count only");
-    EXPECT_TRUE(c["job"].is_null());
-    EXPECT_EQ(c["counters"]["annotations"], i + 1);
-  }
-  EXPECT_EQ(RefusedField(Post(port2, "/ls/webhook", "Token " + write_, {{"action", "a b"}}), 400, "action"),
+  // A retry of a merged annotation is not counted again; an update is, and
+  // a deletion drops it while it is pending.
+  json late = Doc(Post(port, "/ls/webhook", "Token " + write_, created12), 200, "late retry");
+  EXPECT_EQ(late["duplicate"], true);
+  EXPECT_EQ(late["counters"]["pending"], 0);
+  json updated = Doc(Post(port, "/ls/webhook", "Token " + write_,
+                          Event("ANNOTATION_UPDATED", 101, 11, LocalFile(e0), json::array())),
+                     200, "updated");
+  EXPECT_EQ(updated["counted"], true);
+  EXPECT_EQ(updated["counters"]["pending"], 1);
+  json deleted = Doc(Post(port, "/ls/webhook", "Token " + write_,
+                          {{"action", "ANNOTATIONS_DELETED"}, {"annotations", json::array({{{"id", 101}}})}}),
+                     200, "deleted");
+  EXPECT_EQ(deleted["removed"], true);
+  EXPECT_EQ(deleted["counters"]["pending"], 0);
+  // Nothing pending: the on-demand train says so.
+  EXPECT_EQ(RefusedField(Post(port, "/ls/train", "Token " + write_, json::object()), 409, "nothing"),
+            "pending");
+  EXPECT_EQ(RefusedField(Post(port, "/ls/webhook", "Token " + write_, {{"action", "a b"}}), 400, "action"),
             "action");
+}
+
+TEST_F(LsApiTest, BadAnnotationsAreRefusedAndNothingIsStored) {
+  auto v1 = data::LoadVersion(*meta_, *blobs_, "birds@v1");
+  ASSERT_TRUE(v1.IsOk()) << v1.GetStatus().ToString();
+  const data::ManifestEntry e0 = v1->manifest.entries[0];
+  const std::string good = v1->manifest.names[0];
+  const int port = StartLs(Options());  // no template: POST /ls/train merges, queues nothing
+  ASSERT_NE(port, 0);
+  // Read at the webhook: a box past the image, no label, a rotated box, no task.
+  struct Bad {
+    json result;
+    std::string field;
+  };
+  json rotated = Box(10, 10, 10, 10, good);
+  rotated["value"]["rotation"] = 30;
+  json unlabelled = Box(10, 10, 10, 10, good);
+  unlabelled["value"].erase("rectanglelabels");
+  for (const Bad& bad :
+       std::vector<Bad>{{json::array({Box(90, 10, 30, 10, good)}), "annotation.result[0].value"},
+                        {json::array({unlabelled}), "annotation.result[0].value.rectanglelabels"},
+                        {json::array({rotated}), "annotation.result[0].value.rotation"}}) {
+    EXPECT_EQ(RefusedField(Post(port, "/ls/webhook", "Token " + write_,
+                                Event("ANNOTATION_CREATED", 201, 21, LocalFile(e0), bad.result)),
+                           400, bad.field),
+              bad.field);
+  }
+  json no_task = Event("ANNOTATION_CREATED", 201, 21, LocalFile(e0), json::array());
+  no_task.erase("task");
+  EXPECT_EQ(RefusedField(Post(port, "/ls/webhook", "Token " + write_, no_task), 400, "no task"), "task");
+  EXPECT_FALSE(fs::exists(app::LsStatePath(home_))) << "nothing kept";
+
+  // Read at the merge: an unknown label and an image that is no file of
+  // the version. The merge stores nothing, the annotations stay pending.
+  Doc(Post(
+          port, "/ls/webhook", "Token " + write_,
+          Event("ANNOTATION_CREATED", 202, 22, LocalFile(e0), json::array({Box(10, 10, 10, 10, "pelican")}))),
+      200, "unknown label kept");
+  Doc(Post(port, "/ls/webhook", "Token " + write_,
+           Event("ANNOTATION_CREATED", 203, 23, "/data/local-files/?d=elsewhere/nosuch.jpg",
+                 json::array({Box(10, 10, 10, 10, good)}))),
+      200, "unmatched image kept");
+  HttpReply refused = Post(port, "/ls/train", "Token " + write_, json::object());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_NE(refused.body.find("corrections.unknown_label"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("corrections.unmatched_image"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("tasks[0] = task 22"), std::string::npos) << refused.body;
+  auto versions = meta_->ListVersions("birds");
+  ASSERT_TRUE(versions.IsOk());
+  EXPECT_EQ(versions->size(), 1u) << "no version stored";
+
+  // Fixed in Label Studio (an update and a deletion): the merge goes through.
+  Doc(Post(port, "/ls/webhook", "Token " + write_,
+           Event("ANNOTATION_UPDATED", 202, 22, LocalFile(e0), json::array({Box(10, 10, 10, 10, good)}))),
+      200, "fixed");
+  Doc(Post(port, "/ls/webhook", "Token " + write_,
+           {{"action", "ANNOTATION_DELETED"}, {"annotation", {{"id", 203}}}}),
+      200, "deleted");
+  json t = Doc(Post(port, "/ls/train", "Token " + write_, json::object()), 200, "train");
+  EXPECT_EQ(t["version"], "birds@v2");
+  EXPECT_TRUE(t["job"].is_null()) << "no template: the merge only";
+  EXPECT_EQ(t["counters"]["pending"], 0);
+}
+
+TEST_F(LsApiTest, ARestartKeepsThePendingAnnotationsAndTheCounters) {
+  auto saved = app::TemplateLibrary(*meta_).Save("ls-ft", {"data=birds", "epochs=3"}, 5000);
+  ASSERT_TRUE(saved.IsOk()) << saved.GetStatus().ToString();
+  auto v1 = data::LoadVersion(*meta_, *blobs_, "birds@v1");
+  ASSERT_TRUE(v1.IsOk()) << v1.GetStatus().ToString();
+  const data::ManifestEntry e0 = v1->manifest.entries[0], e1 = v1->manifest.entries[1];
+  const std::string crow = v1->manifest.names[1];
+  LsOptions o = Options();
+  o.train_template = "ls-ft";
+  o.train_after = 2;
+  const int first = StartLs(o);
+  ASSERT_NE(first, 0);
+  Doc(Post(first, "/ls/webhook", "Token " + write_,
+           Event("ANNOTATION_CREATED", 301, 31, LocalFile(e0), json::array({Box(10, 10, 20, 20, crow)}))),
+      200, "before the restart");
+  servers_.back()->Stop();
+  servers_.pop_back();
+
+  const int second = StartLs(o);
+  ASSERT_NE(second, 0);
+  // The first server's annotation is still pending: a retry of it is a duplicate.
+  json dup =
+      Doc(Post(second, "/ls/webhook", "Token " + write_,
+               Event("ANNOTATION_CREATED", 301, 31, LocalFile(e0), json::array({Box(10, 10, 20, 20, crow)}))),
+          200, "retry after the restart");
+  EXPECT_EQ(dup["duplicate"], true);
+  EXPECT_EQ(dup["counters"]["since_last_job"], 1);
+  json b =
+      Doc(Post(second, "/ls/webhook", "Token " + write_,
+               Event("ANNOTATION_CREATED", 302, 32, LocalFile(e1), json::array({Box(50, 50, 20, 20, crow)}))),
+          200, "after the restart");
+  ASSERT_TRUE(b["job"].is_object()) << b.dump();
+  EXPECT_EQ(b["merge"]["images_corrected"], 2) << "both annotations, one from before the restart";
+  EXPECT_EQ(b["counters"]["annotations"], 2);
+
+  // A damaged state file stops the server at start, naming it.
+  ASSERT_TRUE(
+      Env::Default().WriteFileAtomic(app::LsStatePath(home_), "{\"format\": 1, \"pending\": 3}").IsOk());
+  ServerOptions so;
+  so.port = 0;
+  auto damaged = ApiServer::Start(home_, so, o);
+  ASSERT_FALSE(damaged.IsOk());
+  EXPECT_EQ(damaged.GetStatus().Code(), StatusCode::kCorruption);
+  EXPECT_EQ(damaged.GetStatus().Where().file, app::LsStatePath(home_));
 }
 
 TEST_F(LsApiTest, WithoutAModelTheRoutesAnswer503AndBadOptionsAreNamed) {
