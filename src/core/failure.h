@@ -16,7 +16,7 @@
 // |------|-------------------|----------------|---------------------------------------------|
 // | 0    | -                 | -              | completed / early-stopped (then the gate)   |
 // | 1    | error             | retryable      | unclassified error (unknown tokens too)     |
-// | 1    | store_unavailable | retryable      | the child cannot reach a store (DB, S3)     |
+// | 1    | store_unavailable | retryable      | the child cannot reach the store            |
 // | 1    | store_conflict    | retryable      | a store lock conflict outlived its retries  |
 // | 1    | lease_lost        | infrastructure | the attempt is no longer the current one    |
 // | 2    | bad_config        | permanent      | options/config do not bind or validate      |
