@@ -158,6 +158,24 @@ Result<store::MetadataStore*> OwnStore(ApiContext& ctx, std::unique_ptr<store::M
   return own.get();
 }
 
+// /ls/webhook and /ls/train alike: a served model, this handler's own store
+// connection, and fn run on the state file under the backend's lock; fn's
+// document is the answer, its error the error response.
+template <typename F>
+Response WithLsState(ApiContext& ctx, F&& fn) {
+  if (ctx.ls == nullptr || ctx.ls->Model() == nullptr) return NoModel();
+  LsBackend& ls = *ctx.ls;
+  std::unique_ptr<store::MetadataStore> own;
+  auto meta = OwnStore(ctx, own);
+  if (!meta.IsOk()) return ErrorResponse(meta.GetStatus());
+  Result<json> doc = ls.Serialized([&]() -> Result<json> {
+    KESTREL_ASSIGN_OR_RETURN(app::LsWebhookState state, app::LoadLsState(ls.StatePath()));
+    return fn(**meta, ls, state);
+  });
+  if (!doc.IsOk()) return ErrorResponse(doc.GetStatus());
+  return JsonResponse(*doc);
+}
+
 json Counters(const LsBackend& ls, const app::LsWebhookState& state) {
   json c = app::LsStateJson(state);
   c["train_after"] = ls.Options().train_after;
@@ -259,56 +277,42 @@ Response Webhook(ApiContext& ctx, const Request& req) {
         BodyError("action must be a Label Studio webhook event (ANNOTATION_CREATED, ...)", "action"));
   auto event = app::ParseLsEvent(*body, action);
   if (!event.IsOk()) return ErrorResponse(event.GetStatus());
-  if (ctx.ls == nullptr || ctx.ls->Model() == nullptr) return NoModel();
-  LsBackend& ls = *ctx.ls;
-  std::unique_ptr<store::MetadataStore> own;
-  auto meta = OwnStore(ctx, own);
-  if (!meta.IsOk()) return ErrorResponse(meta.GetStatus());
-  Result<json> doc = ls.Serialized([&]() -> Result<json> {
-    KESTREL_ASSIGN_OR_RETURN(app::LsWebhookState state, app::LoadLsState(ls.StatePath()));
-    const app::LsApplied applied = app::ApplyLsEvent(state, *event);
-    if (applied == app::LsApplied::kCounted || applied == app::LsApplied::kRemoved)
-      KESTREL_RETURN_IF_ERROR(app::SaveLsState(ls.StatePath(), state));
-    json out = {{"ok", true},
-                {"action", action},
-                {"counted", applied == app::LsApplied::kCounted},
-                {"duplicate", applied == app::LsApplied::kDuplicate},
-                {"removed", applied == app::LsApplied::kRemoved},
-                {"version", nullptr},
-                {"job", nullptr}};
-    if (applied == app::LsApplied::kCounted && !ls.Options().train_template.empty() &&
-        state.since_last_job >= ls.Options().train_after) {
-      // The event is kept whatever the train does: a refused merge or job
-      // is this answer's error, and the next counted event tries again.
-      KESTREL_ASSIGN_OR_RETURN(json trained, Train(ctx, **meta, ls, state));
-      out["version"] = trained["version"];
-      out["job"] = trained["job"];
-      out["merge"] = trained["merge"];
-    }
-    out["counters"] = Counters(ls, state);
-    return out;
-  });
-  if (!doc.IsOk()) return ErrorResponse(doc.GetStatus());
-  return JsonResponse(*doc);
+  return WithLsState(
+      ctx, [&](store::MetadataStore& meta, LsBackend& ls, app::LsWebhookState& state) -> Result<json> {
+        const app::LsApplied applied = app::ApplyLsEvent(state, *event);
+        if (applied == app::LsApplied::kCounted || applied == app::LsApplied::kRemoved)
+          KESTREL_RETURN_IF_ERROR(app::SaveLsState(ls.StatePath(), state));
+        json out = {{"ok", true},
+                    {"action", action},
+                    {"counted", applied == app::LsApplied::kCounted},
+                    {"duplicate", applied == app::LsApplied::kDuplicate},
+                    {"removed", applied == app::LsApplied::kRemoved},
+                    {"version", nullptr},
+                    {"job", nullptr}};
+        if (applied == app::LsApplied::kCounted && !ls.Options().train_template.empty() &&
+            state.since_last_job >= ls.Options().train_after) {
+          // The event is kept whatever the train does: a refused merge or job
+          // is this answer's error, and the next counted event tries again.
+          KESTREL_ASSIGN_OR_RETURN(json trained, Train(ctx, meta, ls, state));
+          out["version"] = trained["version"];
+          out["job"] = trained["job"];
+          out["merge"] = trained["merge"];
+        }
+        out["counters"] = Counters(ls, state);
+        return out;
+      });
 }
 
 Response TrainNow(ApiContext& ctx, const Request& req) {
   auto body = ReadJsonObjectBody(req.body, {}, false);
   if (!body.IsOk()) return ErrorResponse(body.GetStatus());
-  if (ctx.ls == nullptr || ctx.ls->Model() == nullptr) return NoModel();
-  LsBackend& ls = *ctx.ls;
-  std::unique_ptr<store::MetadataStore> own;
-  auto meta = OwnStore(ctx, own);
-  if (!meta.IsOk()) return ErrorResponse(meta.GetStatus());
-  Result<json> doc = ls.Serialized([&]() -> Result<json> {
-    KESTREL_ASSIGN_OR_RETURN(app::LsWebhookState state, app::LoadLsState(ls.StatePath()));
-    KESTREL_ASSIGN_OR_RETURN(json out, Train(ctx, **meta, ls, state));
-    out["ok"] = true;
-    out["counters"] = Counters(ls, state);
-    return out;
-  });
-  if (!doc.IsOk()) return ErrorResponse(doc.GetStatus());
-  return JsonResponse(*doc);
+  return WithLsState(
+      ctx, [&](store::MetadataStore& meta, LsBackend& ls, app::LsWebhookState& state) -> Result<json> {
+        KESTREL_ASSIGN_OR_RETURN(json out, Train(ctx, meta, ls, state));
+        out["ok"] = true;
+        out["counters"] = Counters(ls, state);
+        return out;
+      });
 }
 
 }  // namespace
