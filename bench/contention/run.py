@@ -96,6 +96,7 @@ def main():
     base_env = dict(os.environ, KESTREL_HOME=home)
     log = open(os.path.join(work, "commands.log"), "a")
     print("command: nice -n 10 python3 bench/contention/run.py " + " ".join(
+        ([f"--build {args.build}"] if args.build != "build" else []) +
         [f"--images {args.images} --imgsz {args.imgsz} --batch {args.batch} --epochs {args.epochs}",
          f"--model {args.model} --rounds {args.rounds} --scenarios {','.join(scenarios)}"] +
         [f"--variant {v['name']}={v['spec']}" for v in variants]), flush=True)

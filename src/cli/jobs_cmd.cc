@@ -35,6 +35,7 @@
 #include "core/env.h"
 #include "core/json.h"
 #include "core/parse.h"
+#include "core/thread_policy.h"
 #include "jobs/job_keys.h"
 #include "jobs/retry.h"
 #include "jobs/webhook.h"
@@ -268,6 +269,9 @@ void AddWorker(CLI::App& app, Context& ctx, int* exit_code) {
     o.id = a->id.empty() ? o.host + ":" + std::to_string(::getpid()) : a->id;
     o.home = std::filesystem::absolute(ctx.home).string();
     o.child_command = {AttemptProgram(), "--home", o.home, "--log-level", ctx.log_level};
+    // The attempts (kestrel-torch, started directly) inherit this process's
+    // environment: OpenMP's wait policy for them (core/thread_policy.h).
+    ApplyOpenMpEnvDefaults();
     o.kinds = app::WorkerKinds(app::JobKinds(), Env::Default());  // the child's command word and the gate
     o.slots = a->slots;
     for (double v : {a->heartbeat_s, a->hang_timeout_s, a->lease_s, a->poll_s}) {

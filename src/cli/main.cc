@@ -49,6 +49,7 @@
 #include "core/log.h"
 #include "core/options.h"
 #include "core/terminate.h"
+#include "core/thread_policy.h"
 #include "data/image.h"
 #include "store/artifact_store.h"
 
@@ -110,6 +111,9 @@ int ForwardToTorchProgram(const Context& ctx, int argc, char** argv) {
   if (programs.IsOk()) {
     std::vector<char*> args(argv, argv + argc);
     args.push_back(nullptr);
+    // OpenMP reads its wait policy once, as kestrel-torch loads it: now or
+    // never (a user's own OMP_WAIT_POLICY/GOMP_SPINCOUNT is kept).
+    ApplyOpenMpEnvDefaults();
     ::execv(programs->torch.c_str(), args.data());
   }
   const std::string why = programs.IsOk() ? programs->torch + ": " + std::strerror(errno)

@@ -15,9 +15,11 @@
 #include <thread>
 #include <unordered_set>
 
+#include "core/cpu_budget.h"
 #include "core/env.h"
 #include "core/hash.h"
 #include "core/thread_annotations.h"
+#include "core/thread_policy.h"
 #include "data/augment.h"
 #include "data/image.h"
 
@@ -27,7 +29,7 @@ ImageSource ArtifactImageSource(store::ArtifactStore& store) {
   return [&store](const ManifestEntry& e) { return store.Get(e.image_sha); };
 }
 
-void LoaderOptions::Bind(OptionSet& s, int min_imgsz, int max_imgsz, bool auto_batch) {
+void LoaderOptions::Bind(OptionSet& s, int min_imgsz, int max_imgsz, bool auto_batch, bool auto_workers) {
   s.Int("imgsz", &imgsz, "train/val input size in pixels (multiple of the stride)", min_imgsz, max_imgsz);
   if (auto_batch) {
     s.Int("batch", &batch, "images per batch; -1 = auto (CUDA: the largest fitting ~60% of memory; CPU: 16)",
@@ -37,7 +39,15 @@ void LoaderOptions::Bind(OptionSet& s, int min_imgsz, int max_imgsz, bool auto_b
   }
   // 0 is the reference's "load in the main process": Kestrel always builds
   // batches in a thread, so 0 means one (the results never depend on it).
-  s.Int("workers", &workers, "data loader threads (0: one, the reference's workers=0)", 0, 256);
+  if (auto_workers) {
+    s.Int(
+        "workers", &workers,
+        "data loader threads (0: one, the reference's workers=0; -1: a quarter of the CPUs this process may "
+        "use, at least one, docs/speed.md)",
+        -1, 256);
+  } else {
+    s.Int("workers", &workers, "data loader threads (0: one, the reference's workers=0)", 0, 256);
+  }
   s.Int("prefetch", &prefetch, "batches built ahead of the trainer", 1, 1024);
   s.Float("max_bad_fraction", &max_bad_fraction, "fail when more than this share of images is unreadable",
           Range::Closed(0, 1));
@@ -51,7 +61,13 @@ Status LoaderOptions::Validate() const {
   auto bad = [](const char* field, const std::string& msg) {
     return Status::InvalidArgument(msg, {"", 0, field});
   };
-  KESTREL_RETURN_IF_ERROR(CheckBoundValues(*this));
+  {
+    // workers=-1 (the budget's share) is the loader's own value wherever the
+    // key is bound without it (auto_workers: train).
+    LoaderOptions bound = *this;
+    if (bound.workers == -1) bound.workers = 0;
+    KESTREL_RETURN_IF_ERROR(CheckBoundValues(bound));
+  }
   if (stride < 1) return bad("stride", "must be >= 1");
   if (imgsz < stride || imgsz % stride != 0) {
     int up = std::max(stride, (imgsz + stride - 1) / stride * stride);
@@ -607,8 +623,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(const Manifest& manifest, Split s
     impl->slots.resize(static_cast<size_t>(options.prefetch));
   }
   Impl* raw = impl.get();
-  for (int i = 0; i < std::max(1, options.workers); ++i)
-    raw->threads.emplace_back([raw] { raw->WorkerLoop(); });
+  const int workers =
+      options.workers < 0 ? SplitThreadBudget(ProcessCpuBudget().usable, 0, -1).loader : options.workers;
+  for (int i = 0; i < std::max(1, workers); ++i) raw->threads.emplace_back([raw] { raw->WorkerLoop(); });
   return std::unique_ptr<Loader>(new Loader(std::move(impl)));
 }
 

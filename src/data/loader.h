@@ -102,7 +102,7 @@ bool MosaicOpenAt(int epoch, int epochs, int close_mosaic);
 struct LoaderOptions {
   int imgsz = 640;                 // square input side in pixels (train), multiple of stride
   int batch = 16;                  // images per batch
-  int workers = 2;                 // worker threads (each builds whole batches)
+  int workers = 2;                 // worker threads (each builds whole batches); -1: the budget's share
   int prefetch = 4;                // batches built ahead of the consumer
   bool shuffle = true;             // shuffle the order every epoch (train)
   bool augment = true;             // train augmentations; false: letterbox only (val)
@@ -143,8 +143,9 @@ struct LoaderOptions {
   // seed, epochs, stride, drop_last. `auto_batch`: batch also takes -1 (the
   // trainer's automatic batch size, train/autobatch.h; the loader itself
   // needs a batch >= 1, which Validate checks).
+  // `auto_workers`: workers also takes -1 (the budget's share).
   void Bind(OptionSet& s, int min_imgsz = 1, int max_imgsz = std::numeric_limits<int>::max(),
-            bool auto_batch = false);
+            bool auto_batch = false, bool auto_workers = false);
   // The bound ranges (CheckBoundValues) plus the rules between fields: imgsz
   // a multiple of stride, rect only without shuffle. kInvalidArgument
   // naming the field.

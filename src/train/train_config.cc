@@ -73,7 +73,7 @@ void TrainConfig::Bind(OptionSet& s) {
          "loads them)");
   s.Int("val_samples", &val_samples,
         "first N val images whose predictions each epoch writes to samples/epoch-E.json (0 = off)", 0, 64);
-  loader.Bind(s, kMinImgsz, kMaxImgsz, /*auto_batch=*/true);
+  loader.Bind(s, kMinImgsz, kMaxImgsz, /*auto_batch=*/true, /*auto_workers=*/true);
   s.Choice("cache", &loader.cache, {"false", "true", "ram", "disk"},
            "keep train images decoded and resized to imgsz: ram (or true) in memory after the first read, "
            "disk in <home>/cache/decoded (reused by later runs, safe to delete); false decodes every read");

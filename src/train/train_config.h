@@ -72,7 +72,12 @@ struct TrainConfig {
   bool plots = true;      // eval plots + train_batch0.jpg
   bool save_pt = true;  // also write weights/best.pt, last.pt: the reference's checkpoint (model/pt_writer.h)
   int val_samples = 4;  // first N val images whose predictions each epoch keeps (train/samples.h)
-  data::LoaderOptions loader;    // imgsz, batch, workers, prefetch, max_bad_fraction, rect
+  // imgsz, batch, workers (-1: the CPU budget's share, docs/speed.md), prefetch, max_bad_fraction, rect
+  data::LoaderOptions loader = [] {
+    data::LoaderOptions l;
+    l.workers = -1;
+    return l;
+  }();
   data::AugmentOptions augment;  // hsv_*, degrees, ..., mosaic, mixup, close_mosaic
   OptimizerOptions optimizer;    // optimizer, lr0, lrf, momentum, ..., cos_lr
   // The loss keys (LossOptions' gains; TrainOptions::EffectiveLoss).

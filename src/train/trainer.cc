@@ -24,6 +24,7 @@
 #include "core/cpu_budget.h"
 #include "core/json.h"
 #include "core/parse.h"
+#include "core/thread_policy.h"
 #include "data/version.h"
 #include "data/version_files.h"
 #include "eval/plots.h"
@@ -131,10 +132,17 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   // threads=0: the cores this process may use (its affinity — a worker
   // slot's share — and its cgroup quota), not the machine's count: threads
   // beyond them only wait at every parallel region's barrier (issue 30).
+  // The loader's threads count in the budget (SplitThreadBudget); on the
+  // CPU the intra-op count then follows what other processes leave free
+  // (AdaptiveThreads, re-checked in Loop), unless threads=N fixed it.
   const CpuBudget budget = ProcessCpuBudget();
-  r.threads_why = o.threads > 0 ? "threads=" + std::to_string(o.threads) : "threads=0: " + budget.why;
-  const int threads = o.threads > 0 ? o.threads : budget.usable;
-  at::set_num_threads(threads);
+  const ThreadSplit split = SplitThreadBudget(budget.usable, o.threads, o.loader.workers);
+  r.threads_why = (o.threads > 0 ? "threads=" + std::to_string(o.threads) : "threads=0: " + budget.why) +
+                  "; " + split.why;
+  r.loader_workers = split.loader;
+  r.budget_cpus = budget.affinity;
+  r.thread_policy.emplace(AdaptiveThreads::Options{budget.usable, split.torch, o.threads > 0});
+  at::set_num_threads(split.torch);
   at::globalContext().setDeterministicAlgorithms(o.deterministic, /*warn_only=*/true);
   {
     // TrainConfig::Validate admitted its form; whether this machine has it
@@ -147,6 +155,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
     r.device = *device;
   }
   r.amp = o.amp && r.device.is_cuda();
+  if (!r.device.is_cpu()) r.thread_policy.reset();  // the step runs on the GPU: the count stays
 
   const std::string home = o.home.empty() ? store::KestrelHome() : o.home;
   KESTREL_ASSIGN_OR_RETURN(r.meta, store::MetadataStore::Open(store::MetadataUrl(home)));
@@ -229,6 +238,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   Print(r, model::FormatSummary(model::SummarizeModel(m->Spec(), o.loader.imgsz, o.loader.imgsz)) + "\n");
   Print(r, "torch threads: " + std::to_string(at::get_num_threads()) + " (" + r.threads_why +
                "), device: " + r.device.str() + " (" + model::TorchBuildText() + ")\n");
+  if (r.thread_policy) Print(r, "threads policy: " + r.thread_policy->Describe() + "\n");
   if (o.amp && !r.amp) Print(r, "amp=true: autocast runs on CUDA only; training in float32 on the CPU\n");
   if (r.amp) Print(r, "amp=true: CUDA autocast with bfloat16 (weights, loss and optimizer in float32)\n");
   if (o.loader.batch == kAutoBatch) {
@@ -258,6 +268,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
   tl.epochs = o.epochs;
   tl.stride = model::kMaxStride;
   tl.drop_last = false;
+  tl.workers = r.loader_workers;
   // cache=disk: shared by every run of this home (keyed by image content and
   // imgsz); deleting the folder only costs decodes.
   tl.cache_dir = JoinPath(JoinPath(home, "cache"), "decoded");
@@ -517,6 +528,16 @@ Status Loop(Run& r) {
                     r.summary.iterations + 1, static_cast<double>(got_us - wait_from_us) * 1e-6,
                     static_cast<double>(step_from_us - got_us) * 1e-6,
                     static_cast<double>(env.NowMicros() - step_from_us) * 1e-6);
+    }
+    if (r.thread_policy && r.thread_policy->Due(static_cast<double>(env.NowMicros()) * 1e-6)) {
+      const int before = r.thread_policy->Threads();
+      if (auto sample = ReadLoadSample(static_cast<double>(env.NowMicros()) * 1e-6, r.budget_cpus)) {
+        if (auto d = r.thread_policy->Observe(*sample)) {
+          at::set_num_threads(d->threads);
+          Print(r, "threads policy: " + std::to_string(before) + " -> " + std::to_string(d->threads) +
+                       " intra-op threads (" + d->why + ")\n");
+        }
+      }
     }
     ++r.summary.iterations;
     ++epoch_iters;

@@ -111,7 +111,7 @@ TEST(TrainConfigTest, ValidateAppliesTheBoundRangesToValuesSetInCode) {
       {"cls", [](TrainConfig& c) { c.cls = std::numeric_limits<double>::infinity(); }},
       {"imgsz", [](TrainConfig& c) { c.loader.imgsz = 8192; }},
       {"epochs", [](TrainConfig& c) { c.epochs = 0; }},
-      {"workers", [](TrainConfig& c) { c.loader.workers = -1; }},  // 0 is the reference's (one thread)
+      {"workers", [](TrainConfig& c) { c.loader.workers = -2; }},  // -1: the budget's share
   };
   ASSERT_TRUE(Base().Validate().IsOk()) << Base().Validate().ToString();
   for (const Case& k : cases) {

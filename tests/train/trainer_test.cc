@@ -102,6 +102,8 @@ TEST_F(TrainerTest, TinyRunWritesArtifactsAndLearns) {
     EXPECT_EQ(rows, static_cast<int>(r->history.size()));
   }
   EXPECT_NE(log.str().find("torch threads: 1"), std::string::npos);
+  // threads=1 given: the count stays (docs/speed.md), and the start says so.
+  EXPECT_NE(log.str().find("threads policy: fixed: threads=1\n"), std::string::npos) << log.str();
   EXPECT_NE(log.str().find("mAP50-95"), std::string::npos);
   // val_samples (default 4; the split has 3): one samples file per epoch,
   // the first val images in manifest order, labels and detections as xyxy

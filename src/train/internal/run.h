@@ -12,6 +12,7 @@
 
 #include "core/env.h"
 #include "core/status.h"
+#include "core/thread_policy.h"
 #include "data/loader.h"
 #include "data/version.h"
 #include "eval/metrics.h"
@@ -45,9 +46,12 @@ struct Run {
   data::VersionView dataset;
   int nc = 0;
   torch::Device device = torch::kCPU;
-  std::string threads_why;  // how the torch thread count was chosen (printed at start)
-  bool amp = false;         // CUDA autocast (bf16) around the forward: amp=true on a CUDA device
-  int micro_batch = 0;      // after a CUDA out-of-memory: images per forward (0 = the whole batch)
+  std::string threads_why;                       // how the torch thread count was chosen (printed at start)
+  int loader_workers = 1;                        // the loader's threads (the budget's share unless workers=N)
+  std::vector<int> budget_cpus;                  // the CPUs AdaptiveThreads watches
+  std::optional<AdaptiveThreads> thread_policy;  // none on a GPU
+  bool amp = false;     // CUDA autocast (bf16) around the forward: amp=true on a CUDA device
+  int micro_batch = 0;  // after a CUDA out-of-memory: images per forward (0 = the whole batch)
   std::optional<model::Yolo> model, ema_model;
   std::unique_ptr<ModelEma> ema;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
