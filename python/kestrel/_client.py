@@ -147,6 +147,18 @@ class Client:
         trial and importances (the document of `kestrel tune show --json`)."""
         return self.request("GET", f"/api/studies/{self._segment(name)}")
 
+    # -- labelling loop -----------------------------------------------------
+
+    def ls_train(self):
+        """`POST /ls/train`: merge the Label Studio annotations the server's
+        webhook collected as a new dataset version and, with `kestrel serve
+        --ls-train-template`, queue the fine-tune job on it (docs/server.md
+        "Label Studio ML backend"). Returns {"ok", "version", "merge", "job",
+        "counters"}; "version" is null when nothing was pending, "job" then and
+        without a template. An annotation that does not fit the dataset is
+        an ApiError 400 (field, message with the findings) and stays pending."""
+        return self.request("POST", "/ls/train", body={})
+
     # -- models -------------------------------------------------------------
 
     def models(self, **filters):

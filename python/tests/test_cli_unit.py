@@ -95,15 +95,15 @@ class FakeBinaryTest(unittest.TestCase):
 
     def test_a_usage_error_carries_exit_code_and_field(self):
         self.answer({"ok": False, "error": {"code": "usage", "field": "workers", "file": "command line",
-                                            "line": 0, "message": "value -1 is outside the allowed range [0, 256]"}},
+                                            "line": 0, "message": "value -2 is outside the allowed range [-1, 256]"}},
                     rc=2, stderr="error: command line: field 'workers': ...\n")
         with self.assertRaises(CommandError) as cm:
-            self.kestrel().train(data="d", workers=-1)
+            self.kestrel().train(data="d", workers=-2)
         e = cm.exception
         self.assertEqual(e.exit_code, 2)
         self.assertEqual(e.code, "usage")
         self.assertEqual(e.field, "workers")
-        self.assertEqual(e.message, "value -1 is outside the allowed range [0, 256]")
+        self.assertEqual(e.message, "value -2 is outside the allowed range [-1, 256]")
         self.assertEqual(e.error["file"], "command line")
         self.assertIn("field 'workers'", e.stderr)
         self.assertIn("kestrel train exited 2", str(e))

@@ -51,6 +51,12 @@ class FakeServer(BaseHTTPRequestHandler):
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
             return self._json(401, {"ok": False, "error": {"code": "unauthenticated",
                                                            "field": "Authorization", "message": "needs a token"}})
+        if self.path == "/ls/train":
+            if json.loads(body) != {}:
+                return self._json(400, {"ok": False, "error": {"code": "invalid_argument", "field": "body",
+                                                               "message": "expected {}"}})
+            return self._json(200, {"ok": True, "version": "birds@v3", "merge": {"added": 2},
+                                    "job": {"job_id": 12, "created": True}, "counters": {"pending": 0}})
         keys = json.loads(body)["keys"]
         if keys.get("epochs") == 0:
             return self._json(400, {"ok": False, "error": {"code": "invalid_argument", "field": "epochs",
@@ -185,6 +191,16 @@ class ClientTest(unittest.TestCase):
         FakeServer.model_reads = 0
         with self.assertRaisesRegex(TimeoutError, "job 9"):
             self.client.model_of(9, timeout=0.05, poll=0.01)
+
+    def test_ls_train_posts_an_empty_body_with_the_token(self):
+        doc = self.client.ls_train()
+        self.assertEqual((doc["version"], doc["job"]["job_id"]), ("birds@v3", 12))
+        method, path, headers, body = FakeServer.requests[-1]
+        self.assertEqual((method, path, json.loads(body)), ("POST", "/ls/train", {}))
+        self.assertEqual(headers["Authorization"], f"Bearer {TOKEN}")
+        with self.assertRaises(ApiError) as cm:
+            Client(self.url).ls_train()
+        self.assertEqual((cm.exception.status, cm.exception.field), (401, "Authorization"))
 
     def test_events_without_reconnect_end_with_the_stream(self):
         events = list(self.client.events(7, reconnect=False))

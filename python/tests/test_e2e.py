@@ -106,7 +106,7 @@ class KestrelEndToEnd(unittest.TestCase):
     def test_errors_carry_the_exit_code_and_field(self):
         with self.assertRaises(CommandError) as cm:
             # Tiny keys: were the value taken, a 1-epoch run fails fast instead of a default one timing out.
-            self.k.train(data=self.data, workers=-1, model="n", epochs=1, project=self.runs, name="err", **TINY)
+            self.k.train(data=self.data, workers=-2, model="n", epochs=1, project=self.runs, name="err", **TINY)
         self.assertEqual((cm.exception.exit_code, cm.exception.code, cm.exception.field), (2, "usage", "workers"))
         with self.assertRaises(CommandError) as cm:
             self.k.predict(self.root / "ds" / "images" / "val", model=self.root / "missing.pt")
