@@ -12,9 +12,13 @@
 
 namespace kestrel::model::testing {
 
-inline std::string RefDir() { return std::string(KESTREL_SHARED_DIR) + "/reference"; }
-inline std::string RefWeights() { return RefDir() + "/yolov8n_nc3_weights.safetensors"; }
-inline std::string RefForward() { return RefDir() + "/yolov8n_nc3_forward_loss.safetensors"; }
+// Paths as single literals: GCC 12 reports a false -Wstringop-overread on
+// std::string + literal when the test PCH changes what it inlines.
+inline std::string RefDir() { return KESTREL_SHARED_DIR "/reference"; }
+inline std::string RefWeights() { return KESTREL_SHARED_DIR "/reference/yolov8n_nc3_weights.safetensors"; }
+inline std::string RefForward() {
+  return KESTREL_SHARED_DIR "/reference/yolov8n_nc3_forward_loss.safetensors";
+}
 inline bool HaveReference() { return Env::Default().Stat(RefWeights()).exists; }
 
 // Fixture base: two intra-op threads (the build machine is shared).
