@@ -59,7 +59,7 @@ for step in "${steps[@]}"; do
       # on this VM (every other file 1-30 s) — more than the rest of the step
       # together; the cause (a check on its route table of nested lambdas and
       # JSON initializer lists) is still to be found (docs/ARCHITECTURE.md).
-      tidy_re='/src/((core|store|data|eval|jobs|app|export|tune|backend_onnx)/(internal/)?[^/]*|model/internal/pt_[^/]*|server/(?!api\.cc$)[^/]*)\.cc$'
+      tidy_re='/src/((core|store|data|eval|jobs|app|export|tune|backend_onnx|backend_video)/(internal/)?[^/]*|model/internal/pt_[^/]*|server/(?!api\.cc$)[^/]*)\.cc$'
       # Only the files changed (with their headers) since the last clean run
       # recorded in .ci/tidy-baseline; every file when that cannot be trusted
       # (tools/tidy-changed.py says why; KESTREL_TIDY_FULL=1 forces it).

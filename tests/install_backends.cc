@@ -1,13 +1,16 @@
 // Linked into a test binary whose tests run a model in process (predict, val
 // model=, compare, export): installs kestrel-torch's backends
-// (app/backends.h) before the first test, as kestrel-torch's main() does.
-// The binary links kestrel_backend_torch and kestrel_backend_onnx.
+// (app/backends.h) and its video I/O (app/video_io.h) before the first
+// test, as kestrel-torch's main() does. The binary links
+// kestrel_backend_torch, kestrel_backend_onnx and kestrel_backend_video.
 #include <gtest/gtest.h>
 
 #include "app/backends.h"
 #include "app/job_kinds.h"
+#include "app/video_io.h"
 #include "backend_onnx/onnx_backend.h"
 #include "backend_torch/torch_backend.h"
+#include "backend_video/video_backend.h"
 
 namespace kestrel {
 namespace {
@@ -21,6 +24,7 @@ class TorchProgramBackends : public testing::Environment {
     backend_onnx::RegisterOnnxBackend(backends);
     const Status s = app::InstallBackends(std::move(backends), app::JobKinds());
     ASSERT_TRUE(s.IsOk()) << s.ToString();
+    app::InstallVideoBackend(backend_video::OpenCvVideoBackend());
   }
 };
 

@@ -10,13 +10,13 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
-#include <opencv2/videoio.hpp>
 #include <optional>
 #include <set>
 
 #include "app/backends.h"
 #include "app/detector.h"
 #include "app/predict_source.h"
+#include "app/video_io.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
 #include "data/image.h"
@@ -247,9 +247,10 @@ struct PredictInput {
   int camera = -1;
 };
 
-cv::VideoCapture OpenCapture(const PredictInput& in) {
-  if (in.kind == PredictInput::Kind::kCamera) return cv::VideoCapture(in.camera, cv::CAP_ANY);
-  return cv::VideoCapture(in.source, cv::CAP_FFMPEG);
+// The reader of a video, camera or stream input (nullptr: it cannot be opened).
+std::unique_ptr<VideoReader> OpenVideo(const VideoBackend& video, const PredictInput& in) {
+  if (in.kind == PredictInput::Kind::kCamera) return video.open_camera(in.camera);
+  return video.open_file(in.source);
 }
 
 // A decoded image or frame waiting for its batch: RGB for the detector, the
@@ -312,15 +313,27 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
     return env.WriteFileDeferred(path, data);
   };
 
+  // The program's video I/O, asked for only when an input needs it.
+  const VideoBackend* video = nullptr;
+  for (const auto& in : inputs) {
+    if (in.kind == PredictInput::Kind::kImage) continue;
+    KESTREL_ASSIGN_OR_RETURN(video, ProgramVideo(in.source));
+    break;
+  }
   PredictProgress progress;
   progress.total = 0;
   for (const auto& in : inputs) {
     if (in.kind == PredictInput::Kind::kImage) {
       ++progress.total;
     } else if (in.kind == PredictInput::Kind::kVideo) {
-      cv::VideoCapture probe = OpenCapture(in);
-      const double n = probe.isOpened() ? probe.get(cv::CAP_PROP_FRAME_COUNT) : 0.0;
-      if (n > 0) progress.total += static_cast<int64_t>(n) / o.vid_stride;
+      double n = 0;
+      try {
+        const std::unique_ptr<VideoReader> probe = OpenVideo(*video, in);
+        n = probe ? probe->FrameCount() : 0.0;
+      } catch (const std::exception&) {
+        n = 0;  // unknown: the read below reports what is wrong with it
+      }
+      if (n > 0 && std::isfinite(n)) progress.total += static_cast<int64_t>(n) / o.vid_stride;
     } else {
       progress.total = -1;  // a camera or stream has no end we know of
       break;
@@ -328,7 +341,7 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
   }
   const int64_t start_us = env.NowMicros();
 
-  cv::VideoWriter writer;  // the annotated .mp4 of the video being read
+  std::unique_ptr<VideoWriter> writer;  // the annotated .mp4 of the video being read
   double writer_fps = 30;
   // The predicted image's files, the sink, the result.
   auto emit = [&](PredictedImage&& im, PendingFrame& f) -> Status {
@@ -341,18 +354,18 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
       KESTREL_RETURN_IF_ERROR(write(im.output + ".jpg", *jpg));
     } else if (o.save) {
       try {
-        if (!writer.isOpened()) {
+        if (!writer) {
           const std::string path = JoinPath(dir, in.output + ".mp4");
           KESTREL_RETURN_IF_ERROR(make_parent(path));
-          if (!writer.open(path, cv::CAP_FFMPEG, cv::VideoWriter::fourcc('m', 'p', '4', 'v'), writer_fps,
-                           f.bgr.size())) {
+          writer = video->create_mp4(path, writer_fps, f.bgr.cols, f.bgr.rows);
+          if (!writer) {
             return Status::IoError("cannot write the annotated video (OpenCV VideoWriter, mp4v)",
                                    {in.output + ".mp4", 0, "save"});
           }
         }
         DrawDetections(f.bgr, im.detections, out.names, draw);
-        writer.write(f.bgr);
-      } catch (const cv::Exception& e) {
+        writer->Write(f.bgr.data, f.bgr.cols, f.bgr.rows, f.bgr.step[0]);
+      } catch (const std::exception& e) {  // cv::Exception among them
         return Status::Internal(std::string("OpenCV: ") + e.what(), {im.source});
       }
     }
@@ -447,8 +460,8 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
     // A video: the images before it go first, so the writer sees only its frames.
     KESTREL_RETURN_IF_ERROR(run_batch());
     try {
-      cv::VideoCapture cap = OpenCapture(in);
-      if (!cap.isOpened()) {
+      const std::unique_ptr<VideoReader> cap = OpenVideo(*video, in);
+      if (!cap) {
         if (in.kind == PredictInput::Kind::kVideo) {
           out.skipped.push_back({in.source, "cannot open the video (OpenCV video I/O, FFmpeg)"});
           continue;
@@ -458,30 +471,25 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
                                        : "cannot open the stream (OpenCV video I/O, FFmpeg)",
                                    {in.source, 0, "source"});
       }
-      const double fps = cap.get(cv::CAP_PROP_FPS);
+      const double fps = cap->Fps();
       writer_fps = fps > 0 && std::isfinite(fps) ? std::max(1.0, fps / o.vid_stride) : 30.0;
       int64_t frame = 0;
+      VideoFrame decoded;
       while (!stop_now()) {
         // As the reference: grab vid_stride frames, decode the last one.
-        bool ok = false;
-        for (int k = 0; k < o.vid_stride; ++k) {
-          ok = cap.grab();
-          if (!ok) break;
-        }
-        cv::Mat bgr;
-        if (!ok || !cap.retrieve(bgr) || bgr.empty()) break;
-        if (bgr.channels() == 1) cv::cvtColor(bgr, bgr, cv::COLOR_GRAY2BGR);
-        if (bgr.channels() == 4) cv::cvtColor(bgr, bgr, cv::COLOR_BGRA2BGR);
+        if (!cap->Next(o.vid_stride, &decoded)) break;
+        const cv::Mat bgr(decoded.height, decoded.width, CV_8UC3, decoded.bgr.data());
         cv::Mat rgb;
         cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-        pending.push_back({std::move(rgb), o.save ? std::move(bgr) : cv::Mat(), i, ++frame});
+        pending.push_back({std::move(rgb), o.save ? bgr.clone() : cv::Mat(), i, ++frame});
         if (pending.size() == batch) KESTREL_RETURN_IF_ERROR(run_batch());
       }
       KESTREL_RETURN_IF_ERROR(run_batch());
-      writer.release();  // a stop too: the .mp4 is finished (trailer written), not cut off
+      if (writer) writer->Close();  // a stop too: the .mp4 is finished (trailer written), not cut off
+      writer.reset();
       if (frame == 0 && !out.stopped)
         out.skipped.push_back({in.source, "no frame could be read (OpenCV video I/O, FFmpeg)"});
-    } catch (const cv::Exception& e) {
+    } catch (const std::exception& e) {  // cv::Exception among them
       return Status::Internal(std::string("OpenCV: ") + e.what(), {in.source, 0, "source"});
     }
   }

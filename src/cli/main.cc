@@ -42,6 +42,9 @@
 #include "app/job_kinds.h"
 #include "backend_onnx/onnx_backend.h"
 #endif
+#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
+#include "backend_video/video_backend.h"
+#endif
 #include "cli/torch_commands.h"
 #ifdef KESTREL_DEPLOY
 #include "cli/deploy.h"
@@ -174,6 +177,11 @@ Status InstallProgramBackends() {
   backend_torch::RegisterTorchBackend(backends);
 #endif
   backend_onnx::RegisterOnnxBackend(backends);
+#if defined(KESTREL_TORCH_PROGRAM) || defined(KESTREL_DEPLOY)
+  // predict's videos, cameras and streams: not in `kestrel` (it hands predict
+  // to kestrel-torch), whose every start would load FFmpeg's libraries.
+  app::InstallVideoBackend(backend_video::OpenCvVideoBackend());
+#endif
   return app::InstallBackends(std::move(backends), app::JobKinds());
 }
 #endif

@@ -28,6 +28,8 @@
 #include "app/detector.h"
 #include "app/predict.h"
 #include "app/predict_source.h"
+#include "app/video_io.h"
+#include "backend_video/video_backend.h"
 #include "cli/predict_console.h"
 #include "core/env.h"
 
@@ -81,8 +83,14 @@ class PredictSourcesTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("kestrel_src_" + std::to_string(::getpid()) + "_" + info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    // As kestrel-torch's and kestrel-deploy's main(): videos are read through
+    // the program's video backend (app/video_io.h).
+    InstallVideoBackend(backend_video::OpenCvVideoBackend());
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    InstallVideoBackend({});
+  }
 
   // A video of `frames` frames, frame k (0-based) bright when k is even.
   std::string Video(const std::string& rel, int frames, int w = 64, int h = 48) {
@@ -204,6 +212,28 @@ TEST_F(PredictSourcesTest, AVideoInAFolderIsPredictedAndAnUnreadableOneIsSkipped
   EXPECT_TRUE(fs::exists(dir_ / "runs/p/b.mp4"));
   EXPECT_NE(PredictResultText(*r).find("2 images and 3 video frames predicted, 1 skipped"),
             std::string::npos);
+}
+
+// A program without a video backend (`kestrel` itself, which hands predict
+// to kestrel-torch) refuses a video by name before anything is written,
+// and still predicts still images.
+TEST_F(PredictSourcesTest, WithoutAVideoBackendAVideoIsAFailedPreconditionNamingIt) {
+  InstallVideoBackend({});  // the program is "kestrel": no app::InstallBackends in this test
+  Image("in/a.jpg", true);
+  const std::string clip = Video("in/b.mkv", 3);
+  Result<PredictResult> r = Run((dir_ / "in").string());
+  ASSERT_FALSE(r.IsOk());
+  EXPECT_EQ(r.GetStatus().Code(), StatusCode::kFailedPrecondition) << r.GetStatus().ToString();
+  EXPECT_EQ(r.GetStatus().Where().file, clip);
+  EXPECT_EQ(r.GetStatus().Where().field, "source");
+  EXPECT_NE(r.GetStatus().Message().find("kestrel has no video I/O"), std::string::npos)
+      << r.GetStatus().Message();
+  EXPECT_NE(r.GetStatus().Message().find("kestrel-torch"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "runs/p"));
+  fs::remove(clip);
+  r = Run((dir_ / "in").string());
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  EXPECT_EQ(r->predicted, 1);
 }
 
 TEST_F(PredictSourcesTest, GlobsMatchOneFolderOrEveryFolderBelowWithDoubleStar) {
