@@ -200,6 +200,7 @@ void CheckArtifactStore(const DoctorProbes& p, Checks& checks, const std::string
         where + ": deleting the probe object " + *sha + " failed" +
             (removed.IsOk() ? std::string(" (it was not removed)") : ": " + removed.GetStatus().Message()),
         fix + " (kestrel gc removes the probe once it may)");
+    if (!removed.IsOk()) checks.MarkUnavailable(removed.GetStatus());
     return;
   }
   checks.Add("artifact store", CheckState::kOk, where + ": a probe object written, read back and deleted");

@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include "core/fault_env.h"
 #include "store/postgres_store.h"
@@ -140,6 +141,57 @@ TEST_F(DoctorTest, AStoreThatIsDownFailsAndTheClockCheckIsSkipped) {
   EXPECT_FALSE(DoctorStatus(r).IsOk());
   EXPECT_TRUE(DoctorStatus(r, {}, false).IsOk());
   EXPECT_EQ(DoctorJson(r)["checks"][2]["unavailable"], true);
+}
+
+// The artifact store of `inner`, whose deletes fail as an S3 endpoint that
+// went away between the probe's write and its delete.
+class DeleteUnavailable final : public store::ArtifactStore {
+ public:
+  explicit DeleteUnavailable(std::unique_ptr<store::ArtifactStore> inner) : inner_(std::move(inner)) {}
+  Result<std::string> PutWithHash(std::string_view bytes, const std::string& sha,
+                                  Durability durability) override {
+    return inner_->PutWithHash(bytes, sha, durability);
+  }
+  Status SyncDeferred() override { return inner_->SyncDeferred(); }
+  Result<std::string> Get(const std::string& sha) override { return inner_->Get(sha); }
+  bool Has(const std::string& sha) override { return inner_->Has(sha); }
+  Result<uint64_t> Size(const std::string& sha) override { return inner_->Size(sha); }
+  Result<std::string> LocalPath(const std::string& sha) override { return inner_->LocalPath(sha); }
+  Result<std::vector<BlobInfo>> List() override { return inner_->List(); }
+  Result<bool> RemoveIfUntouchedSince(const std::string& sha, int64_t /*keep_since_s*/) override {
+    return Status::Unavailable("S3 DeleteObject: Couldn't connect to server (after 4 tries)", {sha});
+  }
+  Result<int> SweepIncompleteWrites(int64_t started_before_s) override {
+    return inner_->SweepIncompleteWrites(started_before_s);
+  }
+  std::string Describe() const override { return inner_->Describe(); }
+  std::string PathFor(const std::string& sha) const override { return inner_->PathFor(sha); }
+  const std::string& Root() const override { return inner_->Root(); }
+
+ private:
+  std::unique_ptr<store::ArtifactStore> inner_;
+};
+
+// Found by the 1,000-job multi-host soak: a worker restarted while the S3
+// server restarted failed its start check on the probe's delete and counted
+// an environment failure of its (healthy) host. A delete the store did not
+// answer is an outage like a failed write or read: marked unavailable, so a
+// worker rides it out (DoctorStatus(..., false)) and `kestrel doctor` still
+// reports it.
+TEST_F(DoctorTest, AProbeDeleteTheStoreDidNotAnswerIsAnOutageNotTheHosts) {
+  const std::string home = dir_.string();
+  probes_.open_artifacts = [this, home]() -> Result<std::unique_ptr<store::ArtifactStore>> {
+    auto inner = store::OpenArtifactStore(home, fault_env_);
+    if (!inner.IsOk()) return inner.GetStatus();
+    return std::unique_ptr<store::ArtifactStore>(new DeleteUnavailable(std::move(*inner)));
+  };
+  const DoctorReport r = RunDoctor(options_, probes_, Env::Default());
+  const DoctorCheck& c = Find(r, "artifact store");
+  EXPECT_EQ(c.state, CheckState::kFail);
+  EXPECT_NE(c.message.find("deleting the probe object"), std::string::npos) << c.message;
+  EXPECT_TRUE(c.unavailable) << c.message;
+  EXPECT_FALSE(DoctorStatus(r).IsOk());
+  EXPECT_TRUE(DoctorStatus(r, {"disk"}, false).IsOk()) << DoctorText(r);
 }
 
 TEST_F(DoctorTest, FreeSpaceBelowTheThresholdFailsTheDiskCheckWhichAWorkerIgnores) {
