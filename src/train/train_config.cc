@@ -61,9 +61,7 @@ void TrainConfig::Bind(OptionSet& s) {
       "checkpoint to continue exactly (runs/detect/NAME/weights/last.ckpt); true or a bare `resume`: the "
       "newest last.ckpt under project");
   s.Int("threads", &threads,
-        "torch intra-op threads (0 = the cores this process may use: affinity, cgroup quota; on the CPU "
-        "fewer while other processes use them, unless deterministic=true)",
-        0, 4096);
+        "torch intra-op threads (0 = the cores this process may use: affinity, cgroup quota)", 0, 4096);
   s.String("freeze", &freeze, "freeze the first N model layers (N), or the layers listed ([0,1,2] or 0,1,2)");
   BindRunFolderKeys(s, &project, &name, &exist_ok);
   s.String("run_dir", &run_dir, "explicit run directory (overrides project/name)");

@@ -141,10 +141,7 @@ Status Setup(Run& r, const std::optional<ParsedCheckpoint>& ckpt, bool* created_
                   "; " + split.why;
   r.loader_workers = split.loader;
   r.budget_cpus = budget.affinity;
-  // deterministic=true keeps the count too: a reduction split over another
-  // number of threads sums in another order.
-  r.thread_policy.emplace(
-      AdaptiveThreads::Options{budget.usable, split.torch, o.threads > 0 || o.deterministic});
+  r.thread_policy.emplace(AdaptiveThreads::Options{budget.usable, split.torch, o.threads > 0});
   at::set_num_threads(split.torch);
   at::globalContext().setDeterministicAlgorithms(o.deterministic, /*warn_only=*/true);
   {

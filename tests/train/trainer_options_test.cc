@@ -218,26 +218,6 @@ TEST_F(TrainerOptionsTest, PretrainedBadPathIsAClearError) {
   EXPECT_NE(r.GetStatus().ToString().find(junk), std::string::npos) << r.GetStatus().ToString();
 }
 
-// threads=0 on the CPU: the intra-op count follows what other processes
-// leave free (core/thread_policy.h AdaptiveThreads), unless the run asked
-// for deterministic algorithms, whose sums must not change order with the
-// thread count. One iteration each; the start line says which.
-TEST_F(TrainerOptionsTest, ThreadsZeroIsAdaptiveUnlessDeterministic) {
-  for (const bool deterministic : {false, true}) {
-    TrainOptions o = Tiny(deterministic ? "threads_det" : "threads_adaptive");
-    o.threads = 0;
-    o.deterministic = deterministic;
-    std::ostringstream log;
-    TrainHooks hooks;
-    hooks.out = &log;
-    hooks.halt_after_iterations = 1;
-    auto r = Train(o, hooks);
-    ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
-    const std::string want = deterministic ? "threads policy: fixed: threads=" : "threads policy: adaptive: ";
-    EXPECT_NE(log.str().find(want), std::string::npos) << log.str();
-  }
-}
-
 TEST_F(TrainerOptionsTest, SavePeriodWritesMidEpochCheckpoints) {
   // 8 batches of 1 per epoch; "SIGKILL" (halt, no checkpoint) after 5.
   TrainOptions o = Tiny("period");
