@@ -87,6 +87,8 @@ const char* SelectStrategyName(SelectStrategy s) {
       return "uncertainty";
     case SelectStrategy::kEntropy:
       return "entropy";
+    case SelectStrategy::kEntropySum:
+      return "entropy_sum";
     case SelectStrategy::kDiversity:
       return "diversity";
     case SelectStrategy::kRandom:
@@ -96,12 +98,12 @@ const char* SelectStrategyName(SelectStrategy s) {
 }
 
 Result<SelectStrategy> ParseSelectStrategy(const std::string& name) {
-  for (SelectStrategy s : {SelectStrategy::kUncertainty, SelectStrategy::kEntropy, SelectStrategy::kDiversity,
-                           SelectStrategy::kRandom}) {
+  for (SelectStrategy s : {SelectStrategy::kUncertainty, SelectStrategy::kEntropy, SelectStrategy::kEntropySum,
+                           SelectStrategy::kDiversity, SelectStrategy::kRandom}) {
     if (name == SelectStrategyName(s)) return s;
   }
   return Status::InvalidArgument(
-      "strategy must be uncertainty, entropy, diversity or random, got '" + name + "'", Field("strategy"));
+      "strategy must be uncertainty, entropy, entropy_sum, diversity or random, got '" + name + "'", Field("strategy"));
 }
 
 double MaxBoxScore(const std::vector<eval::Detection>& detections) {
@@ -110,14 +112,18 @@ double MaxBoxScore(const std::vector<eval::Detection>& detections) {
   return m;
 }
 
-double MeanBoxEntropy(const std::vector<eval::Detection>& detections) {
-  if (detections.empty()) return 1.0;
+double TotalBoxEntropy(const std::vector<eval::Detection>& detections) {
   double sum = 0;
   for (const eval::Detection& d : detections) {
     const double p = std::clamp(double(d.score), 0.0, 1.0);
     if (p > 0 && p < 1) sum -= p * std::log2(p) + (1 - p) * std::log2(1 - p);
   }
-  return sum / double(detections.size());
+  return sum;
+}
+
+double MeanBoxEntropy(const std::vector<eval::Detection>& detections) {
+  if (detections.empty()) return 1.0;
+  return TotalBoxEntropy(detections) / double(detections.size());
 }
 
 Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCandidate>& candidates,
@@ -141,6 +147,14 @@ Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCand
                       : "mean score entropy " + Num(score[i], "%.3f") + " bits over " + std::to_string(n) +
                             (n == 1 ? " box" : " boxes");
       });
+    case SelectStrategy::kEntropySum:
+      for (size_t i = 0; i < candidates.size(); ++i) score[i] = TotalBoxEntropy(candidates[i].detections);
+      return TopByScore(score, budget, [&](size_t i) {
+        const size_t n = candidates[i].detections.size();
+        return n == 0 ? std::string("no box at or above conf")
+                      : "summed score entropy " + Num(score[i], "%.3f") + " bits over " + std::to_string(n) +
+                            (n == 1 ? " box" : " boxes");
+      });
     case SelectStrategy::kDiversity:
       return FarthestPoint(candidates, budget);
     case SelectStrategy::kRandom:
@@ -155,9 +169,10 @@ Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCand
 void SelectKeys::Bind(OptionSet& s) {
   s.String("pool", &pool, "the folder of unlabelled images to choose from (subfolders included)");
   s.String("model", &model, "the weights that predict the pool (a file or a registered model)");
-  s.Choice("strategy", &strategy, {"uncertainty", "entropy", "diversity", "random"},
-           "uncertainty: lowest best box score; entropy: highest mean score entropy; diversity: spread-out "
-           "perceptual hashes; random: seeded draw");
+  s.Choice("strategy", &strategy, {"uncertainty", "entropy", "entropy_sum", "diversity", "random"},
+           "uncertainty: lowest best box score; entropy: highest mean score entropy; entropy_sum: highest "
+           "summed score entropy (many unsure boxes); diversity: spread-out perceptual hashes; random: "
+           "seeded draw");
   s.Int("budget", &budget, "how many images to pick (required)", 0, 10000000);
   s.Int("seed", &seed, "strategy=random: the draw's seed", 0, std::numeric_limits<int64_t>::max());
   s.Choice("format", &format, {"label-studio", "cvat", "yolo", "coco"},

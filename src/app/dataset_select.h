@@ -15,6 +15,11 @@
 //                sigmoid score only (eval::Detection), read as "this object
 //                is of that class" with probability s; 1 (the maximum) when
 //                no box reaches conf; highest first.
+//   entropy_sum  the same entropies summed over the image's boxes (0 when
+//                no box reaches conf): the image's total uncertainty, so an
+//                image with many unsure objects outranks one with a single
+//                unsure box (the "sum" aggregation of detection active
+//                learning); highest first.
 //   diversity    greedy farthest-point sampling on the images' 64-bit
 //                perceptual hashes (data/phash.h, the hashes the importer's
 //                near-duplicate check uses): the first pick is the pool's
@@ -40,7 +45,7 @@
 
 namespace kestrel::app {
 
-enum class SelectStrategy { kUncertainty, kEntropy, kDiversity, kRandom };
+enum class SelectStrategy { kUncertainty, kEntropy, kEntropySum, kDiversity, kRandom };
 const char* SelectStrategyName(SelectStrategy s);
 // kInvalidArgument naming `strategy` for any other text.
 Result<SelectStrategy> ParseSelectStrategy(const std::string& name);
@@ -63,9 +68,11 @@ Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCand
                                                     SelectStrategy strategy, size_t budget, uint64_t seed);
 
 // The image's highest box score (0 when none) and the mean binary entropy
-// of its box scores in bits (1 when none), as uncertainty and entropy use them.
+// of its box scores in bits (1 when none), as uncertainty and entropy use
+// them; the sum of those entropies (0 when none), as entropy_sum does.
 double MaxBoxScore(const std::vector<eval::Detection>& detections);
 double MeanBoxEntropy(const std::vector<eval::Detection>& detections);
+double TotalBoxEntropy(const std::vector<eval::Detection>& detections);
 
 struct SelectKeys {
   std::string pool;   // a folder of images (subfolders included)

@@ -41,7 +41,7 @@ inline constexpr TorchCommand kFingerprintCommand{
 inline constexpr TorchCommand kDatasetAuditCommand{
     "audit", "Rank the labels a model disagrees with: missing, spurious, wrong class, misplaced boxes"};
 inline constexpr TorchCommand kDatasetSelectCommand{
-    "select", "Pick the unlabelled images to label next (uncertainty, entropy, diversity, random) as tasks"};
+    "select", "Pick the unlabelled images to label next (uncertainty, entropy, entropy_sum, diversity, random) as tasks"};
 inline constexpr std::array<TorchCommand, 3> kTorchDatasetCommands = {
     kDatasetAuditCommand, kDatasetPredictCommand, kDatasetSelectCommand};
 

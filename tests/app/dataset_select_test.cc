@@ -72,6 +72,27 @@ TEST(SelectRanking, EntropyPicksBoxesNearestOneHalf) {
   EXPECT_DOUBLE_EQ(MaxBoxScore({}), 0.0);
 }
 
+TEST(SelectRanking, EntropySumPicksTheImageWithTheMostUncertainty) {
+  // Summed entropy: five unsure boxes {0.3 x5} ~4.406 bits outrank one box
+  // at 0.5 (1 bit, the highest mean) and {0.95, 0.05} ~0.573; no box is 0.
+  const std::vector<SelectCandidate> c = {WithScores({0.95f, 0.05f}), WithScores({0.5f}), WithScores({}),
+                                          WithScores({0.3f, 0.3f, 0.3f, 0.3f, 0.3f})};
+  auto picks = RankForSelection(c, SelectStrategy::kEntropySum, 4, 0);
+  ASSERT_TRUE(picks.IsOk());
+  EXPECT_EQ(Indexes(*picks), (std::vector<size_t>{3, 1, 0, 2}));
+  EXPECT_NEAR((*picks)[0].score, 4.4065, 1e-3);
+  EXPECT_NEAR((*picks)[1].score, 1.0, 1e-6);
+  EXPECT_NEAR((*picks)[2].score, 0.5728, 1e-3);
+  EXPECT_DOUBLE_EQ((*picks)[3].score, 0.0);
+  EXPECT_EQ((*picks)[0].reason, "summed score entropy 4.406 bits over 5 boxes");
+  EXPECT_EQ((*picks)[3].reason, "no box at or above conf");
+  // The mean ranks the same images the other way round at the top.
+  auto mean = RankForSelection(c, SelectStrategy::kEntropy, 1, 0);
+  ASSERT_TRUE(mean.IsOk());
+  EXPECT_EQ(Indexes(*mean), (std::vector<size_t>{1}));
+  EXPECT_DOUBLE_EQ(TotalBoxEntropy({}), 0.0);
+}
+
 TEST(SelectRanking, DiversityPicksSpreadOutHashes) {
   // Five near-copies of one picture (each 1 bit from the first), one
   // picture 32 bits away and one 64 bits away: the cluster's centre (the
@@ -129,7 +150,7 @@ TEST(SelectRanking, BudgetRulesAndStrategyNames) {
   auto all = RankForSelection(c, SelectStrategy::kDiversity, 5, 0);
   ASSERT_TRUE(all.IsOk());
   EXPECT_EQ(all->size(), 2u);
-  for (const char* name : {"uncertainty", "entropy", "diversity", "random"}) {
+  for (const char* name : {"uncertainty", "entropy", "entropy_sum", "diversity", "random"}) {
     auto s = ParseSelectStrategy(name);
     ASSERT_TRUE(s.IsOk());
     EXPECT_STREQ(SelectStrategyName(*s), name);
