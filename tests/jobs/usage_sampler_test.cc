@@ -345,8 +345,11 @@ TEST(UsageSamplerReal, ASpinningTreeAndAGrowingAllocation) {
   // Both spinners' 0.8 s of CPU (the reaped one through cutime), whatever
   // the machine's load; over the wall time they took.
   EXPECT_GE(spun->cpu_seconds, 0.75);
+  // The percent is that CPU time over the wall time, whatever the load
+  // made the wall time (no bound on it: beside two busy processes on two
+  // cores the spinners got 0.79 s of CPU in 1.64 s, 48 %).
   EXPECT_NEAR(spun->cpu_percent, 100 * spun->cpu_seconds / spun->wall_seconds, 1e-9);
-  EXPECT_GT(spun->cpu_percent, 50) << spun->cpu_seconds << " s of CPU in " << spun->wall_seconds << " s";
+  EXPECT_GT(spun->wall_seconds, 0.0);
   c = 'g';
   ASSERT_EQ(::write(to_child[1], &c, 1), 1);
   ASSERT_EQ(::read(from_child[0], &c, 1), 1);
