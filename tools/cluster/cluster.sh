@@ -11,7 +11,7 @@
 #   cluster.sh run N SCRIPT...     up, run SCRIPT with CLUSTER_STATE and the env
 #                                  exported, down on exit/failure/Ctrl-C (trap)
 #   cluster.sh exec STATE HOST CMD...    CMD inside HOST's namespace, host env
-#   cluster.sh worker STATE HOST ARGS... start `kestrel worker ARGS` on HOST
+#   cluster.sh worker STATE HOST ARGS... start `kestrel worker ARGS` on HOST (--host HOST unless ARGS name one)
 #                                  (background; log STATE/HOST/worker.log)
 #   faults: cut|restore STATE HOST, freeze|thaw STATE HOST,
 #           poweroff STATE HOST, restart-pg STATE, restart-s3 STATE,
@@ -203,11 +203,16 @@ cmd_down() {
 cmd_worker() {
   load "$1"; local h=$2; shift 2
   [[ $h == h* ]] || die "workers run on h1..hN, not $h"
+  # The worker's host name is the cluster's name for the host unless ARGS
+  # give one: every namespace shares the machine's hostname, and the
+  # environment records, quarantine and `kestrel workers` go by host.
+  local host=(--host "$h") a
+  for a in "$@"; do [[ $a == --host || $a == --host=* ]] && host=(); done
   (
     cd "$STATE/$h"
     # shellcheck disable=SC2046
     exec ip netns exec "$(ns "$h")" env $(cat "$STATE/env") KESTREL_HOME="$STATE/$h/home" \
-      "$KESTREL" worker --id "w$h" --no-webhooks "$@" >>"$STATE/$h/worker.log" 2>&1
+      "$KESTREL" worker --id "w$h" --no-webhooks "${host[@]}" "$@" >>"$STATE/$h/worker.log" 2>&1
   ) &
   echo $! >"$STATE/$h/worker.pid"
   echo $!

@@ -431,6 +431,9 @@ class Workers:
         if self.cluster:
             # a host's disk is a small tmpfs (cluster.sh), below the default watermark
             a += ["--min-free-gb", str(o.min_free_gb), "--no-webhooks"]
+            # namespaces share the machine's hostname: name the host, so its
+            # environment failures and quarantine are its own, not every host's
+            a += ["--host", self.host(i)]
         return a + list(o.worker_arg)
 
     def spawn(self, i):
