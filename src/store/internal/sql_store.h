@@ -1,11 +1,13 @@
 // SqlStore: the one implementation of MetadataStore, written against the
 // SqlConn adapter so SQLite and PostgreSQL run the same logic and the same
 // migrations. Dataset operations live in sql_store.cc, job operations in
-// job_store.cc (the job list's query in job_list_query.cc), the model
+// job_store.cc (the job list's query in job_list_query.cc, events in
+// job_events.cc), the model
 // registry in model_store.cc, config templates in template_store.cc, API
 // tokens in token_store.cc. Private to the store module.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +18,11 @@
 #include "store/metadata_store.h"
 
 namespace kestrel::store {
+
+// PostgreSQL advisory lock key that orders event ids: every event insert
+// holds it shared until its transaction ends, ReadEvents takes it
+// exclusively (job_events.cc InsertEvent; ClaimJob's one-statement claim).
+inline constexpr int64_t kEventLock = 4242424243;
 
 class SqlStore final : public MetadataStore {
  public:
