@@ -4,33 +4,36 @@ label next"): does `kestrel dataset select strategy=S` reach random
 selection's final mAP50-95 with fewer labels?
 
 Drives the CLI only. A synthetic unlabelled pool whose true labels act as
-the oracle: two kinds of shapes images (`kestrel dataset synth`), "easy"
-ones (1-2 large objects) and "hard" ones (3-8 small objects), 2:1. A small
-labelled seed set drawn at random from the pool trains round 0 (model t,
-from scratch). Then, for the strategy and for random, ROUNDS times: select
-BUDGET images from what is left of the pool with the current model, "label"
-them from the true labels, fine-tune the current model on everything
-labelled so far, score it on a fixed held-out test set of the same 2:1 mix
-(`kestrel val`). Every round's training starts from the round-0 model and
-runs about the same number of image steps (STEPS / labelled images epochs),
-so the only thing that differs between two points of a curve is the
-labelled data: a larger set is not also a longer training, and a later
-round has not had more fine-tunes than an earlier one (--chain fine-tunes
-the previous round's model instead, the first design: there the training
-rounds, not the labels, made most of the gain). No validation during
-training (val=false), the last weights are scored. Both arms start from the
-same round-0 model.
+the oracle (`kestrel dataset synth`): --pool mix, two kinds of shapes
+images, "easy" ones (1-2 large objects) and "hard" ones (3-8 small
+objects), 2:1, the test set the same mix; --pool rare, easy images whose
+third class appears only in RARE of them, the test set all three classes.
+A small labelled seed set drawn at random from the pool (--seed-set) trains
+round 0 (model t, from scratch). Then, for the strategy and for random,
+ROUNDS times: select BUDGET images from what is left of the pool with the
+current model, "label" them from the true labels, train on everything
+labelled so far, score it on the fixed held-out test set (`kestrel val`).
+Every round's training fine-tunes the round-0 model for about the same
+number of image steps (STEPS / labelled images epochs), so the only thing
+that differs between two points of a curve is the labelled data: a larger
+set is not also a longer training, and a later round has not had more
+fine-tunes than an earlier one (--chain fine-tunes the previous round's
+model instead, the first design: there the training rounds, not the
+labels, made most of the gain). No validation during training (val=false),
+the last weights are scored. Both arms start from the same round-0 model.
 
 The goal: the strategy reaches random's final mAP50-95 with <= 70 % of
 random's labelled images (the label count where its curve crosses that
 value, linear between rounds). Prints the curve and writes results.json
-and results.md into the work folder.
+and results.md into the work folder; summarize.py averages replicates.
 
   nice -n 10 python3 bench/active_learning/run.py [--build build] [--work DIR]
-      [--strategy uncertainty] [--seed-images 80] [--budget 40] [--rounds 3]
+      [--pool mix|rare] [--strategy uncertainty] [--seed-set 1] [--seed-images 80]
+      [--budget 40] [--rounds 3] [--steps0 3000] [--steps 3000]
 
-~50 min on the shared 2-core VM at load ~10 with the defaults (2 arms run side by
-side with --arms, then a last run with both for the report: about 35 min).
+About 15 min on 2 quiet cores for --pool rare --steps0 4000 --steps 4000
+(both arms); a run of one arm (--arms) and of the other on the same --work
+can go side by side, and a last run with both reads what they stored.
 """
 import argparse
 import json
@@ -49,8 +52,16 @@ def main():
     ap.add_argument("--strategy", default="uncertainty")
     ap.add_argument("--easy", type=int, default=480, help="easy pool images")
     ap.add_argument("--hard", type=int, default=240, help="hard pool images")
+    ap.add_argument("--pool", choices=["mix", "rare"], default="mix",
+                    help="mix: the easy/hard pool; rare: a pool whose third class is rare (RARE of its images "
+                         "may hold it, the others have the first two classes only), a test set of all three")
+    ap.add_argument("--rare", type=int, default=120,
+                    help="--pool rare: pool images drawn with all 3 classes (of EASY + HARD)")
     ap.add_argument("--test", type=int, default=150, help="held-out test images (same 2:1 mix)")
     ap.add_argument("--seed-images", type=int, default=80)
+    ap.add_argument("--seed-set", type=int, default=1,
+                    help="the draw of the round-0 labelled images (a replicate of the whole experiment: "
+                         "another seed set, another round-0 model; use its own --work)")
     ap.add_argument("--budget", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps0", type=int, default=3000, help="round 0 image steps (from scratch)")
@@ -87,10 +98,10 @@ def main():
     easy = ["min_objects=1", "max_objects=2", "min_object=0.25", "max_object=0.5", "background_fraction=0"]
     hard = ["min_objects=3", "max_objects=8", "min_object=0.08", "max_object=0.2", "background_fraction=0"]
 
-    def synth(name, n, kind, seed):
+    def synth(name, n, kind, seed, classes=3):
         out = os.path.join(work, "synth", name)
         if not os.path.isdir(out):
-            k("dataset", "synth", out, f"images={n}", "classes=3", f"imgsz={args.imgsz}", f"seed={seed}",
+            k("dataset", "synth", out, f"images={n}", f"classes={classes}", f"imgsz={args.imgsz}", f"seed={seed}",
               "val_fraction=0", *kind)
         return out
 
@@ -99,11 +110,24 @@ def main():
         names = sorted(os.listdir(os.path.join(folder, "images/train")))
         return [(prefix + n, folder, n) for n in names]
 
-    pool = items(synth("pool_easy", args.easy, easy, 11), "e_") + items(synth("pool_hard", args.hard, hard, 12), "h_")
-    test = items(synth("test_easy", args.test * 2 // 3, easy, 21), "e_") + \
-        items(synth("test_hard", args.test - args.test * 2 // 3, hard, 22), "h_")
+    if args.pool == "mix":
+        pool = items(synth("pool_easy", args.easy, easy, 11), "e_") + \
+            items(synth("pool_hard", args.hard, hard, 12), "h_")
+        test = items(synth("test_easy", args.test * 2 // 3, easy, 21), "e_") + \
+            items(synth("test_hard", args.test - args.test * 2 // 3, hard, 22), "h_")
+        yaml_from = "pool_easy"
+        special, special_word = "h_", "hard"
+    else:
+        # The shapes of classes 0 and 1 are drawn the same way with classes=2
+        # and classes=3 (data/synth.cc: class k is shape k, one colour band),
+        # so the common images are the rare ones without the third shape.
+        pool = items(synth("pool_common", args.easy + args.hard - args.rare, easy, 31, classes=2), "c_") + \
+            items(synth("pool_rare", args.rare, easy, 32), "r_")
+        test = items(synth("test_all", args.test, easy, 41), "t_")
+        yaml_from = "pool_rare"
+        special, special_word = "r_", "rare-class"
     by_name = {name: (folder, n) for name, folder, n in pool}
-    yaml = open(os.path.join(work, "synth/pool_easy/data.yaml")).read()
+    yaml = open(os.path.join(work, "synth", yaml_from, "data.yaml")).read()
 
     def boxes(folder, n):
         with open(os.path.join(folder, "labels/train", os.path.splitext(n)[0] + ".txt")) as f:
@@ -161,7 +185,7 @@ def main():
         os.replace(cached + ".tmp", cached)
         return m["map50"], m["map5095"]
 
-    rng = random.Random(1)
+    rng = random.Random(args.seed_set)
     names = [name for name, _, _ in pool]
     seed_set = sorted(rng.sample(names, args.seed_images))
     if not os.path.exists(os.path.join(work, "runs/al_r0/weights/last.safetensors")):
@@ -170,7 +194,7 @@ def main():
     m50, m5095 = score(w0)
     n_boxes = lambda labelled: sum(boxes(*by_name[x]) for x in labelled)
     point0 = {"round": 0, "images": len(seed_set), "boxes": n_boxes(seed_set), "map50": m50, "map5095": m5095,
-              "hard_share": sum(x.startswith("h_") for x in seed_set) / len(seed_set)}
+              "hard_share": sum(x.startswith(special) for x in seed_set) / len(seed_set)}
     print(f"round 0: {point0}", flush=True)
 
     curves = {}
@@ -202,8 +226,8 @@ def main():
             weights = train(f"al_{arm}_r{r}", ddir, len(labelled), args.steps, weights if args.chain else w0)
             m50, m5095 = score(weights)
             point = {"round": r, "images": len(labelled), "boxes": n_boxes(labelled), "map50": m50,
-                     "map5095": m5095, "hard_share": sum(x.startswith("h_") for x in labelled) / len(labelled),
-                     "picked_hard": sum(x.startswith("h_") for x in picked)}
+                     "map5095": m5095, "hard_share": sum(x.startswith(special) for x in labelled) / len(labelled),
+                     "picked_hard": sum(x.startswith(special) for x in picked)}
             curve.append(point)
             print(f"{arm} round {r}: {point}", flush=True)
         curves[arm] = curve
@@ -236,7 +260,7 @@ def main():
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
     lines = ["| labelled images | " + args.strategy + " mAP50-95 | random mAP50-95 | " + args.strategy +
-             " mAP50 | random mAP50 | boxes " + args.strategy + " / random | hard share " + args.strategy +
+             " mAP50 | random mAP50 | boxes " + args.strategy + " / random | " + special_word + " share " + args.strategy +
              " / random |", "|---|---|---|---|---|---|---|"]
     for a, b in zip(curves[args.strategy], curves["random"]):
         lines.append(f"| {a['images']} | {a['map5095']:.4f} | {b['map5095']:.4f} | {a['map50']:.4f} | "
