@@ -45,6 +45,17 @@ import sys
 import time
 
 
+def crossing(curve, target, key):
+    """The curve's `key` (images, boxes) where its mAP50-95 first reaches
+    `target`, linear between rounds; None when it never does."""
+    for a, b in zip(curve, curve[1:]):
+        if a["map5095"] >= target:
+            return a[key]
+        if b["map5095"] >= target:
+            return a[key] + (target - a["map5095"]) / (b["map5095"] - a["map5095"]) * (b[key] - a[key])
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -241,16 +252,8 @@ def main():
     final_images = curves["random"][-1]["images"]
     final_boxes = curves["random"][-1]["boxes"]
 
-    def crossing(key):  # the strategy's `key` (images, boxes) where it reaches the target
-        c = curves[args.strategy]
-        for a, b in zip(c, c[1:]):
-            if a["map5095"] >= target:
-                return a[key]
-            if b["map5095"] >= target:
-                return a[key] + (target - a["map5095"]) / (b["map5095"] - a["map5095"]) * (b[key] - a[key])
-        return None
-
-    need, need_boxes = crossing("images"), crossing("boxes")
+    need = crossing(curves[args.strategy], target, "images")
+    need_boxes = crossing(curves[args.strategy], target, "boxes")
     ratio = None if need is None else need / final_images
     box_ratio = None if need_boxes is None else need_boxes / final_boxes
     result = {"strategy": args.strategy, "args": vars(args), "curves": curves, "random_final_map5095": target,

@@ -18,14 +18,8 @@ import os
 import statistics
 import sys
 
-
-def crossing(curve, target, key):
-    for a, b in zip(curve, curve[1:]):
-        if a["map5095"] >= target:
-            return a[key]
-        if b["map5095"] >= target:
-            return a[key] + (target - a["map5095"]) / (b["map5095"] - a["map5095"]) * (b[key] - a[key])
-    return None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run import crossing  # noqa: E402  (the same crossing as one run's report)
 
 
 def main():
