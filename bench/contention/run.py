@@ -33,7 +33,7 @@ the worker, whose attempts inherit them), lowercase ones train keys; the
 default set is `default` (the build's own defaults), `stock` (libgomp's
 own spin count, a fixed threads=2 and workers=2: the behaviour before issue 30's
 changes; on a machine with other than 2 usable CPUs pass your own) and
-`passive` (OMP_WAIT_POLICY=PASSIVE). E.g.
+`spin1k` (GOMP_SPINCOUNT=1000, the default before OMP_WAIT_POLICY=PASSIVE). E.g.
   --variant default= --variant spin10k=GOMP_SPINCOUNT=10000 --variant t1=threads=1
 Writes results.json and commands.log into the work folder.
 """
@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 
-DEFAULT_VARIANTS = ["default=", "stock=GOMP_SPINCOUNT=300000,threads=2,workers=2", "passive=OMP_WAIT_POLICY=PASSIVE"]
+DEFAULT_VARIANTS = ["default=", "stock=GOMP_SPINCOUNT=300000,threads=2,workers=2", "spin1k=GOMP_SPINCOUNT=1000"]
 
 
 def parse_variant(text):

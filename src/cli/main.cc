@@ -115,7 +115,8 @@ int ForwardToTorchProgram(const Context& ctx, int argc, char** argv) {
     std::vector<char*> args(argv, argv + argc);
     args.push_back(nullptr);
     // OpenMP reads its wait policy once, as kestrel-torch loads it: now or
-    // never (a user's own OMP_WAIT_POLICY/GOMP_SPINCOUNT is kept).
+    // never (OMP_WAIT_POLICY=PASSIVE; a user's own OMP_WAIT_POLICY or
+    // GOMP_SPINCOUNT is kept).
     ApplyOpenMpEnvDefaults();
     ::execv(programs->torch.c_str(), args.data());
   }

@@ -41,7 +41,7 @@ std::string Cpus(int n) { return std::to_string(n) + (n == 1 ? " CPU" : " CPUs")
 
 std::vector<EnvSetting> OpenMpEnvDefaults(const std::function<const char*(const char*)>& get) {
   if (get("OMP_WAIT_POLICY") != nullptr || get("GOMP_SPINCOUNT") != nullptr) return {};
-  return {{"GOMP_SPINCOUNT", std::string(kGompSpinCount)}};
+  return {{"OMP_WAIT_POLICY", std::string(kOmpWaitPolicy)}};
 }
 
 std::vector<EnvSetting> ApplyOpenMpEnvDefaults() {

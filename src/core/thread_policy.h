@@ -21,14 +21,15 @@ namespace kestrel {
 
 // ---- OpenMP wait policy -------------------------------------------------
 
-// GOMP_SPINCOUNT Kestrel's LibTorch processes start with: how many times an
-// idle OpenMP thread spins (a `pause` each) at a barrier before it sleeps.
-// libgomp's default, 300000, is milliseconds at every parallel region's end:
-// beside a process that holds a core each barrier then waits for a
-// descheduled thread while its partner spins. 1000 (tens of microseconds)
-// still catches back-to-back regions; 0 (OMP_WAIT_POLICY=PASSIVE) sleeps at
-// once. Measured in docs/speed.md "OpenMP wait policy".
-inline constexpr std::string_view kGompSpinCount = "1000";
+// OMP_WAIT_POLICY Kestrel's LibTorch processes start with. An idle OpenMP
+// thread spins (libgomp: GOMP_SPINCOUNT `pause`s) at a barrier before it
+// sleeps; libgomp's default, 300000, is milliseconds at every parallel
+// region's end: beside a process that holds a core each barrier then waits
+// for a descheduled thread while its partner spins. PASSIVE (spin 0) sleeps
+// at once. On a quiet 2-core machine it cost nothing idle against a spin of
+// 1000 (the default before) and did better beside a busy process and with
+// two trainings at once, in three rounds: docs/speed.md "OpenMP wait policy".
+inline constexpr std::string_view kOmpWaitPolicy = "PASSIVE";
 
 struct EnvSetting {
   std::string name;
@@ -36,7 +37,7 @@ struct EnvSetting {
 };
 
 // The variables to add to an environment whose variables `get` reads
-// (nullptr = unset): GOMP_SPINCOUNT=kGompSpinCount, unless the user chose a
+// (nullptr = unset): OMP_WAIT_POLICY=kOmpWaitPolicy, unless the user chose a
 // wait policy themselves (OMP_WAIT_POLICY or GOMP_SPINCOUNT set, even to an
 // empty value): then nothing, their choice stands.
 std::vector<EnvSetting> OpenMpEnvDefaults(const std::function<const char*(const char*)>& get);

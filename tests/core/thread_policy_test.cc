@@ -19,11 +19,12 @@ std::vector<EnvSetting> DefaultsFor(const std::map<std::string, std::string>& en
   });
 }
 
-TEST(ThreadPolicyTest, OpenMpDefaultsSetASpinCountWhenTheUserChoseNothing) {
+TEST(ThreadPolicyTest, OpenMpDefaultsSetAPassiveWaitWhenTheUserChoseNothing) {
   const auto set = DefaultsFor({{"PATH", "/bin"}});
   ASSERT_EQ(set.size(), 1u);
-  EXPECT_EQ(set[0].name, "GOMP_SPINCOUNT");
-  EXPECT_EQ(set[0].value, std::string(kGompSpinCount));
+  EXPECT_EQ(set[0].name, "OMP_WAIT_POLICY");
+  EXPECT_EQ(set[0].value, "PASSIVE");
+  EXPECT_EQ(set[0].value, std::string(kOmpWaitPolicy));
 }
 
 TEST(ThreadPolicyTest, OpenMpDefaultsKeepTheUsersChoice) {
@@ -42,13 +43,17 @@ TEST(ThreadPolicyTest, ApplyOpenMpEnvDefaultsSetsOnlyWhatIsMissing) {
     ::unsetenv("OMP_WAIT_POLICY");
     ::unsetenv("GOMP_SPINCOUNT");
     const auto first = ApplyOpenMpEnvDefaults();
-    const char* v = std::getenv("GOMP_SPINCOUNT");
-    if (first.size() != 1 || v == nullptr || std::string(v) != kGompSpinCount) ::_exit(1);
+    const char* v = std::getenv("OMP_WAIT_POLICY");
+    if (first.size() != 1 || v == nullptr || std::string(v) != kOmpWaitPolicy) ::_exit(1);
+    ::unsetenv("OMP_WAIT_POLICY");
     ::setenv("GOMP_SPINCOUNT", "77", 1);
-    if (!ApplyOpenMpEnvDefaults().empty() || std::string(std::getenv("GOMP_SPINCOUNT")) != "77") ::_exit(2);
+    if (!ApplyOpenMpEnvDefaults().empty() || std::string(std::getenv("GOMP_SPINCOUNT")) != "77" ||
+        std::getenv("OMP_WAIT_POLICY") != nullptr)
+      ::_exit(2);
     ::unsetenv("GOMP_SPINCOUNT");
-    ::setenv("OMP_WAIT_POLICY", "passive", 1);
-    if (!ApplyOpenMpEnvDefaults().empty() || std::getenv("GOMP_SPINCOUNT") != nullptr) ::_exit(3);
+    ::setenv("OMP_WAIT_POLICY", "active", 1);
+    if (!ApplyOpenMpEnvDefaults().empty() || std::string(std::getenv("OMP_WAIT_POLICY")) != "active")
+      ::_exit(3);
     ::_exit(0);
   }
   int status = 0;
