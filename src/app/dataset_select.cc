@@ -98,12 +98,14 @@ const char* SelectStrategyName(SelectStrategy s) {
 }
 
 Result<SelectStrategy> ParseSelectStrategy(const std::string& name) {
-  for (SelectStrategy s : {SelectStrategy::kUncertainty, SelectStrategy::kEntropy, SelectStrategy::kEntropySum,
-                           SelectStrategy::kDiversity, SelectStrategy::kRandom}) {
+  for (SelectStrategy s :
+       {SelectStrategy::kUncertainty, SelectStrategy::kEntropy, SelectStrategy::kEntropySum,
+        SelectStrategy::kDiversity, SelectStrategy::kRandom}) {
     if (name == SelectStrategyName(s)) return s;
   }
   return Status::InvalidArgument(
-      "strategy must be uncertainty, entropy, entropy_sum, diversity or random, got '" + name + "'", Field("strategy"));
+      "strategy must be uncertainty, entropy, entropy_sum, diversity or random, got '" + name + "'",
+      Field("strategy"));
 }
 
 double MaxBoxScore(const std::vector<eval::Detection>& detections) {
