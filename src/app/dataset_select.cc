@@ -142,21 +142,19 @@ Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCand
                    : "highest box score " + Num(MaxBoxScore(candidates[i].detections), "%.3f");
       });
     case SelectStrategy::kEntropy:
-      for (size_t i = 0; i < candidates.size(); ++i) score[i] = MeanBoxEntropy(candidates[i].detections);
+    case SelectStrategy::kEntropySum: {
+      const bool summed = strategy == SelectStrategy::kEntropySum;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        score[i] =
+            summed ? TotalBoxEntropy(candidates[i].detections) : MeanBoxEntropy(candidates[i].detections);
+      }
       return TopByScore(score, budget, [&](size_t i) {
         const size_t n = candidates[i].detections.size();
         return n == 0 ? std::string("no box at or above conf")
-                      : "mean score entropy " + Num(score[i], "%.3f") + " bits over " + std::to_string(n) +
-                            (n == 1 ? " box" : " boxes");
+                      : std::string(summed ? "summed" : "mean") + " score entropy " + Num(score[i], "%.3f") +
+                            " bits over " + std::to_string(n) + (n == 1 ? " box" : " boxes");
       });
-    case SelectStrategy::kEntropySum:
-      for (size_t i = 0; i < candidates.size(); ++i) score[i] = TotalBoxEntropy(candidates[i].detections);
-      return TopByScore(score, budget, [&](size_t i) {
-        const size_t n = candidates[i].detections.size();
-        return n == 0 ? std::string("no box at or above conf")
-                      : "summed score entropy " + Num(score[i], "%.3f") + " bits over " + std::to_string(n) +
-                            (n == 1 ? " box" : " boxes");
-      });
+    }
     case SelectStrategy::kDiversity:
       return FarthestPoint(candidates, budget);
     case SelectStrategy::kRandom:
