@@ -265,6 +265,10 @@ struct PendingFrame {
   cv::Mat rgb, bgr;
   size_t input = 0;
   int64_t frame = 0;
+  // A video frame's decoded BGR pixels, which `bgr` views (save=true): the
+  // reader's buffer is moved here rather than copied. Moving the frame keeps
+  // the vector's heap block, so the view stays valid.
+  std::vector<uint8_t> pixels;
 };
 
 // The images and frames of `inputs` through `p`, each one's files written
@@ -478,10 +482,16 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
       while (!stop_now()) {
         // As the reference: grab vid_stride frames, decode the last one.
         if (!cap->Next(o.vid_stride, &decoded)) break;
-        const cv::Mat bgr(decoded.height, decoded.width, CV_8UC3, decoded.bgr.data());
-        cv::Mat rgb;
-        cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-        pending.push_back({std::move(rgb), o.save ? bgr.clone() : cv::Mat(), i, ++frame});
+        PendingFrame f{cv::Mat(), cv::Mat(), i, ++frame, {}};
+        cv::cvtColor(cv::Mat(decoded.height, decoded.width, CV_8UC3, decoded.bgr.data()), f.rgb,
+                     cv::COLOR_BGR2RGB);
+        if (o.save) {
+          // The frame is drawn on and written later: keep the decoded pixels
+          // (the reader refills a fresh buffer for the next frame).
+          f.pixels = std::move(decoded.bgr);
+          f.bgr = cv::Mat(decoded.height, decoded.width, CV_8UC3, f.pixels.data());
+        }
+        pending.push_back(std::move(f));
         if (pending.size() == batch) KESTREL_RETURN_IF_ERROR(run_batch());
       }
       KESTREL_RETURN_IF_ERROR(run_batch());
