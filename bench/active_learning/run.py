@@ -84,6 +84,12 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--select-seed", type=int, default=0,
                     help="round r selects with seed=SELECT_SEED + r (strategy=random's draw)")
+    ap.add_argument("--select-arg", action="append", default=[],
+                    help="KEY=VALUE passed to the strategy's `dataset select` (repeatable), e.g. embedding=model; "
+                         "labelled=@ passes the folder of the images labelled so far")
+    ap.add_argument("--tag", default="",
+                    help="names the strategy's arm STRATEGY-TAG (its folders, curve and report), so variants "
+                         "with other --select-arg can share a --work")
     ap.add_argument("--arms", default="",
                     help="comma list of the arms to run (default: STRATEGY,random); a run of one arm and a "
                          "run of the other on the same --work can go side by side, and a last run with both "
@@ -208,9 +214,11 @@ def main():
               "hard_share": sum(x.startswith(special) for x in seed_set) / len(seed_set)}
     print(f"round 0: {point0}", flush=True)
 
+    label = args.strategy + (f"-{args.tag}" if args.tag else "")
     curves = {}
-    arms = args.arms.split(",") if args.arms else [args.strategy, "random"]
+    arms = args.arms.split(",") if args.arms else [label, "random"]
     for arm in arms:
+        strategy = args.strategy if arm == label else arm
         labelled = list(seed_set)
         weights = w0
         curve = [dict(point0)]
@@ -226,9 +234,19 @@ def main():
                 left = sorted(set(names) - set(labelled))
                 for name in left:
                     put(pdir, "x", name, *by_name[name], label=False)
+                extra = []
+                if arm == label:
+                    for kv in args.select_arg:
+                        if kv == "labelled=@":  # the images labelled so far, as a folder
+                            ldir = os.path.join(work, "labelled", f"{arm}_r{r}")
+                            shutil.rmtree(ldir, ignore_errors=True)
+                            for name in labelled:
+                                put(ldir, "x", name, *by_name[name], label=False)
+                            kv = f"labelled={os.path.join(ldir, 'images/x')}"
+                        extra.append(kv)
                 sel = k("dataset", "select", f"pool={os.path.join(pdir, 'images/x')}", f"model={weights}",
-                        f"strategy={arm}", f"budget={args.budget}", f"seed={args.select_seed + r}", f"imgsz={args.imgsz}",
-                        "format=yolo", f"out={sdir}")
+                        f"strategy={strategy}", f"budget={args.budget}", f"seed={args.select_seed + r}",
+                        f"imgsz={args.imgsz}", "format=yolo", f"out={sdir}", *extra)
             picked = [s["image"] for s in sel["selected"]]
             labelled += picked
             ddir = os.path.join(work, "data", f"{arm}_r{r}")
@@ -242,7 +260,7 @@ def main():
             curve.append(point)
             print(f"{arm} round {r}: {point}", flush=True)
         curves[arm] = curve
-    if set(curves) != {args.strategy, "random"}:
+    if set(curves) != {label, "random"}:
         print(f"arms {','.join(curves)} done; run again with both arms for the report")
         return
 
@@ -252,23 +270,23 @@ def main():
     final_images = curves["random"][-1]["images"]
     final_boxes = curves["random"][-1]["boxes"]
 
-    need = crossing(curves[args.strategy], target, "images")
-    need_boxes = crossing(curves[args.strategy], target, "boxes")
+    need = crossing(curves[label], target, "images")
+    need_boxes = crossing(curves[label], target, "boxes")
     ratio = None if need is None else need / final_images
     box_ratio = None if need_boxes is None else need_boxes / final_boxes
-    result = {"strategy": args.strategy, "args": vars(args), "curves": curves, "random_final_map5095": target,
+    result = {"strategy": label, "args": vars(args), "curves": curves, "random_final_map5095": target,
               "strategy_images_to_reach_it": need, "ratio": ratio, "strategy_boxes_to_reach_it": need_boxes,
               "box_ratio": box_ratio, "goal": 0.70,
               "goal_met": ratio is not None and ratio <= 0.70, "wall_s": round(time.time() - t_start)}
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump(result, f, indent=1)
-    lines = ["| labelled images | " + args.strategy + " mAP50-95 | random mAP50-95 | " + args.strategy +
-             " mAP50 | random mAP50 | boxes " + args.strategy + " / random | " + special_word + " share " + args.strategy +
+    lines = ["| labelled images | " + label + " mAP50-95 | random mAP50-95 | " + label +
+             " mAP50 | random mAP50 | boxes " + label + " / random | " + special_word + " share " + label +
              " / random |", "|---|---|---|---|---|---|---|"]
-    for a, b in zip(curves[args.strategy], curves["random"]):
+    for a, b in zip(curves[label], curves["random"]):
         lines.append(f"| {a['images']} | {a['map5095']:.4f} | {b['map5095']:.4f} | {a['map50']:.4f} | "
                      f"{b['map50']:.4f} | {a['boxes']} / {b['boxes']} | {a['hard_share']:.2f} / {b['hard_share']:.2f} |")
-    verdict = (f"random's final mAP50-95 {target:.4f} at {final_images} images; {args.strategy} reaches it at "
+    verdict = (f"random's final mAP50-95 {target:.4f} at {final_images} images; {label} reaches it at "
                + ("never (within the rounds run)" if need is None else
                   f"{need:.0f} images = {ratio:.0%} of random's ({need_boxes:.0f} boxes labelled = "
                   f"{box_ratio:.0%} of random's {final_boxes})")

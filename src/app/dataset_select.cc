@@ -42,41 +42,91 @@ std::vector<SelectedImage> TopByScore(const std::vector<double>& score, size_t b
   return out;
 }
 
-std::vector<SelectedImage> FarthestPoint(const std::vector<SelectCandidate>& c, size_t budget) {
-  const size_t n = c.size();
+// Greedy farthest-point (k-center) sampling. `dist(i, j)` between pool
+// images, `to_labelled(i)` the distance from pool image i to the nearest
+// labelled image (infinity without labelled images, then the medoid opens).
+std::vector<SelectedImage> FarthestPoint(size_t n, size_t budget,
+                                         const std::function<double(size_t, size_t)>& dist,
+                                         const std::function<double(size_t)>& to_labelled, bool with_labelled,
+                                         const std::function<std::string(double)>& unit) {
   std::vector<SelectedImage> out;
   if (n == 0) return out;
-  // The medoid: least summed distance to the pool (n^2 popcounts: 10k
-  // images are 10^8, well under a second).
-  size_t first = 0;
-  uint64_t best_sum = std::numeric_limits<uint64_t>::max();
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t sum = 0;
-    for (size_t j = 0; j < n; ++j) sum += uint64_t(data::HammingDistance(c[i].phash, c[j].phash));
-    if (sum < best_sum) {
-      best_sum = sum;
-      first = i;
-    }
-  }
-  const double mean = n > 1 ? double(best_sum) / double(n - 1) : 0.0;
-  out.push_back({first, mean, "the pool's medoid: mean hash distance " + Num(mean, "%.1f") + " bits"});
-  std::vector<int> nearest(n, std::numeric_limits<int>::max());  // to the picks so far
+  std::vector<double> nearest(n, std::numeric_limits<double>::infinity());  // to the picks (and labelled)
   std::vector<bool> taken(n, false);
-  taken[first] = true;
-  size_t last = first;
+  size_t last = n;
+  if (with_labelled) {
+    for (size_t i = 0; i < n; ++i) nearest[i] = to_labelled(i);
+  } else {
+    // The medoid: least summed distance to the pool (n^2 distances: 10k
+    // images are 10^8, seconds at most).
+    size_t first = 0;
+    double best_sum = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < n; ++i) {
+      double sum = 0;
+      for (size_t j = 0; j < n; ++j) sum += dist(i, j);
+      if (sum < best_sum) {
+        best_sum = sum;
+        first = i;
+      }
+    }
+    const double mean = n > 1 ? best_sum / double(n - 1) : 0.0;
+    out.push_back({first, mean, "the pool's medoid: mean " + unit(mean)});
+    taken[first] = true;
+    last = first;
+  }
   while (out.size() < budget && out.size() < n) {
     size_t pick = n;
     for (size_t i = 0; i < n; ++i) {
       if (taken[i]) continue;
-      nearest[i] = std::min(nearest[i], data::HammingDistance(c[i].phash, c[last].phash));
+      if (last < n) nearest[i] = std::min(nearest[i], dist(i, last));
       if (pick == n || nearest[i] > nearest[pick]) pick = i;
     }
     taken[pick] = true;
     last = pick;
-    out.push_back({pick, double(nearest[pick]),
-                   std::to_string(nearest[pick]) + " hash bits from the nearest image picked before"});
+    out.push_back({pick, nearest[pick],
+                   unit(nearest[pick]) + " from the nearest image " +
+                       (with_labelled ? "labelled or picked before" : "picked before")});
   }
   return out;
+}
+
+double EmbeddingDistance(const std::vector<float>& a, const std::vector<float>& b) {
+  double sum = 0;
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+    const double d = double(a[k]) - double(b[k]);
+    sum += d * d;
+  }
+  return std::sqrt(sum);
+}
+
+std::vector<SelectedImage> Diversity(const std::vector<SelectCandidate>& c, size_t budget,
+                                     const std::vector<SelectCandidate>& labelled) {
+  const bool embedded = !c.empty() && std::all_of(c.begin(), c.end(), [&](const SelectCandidate& x) {
+    return !x.embedding.empty() && x.embedding.size() == c[0].embedding.size();
+  });
+  if (embedded) {
+    return FarthestPoint(
+        c.size(), budget,
+        [&](size_t i, size_t j) { return EmbeddingDistance(c[i].embedding, c[j].embedding); },
+        [&](size_t i) {
+          double m = std::numeric_limits<double>::infinity();
+          for (const SelectCandidate& l : labelled)
+            m = std::min(m, EmbeddingDistance(c[i].embedding, l.embedding));
+          return m;
+        },
+        !labelled.empty(), [](double d) { return "embedding distance " + Num(d, "%.3f"); });
+  }
+  return FarthestPoint(
+      c.size(), budget,
+      [&](size_t i, size_t j) { return double(data::HammingDistance(c[i].phash, c[j].phash)); },
+      [&](size_t i) {
+        double m = std::numeric_limits<double>::infinity();
+        for (const SelectCandidate& l : labelled)
+          m = std::min(m, double(data::HammingDistance(c[i].phash, l.phash)));
+        return m;
+      },
+      !labelled.empty(),
+      [](double d) { return Num(d, d == std::floor(d) ? "%.0f" : "%.1f") + " hash bits"; });
 }
 
 }  // namespace
@@ -89,6 +139,8 @@ const char* SelectStrategyName(SelectStrategy s) {
       return "entropy";
     case SelectStrategy::kEntropySum:
       return "entropy_sum";
+    case SelectStrategy::kMargin:
+      return "margin";
     case SelectStrategy::kDiversity:
       return "diversity";
     case SelectStrategy::kRandom:
@@ -100,11 +152,11 @@ const char* SelectStrategyName(SelectStrategy s) {
 Result<SelectStrategy> ParseSelectStrategy(const std::string& name) {
   for (SelectStrategy s :
        {SelectStrategy::kUncertainty, SelectStrategy::kEntropy, SelectStrategy::kEntropySum,
-        SelectStrategy::kDiversity, SelectStrategy::kRandom}) {
+        SelectStrategy::kMargin, SelectStrategy::kDiversity, SelectStrategy::kRandom}) {
     if (name == SelectStrategyName(s)) return s;
   }
   return Status::InvalidArgument(
-      "strategy must be uncertainty, entropy, entropy_sum, diversity or random, got '" + name + "'",
+      "strategy must be uncertainty, entropy, entropy_sum, margin, diversity or random, got '" + name + "'",
       Field("strategy"));
 }
 
@@ -123,13 +175,26 @@ double TotalBoxEntropy(const std::vector<eval::Detection>& detections) {
   return sum;
 }
 
+double SmallestClassMargin(const std::vector<eval::Detection>& detections, size_t* at) {
+  double m = 1.0;
+  for (size_t i = 0; i < detections.size(); ++i) {
+    const double margin = std::clamp(double(detections[i].score) - double(detections[i].runner_up), 0.0, 1.0);
+    if (margin < m || i == 0) {
+      m = std::min(m, margin);
+      if (at != nullptr) *at = i;
+    }
+  }
+  return m;
+}
+
 double MeanBoxEntropy(const std::vector<eval::Detection>& detections) {
   if (detections.empty()) return 1.0;
   return TotalBoxEntropy(detections) / double(detections.size());
 }
 
 Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCandidate>& candidates,
-                                                    SelectStrategy strategy, size_t budget, uint64_t seed) {
+                                                    SelectStrategy strategy, size_t budget, uint64_t seed,
+                                                    const std::vector<SelectCandidate>& labelled) {
   if (budget < 1) return Status::InvalidArgument("budget must be at least 1", Field("budget"));
   std::vector<double> score(candidates.size());
   switch (strategy) {
@@ -155,8 +220,20 @@ Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCand
                             " bits over " + std::to_string(n) + (n == 1 ? " box" : " boxes");
       });
     }
+    case SelectStrategy::kMargin:
+      for (size_t i = 0; i < candidates.size(); ++i)
+        score[i] = 1.0 - SmallestClassMargin(candidates[i].detections);
+      return TopByScore(score, budget, [&](size_t i) {
+        const auto& ds = candidates[i].detections;
+        if (ds.empty()) return std::string("no box at or above conf");
+        size_t at = 0;
+        SmallestClassMargin(ds, &at);
+        return "class margin " + Num(ds[at].score - ds[at].runner_up, "%.3f") + " (" +
+               Num(ds[at].score, "%.3f") + " for class " + std::to_string(ds[at].class_id) + ", " +
+               Num(ds[at].runner_up, "%.3f") + " for the next)";
+      });
     case SelectStrategy::kDiversity:
-      return FarthestPoint(candidates, budget);
+      return Diversity(candidates, budget, labelled);
     case SelectStrategy::kRandom:
       for (size_t i = 0; i < candidates.size(); ++i)
         score[i] = double(data::SeedFrom({seed, uint64_t(i)}) >> 11) * 0x1.0p-53;
@@ -169,11 +246,19 @@ Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCand
 void SelectKeys::Bind(OptionSet& s) {
   s.String("pool", &pool, "the folder of unlabelled images to choose from (subfolders included)");
   s.String("model", &model, "the weights that predict the pool (a file or a registered model)");
-  s.Choice("strategy", &strategy, {"uncertainty", "entropy", "entropy_sum", "diversity", "random"},
+  s.Choice("strategy", &strategy, {"uncertainty", "entropy", "entropy_sum", "margin", "diversity", "random"},
            "uncertainty: lowest best box score; entropy: highest mean score entropy; entropy_sum: highest "
-           "summed score entropy (many unsure boxes); diversity: spread-out perceptual hashes; random: "
+           "summed score entropy (many unsure boxes); margin: smallest gap between a box's class and the "
+           "runner-up class at its place; diversity: spread-out perceptual hashes; random: "
            "seeded draw");
   s.Int("budget", &budget, "how many images to pick (required)", 0, 10000000);
+  s.Choice(
+      "embedding", &embedding, {"model", "phash"},
+      "strategy=diversity: what distances are measured on: model (the network's pooled features; LibTorch "
+      "weights) or phash (64-bit perceptual hashes; any model)");
+  s.String("labelled", &labelled,
+           "strategy=diversity: a folder of the images already labelled (subfolders included): picks start "
+           "far from them (\"\" = none)");
   s.Int("seed", &seed, "strategy=random: the draw's seed", 0, std::numeric_limits<int64_t>::max());
   s.Choice("format", &format, {"label-studio", "cvat", "yolo", "coco"},
            "the tasks written for the picked images: label-studio (tasks JSON + labelling config), cvat "
@@ -199,6 +284,48 @@ void SelectKeys::Bind(OptionSet& s) {
 
 namespace {
 
+Result<uint64_t> PhashOf(Env& env, const std::string& path) {
+  KESTREL_ASSIGN_OR_RETURN(std::string bytes, env.ReadFile(path, uint64_t{2} << 30));
+  KESTREL_ASSIGN_OR_RETURN(cv::Mat rgb, data::DecodeImage(bytes, path));
+  return data::PerceptualHash(rgb);
+}
+
+// The labelled images as diversity sees them: embeddings from `detector`
+// (`batch` images a forward) or phashes. An unreadable file is an error
+// naming labelled= (a labelled set the picks are measured against must be
+// whole).
+Result<std::vector<SelectCandidate>> LabelledCandidates(Env& env, const std::vector<std::string>& files,
+                                                        bool embed, int batch, Detector& detector) {
+  std::vector<SelectCandidate> out(files.size());
+  for (size_t start = 0; start < files.size(); start += size_t(batch)) {
+    const size_t end = std::min(files.size(), start + size_t(batch));
+    std::vector<cv::Mat> images;
+    for (size_t i = start; i < end; ++i) {
+      Result<std::string> bytes = env.ReadFile(files[i], uint64_t{2} << 30);
+      Result<cv::Mat> rgb =
+          bytes.IsOk() ? data::DecodeImage(*bytes, files[i]) : Result<cv::Mat>(bytes.GetStatus());
+      if (!rgb.IsOk())
+        return Status(rgb.GetStatus().Code(), files[i] + ": " + rgb.GetStatus().Message(), Field("labelled"));
+      if (embed) {
+        images.push_back(std::move(rgb).Value());
+      } else {
+        out[i].phash = data::PerceptualHash(*rgb);
+      }
+    }
+    if (!embed) continue;
+    std::vector<eval::ImageView> views;
+    for (const cv::Mat& m : images) views.push_back({m.data, m.cols, m.rows, 3, m.step});
+    KESTREL_ASSIGN_OR_RETURN(std::vector<eval::ImagePrediction> preds, detector.Predict(views));
+    for (size_t k = 0; k < preds.size() && start + k < end; ++k) {
+      if (preds[k].embedding.empty())
+        return Status::InvalidArgument("the model gives no embeddings: use embedding=phash",
+                                       Field("embedding"));
+      out[start + k].embedding = std::move(preds[k].embedding);
+    }
+  }
+  return out;
+}
+
 PreannotationOptions PreOptions(const SelectKeys& k) {
   PreannotationOptions pre;
   pre.format = k.format;
@@ -220,6 +347,10 @@ Status SelectKeys::Validate() const {
     return Status::InvalidArgument("give the model that predicts the pool (model=WEIGHTS)", Field("model"));
   if (budget < 1)
     return Status::InvalidArgument("give how many images to pick (budget=N, N >= 1)", Field("budget"));
+  if (!labelled.empty() && strategy != "diversity") {
+    return Status::InvalidArgument(
+        "labelled= is read by strategy=diversity only (got strategy=" + strategy + ")", Field("labelled"));
+  }
   if (pre_conf < conf) {
     return Status::InvalidArgument("pre_conf (" + Num(pre_conf, "%g") + ") must not be below conf (" +
                                        Num(conf, "%g") +
@@ -263,8 +394,25 @@ Result<SelectReport> SelectFromPool(Env& env, const SelectKeys& keys, const Weig
   p.exist_ok = true;
   std::string weights = keys.model;
   if (resolve) KESTREL_RETURN_IF_ERROR(resolve(&weights));
-  Result<std::unique_ptr<Detector>> loaded =
-      load(weights, InferenceOptionsOf(p), DetectorPlacement{p.device, p.runtime});
+  const bool embed = strategy == SelectStrategy::kDiversity && keys.embedding == "model";
+  if (embed && IsOnnxModelPath(weights)) {
+    return Status::InvalidArgument(weights +
+                                       ": an ONNX export gives no embeddings (its graph ends at the "
+                                       "detections): use the LibTorch weights or embedding=phash",
+                                   Field("embedding"));
+  }
+  eval::InferenceOptions io = InferenceOptionsOf(p);
+  io.embeddings = embed;
+  Result<PredictSource> labelled_src = PredictSource{};
+  if (!keys.labelled.empty()) {
+    if (!env.Stat(keys.labelled).is_dir)
+      return Status::InvalidArgument(keys.labelled + " is not a folder (labelled= takes a folder of images)",
+                                     Field("labelled"));
+    labelled_src = ResolvePredictSource(env, keys.labelled);
+    if (!labelled_src.IsOk())
+      return Status(labelled_src.GetStatus().Code(), labelled_src.GetStatus().Message(), Field("labelled"));
+  }
+  Result<std::unique_ptr<Detector>> loaded = load(weights, io, DetectorPlacement{p.device, p.runtime});
   if (!loaded.IsOk()) {
     const Status& s = loaded.GetStatus();
     // The loader's message may not say which file: name it and the key.
@@ -288,13 +436,25 @@ Result<SelectReport> SelectFromPool(Env& env, const SelectKeys& keys, const Weig
     const PredictedImage& im = run.images[i];
     candidates[i].detections = im.detections;
     if (strategy == SelectStrategy::kDiversity) {
-      KESTREL_ASSIGN_OR_RETURN(std::string bytes, env.ReadFile(im.source, uint64_t{2} << 30));
-      KESTREL_ASSIGN_OR_RETURN(cv::Mat rgb, data::DecodeImage(bytes, im.source));
-      candidates[i].phash = data::PerceptualHash(rgb);
+      if (embed) {
+        if (im.embedding.empty()) {
+          return Status::InvalidArgument(weights + " gives no embeddings: use embedding=phash",
+                                         Field("embedding"));
+        }
+        candidates[i].embedding = im.embedding;
+      } else {
+        KESTREL_ASSIGN_OR_RETURN(candidates[i].phash, PhashOf(env, im.source));
+      }
     }
   }
-  KESTREL_ASSIGN_OR_RETURN(std::vector<SelectedImage> picks,
-                           RankForSelection(candidates, strategy, size_t(keys.budget), uint64_t(keys.seed)));
+  std::vector<SelectCandidate> labelled;
+  if (!keys.labelled.empty()) {
+    KESTREL_ASSIGN_OR_RETURN(labelled,
+                             LabelledCandidates(env, labelled_src->files, embed, keys.batch, *detector));
+  }
+  KESTREL_ASSIGN_OR_RETURN(
+      std::vector<SelectedImage> picks,
+      RankForSelection(candidates, strategy, size_t(keys.budget), uint64_t(keys.seed), labelled));
 
   SelectReport report;
   report.keys = keys;
@@ -357,6 +517,9 @@ nlohmann::json SelectReportJson(const SelectReport& r) {
   return {{"pool", r.keys.pool},
           {"model", r.keys.model},
           {"strategy", r.keys.strategy},
+          {"embedding",
+           r.keys.strategy == "diversity" ? nlohmann::json(r.keys.embedding) : nlohmann::json(nullptr)},
+          {"labelled", r.keys.labelled.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.keys.labelled)},
           {"budget", r.keys.budget},
           {"seed", r.keys.seed},
           {"conf", r.keys.conf},

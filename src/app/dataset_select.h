@@ -20,12 +20,20 @@
 //                image with many unsure objects outranks one with a single
 //                unsure box (the "sum" aggregation of detection active
 //                learning); highest first.
-//   diversity    greedy farthest-point sampling on the images' 64-bit
-//                perceptual hashes (data/phash.h, the hashes the importer's
-//                near-duplicate check uses): the first pick is the pool's
-//                medoid (least summed Hamming distance), each next one the
-//                image farthest (Hamming bits) from every image picked so
-//                far; score = that distance (the medoid: its mean distance).
+//   margin       margin sampling: 1 - the smallest class margin over the
+//                image's boxes, a box's margin being its score minus
+//                eval::Detection::runner_up (the best other class at its
+//                anchor); 0 when no box reaches conf; highest first.
+//   diversity    greedy farthest-point sampling (k-center) on the images'
+//                embeddings (embedding=model: the network's pooled
+//                features, eval::ImagePrediction::embedding) or 64-bit
+//                perceptual hashes (embedding=phash, data/phash.h, the
+//                hashes the importer's near-duplicate check uses): the
+//                first pick is the pool's medoid (least summed distance),
+//                or with labelled= the image farthest from every labelled
+//                one; each next one the image farthest from every image
+//                picked (or labelled) so far; score = that distance (the
+//                medoid: its mean distance).
 //   random       each image gets the uniform number SplitMix64(seed, pool
 //                index) in [0, 1); the `budget` highest are picked: the same
 //                seed and pool give the same picks on every platform.
@@ -45,7 +53,7 @@
 
 namespace kestrel::app {
 
-enum class SelectStrategy { kUncertainty, kEntropy, kEntropySum, kDiversity, kRandom };
+enum class SelectStrategy { kUncertainty, kEntropy, kEntropySum, kMargin, kDiversity, kRandom };
 const char* SelectStrategyName(SelectStrategy s);
 // kInvalidArgument naming `strategy` for any other text.
 Result<SelectStrategy> ParseSelectStrategy(const std::string& name);
@@ -53,7 +61,8 @@ Result<SelectStrategy> ParseSelectStrategy(const std::string& name);
 // One pool image as the strategies see it.
 struct SelectCandidate {
   std::vector<eval::Detection> detections;  // the boxes at or above conf
-  uint64_t phash = 0;                       // diversity only
+  uint64_t phash = 0;                       // diversity with embedding=phash
+  std::vector<float> embedding;             // diversity with embedding=model (unit length)
 };
 
 struct SelectedImage {
@@ -63,9 +72,15 @@ struct SelectedImage {
 };
 
 // min(budget, candidates.size()) picks, in pick order (best first).
-// kInvalidArgument naming `budget` when budget < 1.
+// kInvalidArgument naming `budget` when budget < 1. Diversity measures
+// Euclidean distance between embeddings when every candidate has one (the
+// same length), else Hamming bits between phashes; `labelled` (the images
+// already labelled, same representation) start as picked: the first pick
+// is then the image farthest from all of them instead of the medoid (the
+// core-set rule). Other strategies ignore `labelled`.
 Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCandidate>& candidates,
-                                                    SelectStrategy strategy, size_t budget, uint64_t seed);
+                                                    SelectStrategy strategy, size_t budget, uint64_t seed,
+                                                    const std::vector<SelectCandidate>& labelled = {});
 
 // The image's highest box score (0 when none) and the mean binary entropy
 // of its box scores in bits (1 when none), as uncertainty and entropy use
@@ -73,12 +88,18 @@ Result<std::vector<SelectedImage>> RankForSelection(const std::vector<SelectCand
 double MaxBoxScore(const std::vector<eval::Detection>& detections);
 double MeanBoxEntropy(const std::vector<eval::Detection>& detections);
 double TotalBoxEntropy(const std::vector<eval::Detection>& detections);
+// The smallest score - runner_up over the image's boxes (1 when none):
+// how close the least decided box came to another class. `at` (optional)
+// gets that box's index (the first of equal ones; untouched when none).
+double SmallestClassMargin(const std::vector<eval::Detection>& detections, size_t* at = nullptr);
 
 struct SelectKeys {
   std::string pool;   // a folder of images (subfolders included)
   std::string model;  // weights (resolved by the caller's resolver)
   std::string strategy = "uncertainty";
-  int budget = 0;  // required, >= 1
+  std::string embedding = "phash";  // diversity: model (pooled network features) or phash
+  std::string labelled;             // diversity: a folder of images already labelled ("" = none)
+  int budget = 0;                   // required, >= 1
   int64_t seed = 0;
   std::string format = "label-studio";  // label-studio, cvat, yolo or coco (app/preannotations.h)
   double conf = 0.05;                   // boxes the strategies see

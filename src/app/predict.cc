@@ -434,6 +434,7 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
       im.width = preds[k].width;
       im.height = preds[k].height;
       im.detections = std::move(preds[k].detections);
+      im.embedding = std::move(preds[k].embedding);
       if (!keep_classes.empty()) {  // classes=: the reference filters in its NMS, before max_det
         std::erase_if(im.detections, [&](const eval::Detection& d) {
           return !std::binary_search(keep_classes.begin(), keep_classes.end(), d.class_id);

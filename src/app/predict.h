@@ -91,6 +91,7 @@ struct PredictedImage {
   int64_t frame = 0;
   int width = 0, height = 0;                // original pixels (after EXIF orientation)
   std::vector<eval::Detection> detections;  // xyxy in original pixels, descending score
+  std::vector<float> embedding;  // a detector loaded with embeddings: the image's (eval/inference.h)
 };
 
 // A source file that was not predicted: it could not be read or decoded

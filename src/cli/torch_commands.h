@@ -40,9 +40,10 @@ inline constexpr TorchCommand kFingerprintCommand{
 // command words name one (main.cc).
 inline constexpr TorchCommand kDatasetAuditCommand{
     "audit", "Rank the labels a model disagrees with: missing, spurious, wrong class, misplaced boxes"};
-inline constexpr TorchCommand kDatasetSelectCommand{"select",
-                                                    "Pick the unlabelled images to label next (uncertainty, "
-                                                    "entropy, entropy_sum, diversity, random) as tasks"};
+inline constexpr TorchCommand kDatasetSelectCommand{
+    "select",
+    "Pick the unlabelled images to label next (uncertainty, "
+    "entropy, entropy_sum, margin, diversity, random) as tasks"};
 inline constexpr std::array<TorchCommand, 3> kTorchDatasetCommands = {
     kDatasetAuditCommand, kDatasetPredictCommand, kDatasetSelectCommand};
 

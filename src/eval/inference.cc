@@ -80,6 +80,10 @@ Status BatchInference::ForwardBatch(const std::vector<float>& input, int height,
     ImagePrediction& p = *preds[size_t(i)];
     p.detections = std::move(dets[size_t(i)]);
     ScaleToOriginal(p.detections, p.letterbox, p.width, p.height);
+    if (decoded.embedding != nullptr && decoded.embedding_dim > 0) {
+      const float* row = decoded.embedding + int64_t(i) * decoded.embedding_dim;
+      p.embedding.assign(row, row + decoded.embedding_dim);
+    }
   }
   const int64_t t3 = env.NowMicros();
   all_pre_us_ += double(t1 - t0_us);

@@ -27,6 +27,9 @@ struct InferenceOptions {
   int batch = 16;          // images per forward (Predict), >= 1
   NmsOptions nms;          // conf / iou / max_det / agnostic / multi_label
   int warmup_batches = 1;  // batches excluded from Timing()
+  // Also return each image's embedding (ImagePrediction::embedding) when the
+  // network adapter can compute one (LibTorch weights; not an ONNX file).
+  bool embeddings = false;
   // InvalidArgument at "command line" naming the field (imgsz, batch,
   // warmup_batches, or the NMS key).
   Status Validate() const;
@@ -48,6 +51,11 @@ struct ImagePrediction {
   int height = 0;
   Letterbox letterbox;                // how it was placed in the input
   std::vector<Detection> detections;  // xyxy, original pixels, descending score
+  // InferenceOptions::embeddings and an adapter that computes one: a unit
+  // vector describing the whole image as the network sees it (model::
+  // Predictor: the detection head's input maps, average- and max-pooled);
+  // empty otherwise.
+  std::vector<float> embedding;
 };
 
 // The network's output for one forward: F32 [n, 4 + nc, anchors] row-major
@@ -61,6 +69,10 @@ struct DecodedOutput {
   const float* data = nullptr;
   int64_t anchors = 0;
   int64_t final_rows = 0;
+  // Optional per-image embeddings, F32 [n, embedding_dim] row-major (null
+  // when the adapter computes none), copied into ImagePrediction::embedding.
+  const float* embedding = nullptr;
+  int64_t embedding_dim = 0;
 };
 // One forward of the network: `input` F32 [n, 3, height, width] row-major,
 // RGB in [0, 1], letterboxed with grey 114. Errors are returned as they are.

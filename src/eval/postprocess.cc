@@ -73,6 +73,16 @@ int CountAbove(const float* __restrict row, size_t n, float conf) {
   return count;
 }
 
+// The best score at anchor `a` of a class other than `c` (0 with one
+// class). Strided reads, so only for the anchors that pass conf.
+float RunnerUp(const float* scores, size_t n, int num_classes, size_t a, int c) {
+  float best = 0;
+  for (int k = 0; k < num_classes; ++k) {
+    if (k != c) best = std::max(best, scores[size_t(k) * n + a]);
+  }
+  return best;
+}
+
 }  // namespace
 
 std::vector<Detection> DecodeYoloOutput(const float* raw, int num_classes, int num_anchors,
@@ -109,6 +119,7 @@ std::vector<Detection> DecodeYoloOutput(const float* raw, int num_classes, int n
     for (size_t i = 0; i < hits.size(); ++i) {
       Detection d = hits[i];
       d.box = box_of(hit_anchor[i]);
+      d.runner_up = RunnerUp(scores, n, num_classes, hit_anchor[i], d.class_id);
       out[start[hit_anchor[i]]++] = d;
     }
     return out;
@@ -121,7 +132,8 @@ std::vector<Detection> DecodeYoloOutput(const float* raw, int num_classes, int n
     UpdateBest(best.data(), arg.data(), scores + size_t(c) * n, n, c);
   }
   for (size_t a = 0; a < n; ++a) {
-    if (best[a] > conf) out.push_back(Detection{box_of(a), best[a], arg[a]});
+    if (best[a] > conf)
+      out.push_back(Detection{box_of(a), best[a], arg[a], RunnerUp(scores, n, num_classes, a, arg[a])});
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 #include <torch/utils.h>
 
+#include <cmath>
 #include <opencv2/core.hpp>
 
 #include "core/env.h"
@@ -15,6 +16,26 @@
 
 namespace kestrel::model {
 
+namespace {
+
+// One vector per image from the Detect layer's inputs: each map average-
+// and max-pooled over its cells (what the image holds on the whole, and
+// the strongest response anywhere: a single small object shows in the
+// max), each of those blocks scaled to unit length so every level and
+// pooling weighs the same, the whole scaled to unit length. [B, D], D = 2
+// x the maps' channels (n: 2 x (64 + 128 + 256) = 896).
+at::Tensor Embed(const std::vector<at::Tensor>& features) {
+  std::vector<at::Tensor> blocks;
+  for (const at::Tensor& f : features) {
+    const at::Tensor flat = f.to(at::kFloat).flatten(2);  // [B, C, HW]
+    for (const at::Tensor& b : {flat.mean(2), std::get<0>(flat.max(2))})
+      blocks.push_back(b / b.norm(2, {1}, true).clamp_min(1e-12));
+  }
+  return at::cat(blocks, 1) / std::sqrt(double(blocks.size()));
+}
+
+}  // namespace
+
 struct Predictor::Impl {
   PredictorOptions opts;
   ModelSpec spec;
@@ -23,14 +44,22 @@ struct Predictor::Impl {
   at::Device device{at::kCPU};                // opts.device; inputs are copied there, outputs come back
   std::unique_ptr<eval::BatchInference> run;  // letterbox, batching, NMS, timing
   at::Tensor decoded;                         // the last forward's output, F32 CPU contiguous
+  at::Tensor embedding;                       // its embeddings (opts.embeddings), F32 CPU [n, D]
 
   // The LibTorch forward for eval::BatchInference. Throws what LibTorch throws.
   eval::DecodedForward Forward() {
     return [this](const float* input, int n, int height, int width) -> Result<eval::DecodedOutput> {
       at::Tensor x = at::from_blob(const_cast<float*>(input), {n, 3, height, width}, at::kFloat);
       if (device.is_cuda()) x = HostToDevice(x, device);
-      decoded = model->forward(x).decoded.to(at::kCPU, at::kFloat).contiguous();
-      return eval::DecodedOutput{decoded.data_ptr<float>(), decoded.size(2)};
+      YoloOutput out = model->forward(x);
+      decoded = out.decoded.to(at::kCPU, at::kFloat).contiguous();
+      eval::DecodedOutput result{decoded.data_ptr<float>(), decoded.size(2)};
+      if (opts.embeddings) {
+        embedding = Embed(out.features).to(at::kCPU, at::kFloat).contiguous();
+        result.embedding = embedding.data_ptr<float>();
+        result.embedding_dim = embedding.size(1);
+      }
+      return result;
     };
   }
 };

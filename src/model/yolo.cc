@@ -49,6 +49,7 @@ YoloOutput YoloImpl::forward(const torch::Tensor& images) {
     at::Tensor y;
     if (p.kind == LayerKind::kDetect) {
       result.maps = detect_->forward(xs);
+      if (!is_training()) result.features = xs;
     } else {
       y = blocks_[static_cast<size_t>(p.index)]->Run(xs);
     }

@@ -33,6 +33,9 @@ struct YoloOutput {
   // rows cx, cy, w, h in input pixels then sigmoid class scores; anchors
   // ordered P3, P4, P5, each row-major (y then x).
   torch::Tensor decoded;
+  // Eval mode only: the Detect layer's inputs (the neck's P3, P4, P5 maps,
+  // [B, C_i, H/s, W/s]), what model::Predictor pools into embeddings.
+  std::vector<torch::Tensor> features;
 };
 
 class YoloImpl : public torch::nn::Module {

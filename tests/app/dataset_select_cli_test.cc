@@ -13,6 +13,7 @@
 #include <iterator>
 #include <map>
 #include <pugixml.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,45 @@ TEST_F(DatasetSelectCliTest, UncertaintyPicksTheLowestBestScoresAsCvatTasks) {
   EXPECT_EQ(lines, 4u);  // header + 3 picks
 }
 
+// The two strategies that need more than a box's score from the network:
+// margin reads the runner-up class at each box's anchor (DecodeYoloOutput),
+// diversity embedding=model the pooled features of LibTorch weights, here
+// measured from a folder of already labelled images.
+TEST_F(DatasetSelectCliTest, MarginAndModelEmbeddingDiversityFromRealWeights) {
+  testing::CliRun m = Kestrel(Args("strategy=margin budget=3 format=coco out=" + (dir_ / "m").string()));
+  ASSERT_EQ(m.code, 0) << m.out;
+  const nlohmann::json jm = Json(m);
+  ASSERT_EQ(jm["selected"].size(), 3u);
+  double last = 2;
+  for (const nlohmann::json& s : jm["selected"]) {
+    EXPECT_NE(s["reason"].get<std::string>().find("for the next)"), std::string::npos) << s;
+    EXPECT_LE(s["score"].get<double>(), last);  // best first
+    last = s["score"].get<double>();
+  }
+  // The labelled folder: two of the synthetic set's val images.
+  fs::create_directories(dir_ / "labelled");
+  int copied = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "synth/images/val")) {
+    if (copied++ < 2) fs::copy_file(e.path(), dir_ / "labelled" / e.path().filename());
+  }
+  ASSERT_GE(copied, 2) << "the synthetic set has val images";
+  testing::CliRun d = Kestrel(Args("strategy=diversity embedding=model budget=4 format=yolo labelled=" +
+                                   (dir_ / "labelled").string() + " out=" + (dir_ / "d").string()));
+  ASSERT_EQ(d.code, 0) << d.out;
+  const nlohmann::json jd = Json(d);
+  ASSERT_EQ(jd["selected"].size(), 4u);
+  EXPECT_EQ(jd["embedding"], "model");
+  std::set<std::string> seen;
+  for (const nlohmann::json& s : jd["selected"]) {
+    seen.insert(s["image"].get<std::string>());
+    EXPECT_NE(s["reason"].get<std::string>().find("embedding distance"), std::string::npos) << s;
+    EXPECT_NE(s["reason"].get<std::string>().find("labelled or picked"), std::string::npos) << s;
+    EXPECT_GT(s["score"].get<double>(), 0);
+    EXPECT_LE(s["score"].get<double>(), 2.0);  // unit vectors
+  }
+  EXPECT_EQ(seen.size(), 4u);
+}
+
 TEST_F(DatasetSelectCliTest, SeededRandomRepeatsAndBadKeysWriteNothing) {
   const std::string common = "strategy=random seed=4 budget=4 format=label-studio ls_image_root=http://h/ ";
   testing::CliRun a = Kestrel(Args(common + "out=" + (dir_ / "r1").string()));
@@ -117,7 +157,7 @@ TEST_F(DatasetSelectCliTest, SeededRandomRepeatsAndBadKeysWriteNothing) {
 
   // (Each start of kestrel-torch costs ~1 s: the other bad keys are the
   // hostile-argument cases and kestrel_app_dataset_select_tests.)
-  for (const char* bad : {"budget=0", "strategy=margin budget=2"}) {
+  for (const char* bad : {"budget=0", "strategy=coreset budget=2"}) {
     testing::CliRun r = Kestrel(Args(std::string(bad) + " out=" + (dir_ / "bad").string()));
     EXPECT_EQ(r.code, 2) << bad << "\n" << r.out;
     EXPECT_FALSE(fs::exists(dir_ / "bad")) << bad;

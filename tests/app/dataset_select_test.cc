@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -25,11 +26,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-eval::Detection Box(float score, int cls = 0) {
+eval::Detection Box(float score, int cls = 0, float runner_up = 0) {
   eval::Detection d;
   d.box = {2, 2, 20, 20};
   d.score = score;
   d.class_id = cls;
+  d.runner_up = runner_up;
   return d;
 }
 
@@ -93,6 +95,72 @@ TEST(SelectRanking, EntropySumPicksTheImageWithTheMostUncertainty) {
   EXPECT_DOUBLE_EQ(TotalBoxEntropy({}), 0.0);
 }
 
+TEST(SelectRanking, MarginPicksTheLeastDecidedBox) {
+  // Smallest score - runner_up: {0.9 vs 0.1} 0.8; {0.6 vs 0.5, 0.95 vs 0}
+  // 0.1; {0.3 vs 0.05} 0.25; no box: margin 1, picked last.
+  std::vector<SelectCandidate> c(4);
+  c[0].detections = {Box(0.9f, 0, 0.1f)};
+  c[1].detections = {Box(0.95f, 1, 0.0f), Box(0.6f, 0, 0.5f)};
+  c[2].detections = {Box(0.3f, 1, 0.05f)};
+  auto picks = RankForSelection(c, SelectStrategy::kMargin, 4, 0);
+  ASSERT_TRUE(picks.IsOk());
+  EXPECT_EQ(Indexes(*picks), (std::vector<size_t>{1, 2, 0, 3}));
+  EXPECT_NEAR((*picks)[0].score, 0.9, 1e-6);
+  EXPECT_NEAR((*picks)[1].score, 0.75, 1e-6);
+  EXPECT_DOUBLE_EQ((*picks)[3].score, 0.0);
+  EXPECT_EQ((*picks)[0].reason, "class margin 0.100 (0.600 for class 0, 0.500 for the next)");
+  EXPECT_EQ((*picks)[3].reason, "no box at or above conf");
+  size_t at = 9;
+  EXPECT_DOUBLE_EQ(SmallestClassMargin({}, &at), 1.0);
+  EXPECT_EQ(at, 9u);
+  EXPECT_NEAR(SmallestClassMargin(c[1].detections, &at), 0.1, 1e-6);
+  EXPECT_EQ(at, 1u);
+  // Uncertainty ranks the same images by their best box instead: image 1
+  // (best 0.95) comes after image 0 (best 0.9).
+  auto unc = RankForSelection(c, SelectStrategy::kUncertainty, 4, 0);
+  ASSERT_TRUE(unc.IsOk());
+  EXPECT_EQ(Indexes(*unc), (std::vector<size_t>{3, 2, 0, 1}));
+}
+
+TEST(SelectRanking, DiversityOnEmbeddingsAndFromTheLabelledSet) {
+  // 1-D embeddings 0, 0.1, 0.2, 1, 3. Alone: the medoid (0.2), then the
+  // farthest (3), then 1 (0.8 from 0.2). With an image at 0.15 labelled:
+  // 3 first (2.85 from it), then 1 (0.85), then 0 (0.15).
+  std::vector<SelectCandidate> c(5);
+  const float at[5] = {0.f, 0.1f, 0.2f, 1.f, 3.f};
+  for (size_t i = 0; i < 5; ++i) c[i].embedding = {at[i]};
+  auto alone = RankForSelection(c, SelectStrategy::kDiversity, 3, 0);
+  ASSERT_TRUE(alone.IsOk());
+  EXPECT_EQ(Indexes(*alone), (std::vector<size_t>{2, 4, 3}));
+  EXPECT_NEAR((*alone)[0].score, 3.9 / 4, 1e-6);  // its mean distance
+  EXPECT_EQ((*alone)[0].reason, "the pool's medoid: mean embedding distance 0.975");
+  std::vector<SelectCandidate> labelled(1);
+  labelled[0].embedding = {0.15f};
+  auto from = RankForSelection(c, SelectStrategy::kDiversity, 3, 0, labelled);
+  ASSERT_TRUE(from.IsOk());
+  EXPECT_EQ(Indexes(*from), (std::vector<size_t>{4, 3, 0}));
+  EXPECT_NEAR((*from)[0].score, 2.85, 1e-6);
+  EXPECT_NEAR((*from)[2].score, 0.15, 1e-6);
+  EXPECT_EQ((*from)[1].reason, "embedding distance 0.850 from the nearest image labelled or picked before");
+  // Hashes with a labelled set: a copy of the labelled picture is last.
+  std::vector<SelectCandidate> h(3);
+  const uint64_t base = 0x00FF00FF00FF00FFULL;
+  h[0].phash = base;
+  h[1].phash = base ^ 0xFFULL;  // 8 bits away
+  h[2].phash = base ^ 0x3ULL;   // 2 bits away
+  std::vector<SelectCandidate> lh(1);
+  lh[0].phash = base;
+  auto hashed = RankForSelection(h, SelectStrategy::kDiversity, 3, 0, lh);
+  ASSERT_TRUE(hashed.IsOk());
+  EXPECT_EQ(Indexes(*hashed), (std::vector<size_t>{1, 2, 0}));
+  EXPECT_EQ((*hashed)[0].reason, "8 hash bits from the nearest image labelled or picked before");
+  // Candidates without embeddings (or of mixed lengths) fall back to hashes.
+  c[1].embedding.clear();
+  auto mixed = RankForSelection(c, SelectStrategy::kDiversity, 1, 0);
+  ASSERT_TRUE(mixed.IsOk());
+  EXPECT_NE((*mixed)[0].reason.find("hash bits"), std::string::npos);
+}
+
 TEST(SelectRanking, DiversityPicksSpreadOutHashes) {
   // Five near-copies of one picture (each 1 bit from the first), one
   // picture 32 bits away and one 64 bits away: the cluster's centre (the
@@ -150,12 +218,12 @@ TEST(SelectRanking, BudgetRulesAndStrategyNames) {
   auto all = RankForSelection(c, SelectStrategy::kDiversity, 5, 0);
   ASSERT_TRUE(all.IsOk());
   EXPECT_EQ(all->size(), 2u);
-  for (const char* name : {"uncertainty", "entropy", "entropy_sum", "diversity", "random"}) {
+  for (const char* name : {"uncertainty", "entropy", "entropy_sum", "margin", "diversity", "random"}) {
     auto s = ParseSelectStrategy(name);
     ASSERT_TRUE(s.IsOk());
     EXPECT_STREQ(SelectStrategyName(*s), name);
   }
-  auto bad = ParseSelectStrategy("margin");
+  auto bad = ParseSelectStrategy("coreset");
   ASSERT_FALSE(bad.IsOk());
   EXPECT_EQ(bad.GetStatus().Where().field, "strategy");
 }
@@ -177,6 +245,12 @@ class WidthDetector final : public Detector {
       out[i].height = images[i].height;
       for (const eval::Detection& d : by_width_[images[i].width])
         if (d.score >= options_.nms.conf) out[i].detections.push_back(d);
+      // Embeddings when asked, as LibTorch weights give them: a point on
+      // the unit circle per width (the labelled image, width 50, sits on c's).
+      if (options_.embeddings) {
+        const double angle = images[i].width == 50 ? 2.0 : 0.5 * (images[i].width - 40);
+        out[i].embedding = {float(std::cos(angle)), float(std::sin(angle))};
+      }
     }
     return out;
   }
@@ -328,6 +402,47 @@ TEST_F(SelectFromPoolTest, DiversityAndRandomOverThePool) {
   EXPECT_TRUE(fs::exists(dir_ / "r1/yolo.zip"));
 }
 
+TEST_F(SelectFromPoolTest, DiversityOnModelEmbeddingsStartsFromTheLabelledImages) {
+  // Widths 40..43 at angles 0, 0.5, 1, 1.5 rad; the labelled image (width
+  // 50) at 2 rad. Farthest from it: a (2 rad away), then c (1 rad from a
+  // and from the labelled one), not b or d (0.5 rad from one of them).
+  fs::create_directories(dir_ / "labelled");
+  ASSERT_TRUE(
+      cv::imwrite((dir_ / "labelled/old.png").string(), cv::Mat(30, 50, CV_8UC3, cv::Scalar(9, 9, 9))));
+  SelectKeys k = Keys();
+  k.strategy = "diversity";
+  k.embedding = "model";
+  k.labelled = (dir_ / "labelled").string();
+  k.budget = 2;
+  k.out = (dir_ / "emb").string();
+  Result<SelectReport> r = SelectFromPool(Env::Default(), k, {}, Loader());
+  ASSERT_TRUE(r.IsOk()) << r.GetStatus().ToString();
+  ASSERT_EQ(r->selected.size(), 2u);
+  EXPECT_EQ(r->selected[0].image, "a.jpg");
+  EXPECT_NEAR(r->selected[0].pick.score, 2 * std::sin(1.0), 1e-5);  // chord of 2 rad
+  EXPECT_EQ(r->selected[1].image, "c.jpg");
+  EXPECT_NEAR(r->selected[1].pick.score, 2 * std::sin(0.5), 1e-5);
+  EXPECT_NE(r->selected[0].pick.reason.find("embedding distance"), std::string::npos);
+  const nlohmann::json sel = ReadJson(dir_ / "emb/selection.json");
+  EXPECT_EQ(sel["embedding"], "model");
+  EXPECT_EQ(sel["labelled"], k.labelled);
+  // Without labelled=: the medoid of the four opens.
+  k.labelled.clear();
+  k.out = (dir_ / "emb2").string();
+  Result<SelectReport> m = SelectFromPool(Env::Default(), k, {}, Loader());
+  ASSERT_TRUE(m.IsOk()) << m.GetStatus().ToString();
+  EXPECT_NE(m->selected[0].pick.reason.find("medoid"), std::string::npos);
+  // A labelled folder with an unreadable image: an error naming labelled=.
+  std::ofstream(dir_ / "labelled/broken.jpg") << "not a jpeg";
+  k.labelled = (dir_ / "labelled").string();
+  k.out = (dir_ / "emb3").string();
+  Result<SelectReport> bad = SelectFromPool(Env::Default(), k, {}, Loader());
+  ASSERT_FALSE(bad.IsOk());
+  EXPECT_EQ(bad.GetStatus().Where().field, "labelled") << bad.GetStatus().ToString();
+  EXPECT_NE(bad.GetStatus().Message().find("broken.jpg"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "emb3"));
+}
+
 TEST_F(SelectFromPoolTest, BadKeysNameTheKeyAndLeaveNothing) {
   struct Case {
     std::function<void(SelectKeys&)> change;
@@ -339,7 +454,20 @@ TEST_F(SelectFromPoolTest, BadKeysNameTheKeyAndLeaveNothing) {
       {[&](SelectKeys& k) { k.pool = (dir_ / "nowhere").string(); }, "pool"},
       {[](SelectKeys& k) { k.model.clear(); }, "model"},
       {[](SelectKeys& k) { k.budget = 0; }, "budget"},
-      {[](SelectKeys& k) { k.strategy = "margin"; }, "strategy"},
+      {[](SelectKeys& k) { k.strategy = "coreset"; }, "strategy"},
+      {[&](SelectKeys& k) { k.labelled = (dir_ / "pool").string(); }, "labelled"},  // not diversity
+      {[&](SelectKeys& k) {
+         k.strategy = "diversity";
+         k.labelled = (dir_ / "nowhere").string();
+       },
+       "labelled"},
+      {[](SelectKeys& k) {
+         k.strategy = "diversity";
+         k.embedding = "model";
+         k.model = "exported.onnx";
+       },
+       "embedding"},
+      {[](SelectKeys& k) { k.embedding = "clip"; }, "embedding"},
       {[](SelectKeys& k) { k.format = "voc"; }, "format"},
       {[](SelectKeys& k) { k.pre_conf = 0.01; }, "pre_conf"},
       {[](SelectKeys& k) { k.ls_from_name = "a b"; }, "ls_from_name"},

@@ -348,6 +348,9 @@ TEST_F(HostileArgsTest, EveryCommandFailsCleanlyOnHostileArguments) {
       {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=" + H},
       {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "strategy=" + X},
       {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "format=" + X},
+      {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "embedding=" + X},
+      {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "strategy=diversity",
+       "labelled=/etc/passwd"},
       {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "pre_conf=0.01"},
       {"dataset", "select", "pool={ds}/images/train", "model=m", "budget=2", "seed=-1"},
       // train: every case is refused before anything trains

@@ -103,15 +103,24 @@ TEST(Decode, BestClassAndMultiLabel) {
   EXPECT_FLOAT_EQ(d[0].score, 0.9f);
   EXPECT_FLOAT_EQ(d[0].box.x1, 40);
   EXPECT_FLOAT_EQ(d[0].box.y2, 55);
-  EXPECT_EQ(d[1].class_id, 0);  // tie 0.3/0.3: first class
+  EXPECT_EQ(d[1].class_id, 0);            // tie 0.3/0.3: first class
+  EXPECT_FLOAT_EQ(d[0].runner_up, 0.6f);  // class 1 at the same anchor
+  EXPECT_FLOAT_EQ(d[1].runner_up, 0.3f);
   o.multi_label = true;
   d = DecodeYoloOutput(raw.data(), nc, a, o);
   ASSERT_EQ(d.size(), 4u);  // (0,c0) (0,c1) (2,c0) (2,c1)
   EXPECT_EQ(d[1].class_id, 1);
   EXPECT_FLOAT_EQ(d[1].score, 0.6f);
+  EXPECT_FLOAT_EQ(d[0].runner_up, 0.6f);  // the best other class, per hit
+  EXPECT_FLOAT_EQ(d[1].runner_up, 0.9f);
   const auto kept = PostprocessYolo(raw.data(), nc, a, o);
   EXPECT_EQ(kept.size(), 4u);  // different classes or no overlap
   EXPECT_FLOAT_EQ(kept[0].score, 0.9f);
+  EXPECT_FLOAT_EQ(kept[0].runner_up, 0.6f);  // NMS keeps it
+  // One class: no other class, runner-up 0.
+  d = DecodeYoloOutput(raw.data(), 1, a, o);
+  ASSERT_FALSE(d.empty());
+  for (const Detection& x : d) EXPECT_EQ(x.runner_up, 0.f);
 }
 
 TEST(Letterbox, GeometryAndMappingBack) {

@@ -90,12 +90,58 @@ TEST_F(PredictorTest, RandomModelPredictsBatchesWithTimingAndBoxesInsideImages) 
       EXPECT_LT(d.class_id, 2);
     }
   }
+  for (const ImagePrediction& ip : *r) EXPECT_TRUE(ip.embedding.empty()) << "embeddings only when asked";
   const StageTimes t = (*p)->Timing();
   EXPECT_EQ(t.images, 1) << "the first batch (2 images) is the warm-up";
   EXPECT_GT(t.inference_ms, 0);
   EXPECT_GE(t.preprocess_ms, 0);
   EXPECT_GE(t.postprocess_ms, 0);
   EXPECT_GT(t.Fps(), 0);
+}
+
+// InferenceOptions::embeddings: one unit vector per image, 2 x the Detect
+// inputs' channels long (average- and max-pooled), the same for an image
+// whatever batch it is in, different for different pictures.
+TEST_F(PredictorTest, EmbeddingsAreUnitVectorsOfPooledFeatures) {
+  auto m = CreateModel("t", 2);
+  ASSERT_TRUE(m.IsOk());
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kestrel_embed_" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
+  ASSERT_TRUE(SaveWeights(**m, path, {}).IsOk());
+  PredictorOptions po;
+  po.imgsz = 64;
+  po.batch = 2;
+  po.embeddings = true;
+  auto p = Predictor::Load(path, po);
+  po.batch = 1;
+  auto one = Predictor::Load(path, po);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(p.IsOk() && one.IsOk()) << p.GetStatus().ToString();
+  cv::Mat noise(64, 64, CV_8UC3);
+  cv::randu(noise, 0, 255);
+  std::vector<cv::Mat> images = {cv::Mat(64, 64, CV_8UC3, cv::Scalar(10, 200, 30)), noise,
+                                 cv::Mat(40, 64, CV_8UC3, cv::Scalar(200, 20, 30))};
+  auto r = (*p)->Predict(images);
+  auto r1 = (*one)->Predict(images);
+  ASSERT_TRUE(r.IsOk() && r1.IsOk());
+  (*m)->eval();
+  int64_t channels = 0;
+  for (const torch::Tensor& f : (*m)->forward(torch::zeros({1, 3, 64, 64})).features) channels += f.size(1);
+  EXPECT_GT(channels, 0);
+  for (size_t i = 0; i < images.size(); ++i) {
+    const std::vector<float>& e = (*r)[i].embedding;
+    ASSERT_EQ(int64_t(e.size()), 2 * channels);
+    double norm = 0;
+    for (float v : e) norm += double(v) * v;
+    EXPECT_NEAR(norm, 1.0, 1e-4);
+    ASSERT_EQ(e.size(), (*r1)[i].embedding.size());
+    for (size_t k = 0; k < e.size(); ++k) ASSERT_NEAR(e[k], (*r1)[i].embedding[k], 1e-4) << i << " " << k;
+  }
+  double diff = 0;
+  for (size_t k = 0; k < (*r)[0].embedding.size(); ++k)
+    diff += std::abs((*r)[0].embedding[k] - (*r)[1].embedding[k]);
+  EXPECT_GT(diff, 1e-3) << "a flat colour and noise embed differently";
 }
 
 TEST_F(PredictorTest, LoadErrors) {
