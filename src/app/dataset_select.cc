@@ -249,7 +249,7 @@ void SelectKeys::Bind(OptionSet& s) {
   s.Choice("strategy", &strategy, {"uncertainty", "entropy", "entropy_sum", "margin", "diversity", "random"},
            "uncertainty: lowest best box score; entropy: highest mean score entropy; entropy_sum: highest "
            "summed score entropy (many unsure boxes); margin: smallest gap between a box's class and the "
-           "runner-up class at its place; diversity: spread-out perceptual hashes; random: "
+           "runner-up class at its place; diversity: spread-out images (embedding=); random: "
            "seeded draw");
   s.Int("budget", &budget, "how many images to pick (required)", 0, 10000000);
   s.Choice(
