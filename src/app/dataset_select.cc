@@ -57,8 +57,9 @@ std::vector<SelectedImage> FarthestPoint(size_t n, size_t budget,
   if (with_labelled) {
     for (size_t i = 0; i < n; ++i) nearest[i] = to_labelled(i);
   } else {
-    // The medoid: least summed distance to the pool (n^2 distances: 10k
-    // images are 10^8, seconds at most).
+    // The medoid: least summed distance to the pool (n^2 distances: for
+    // 10k images 10^8 popcounts, under a second, or 10^8 distances between
+    // 896-long embeddings, about a minute on one core).
     size_t first = 0;
     double best_sum = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < n; ++i) {
