@@ -42,20 +42,24 @@ std::vector<SelectedImage> TopByScore(const std::vector<double>& score, size_t b
   return out;
 }
 
-// Greedy farthest-point (k-center) sampling. `dist(i, j)` between pool
-// images, `to_labelled(i)` the distance from pool image i to the nearest
-// labelled image (infinity without labelled images, then the medoid opens).
-std::vector<SelectedImage> FarthestPoint(size_t n, size_t budget,
+// Greedy farthest-point (k-center) sampling over n pool images and
+// `labelled` already labelled ones. `dist(i, j)` between pool images,
+// `to_labelled(i, k)` from pool image i to labelled image k; without
+// labelled images the medoid opens.
+std::vector<SelectedImage> FarthestPoint(size_t n, size_t labelled, size_t budget,
                                          const std::function<double(size_t, size_t)>& dist,
-                                         const std::function<double(size_t)>& to_labelled, bool with_labelled,
+                                         const std::function<double(size_t, size_t)>& to_labelled,
                                          const std::function<std::string(double)>& unit) {
   std::vector<SelectedImage> out;
   if (n == 0) return out;
   std::vector<double> nearest(n, std::numeric_limits<double>::infinity());  // to the picks (and labelled)
   std::vector<bool> taken(n, false);
   size_t last = n;
+  const bool with_labelled = labelled > 0;
   if (with_labelled) {
-    for (size_t i = 0; i < n; ++i) nearest[i] = to_labelled(i);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t k = 0; k < labelled; ++k) nearest[i] = std::min(nearest[i], to_labelled(i, k));
+    }
   } else {
     // The medoid: least summed distance to the pool (n^2 distances: for
     // 10k images 10^8 popcounts, under a second, or 10^8 distances between
@@ -105,29 +109,17 @@ std::vector<SelectedImage> Diversity(const std::vector<SelectCandidate>& c, size
   const bool embedded = !c.empty() && std::all_of(c.begin(), c.end(), [&](const SelectCandidate& x) {
     return !x.embedding.empty() && x.embedding.size() == c[0].embedding.size();
   });
-  if (embedded) {
-    return FarthestPoint(
-        c.size(), budget,
-        [&](size_t i, size_t j) { return EmbeddingDistance(c[i].embedding, c[j].embedding); },
-        [&](size_t i) {
-          double m = std::numeric_limits<double>::infinity();
-          for (const SelectCandidate& l : labelled)
-            m = std::min(m, EmbeddingDistance(c[i].embedding, l.embedding));
-          return m;
-        },
-        !labelled.empty(), [](double d) { return "embedding distance " + Num(d, "%.3f"); });
-  }
+  auto between = [embedded](const SelectCandidate& a, const SelectCandidate& b) {
+    return embedded ? EmbeddingDistance(a.embedding, b.embedding)
+                    : double(data::HammingDistance(a.phash, b.phash));
+  };
   return FarthestPoint(
-      c.size(), budget,
-      [&](size_t i, size_t j) { return double(data::HammingDistance(c[i].phash, c[j].phash)); },
-      [&](size_t i) {
-        double m = std::numeric_limits<double>::infinity();
-        for (const SelectCandidate& l : labelled)
-          m = std::min(m, double(data::HammingDistance(c[i].phash, l.phash)));
-        return m;
-      },
-      !labelled.empty(),
-      [](double d) { return Num(d, d == std::floor(d) ? "%.0f" : "%.1f") + " hash bits"; });
+      c.size(), labelled.size(), budget, [&](size_t i, size_t j) { return between(c[i], c[j]); },
+      [&](size_t i, size_t k) { return between(c[i], labelled[k]); },
+      [embedded](double d) {
+        return embedded ? "embedding distance " + Num(d, "%.3f")
+                        : Num(d, d == std::floor(d) ? "%.0f" : "%.1f") + " hash bits";
+      });
 }
 
 }  // namespace
@@ -285,10 +277,9 @@ void SelectKeys::Bind(OptionSet& s) {
 
 namespace {
 
-Result<uint64_t> PhashOf(Env& env, const std::string& path) {
+Result<cv::Mat> ReadRgb(Env& env, const std::string& path) {
   KESTREL_ASSIGN_OR_RETURN(std::string bytes, env.ReadFile(path, uint64_t{2} << 30));
-  KESTREL_ASSIGN_OR_RETURN(cv::Mat rgb, data::DecodeImage(bytes, path));
-  return data::PerceptualHash(rgb);
+  return data::DecodeImage(bytes, path);
 }
 
 // The labelled images as diversity sees them: embeddings from `detector`
@@ -302,9 +293,7 @@ Result<std::vector<SelectCandidate>> LabelledCandidates(Env& env, const std::vec
     const size_t end = std::min(files.size(), start + size_t(batch));
     std::vector<cv::Mat> images;
     for (size_t i = start; i < end; ++i) {
-      Result<std::string> bytes = env.ReadFile(files[i], uint64_t{2} << 30);
-      Result<cv::Mat> rgb =
-          bytes.IsOk() ? data::DecodeImage(*bytes, files[i]) : Result<cv::Mat>(bytes.GetStatus());
+      Result<cv::Mat> rgb = ReadRgb(env, files[i]);
       if (!rgb.IsOk())
         return Status(rgb.GetStatus().Code(), files[i] + ": " + rgb.GetStatus().Message(), Field("labelled"));
       if (embed) {
@@ -444,7 +433,8 @@ Result<SelectReport> SelectFromPool(Env& env, const SelectKeys& keys, const Weig
         }
         candidates[i].embedding = im.embedding;
       } else {
-        KESTREL_ASSIGN_OR_RETURN(candidates[i].phash, PhashOf(env, im.source));
+        KESTREL_ASSIGN_OR_RETURN(cv::Mat rgb, ReadRgb(env, im.source));
+        candidates[i].phash = data::PerceptualHash(rgb);
       }
     }
   }

@@ -246,12 +246,17 @@ std::optional<std::string> ReferenceAugStats() {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// Epochs measured per statistic: KESTREL_STATS_EPOCHS, else 16.
+int StatsEpochs() {
+  const char* v = std::getenv("KESTREL_STATS_EPOCHS");
+  return v != nullptr ? std::atoi(v) : 16;
+}
+
 TEST(LoaderStatsTest, MosaicEpochsMatchReferenceLoaderOnCoco128) {
   auto json = ReferenceAugStats();
   const MemData* d = Coco128Train();
   if (!json || d == nullptr) GTEST_SKIP() << "no ../shared/datasets/coco128 or ../shared/reference";
-  const int epochs =
-      std::getenv("KESTREL_STATS_EPOCHS") ? std::atoi(std::getenv("KESTREL_STATS_EPOCHS")) : 16;
+  const int epochs = StatsEpochs();
   LoaderStatistics st = MeasureLoader(*d, 0, epochs, epochs + 10);
   CompareWithReference(st, *json, "mosaic_on_3_epochs");
 }
@@ -260,8 +265,7 @@ TEST(LoaderStatsTest, ClosedMosaicEpochsMatchReferenceLoaderOnCoco128) {
   auto json = ReferenceAugStats();
   const MemData* d = Coco128Train();
   if (!json || d == nullptr) GTEST_SKIP() << "no ../shared/datasets/coco128 or ../shared/reference";
-  const int epochs =
-      std::getenv("KESTREL_STATS_EPOCHS") ? std::atoi(std::getenv("KESTREL_STATS_EPOCHS")) : 16;
+  const int epochs = StatsEpochs();
   // Epochs >= total - close_mosaic (10) have mosaic closed: a 10-epoch run
   // is closed throughout, so at most 10 epochs are measured here.
   const int closed = std::min(epochs, 10);

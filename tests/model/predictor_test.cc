@@ -22,6 +22,13 @@ using testing::RefWeights;
 
 class PredictorTest : public testing::TorchTest {};
 
+// A temporary weights file path for this process, tagged.
+std::string TempWeights(const std::string& tag) {
+  return (std::filesystem::temp_directory_path() /
+          ("kestrel_" + tag + "_" + std::to_string(::getpid()) + ".safetensors"))
+      .string();
+}
+
 TEST_F(PredictorTest, ReferenceInputMatchesReferenceEvalOutputAfterPostprocess) {
   if (!HaveReference()) GTEST_SKIP() << "no ../shared/reference";
   PredictorOptions po;
@@ -56,9 +63,7 @@ TEST_F(PredictorTest, ReferenceInputMatchesReferenceEvalOutputAfterPostprocess) 
 TEST_F(PredictorTest, RandomModelPredictsBatchesWithTimingAndBoxesInsideImages) {
   auto m = CreateModel("t", 2);
   ASSERT_TRUE(m.IsOk());
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("kestrel_pred_" + std::to_string(::getpid()) + ".safetensors"))
-                               .string();
+  const std::string path = TempWeights("pred");
   SaveOptions so;
   so.names = {"a", "b"};
   ASSERT_TRUE(SaveWeights(**m, path, so).IsOk());
@@ -105,9 +110,7 @@ TEST_F(PredictorTest, RandomModelPredictsBatchesWithTimingAndBoxesInsideImages) 
 TEST_F(PredictorTest, EmbeddingsAreUnitVectorsOfPooledFeatures) {
   auto m = CreateModel("t", 2);
   ASSERT_TRUE(m.IsOk());
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("kestrel_embed_" + std::to_string(::getpid()) + ".safetensors"))
-                               .string();
+  const std::string path = TempWeights("embed");
   ASSERT_TRUE(SaveWeights(**m, path, {}).IsOk());
   PredictorOptions po;
   po.imgsz = 64;
