@@ -6,7 +6,8 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libtorch-dev                       # LibTorch 1.13 (CPU): model and trainer
-  libopencv-dev                      # image decode/encode, drawing
+  libopencv-dev                      # drawing, resizing; BMP/WebP/TIFF decode (imgcodecs)
+  libjpeg62-turbo-dev libpng-dev     # JPEG and PNG decode/encode (src/data/codec.cc)
   libopencv-contrib-dev              # cv::freetype: anti-aliased plot text (FreeType + HarfBuzz)
   libonnx-dev libprotobuf-dev        # ONNX 1.12 protobuf classes + checker: kestrel export (src/export)
   fonts-dejavu-core                  # DejaVu Sans, the plot font (read at run time, never downloaded)

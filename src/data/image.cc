@@ -8,9 +8,14 @@
 #include <limits>
 #include <opencv2/core.hpp>
 #include <opencv2/core/utils/logger.hpp>
+#ifdef KESTREL_HAVE_IMGCODECS
 #include <opencv2/imgcodecs.hpp>
+#endif
 #include <opencv2/imgproc.hpp>
 #include <string>
+#include <utility>
+
+#include "data/codec.h"
 
 namespace kestrel::data {
 namespace {
@@ -467,14 +472,34 @@ Result<cv::Mat> DecodeChecked(std::string_view bytes, const std::string& origin,
     return Bad(why, DecodeFailure::kTooLarge, StatusCode::kResourceExhausted, origin,
                "image file over 2 GiB");
   }
-  // imdecode only reads the buffer; the const_cast is for cv::Mat's API.
-  cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
-  // IMREAD_UNCHANGED keeps depth and alpha visible and makes OpenCV skip its
-  // own EXIF rotation, so orientation is applied exactly once, below.
-  cv::Mat m = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
-  if (m.empty()) {
-    return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
-               "cannot decode " + info.format + " image");
+  // JPEG and PNG through libjpeg-turbo and libpng (data/codec.h), the rest
+  // through OpenCV's imgcodecs where this build has it. Both give depth and
+  // alpha as stored (imdecode's IMREAD_UNCHANGED) and no EXIF rotation, so
+  // orientation is applied exactly once, below.
+  cv::Mat m;
+  if (info.format == "jpeg" || info.format == "png") {
+    Result<cv::Mat> decoded = info.format == "jpeg" ? DecodeJpeg(bytes) : DecodePng(bytes);
+    if (!decoded.IsOk()) {
+      const bool memory = decoded.GetStatus().Code() == StatusCode::kResourceExhausted;
+      return Bad(why, memory ? DecodeFailure::kTooLarge : DecodeFailure::kCorrupt,
+                 memory ? StatusCode::kResourceExhausted : StatusCode::kCorruption, origin,
+                 "cannot decode " + info.format + " image: " + decoded.GetStatus().Message());
+    }
+    m = std::move(*decoded);
+  } else {
+#ifdef KESTREL_HAVE_IMGCODECS
+    // imdecode only reads the buffer; the const_cast is for cv::Mat's API.
+    cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
+    m = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
+    if (m.empty()) {
+      return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
+                 "cannot decode " + info.format + " image");
+    }
+#else
+    return Bad(
+        why, DecodeFailure::kUnsupported, StatusCode::kInvalidArgument, origin,
+        info.format + " images need OpenCV's imgcodecs, which this build (JPEG and PNG only) leaves out");
+#endif
   }
   if (m.cols != info.stored_width || m.rows != info.stored_height) {
     return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,

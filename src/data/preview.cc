@@ -2,10 +2,11 @@
 
 #include <cmath>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <utility>
 
 #include "core/env.h"
+#include "data/codec.h"
 #include "data/text_render.h"
 
 namespace kestrel::data {
@@ -44,7 +45,7 @@ Status WriteAugmentedPreview(const Manifest& manifest, const ImageSource& source
   const int n = b->size, H = b->height, W = b->width;
   const int cols = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n))));
   const int rows = (n + cols - 1) / cols;
-  std::vector<uint8_t> png;
+  std::string png;
   try {
     cv::Mat grid(rows * H, cols * W, CV_8UC3, cv::Scalar(0, 0, 0));
     const size_t plane = static_cast<size_t>(H) * W;
@@ -77,12 +78,14 @@ Status WriteAugmentedPreview(const Manifest& manifest, const ImageSource& source
           cls >= 0 && static_cast<size_t>(cls) < names.size() ? names[cls] : std::to_string(cls);
       DrawBoxLabel(grid, label, p1, kPreviewTextPx, color, oy);
     }
-    if (!cv::imencode(".png", grid, png)) return Status::Internal("data: PNG encoding failed for " + out_png);
+    Result<std::string> encoded = EncodePng(grid);
+    if (!encoded.IsOk())
+      return Status::Internal("data: " + encoded.GetStatus().Message() + " for " + out_png);
+    png = std::move(*encoded);
   } catch (const cv::Exception& e) {
     return Status::Internal(std::string("data: drawing the preview failed: ") + e.what());
   }
-  return Env::Default().WriteFileAtomic(
-      out_png, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+  return Env::Default().WriteFileAtomic(out_png, png);
 }
 
 }  // namespace kestrel::data

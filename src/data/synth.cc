@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <numbers>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <thread>
 #include <utility>
 
 #include "core/staged_dir.h"
+#include "data/codec.h"
 
 namespace kestrel::data {
 namespace {
@@ -439,15 +439,9 @@ std::string DataYaml(const SynthOptions& o) {
 }
 
 Result<std::string> EncodeJpeg(const cv::Mat& img, const std::string& origin) {
-  std::vector<uchar> buf;
-  try {
-    if (!cv::imencode(".jpg", img, buf, {cv::IMWRITE_JPEG_QUALITY, kJpegQuality})) {
-      return Status::Internal("JPEG encoder refused the image", {origin});
-    }
-  } catch (const cv::Exception& e) {
-    return Status::Internal(std::string("JPEG encode failed: ") + e.what(), {origin});
-  }
-  return std::string(buf.begin(), buf.end());
+  Result<std::string> jpeg = data::EncodeJpeg(img, kJpegQuality);
+  if (!jpeg.IsOk()) return Status::Internal(jpeg.GetStatus().Message(), {origin});
+  return jpeg;
 }
 
 struct PendingFile {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
-#include <opencv2/imgcodecs.hpp>
 
+#include "data/codec.h"
 #include "eval/box.h"
 #include "eval/internal/plot_canvas.h"
 
@@ -145,9 +145,7 @@ Result<std::string> RenderPrOverlay(const EvalResult& a, const EvalResult& b, co
     ax.Line(b.curves.x, MeanCurvesOf(b).pr_precision, cb, 3);
     ax.Legend({{"A " + label_a + " " + internal::Fixed(a.map50, 3) + " mAP@0.5", ca, 3},
                {"B " + label_b + " " + internal::Fixed(b.map50, 3) + " mAP@0.5", cb, 3}});
-    std::vector<uint8_t> png;
-    if (!cv::imencode(".png", ax.Image(), png)) return Status::Internal("PNG encoding failed");
-    return std::string(png.begin(), png.end());
+    return data::EncodePng(ax.Image());
   } catch (const cv::Exception& e) {
     return Status::Internal(std::string("OpenCV: ") + e.what());
   }

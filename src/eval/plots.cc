@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "data/codec.h"
 #include "eval/ap.h"
 #include "eval/internal/plot_canvas.h"
 
@@ -28,15 +28,7 @@ template <typename F>
 Result<std::string> Encode(F&& draw, GridFormat format = GridFormat::kPng) {
   try {
     cv::Mat img = draw();
-    std::vector<uchar> buf;
-    if (format == GridFormat::kJpeg) {
-      if (!cv::imencode(".jpg", img, buf, {cv::IMWRITE_JPEG_QUALITY, 90})) {
-        return Status::Internal("JPEG encoding failed");
-      }
-      return std::string(buf.begin(), buf.end());
-    }
-    if (!cv::imencode(".png", img, buf)) return Status::Internal("PNG encoding failed");
-    return std::string(buf.begin(), buf.end());
+    return format == GridFormat::kJpeg ? data::EncodeJpeg(img, 90) : data::EncodePng(img);
   } catch (const cv::Exception& e) {
     return Status::Internal(std::string("OpenCV: ") + e.what());
   }

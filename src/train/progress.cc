@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "core/json.h"
+#include "data/codec.h"
 #include "data/text_render.h"
 #include "eval/box.h"
 #include "eval/val_batch.h"
@@ -174,13 +174,9 @@ Status WriteBatchPreview(Env& env, const std::string& path, const data::Batch& b
         cls >= 0 && cls < static_cast<int>(names.size()) ? names[cls] : std::to_string(cls);
     data::DrawBoxLabel(grid, label, p1, 11, color, static_cast<int>(oy));
   }
-  std::vector<uint8_t> buf;
-  try {
-    if (!cv::imencode(".jpg", grid, buf)) return Status::IoError(path + ": JPEG encoding failed");
-  } catch (const cv::Exception& e) {
-    return Status::IoError(path + ": JPEG encoding failed: " + e.what());
-  }
-  return env.WriteFileAtomic(path, std::string(buf.begin(), buf.end()));
+  Result<std::string> jpeg = data::EncodeJpeg(grid);
+  if (!jpeg.IsOk()) return Status::IoError(path + ": " + jpeg.GetStatus().Message());
+  return env.WriteFileAtomic(path, *jpeg);
 }
 
 Status WriteValBatchGrids(Env& env, const std::string& run_dir,

@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+
+#include "data/codec.h"
 
 namespace kestrel::eval::internal {
 
@@ -14,19 +15,9 @@ const cv::Scalar kGrid(225, 225, 225);
 const cv::Scalar kTickText(60, 60, 60);
 }  // namespace
 
-Result<std::string> EncodePng(const cv::Mat& img) {
-  std::vector<uchar> buf;
-  if (!cv::imencode(".png", img, buf)) return Status::Internal("PNG encoding failed");
-  return std::string(buf.begin(), buf.end());
-}
+Result<std::string> EncodePng(const cv::Mat& img) { return data::EncodePng(img); }
 
-Result<std::string> EncodeJpeg(const cv::Mat& img) {
-  std::vector<uchar> buf;
-  if (!cv::imencode(".jpg", img, buf, {cv::IMWRITE_JPEG_QUALITY, 90})) {
-    return Status::Internal("JPEG encoding failed");
-  }
-  return std::string(buf.begin(), buf.end());
-}
+Result<std::string> EncodeJpeg(const cv::Mat& img) { return data::EncodeJpeg(img, 90); }
 
 cv::Scalar SeriesColor(size_t i) {
   // A qualitative palette (RGB hex), stored as BGR.
