@@ -67,6 +67,8 @@ LIBRARIES = {
     "boost": ["boost/"],
     "onnx": ["onnx/"],
     "libarchive": ["archive.h", "archive_entry.h"],
+    "libjpeg": ["jpeglib.h"],
+    "libpng": ["png.h"],
 }
 
 # C and POSIX headers used with a ".h" (C++ standard headers have no dot).

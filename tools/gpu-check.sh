@@ -12,11 +12,14 @@
 #   5. bench/train_throughput's train_step_bench: n/s/m x fp32/amp
 #   6. tools/gpu/reference_throughput.py: the same in PyTorch eager
 #   7. the side-by-side table (Kestrel / PyTorch images/s, device memory)
-#   8. end to end, when a full `kestrel` binary exists (GPU_CHECK_KESTREL or
-#      the build's src/cli/kestrel): a synthetic dataset, `kestrel train`
-#      for 4 epochs stopped by SIGTERM after epoch 3, then resume=last.ckpt
-#      for the last epoch; images/s and mAP from its output. The torch-only
-#      build has no kestrel binary: the step is recorded as skipped.
+#   8. the travelling trainer (docs/gpu.md): configure + build
+#      bench/train_throughput's travel_trainer in its own folder with
+#      KESTREL_TRAVEL_TRAINER=ON (the trainer's modules against the carried
+#      OpenCV core/imgproc, libjpeg, libpng, SQLite, libpq, CURL, pugixml),
+#      its audit, then end to end on the device: a synthetic dataset imported
+#      into a fresh home, `train` for 4 epochs stopped by SIGTERM after epoch
+#      3, then resume=last.ckpt for the last epoch; images/s and mAP from its
+#      output. After the benchmarks, so a failure here costs them nothing.
 # Every step's exit status, seconds and output go to the log; a failed step
 # never stops the next one (a step that needs a failed one is "skipped").
 # Written under $OUT (at most 7 files, none in folders): summary.json,
@@ -36,8 +39,11 @@
 #   GPU_CHECK_JOBS         nproc
 #   GPU_CHECK_WRAP         a command prefix for the build steps and the e2e step
 #                          (here: "flock /tmp/kestrel-build.lock", BUILD-PROTOCOL)
-#   GPU_CHECK_KESTREL      a full kestrel binary for step 8
+#   GPU_CHECK_TRAVEL_BUILD /tmp/kestrel-gpu-travel (step 8's build folder)
+#   GPU_CHECK_TRAINER      an already built travel_trainer for step 8 (skips its build)
 #   GPU_CHECK_E2E_IMGSZ    320   GPU_CHECK_E2E_BATCH 32   GPU_CHECK_E2E_IMAGES 256
+#   GPU_CHECK_PARTS        bench,travel: steps 3-7 (bench) and 8 (travel); "travel"
+#                          alone is the second call on a warm machine (docs/gpu.md)
 #   GPU_CHECK_DEADLINE_S   540: a step that would start later than this many
 #                          seconds after the script began is skipped (the
 #                          run tool's limit is 600 s a command)
@@ -53,6 +59,7 @@ BATCH=${GPU_CHECK_BATCH:-64}
 WARMUP=${GPU_CHECK_WARMUP:-3}
 ITERS=${GPU_CHECK_ITERS:-10}
 BUILD=${GPU_CHECK_BUILD:-/tmp/kestrel-gpu-build}
+TRAVEL_BUILD=${GPU_CHECK_TRAVEL_BUILD:-/tmp/kestrel-gpu-travel}
 PREFIX=${GPU_CHECK_PREFIX:-/tmp/kestrel-gpu-prefix}
 DEBS=${GPU_CHECK_DEBS:-.gpu/debs}
 PY=${GPU_CHECK_PYTHON:-python3}
@@ -62,6 +69,8 @@ E2E_IMGSZ=${GPU_CHECK_E2E_IMGSZ:-320}
 E2E_BATCH=${GPU_CHECK_E2E_BATCH:-32}
 E2E_IMAGES=${GPU_CHECK_E2E_IMAGES:-256}
 DEADLINE=${GPU_CHECK_DEADLINE_S:-540}
+PARTS=${GPU_CHECK_PARTS:-bench,travel}
+PART=common # the part the next steps belong to: common, bench (3-7) or travel (8)
 START=$(date +%s)
 
 mkdir -p "$OUT"
@@ -81,6 +90,12 @@ step() {
   shift 2
   local now
   now=$(($(date +%s) - START))
+  if [[ $PART != common && ",$PARTS," != *",$PART,"* ]]; then
+    RC[$name]=skipped
+    printf '%s\tskipped\t0\tnot asked (GPU_CHECK_PARTS=%s)\n' "$name" "$PARTS" >>"$STEPS"
+    log "== $name: skipped (part $PART not in GPU_CHECK_PARTS=$PARTS)"
+    return
+  fi
   for n in $NEEDS; do
     if [[ "${RC[$n]:-x}" != 0 ]]; then
       RC[$name]=skipped
@@ -171,20 +186,22 @@ unpack() {
 step unpack 60 bash -c "$(declare -f unpack); DEBS='$DEBS' PREFIX='$PREFIX' unpack"
 
 # ---- 3. configure + build (torch-only)
-CMAKE_ARGS=(-S "$ROOT" -B "$BUILD" -G Ninja -DKESTREL_TORCH_ONLY=ON -DKESTREL_WERROR=OFF -DCMAKE_BUILD_TYPE=Release)
+PART=bench
+# What both builds (this one and the travelling trainer's, step 8) are given.
+COMMON_ARGS=(-G Ninja -DKESTREL_TORCH_ONLY=ON -DKESTREL_WERROR=OFF -DCMAKE_BUILD_TYPE=Release)
 PREFIXES="$TORCH_PREFIX"
 if [[ -d "$PREFIX/usr" ]]; then
   PREFIXES="$PREFIXES;$PREFIX/usr"
-  # Debian keeps OpenSSL's configuration.h/opensslconf.h in the multiarch folder.
-  CMAKE_ARGS+=(-DOPENSSL_ROOT_DIR="$PREFIX/usr" -DCMAKE_CXX_FLAGS="-isystem $PREFIX/usr/include/x86_64-linux-gnu")
+  # Debian keeps OpenSSL's configuration.h/opensslconf.h (and jconfig.h) in the multiarch folder.
+  COMMON_ARGS+=(-DOPENSSL_ROOT_DIR="$PREFIX/usr" -DCMAKE_CXX_FLAGS="-isystem $PREFIX/usr/include/x86_64-linux-gnu")
 fi
-CMAKE_ARGS+=(-DCMAKE_PREFIX_PATH="$PREFIXES")
+COMMON_ARGS+=(-DCMAKE_PREFIX_PATH="$PREFIXES")
 if command -v nvcc >/dev/null && [[ "$DEVICE" != cpu ]]; then
   # Hopper (H100/H200): the wheel's Caffe2 CMake files ask for the CUDA toolkit and an arch list.
-  CMAKE_ARGS+=(-DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 -DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
+  COMMON_ARGS+=(-DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 -DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
 fi
 NEEDS=""
-step configure 120 $WRAP cmake "${CMAKE_ARGS[@]}"
+step configure 120 $WRAP cmake -S "$ROOT" -B "$BUILD" "${COMMON_ARGS[@]}"
 NEEDS="configure"
 step build 420 $WRAP cmake --build "$BUILD" --target train_step_bench -j "$JOBS"
 # Kestrel's own warnings under this LibTorch (the build is not -Werror, so one
@@ -198,19 +215,25 @@ step audit 60 "$ROOT/tools/gpu/audit-torch-only.sh" "$BUILD" "$BUILD/bench/train
 
 # The carried packages' headers must come from the prefix: one found in the
 # machine's /usr/include instead would hide a package missing from the carry.
-prefix_headers() {
-  local used
-  used=$(ninja -C "$BUILD" -t deps | grep -E '^ +/usr/include/(x86_64-linux-gnu/)?(openssl|spdlog|fmt|yaml-cpp|nlohmann)/' |
-    sort -u)
+# The carried packages' headers and libraries must come from the prefix: one
+# found in the machine's /usr instead would hide a package missing from the carry.
+CARRIED_HEADERS='(openssl|spdlog|fmt|yaml-cpp|nlohmann|opencv4|postgresql|curl)/|(sqlite3|sqlite3ext|pugixml|pugiconfig|jpeglib|jconfig|jmorecfg|png|pngconf|pnglibconf|zlib|zconf)\.h'
+CARRIED_LIBS='lib(ssl|crypto|spdlog|fmt|yaml-cpp|opencv_[a-z]+|sqlite3|pq|curl|pugixml|jpeg|png16|png|z)\.so'
+prefix_only() {
+  local build=$1 used
+  used=$(ninja -C "$build" -t deps | grep -E "^ +/usr/include/(x86_64-linux-gnu/)?$CARRIED_HEADERS" | sort -u)
+  used+=$(grep -ohE "/usr/lib/x86_64-linux-gnu/$CARRIED_LIBS" "$build/build.ninja" | sort -u)
   if [[ -n "$used" ]]; then
-    echo "headers of carried packages taken from /usr/include, not from $PREFIX:"
+    echo "carried packages' headers or libraries taken from /usr, not from $PREFIX:"
     echo "$used" | head -20
     return 1
   fi
-  echo "every OpenSSL/spdlog/fmt/yaml-cpp/nlohmann header came from $PREFIX"
+  echo "every carried package's header and library in $build came from $PREFIX"
 }
 if [[ -d "$PREFIX/usr" ]]; then
-  step prefix_headers 30 bash -c "$(declare -f prefix_headers); BUILD='$BUILD' PREFIX='$PREFIX' prefix_headers"
+  NEEDS="build"
+  step prefix_headers 30 bash -c "$(declare -f prefix_only); CARRIED_HEADERS='$CARRIED_HEADERS' \
+    CARRIED_LIBS='$CARRIED_LIBS' PREFIX='$PREFIX' prefix_only '$BUILD'"
 fi
 
 # ---- 5-6. the two benchmarks, nvidia-smi sampled in the background
@@ -243,22 +266,75 @@ step table 30 "$PY" "$ROOT/tools/gpu/compare_throughput.py" --kestrel "$OUT/kest
   --table "$OUT/table.txt" --json "$OUT/.table.json"
 [[ -f "$OUT/table.txt" ]] && cat "$OUT/table.txt" | tee -a "$LOG" >/dev/null
 
-# ---- 8. end to end
-KESTREL=${GPU_CHECK_KESTREL:-$BUILD/src/cli/kestrel}
+PART=travel
+# ---- 8. the travelling trainer: its own build folder, after the figures
+# above (a trainer TU that LibTorch 2.x refuses must not cost them), then end
+# to end: synth, import, `train` 4 epochs stopped by SIGTERM after epoch 3,
+# resume=last.ckpt for the last one.
+TRAVEL_CMAKE_ARGS=(-S "$ROOT" -B "$TRAVEL_BUILD" "${COMMON_ARGS[@]}" -DKESTREL_TRAVEL_TRAINER=ON)
+if [[ -d "$PREFIX" ]]; then
+  # The carried libraries' own dependencies (libpq's Kerberos, OpenCV's BLAS
+  # in its alternatives folder) are found there, at link time and at run time.
+  PREFIX_LIBDIRS=$(find "$PREFIX" -name '*.so*' -printf '%h\n' | sort -u | paste -sd:)
+  TRAVEL_CMAKE_ARGS+=(-DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$PREFIX_LIBDIRS")
+fi
+TRAINER=${GPU_CHECK_TRAINER:-$TRAVEL_BUILD/bench/train_throughput/travel_trainer}
+TRAVEL_WARNINGS=0
+if [[ -z "${GPU_CHECK_TRAINER:-}" ]]; then
+  NEEDS=""
+  step travel_configure 120 $WRAP cmake "${TRAVEL_CMAKE_ARGS[@]}"
+  NEEDS="travel_configure"
+  step travel_build 300 $WRAP cmake --build "$TRAVEL_BUILD" --target travel_trainer -j "$JOBS"
+  TRAVEL_WARNINGS=$(sed -n '/^== travel_build (/,/^== travel_build: exit/p' "$LOG" |
+    grep -E "^($ROOT/)?(src|bench)/[^:]*:[0-9]+:[0-9]+: warning:" | sort -u | wc -l)
+  log "Kestrel warnings in the travelling trainer's build: $TRAVEL_WARNINGS"
+  NEEDS="travel_build"
+  if [[ -d "$PREFIX/usr" ]]; then
+    step travel_prefix 30 bash -c "$(declare -f prefix_only); CARRIED_HEADERS='$CARRIED_HEADERS' \
+      CARRIED_LIBS='$CARRIED_LIBS' PREFIX='$PREFIX' prefix_only '$TRAVEL_BUILD'"
+  fi
+  # Every library the trainer loads comes from the prefix, from LibTorch's
+  # own closure, or is the C/C++ runtime: anything else (or "not found") is
+  # a package the carry lacks, which the dry run here would not notice.
+  closure() {
+    local torchlib torchdeps bad=""
+    torchlib=$(ldd "$TRAINER" | awk '$1 ~ /^libtorch_cpu/ {print $3}')
+    torchdeps=$( [[ -f "$torchlib" ]] && ldd "$torchlib" | awk '{print $1}')
+    while read -r name path; do
+      [[ "$path" == "$PREFIX"/* ]] && continue
+      [[ "$name" =~ ^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so ]] && continue
+      [[ "$name" == libtorch* || "$name" == libc10* ]] && continue
+      grep -qxF "$name" <<<"$torchdeps" && continue
+      bad+="$name => $path"$'\n'
+    done < <(ldd "$TRAINER" | awk '/=>/ {print $1, $3}')
+    if [[ -n "$bad" ]]; then
+      echo "libraries neither carried nor LibTorch's nor the C/C++ runtime:"
+      printf '%s' "$bad"
+      return 1
+    fi
+    echo "$(ldd "$TRAINER" | grep -c '=>') libraries: $(ldd "$TRAINER" | grep -c "$PREFIX") from $PREFIX, the rest LibTorch's or the C/C++ runtime"
+  }
+  step travel_closure 30 env LD_LIBRARY_PATH="${PREFIX_LIBDIRS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    bash -c "$(declare -f closure); TRAINER='$TRAINER' PREFIX='$PREFIX' closure"
+  step travel_audit 60 env LD_LIBRARY_PATH="${PREFIX_LIBDIRS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$ROOT/tools/gpu/audit-torch-only.sh" --travel "$TRAVEL_BUILD" "$TRAINER"
+fi
 e2e() {
   set -u
   local home run
   home=$(mktemp -d /tmp/kestrel-e2e-home.XXXXXX)
   run=$home/runs
   export KESTREL_HOME=$home
-  echo "kestrel: $KESTREL, home $home"
-  "$KESTREL" dataset synth "$home/shapes" --images "$E2E_IMAGES" --classes 3 --imgsz "$E2E_IMGSZ" --seed 1 || return 1
-  "$KESTREL" dataset import "$home/shapes" --name shapes || return 1
+  echo "trainer: $TRAINER, home $home"
+  echo "libraries: $(ldd "$TRAINER" | grep -c '=>') loaded, from the prefix: $(ldd "$TRAINER" | grep -c "$PREFIX")," \
+    "not found: $(ldd "$TRAINER" | grep -c 'not found')"
+  "$TRAINER" synth "$home/shapes" images="$E2E_IMAGES" classes=3 imgsz="$E2E_IMGSZ" seed=1 || return 1
+  "$TRAINER" import "$home/shapes" shapes || return 1
   # 4 epochs, SIGTERM once epoch 3 is in results.csv: the trainer finishes the
   # step, writes weights/last.ckpt and exits 8 (stopped); resume= does epoch 4.
   local t0 t1 pid rows rc
   t0=$(date +%s)
-  "$KESTREL" train data=shapes model=n imgsz="$E2E_IMGSZ" batch="$E2E_BATCH" nbs="$E2E_BATCH" epochs=4 \
+  "$TRAINER" train data=shapes model=n imgsz="$E2E_IMGSZ" batch="$E2E_BATCH" nbs="$E2E_BATCH" epochs=4 \
     warmup_epochs=1 close_mosaic=1 plots=false seed=1 device="$DEVICE" project="$run" name=train &
   pid=$!
   rows=0
@@ -275,27 +351,30 @@ e2e() {
   t1=$(date +%s)
   echo "first run: exit $rc after $((t1 - t0))s with $rows epochs in results.csv (8 = stopped, as asked)"
   [[ $rc == 8 && -f "$run/train/weights/last.ckpt" ]] || return 1
-  "$KESTREL" train resume="$run/train/weights/last.ckpt" || return 1
+  "$TRAINER" train resume="$run/train/weights/last.ckpt" || return 1
   echo "resumed run: exit 0 after $(($(date +%s) - t1))s"
   echo "results.csv:"
   cat "$run/train/results.csv"
 }
-if [[ -x "$KESTREL" ]]; then
-  NEEDS=""
-  # The whole step under WRAP (one lock), so that SIGTERM reaches kestrel itself.
-  step e2e 240 $WRAP bash -c "$(declare -f e2e); KESTREL='$KESTREL' E2E_IMAGES=$E2E_IMAGES \
-    E2E_IMGSZ=$E2E_IMGSZ E2E_BATCH=$E2E_BATCH DEVICE=$DEVICE e2e 2>&1 | tee '$OUT/e2e.txt'; exit \${PIPESTATUS[0]}"
-else
+NEEDS=""
+[[ -z "${GPU_CHECK_TRAINER:-}" ]] && NEEDS="travel_build"
+if [[ -n "${GPU_CHECK_TRAINER:-}" && ! -x "$TRAINER" ]]; then
   RC[e2e]=skipped
-  printf 'e2e\tskipped\t0\tno kestrel binary (%s): the torch-only build has none (docs/gpu.md)\n' "$KESTREL" >>"$STEPS"
-  log "== e2e: skipped (no kestrel binary at $KESTREL: the torch-only build has none, docs/gpu.md)"
+  printf 'e2e\tskipped\t0\tno travel_trainer at %s\n' "$TRAINER" >>"$STEPS"
+  log "== e2e: skipped (no travel_trainer at $TRAINER)"
+else
+  # The whole step under WRAP (one lock), so that SIGTERM reaches the trainer itself.
+  step e2e 240 $WRAP env LD_LIBRARY_PATH="${PREFIX_LIBDIRS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    bash -c "$(declare -f e2e); TRAINER='$TRAINER' PREFIX='$PREFIX' E2E_IMAGES=$E2E_IMAGES \
+    E2E_IMGSZ=$E2E_IMGSZ E2E_BATCH=$E2E_BATCH DEVICE=$DEVICE e2e 2>&1 | tee '$OUT/e2e.txt'; exit \${PIPESTATUS[0]}"
 fi
 
 # ---- summary
 TOTAL=$(($(date +%s) - START))
-"$PY" - "$OUT" "$TOTAL" "$WARNINGS" "$E2E_BATCH" <<'EOF' || python3 -c 'print("summary: python failed")'
+"$PY" - "$OUT" "$TOTAL" "$WARNINGS" "$E2E_BATCH" "$TRAVEL_WARNINGS" <<'EOF' || python3 -c 'print("summary: python failed")'
 import json, os, re, sys
 out, total, warnings, e2e_batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+travel_warnings = int(sys.argv[5])
 steps = []
 for line in open(os.path.join(out, ".steps.tsv")):
     name, rc, secs, note = (line.rstrip("\n").split("\t") + [""])[:4]
@@ -327,7 +406,8 @@ if os.path.exists(ep):
                          "epochs_done": int(first.group(3))} if first else None,
            "resumed_run": {"exit": int(resumed.group(1)), "seconds": int(resumed.group(2))} if resumed else None,
            "last_epoch": last}
-summary = {"total_seconds": total, "e2e": e2e, "kestrel_warnings": warnings, "steps": steps, "facts": facts,
+summary = {"total_seconds": total, "e2e": e2e, "kestrel_warnings": warnings,
+           "travel_trainer_warnings": travel_warnings, "steps": steps, "facts": facts,
            "kestrel": lines("kestrel.jsonl"), "reference": lines("reference.jsonl"), "table": table,
            "ok": all(s["exit"] == 0 for s in steps if s["exit"] != "skipped")}
 tmp = os.path.join(out, "summary.json.tmp")

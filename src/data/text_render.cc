@@ -52,10 +52,12 @@ void WarnOnce(const std::string& why) EXCLUDES(g_mu) {
   spdlog::warn("text: {}; text falls back to OpenCV's Hershey font (install fonts-dejavu-core)", why);
 }
 
+#ifdef KESTREL_HAVE_FREETYPE
 bool Readable(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return f.good();
 }
+#endif
 
 // One thread's fonts, reloaded when the configuration generation changes.
 struct ThreadFonts {
@@ -104,7 +106,9 @@ ThreadFonts& Fonts() {
 }
 
 int Ascent(double px) { return int(std::lround(kAscent * px)); }
+#ifdef KESTREL_HAVE_FREETYPE
 int FontPx(double px) { return std::max(1, int(std::lround(px))); }
+#endif
 
 cv::Point AlignedTopLeft(cv::Point anchor, cv::Size box, HAlign h, VAlign v) {
   const int dx = h == HAlign::kLeft ? 0 : h == HAlign::kCenter ? box.width / 2 : box.width;
