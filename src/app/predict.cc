@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <map>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <optional>
 #include <set>
@@ -19,6 +18,7 @@
 #include "app/video_io.h"
 #include "core/json.h"
 #include "core/staged_dir.h"
+#include "data/codec.h"
 #include "data/image.h"
 #include "data/text_render.h"
 #include "eval/dataset_eval.h"
@@ -228,9 +228,7 @@ Result<std::string> RenderDetectionsJpeg(const eval::ImageView& rgb,
     cv::Mat bgr;
     cv::cvtColor(view, bgr, cv::COLOR_RGB2BGR);
     DrawDetections(bgr, detections, names, style);
-    std::vector<uint8_t> jpg;
-    if (!cv::imencode(".jpg", bgr, jpg)) return Status::Internal("JPEG encoding failed");
-    return std::string(jpg.begin(), jpg.end());
+    return data::EncodeJpeg(bgr);
   } catch (const cv::Exception& e) {
     return Status::Internal(std::string("OpenCV: ") + e.what());
   }
@@ -383,16 +381,16 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
         const std::string base = "crops/" + CropFolder(out.names, d.class_id) + "/" + im.output;
         std::string rel = base + ".jpg";
         for (int k = 2; env.Stat(JoinPath(dir, rel)).exists; ++k) rel = base + std::to_string(k) + ".jpg";
-        std::vector<uint8_t> jpg;
+        Result<std::string> jpg = Status::Internal("JPEG encoding failed");
         try {
           cv::Mat bgr;
           cv::cvtColor(f.rgb(r), bgr, cv::COLOR_RGB2BGR);
-          if (!cv::imencode(".jpg", bgr, jpg)) return Status::Internal("JPEG encoding failed", {im.source});
+          jpg = data::EncodeJpeg(bgr);
         } catch (const cv::Exception& e) {
           return Status::Internal(std::string("OpenCV: ") + e.what(), {im.source});
         }
-        KESTREL_RETURN_IF_ERROR(
-            write(rel, std::string_view(reinterpret_cast<const char*>(jpg.data()), jpg.size())));
+        if (!jpg.IsOk()) return Status::Internal(jpg.GetStatus().Message(), {im.source});
+        KESTREL_RETURN_IF_ERROR(write(rel, *jpg));
       }
     }
     // As the reference's save_txt: no file for an image without detections.
