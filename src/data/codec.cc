@@ -345,12 +345,4 @@ Result<std::string> EncodePng(const cv::Mat& image) {
   return Status::Internal(std::string("PNG encoder: ") + io.message);
 }
 
-bool DecodesEveryFormat() {
-#ifdef KESTREL_HAVE_IMGCODECS
-  return true;
-#else
-  return false;
-#endif
-}
-
 }  // namespace kestrel::data

@@ -38,8 +38,4 @@ Result<cv::Mat> DecodePng(std::string_view bytes);
 Result<std::string> EncodeJpeg(const cv::Mat& image, int quality = 95);
 Result<std::string> EncodePng(const cv::Mat& image);
 
-// Whether this build decodes BMP, WebP and TIFF too (through OpenCV's
-// imgcodecs: every build but the travelling trainer's, docs/gpu.md).
-bool DecodesEveryFormat();
-
 }  // namespace kestrel::data

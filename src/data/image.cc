@@ -8,8 +8,8 @@
 #include <limits>
 #include <opencv2/core.hpp>
 #include <opencv2/core/utils/logger.hpp>
-#ifdef KESTREL_HAVE_IMGCODECS
-#include <opencv2/imgcodecs.hpp>
+#ifdef KESTREL_IMGCODECS_SONAME
+#include <dlfcn.h>
 #endif
 #include <opencv2/imgproc.hpp>
 #include <string>
@@ -21,6 +21,39 @@ namespace kestrel::data {
 namespace {
 
 constexpr size_t kNpos = std::string_view::npos;
+
+#ifdef KESTREL_IMGCODECS_SONAME
+// OpenCV's imgcodecs, loaded on the first BMP, WebP or TIFF only: Debian
+// builds it with GDAL, whose ~120 libraries cost every process that links
+// it ~0.1 s to start, and JPEG and PNG (nearly every image) need none of it
+// (codec.h). Loaded once, never unloaded; the soname is the one the build
+// found (src/data/CMakeLists.txt).
+using ImdecodeFn = cv::Mat (*)(const cv::_InputArray&, int);
+struct Imgcodecs {
+  ImdecodeFn imdecode = nullptr;
+  std::string error;  // why it is null
+};
+const Imgcodecs& LoadImgcodecs() {
+  static const Imgcodecs loaded = [] {
+    Imgcodecs c;
+    void* lib = dlopen(KESTREL_IMGCODECS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* e = dlerror();
+      c.error = e != nullptr ? e : "dlopen " KESTREL_IMGCODECS_SONAME " failed";
+      return c;
+    }
+    // cv::imdecode(cv::InputArray, int), OpenCV 4's C++ ABI.
+    void* fn = dlsym(lib, "_ZN2cv8imdecodeERKNS_11_InputArrayEi");
+    if (fn == nullptr) {
+      c.error = KESTREL_IMGCODECS_SONAME " has no cv::imdecode(InputArray, int)";
+      return c;
+    }
+    c.imdecode = reinterpret_cast<ImdecodeFn>(fn);  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    return c;
+  }();
+  return loaded;
+}
+#endif
 
 // Bounds-checked integer reads; out-of-range reads return 0 so a header that
 // lies about its lengths can never make us read past the buffer.
@@ -487,10 +520,15 @@ Result<cv::Mat> DecodeChecked(std::string_view bytes, const std::string& origin,
     }
     m = std::move(*decoded);
   } else {
-#ifdef KESTREL_HAVE_IMGCODECS
+#ifdef KESTREL_IMGCODECS_SONAME
+    const Imgcodecs& codecs = LoadImgcodecs();
+    if (codecs.imdecode == nullptr) {
+      return Bad(why, DecodeFailure::kUnsupported, StatusCode::kInvalidArgument, origin,
+                 info.format + " images need OpenCV's imgcodecs, which did not load: " + codecs.error);
+    }
     // imdecode only reads the buffer; the const_cast is for cv::Mat's API.
-    cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
-    m = cv::imdecode(buf, cv::IMREAD_UNCHANGED);
+    const cv::Mat buf(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
+    m = codecs.imdecode(buf, -1);  // IMREAD_UNCHANGED
     if (m.empty()) {
       return Bad(why, DecodeFailure::kCorrupt, StatusCode::kCorruption, origin,
                  "cannot decode " + info.format + " image");
@@ -649,6 +687,14 @@ bool IsImageExtension(const std::string& ext) {
 }
 
 void SetImageCodecThreads(int threads) { cv::setNumThreads(threads); }
+
+bool DecodesEveryFormat() {
+#ifdef KESTREL_IMGCODECS_SONAME
+  return LoadImgcodecs().imdecode != nullptr;
+#else
+  return false;
+#endif
+}
 
 void QuietImageCodecLogs() { cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_ERROR); }
 

@@ -79,6 +79,12 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& origin, c
 // "image.exif_orientation". `file` is copied into each finding.
 std::vector<Finding> ImageInfoFindings(const ImageInfo& info, const std::string& file);
 
+// Whether BMP, WebP and TIFF decode here too: OpenCV's imgcodecs, which
+// DecodeImage loads on the first such image (not at start: its GDAL
+// libraries cost every process ~0.1 s), is there. False in the travelling
+// trainer's build (docs/gpu.md), which decodes JPEG and PNG only.
+bool DecodesEveryFormat();
+
 // True for jpg jpeg png bmp webp tif tiff, any case, with or without the dot.
 bool IsImageExtension(const std::string& ext);
 

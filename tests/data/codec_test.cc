@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "data/image.h"
+
 // jpeglib.h needs <cstdio> first.
 // clang-format off
 #include <cstdio>
