@@ -838,6 +838,9 @@ test('job page: prediction samples per epoch, one keyboard slider for the job an
   await page.keyboard.press('Home')
   await page.waitForFunction(() => document.querySelector('[data-testid="samples-run-778"]')?.dataset.epoch === '1', null, { timeout: WAIT })
   await page.waitForFunction((id) => document.querySelector(`[data-testid="samples-run-${id}"]`)?.dataset.epoch === '', jobId, { timeout: WAIT })
+  // The slider's epoch is set before the panel's request goes out: epoch 1's
+  // panel drawn (1 prediction per image) means it was asked for.
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="samples-run-778"] [data-testid="pred"]').length === 2, null, { timeout: WAIT })
   assert.ok(asked.includes('778:1') && asked.includes(`${jobId}:2`), asked.join(' '))
   for (const id of [778, jobId]) {
     await page.unroute(`**/api/jobs/${id}/samples`)
