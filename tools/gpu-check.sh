@@ -221,8 +221,8 @@ CARRIED_HEADERS='(openssl|spdlog|fmt|yaml-cpp|nlohmann|opencv4|postgresql|curl)/
 CARRIED_LIBS='lib(ssl|crypto|spdlog|fmt|yaml-cpp|opencv_[a-z]+|sqlite3|pq|curl|pugixml|jpeg|png16|png|z)\.so'
 prefix_only() {
   local build=$1 used
-  used=$(ninja -C "$build" -t deps | grep -E "^ +/usr/include/(x86_64-linux-gnu/)?$CARRIED_HEADERS" | sort -u)
-  used+=$(grep -ohE "/usr/lib/x86_64-linux-gnu/$CARRIED_LIBS" "$build/build.ninja" | sort -u)
+  used=$(ninja -C "$build" -t deps | grep -E "^ +/usr/include/(x86_64-linux-gnu/)?($CARRIED_HEADERS)" | sort -u)
+  used+=$(grep -ohE "(^|[ =])/usr/lib/x86_64-linux-gnu/$CARRIED_LIBS" "$build/build.ninja" | sort -u)
   if [[ -n "$used" ]]; then
     echo "carried packages' headers or libraries taken from /usr, not from $PREFIX:"
     echo "$used" | head -20
