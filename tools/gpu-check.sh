@@ -297,12 +297,20 @@ if [[ -z "${GPU_CHECK_TRAINER:-}" ]]; then
   # own closure, or is the C/C++ runtime: anything else (or "not found") is
   # a package the carry lacks, which the dry run here would not notice.
   closure() {
-    local torchlib torchdeps bad=""
+    local torchlib torchdeps="" wheel="" lib bad=""
+    # LibTorch's own closure: every libtorch*/libc10* library's (the CUDA
+    # ones bring cudart, cuBLAS, cuDNN...), and on the device anything under
+    # the wheel's site-packages (torch/lib, nvidia/*/lib).
+    for lib in $(ldd "$TRAINER" | awk '$1 ~ /^lib(torch|c10)/ && $3 ~ /^\// {print $3}'); do
+      torchdeps+=$(ldd "$lib" | awk '{print $1}')$'\n'
+    done
     torchlib=$(ldd "$TRAINER" | awk '$1 ~ /^libtorch_cpu/ {print $3}')
-    torchdeps=$( [[ -f "$torchlib" ]] && ldd "$torchlib" | awk '{print $1}')
+    [[ -n "$torchlib" && "$torchlib" != /usr/* ]] && wheel=$(dirname "$(dirname "$(dirname "$torchlib")")")
     while read -r name path; do
       [[ "$path" == "$PREFIX"/* ]] && continue
-      [[ "$name" =~ ^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so ]] && continue
+      [[ -n "$wheel" && "$path" == "$wheel"/* ]] && continue
+      # The C/C++ runtime and the NVIDIA driver are the machine's own.
+      [[ "$name" =~ ^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcuda)\.so ]] && continue
       [[ "$name" == libtorch* || "$name" == libc10* ]] && continue
       grep -qxF "$name" <<<"$torchdeps" && continue
       bad+="$name => $path"$'\n'
