@@ -36,7 +36,6 @@
 #include "data/synth.h"
 #include "data/version.h"
 #include "data/version_files.h"
-#include "model/device.h"
 #include "store/artifact_store.h"
 #include "store/metadata_store.h"
 #include "train/trainer.h"
@@ -125,18 +124,8 @@ int Train(const std::vector<std::string>& args) {
   Result<std::string> resume = train::ResolveResume(o.resume, o.project);
   if (!resume.IsOk()) return Fail("train", resume.GetStatus(), kExitUsage);
   o.resume = *resume;
-  // The checks `kestrel train` makes before it starts (cli/train_cmd.cc).
-  Status s;
-  if (o.resume.empty()) {
-    s = o.Validate();
-    if (s.IsOk()) s = o.ValidateFiles();
-    if (s.IsOk()) s = kestrel::model::ResolveDevice(o.device).GetStatus();
-  } else {
-    train::TrainConfig only_resume;
-    only_resume.resume = o.resume;
-    s = only_resume.ValidateFiles();
-  }
-  if (!s.IsOk()) return Fail("train", s, kExitUsage);
+  // The checks `kestrel train` makes before it starts.
+  if (Status s = train::CheckBeforeStart(o); !s.IsOk()) return Fail("train", s, kExitUsage);
   o.home = store::KestrelHome();
   struct sigaction sa {};
   sa.sa_handler = OnStop;

@@ -25,7 +25,6 @@
 #include "cli/cli.h"
 #include "cli/job_child.h"
 #include "cli/torch_commands.h"
-#include "model/device.h"
 #include "model/device_selftest.h"
 #include "model/torch_compat.h"
 #include "train/trainer.h"
@@ -49,17 +48,7 @@ void InstallStopHandlers() {
 // error located on the command line (exit 2). With resume= the
 // checkpoint's stored config wins: only the file counts.
 Status CheckTrainCommandLine(const train::TrainOptions& o) {
-  Status s;
-  if (o.resume.empty()) {
-    s = o.Validate();
-    if (s.IsOk()) s = o.ValidateFiles();
-    // Whether this machine has the device (submit cannot know: a worker may).
-    if (s.IsOk()) s = model::ResolveDevice(o.device).GetStatus();
-  } else {
-    train::TrainConfig only_resume;
-    only_resume.resume = o.resume;
-    s = only_resume.ValidateFiles();
-  }
+  Status s = train::CheckBeforeStart(o);
   if (s.IsOk()) return s;
   return Status::InvalidArgument(s.Message(), {"command line", 0, s.Where().field});
 }

@@ -201,6 +201,13 @@ struct TrainHooks {
   std::function<void(const std::vector<EpochRecord>&)> on_resumed;
 };
 
+// The checks `kestrel train` (and bench/train_throughput's travel_trainer)
+// make before Train(), with `kestrel submit`'s messages: Validate(),
+// ValidateFiles() and whether this machine has `device`; with resume= only
+// that the checkpoint file is there (its stored config wins). Defined with
+// Train() (kestrel_train: the device check needs LibTorch).
+Status CheckBeforeStart(const TrainOptions& options);
+
 // Runs (or resumes) a training. Setup problems (bad options, unknown dataset,
 // corrupted checkpoint, I/O) are errors; how the run ended is in the summary.
 Result<TrainSummary> Train(const TrainOptions& options, const TrainHooks& hooks = {},
