@@ -120,11 +120,13 @@ void PngRead(png_structp png, png_bytep dst, png_size_t n) {
 
 void PngWrite(png_structp png, png_bytep src, png_size_t n) {
   auto* io = static_cast<PngIo*>(png_get_io_ptr(png));
+  bool failed = false;
   try {
     io->sink->append(reinterpret_cast<const char*>(src), n);
   } catch (...) {
-    png_error(png, "out of memory");
+    failed = true;  // png_error longjmps: never from inside a handler
   }
+  if (failed) png_error(png, "out of memory");
 }
 
 void PngFlush(png_structp /*png*/) {}
