@@ -1,9 +1,10 @@
 // JPEG and PNG through libjpeg-turbo and libpng themselves, without OpenCV's
 // imgcodecs module (docs/gpu.md "The travelling trainer"): Debian's
 // libopencv-imgcodecs needs GDAL, and with it poppler, HDF5, NetCDF, ICU and
-// some hundred other libraries, in every process that decodes an image.
-// These are the codecs of every JPEG and PNG Kestrel reads (data/image.h's
-// DecodeImage) and writes (plots, mosaics, previews, synthetic datasets).
+// some hundred other libraries, into every process that links it (DecodeImage
+// loads it only for BMP, WebP and TIFF). These are the codecs of every JPEG
+// and PNG Kestrel reads (data/image.h's DecodeImage) and writes (plots,
+// mosaics, previews, predict drawings, synthetic datasets).
 //
 // The decoders give what cv::imdecode(bytes, IMREAD_UNCHANGED) gives for the
 // same file with the same libraries (OpenCV 4.6 sets the same decoder
