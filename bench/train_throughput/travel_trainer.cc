@@ -58,31 +58,13 @@ int Fail(const char* what, const Status& s, int code = 1) {
   return code;
 }
 
-// key=value arguments into `set`, errors located on the command line.
-Status ApplyArgs(kestrel::OptionSet& set, const std::vector<std::string>& args) {
-  for (const std::string& a : args) {
-    std::string key, value;
-    if (!kestrel::SplitKeyValue(a, &key, &value)) {
-      return Status::InvalidArgument("'" + a + "' is not key=value", {"command line", 0, a});
-    }
-    if (!set.Has(key)) {
-      std::string hint = kestrel::ClosestMatch(key, set.Keys());
-      return Status::InvalidArgument(
-          "unknown key '" + key + "'" + (hint.empty() ? "" : "; did you mean " + hint + "?"),
-          {"command line", 0, key});
-    }
-    KESTREL_RETURN_IF_ERROR(set.Set(key, value, {"command line", 0, key}));
-  }
-  return {};
-}
-
 int Synth(const std::string& dir, const std::vector<std::string>& args) {
   data::SynthOptions o;
   kestrel::OptionSet set;
   o.Bind(set);
   int64_t seed = 0;
   set.Int("seed", &seed, "generator seed", 0);
-  if (Status s = ApplyArgs(set, args); !s.IsOk()) return Fail("synth", s, kExitUsage);
+  if (Status s = set.ApplyArgs(args); !s.IsOk()) return Fail("synth", s, kExitUsage);
   o.seed = static_cast<uint64_t>(seed);
   if (Status s = o.Validate(); !s.IsOk()) return Fail("synth", s, kExitUsage);
   if (Status s = data::WriteSynthDataset(o, dir); !s.IsOk()) return Fail("synth", s);
@@ -94,7 +76,7 @@ int Import(const std::string& dir, const std::string& name, const std::vector<st
   data::ImportOptions o;
   kestrel::OptionSet set;
   o.Bind(set);
-  if (Status s = ApplyArgs(set, args); !s.IsOk()) return Fail("import", s, kExitUsage);
+  if (Status s = set.ApplyArgs(args); !s.IsOk()) return Fail("import", s, kExitUsage);
   const std::string home = store::KestrelHome();
   Result<std::unique_ptr<store::MetadataStore>> meta = store::MetadataStore::Open(store::MetadataUrl(home));
   if (!meta.IsOk()) return Fail("import", meta.GetStatus());
@@ -120,7 +102,7 @@ int Train(const std::vector<std::string>& args) {
   train::TrainOptions o;
   kestrel::OptionSet set;
   o.Bind(set);
-  if (Status s = ApplyArgs(set, args); !s.IsOk()) return Fail("train", s, kExitUsage);
+  if (Status s = set.ApplyArgs(args); !s.IsOk()) return Fail("train", s, kExitUsage);
   Result<std::string> resume = train::ResolveResume(o.resume, o.project);
   if (!resume.IsOk()) return Fail("train", resume.GetStatus(), kExitUsage);
   o.resume = *resume;
