@@ -28,7 +28,6 @@
 #include "data/version.h"
 #include "data/version_files.h"
 #include "eval/plots.h"
-#include "model/device.h"
 #include "model/pt_checkpoint.h"
 #include "model/torch_compat.h"
 #include "model/weights.h"
@@ -777,18 +776,6 @@ Result<TrainSummary> TrainImpl(const TrainOptions& options, const TrainHooks& ho
 }
 
 }  // namespace
-
-Status CheckBeforeStart(const TrainOptions& o) {
-  if (!o.resume.empty()) {
-    TrainConfig only_resume;
-    only_resume.resume = o.resume;
-    return only_resume.ValidateFiles();
-  }
-  KESTREL_RETURN_IF_ERROR(o.Validate());
-  KESTREL_RETURN_IF_ERROR(o.ValidateFiles());
-  // Whether this machine has the device (submit cannot know: a worker may).
-  return model::ResolveDevice(o.device).GetStatus();
-}
 
 Result<TrainSummary> Train(const TrainOptions& options, const TrainHooks& hooks, Env& env) {
   try {

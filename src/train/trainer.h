@@ -204,8 +204,8 @@ struct TrainHooks {
 // The checks `kestrel train` (and bench/train_throughput's travel_trainer)
 // make before Train(), with `kestrel submit`'s messages: Validate(),
 // ValidateFiles() and whether this machine has `device`; with resume= only
-// that the checkpoint file is there (its stored config wins). Defined with
-// Train() (kestrel_train: the device check needs LibTorch).
+// that the checkpoint file is there (its stored config wins). In
+// kestrel_train with Train() (start_checks.cc: the device check needs LibTorch).
 Status CheckBeforeStart(const TrainOptions& options);
 
 // Runs (or resumes) a training. Setup problems (bad options, unknown dataset,
