@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,20 @@ CodecFail DecodePngInto(std::string_view bytes, cv::Mat* out, std::vector<png_by
   return CodecFail::kNone;
 }
 
+// Frees what a C library malloc'ed (libjpeg's jpeg_mem_dest buffer).
+struct LibcFree {
+  void operator()(unsigned char* p) const { std::free(p); }  // NOLINT(cppcoreguidelines-no-malloc)
+};
+
+// A decoder's failure as a Status: kResourceExhausted when its pixels could
+// not be allocated, else kCorruption with the library's message.
+Status DecoderError(CodecFail fail, const char* format, const char* message) {
+  if (fail == CodecFail::kMemory) {
+    return Status::ResourceExhausted(std::string("out of memory for the ") + format + "'s pixels");
+  }
+  return Status::Corruption(std::string(format) + " decoder: " + message);
+}
+
 Status CheckEncodable(const cv::Mat& image, bool alpha_ok, const char* what) {
   const int c = image.channels();
   if (image.empty() || image.depth() != CV_8U || !(c == 1 || c == 3 || (alpha_ok && c == 4))) {
@@ -204,7 +219,7 @@ Status CheckEncodable(const cv::Mat& image, bool alpha_ok, const char* what) {
   return {};
 }
 
-// jpeg_mem_dest's buffer is malloc'ed by libjpeg; freed here on every path.
+// jpeg_mem_dest's buffer is malloc'ed by libjpeg; EncodeJpeg frees it on every path.
 CodecFail EncodeJpegInto(const cv::Mat& image, int quality, unsigned char** buf,
                          unsigned long* size,  // NOLINT(google-runtime-int): libjpeg's type
                          JpegError* err) {
@@ -275,30 +290,18 @@ Result<cv::Mat> DecodeJpeg(std::string_view bytes) {
   cv::Mat out;
   std::vector<unsigned char> row;
   JpegError err{};
-  switch (DecodeJpegInto(bytes, &out, &row, &err)) {
-    case CodecFail::kNone:
-      return out;
-    case CodecFail::kMemory:
-      return Status::ResourceExhausted("out of memory for the JPEG's pixels");
-    case CodecFail::kCorrupt:
-      break;
-  }
-  return Status::Corruption(std::string("JPEG decoder: ") + err.message);
+  const CodecFail fail = DecodeJpegInto(bytes, &out, &row, &err);
+  if (fail == CodecFail::kNone) return out;
+  return DecoderError(fail, "JPEG", err.message);
 }
 
 Result<cv::Mat> DecodePng(std::string_view bytes) {
   cv::Mat out;
   std::vector<png_bytep> rows;
   PngIo io;
-  switch (DecodePngInto(bytes, &out, &rows, &io)) {
-    case CodecFail::kNone:
-      return out;
-    case CodecFail::kMemory:
-      return Status::ResourceExhausted("out of memory for the PNG's pixels");
-    case CodecFail::kCorrupt:
-      break;
-  }
-  return Status::Corruption(std::string("PNG decoder: ") + io.message);
+  const CodecFail fail = DecodePngInto(bytes, &out, &rows, &io);
+  if (fail == CodecFail::kNone) return out;
+  return DecoderError(fail, "PNG", io.message);
 }
 
 Result<std::string> EncodeJpeg(const cv::Mat& image, int quality) {
@@ -311,18 +314,14 @@ Result<std::string> EncodeJpeg(const cv::Mat& image, int quality) {
   unsigned long size = 0;  // NOLINT(google-runtime-int): libjpeg's type
   JpegError err{};
   const CodecFail fail = EncodeJpegInto(image, quality, &buf, &size, &err);
-  std::string out;
-  if (fail == CodecFail::kNone) {
-    try {
-      out.assign(reinterpret_cast<const char*>(buf), size);
-    } catch (...) {
-      std::free(buf);  // NOLINT(cppcoreguidelines-no-malloc): libjpeg's malloc'ed buffer
-      return Status::ResourceExhausted("JPEG encoder: out of memory");
-    }
-  }
-  std::free(buf);  // NOLINT(cppcoreguidelines-no-malloc): libjpeg's malloc'ed buffer
+  // jpeg_mem_dest's buffer is libjpeg's malloc, on every path.
+  const std::unique_ptr<unsigned char, LibcFree> owned(buf);
   if (fail != CodecFail::kNone) return Status::Internal(std::string("JPEG encoder: ") + err.message);
-  return out;
+  try {
+    return std::string(reinterpret_cast<const char*>(owned.get()), size);
+  } catch (...) {
+    return Status::ResourceExhausted("JPEG encoder: out of memory");
+  }
 }
 
 Result<std::string> EncodePng(const cv::Mat& image) {
