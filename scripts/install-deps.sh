@@ -24,6 +24,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev           # libFuzzer + sanitizers for tools/fuzz.sh (run by test.sh); lint.sh threads
   clang-format clang-tidy            # scripts/lint.sh (CI): formatting and static analysis
+  valgrind                           # ctest memcheck.predict_video: the video frames' buffers under memcheck
 )
 
 missing=()

@@ -260,13 +260,16 @@ Status CheckVidStride(const PredictRequest& o) {
 }
 
 struct PendingFrame {
-  cv::Mat rgb, bgr;
+  cv::Mat rgb;
   size_t input = 0;
   int64_t frame = 0;
-  // A video frame's decoded BGR pixels, which `bgr` views (save=true): the
-  // reader's buffer is moved here rather than copied. Moving the frame keeps
-  // the vector's heap block, so the view stays valid.
+  // A video frame's decoded BGR pixels (save=true), the reader's buffer moved
+  // here rather than copied. No view of them is stored: the pending vector
+  // copies its frames when it grows (cv::Mat's move is not noexcept), which
+  // frees the old block, so Bgr() makes the view where it is drawn.
   std::vector<uint8_t> pixels;
+  int width = 0, height = 0;
+  cv::Mat Bgr() { return cv::Mat(height, width, CV_8UC3, pixels.data()); }
 };
 
 // The images and frames of `inputs` through `p`, each one's files written
@@ -359,14 +362,15 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
         if (!writer) {
           const std::string path = JoinPath(dir, in.output + ".mp4");
           KESTREL_RETURN_IF_ERROR(make_parent(path));
-          writer = video->create_mp4(path, writer_fps, f.bgr.cols, f.bgr.rows);
+          writer = video->create_mp4(path, writer_fps, f.width, f.height);
           if (!writer) {
             return Status::IoError("cannot write the annotated video (OpenCV VideoWriter, mp4v)",
                                    {in.output + ".mp4", 0, "save"});
           }
         }
-        DrawDetections(f.bgr, im.detections, out.names, draw);
-        writer->Write(f.bgr.data, f.bgr.cols, f.bgr.rows, f.bgr.step[0]);
+        cv::Mat bgr = f.Bgr();
+        DrawDetections(bgr, im.detections, out.names, draw);
+        writer->Write(bgr.data, bgr.cols, bgr.rows, bgr.step[0]);
       } catch (const std::exception& e) {  // cv::Exception among them
         return Status::Internal(std::string("OpenCV: ") + e.what(), {im.source});
       }
@@ -415,6 +419,7 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
   };
   const size_t batch = size_t(std::max(1, p.Options().batch));
   std::vector<PendingFrame> pending;  // at most one batch of decoded images
+  pending.reserve(batch);
   auto run_batch = [&]() -> Status {
     if (pending.empty()) return {};
     std::vector<eval::ImageView> views;
@@ -456,7 +461,7 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
         out.skipped.push_back({in.source, img.GetStatus().Message()});
         continue;
       }
-      pending.push_back({std::move(img).Value(), cv::Mat(), i, 0});
+      pending.push_back({std::move(img).Value(), i, 0});
       if (pending.size() == batch) KESTREL_RETURN_IF_ERROR(run_batch());
       continue;
     }
@@ -481,14 +486,13 @@ Result<PredictResult> RunInputs(Env& env, const PredictRequest& o, const std::ve
       while (!stop_now()) {
         // As the reference: grab vid_stride frames, decode the last one.
         if (!cap->Next(o.vid_stride, &decoded)) break;
-        PendingFrame f{cv::Mat(), cv::Mat(), i, ++frame, {}};
+        PendingFrame f{cv::Mat(), i, ++frame, {}, decoded.width, decoded.height};
         cv::cvtColor(cv::Mat(decoded.height, decoded.width, CV_8UC3, decoded.bgr.data()), f.rgb,
                      cv::COLOR_BGR2RGB);
         if (o.save) {
           // The frame is drawn on and written later: keep the decoded pixels
           // (the reader refills a fresh buffer for the next frame).
           f.pixels = std::move(decoded.bgr);
-          f.bgr = cv::Mat(decoded.height, decoded.width, CV_8UC3, f.pixels.data());
         }
         pending.push_back(std::move(f));
         if (pending.size() == batch) KESTREL_RETURN_IF_ERROR(run_batch());
