@@ -146,7 +146,10 @@ test('console tab: the attempt log, followed live over the stream, searchable', 
     '                   all          4         12     0.0113      0.417     0.0301    0.00912',
   ]
   fs.writeFileSync(log, table.join('\n') + '\n')
-  await page.goto(`${base}/#/jobs`) // the job page opens afresh below
+  // The job page opens afresh below. The jobs list must render first: two hash
+  // changes in one tick leave the job page (and its open stream) mounted.
+  await page.goto(`${base}/#/jobs`)
+  await byTest('jobs-table').waitFor({ timeout: WAIT })
   const before = requests.length
   await page.goto(`${base}/#/jobs/${a}`)
   await waitContains('console-lines', 'mAP50-95)')
