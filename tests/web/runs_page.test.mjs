@@ -205,6 +205,8 @@ test('the Runs page: columns chosen and sorted, a pin kept across a reload, the 
   assert.deepEqual(await rowIds(), [16, ...byBest(true).filter((id) => id !== 16)], 'pin and sort after a reload')
   // Local storage alone brings the view back too (no query in the URL).
   await page.goto(`${base}/#/home`)
+  // Home drawn first: two hash changes in one tick would leave the Runs page mounted.
+  await byTest('home-running-count').waitFor({ timeout: WAIT })
   await page.goto(`${base}/#/runs`)
   await byTest('run-row-11').waitFor({ timeout: WAIT })
   await page.locator('[data-testid="col-cfg:mosaic"]').waitFor({ timeout: WAIT })
@@ -352,6 +354,7 @@ test('the Runs page on the real GET /api/runs: submitted jobs with their config 
   const ids = ['0.03', '0.04'].map((lr) => JSON.parse(kestrel('--json', 'submit', 'data=shapes', 'model=n', 'epochs=1', 'imgsz=64', `lr0=${lr}`)).job_id)
   await page.unroute('**/api/runs?*')
   await page.goto(`${base}/#/home`)
+  await byTest('home-running-count').waitFor({ timeout: WAIT })
   await page.goto(`${base}/#/runs?cols=${encodeURIComponent('cfg:lr0|cfg:imgsz|state')}&sort=${encodeURIComponent('cfg:lr0:desc')}&group=`)
   await byTest(`run-row-${ids[0]}`).waitFor({ timeout: WAIT })
   assert.deepEqual(await rowIds(), [ids[1], ids[0]])

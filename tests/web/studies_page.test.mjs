@@ -150,6 +150,7 @@ test('an unknown study shows the server\'s error', async () => {
 test('unmocked: the real server\'s empty study list renders as the empty table', async () => {
   await page.unroute('**/api/studies**')
   await page.goto(`${base}/#/datasets`)
+  await byTest('import-button').waitFor({ timeout: WAIT }) // the studies page unmounted first
   await page.goto(`${base}/#/studies`)
   await page.waitForFunction(() => /No studies yet/.test(document.body.innerText), null, { timeout: WAIT })
   assert.equal(await byTest('error').count(), 0)
