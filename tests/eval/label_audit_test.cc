@@ -79,7 +79,8 @@ TEST(LabelAudit, ASupportingPredictionLowersASpuriousLabelsScore) {
   ASSERT_NE(s, nullptr);
   EXPECT_NEAR(s->score, 1 - std::sqrt(0.8 / 19.0), 1e-6);
   preds[0].push_back(Det(0, 0, 10, 10, 0.09F, 0));  // below conf, on the label
-  const std::vector<AuditItem> again = AuditLabels(labels, preds);  // Find points into it
+  // Find returns a pointer into the items: they must outlive it.
+  const std::vector<AuditItem> again = AuditLabels(labels, preds);
   const AuditItem* weak = Find(again, AuditKind::kSpurious, 0, -1);
   ASSERT_NE(weak, nullptr);
   EXPECT_NEAR(weak->score, 1 - std::sqrt(0.09), 1e-6);
