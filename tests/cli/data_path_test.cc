@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 #include <string>
 #include <vector>
 
@@ -136,29 +138,6 @@ TEST_F(DataPathTest, SourceWithErrorsIsReportedAsImportReportsIt) {
   EXPECT_TRUE(Json(Kestrel("--json jobs list"))["jobs"].empty());
 }
 
-// A 24-bit bottom-up BMP of one colour.
-void WriteBmp(const fs::path& path, int w, int h) {
-  const int row = (w * 3 + 3) / 4 * 4;
-  std::string b(54 + static_cast<size_t>(row) * h, '\0');
-  auto put = [&](size_t at, uint32_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xFF);
-  };
-  b[0] = 'B';
-  b[1] = 'M';
-  put(2, static_cast<uint32_t>(b.size()), 4);
-  put(10, 54, 4);
-  put(14, 40, 4);
-  put(18, static_cast<uint32_t>(w), 4);
-  put(22, static_cast<uint32_t>(h), 4);
-  put(26, 1, 2);
-  put(28, 24, 2);
-  put(34, static_cast<uint32_t>(row * h), 4);
-  for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) put(54 + static_cast<size_t>(y) * row + x * 3, 0x2080C0, 3);
-  }
-  std::ofstream(path, std::ios::binary) << b;
-}
-
 // `kestrel` does not link OpenCV's imgcodecs (its GDAL libraries cost every
 // start ~0.1 s): JPEG and PNG are Kestrel's own codecs and a BMP, WebP or
 // TIFF loads imgcodecs on first use (src/data/image.cc). A dataset with a
@@ -171,7 +150,9 @@ TEST_F(DataPathTest, ABmpLoadsImgcodecsOnlyWhenMet) {
   const fs::path label = FirstTrainLabel();
   const fs::path jpg = dir_ / "ds" / "images" / "train" / (label.stem().string() + ".jpg");
   ASSERT_TRUE(fs::remove(jpg)) << jpg;
-  WriteBmp(jpg.parent_path() / (label.stem().string() + ".bmp"), 40, 30);
+  // The test writes it through OpenCV (tests link imgcodecs; kestrel does not).
+  ASSERT_TRUE(cv::imwrite((jpg.parent_path() / (label.stem().string() + ".bmp")).string(),
+                          cv::Mat(30, 40, CV_8UC3, cv::Scalar(0xC0, 0x80, 0x20))));
   CliRun imp = Kestrel("--json dataset import ./ds --name bmp");
   ASSERT_EQ(imp.code, 0) << imp.out;
   EXPECT_EQ(Json(imp)["version"]["num_images"], 12) << imp.out;
